@@ -1,0 +1,32 @@
+"""Federated algorithms. Each module defines one :class:`~algorithms.base.Algorithm`.
+
+The registry maps ``algorithm.name`` in a scenario to ``module:Class``; modules are
+imported only when used.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from algorithms.base import Algorithm, Context, HyperParams
+
+REGISTRY: dict[str, str] = {
+    "fedavg": "algorithms.fedavg:FedAvg",
+}
+
+
+def names() -> list[str]:
+    return sorted(REGISTRY)
+
+
+def get(name: str) -> type[Algorithm]:
+    """The Algorithm class registered as ``name`` (KeyError with the known names)."""
+    try:
+        target = REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown algorithm {name!r}; known: {', '.join(names())}") from None
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+__all__ = ["Algorithm", "Context", "HyperParams", "REGISTRY", "get", "names"]

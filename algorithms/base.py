@@ -1,0 +1,90 @@
+"""What every algorithm is given (:class:`Context`) and what it must provide (:class:`Algorithm`).
+
+An algorithm file reads like the paper: server state in ``__init__``, one round in
+``round()`` as a generator of operations (see :mod:`algorithms.ops`), one client's
+local step as a plain function of one client's flat parameter vector. It imports torch
+and numpy, never the simulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Iterator
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict
+
+from algorithms.ops import Op
+
+
+class HyperParams(BaseModel):
+    """An algorithm's own scenario keys (``[algorithm]`` section, besides the common ones).
+
+    Subclass it with typed fields and defaults; unknown keys are rejected.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass
+class Context:
+    """Everything an algorithm may know about the run. No time, no energy."""
+
+    num_clients: int  # N
+    dim: int  # d, number of model parameters
+    init_params: torch.Tensor  # [d], the seeded initial model w^(0)
+    train_sizes: np.ndarray  # [N], d_i samples per client
+    local_steps: int  # tau
+    clients_per_round: int  # m
+    lr: float  # eta (local step size)
+    batch_size: int  # B
+    bits_per_param: int  # payload bits of one parameter (32 for fp32)
+    rng: np.random.Generator  # the algorithm's own random stream (client sampling, t', ...)
+    hp: Any  # the algorithm's HyperParams instance
+
+    @property
+    def model_bits(self) -> float:
+        """Payload of one full model (or any d-vector), without headers."""
+        return float(self.dim * self.bits_per_param)
+
+    @property
+    def scalar_bits(self) -> float:
+        return float(self.bits_per_param)
+
+
+class Algorithm:
+    """Base class. Subclasses set ``name``, ``Params`` and implement ``round`` and ``model``."""
+
+    name: ClassVar[str] = ""
+    Params: ClassVar[type[HyperParams]] = HyperParams
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.hp = ctx.hp
+
+    def round(self, r: int) -> Iterator[Op]:  # pragma: no cover - interface
+        """Run round ``r`` (0-based) as a generator of operations."""
+        raise NotImplementedError
+
+    @property
+    def model(self) -> torch.Tensor:  # pragma: no cover - interface
+        """The current global model [d]: what is evaluated after each round."""
+        raise NotImplementedError
+
+    def metrics(self) -> dict[str, float]:
+        """Extra per-round numbers for metrics.csv (e.g. the entropy of lambda)."""
+        return {}
+
+
+def uniform_sample(rng: np.random.Generator, num_clients: int, m: int) -> np.ndarray:
+    """m distinct clients, uniformly at random, sorted (sorting keeps batches deterministic)."""
+    return np.sort(rng.choice(num_clients, size=m, replace=False))
+
+
+def weighted_mean(rows: torch.Tensor, weights: np.ndarray | torch.Tensor | None = None) -> torch.Tensor:
+    """Average of the rows of ``rows`` [k, d] with non-negative ``weights`` [k] (None: uniform)."""
+    if weights is None:
+        return rows.mean(dim=0)
+    w = torch.as_tensor(np.asarray(weights, dtype=np.float64), dtype=rows.dtype)
+    return (w[:, None] * rows).sum(dim=0) / w.sum()

@@ -1,0 +1,148 @@
+"""Operations: how an algorithm describes one round to whatever engine runs it.
+
+An algorithm's ``round()`` is a generator. It ``yield``s operations and receives each
+operation's result back from the engine::
+
+    yield Broadcast(selected, bits)                        # -> None
+    result = yield Train(selected, start, steps, step, ...) # -> TrainResult (numerics)
+    arrived = yield Upload(selected, bits)                  # -> bool mask: who made it
+    values, arrived = yield Query(U, params, ...)           # -> (per-client values, mask)
+
+The algorithm never sees time or energy. The engine decides *how* to compute (batched
+or one client at a time) and *what it costs* (SimPy co-simulation, or the ideal engine
+at zero cost). ``Upload`` and ``Query`` are the points where the engine lets simulated
+time pass: only then is it known who finished before the deadline.
+
+Client sets are 1-D integer arrays of client ids (no duplicates). Bits may be one
+number for every client or an array aligned with ``clients``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Mapping
+
+import numpy as np
+import torch
+
+Tensor = torch.Tensor
+
+# One client's local step, written for ONE client and flat parameter vectors:
+#   step(w, grad, carry, client, shared, k) -> (w_new, carry_new)
+#   w, grad : Tensor[d]           current parameters and minibatch gradient at w
+#   carry   : dict[str, Tensor]   per-client state carried across the steps of this op
+#   client  : dict[str, Tensor]   per-client constants (e.g. control variate c_i)
+#   shared  : dict[str, Tensor]   constants shared by all clients (e.g. lr, server model)
+#   k       : int                 0-based index of this step
+# The engine batches it (torch.func.vmap) or loops over clients; the algorithm does not care.
+StepFn = Callable[
+    [Tensor, Tensor, dict[str, Tensor], dict[str, Tensor], dict[str, Any], int],
+    tuple[Tensor, dict[str, Tensor]],
+]
+
+
+def sgd_step(w, grad, carry, client, shared, k):
+    """Plain SGD: w <- w - lr * grad (``shared['lr']``)."""
+    return w - shared["lr"] * grad, carry
+
+
+def _as_clients(clients) -> np.ndarray:
+    arr = np.asarray(clients, dtype=np.int64).reshape(-1)
+    if len(np.unique(arr)) != len(arr):
+        raise ValueError(f"an operation's client set has duplicates: {arr.tolist()}")
+    return arr
+
+
+class Op:
+    """Base class of all operations."""
+
+    clients: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.clients = _as_clients(self.clients)
+
+
+@dataclass
+class Broadcast(Op):
+    """Server -> clients downlink of ``bits`` each (one message per client)."""
+
+    clients: np.ndarray
+    bits: float | np.ndarray
+
+
+@dataclass
+class Upload(Op):
+    """Clients -> server uplink of ``bits`` each. Result: bool mask aligned with
+    ``clients``, True where the upload arrived before the deadline (and was not lost)."""
+
+    clients: np.ndarray
+    bits: float | np.ndarray
+
+
+@dataclass
+class Train(Op):
+    """``steps`` local steps on each client's own minibatches.
+
+    ``start`` is one parameter vector ``[d]`` for everyone or ``[C, d]`` per client.
+    ``record_at`` (1..steps) also returns each client's parameters after that many steps
+    (DRDM's snapshot). ``step_mask`` ``[C, steps]`` (bool) switches individual steps off:
+    a masked step leaves w and carry unchanged and costs no compute.
+    Result: :class:`TrainResult`.
+    """
+
+    clients: np.ndarray
+    start: Tensor
+    steps: int
+    step: StepFn = sgd_step
+    shared: Mapping[str, Any] = field(default_factory=dict)
+    client_args: Mapping[str, Tensor] = field(default_factory=dict)
+    carry: Mapping[str, Tensor] = field(default_factory=dict)
+    record_at: int | None = None
+    step_mask: Tensor | None = None
+    batch_size: int | None = None  # None: the run's algorithm.batch_size
+
+
+@dataclass
+class TrainResult:
+    params: Tensor  # [C, d] after the last step
+    carry: dict[str, Tensor]  # [C, ...] final carried state
+    snapshot: Tensor | None = None  # [C, d] after record_at steps
+    steps_done: np.ndarray | None = None  # [C] steps actually computed (masks)
+
+
+@dataclass
+class Evaluate(Op):
+    """Local evaluation at ``params`` ([d] or [C, d]) on one fresh minibatch per client
+    (``full=True``: the client's whole training set). ``what`` picks the outputs:
+    'loss' -> Tensor[C]; 'grad' -> Tensor[C, d]; 'loss_grad' -> (Tensor[C], Tensor[C, d]).
+    Priced as forward passes ('loss') or forward+backward passes."""
+
+    clients: np.ndarray
+    params: Tensor
+    what: Literal["loss", "grad", "loss_grad"] = "loss"
+    full: bool = False
+    batch_size: int | None = None
+
+
+@dataclass
+class Query(Op):
+    """Broadcast ``params`` (``down_bits``), evaluate locally, upload ``up_bits``.
+
+    A shorthand for Broadcast + Evaluate + Upload. Result: ``(values, arrived)`` where
+    ``values`` is the Evaluate result for all ``clients`` and ``arrived`` the Upload mask.
+    """
+
+    clients: np.ndarray
+    params: Tensor
+    down_bits: float | np.ndarray
+    up_bits: float | np.ndarray
+    what: Literal["loss", "grad", "loss_grad"] = "loss"
+    full: bool = False
+    batch_size: int | None = None
+
+    def expand(self) -> tuple[Broadcast, Evaluate, Upload]:
+        return (
+            Broadcast(self.clients, self.down_bits),
+            Evaluate(self.clients, self.params, self.what, self.full, self.batch_size),
+            Upload(self.clients, self.up_bits),
+        )

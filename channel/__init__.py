@@ -1,0 +1,40 @@
+"""edgefl physical layer: link budget, fading, rate, bandwidth access.
+
+Pure numpy/scipy; SI units inside (W, Hz, s, bits, linear SNR). dB/dBm appear only
+in names that say so. See docs/model.md for every equation and its source.
+"""
+
+from .access import ACCESS_SCHEMES, fdma_bandwidth_hz, payload_bits
+from .fading import FADING_KINDS, fading_power_gain
+from .link import (
+    N0_DBM_PER_HZ,
+    Link,
+    draw_shadowing_db,
+    noise_power_w,
+    path_loss_db,
+    snr_from_link,
+)
+from .rate import is_outage, rayleigh_outage_probability, shannon_rate_bps, transmission_time_s
+from .units import db_to_linear, dbm_to_w, linear_to_db, w_to_dbm
+
+__all__ = [
+    "ACCESS_SCHEMES",
+    "FADING_KINDS",
+    "N0_DBM_PER_HZ",
+    "Link",
+    "db_to_linear",
+    "dbm_to_w",
+    "draw_shadowing_db",
+    "fading_power_gain",
+    "fdma_bandwidth_hz",
+    "is_outage",
+    "linear_to_db",
+    "noise_power_w",
+    "path_loss_db",
+    "payload_bits",
+    "rayleigh_outage_probability",
+    "shannon_rate_bps",
+    "snr_from_link",
+    "transmission_time_s",
+    "w_to_dbm",
+]

@@ -1,0 +1,27 @@
+"""Small helpers shared by the channel modules (private)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def out(x):
+    """Return a Python scalar for 0-d results, the array otherwise."""
+    x = np.asarray(x)
+    if x.ndim == 0:
+        return x.item()
+    return x
+
+
+def require_nonnegative(x, name: str) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    if np.any(np.isnan(x)) or np.any(x < 0):
+        raise ValueError(f"{name} must be >= 0 (and not NaN), got {x if x.ndim == 0 else x[~(x >= 0)][:3]}")
+    return x
+
+
+def require_positive(x, name: str) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    if np.any(np.isnan(x)) or np.any(x <= 0):
+        raise ValueError(f"{name} must be > 0, got {x if x.ndim == 0 else x[~(x > 0)][:3]}")
+    return x

@@ -1,0 +1,36 @@
+"""Small-scale fading: unit-mean power gain |h|² drawn per transmission."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._util import out
+
+FADING_KINDS = ("none", "rayleigh", "rician")
+
+
+def fading_power_gain(kind: str, rng: np.random.Generator, size=None, rician_k: float = 1.0):
+    """Draw the fading power gain |h|² (linear, E[|h|²] = 1).
+
+    - ``'none'``: 1 (no fading).
+    - ``'rayleigh'``: h ~ CN(0, 1), so |h|² ~ Exp(1).
+    - ``'rician'``: h = sqrt(K/(K+1)) + sqrt(1/(K+1)) · CN(0, 1): line-of-sight power
+      K/(K+1) plus scattered power 1/(K+1). K = 0 is Rayleigh; K -> inf is no fading.
+
+    ``rng`` is a ``numpy.random.Generator``; ``size`` as in numpy (None -> a float).
+    """
+    kind_l = str(kind).lower()
+    if kind_l == "none":
+        return 1.0 if size is None else np.ones(size)
+    if kind_l == "rayleigh":
+        return out(rng.exponential(1.0, size))
+    if kind_l == "rician":
+        k = float(rician_k)
+        if not k >= 0:
+            raise ValueError(f"rician_k must be >= 0, got {rician_k}")
+        los = np.sqrt(k / (k + 1.0))
+        sigma = np.sqrt(1.0 / (2.0 * (k + 1.0)))  # per real dimension of the scattered part
+        re = los + sigma * rng.standard_normal(size)
+        im = sigma * rng.standard_normal(size)
+        return out(re * re + im * im)
+    raise ValueError(f"unknown fading kind {kind!r}; expected one of {FADING_KINDS}")

@@ -1,0 +1,67 @@
+"""Achievable rate, transmission time and outage.
+
+Units: Hz, bit/s, s, bits, linear SNR; the SNR gap and outage threshold are in dB.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._util import out, require_nonnegative
+from .units import db_to_linear
+
+
+def shannon_rate_bps(bandwidth_hz, snr_linear, efficiency=1.0, snr_gap_db=0.0):
+    """Achievable rate in bit/s: R = η · B · log2(1 + SNR / Γ),  Γ = 10^(gap_dB/10).
+
+    Shannon capacity of an AWGN channel, scaled by an efficiency η in (0, 1] (e.g.
+    protocol overhead) and with an SNR gap Γ >= 1 (distance of a practical modulation
+    and coding scheme from capacity). B [Hz], SNR linear. Gives 0 when B = 0.
+    """
+    bandwidth_hz = require_nonnegative(bandwidth_hz, "bandwidth_hz")
+    snr_linear = require_nonnegative(snr_linear, "snr_linear")
+    efficiency = np.asarray(efficiency, dtype=np.float64)
+    if np.any(~(efficiency > 0)) or np.any(efficiency > 1):
+        raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
+    gap = np.asarray(db_to_linear(snr_gap_db))
+    with np.errstate(invalid="ignore"):
+        rate = efficiency * bandwidth_hz * np.log2(1.0 + snr_linear / gap)
+    # B = 0 with SNR = inf (link budget over no bandwidth): nothing gets through.
+    return out(np.where(bandwidth_hz == 0, 0.0, rate))
+
+
+def transmission_time_s(bits, rate_bps):
+    """Time in s to send ``bits`` at ``rate_bps`` [bit/s]: t = bits / R.
+
+    inf where R = 0 (the message never arrives), 0 where bits = 0 (nothing to send).
+    """
+    bits = require_nonnegative(bits, "bits")
+    rate_bps = require_nonnegative(rate_bps, "rate_bps")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = bits / rate_bps
+    t = np.where(bits == 0, 0.0, np.where(rate_bps == 0, np.inf, t))
+    return out(t)
+
+
+def is_outage(snr_linear, outage_snr_db):
+    """True where the instantaneous SNR is below the outage threshold [dB].
+
+    An upload in outage is lost: its energy is spent, its data does not count.
+    ``outage_snr_db=None`` disables outage (always False).
+    """
+    snr_linear = np.asarray(snr_linear, dtype=np.float64)
+    if outage_snr_db is None:
+        return out(np.zeros(snr_linear.shape, dtype=bool))
+    return out(snr_linear < db_to_linear(outage_snr_db))
+
+
+def rayleigh_outage_probability(mean_snr_linear, outage_snr_db):
+    """P(SNR < threshold) under Rayleigh fading: 1 - exp(-SNR_th / mean SNR).
+
+    (|h|² ~ Exp(1), so SNR ~ Exp with mean ``mean_snr_linear``.) Useful to check
+    simulated loss rates.
+    """
+    mean_snr_linear = require_nonnegative(mean_snr_linear, "mean_snr_linear")
+    with np.errstate(divide="ignore"):
+        p = -np.expm1(-db_to_linear(outage_snr_db) / mean_snr_linear)
+    return out(p)

@@ -1,0 +1,102 @@
+"""The ``edgefl`` command line.
+
+    edgefl run SCENARIO [--set key=value ...] [--out DIR] [--quiet]
+
+User mistakes (bad scenario, missing data) print one clear message and exit with code 2,
+without a traceback and without writing anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_USAGE = 2
+
+
+class UserError(Exception):
+    """A mistake the user can fix; printed without a traceback, exit code 2."""
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="co-simulate one scenario", description="Co-simulate one scenario file.")
+    p.add_argument("scenario", type=Path, help="scenario TOML file, e.g. scenarios/quickstart.toml")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario key, e.g. --set network.snr_db=5 (repeatable)")
+    p.add_argument("--out", type=Path, default=None, help="results folder (default: results/<scenario name>)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.set_defaults(func=cmd_run)
+
+
+def cmd_run(args) -> int:
+    from edgefl.runner import run_scenario, write_results
+
+    scenario = load(args.scenario, args.overrides)
+    out = args.out or Path("results") / args.scenario.stem
+    result = run_scenario(scenario, progress=not args.quiet)
+    write_results(result, out, plots=not args.no_plots)
+    final = result.summary["final"]
+    energy = result.summary["energy_by_category_j"]
+    print(f"{scenario.algorithm.name}: {scenario.run.rounds} rounds, N={scenario.data.num_clients}, "
+          f"m={scenario.algorithm.clients_per_round}, tau={scenario.algorithm.local_steps}")
+    if final.get("acc_mean") is not None:
+        print(f"  accuracy: mean {final['acc_mean']:.4f}, worst {final['acc_worst']:.4f}, std {final['acc_std']:.4f}")
+    print(f"  energy: {result.summary['energy_j']:.4g} J (" + ", ".join(f"{k} {v:.3g}" for k, v in energy.items())
+          + f"); simulated time {result.summary['sim_time_s']:.4g} s; wall {result.summary['wall_time_s']:.1f} s")
+    print(f"results in {out}/ (metrics.csv, clients.csv, events.csv, summary.json, scenario.toml, *.png)")
+    return 0
+
+
+def load(path: Path, overrides: list[str]):
+    """Load and validate a scenario, turning every user mistake into a UserError."""
+    from edgefl.data import DataError
+    from edgefl.scenario import ScenarioError, load_scenario
+
+    try:
+        scenario = load_scenario(path, overrides)
+    except (ScenarioError, DataError) as exc:
+        raise UserError(str(exc)) from None
+    return scenario
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="edgefl", description="Co-simulator for federated learning over wireless edge networks."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    for register in _extra_commands():
+        register(sub)
+    return parser
+
+
+def _extra_commands():
+    """Sub-commands defined in other modules (sweep, optimal-tau, plot)."""
+    registrations = []
+    try:
+        from edgefl.sweep_cli import register_commands
+    except ImportError:
+        return registrations
+    registrations.append(register_commands)
+    return registrations
+
+
+def main(argv: list[str] | None = None) -> int:
+    from edgefl.data import DataError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (UserError, DataError) as exc:
+        print(f"edgefl: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("edgefl: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

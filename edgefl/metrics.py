@@ -1,0 +1,56 @@
+"""Learning metrics of the global model, computed over ALL N clients' own test sets.
+
+- acc_mean: unweighted mean of per-client test accuracy;
+- acc_worst: minimum over clients;
+- acc_std: population standard deviation across clients (same units as accuracy, 0..1);
+- loss: average training loss over all training samples (the global empirical risk).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+CHUNK = 8192
+
+
+@torch.no_grad()
+def per_sample(model, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor):
+    """(losses [n], correct [n] or None for regression), in chunks to bound memory."""
+    losses, correct = [], []
+    for lo in range(0, len(x), CHUNK):
+        out = model.forward(w, x[lo:lo + CHUNK])
+        yy = y[lo:lo + CHUNK]
+        if model.loss_name == "mse":
+            losses.append((out - yy) ** 2)
+        else:
+            losses.append(torch.nn.functional.cross_entropy(out, yy, reduction="none"))
+            correct.append((out.argmax(dim=1) == yy).to(torch.float64))
+    loss = torch.cat(losses).to(torch.float64) if losses else torch.zeros(0, dtype=torch.float64)
+    return loss, (torch.cat(correct) if correct else None)
+
+
+def _per_client_mean(values: torch.Tensor, offsets: np.ndarray) -> np.ndarray:
+    sizes = np.diff(offsets)
+    owner = torch.from_numpy(np.repeat(np.arange(len(sizes)), sizes))
+    sums = torch.zeros(len(sizes), dtype=torch.float64).index_add_(0, owner, values)
+    return sums.numpy() / np.maximum(sizes, 1)
+
+
+def evaluate_global(model, data, w: torch.Tensor) -> dict:
+    """Per-client test accuracy/loss of the model ``w`` and the global training loss."""
+    test_loss, test_correct = per_sample(model, w, data.test_x, data.test_y)
+    train_loss, _ = per_sample(model, w, data.train_x, data.train_y)
+    result = {
+        "client_test_loss": _per_client_mean(test_loss, data.test_offsets),
+        "loss": float(train_loss.mean()),
+    }
+    if test_correct is not None:
+        acc = _per_client_mean(test_correct, data.test_offsets)
+        result.update(
+            client_acc=acc,
+            acc_mean=float(acc.mean()),
+            acc_worst=float(acc.min()),
+            acc_std=float(acc.std()),
+        )
+    return result

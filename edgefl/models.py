@@ -1,0 +1,150 @@
+"""Model zoo, seen through flat parameter vectors.
+
+Algorithms work on one flat vector ``w`` of all d parameters per client (easy state,
+easy averaging, easy batching as a ``[C, d]`` matrix). :class:`FlatModel` maps a flat
+vector back to the module's named parameters (views, no copies) and evaluates the
+module functionally with ``torch.func.functional_call``.
+
+Models:
+- ``linear``: flatten -> Linear(in, classes)  (MNIST: 784*10 + 10 = 7,850 parameters, DRDM paper)
+- ``mlp``:    flatten -> Linear(in, hidden) -> ReLU -> Linear(hidden, classes)
+- ``cnn``:    the DRDM paper's KMNIST CNN: conv3x3 1->16, ReLU, maxpool2, conv3x3 16->32,
+              ReLU, maxpool2, FC 1568->500, ReLU, FC 500->10 (padding 1; 794,310 parameters)
+- ``regression``: flatten -> Linear(in, 1) with mean squared error (composite-objective papers)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from torch import nn
+from torch.func import functional_call
+from torch.utils.flop_counter import FlopCounterMode
+
+MODEL_NAMES = ("linear", "mlp", "cnn", "regression")
+LossName = Literal["cross_entropy", "mse"]
+
+
+class FlatModel:
+    """A module evaluated from a flat parameter vector ``w`` of length ``dim``."""
+
+    def __init__(self, module: nn.Module, input_shape: tuple[int, ...], loss: LossName = "cross_entropy"):
+        self.module = module
+        self.input_shape = tuple(input_shape)
+        self.loss_name = loss
+        self.names: list[str] = []
+        self.shapes: list[torch.Size] = []
+        self.offsets: list[int] = [0]
+        for name, p in module.named_parameters():
+            self.names.append(name)
+            self.shapes.append(p.shape)
+            self.offsets.append(self.offsets[-1] + p.numel())
+        self.dim = self.offsets[-1]
+        self._flops_train: float | None = None
+        self._flops_eval: float | None = None
+
+    def init_params(self) -> torch.Tensor:
+        """The module's current (seeded) parameters as one flat float32 vector [d]."""
+        return torch.cat([p.detach().reshape(-1) for p in self.module.parameters()]).to(torch.float32)
+
+    def unflatten(self, w: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {
+            name: w[start:end].view(shape)
+            for name, shape, start, end in zip(self.names, self.shapes, self.offsets[:-1], self.offsets[1:])
+        }
+
+    def forward(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        out = functional_call(self.module, self.unflatten(w), (x,))
+        return out.squeeze(-1) if self.loss_name == "mse" else out
+
+    def loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Mean minibatch loss (cross-entropy on logits, or mean squared error)."""
+        out = self.forward(w, x)
+        if self.loss_name == "mse":
+            return torch.mean((out - y) ** 2)
+        return nn.functional.cross_entropy(out, y)
+
+    def per_sample_loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = self.forward(w, x)
+        if self.loss_name == "mse":
+            return (out - y) ** 2
+        return nn.functional.cross_entropy(out, y, reduction="none")
+
+    # -- compute cost, measured once (torch.utils.flop_counter) -------------------------
+    def _measure_flops(self, batch: int = 8) -> None:
+        x = torch.zeros((batch, *self.input_shape))
+        y = torch.zeros(batch) if self.loss_name == "mse" else torch.zeros(batch, dtype=torch.long)
+        w = self.init_params()
+        with FlopCounterMode(display=False) as counter:
+            with torch.no_grad():
+                self.loss(w, x, y)
+        self._flops_eval = counter.get_total_flops() / batch
+        w_req = w.clone().requires_grad_(True)
+        with FlopCounterMode(display=False) as counter:
+            self.loss(w_req, x, y).backward()
+        self._flops_train = counter.get_total_flops() / batch
+
+    @property
+    def train_flops_per_sample(self) -> float:
+        """Forward + backward FLOPs for one training sample (matmuls and convolutions)."""
+        if self._flops_train is None:
+            self._measure_flops()
+        return float(self._flops_train)
+
+    @property
+    def eval_flops_per_sample(self) -> float:
+        """Forward-only FLOPs for one sample."""
+        if self._flops_eval is None:
+            self._measure_flops()
+        return float(self._flops_eval)
+
+
+class DRDMCNN(nn.Module):
+    """The DRDM paper's Kuzushiji-MNIST CNN (padding, pooling and ReLUs as in its spec)."""
+
+    def __init__(self, in_channels: int = 1, num_classes: int = 10, side: int = 28):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        self.classifier = nn.Sequential(
+            nn.Flatten(), nn.Linear(32 * (side // 4) ** 2, 500), nn.ReLU(), nn.Linear(500, num_classes)
+        )
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
+
+def build_model(
+    name: str,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    seed: int,
+    *,
+    hidden: int = 200,
+) -> FlatModel:
+    """Build a model with seeded PyTorch default initialisation."""
+    if name not in MODEL_NAMES:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}")
+    in_features = math.prod(input_shape)
+    generator_state = torch.random.get_rng_state()
+    torch.manual_seed(seed)
+    try:
+        if name == "linear":
+            module = nn.Sequential(nn.Flatten(), nn.Linear(in_features, num_classes))
+        elif name == "mlp":
+            module = nn.Sequential(
+                nn.Flatten(), nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_classes)
+            )
+        elif name == "cnn":
+            if len(input_shape) != 3 or input_shape[1] != input_shape[2] or input_shape[1] % 4:
+                raise ValueError(f"the cnn model needs square images (C, H, W) with H % 4 == 0, got {input_shape}")
+            module = DRDMCNN(input_shape[0], num_classes, input_shape[1])
+        else:  # regression
+            module = nn.Sequential(nn.Flatten(), nn.Linear(in_features, 1))
+    finally:
+        torch.random.set_rng_state(generator_state)
+    return FlatModel(module, input_shape, loss="mse" if name == "regression" else "cross_entropy")

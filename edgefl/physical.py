@@ -1,0 +1,154 @@
+"""The physical world of one run: each client's device and mean radio links, and the network.
+
+Built once from the scenario's ``[network]`` and ``[devices]`` sections (SI units from
+here on). Pure data; the SimPy pricer reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from channel import Link, dbm_to_w, path_loss_db
+
+
+@dataclass(frozen=True)
+class NetworkParams:
+    bandwidth_hz: float  # uplink band (per client if access = dedicated, shared otherwise)
+    downlink_bandwidth_hz: float  # each client's downlink band (the base station broadcasts)
+    access: str  # dedicated | fdma | tdma
+    fading: str  # none | rayleigh | rician
+    rician_k: float
+    efficiency: float  # fraction of the Shannon rate achieved
+    snr_gap_db: float
+    outage_snr_db: float | None  # uploads below this instantaneous SNR are lost
+    deadline_s: float | None  # per communication phase
+    header_bits: float  # added to every message
+
+
+@dataclass
+class Population:
+    """Per-client device and link parameters (arrays of length N)."""
+
+    cpu_hz: np.ndarray
+    kappa: np.ndarray  # effective switched capacitance (J / (cycle * Hz^2))
+    static_power_w: np.ndarray
+    tx_power_w: np.ndarray
+    circuit_power_w: np.ndarray
+    rx_power_w: np.ndarray
+    idle_power_w: np.ndarray
+    train_cycles_per_sample: np.ndarray  # forward + backward
+    eval_cycles_per_sample: np.ndarray  # forward only
+    uplink: list[Link]
+    downlink: list[Link]
+    device_class: list[str]
+    distance_m: np.ndarray | None = None
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.cpu_hz)
+
+
+DEVICE_FIELDS = (
+    "cpu_ghz", "kappa", "static_power_w", "tx_power_dbm", "circuit_power_w",
+    "rx_power_w", "idle_power_w", "cycles_per_flop", "cycles_per_sample",
+)
+
+
+def network_params(network) -> NetworkParams:
+    return NetworkParams(
+        bandwidth_hz=network.bandwidth_mhz * 1e6,
+        downlink_bandwidth_hz=(network.downlink_bandwidth_mhz or network.bandwidth_mhz) * 1e6,
+        access=network.access,
+        fading=network.fading,
+        rician_k=network.rician_k,
+        efficiency=network.shannon_efficiency,
+        snr_gap_db=network.snr_gap_db,
+        outage_snr_db=network.outage_snr_db,
+        deadline_s=network.deadline_s,
+        header_bits=float(network.header_bits),
+    )
+
+
+def assign_device_classes(devices, num_clients: int, rng: np.random.Generator) -> list[dict]:
+    """Each client's device profile: base values, overridden by its class (shares of N)."""
+    base = {name: getattr(devices, name) for name in DEVICE_FIELDS}
+    labels = ["base"] * num_clients
+    profiles = [dict(base) for _ in range(num_clients)]
+    order = rng.permutation(num_clients)
+    cursor = 0
+    for cls in devices.classes:
+        count = int(round(cls.share * num_clients))
+        overrides = {k: v for k, v in cls.model_dump().items() if k in DEVICE_FIELDS and v is not None}
+        for client in order[cursor:cursor + count]:
+            profiles[client].update(overrides)
+            labels[client] = cls.name
+        cursor += count
+    for client, label in enumerate(labels):
+        profiles[client]["class"] = label
+    return profiles
+
+
+def build_population(network, devices, num_clients: int, train_flops_per_sample: float,
+                     eval_flops_per_sample: float, seed: int) -> Population:
+    """Draw the clients' devices and positions (seeded) and compute their mean links."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x9E0]))
+    profiles = assign_device_classes(devices, num_clients, rng)
+
+    def column(key):
+        return np.array([p[key] for p in profiles], dtype=float)
+
+    cycles_per_flop = column("cycles_per_flop")
+    explicit = [p["cycles_per_sample"] for p in profiles]
+    # Training a sample costs forward + backward; evaluating it, the forward pass only.
+    # With a configured cycles_per_sample (training), evaluation is taken as 1/3 of it,
+    # the usual forward : backward = 1 : 2 split.
+    train_cycles = np.array([
+        c if c is not None else train_flops_per_sample * cpf for c, cpf in zip(explicit, cycles_per_flop)
+    ])
+    eval_cycles = np.array([
+        c / 3.0 if c is not None else eval_flops_per_sample * cpf for c, cpf in zip(explicit, cycles_per_flop)
+    ])
+    tx_power_w = dbm_to_w(column("tx_power_dbm"))
+
+    distance = None
+    if network.snr_db is not None:
+        uplink = [Link.from_snr_db(network.snr_db) for _ in range(num_clients)]
+        down_db = network.downlink_snr_db if network.downlink_snr_db is not None else network.snr_db
+        downlink = [Link.from_snr_db(down_db) for _ in range(num_clients)]
+    else:
+        if network.distance_m is not None:
+            distance = np.full(num_clients, float(network.distance_m))
+        else:  # uniform over a disk of radius R, at least min_distance_m from the base station
+            r_min, r_max = network.min_distance_m, network.cell_radius_m
+            distance = np.sqrt(rng.uniform(r_min**2, r_max**2, size=num_clients))
+        shadowing = rng.normal(0.0, network.shadowing_std_db, size=num_clients)
+        loss = path_loss_db(distance, network.path_loss_intercept_db, network.path_loss_slope_db)
+        bs_power_w = float(dbm_to_w(network.bs_tx_power_dbm))
+        uplink = [
+            Link.from_budget(tx_power_w[i], loss[i], network.noise_figure_db, shadowing[i])
+            for i in range(num_clients)
+        ]
+        if network.downlink_snr_db is not None:
+            downlink = [Link.from_snr_db(network.downlink_snr_db) for _ in range(num_clients)]
+        else:
+            downlink = [
+                Link.from_budget(bs_power_w, loss[i], network.noise_figure_db, shadowing[i])
+                for i in range(num_clients)
+            ]
+    return Population(
+        cpu_hz=column("cpu_ghz") * 1e9,
+        kappa=column("kappa"),
+        static_power_w=column("static_power_w"),
+        tx_power_w=tx_power_w,
+        circuit_power_w=column("circuit_power_w"),
+        rx_power_w=column("rx_power_w"),
+        idle_power_w=column("idle_power_w"),
+        train_cycles_per_sample=train_cycles,
+        eval_cycles_per_sample=eval_cycles,
+        uplink=uplink,
+        downlink=downlink,
+        device_class=[p["class"] for p in profiles],
+        distance_m=distance,
+    )

@@ -1,0 +1,67 @@
+"""Plots of one run (PNG, matplotlib Agg): accuracy per round, accuracy versus energy,
+energy per client by category."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from energy import CATEGORIES  # noqa: E402
+
+CATEGORY_COLORS = {"compute": "#4c72b0", "uplink": "#dd8452", "downlink": "#55a868", "idle": "#8c8c8c"}
+
+
+def _evaluated(metrics):
+    return [r for r in metrics if r.get("acc_mean") is not None]
+
+
+def plot_accuracy(ax, metrics, x_key: str, xlabel: str, label_prefix: str = ""):
+    rows = _evaluated(metrics)
+    x = [r[x_key] for r in rows]
+    mean = [r["acc_mean"] for r in rows]
+    std = [r["acc_std"] for r in rows]
+    ax.plot(x, mean, label=f"{label_prefix}mean")
+    ax.fill_between(x, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)], alpha=0.2,
+                    label=f"{label_prefix}mean ± std across clients")
+    ax.plot(x, [r["acc_worst"] for r in rows], "--", label=f"{label_prefix}worst client")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("test accuracy (per client)")
+    ax.grid(alpha=0.3)
+
+
+def plot_run(out_dir: Path, metrics: list[dict], clients: list[dict], title: str = "") -> list[Path]:
+    out_dir = Path(out_dir)
+    written = []
+    if _evaluated(metrics):
+        for name, x_key, xlabel in (
+            ("accuracy.png", "round", "round"),
+            ("accuracy_energy.png", "energy_j", "cumulative energy, all clients (J)"),
+        ):
+            fig, ax = plt.subplots(figsize=(6, 4))
+            plot_accuracy(ax, metrics, x_key, xlabel)
+            ax.set_title(title)
+            ax.legend(loc="lower right", fontsize=8)
+            fig.tight_layout()
+            fig.savefig(out_dir / name, dpi=110)
+            plt.close(fig)
+            written.append(out_dir / name)
+    fig, ax = plt.subplots(figsize=(max(6, len(clients) * 0.18), 4))
+    ids = [c["client"] for c in clients]
+    bottom = [0.0] * len(clients)
+    for category in CATEGORIES:
+        values = [c[f"{category}_energy_j"] for c in clients]
+        ax.bar(ids, values, bottom=bottom, color=CATEGORY_COLORS[category], label=category)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax.set_xlabel("client")
+    ax.set_ylabel("energy (J)")
+    ax.set_title(f"{title}: energy per client by category")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "energy_clients.png", dpi=110)
+    plt.close(fig)
+    written.append(out_dir / "energy_clients.png")
+    return written

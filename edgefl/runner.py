@@ -1,0 +1,204 @@
+"""One run: scenario -> data, model, devices, algorithm, engine -> rounds -> results.
+
+Every random stream derives from ``run.seed`` (data partition, model init, minibatches,
+client sampling, fading), so one seed gives identical numbers whichever executor runs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import tomli_w
+from tqdm import tqdm
+
+import algorithms
+from algorithms.base import Context
+from edgefl.data import build_federated_data
+from edgefl.executor import Executor
+from edgefl.metrics import evaluate_global
+from edgefl.models import build_model
+from edgefl.physical import build_population, network_params
+from edgefl.results import atomic_directory, write_csv, write_json
+from edgefl.scenario import Scenario
+from edgefl.sim import Engine, IdealPricer, SimPyPricer
+from edgefl.sim.activities import EVENT_FIELDS
+from energy import CATEGORIES
+
+METRIC_COLUMNS = [
+    "round", "sim_time_s", "energy_j", "compute_energy_j", "uplink_energy_j", "downlink_energy_j",
+    "idle_energy_j", "acc_mean", "acc_worst", "acc_std", "loss", "uploads_arrived", "uploads_missed",
+]
+CLIENT_COLUMNS = [
+    "client", "device_class", "train_samples", "test_samples", "cpu_ghz", "uplink_snr_db",
+    "compute_energy_j", "uplink_energy_j", "downlink_energy_j", "idle_energy_j", "energy_j",
+    "times_trained", "uploads_arrived", "uploads_missed", "final_acc",
+]
+
+
+def data_kwargs(scenario: Scenario) -> dict:
+    d = scenario.data
+    return dict(
+        dir=d.dir, dirichlet_alpha=d.dirichlet_alpha, zipf_sigma=d.zipf_sigma, test_fraction=d.test_fraction,
+        test_per_client=d.test_per_client, max_train_samples=d.max_train_samples,
+        synthetic_alpha=d.synthetic_alpha, synthetic_beta=d.synthetic_beta, synthetic_dim=d.synthetic_dim,
+        synthetic_classes=d.synthetic_classes, samples_per_client=d.samples_per_client,
+    )
+
+
+@dataclass
+class RunResult:
+    scenario: Scenario
+    metrics: list[dict]
+    clients: list[dict]
+    events: list
+    summary: dict
+    trace: list = field(default_factory=list)
+
+
+class Simulation:
+    """Everything one run needs, built from a validated scenario."""
+
+    def __init__(self, scenario: Scenario, record_trace: bool = False):
+        self.scenario = s = scenario
+        if s.run.threads:
+            torch.set_num_threads(s.run.threads)
+        seed = s.run.seed
+        self.data = build_federated_data(s.data.name, s.data.num_clients, seed, **data_kwargs(s))
+        self.model = build_model(s.model.name, self.data.input_shape, self.data.num_classes, seed,
+                                 hidden=s.model.hidden)
+        self.network = network_params(s.network)
+        self.population = build_population(
+            s.network, s.devices, s.data.num_clients, self.model.train_flops_per_sample,
+            self.model.eval_flops_per_sample, seed,
+        )
+        if s.run.engine == "simpy":
+            self.pricer = SimPyPricer(self.network, self.population, seed)
+        else:
+            self.pricer = IdealPricer(s.data.num_clients)
+        a = s.algorithm
+        self.executor = Executor(self.model, self.data, a.batch_size, seed, s.run.executor)
+        self.engine = Engine(self.executor, self.pricer, self.network.header_bits, record_trace)
+        self.context = Context(
+            num_clients=s.data.num_clients, dim=self.model.dim, init_params=self.model.init_params(),
+            train_sizes=np.asarray(self.data.train_sizes), local_steps=a.local_steps,
+            clients_per_round=a.clients_per_round, lr=a.lr, batch_size=a.batch_size,
+            bits_per_param=s.network.bits_per_param,
+            rng=np.random.default_rng(np.random.SeedSequence([seed, 0xA160])), hp=a.hyperparams(),
+        )
+        self.algorithm = algorithms.get(a.name)(self.context)
+
+    def run(self, progress: bool = True, on_round=None) -> RunResult:
+        s = self.scenario
+        rows: list[dict] = []
+        started = time.perf_counter()
+        bar = tqdm(range(s.run.rounds), desc=f"{s.algorithm.name}", unit="round", disable=not progress or None,
+                   dynamic_ncols=True, leave=False)
+        last_eval = None
+        for r in bar:
+            record = self.engine.run_round(self.algorithm, r)
+            row = self._metrics_row(r, record, evaluate=(r + 1) % s.run.eval_every == 0 or r + 1 == s.run.rounds)
+            if row.get("acc_worst") is not None or row.get("loss") is not None:
+                last_eval = row
+                bar.set_postfix(acc_worst=f"{row.get('acc_worst', float('nan')):.3f}", energy_j=f"{row['energy_j']:.3g}")
+            rows.append(row)
+            if on_round is not None:
+                on_round(row)
+        bar.close()
+        wall_s = time.perf_counter() - started
+        final = evaluate_global(self.model, self.data, self.algorithm.model)
+        clients = self._client_rows(final)
+        summary = self._summary(rows, last_eval, wall_s)
+        return RunResult(s, rows, clients, self.pricer.events, summary, self.engine.trace)
+
+    # -- rows ---------------------------------------------------------------------------
+    def _metrics_row(self, r: int, record, evaluate: bool) -> dict:
+        by_cat = self.pricer.ledger.by_category()
+        row = {
+            "round": r + 1,
+            "sim_time_s": float(record.end_s),
+            "energy_j": float(sum(by_cat.values())),
+            **{f"{c}_energy_j": float(by_cat[c]) for c in CATEGORIES},
+            "acc_mean": None, "acc_worst": None, "acc_std": None, "loss": None,
+            "uploads_arrived": record.uploads_arrived,
+            "uploads_missed": record.uploads_missed,
+        }
+        if evaluate:
+            m = evaluate_global(self.model, self.data, self.algorithm.model)
+            row.update({k: m.get(k) for k in ("acc_mean", "acc_worst", "acc_std", "loss")})
+        row.update({k: float(v) for k, v in self.algorithm.metrics().items()})
+        return row
+
+    def _client_rows(self, final: dict) -> list[dict]:
+        pop, ledger, eng = self.population, self.pricer.ledger, self.engine
+        per_client = ledger.per_client()
+        acc = final.get("client_acc")
+        rows = []
+        for i in range(self.scenario.data.num_clients):
+            link = pop.uplink[i].snr_linear(self.network.bandwidth_hz, 1.0)
+            rows.append({
+                "client": i, "device_class": pop.device_class[i],
+                "train_samples": int(self.data.train_sizes[i]), "test_samples": int(self.data.test_sizes[i]),
+                "cpu_ghz": float(pop.cpu_hz[i] / 1e9), "uplink_snr_db": float(10 * np.log10(link)),
+                **{f"{c}_energy_j": float(per_client[i, j]) for j, c in enumerate(CATEGORIES)},
+                "energy_j": float(per_client[i].sum()),
+                "times_trained": int(eng.selected_count[i]), "uploads_arrived": int(eng.arrived_count[i]),
+                "uploads_missed": int(eng.missed_count[i]),
+                "final_acc": None if acc is None else float(acc[i]),
+            })
+        return rows
+
+    def _summary(self, rows: list[dict], last_eval: dict | None, wall_s: float) -> dict:
+        s = self.scenario
+        by_cat = self.pricer.ledger.by_category()
+        evaluated = [r for r in rows if r["acc_worst"] is not None]
+        return {
+            "algorithm": s.algorithm.name,
+            "rounds": s.run.rounds,
+            "seed": s.run.seed,
+            "engine": s.run.engine,
+            "executor": s.run.executor,
+            "num_clients": s.data.num_clients,
+            "model": s.model.name,
+            "model_parameters": self.model.dim,
+            "train_flops_per_sample": self.model.train_flops_per_sample,
+            "sim_time_s": rows[-1]["sim_time_s"] if rows else 0.0,
+            "energy_j": float(sum(by_cat.values())),
+            "energy_by_category_j": {k: float(v) for k, v in by_cat.items()},
+            "final": {k: last_eval.get(k) for k in ("acc_mean", "acc_worst", "acc_std", "loss")} if last_eval else {},
+            "best_acc_worst": max((r["acc_worst"] for r in evaluated), default=None),
+            "uploads_arrived": int(sum(r["uploads_arrived"] for r in rows)),
+            "uploads_missed": int(sum(r["uploads_missed"] for r in rows)),
+            "wall_time_s": wall_s,
+            "data": self.data.summary(),
+        }
+
+
+def run_scenario(scenario: Scenario, progress: bool = True, record_trace: bool = False) -> RunResult:
+    return Simulation(scenario, record_trace=record_trace).run(progress=progress)
+
+
+def metric_columns(rows: list[dict]) -> list[str]:
+    extra = [k for k in (rows[0] if rows else {}) if k not in METRIC_COLUMNS]
+    return METRIC_COLUMNS + extra
+
+
+def write_results(result: RunResult, out_dir: Path, plots: bool = True) -> Path:
+    """Write metrics.csv, clients.csv, events.csv, summary.json, scenario.toml and plots."""
+    from edgefl.plots import plot_run
+
+    out_dir = Path(out_dir)
+    with atomic_directory(out_dir) as tmp:
+        columns = metric_columns(result.metrics)
+        write_csv(tmp / "metrics.csv", columns, ([row.get(c) for c in columns] for row in result.metrics))
+        write_csv(tmp / "clients.csv", CLIENT_COLUMNS, ([row[c] for c in CLIENT_COLUMNS] for row in result.clients))
+        write_csv(tmp / "events.csv", list(EVENT_FIELDS), (e.row() for e in result.events))
+        write_json(tmp / "summary.json", result.summary)
+        with open(tmp / "scenario.toml", "wb") as handle:
+            tomli_w.dump(result.scenario.to_dict(), handle)
+        if plots:
+            plot_run(tmp, result.metrics, result.clients, title=result.scenario.algorithm.name)
+    return out_dir

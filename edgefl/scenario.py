@@ -1,0 +1,317 @@
+"""Scenario files: TOML (stdlib ``tomllib``), validated with pydantic.
+
+Every field is typed and bounded; unknown sections and keys are errors with a
+suggestion; each error names the file and the field path. ``--set key=value``
+overrides go through the same validation. Units are in the key names (``snr_db``,
+``bandwidth_mhz``, ``cpu_ghz``); SI units are used from the engine on.
+
+Relative paths in a file (``data.dir``) are relative to that file's folder; in
+``--set`` they are relative to the working directory.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
+
+import algorithms
+
+
+class ScenarioError(ValueError):
+    """A user mistake in a scenario file or override. The CLI prints it and exits 2."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+NonNegativeFloat = Field(ge=0)
+
+
+class RunSection(Strict):
+    seed: int = Field(0, description="Master seed: data partition, model init, sampling, fading.")
+    rounds: PositiveInt = Field(50, description="Number of communication rounds S.")
+    eval_every: PositiveInt = Field(1, description="Evaluate the global model every k rounds (and at the last).")
+    engine: Literal["simpy", "ideal"] = Field("simpy", description="simpy: co-simulate cost; ideal: zero cost.")
+    executor: Literal["batched", "loop"] = Field("batched", description="Client numerics: batched (vmap) or per-client loop.")
+    threads: Optional[PositiveInt] = Field(None, description="torch CPU threads (default: torch's choice).")
+
+
+class DataSection(Strict):
+    name: Literal["synthetic", "mnist", "fashion_mnist", "kmnist"] = "synthetic"
+    dir: Optional[Path] = Field(None, description="Folder with the IDX files (mnist, fashion_mnist, kmnist).")
+    num_clients: PositiveInt = Field(30, description="N, number of clients.")
+    dirichlet_alpha: float = Field(math.inf, ge=0, description="Class-mix concentration; inf = uniform mix.")
+    zipf_sigma: float = Field(0.0, ge=0, description="Dataset-size skew: d_i proportional to i^-sigma.")
+    test_fraction: float = Field(0.2, gt=0, lt=1, description="Test share when only a test split exists.")
+    test_per_client: Optional[PositiveInt] = Field(None, description="Per-client test size; default: proportional.")
+    max_train_samples: Optional[PositiveInt] = Field(None, description="Subsample the training pool (quick runs).")
+    synthetic_alpha: float = Field(1.0, ge=0, description="Synthetic(alpha, beta): model heterogeneity.")
+    synthetic_beta: float = Field(1.0, ge=0, description="Synthetic(alpha, beta): data heterogeneity.")
+    synthetic_dim: PositiveInt = 60
+    synthetic_classes: PositiveInt = 10
+    samples_per_client: Optional[PositiveInt] = Field(None, description="Synthetic: fixed size instead of lognormal.")
+
+    @model_validator(mode="after")
+    def _dir_needed(self):
+        if self.name != "synthetic":
+            if self.dir is None:
+                raise ValueError(f"data.dir is required for data.name = {self.name!r} (a folder with its IDX files)")
+            if not Path(self.dir).is_dir():
+                raise ValueError(f"data.dir {str(self.dir)!r} is not a folder")
+        return self
+
+
+class ModelSection(Strict):
+    name: Literal["linear", "mlp", "cnn", "regression"] = "linear"
+    hidden: PositiveInt = Field(200, description="Hidden units of the mlp.")
+
+
+class AlgorithmSection(BaseModel):
+    """Common keys; the algorithm's own keys are checked against its HyperParams."""
+
+    model_config = ConfigDict(extra="allow", validate_default=True)
+    name: str = "fedavg"
+    local_steps: PositiveInt = Field(10, description="tau, local steps per round.")
+    clients_per_round: PositiveInt = Field(10, description="m, clients sampled per round.")
+    lr: PositiveFloat = Field(0.1, description="eta, local step size.")
+    batch_size: PositiveInt = 32
+
+    @model_validator(mode="after")
+    def _known_algorithm(self):
+        if self.name not in algorithms.REGISTRY:
+            hint = difflib.get_close_matches(self.name, algorithms.names(), n=1)
+            extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise ValueError(f"unknown algorithm {self.name!r}{extra}; known: {', '.join(algorithms.names())}")
+        return self
+
+    def hyperparams(self):
+        """The algorithm's own keys, validated by its HyperParams model."""
+        return algorithms.get(self.name).Params(**(self.model_extra or {}))
+
+
+class NetworkSection(Strict):
+    snr_db: Optional[float] = Field(None, description="Mean uplink SNR (dB). Default 20 unless a link budget is given.")
+    bandwidth_mhz: PositiveFloat = Field(1.0, description="Uplink band (per client if dedicated, shared otherwise).")
+    access: Literal["dedicated", "fdma", "tdma"] = "dedicated"
+    fading: Literal["none", "rayleigh", "rician"] = "none"
+    rician_k: float = Field(1.0, ge=0)
+    shannon_efficiency: float = Field(1.0, gt=0, le=1)
+    snr_gap_db: float = Field(0.0, ge=0)
+    distance_m: Optional[PositiveFloat] = Field(None, description="Link budget: every client at this distance.")
+    cell_radius_m: Optional[PositiveFloat] = Field(None, description="Link budget: clients uniform in a disk.")
+    min_distance_m: PositiveFloat = 10.0
+    path_loss_intercept_db: float = 128.1
+    path_loss_slope_db: float = 37.6
+    shadowing_std_db: float = Field(0.0, ge=0)
+    noise_figure_db: float = Field(0.0, ge=0)
+    bs_tx_power_dbm: float = Field(33.0, description="Base-station power for the downlink link budget.")
+    downlink_snr_db: Optional[float] = None
+    downlink_bandwidth_mhz: Optional[PositiveFloat] = None
+    deadline_s: Optional[PositiveFloat] = Field(None, description="Per communication phase; late clients are cut.")
+    outage_snr_db: Optional[float] = Field(None, description="Uploads below this instantaneous SNR are lost.")
+    header_bits: int = Field(0, ge=0)
+    bits_per_param: PositiveInt = 32
+
+    @model_validator(mode="after")
+    def _one_link_mode(self):
+        budget = self.distance_m is not None or self.cell_radius_m is not None
+        if budget and self.snr_db is not None:
+            raise ValueError("give either network.snr_db or a link budget (distance_m / cell_radius_m), not both")
+        if self.distance_m is not None and self.cell_radius_m is not None:
+            raise ValueError("give network.distance_m or network.cell_radius_m, not both")
+        if self.cell_radius_m is not None and self.cell_radius_m <= self.min_distance_m:
+            raise ValueError("network.cell_radius_m must exceed network.min_distance_m")
+        if not budget and self.snr_db is None:
+            self.snr_db = 20.0
+        return self
+
+
+class DeviceClass(Strict):
+    name: str
+    share: float = Field(gt=0, le=1, description="Fraction of the N clients in this class.")
+    cpu_ghz: Optional[PositiveFloat] = None
+    kappa: Optional[PositiveFloat] = None
+    static_power_w: Optional[float] = Field(None, ge=0)
+    tx_power_dbm: Optional[float] = None
+    circuit_power_w: Optional[float] = Field(None, ge=0)
+    rx_power_w: Optional[float] = Field(None, ge=0)
+    idle_power_w: Optional[float] = Field(None, ge=0)
+    cycles_per_flop: Optional[PositiveFloat] = None
+    cycles_per_sample: Optional[PositiveFloat] = None
+
+
+class DevicesSection(Strict):
+    cpu_ghz: PositiveFloat = Field(1.0, description="CPU frequency f.")
+    kappa: PositiveFloat = Field(1e-28, description="Effective switched capacitance (energy = kappa*C*f^2).")
+    static_power_w: float = Field(0.0, ge=0)
+    tx_power_dbm: float = Field(23.0, description="Uplink transmit power (23 dBm = 0.2 W).")
+    circuit_power_w: float = Field(0.0, ge=0)
+    rx_power_w: float = Field(0.1, ge=0)
+    idle_power_w: float = Field(0.01, ge=0)
+    cycles_per_flop: PositiveFloat = 1.0
+    cycles_per_sample: Optional[PositiveFloat] = Field(None, description="Override the measured FLOPs (training).")
+    classes: list[DeviceClass] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _shares(self):
+        total = sum(c.share for c in self.classes)
+        if total > 1 + 1e-9:
+            raise ValueError(f"device class shares sum to {total:g} > 1")
+        return self
+
+
+class Scenario(Strict):
+    run: RunSection = Field(default_factory=RunSection)
+    data: DataSection = Field(default_factory=DataSection)
+    model: ModelSection = Field(default_factory=ModelSection)
+    algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection)
+    network: NetworkSection = Field(default_factory=NetworkSection)
+    devices: DevicesSection = Field(default_factory=DevicesSection)
+    sweep: dict[str, Any] = Field(default_factory=dict, description="Grids for `edgefl sweep` (key = [values]).")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.algorithm.clients_per_round > self.data.num_clients:
+            raise ValueError(
+                f"algorithm.clients_per_round = {self.algorithm.clients_per_round} exceeds "
+                f"data.num_clients = {self.data.num_clients}"
+            )
+        return self
+
+    def to_dict(self) -> dict:
+        """Plain dict (TOML-writable: no None, paths as strings)."""
+        return _drop_none(self.model_dump(mode="json"))
+
+
+def _drop_none(value):
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+# -- loading ---------------------------------------------------------------------------
+SECTION_MODELS = {
+    "run": RunSection, "data": DataSection, "model": ModelSection, "algorithm": AlgorithmSection,
+    "network": NetworkSection, "devices": DevicesSection,
+}
+
+
+def _known_keys(parent: list[str], algorithm_name: str | None) -> list[str]:
+    """The keys allowed under ``parent`` (a field path), for suggestions."""
+    if not parent:
+        return list(Scenario.model_fields)
+    if parent == ["algorithm"]:
+        keys = list(AlgorithmSection.model_fields)
+        if algorithm_name in algorithms.REGISTRY:
+            keys += list(algorithms.get(algorithm_name).Params.model_fields)
+        return keys
+    if parent[0] == "devices" and len(parent) == 3 and parent[1] == "classes":
+        return list(DeviceClass.model_fields)
+    if len(parent) == 1 and parent[0] in SECTION_MODELS:
+        return list(SECTION_MODELS[parent[0]].model_fields)
+    return []
+
+
+def format_validation_error(err: ValidationError, source: str, prefix: tuple[str, ...] = (),
+                            algorithm_name: str | None = None) -> str:
+    lines = []
+    for item in err.errors():
+        loc = [*prefix, *(str(p) for p in item["loc"])]
+        path = ".".join(loc) if loc else "(scenario)"
+        if item["type"] == "extra_forbidden":
+            known = _known_keys(loc[:-1], algorithm_name)
+            hint = difflib.get_close_matches(loc[-1], known, n=1)
+            suggestion = f" (did you mean {hint[0]!r}?)" if hint else (f"; known: {', '.join(known)}" if known else "")
+            kind = "section" if len(loc) == 1 else "key"
+            lines.append(f"{source}: {path}: unknown {kind}{suggestion}")
+            continue
+        msg = item["msg"].removeprefix("Value error, ")
+        got = item.get("input")
+        shown = "" if isinstance(got, dict) or item["type"] == "value_error" else f" (got {got!r})"
+        lines.append(f"{source}: {path}: {msg}{shown}")
+    return "\n".join(lines)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``section.key=value`` -> (['section', 'key'], value). Values are TOML literals;
+    anything that is not one is taken as a string (``--set data.dir=/x``)."""
+    if "=" not in text:
+        raise ScenarioError(f"--set {text!r}: expected key=value, e.g. --set network.snr_db=10")
+    key, raw = text.split("=", 1)
+    path = [p for p in key.strip().split(".") if p]
+    if not path:
+        raise ScenarioError(f"--set {text!r}: empty key")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return path, value
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
+    for text in overrides:
+        path, value = parse_override(text)
+        if len(path) == 2 and path[0] == "data" and path[1] == "dir" and isinstance(value, str):
+            value = str(Path(value).expanduser().resolve())
+        node = raw
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ScenarioError(f"--set {text!r}: {part!r} is not a section")
+            node = child
+        node[path[-1]] = value
+    return raw
+
+
+def read_toml(path: Path) -> dict:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such scenario file") from None
+    except IsADirectoryError:
+        raise ScenarioError(f"{path}: is a folder, expected a .toml scenario file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+
+
+def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
+    algorithm_section = raw.get("algorithm")
+    name = algorithm_section.get("name", "fedavg") if isinstance(algorithm_section, dict) else None
+    try:
+        scenario = Scenario.model_validate(raw)
+    except ValidationError as exc:
+        raise ScenarioError(format_validation_error(exc, source, algorithm_name=name)) from None
+    try:
+        scenario.algorithm.hyperparams()  # the algorithm's own keys
+    except ValidationError as exc:
+        raise ScenarioError(format_validation_error(exc, source, ("algorithm",), name)) from None
+    return scenario
+
+
+def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
+    """Read, override and validate a scenario file. Raises ScenarioError."""
+    path = Path(path)
+    raw = read_toml(path)
+    data = raw.get("data")
+    if isinstance(data, dict) and isinstance(data.get("dir"), str):
+        data["dir"] = str((path.parent / Path(data["dir"]).expanduser()).resolve())
+    raw = apply_overrides(raw, overrides or [])
+    return scenario_from_dict(raw, source=str(path))

@@ -1,0 +1,58 @@
+"""The data that flows from the op interpreter to a pricer, and from a pricer to the event log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+ActivityKind = Literal["download", "compute", "upload"]
+EVENT_FIELDS = (
+    "round", "phase", "client", "kind", "label", "start_s", "end_s",
+    "bits", "cycles", "energy_j", "category", "status",
+)
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One thing one client does inside a communication phase.
+
+    Transmissions carry ``bits`` (payload + header). Compute carries ``samples`` and
+    ``work`` ('train': forward+backward, 'eval': forward only); the pricer turns samples
+    into CPU cycles with the client's device profile, so a trace stays device-free.
+    """
+
+    kind: ActivityKind
+    label: str
+    bits: float = 0.0
+    samples: float = 0.0
+    work: Literal["train", "eval"] = "train"
+
+
+@dataclass
+class PhaseRecord:
+    """Everything the clients did between two synchronisation points (one Upload)."""
+
+    round: int
+    phase: int
+    chains: dict[int, list[Activity]] = field(default_factory=dict)
+
+
+@dataclass
+class Event:
+    """One row of events.csv: an activity as it happened in simulated time."""
+
+    round: int
+    phase: int
+    client: int
+    kind: str  # download | compute | upload | idle
+    label: str
+    start_s: float
+    end_s: float
+    bits: float
+    cycles: float
+    energy_j: float
+    category: str  # compute | uplink | downlink | idle
+    status: str  # ok | cut (deadline) | lost (outage)
+
+    def row(self) -> tuple:
+        return tuple(getattr(self, name) for name in EVENT_FIELDS)

@@ -1,0 +1,125 @@
+"""The op interpreter: runs an algorithm's round, does the numerics, has a pricer charge it.
+
+Broadcast, Train and Evaluate only append activities to each client's chain for the
+current phase (Train/Evaluate results are computed at once: numerics do not depend on
+time). Upload closes the phase: the pricer simulates every pending chain and reports
+who finished, which is the Upload's result. Query = Broadcast + Evaluate + Upload.
+
+With ``record_trace`` the phases are kept, so the same learning run can be re-priced on
+another channel (:func:`reprice`) without training again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from algorithms.base import Algorithm
+from algorithms.ops import Broadcast, Evaluate, Query, Train, Upload
+from edgefl.executor import Executor
+from edgefl.sim.activities import Activity, PhaseRecord
+
+
+@dataclass
+class RoundRecord:
+    round: int
+    end_s: float  # simulated time at the end of the round
+    uploads_arrived: int = 0
+    uploads_missed: int = 0
+    phases: list[PhaseRecord] = field(default_factory=list)
+
+
+class Engine:
+    def __init__(self, executor: Executor, pricer, header_bits: float = 0.0, record_trace: bool = False):
+        self.executor = executor
+        self.pricer = pricer
+        self.header_bits = float(header_bits)
+        self.record_trace = record_trace
+        self.trace: list[PhaseRecord] = []
+        num = pricer.ledger.num_clients
+        self.selected_count = np.zeros(num, dtype=np.int64)  # times a client was given training work
+        self.arrived_count = np.zeros(num, dtype=np.int64)  # uploads that arrived
+        self.missed_count = np.zeros(num, dtype=np.int64)  # uploads cut off or lost
+
+    def run_round(self, algorithm: Algorithm, r: int) -> RoundRecord:
+        self._record = RoundRecord(round=r, end_s=self.pricer.now)
+        self._phase = PhaseRecord(round=r, phase=0)
+        rounds = algorithm.round(r)
+        reply = None
+        while True:
+            try:
+                op = rounds.send(reply)
+            except StopIteration:
+                break
+            reply = self._handle(op)
+        self._close_phase()  # trailing broadcasts etc.
+        self._record.end_s = self.pricer.now
+        return self._record
+
+    # -- operations -------------------------------------------------------------------
+    def _handle(self, op):
+        if isinstance(op, Broadcast):
+            for client, bits in zip(op.clients, self._per_client(op.bits, op.clients)):
+                self._add(client, Activity("download", "broadcast", bits=bits + self.header_bits))
+            return None
+        if isinstance(op, Train):
+            result = self.executor.train(op)
+            batch = op.batch_size or self.executor.batch_size
+            self.selected_count[op.clients] += 1
+            for client, steps in zip(op.clients, result.steps_done):
+                self._add(client, Activity("compute", "train", samples=float(steps * batch), work="train"))
+            return result
+        if isinstance(op, Evaluate):
+            values = self.executor.evaluate(op)
+            work = "eval" if op.what == "loss" else "train"
+            for client, samples in zip(op.clients, self.executor.samples_evaluated(op)):
+                self._add(client, Activity("compute", "evaluate", samples=float(samples), work=work))
+            return values
+        if isinstance(op, Upload):
+            for client, bits in zip(op.clients, self._per_client(op.bits, op.clients)):
+                self._add(client, Activity("upload", "upload", bits=bits + self.header_bits))
+            completed = self._close_phase()
+            arrived = np.array([completed.get(int(c), False) for c in op.clients], dtype=bool)
+            self.arrived_count[op.clients[arrived]] += 1
+            self.missed_count[op.clients[~arrived]] += 1
+            self._record.uploads_arrived += int(arrived.sum())
+            self._record.uploads_missed += int((~arrived).sum())
+            return arrived
+        if isinstance(op, Query):
+            broadcast, evaluate, upload = op.expand()
+            self._handle(broadcast)
+            values = self._handle(evaluate)
+            return values, self._handle(upload)
+        raise TypeError(f"unknown operation {type(op).__name__}")
+
+    @staticmethod
+    def _per_client(bits, clients) -> np.ndarray:
+        return np.broadcast_to(np.asarray(bits, dtype=float), (len(clients),))
+
+    def _add(self, client, activity: Activity) -> None:
+        self._phase.chains.setdefault(int(client), []).append(activity)
+
+    def _close_phase(self) -> dict[int, bool]:
+        phase = self._phase
+        self._phase = PhaseRecord(round=phase.round, phase=phase.phase + 1)
+        if not phase.chains:
+            return {}
+        if self.record_trace:
+            self.trace.append(phase)
+        return self.pricer.price_phase(phase)
+
+
+def reprice(trace: list[PhaseRecord], pricer) -> list[float]:
+    """Charge a recorded trace with another pricer (e.g. another channel).
+
+    Exact (identical to a full co-simulation) when that pricer cannot change who
+    participates: no deadline, no outage. Returns the simulated end time of every round.
+    """
+    if getattr(pricer, "can_change_participation", False):
+        raise ValueError("re-pricing is exact only without deadline and outage; co-simulate instead")
+    end_times: dict[int, float] = {}
+    for phase in trace:
+        pricer.price_phase(phase)
+        end_times[phase.round] = pricer.now
+    return [end_times[r] for r in sorted(end_times)]

@@ -1,0 +1,24 @@
+"""edgefl energy model: compute, radio and idle energy, the per-client ledger, batteries.
+
+Pure numpy; SI units (J, W, s, Hz, cycles). See docs/model.md for every equation.
+"""
+
+from .battery import Battery
+from .compute import DEFAULT_KAPPA, compute_energy_j, compute_time_s, cycles_per_step
+from .drdm import drdm_total_energy_j
+from .ledger import CATEGORIES, EnergyLedger
+from .radio import downlink_energy_j, idle_energy_j, uplink_energy_j
+
+__all__ = [
+    "CATEGORIES",
+    "DEFAULT_KAPPA",
+    "Battery",
+    "EnergyLedger",
+    "compute_energy_j",
+    "compute_time_s",
+    "cycles_per_step",
+    "downlink_energy_j",
+    "drdm_total_energy_j",
+    "idle_energy_j",
+    "uplink_energy_j",
+]

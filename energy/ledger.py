@@ -1,0 +1,99 @@
+"""Per-client energy ledger: every joule the simulator charges, by client and category."""
+
+from __future__ import annotations
+
+import numpy as np
+
+CATEGORIES = ("compute", "uplink", "downlink", "idle")
+_INDEX = {name: k for k, name in enumerate(CATEGORIES)}
+
+
+def _category_index(category: str) -> int:
+    try:
+        return _INDEX[category]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown energy category {category!r}; expected one of {CATEGORIES}") from None
+
+
+class EnergyLedger:
+    """Energy in J per client and category, a float64 array of shape [num_clients, 4].
+
+    Columns follow ``CATEGORIES`` = (compute, uplink, downlink, idle).
+    """
+
+    __slots__ = ("_j",)
+
+    def __init__(self, num_clients: int):
+        num_clients = int(num_clients)
+        if num_clients < 0:
+            raise ValueError(f"num_clients must be >= 0, got {num_clients}")
+        self._j = np.zeros((num_clients, len(CATEGORIES)), dtype=np.float64)
+
+    @property
+    def num_clients(self) -> int:
+        return self._j.shape[0]
+
+    def _check_client(self, client) -> int:
+        c = int(client)
+        if c != client or not 0 <= c < self.num_clients:
+            raise IndexError(f"client {client!r} out of range [0, {self.num_clients})")
+        return c
+
+    def add(self, client: int, category: str, joules: float) -> None:
+        """Charge ``joules`` (>= 0, finite) to ``client`` under ``category``."""
+        k = _category_index(category)
+        c = self._check_client(client)
+        j = float(joules)
+        if not (j >= 0 and np.isfinite(j)):
+            raise ValueError(f"joules must be finite and >= 0, got {joules!r}")
+        self._j[c, k] += j
+
+    def add_many(self, clients, category: str, joules) -> None:
+        """Vectorised ``add``: charge ``joules`` (scalar or array aligned with ``clients``).
+
+        Repeated client ids accumulate.
+        """
+        k = _category_index(category)
+        clients = np.asarray(clients).reshape(-1)
+        if clients.size and (
+            not np.issubdtype(clients.dtype, np.integer)
+            or clients.min() < 0
+            or clients.max() >= self.num_clients
+        ):
+            raise IndexError(f"client ids must be integers in [0, {self.num_clients})")
+        j = np.broadcast_to(np.asarray(joules, dtype=np.float64), clients.shape)
+        if np.any(~np.isfinite(j)) or np.any(j < 0):
+            raise ValueError("joules must be finite and >= 0")
+        np.add.at(self._j[:, k], clients, j)
+
+    def merge(self, other: "EnergyLedger") -> None:
+        """Add another ledger (same number of clients) into this one."""
+        if other.num_clients != self.num_clients:
+            raise ValueError(f"ledger sizes differ: {self.num_clients} vs {other.num_clients}")
+        self._j += other._j
+
+    def by_category(self) -> dict[str, float]:
+        """Total J per category, summed over clients."""
+        sums = self._j.sum(axis=0)
+        return {name: float(sums[k]) for k, name in enumerate(CATEGORIES)}
+
+    def per_client(self) -> np.ndarray:
+        """Copy of the [num_clients, 4] array of J, columns in ``CATEGORIES`` order."""
+        return self._j.copy()
+
+    def client_totals(self) -> np.ndarray:
+        """Total J per client, shape [num_clients]."""
+        return self._j.sum(axis=1)
+
+    def total(self) -> float:
+        """Total J over all clients and categories."""
+        return float(self._j.sum())
+
+    def copy(self) -> "EnergyLedger":
+        new = EnergyLedger(0)
+        new._j = self._j.copy()
+        return new
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{k}={v:.4g} J" for k, v in self.by_category().items())
+        return f"EnergyLedger(num_clients={self.num_clients}, {parts})"

@@ -1,0 +1,35 @@
+"""Radio and idle energy: power × time. Units: W, s, J."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._util import out, require_nonnegative
+
+
+def _power_times_time(power_w, time_s):
+    # 0 W for an unbounded time is 0 J, not NaN.
+    with np.errstate(invalid="ignore"):
+        return out(np.where(power_w == 0, 0.0, power_w * time_s))
+
+
+def uplink_energy_j(time_s, tx_power_w, circuit_power_w=0.0):
+    """Uplink energy in J: E = (P_tx + P_circuit) · t  (transmit power plus RF circuit power, W; t in s)."""
+    time_s = require_nonnegative(time_s, "time_s")
+    tx_power_w = require_nonnegative(tx_power_w, "tx_power_w")
+    circuit_power_w = require_nonnegative(circuit_power_w, "circuit_power_w")
+    return _power_times_time(tx_power_w + circuit_power_w, time_s)
+
+
+def downlink_energy_j(time_s, rx_power_w):
+    """Downlink (receive) energy in J: E = P_rx · t  (P_rx in W, t in s)."""
+    time_s = require_nonnegative(time_s, "time_s")
+    rx_power_w = require_nonnegative(rx_power_w, "rx_power_w")
+    return _power_times_time(rx_power_w, time_s)
+
+
+def idle_energy_j(time_s, idle_power_w):
+    """Idle energy in J: E = P_idle · t  (a participant waiting, e.g. queued for the channel)."""
+    time_s = require_nonnegative(time_s, "time_s")
+    idle_power_w = require_nonnegative(idle_power_w, "idle_power_w")
+    return _power_times_time(idle_power_w, time_s)

@@ -1,0 +1,254 @@
+"""Tests of energy/: every formula against a hand calculation."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import energy
+from energy import (
+    CATEGORIES,
+    Battery,
+    EnergyLedger,
+    compute_energy_j,
+    compute_time_s,
+    cycles_per_step,
+    downlink_energy_j,
+    drdm_total_energy_j,
+    idle_energy_j,
+    uplink_energy_j,
+)
+
+# ---------------------------------------------------------------- compute
+
+
+def test_kappa_1e9_cycles_at_1ghz_is_0_1_j_and_1_s():
+    assert compute_energy_j(1e9, 1e9, kappa=1e-28) == pytest.approx(0.1)
+    assert compute_time_s(1e9, 1e9) == pytest.approx(1.0)
+
+
+def test_compute_energy_by_hand():
+    # κ·C·f² = 1e-28 · 2e8 · (2e9)² = 0.08 J; static 0.5 W over 2e8/2e9 = 0.1 s = 0.05 J
+    assert compute_energy_j(2e8, 2e9) == pytest.approx(0.08)
+    assert compute_energy_j(2e8, 2e9, static_power_w=0.5) == pytest.approx(0.13)
+    assert compute_energy_j(0.0, 1e9) == 0.0
+    np.testing.assert_allclose(compute_energy_j(np.array([1e9, 2e9]), 1e9), [0.1, 0.2])
+    with pytest.raises(ValueError):
+        compute_time_s(1e9, 0.0)
+
+
+def test_worked_example_one_pass_500_samples():
+    """500 samples at 2e4 cycles/sample and 1 GHz: 10 ms and 1 mJ."""
+    c = cycles_per_step(500, cycles_per_sample=2e4)
+    assert c == pytest.approx(1e7)
+    assert compute_time_s(c, 1e9) == pytest.approx(0.010)
+    assert compute_energy_j(c, 1e9) == pytest.approx(1e-3)
+
+
+def test_worked_example_transmission_dominates_by_about_40x():
+    # 43.4 mJ upload (tests/test_channel.py::test_worked_example_from_design) vs 1 mJ compute
+    from channel import Link, dbm_to_w, path_loss_db, transmission_time_s
+
+    p = dbm_to_w(10.0)
+    t = transmission_time_s(32e6, Link.from_budget(p, path_loss_db(200.0)).rate_bps(1e6))
+    e_up = uplink_energy_j(t, p)
+    e_cmp = compute_energy_j(cycles_per_step(500, cycles_per_sample=2e4), 1e9)
+    assert e_up == pytest.approx(0.0434, abs=5e-4)
+    assert 40 <= e_up / e_cmp <= 45
+
+
+def test_cycles_per_step():
+    assert cycles_per_step(32, cycles_per_sample=1e4) == pytest.approx(3.2e5)
+    assert cycles_per_step(32, flops_per_sample=1e6) == pytest.approx(3.2e7)
+    assert cycles_per_step(32, flops_per_sample=1e6, cycles_per_flop=0.5) == pytest.approx(1.6e7)
+    # cycles_per_sample wins when both are given
+    assert cycles_per_step(10, flops_per_sample=1e6, cycles_per_sample=7.0) == pytest.approx(70.0)
+    with pytest.raises(ValueError):
+        cycles_per_step(32)
+    with pytest.raises(TypeError):
+        cycles_per_step(32, 1e6)  # keyword-only
+
+
+@given(
+    st.floats(min_value=0, max_value=1e12),
+    st.floats(min_value=1e6, max_value=5e9),
+    st.floats(min_value=1e-30, max_value=1e-26),
+)
+def test_compute_energy_is_kappa_c_f2(c, f, kappa):
+    assert compute_energy_j(c, f, kappa) == pytest.approx(kappa * c * f * f, rel=1e-12)
+
+
+# ---------------------------------------------------------------- radio / idle
+
+
+def test_radio_and_idle_energy_by_hand():
+    assert uplink_energy_j(2.0, 0.2) == pytest.approx(0.4)
+    assert uplink_energy_j(2.0, 0.2, circuit_power_w=0.05) == pytest.approx(0.5)
+    assert downlink_energy_j(3.0, 0.1) == pytest.approx(0.3)
+    assert idle_energy_j(10.0, 0.01) == pytest.approx(0.1)
+    np.testing.assert_allclose(uplink_energy_j(np.array([1.0, 2.0]), 0.1), [0.1, 0.2])
+    assert uplink_energy_j(math.inf, 0.0) == 0.0
+    assert uplink_energy_j(math.inf, 0.1) == math.inf
+    with pytest.raises(ValueError):
+        idle_energy_j(-1.0, 0.1)
+
+
+def test_drdm_transmission_energy_composes_from_channel():
+    # DRDM §7 default E^t = P·M / (B·log2(1+SNR)): 0.2 W, M = 2·5130·32 bits, 1 MHz, 0 dB
+    from channel import db_to_linear, shannon_rate_bps, transmission_time_s
+
+    m_bits = 2 * 5130 * 32
+    e_t = uplink_energy_j(transmission_time_s(m_bits, shannon_rate_bps(1e6, db_to_linear(0.0))), 0.2)
+    assert e_t == pytest.approx(0.2 * m_bits / (1e6 * 1.0))
+
+
+# ---------------------------------------------------------------- ledger
+
+
+def test_ledger_add_and_sums():
+    led = EnergyLedger(3)
+    assert CATEGORIES == ("compute", "uplink", "downlink", "idle")
+    led.add(0, "compute", 1.0)
+    led.add(0, "uplink", 2.0)
+    led.add(1, "uplink", 0.5)
+    led.add(2, "idle", 0.25)
+    led.add(2, "downlink", 0.125)
+    led.add(0, "compute", 1.0)
+    assert led.by_category() == {"compute": 2.0, "uplink": 2.5, "downlink": 0.125, "idle": 0.25}
+    pc = led.per_client()
+    assert pc.shape == (3, 4) and pc.dtype == np.float64
+    np.testing.assert_array_equal(pc[0], [2.0, 2.0, 0.0, 0.0])
+    np.testing.assert_array_equal(led.client_totals(), [4.0, 0.5, 0.375])
+    assert led.total() == pytest.approx(4.875)
+    assert led.total() == pytest.approx(sum(led.by_category().values()))
+    assert led.total() == pytest.approx(led.client_totals().sum())
+
+
+def test_ledger_errors():
+    led = EnergyLedger(2)
+    with pytest.raises(ValueError):
+        led.add(0, "radio", 1.0)
+    with pytest.raises(ValueError):
+        led.add(0, "compute", -1e-9)
+    with pytest.raises(ValueError):
+        led.add(0, "compute", math.nan)
+    with pytest.raises(ValueError):
+        led.add(0, "compute", math.inf)
+    with pytest.raises(IndexError):
+        led.add(2, "compute", 1.0)
+    with pytest.raises(IndexError):
+        led.add(-1, "compute", 1.0)
+    assert led.total() == 0.0
+
+
+def test_ledger_copy_is_independent_and_per_client_is_a_copy():
+    led = EnergyLedger(2)
+    led.add(1, "compute", 1.0)
+    snap = led.copy()
+    led.add(1, "compute", 1.0)
+    assert snap.total() == 1.0 and led.total() == 2.0
+    led.per_client()[:] = 99.0
+    assert led.total() == 2.0
+
+
+def test_ledger_add_many_and_merge():
+    led = EnergyLedger(4)
+    led.add_many([0, 2, 2], "uplink", [1.0, 2.0, 3.0])
+    led.add_many(np.arange(4), "compute", 0.5)
+    np.testing.assert_array_equal(led.per_client()[:, 1], [1.0, 0.0, 5.0, 0.0])
+    np.testing.assert_array_equal(led.per_client()[:, 0], [0.5] * 4)
+    with pytest.raises(IndexError):
+        led.add_many([4], "uplink", 1.0)
+    with pytest.raises(ValueError):
+        led.add_many([0], "uplink", -1.0)
+    other = EnergyLedger(4)
+    other.add(3, "idle", 1.0)
+    led.merge(other)
+    assert led.by_category()["idle"] == 1.0
+    with pytest.raises(ValueError):
+        led.merge(EnergyLedger(3))
+
+
+# ---------------------------------------------------------------- DRDM eq. 18
+
+
+def test_drdm_total_energy_against_hand_sum():
+    # S = 10 rounds, τ = 5, participants' E_p = [0.1, 0.2], E_t = [1, 3]
+    # E = 10·5·0.3 + 10·4 = 15 + 40 = 55 J
+    assert drdm_total_energy_j(10, 5, [0.1, 0.2], [1.0, 3.0]) == pytest.approx(55.0)
+    # scalars are the sums ...
+    assert drdm_total_energy_j(10, 5, 0.3, 4.0) == pytest.approx(55.0)
+    # ... or one participant's value with num_participants
+    assert drdm_total_energy_j(10, 5, 0.15, 2.0, num_participants=2) == pytest.approx(55.0)
+    # vectorised over a τ grid with its S(τ)
+    taus = np.array([5, 10, 20])
+    rounds = np.array([100, 60, 40])
+    np.testing.assert_allclose(
+        drdm_total_energy_j(rounds, taus, 0.1, 1.0), rounds * taus * 0.1 + rounds * 1.0
+    )
+
+
+def test_ledger_reduces_to_drdm_eq18():
+    """Identical clients, fixed SNR, no fading, compute + uplink only: ledger total == eq. 18."""
+    from channel import Link, shannon_rate_bps, transmission_time_s
+
+    n, m, rounds, tau = 10, 4, 7, 15
+    cycles = cycles_per_step(32, cycles_per_sample=2e4)
+    e_step = compute_energy_j(cycles, 2e9)
+    link = Link.from_snr_db(5.0)
+    bits = 2 * 5130 * 32
+    e_up = uplink_energy_j(transmission_time_s(bits, link.rate_bps(1e6)), 0.2)
+
+    rng = np.random.default_rng(0)
+    led = EnergyLedger(n)
+    for _ in range(rounds):
+        for c in rng.choice(n, size=m, replace=False):
+            for _ in range(tau):
+                led.add(c, "compute", e_step)
+            led.add(c, "uplink", e_up)
+    expected = drdm_total_energy_j(rounds, tau, np.full(m, e_step), np.full(m, e_up))
+    assert led.total() == pytest.approx(expected, rel=1e-12)
+    assert led.by_category()["compute"] == pytest.approx(rounds * tau * m * e_step)
+    assert led.by_category()["uplink"] == pytest.approx(rounds * m * e_up)
+
+
+# ---------------------------------------------------------------- battery
+
+
+def test_battery():
+    b = Battery(1.0)
+    assert b.draw(0.4) and b.draw(0.6)
+    assert b.remaining_j == pytest.approx(0.0) and not b.depleted
+    assert not b.draw(0.1)
+    assert b.depleted and not b.draw(0.0)
+    b = Battery(1.0)
+    assert not b.draw(2.0) and b.depleted and b.drawn_j == 1.0
+    inf = Battery(math.inf)
+    assert all(inf.draw(1e6) for _ in range(10)) and not inf.depleted
+    with pytest.raises(ValueError):
+        Battery(-1.0)
+
+
+def test_public_api_exported():
+    for name in energy.__all__:
+        assert hasattr(energy, name)
+
+
+def test_energy_imports_only_numpy_scipy_stdlib():
+    import ast
+    import pathlib
+    import sys
+
+    allowed = {"numpy", "scipy", "__future__"} | set(sys.stdlib_module_names)
+    for path in pathlib.Path(energy.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for n in names:
+                assert n.split(".")[0] in allowed, f"{path.name} imports {n}"
