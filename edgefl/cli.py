@@ -31,11 +31,16 @@ def _add_run(sub) -> None:
 
 
 def cmd_run(args) -> int:
-    from edgefl.runner import run_scenario, write_results
+    from edgefl.data import DataError
+    from edgefl.runner import Simulation, write_results
 
     scenario = load(args.scenario, args.overrides)
     out = args.out or Path("results") / args.scenario.stem
-    result = run_scenario(scenario, progress=not args.quiet)
+    try:
+        simulation = Simulation(scenario)
+    except DataError as exc:  # e.g. data.dir exists but holds no dataset files
+        raise UserError(f"{args.scenario}: {exc}") from None
+    result = simulation.run(progress=not args.quiet)
     write_results(result, out, plots=not args.no_plots)
     final = result.summary["final"]
     energy = result.summary["energy_by_category_j"]

@@ -70,7 +70,9 @@ class SimPyPricer:
         completed: dict[int, bool] = {}
         start = self.env.now
         procs = [self.env.process(self._client(phase, c, plans[c], start, completed)) for c in clients]
-        everyone = self.env.all_of(procs)
+        # A process (not a bare AllOf condition): AnyOf would strip a nested condition's
+        # callbacks when the deadline fires first, and the AllOf would never trigger.
+        everyone = self.env.process(self._wait_all(procs))
         if self.net.deadline_s is None:
             self.env.run(until=everyone)
         else:
@@ -81,6 +83,9 @@ class SimPyPricer:
             if not everyone.processed:
                 self.env.run(until=everyone)
         return completed
+
+    def _wait_all(self, procs):
+        yield self.env.all_of(procs)
 
     def _client(self, phase: PhaseRecord, client: int, plan, phase_start: float, completed: dict):
         env, pop = self.env, self.pop

@@ -1,0 +1,149 @@
+"""The `edgefl run` command: outputs, reproducibility, and clear errors for bad input."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgefl.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = """
+[run]
+seed = 1
+rounds = 3
+[data]
+name = "synthetic"
+num_clients = 6
+samples_per_client = 30
+[algorithm]
+name = "fedavg"
+local_steps = 2
+clients_per_round = 3
+batch_size = 8
+[network]
+snr_db = 10.0
+fading = "rayleigh"
+access = "fdma"
+"""
+
+
+def write(tmp_path: Path, text: str, name="scenario.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_run_writes_every_output(tmp_path):
+    out = tmp_path / "out"
+    assert main(["run", str(write(tmp_path, TINY)), "--out", str(out), "--quiet"]) == 0
+    for name in ("metrics.csv", "clients.csv", "events.csv", "summary.json", "scenario.toml",
+                 "accuracy.png", "accuracy_energy.png", "energy_clients.png"):
+        assert (out / name).is_file(), name
+    header = (out / "metrics.csv").read_text().splitlines()[0].split(",")
+    for column in ("round", "sim_time_s", "energy_j", "compute_energy_j", "uplink_energy_j",
+                   "downlink_energy_j", "acc_mean", "acc_worst", "acc_std", "loss"):
+        assert column in header
+    assert len((out / "metrics.csv").read_text().splitlines()) == 1 + 3
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["energy_j"] > 0 and summary["rounds"] == 3
+    # The resolved scenario re-runs to the same numbers.
+    again = tmp_path / "again"
+    assert main(["run", str(out / "scenario.toml"), "--out", str(again), "--quiet", "--no-plots"]) == 0
+    assert (again / "metrics.csv").read_bytes() == (out / "metrics.csv").read_bytes()
+
+
+def test_same_seed_twice_gives_byte_identical_metrics(tmp_path):
+    scenario = write(tmp_path, TINY)
+    outputs = []
+    for k in range(2):
+        out = tmp_path / f"run{k}"
+        assert main(["run", str(scenario), "--out", str(out), "--quiet", "--no-plots"]) == 0
+        outputs.append(out)
+    for name in ("metrics.csv", "events.csv", "clients.csv"):
+        assert (outputs[0] / name).read_bytes() == (outputs[1] / name).read_bytes(), name
+    # ...and another seed gives other numbers.
+    other = tmp_path / "other"
+    main(["run", str(scenario), "--out", str(other), "--quiet", "--no-plots", "--set", "run.seed=2"])
+    assert (other / "metrics.csv").read_bytes() != (outputs[0] / "metrics.csv").read_bytes()
+
+
+def test_set_overrides_are_applied_and_validated(tmp_path):
+    out = tmp_path / "o"
+    assert main(["run", str(write(tmp_path, TINY)), "--out", str(out), "--quiet", "--no-plots",
+                 "--set", "network.snr_db=3", "--set", "run.rounds=2"]) == 0
+    resolved = (out / "scenario.toml").read_text()
+    assert "snr_db = 3.0" in resolved and "rounds = 2" in resolved
+
+
+BAD = {
+    "not_toml": ("[run\nseed = 1", [], "not valid TOML"),
+    "unknown_section": (TINY + "\n[netwrk]\nsnr_db = 1\n", [], "netwrk: unknown section (did you mean 'network'?)"),
+    "unknown_key": (TINY.replace("snr_db = 10.0", "snr = 10.0"), [], "network.snr: unknown key (did you mean 'snr_db'?)"),
+    "wrong_type": (TINY.replace("rounds = 3", 'rounds = "ten"'), [], "run.rounds"),
+    "negative_bandwidth": (TINY + "", ["network.bandwidth_mhz=-1"], "network.bandwidth_mhz"),
+    "m_greater_than_n": (TINY.replace("clients_per_round = 3", "clients_per_round = 7"), [],
+                         "algorithm.clients_per_round = 7 exceeds data.num_clients = 6"),
+    "missing_data_dir": (TINY.replace('name = "synthetic"', 'name = "mnist"\ndir = "/no/such/folder"'), [],
+                         "data.dir"),
+    "mnist_without_dir": (TINY.replace('name = "synthetic"', 'name = "mnist"'), [], "data.dir is required"),
+    "unknown_algorithm": (TINY.replace('name = "fedavg"', 'name = "fedavgg"'), [], "did you mean 'fedavg'"),
+    "unknown_algorithm_key": (TINY.replace("batch_size = 8", "batch_size = 8\nweightin = 'uniform'"), [],
+                              "algorithm.weightin: unknown key (did you mean 'weighting'?)"),
+    "bad_algorithm_value": (TINY.replace("batch_size = 8", "batch_size = 8\nweighting = 'sizes'"), [],
+                            "algorithm.weighting"),
+    "bad_enum": (TINY.replace('access = "fdma"', 'access = "cdma"'), [], "network.access"),
+    "two_link_modes": (TINY.replace("snr_db = 10.0", "snr_db = 10.0\ndistance_m = 100.0"), [],
+                       "either network.snr_db or a link budget"),
+    "shares_over_one": (TINY + '\n[[devices.classes]]\nname = "a"\nshare = 0.7\n[[devices.classes]]\nname = "b"\nshare = 0.6\n',
+                        [], "shares sum to 1.3 > 1"),
+    "negative_alpha": (TINY.replace("num_clients = 6", "num_clients = 6\ndirichlet_alpha = -0.5"), [],
+                       "data.dirichlet_alpha"),
+    "set_without_equals": (TINY, ["network.snr_db"], "expected key=value"),
+    "set_unknown_key": (TINY, ["network.bandwith_mhz=2"], "did you mean 'bandwidth_mhz'"),
+    "zero_rounds": (TINY.replace("rounds = 3", "rounds = 0"), [], "run.rounds"),
+    "empty_data_dir": (None, [], "has no"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_exits_2_with_a_message_naming_the_field(case, tmp_path, capsys):
+    text, overrides, expected = BAD[case]
+    if case == "empty_data_dir":
+        (tmp_path / "empty").mkdir()
+        text = TINY.replace('name = "synthetic"', f'name = "mnist"\ndir = "{tmp_path / "empty"}"')
+    scenario = write(tmp_path, text)
+    out = tmp_path / "out"
+    args = ["run", str(scenario), "--out", str(out), "--quiet"]
+    for override in overrides:
+        args += ["--set", override]
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert expected in err, err
+    assert "Traceback" not in err
+    assert str(scenario) in err or case.startswith("set_without")
+    assert not out.exists(), "nothing may be written for a bad scenario"
+    assert not any(p.name.startswith(".out") for p in tmp_path.iterdir()), "no temporary leftovers"
+
+
+def test_missing_scenario_file_is_a_clean_error(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "nope.toml"), "--quiet"]) == 2
+    assert "no such scenario file" in capsys.readouterr().err
+
+
+def test_console_script_exit_code_and_no_traceback(tmp_path):
+    bad = write(tmp_path, TINY.replace("rounds = 3", "rounds = -3"))
+    proc = subprocess.run([sys.executable, "-m", "edgefl.cli", "run", str(bad), "--quiet"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "run.rounds" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_quickstart_scenario_is_valid():
+    from edgefl.scenario import load_scenario
+
+    scenario = load_scenario(REPO / "scenarios" / "quickstart.toml")
+    assert scenario.data.name == "synthetic"
