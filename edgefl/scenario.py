@@ -15,7 +15,7 @@ import difflib
 import math
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, Union
 
 from pydantic import (
     BaseModel,
@@ -23,7 +23,12 @@ from pydantic import (
     Field,
     PositiveFloat,
     PositiveInt,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -51,7 +56,8 @@ class RunSection(Strict):
 
 
 class DataSection(Strict):
-    name: Literal["synthetic", "mnist", "fashion_mnist", "kmnist"] = "synthetic"
+    name: Literal["synthetic", "mnist", "fashion_mnist", "kmnist"] = Field(
+        "synthetic", description="Dataset. IDX datasets with only a test split are split train/test.")
     dir: Optional[Path] = Field(None, description="Folder with the IDX files (mnist, fashion_mnist, kmnist).")
     num_clients: PositiveInt = Field(30, description="N, number of clients.")
     dirichlet_alpha: float = Field(math.inf, ge=0, description="Class-mix concentration; inf = uniform mix.")
@@ -61,8 +67,8 @@ class DataSection(Strict):
     max_train_samples: Optional[PositiveInt] = Field(None, description="Subsample the training pool (quick runs).")
     synthetic_alpha: float = Field(1.0, ge=0, description="Synthetic(alpha, beta): model heterogeneity.")
     synthetic_beta: float = Field(1.0, ge=0, description="Synthetic(alpha, beta): data heterogeneity.")
-    synthetic_dim: PositiveInt = 60
-    synthetic_classes: PositiveInt = 10
+    synthetic_dim: PositiveInt = Field(60, description="Synthetic: number of features.")
+    synthetic_classes: PositiveInt = Field(10, description="Synthetic: number of classes.")
     samples_per_client: Optional[PositiveInt] = Field(None, description="Synthetic: fixed size instead of lognormal.")
 
     @model_validator(mode="after")
@@ -76,7 +82,8 @@ class DataSection(Strict):
 
 
 class ModelSection(Strict):
-    name: Literal["linear", "mlp", "cnn", "regression"] = "linear"
+    name: Literal["linear", "mlp", "cnn", "regression"] = Field(
+        "linear", description="linear, mlp, cnn (DRDM paper's CNN), regression (linear, MSE).")
     hidden: PositiveInt = Field(200, description="Hidden units of the mlp.")
 
 
@@ -84,11 +91,11 @@ class AlgorithmSection(BaseModel):
     """Common keys; the algorithm's own keys are checked against its HyperParams."""
 
     model_config = ConfigDict(extra="allow", validate_default=True)
-    name: str = "fedavg"
+    name: str = Field("fedavg", description="Algorithm (see the algorithm-specific keys below).")
     local_steps: PositiveInt = Field(10, description="tau, local steps per round.")
     clients_per_round: PositiveInt = Field(10, description="m, clients sampled per round.")
     lr: PositiveFloat = Field(0.1, description="eta, local step size.")
-    batch_size: PositiveInt = 32
+    batch_size: PositiveInt = Field(32, description="B, minibatch size of a local step.")
 
     @model_validator(mode="after")
     def _known_algorithm(self):
@@ -106,25 +113,26 @@ class AlgorithmSection(BaseModel):
 class NetworkSection(Strict):
     snr_db: Optional[float] = Field(None, description="Mean uplink SNR (dB). Default 20 unless a link budget is given.")
     bandwidth_mhz: PositiveFloat = Field(1.0, description="Uplink band (per client if dedicated, shared otherwise).")
-    access: Literal["dedicated", "fdma", "tdma"] = "dedicated"
-    fading: Literal["none", "rayleigh", "rician"] = "none"
-    rician_k: float = Field(1.0, ge=0)
-    shannon_efficiency: float = Field(1.0, gt=0, le=1)
-    snr_gap_db: float = Field(0.0, ge=0)
+    access: Literal["dedicated", "fdma", "tdma"] = Field(
+        "dedicated", description="dedicated band per client; fdma: equal split among uploaders; tdma: FIFO queue.")
+    fading: Literal["none", "rayleigh", "rician"] = Field("none", description="Drawn per transmission.")
+    rician_k: float = Field(1.0, ge=0, description="Rician K-factor (LOS / scattered power).")
+    shannon_efficiency: float = Field(1.0, gt=0, le=1, description="Fraction of the Shannon rate achieved.")
+    snr_gap_db: float = Field(0.0, ge=0, description="SNR gap of the modulation and coding (rate uses SNR/gap).")
     distance_m: Optional[PositiveFloat] = Field(None, description="Link budget: every client at this distance.")
     cell_radius_m: Optional[PositiveFloat] = Field(None, description="Link budget: clients uniform in a disk.")
-    min_distance_m: PositiveFloat = 10.0
-    path_loss_intercept_db: float = 128.1
-    path_loss_slope_db: float = 37.6
-    shadowing_std_db: float = Field(0.0, ge=0)
-    noise_figure_db: float = Field(0.0, ge=0)
+    min_distance_m: PositiveFloat = Field(10.0, description="Link budget: closest client distance in the disk.")
+    path_loss_intercept_db: float = Field(128.1, description="Path loss at 1 km (3GPP macro: 128.1 dB).")
+    path_loss_slope_db: float = Field(37.6, description="Path loss per decade of distance (dB).")
+    shadowing_std_db: float = Field(0.0, ge=0, description="Log-normal shadowing, drawn once per client.")
+    noise_figure_db: float = Field(0.0, ge=0, description="Receiver noise figure (noise = N0*B*NF, N0 = -174 dBm/Hz).")
     bs_tx_power_dbm: float = Field(33.0, description="Base-station power for the downlink link budget.")
-    downlink_snr_db: Optional[float] = None
-    downlink_bandwidth_mhz: Optional[PositiveFloat] = None
+    downlink_snr_db: Optional[float] = Field(None, description="Mean downlink SNR; default: uplink snr_db, or the budget.")
+    downlink_bandwidth_mhz: Optional[PositiveFloat] = Field(None, description="Default: bandwidth_mhz.")
     deadline_s: Optional[PositiveFloat] = Field(None, description="Per communication phase; late clients are cut.")
     outage_snr_db: Optional[float] = Field(None, description="Uploads below this instantaneous SNR are lost.")
-    header_bits: int = Field(0, ge=0)
-    bits_per_param: PositiveInt = 32
+    header_bits: int = Field(0, ge=0, description="Added to every message (both directions).")
+    bits_per_param: PositiveInt = Field(32, description="Payload bits per parameter (32 = fp32).")
 
     @model_validator(mode="after")
     def _one_link_mode(self):
@@ -141,7 +149,7 @@ class NetworkSection(Strict):
 
 
 class DeviceClass(Strict):
-    name: str
+    name: str = Field(description="Label, shown in clients.csv.")
     share: float = Field(gt=0, le=1, description="Fraction of the N clients in this class.")
     cpu_ghz: Optional[PositiveFloat] = None
     kappa: Optional[PositiveFloat] = None
@@ -157,14 +165,14 @@ class DeviceClass(Strict):
 class DevicesSection(Strict):
     cpu_ghz: PositiveFloat = Field(1.0, description="CPU frequency f.")
     kappa: PositiveFloat = Field(1e-28, description="Effective switched capacitance (energy = kappa*C*f^2).")
-    static_power_w: float = Field(0.0, ge=0)
+    static_power_w: float = Field(0.0, ge=0, description="CPU static power while computing.")
     tx_power_dbm: float = Field(23.0, description="Uplink transmit power (23 dBm = 0.2 W).")
-    circuit_power_w: float = Field(0.0, ge=0)
-    rx_power_w: float = Field(0.1, ge=0)
-    idle_power_w: float = Field(0.01, ge=0)
-    cycles_per_flop: PositiveFloat = 1.0
+    circuit_power_w: float = Field(0.0, ge=0, description="Radio circuit power added while transmitting.")
+    rx_power_w: float = Field(0.1, ge=0, description="Power while receiving (downlink).")
+    idle_power_w: float = Field(0.01, ge=0, description="Power while waiting inside a phase (e.g. TDMA queue).")
+    cycles_per_flop: PositiveFloat = Field(1.0, description="CPU cycles per measured FLOP.")
     cycles_per_sample: Optional[PositiveFloat] = Field(None, description="Override the measured FLOPs (training).")
-    classes: list[DeviceClass] = Field(default_factory=list)
+    classes: list[DeviceClass] = Field(default_factory=list, description="[[devices.classes]] tables.")
 
     @model_validator(mode="after")
     def _shares(self):
@@ -174,6 +182,54 @@ class DevicesSection(Strict):
         return self
 
 
+GridValue = Union[StrictBool, StrictInt, StrictFloat, StrictStr]
+
+
+def check_sweep_key(key: str) -> None:
+    """Raise ValueError unless ``key`` ("section.key") is a scenario key a sweep may vary."""
+    parts = key.split(".")
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(f"{key!r}: expected section.key, e.g. network.snr_db")
+    section, name = parts
+    if section not in SECTION_MODELS:
+        hint = difflib.get_close_matches(section, list(SECTION_MODELS), n=1)
+        raise ValueError(f"{key!r}: unknown section {section!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+    if key == "run.seed":
+        raise ValueError("'run.seed' is not a grid key: seeds are run.seed + 0..K-1 (sweep.seeds or --seeds K)")
+    if key == "devices.classes":
+        raise ValueError("'devices.classes' cannot be swept (sweep a device key instead, e.g. devices.cpu_ghz)")
+    known = list(SECTION_MODELS[section].model_fields)
+    if section == "algorithm":  # any algorithm's own keys; each point is validated in full later
+        for algorithm_name in algorithms.names():
+            try:
+                known += list(algorithms.get(algorithm_name).Params.model_fields)
+            except ImportError:
+                continue
+    if name not in known:
+        hint = difflib.get_close_matches(name, known, n=1)
+        raise ValueError(f"{key!r}: unknown key" + (f" (did you mean '{section}.{hint[0]}'?)" if hint else ""))
+
+
+class SweepSection(Strict):
+    """Grids for `edgefl sweep`: every combination of the grid values, each run with `seeds` seeds."""
+
+    seeds: PositiveInt = Field(1, description="Seeds per grid point: run.seed + 0..seeds-1.")
+    grid: dict[str, list[GridValue]] = Field(
+        default_factory=dict,
+        description='[sweep.grid] "section.key" = [values], e.g. "network.snr_db" = [0, 10, 20].')
+
+    @field_validator("grid")
+    @classmethod
+    def _grid_keys_and_values(cls, grid):
+        for key, values in grid.items():
+            check_sweep_key(key)
+            if not values:
+                raise ValueError(f"{key!r}: empty list of values")
+            if len({repr(v) for v in values}) != len(values):
+                raise ValueError(f"{key!r}: repeated values {values}")
+        return grid
+
+
 class Scenario(Strict):
     run: RunSection = Field(default_factory=RunSection)
     data: DataSection = Field(default_factory=DataSection)
@@ -181,7 +237,7 @@ class Scenario(Strict):
     algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection)
     network: NetworkSection = Field(default_factory=NetworkSection)
     devices: DevicesSection = Field(default_factory=DevicesSection)
-    sweep: dict[str, Any] = Field(default_factory=dict, description="Grids for `edgefl sweep` (key = [values]).")
+    sweep: "SweepSection" = Field(default_factory=lambda: SweepSection(), description="Grids for `edgefl sweep`.")
 
     @model_validator(mode="after")
     def _consistent(self):

@@ -1,0 +1,130 @@
+"""Generate the scenario reference (docs/scenarios.md) from the schema itself.
+
+    python -m edgefl.scenario_doc > docs/scenarios.md
+
+A test checks that the committed page equals this output, so the reference cannot
+drift from the code.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+import typing
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+import algorithms
+from edgefl.scenario import SECTION_MODELS, DeviceClass, Scenario
+
+INTRO = """# Scenario reference
+
+A scenario is one TOML file per network (`scenarios/*.toml`). Every key below is
+validated; unknown sections and keys are errors with a suggestion. Any key can be
+overridden on the command line with `--set section.key=value` (values are TOML
+literals: `--set network.snr_db=5`, `--set network.fading='"rayleigh"'` or simply
+`--set network.fading=rayleigh`). Relative paths in a file are relative to the file.
+
+Units are in the key names: `_db`, `_dbm`, `_mhz`, `_ghz`, `_w` (watts), `_s` (seconds),
+`_m` (metres), `_j` (joules). The engine converts to SI once, at the boundary.
+
+This page is generated: `python -m edgefl.scenario_doc > docs/scenarios.md`.
+"""
+
+
+def _unwrap(annotation):
+    """(base type, extra constraint metadata, optional?) of a field annotation."""
+    optional = False
+    metadata = []
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
+        optional = True
+        annotation = next(a for a in args if a is not type(None))
+    if typing.get_origin(annotation) is typing.Annotated:
+        annotation, *metadata = typing.get_args(annotation)
+    return annotation, metadata, optional
+
+
+def _type_name(annotation) -> str:
+    base, _, optional = _unwrap(annotation)
+    if typing.get_origin(base) is typing.Literal:
+        text = "one of " + ", ".join(f'"{v}"' for v in typing.get_args(base))
+    else:
+        text = getattr(base, "__name__", str(base)).replace("typing.", "")
+    return text + (" (optional)" if optional else "")
+
+
+def _default(field) -> str:
+    if field.default is PydanticUndefined:
+        if field.default_factory is not None:
+            return "(see below)" if field.default_factory is not list else "[]"
+        return "required"
+    value = field.default
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    if isinstance(value, str):
+        return f'"{value}"'
+    return "unset" if value is None else repr(value)
+
+
+def _constraints(field) -> str:
+    parts = []
+    for item in [*field.metadata, *_unwrap(field.annotation)[1]]:
+        for name, symbol in (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤")):
+            bound = getattr(item, name, None)
+            if bound is not None:
+                parts.append(f"{symbol} {bound}")
+    return ", ".join(parts)
+
+
+def table(model: type[BaseModel], skip: tuple[str, ...] = ()) -> list[str]:
+    lines = ["| key | type | default | bounds | meaning |", "|---|---|---|---|---|"]
+    for name, field in model.model_fields.items():
+        if name in skip:
+            continue
+        meaning = (field.description or "").replace("|", "\\|")
+        lines.append(f"| `{name}` | {_type_name(field.annotation)} | {_default(field)} | "
+                     f"{_constraints(field)} | {meaning} |")
+    return lines
+
+
+def render() -> str:
+    out = [INTRO]
+    for section, model in SECTION_MODELS.items():
+        out.append(f"## [{section}]\n")
+        if model.__doc__ and model.__doc__.strip() and section == "algorithm":
+            out.append(model.__doc__.strip() + "\n")
+        out.extend(table(model, skip=("classes",)))
+        out.append("")
+        if section == "devices":
+            out.append("### [[devices.classes]]\n")
+            out.append("Device classes override the base values for a share of the clients "
+                       "(assigned at random, seeded). Clients not in a class keep the base values.\n")
+            out.extend(table(DeviceClass))
+            out.append("")
+    extra = [name for name in Scenario.model_fields if name not in SECTION_MODELS]
+    for name in extra:
+        field = Scenario.model_fields[name]
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            out.append(f"## [{name}]\n")
+            out.extend(table(annotation))
+            out.append("")
+        else:
+            out.append(f"## [{name}]\n\n{field.description or ''}\n")
+    out.append("## Algorithm-specific keys\n")
+    out.append("Besides the common keys of `[algorithm]`, each algorithm accepts its own keys:\n")
+    for name in algorithms.names():
+        params = algorithms.get(name).Params
+        out.append(f"### `{name}`\n")
+        if params.model_fields:
+            out.extend(table(params))
+        else:
+            out.append("No keys of its own.")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(render(), end="")
