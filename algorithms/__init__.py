@@ -12,6 +12,21 @@ from algorithms.base import Algorithm, Context, HyperParams
 
 REGISTRY: dict[str, str] = {
     "fedavg": "algorithms.fedavg:FedAvg",
+    "drdm": "algorithms.drdm:DRDM",
+    "drfa": "algorithms.drfa:DRFA",
+    "scaffold": "algorithms.scaffold:Scaffold",
+    "scaff_pd": "algorithms.scaff_pd:ScaffPD",
+    "feddyn": "algorithms.feddyn:FedDyn",
+    "fedprox": "algorithms.fedprox:FedProx",
+    # issue 6: partial model averaging, FedALIGN, composite-objective dual averaging
+    "partial_avg": "algorithms.partial_avg:PartialAvg",
+    "periodic_avg": "algorithms.partial_avg:PeriodicAvg",
+    "fedalign": "algorithms.fedalign:FedAlign",
+    "fedda": "algorithms.fedda:FedDA",
+    "fedmid": "algorithms.fedmid:FedMiD",
+    "fast_fedda": "algorithms.fast_fedda:FastFedDA",
+    "c_fedda": "algorithms.c_fedda:CFedDA",
+    "mc_fedda": "algorithms.mc_fedda:MCFedDA",
 }
 
 

@@ -5,6 +5,11 @@ DRDM's gradient state g_i). With N = 10,000 clients of which few ever participat
 dense [N, d] matrix wastes memory; :class:`ClientStore` keeps a row only for clients
 that were written, reads zeros for the others, and maintains the sum over all N
 clients incrementally (in float64) so that means like c = (1/N) * sum_i g_i cost O(d).
+
+Layout: one ``[capacity, d]`` table of the written rows (grown by doubling) and a sorted
+index of the written clients with their row slots (16 bytes per written client, found
+with ``searchsorted``). ``get`` and ``set`` of C clients are a few vectorised ops, no
+Python loop over clients.
 """
 
 from __future__ import annotations
@@ -18,34 +23,66 @@ class ClientStore:
         self.num_clients = num_clients
         self.dim = dim
         self.dtype = dtype
-        self._rows: dict[int, torch.Tensor] = {}
+        self._keys = np.zeros(0, dtype=np.int64)  # written client ids, sorted
+        self._key_slot = np.zeros(0, dtype=np.int64)  # their rows in _table
+        self._table = torch.zeros(0, dim, dtype=dtype)
+        self._used = 0
         self._sum = torch.zeros(dim, dtype=torch.float64)
+
+    def _ids(self, clients) -> np.ndarray:
+        ids = np.asarray(clients, dtype=np.int64).reshape(-1)
+        if len(ids) and (ids.min() < 0 or ids.max() >= self.num_clients):
+            bad = ids[(ids < 0) | (ids >= self.num_clients)][0]
+            raise IndexError(f"client {int(bad)} out of range 0..{self.num_clients - 1}")
+        return ids
+
+    def _slots(self, ids: np.ndarray) -> np.ndarray:
+        """Row slot of each client id, -1 where never written."""
+        if not len(self._keys):
+            return np.full(len(ids), -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self._keys, ids), len(self._keys) - 1)
+        return np.where(self._keys[pos] == ids, self._key_slot[pos], -1)
 
     def get(self, clients) -> torch.Tensor:
         """Rows for ``clients`` as a new [C, d] tensor (zeros where never written)."""
-        clients = np.asarray(clients, dtype=np.int64).reshape(-1)
-        out = torch.zeros(len(clients), self.dim, dtype=self.dtype)
-        for k, client in enumerate(clients):
-            row = self._rows.get(int(client))
-            if row is not None:
-                out[k] = row
+        slots = torch.from_numpy(self._slots(self._ids(clients)))
+        out = torch.zeros(len(slots), self.dim, dtype=self.dtype)
+        written = slots >= 0
+        if bool(written.any()):
+            out[written] = self._table.index_select(0, slots[written])
         return out
 
     def set(self, clients, rows: torch.Tensor) -> None:
-        """Overwrite the rows of ``clients`` with ``rows`` [C, d]."""
-        clients = np.asarray(clients, dtype=np.int64).reshape(-1)
-        if rows.shape != (len(clients), self.dim):
-            raise ValueError(f"expected rows of shape {(len(clients), self.dim)}, got {tuple(rows.shape)}")
-        for k, client in enumerate(clients):
-            client = int(client)
-            if not 0 <= client < self.num_clients:
-                raise IndexError(f"client {client} out of range 0..{self.num_clients - 1}")
-            new = rows[k].detach().to(self.dtype).clone()
-            old = self._rows.get(client)
-            if old is not None:
-                self._sum -= old.to(torch.float64)
-            self._sum += new.to(torch.float64)
-            self._rows[client] = new
+        """Overwrite the rows of ``clients`` with ``rows`` [C, d] (clients without duplicates)."""
+        ids = self._ids(clients)
+        if rows.shape != (len(ids), self.dim):
+            raise ValueError(f"expected rows of shape {(len(ids), self.dim)}, got {tuple(rows.shape)}")
+        if len(np.unique(ids)) != len(ids):
+            raise ValueError("ClientStore.set: duplicate client ids")
+        new = rows.detach().to(self.dtype)
+        slots = self._slots(ids)
+        fresh = slots < 0
+        count = int(fresh.sum())
+        if count:
+            self._reserve(self._used + count)
+            slots[fresh] = np.arange(self._used, self._used + count)
+            keys = np.concatenate([self._keys, ids[fresh]])
+            order = np.argsort(keys, kind="stable")
+            self._keys, self._key_slot = keys[order], np.concatenate([self._key_slot, slots[fresh]])[order]
+            self._used += count
+        slots = torch.from_numpy(slots)
+        # Running sum: add the new rows, remove the old ones (zeros for fresh slots).
+        old = self._table.index_select(0, slots)
+        self._sum += new.to(torch.float64).sum(dim=0) - old.to(torch.float64).sum(dim=0)
+        self._table.index_copy_(0, slots, new)
+
+    def _reserve(self, needed: int) -> None:
+        if needed <= self._table.shape[0]:
+            return
+        capacity = min(self.num_clients, max(needed, 2 * self._table.shape[0]))
+        table = torch.zeros(capacity, self.dim, dtype=self.dtype)
+        table[: self._used] = self._table[: self._used]
+        self._table = table
 
     def sum(self) -> torch.Tensor:
         """sum_i row_i over all N clients [d] (float64 accumulated, returned in dtype)."""
@@ -56,8 +93,10 @@ class ClientStore:
         return (self._sum / self.num_clients).to(self.dtype)
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return self._used
 
     def nbytes(self) -> int:
+        """Bytes of the row table (allocated capacity) and the running sum; the index adds
+        16 bytes per written client (not counted)."""
         element = torch.tensor([], dtype=self.dtype).element_size()
-        return len(self._rows) * self.dim * element + self._sum.numel() * 8
+        return self._table.shape[0] * self.dim * element + self._sum.numel() * 8

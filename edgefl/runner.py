@@ -19,6 +19,7 @@ import algorithms
 from algorithms.base import Context
 from edgefl.data import build_federated_data
 from edgefl.executor import Executor
+from edgefl.estimation import estimation_metrics
 from edgefl.metrics import evaluate_global
 from edgefl.models import build_model
 from edgefl.physical import build_population, network_params
@@ -46,6 +47,11 @@ def data_kwargs(scenario: Scenario) -> dict:
         test_per_client=d.test_per_client, max_train_samples=d.max_train_samples,
         synthetic_alpha=d.synthetic_alpha, synthetic_beta=d.synthetic_beta, synthetic_dim=d.synthetic_dim,
         synthetic_classes=d.synthetic_classes, samples_per_client=d.samples_per_client,
+        priority_clients=d.priority_clients, priority_classes=d.priority_classes,
+        shards_per_client=d.shards_per_client, image_dataset=d.image_dataset, noise_skew=d.noise_skew,
+        label_noise=d.label_noise, irrelevant_fraction=d.irrelevant_fraction, regression_dim=d.regression_dim,
+        regression_sparsity=d.regression_sparsity, matrix_side=d.matrix_side, matrix_rank=d.matrix_rank,
+        noise_std=d.noise_std,
     )
 
 
@@ -88,6 +94,8 @@ class Simulation:
             clients_per_round=a.clients_per_round, lr=a.lr, batch_size=a.batch_size,
             bits_per_param=s.network.bits_per_param,
             rng=np.random.default_rng(np.random.SeedSequence([seed, 0xA160])), hp=a.hyperparams(),
+            client_roles=self.data.client_roles,
+            param_layout=[(n, tuple(sh)) for n, sh in zip(self.model.names, self.model.shapes)],
         )
         self.algorithm = algorithms.get(a.name)(self.context)
 
@@ -103,7 +111,8 @@ class Simulation:
             row = self._metrics_row(r, record, evaluate=(r + 1) % s.run.eval_every == 0 or r + 1 == s.run.rounds)
             if row.get("acc_worst") is not None or row.get("loss") is not None:
                 last_eval = row
-                bar.set_postfix(acc_worst=f"{row.get('acc_worst', float('nan')):.3f}", energy_j=f"{row['energy_j']:.3g}")
+                worst = row.get("acc_worst")  # None for regression models
+                bar.set_postfix(acc_worst=f"{float('nan') if worst is None else worst:.3f}", energy_j=f"{row['energy_j']:.3g}")
             rows.append(row)
             if on_round is not None:
                 on_round(row)
@@ -129,6 +138,8 @@ class Simulation:
         if evaluate:
             m = evaluate_global(self.model, self.data, self.algorithm.model)
             row.update({k: m.get(k) for k in ("acc_mean", "acc_worst", "acc_std", "loss")})
+        # estimation errors / priority-client metrics where the data set has a truth or roles
+        row.update(estimation_metrics(self.model, self.data, self.algorithm.model if evaluate else None))
         row.update({k: float(v) for k, v in self.algorithm.metrics().items()})
         return row
 

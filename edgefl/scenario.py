@@ -56,7 +56,10 @@ class RunSection(Strict):
 
 
 class DataSection(Strict):
-    name: Literal["synthetic", "mnist", "fashion_mnist", "kmnist"] = Field(
+    name: Literal[
+        "synthetic", "mnist", "fashion_mnist", "kmnist",
+        "synthetic_priority", "image_priority", "sparse_regression", "low_rank_matrix",
+    ] = Field(
         "synthetic", description="Dataset. IDX datasets with only a test split are split train/test.")
     dir: Optional[Path] = Field(None, description="Folder with the IDX files (mnist, fashion_mnist, kmnist).")
     num_clients: PositiveInt = Field(30, description="N, number of clients.")
@@ -70,10 +73,28 @@ class DataSection(Strict):
     synthetic_dim: PositiveInt = Field(60, description="Synthetic: number of features.")
     synthetic_classes: PositiveInt = Field(10, description="Synthetic: number of classes.")
     samples_per_client: Optional[PositiveInt] = Field(None, description="Synthetic: fixed size instead of lognormal.")
+    # Prioritized FL (fedalign.md; edgefl/data/priority.py)
+    priority_clients: Optional[PositiveInt] = Field(
+        None, description="|P| priority clients (default: N/2 for synthetic_priority, 2 for image_priority).")
+    priority_classes: Optional[PositiveInt] = Field(
+        4, description="image_priority: the priority clients together hold exactly this many classes.")
+    shards_per_client: PositiveInt = Field(2, description="image_priority: label-sorted shards per client.")
+    image_dataset: Literal["mnist", "fashion_mnist", "kmnist"] = Field(
+        "mnist", description="image_priority: which IDX data set (in data.dir).")
+    noise_skew: float = Field(1.5, gt=0, description="synthetic_priority: noise level of client j is (j/(|Q|-1))^(1/skew).")
+    label_noise: float = Field(0.5, ge=0, le=1, description="synthetic_priority: label-flip probability at level 1.")
+    irrelevant_fraction: float = Field(
+        1.0, ge=0, description="synthetic_priority: irrelevant points per clean point at level 1.")
+    # Statistical recovery (fast-fedda.md; edgefl/data/regression.py)
+    regression_dim: PositiveInt = Field(1024, description="sparse_regression: number of features p.")
+    regression_sparsity: PositiveInt = Field(512, description="sparse_regression: nonzeros s of w* = (1_s, 0).")
+    matrix_side: PositiveInt = Field(32, description="low_rank_matrix: side of the square W*.")
+    matrix_rank: PositiveInt = Field(16, description="low_rank_matrix: rank of W* = diag(1_r, 0).")
+    noise_std: float = Field(1.0, ge=0, description="sparse_regression, low_rank_matrix: response noise std.")
 
     @model_validator(mode="after")
     def _dir_needed(self):
-        if self.name != "synthetic":
+        if self.name in ("mnist", "fashion_mnist", "kmnist", "image_priority"):
             if self.dir is None:
                 raise ValueError(f"data.dir is required for data.name = {self.name!r} (a folder with its IDX files)")
             if not Path(self.dir).is_dir():

@@ -24,7 +24,11 @@ from edgefl.data.partition import (
 )
 from edgefl.data.synthetic import synthetic_alpha_beta
 
-DATASET_NAMES: tuple[str, ...] = ("synthetic", "mnist", "fashion_mnist", "kmnist")
+DATASET_NAMES: tuple[str, ...] = (
+    "synthetic", "mnist", "fashion_mnist", "kmnist",
+    # issue 6: prioritized FL (edgefl/data/priority.py) and statistical recovery (edgefl/data/regression.py)
+    "synthetic_priority", "image_priority", "sparse_regression", "low_rank_matrix",
+)
 
 # MNIST's pixel mean and std (of the [0,1]-scaled training images), the customary normalisation.
 # Used for Fashion-MNIST and KMNIST too: one fixed affine map per pixel, which a linear model or
@@ -52,6 +56,11 @@ class FederatedData:
     source: str = ""  # how the pools were made, e.g. "MNIST-10k: t10k split 80/20"
     global_test_x: torch.Tensor | None = None  # the whole held-out pool, for a global accuracy
     global_test_y: torch.Tensor | None = None
+    # Optional extras (issue 6): the ground truth of a statistical-recovery data set (w* [p] or
+    # W* [rows, cols], for edgefl.estimation), and each client's role ("priority" /
+    # "non_priority", for prioritized FL); None where a data set has none.
+    true_params: torch.Tensor | None = None
+    client_roles: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for split, x, y, offsets in (
@@ -95,6 +104,13 @@ class FederatedData:
 
     def summary(self) -> dict:
         """Sizes and class mix in plain Python numbers (JSON-ready)."""
+        if torch.is_floating_point(self.train_y):  # regression targets: no class mix
+            return {
+                "name": self.name, "source": self.source, "num_clients": self.num_clients,
+                "input_shape": list(self.input_shape), "train_total": int(self.train_offsets[-1]),
+                "test_total": int(self.test_offsets[-1]), "train_size": _min_median_max(self.train_sizes),
+                "test_size": _min_median_max(self.test_sizes),
+            }
         hist = self.class_histograms()
         classes_per_client = (hist > 0).sum(axis=1)
         dominant_share = hist.max(axis=1) / np.maximum(hist.sum(axis=1), 1)
@@ -287,6 +303,19 @@ def build_federated_data(
     synthetic_dim: int = 60,
     synthetic_classes: int = 10,
     samples_per_client: int | None = None,
+    # issue 6 data sets (ignored by the others)
+    priority_clients: int | None = None,
+    priority_classes: int | None = 4,
+    shards_per_client: int = 2,
+    image_dataset: str = "mnist",
+    noise_skew: float = 1.5,
+    label_noise: float = 0.5,
+    irrelevant_fraction: float = 1.0,
+    regression_dim: int = 1024,
+    regression_sparsity: int = 512,
+    matrix_side: int = 32,
+    matrix_rank: int = 16,
+    noise_std: float = 1.0,
 ) -> FederatedData:
     """Build the federated data set of a run; the same arguments and seed give identical tensors.
 
@@ -310,12 +339,46 @@ def build_federated_data(
     Random streams: one ``SeedSequence(seed)`` spawns independent streams for the pool split,
     the subsample, the partition and the test sets, so changing e.g. ``test_per_client`` leaves
     the training partition unchanged.
+
+    Issue 6 data sets (details in their modules):
+      - ``synthetic_priority`` (edgefl/data/priority.py): Synth(alpha, beta) priority devices plus
+        non-priority clients with label noise and irrelevant data (``priority_clients``,
+        ``noise_skew``, ``label_noise``, ``irrelevant_fraction``, ``synthetic_*``);
+      - ``image_priority``: ``image_dataset`` split into label-sorted shards
+        (``shards_per_client``), ``priority_clients`` holding ``priority_classes`` classes;
+      - ``sparse_regression`` / ``low_rank_matrix`` (edgefl/data/regression.py): the Fast-FedDA
+        paper's synthetic recovery problems (``regression_dim``, ``regression_sparsity``,
+        ``matrix_side``, ``matrix_rank``, ``noise_std``, ``samples_per_client`` default 128,
+        ``test_per_client`` default 32), with ``true_params``.
     """
     if name not in DATASET_NAMES:
         raise DataError(f"data.name = {name!r} is not a known data set: expected one of {', '.join(DATASET_NAMES)}")
     if num_clients < 1:
         raise DataError(f"data.num_clients = {num_clients}: expected at least 1")
     seeds = np.random.SeedSequence(seed).spawn(4)
+    if name == "synthetic_priority":
+        from edgefl.data.priority import build_synthetic_priority
+
+        return build_synthetic_priority(
+            num_clients, seeds[0], priority_clients=priority_clients, alpha=synthetic_alpha, beta=synthetic_beta,
+            dim=synthetic_dim, num_classes=synthetic_classes, skew=noise_skew, label_noise=label_noise,
+            irrelevant_fraction=irrelevant_fraction, samples_per_client=samples_per_client,
+        )
+    if name == "image_priority":
+        from edgefl.data.priority import build_image_priority
+
+        return build_image_priority(
+            num_clients, seeds, dataset=image_dataset, dir=dir, shards_per_client=shards_per_client,
+            priority_clients=priority_clients, priority_classes=priority_classes, test_fraction=test_fraction,
+            test_per_client=test_per_client,
+        )
+    if name in ("sparse_regression", "low_rank_matrix"):
+        from edgefl.data.regression import build_regression_data
+
+        return build_regression_data(
+            name, num_clients, seeds[0], samples_per_client=samples_per_client, test_per_client=test_per_client,
+            dim=regression_dim, sparsity=regression_sparsity, side=matrix_side, rank=matrix_rank, noise_std=noise_std,
+        )
     if name == "synthetic":
         return _build_synthetic(
             num_clients,

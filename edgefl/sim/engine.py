@@ -123,3 +123,25 @@ def reprice(trace: list[PhaseRecord], pricer) -> list[float]:
         pricer.price_phase(phase)
         end_times[phase.round] = pricer.now
     return [end_times[r] for r in sorted(end_times)]
+
+
+@dataclass
+class RoundCost:
+    """A round as re-priced: its end time and the energy spent so far (cumulative)."""
+
+    round: int  # 0-based, as RoundRecord.round
+    end_s: float  # simulated time at the end of the round
+    energy_by_category_j: dict[str, float]  # cumulative since the start of the run, all clients
+
+
+def reprice_rounds(trace: list[PhaseRecord], pricer) -> list[RoundCost]:
+    """:func:`reprice`, keeping per round what a co-simulation's metrics.csv holds: the end
+    time and the ledger's cumulative energy by category after the round's last phase.
+    Rounds without any phase are absent (their cost equals the previous round's)."""
+    if getattr(pricer, "can_change_participation", False):
+        raise ValueError("re-pricing is exact only without deadline and outage; co-simulate instead")
+    costs: dict[int, RoundCost] = {}
+    for phase in trace:
+        pricer.price_phase(phase)
+        costs[phase.round] = RoundCost(phase.round, pricer.now, pricer.ledger.by_category())
+    return [costs[r] for r in sorted(costs)]

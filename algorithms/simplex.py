@@ -1,0 +1,106 @@
+"""The dual player shared by the distributionally robust algorithms (DRDM, DRFA, SCAFF-PD).
+
+Spec: papers/drdm.md. The dual variable lambda is a probability vector over the N clients,
+kept on the server in float64 numpy. This module holds, once, what the three algorithms share:
+
+- :func:`project_simplex`: Euclidean projection onto {lambda >= 0, sum lambda = 1}, sort-based (§2.4);
+- :func:`sample_by_lambda`: DRDM's/DRFA's client sampling D ~ lambda (§3 "Sampling D", "Duplicates",
+  "Option: without replacement");
+- :func:`dual_variable_update`: Algorithm 3 as a generator of operations (query the snapshot on a
+  uniform set U, v_i = (N/m) L_i, projected ascent with step tau*gamma);
+- :func:`initial_lambda`, :func:`lambda_metrics`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+
+from algorithms.base import uniform_sample
+from algorithms.ops import Query
+
+LAMBDA_FLOOR = 1e-3  # reference-code floor for sampling without replacement (§3)
+
+
+def project_simplex(y: np.ndarray) -> np.ndarray:
+    """argmin_{x in simplex} ||x - y||_2 (§2.4, sort-based)::
+
+        u <- sort(y) descending; cs <- cumsum(u)
+        rho <- max{ j : u_j - (cs_j - 1)/j > 0 };  shift <- (cs_rho - 1)/rho
+        return max(y - shift, 0)
+    """
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim != 1 or y.size == 0:
+        raise ValueError("project_simplex expects a non-empty 1-D vector")
+    u = np.sort(y)[::-1]
+    cs = np.cumsum(u)
+    j = np.arange(1, y.size + 1)
+    rho = int(np.flatnonzero(u - (cs - 1.0) / j > 0)[-1]) + 1  # j = 1 always qualifies
+    shift = (cs[rho - 1] - 1.0) / rho
+    return np.maximum(y - shift, 0.0)
+
+
+def initial_lambda(init: Literal["uniform", "data_size"], train_sizes: np.ndarray) -> np.ndarray:
+    """lambda^(0): uniform 1/N (default) or d_i/d (reference code option) (§3)."""
+    sizes = np.asarray(train_sizes, dtype=np.float64)
+    if init == "uniform":
+        return np.full(sizes.size, 1.0 / sizes.size)
+    return sizes / sizes.sum()
+
+
+def sample_by_lambda(
+    rng: np.random.Generator, lam: np.ndarray, m: int, replace: bool = True, floor: float = LAMBDA_FLOOR
+) -> tuple[np.ndarray, np.ndarray]:
+    """D ~ lambda. Returns (distinct clients sorted, k_i = how many of the m draws chose each).
+
+    ``replace=True`` (default, §3): m i.i.d. draws from Categorical(lambda); a client drawn k_i
+    times trains once and is weighted k_i/m. ``replace=False``: m distinct clients drawn
+    successively from max(lambda, floor) renormalised (numpy ``choice(replace=False, p=...)``);
+    lambda itself is not changed. Every k_i is then 1.
+    """
+    lam = np.asarray(lam, dtype=np.float64)
+    if replace:
+        p = np.maximum(lam, 0.0)
+        draws = rng.choice(lam.size, size=m, replace=True, p=p / p.sum())
+        clients, counts = np.unique(draws, return_counts=True)
+        return clients, counts
+    p = np.maximum(lam, floor)
+    draws = rng.choice(lam.size, size=m, replace=False, p=p / p.sum())
+    return np.sort(draws), np.ones(m, dtype=np.int64)
+
+
+def dual_variable_update(ctx, lam: np.ndarray, w_snap: torch.Tensor, step: float, rng: np.random.Generator,
+                         full: bool = False):
+    """Algorithm 3 as a generator: ``lam_new = yield from dual_variable_update(...)``.
+
+    1  U <- m clients uniformly at random, without replacement
+    2  send w_snap to every i in U                       (model_bits down)
+    3  each i in U: L_i <- loss(w_snap; one local batch), no grad; upload L_i  (scalar up)
+    4  v_i = (N/m) L_i for i in U, else 0
+    5  return Pi_Lambda(lam + step * v)                   (step = tau * gamma)
+
+    Clients of U whose scalar did not arrive count as not queried: the (N/m) factor uses the
+    number that arrived (the inclusion probability of the answers actually used).
+    """
+    N, m = ctx.num_clients, ctx.clients_per_round
+    U = uniform_sample(rng, N, m)  # Alg. 3 l.1
+    losses, arrived = yield Query(U, w_snap, down_bits=ctx.model_bits, up_bits=ctx.scalar_bits,
+                                  what="loss", full=full)  # Alg. 3 l.2-3
+    if not arrived.any():
+        return lam
+    v = np.zeros(N)
+    v[U[arrived]] = (N / arrived.sum()) * losses[torch.as_tensor(arrived)].double().numpy()  # Alg. 3 l.4
+    return project_simplex(lam + step * v)  # Alg. 3 l.5
+
+
+def lambda_metrics(lam: np.ndarray) -> dict[str, float]:
+    """Per-round columns: largest weight, smallest weight and Shannon entropy (nats; log N = uniform)."""
+    lam = np.asarray(lam, dtype=np.float64)
+    positive = lam[lam > 0]
+    return {
+        "lambda_max": float(lam.max()),
+        "lambda_min": float(lam.min()),
+        "lambda_entropy": float(-(positive * np.log(positive)).sum()),
+    }

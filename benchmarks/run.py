@@ -1,0 +1,373 @@
+"""edgefl performance benchmarks: one line per benchmark, the two sides measured in one process.
+
+    .venv/bin/python benchmarks/run.py            # full (a few minutes)
+    .venv/bin/python benchmarks/run.py --quick    # under 2 minutes
+    .venv/bin/python benchmarks/run.py --only linear,engine --threads 2
+
+1. linear: one DRDM round of local work (the real ``drdm`` Train op: m = 20 clients x tau = 10
+   steps, batch 32, MNIST-10k linear 784->10), Executor batched vs a lean per-client PyTorch
+   loop (data already tensors, one nn.Module reused, torch.optim.SGD, the same minibatches).
+2. cnn: the same with the DRDM paper's CNN; achieved GFLOP/s against a matmul peak measured
+   in the same loop.
+3. engine: a whole DRDM run (MNIST-10k linear, FDMA, Rayleigh fading, evaluation every round),
+   full co-simulation (SimPyPricer) vs the ideal engine; also the share of the run's wall time
+   spent pricing, and the SimPy reference implementation for comparison.
+4. scale: N = 10,000 clients, 100 per round, linear model (Synthetic(1, 1), 20 samples per
+   client), 50 rounds of DRDM with the full co-simulation and evaluation every round, in a fresh
+   process: wall time (data set and setup included) and peak memory (max RSS).
+
+Timings: warm-up runs, then the candidates interleaved (A B A B ...) so that load from other
+processes hits both alike; medians. The machine's load is printed with the results.
+OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless set otherwise): on a machine
+whose cores other processes also use, spinning threads make every parallel op wait for a
+descheduled peer, which slows a loop of many small ops (the per-client loop) by up to 10x and
+would inflate the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP (see above)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from edgefl.executor import Executor  # noqa: E402
+from edgefl.runner import Simulation  # noqa: E402
+from edgefl.scenario import scenario_from_dict  # noqa: E402
+from edgefl.sim.reference import SimPyReference  # noqa: E402
+
+MNIST_DIR = Path(os.environ.get("EDGEFL_MNIST_DIR", "/work/shared/datasets/mnist"))
+
+
+# -- timing ------------------------------------------------------------------------------
+def interleaved(candidates: dict, repeats: int, warmup: int = 1) -> dict[str, float]:
+    """Median wall time (s) of each callable, runs interleaved and the order rotated per repeat."""
+    names = list(candidates)
+    for _ in range(warmup):
+        for name in names:
+            candidates[name]()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(repeats):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            t = time.perf_counter()
+            candidates[name]()
+            times[name].append(time.perf_counter() - t)
+    return {name: float(np.median(v)) for name, v in times.items()}
+
+
+def load_average() -> str:
+    try:
+        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def mark(ok: bool) -> str:
+    return "OK" if ok else "MISS"
+
+
+# -- scenarios ---------------------------------------------------------------------------
+def drdm_scenario(model: str = "linear", engine: str = "ideal", rounds: int = 1, lr: float = 0.1, **network):
+    return scenario_from_dict({
+        "run": {"seed": 0, "rounds": rounds, "engine": engine, "eval_every": 1},
+        "data": {"name": "mnist", "dir": str(MNIST_DIR), "num_clients": 30},
+        "model": {"name": model},
+        # sampling = uniform: exactly m = 20 distinct clients train (with replacement: ~14)
+        "algorithm": {"name": "drdm", "local_steps": 10, "clients_per_round": 20, "lr": lr, "batch_size": 32,
+                      "mu": 0.01, "sampling": "uniform"},
+        "network": {"snr_db": 10.0, "bandwidth_mhz": 1.0, **network},
+        "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 2e4},
+    })
+
+
+def captured_train_op(sim: Simulation, rounds: int = 2):
+    """The Train op the algorithm yields in round ``rounds`` (earlier rounds make g_i nonzero)."""
+    seen = []
+    train = sim.executor.train
+
+    def record(op):
+        seen.append(op)
+        return train(op)
+
+    sim.executor.train = record
+    try:
+        for r in range(rounds + 1):
+            sim.engine.run_round(sim.algorithm, r)
+    finally:
+        sim.executor.train = train
+    return seen[-1]
+
+
+class LeanLoop:
+    """What a careful user writes by hand: one nn.Module reused, torch.optim.SGD, data as tensors.
+
+    Implements DRDM's local step (Alg. 2): grad <- grad - g_i + mu (w - w_bar), w <- w - lr grad,
+    with the snapshot after ``record_at`` steps.
+    """
+
+    def __init__(self, sim: Simulation):
+        self.module = copy.deepcopy(sim.model.module)
+        self.params = list(self.module.parameters())
+        self.x, self.y = sim.data.train_x, sim.data.train_y
+        self.loss = torch.nn.functional.mse_loss if sim.model.loss_name == "mse" else torch.nn.functional.cross_entropy
+        self.opt = torch.optim.SGD(self.params, lr=1.0)
+
+    def split(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        out, start = [], 0
+        for p in self.params:
+            out.append(flat[start:start + p.numel()].view_as(p))
+            start += p.numel()
+        return out
+
+    def __call__(self, op, idx: torch.Tensor):
+        shared = op.shared
+        mu, w_bar = shared["mu"], self.split(shared["w_bar"])
+        for group in self.opt.param_groups:
+            group["lr"] = shared["lr"]
+        start = op.start if op.start.dim() == 2 else op.start.expand(len(op.clients), -1)
+        finals, snaps = [], []
+        for c in range(len(op.clients)):
+            with torch.no_grad():  # copy_ (vector_to_parameters would alias p.data to start[c])
+                for p, value in zip(self.params, self.split(start[c])):
+                    p.copy_(value)
+            g_i = self.split(op.client_args["g"][c])
+            for k in range(op.steps):
+                rows = idx[c, k]
+                self.opt.zero_grad()
+                self.loss(self.module(self.x[rows]), self.y[rows]).backward()
+                with torch.no_grad():
+                    for p, g, wb in zip(self.params, g_i, w_bar):
+                        p.grad.sub_(g).add_(p - wb, alpha=mu)
+                self.opt.step()
+                if op.record_at == k + 1:
+                    snaps.append(torch.nn.utils.parameters_to_vector(self.params).detach().clone())
+            finals.append(torch.nn.utils.parameters_to_vector(self.params).detach().clone())
+        return torch.stack(finals), (torch.stack(snaps) if snaps else None)
+
+
+def local_work_candidates(sim: Simulation, op):
+    """batched (Executor.train) and lean loop on the same minibatches; also their max difference."""
+    ex = sim.executor
+    state = copy.deepcopy(ex.rng.bit_generator.state)
+    batch = op.batch_size or ex.batch_size
+    lean = LeanLoop(sim)
+
+    def batched():
+        ex.rng.bit_generator.state = state
+        return ex.train(op)
+
+    def loop():
+        ex.rng.bit_generator.state = state
+        return lean(op, ex.sample_indices(op.clients, op.steps, batch))
+
+    result, (params, snaps) = batched(), loop()
+    diff = max(float((result.params - params).abs().max()), float((result.snapshot - snaps).abs().max()))
+    return {"batched": batched, "lean loop": loop}, diff
+
+
+# -- 1. linear ---------------------------------------------------------------------------
+def bench_linear(quick: bool) -> None:
+    sim = Simulation(drdm_scenario("linear"))
+    op = captured_train_op(sim)
+    candidates, diff = local_work_candidates(sim, op)
+    # the generic path: vmap(grad) of the model's loss instead of the closed form
+    generic = Executor(sim.model, sim.data, 32, sim.scenario.run.seed, "batched", fast_linear=False)
+    state = copy.deepcopy(sim.executor.rng.bit_generator.state)
+
+    def vmapped():
+        generic.rng.bit_generator.state = state
+        return generic.train(op)
+
+    candidates["generic vmap"] = vmapped
+    t = interleaved(candidates, repeats=15 if quick else 41, warmup=3)
+    ratio = t["lean loop"] / t["batched"]
+    print(f"[1] linear  DRDM round (C={len(op.clients)}, tau={op.steps}, B=32, MNIST 784->10): "
+          f"batched {t['batched'] * 1e3:.2f} ms | lean loop {t['lean loop'] * 1e3:.2f} ms | "
+          f"{ratio:.1f}x (target >= 6x) {mark(ratio >= 6)}   "
+          f"[generic vmap path {t['generic vmap'] * 1e3:.2f} ms; max|dw| batched vs loop {diff:.1e}]", flush=True)
+
+
+# -- 2. cnn ------------------------------------------------------------------------------
+def matmul_peak(n: int = 2048):
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return (lambda: torch.mm(a, b)), 2.0 * n**3
+
+
+def bench_cnn(quick: bool) -> None:
+    sim = Simulation(drdm_scenario("cnn", lr=0.05))
+    op = captured_train_op(sim, rounds=0)
+    candidates, diff = local_work_candidates(sim, op)
+    peak_fn, peak_flops = matmul_peak()
+    candidates["matmul"] = lambda: [peak_fn() for _ in range(8)]
+    t = interleaved(candidates, repeats=3 if quick else 7, warmup=1)
+    flops = sim.model.train_flops_per_sample * 32 * op.steps * len(op.clients)
+    peak = 8 * peak_flops / t["matmul"] / 1e9
+    achieved = flops / t["batched"] / 1e9
+    loop_rate = flops / t["lean loop"] / 1e9
+    ratio = t["lean loop"] / t["batched"]
+    share = achieved / peak
+    print(f"[2] cnn     DRDM round (C={len(op.clients)}, tau={op.steps}, B=32, {flops / 1e9:.1f} GFLOP): "
+          f"batched {t['batched']:.2f} s | lean loop {t['lean loop']:.2f} s | {ratio:.2f}x (target >= 1.5x) "
+          f"{mark(ratio >= 1.5)} | {achieved:.1f} GFLOP/s = {100 * share:.0f}% of matmul peak {peak:.1f} "
+          f"(target >= 30%) {mark(share >= 0.3)}   [lean loop {loop_rate:.1f} GFLOP/s; strategy "
+          f"{sim.executor.strategy}; max|dw| {diff:.1e}]", flush=True)
+
+
+# -- 3. engine overhead --------------------------------------------------------------------
+class Timed:
+    """Adds up the wall and CPU time a pricer spends in its methods (SimPyPricer books a phase's
+    energies into the ledger and event log when they are next read, and may simulate a phase only
+    when the clock is next read: ``_book`` and ``_price_deferred`` are timed too)."""
+
+    def __init__(self, pricer, methods=("price_phase", "_price_deferred", "_book")):
+        self.wall = self.cpu = 0.0
+        self.depth = 0
+        for name in methods:
+            if hasattr(pricer, name):
+                setattr(pricer, name, self.timed(getattr(pricer, name)))
+
+    def timed(self, method):
+        def wrapper(*args):
+            self.depth += 1
+            t, c = time.perf_counter(), time.process_time()
+            try:
+                return method(*args)
+            finally:
+                self.depth -= 1
+                if self.depth == 0:  # _book may run inside price_phase: count it once
+                    self.wall += time.perf_counter() - t
+                    self.cpu += time.process_time() - c
+        return wrapper
+
+
+def bench_engine(quick: bool) -> None:
+    rounds = 10 if quick else 30
+    networks = {"fdma": {"access": "fdma", "fading": "rayleigh"}, "default": {}}
+    runs: dict[tuple[str, str], list[tuple[float, float, float, float]]] = {}
+
+    def one(network: str, kind: str, warm_up: bool = False) -> None:
+        engine = "ideal" if kind == "ideal" else "simpy"
+        sim = Simulation(drdm_scenario(engine=engine, rounds=rounds, **networks[network]))
+        if kind == "reference":
+            sim.pricer = SimPyReference(sim.network, sim.population, sim.scenario.run.seed)
+            sim.engine.pricer = sim.pricer
+        timer = Timed(sim.pricer)
+        t, c = time.perf_counter(), time.process_time()
+        sim.run(progress=False)
+        if not warm_up:
+            runs.setdefault((network, kind), []).append(
+                (time.perf_counter() - t, time.process_time() - c, timer.wall, timer.cpu))
+
+    repeats = 3 if quick else 7
+    for network in networks:
+        one(network, "ideal", warm_up=True), one(network, "simpy", warm_up=True)
+        for r in range(repeats if network == "fdma" else max(1, repeats // 2)):
+            for kind in (("ideal", "simpy") if r % 2 == 0 else ("simpy", "ideal")):
+                one(network, kind)
+    one("fdma", "reference")
+
+    def median(network, kind, field):
+        return float(np.median([run[field] for run in runs[(network, kind)]]))
+
+    def share(network, kind, wall=True):  # pricing time / the rest of the same run
+        spent, total = (2, 0) if wall else (3, 1)
+        return float(np.median([run[spent] / (run[total] - run[spent]) for run in runs[(network, kind)]]))
+
+    ideal, cosim = median("fdma", "ideal", 0), median("fdma", "simpy", 0)
+    headline = share("fdma", "simpy")
+    print(f"[3] engine  DRDM run ({rounds} rounds, N=30, m=20, FDMA + Rayleigh, eval every round): "
+          f"ideal {ideal / rounds * 1e3:.1f} ms/round | co-simulation {cosim / rounds * 1e3:.1f} ms/round | "
+          f"pricing = {100 * headline:.1f}% of the run's other work (target <= 5%) {mark(headline <= 0.05)} "
+          f"[CPU time {100 * share('fdma', 'simpy', wall=False):.1f}%; wall-clock ratio "
+          f"{100 * (cosim / ideal - 1):+.1f}%; default network (dedicated, no fading) "
+          f"{100 * share('default', 'simpy'):.1f}%; SimPy reference pricer {100 * share('fdma', 'reference'):.0f}%]",
+          flush=True)
+
+
+# -- 4. scale ----------------------------------------------------------------------------
+SCALE = {"num_clients": 10_000, "clients_per_round": 100, "rounds": 50, "samples_per_client": 20}
+
+
+def scale_child(rounds: int) -> None:
+    """Runs in a fresh process; prints one JSON line."""
+    t0 = time.perf_counter()
+    scenario = scenario_from_dict({
+        "run": {"seed": 0, "rounds": rounds, "engine": "simpy", "eval_every": 1},
+        "data": {"name": "synthetic", "num_clients": SCALE["num_clients"],
+                 "samples_per_client": SCALE["samples_per_client"]},
+        "model": {"name": "linear"},
+        # uniform sampling: the m clients change every round, so ~N(1 - (1 - m/N)^rounds) of them
+        # get a g_i row (lambda-driven sampling soon concentrates on a few clients)
+        "algorithm": {"name": "drdm", "local_steps": 10, "clients_per_round": SCALE["clients_per_round"],
+                      "lr": 0.05, "batch_size": 32, "sampling": "uniform"},
+        "network": {"snr_db": 10.0, "bandwidth_mhz": 1.0, "access": "fdma", "fading": "rayleigh"},
+        "devices": {"cycles_per_sample": 2e4},
+    })
+    sim = Simulation(scenario)
+    built = time.perf_counter() - t0
+    result = sim.run(progress=False)
+    total = time.perf_counter() - t0
+    rss_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30  # Linux: KiB
+    print(json.dumps({"build_s": built, "total_s": total, "rss_gib": rss_gib, "rounds": rounds,
+                      "store_rows": len(sim.algorithm.g), "store_mib": sim.algorithm.g.nbytes() / 2**20,
+                      "acc_mean": result.metrics[-1]["acc_mean"]}))
+
+
+def bench_scale(quick: bool, threads: int) -> None:
+    rounds = SCALE["rounds"]
+    out = subprocess.run([sys.executable, __file__, "--scale-child", str(rounds), "--threads", str(threads)],
+                         capture_output=True, text=True, check=True)
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"[4] scale   DRDM, N={SCALE['num_clients']:,}, m={SCALE['clients_per_round']}, {rounds} rounds, "
+          f"linear, full co-simulation: {r['total_s']:.1f} s (target < 60 s) {mark(r['total_s'] < 60)} | "
+          f"peak RSS {r['rss_gib']:.2f} GiB (target < 4 GiB) {mark(r['rss_gib'] < 4)}   "
+          f"[data+setup {r['build_s']:.1f} s; g_i rows stored {r['store_rows']} = {r['store_mib']:.0f} MiB]",
+          flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and rounds (under 2 minutes)")
+    parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
+    parser.add_argument("--only", default="linear,cnn,engine,scale", help="comma-separated subset")
+    parser.add_argument("--scale-child", type=int, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.scale_child is not None:
+        scale_child(args.scale_child)
+        return
+    started = time.perf_counter()
+    print(f"edgefl benchmarks{' (quick)' if args.quick else ''}: torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads (OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}), "
+          f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, load average {load_average()}",
+          flush=True)
+    wanted = args.only.split(",")
+    if "linear" in wanted:
+        bench_linear(args.quick)
+    if "cnn" in wanted:
+        bench_cnn(args.quick)
+    if "engine" in wanted:
+        bench_engine(args.quick)
+    if "scale" in wanted:
+        bench_scale(args.quick, args.threads)
+    print(f"done in {time.perf_counter() - started:.0f} s; load average {load_average()}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,337 @@
+"""Rounds-to-target, energy-to-target and the energy-optimal number of local steps τ*,
+computed from a sweep's results.csv.
+
+Definitions (printed with every output):
+
+- **rounds-to-target** of one seed: the first round at which the centred moving average
+  (window w, default 5: the round, two before and two after, fewer at the ends of the run)
+  of the metric reaches the target (>= for accuracies, <= for losses). The average keeps
+  one lucky round from counting as "reached"; centring it adds no lag. Only evaluated
+  rounds count. A seed that never gets there is "never reached".
+- **energy-to-target** of one seed: the cumulative energy of all clients (J) at that round,
+  split into compute and transmission (uplink + downlink; idle apart).
+- Per (channel point, τ): means over seeds with a t-distribution confidence interval
+  (95% by default; none with one seed). A τ is **eligible** only if every seed reaches the
+  target; τ* is the eligible τ with the least mean energy-to-target (ties: the smaller τ).
+
+The structure behind τ*: E(τ) = R(τ) · (τ·a + b), R the rounds to target, a the compute
+energy per local step of a round's participants, b the transmission energy per round. A
+cheaper channel (higher SNR, wider band) lowers b, so τ* can only fall (never rise) as
+SNR or bandwidth grows (tests/test_optimal_tau.py checks this property).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from edgefl.sweep import TAU_KEY, SweepError
+
+DEFAULT_WINDOW = 5
+DEFAULT_CONFIDENCE = 0.95
+TRANSMIT_COLUMNS = ("uplink_energy_j", "downlink_energy_j")
+
+
+@dataclass(frozen=True)
+class Target:
+    metric: str
+    value: float
+
+    @property
+    def higher_is_better(self) -> bool:
+        return not (self.metric == "loss" or self.metric.endswith("loss") or self.metric.endswith("error"))
+
+    def reached(self, value: float) -> bool:
+        return value >= self.value if self.higher_is_better else value <= self.value
+
+    def __str__(self) -> str:
+        return f"{self.metric}={self.value:g}"
+
+
+def parse_target(text: str) -> Target:
+    metric, sep, raw = text.partition("=")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not sep or not metric.strip() or not math.isfinite(value):
+        raise SweepError(f"--target {text!r}: expected metric=value, e.g. --target acc_worst=0.80")
+    return Target(metric.strip(), value)
+
+
+def definition(target: Target, window: int, confidence: float = DEFAULT_CONFIDENCE) -> str:
+    sense = ">=" if target.higher_is_better else "<="
+    return (f"rounds-to-target = first round at which the centred {window}-round moving average of "
+            f"{target.metric} is {sense} {target.value:g} (per seed); energy-to-target = cumulative energy of "
+            f"all clients at that round; mean over seeds ± {confidence:.0%} t-interval; a τ is eligible only "
+            f"if every seed reaches the target; τ* = eligible τ with the least mean energy-to-target.")
+
+
+# -- reading results.csv ------------------------------------------------------------------
+def _value(text: str):
+    if text == "":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def read_results(path: Path) -> tuple[list[str], list[dict]]:
+    try:
+        with open(path, newline="") as handle:
+            reader = csv.reader(handle)
+            header = next(reader)
+            rows = [dict(zip(header, map(_value, line))) for line in reader]
+    except FileNotFoundError:
+        raise SweepError(f"{path}: not found; run `edgefl sweep` to completion first") from None
+    except StopIteration:
+        raise SweepError(f"{path}: empty") from None
+    return header, rows
+
+
+# -- rounds and energy to target ----------------------------------------------------------
+def centred_moving_average(values, window: int) -> np.ndarray:
+    """Mean over [i - (w-1)//2, i + w//2], cut at the ends."""
+    values = np.asarray(values, dtype=float)
+    before, after = (window - 1) // 2, window // 2
+    return np.array([values[max(0, i - before): i + after + 1].mean() for i in range(len(values))])
+
+
+def round_reached(rounds, values, target: Target, window: int) -> int | None:
+    """First round whose centred moving average of the (evaluated) values reaches the target."""
+    pairs = [(r, v) for r, v in zip(rounds, values) if v is not None]
+    if not pairs:
+        return None
+    smooth = centred_moving_average([v for _, v in pairs], window)
+    for (r, _), s in zip(pairs, smooth):
+        if target.reached(s):
+            return int(r)
+    return None
+
+
+@dataclass
+class SeedOutcome:
+    channel: tuple  # values of the grid keys other than τ
+    tau: int
+    seed: int
+    rounds: int | None  # None: never reached
+    energy_j: float | None
+    compute_j: float | None
+    transmit_j: float | None
+
+
+@dataclass
+class TauStats:
+    channel: tuple
+    tau: int
+    seeds: list[int]
+    never_reached: list[int]
+    rounds_mean: float
+    rounds_ci: float
+    energy_mean: float
+    energy_ci: float
+    compute_mean: float
+    transmit_mean: float
+
+    @property
+    def eligible(self) -> bool:
+        return not self.never_reached
+
+    @property
+    def status(self) -> str:
+        if not self.never_reached:
+            return "reached"
+        return f"never reached by seed(s) {','.join(map(str, self.never_reached))}"
+
+
+@dataclass
+class ChannelOptimum:
+    channel: tuple
+    tau_star: int | None  # None: no τ reached the target with every seed
+    best: TauStats | None
+    candidates: list[TauStats] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return "ok" if self.tau_star is not None else "never reached (no τ reached the target with every seed)"
+
+
+@dataclass
+class OptimalTau:
+    target: Target
+    window: int
+    confidence: float
+    channel_keys: list[str]
+    per_tau: list[TauStats]
+    per_channel: list[ChannelOptimum]
+
+    @property
+    def definition(self) -> str:
+        return definition(self.target, self.window, self.confidence)
+
+
+def mean_ci(values, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
+    """Mean and the half-width of its t-interval (nan with fewer than two values)."""
+    x = np.asarray(values, dtype=float)
+    if len(x) == 0:
+        return math.nan, math.nan
+    if len(x) < 2:
+        return float(x.mean()), math.nan
+    half = stats.t.ppf(0.5 + confidence / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return float(x.mean()), float(half)
+
+
+def seed_outcomes(rows: list[dict], grid_keys: list[str], target: Target, window: int) -> list[SeedOutcome]:
+    if TAU_KEY not in grid_keys:
+        raise SweepError(f"optimal τ needs {TAU_KEY} in the sweep grid (e.g. --grid {TAU_KEY}=5,10,20)")
+    if rows and target.metric not in rows[0]:
+        known = [k for k in rows[0] if k.startswith(("acc", "loss"))]
+        raise SweepError(f"--target: no column {target.metric!r} in results.csv (known: {', '.join(known)})")
+    channel_keys = [k for k in grid_keys if k != TAU_KEY]
+    runs: dict[tuple, list[dict]] = {}
+    for row in rows:
+        key = (tuple(row[k] for k in channel_keys), row[TAU_KEY], row["seed"])
+        runs.setdefault(key, []).append(row)
+    outcomes = []
+    for (channel, tau, seed), run in runs.items():
+        run.sort(key=lambda r: r["round"])
+        reached = round_reached([r["round"] for r in run], [r[target.metric] for r in run], target, window)
+        at = next((r for r in run if r["round"] == reached), None)
+        outcomes.append(SeedOutcome(
+            channel, int(tau), int(seed), reached,
+            None if at is None else at["energy_j"],
+            None if at is None else at["compute_energy_j"],
+            None if at is None else sum(at[c] for c in TRANSMIT_COLUMNS),
+        ))
+    return outcomes
+
+
+def tau_stats(outcomes: list[SeedOutcome], confidence: float) -> list[TauStats]:
+    groups: dict[tuple, list[SeedOutcome]] = {}
+    for o in outcomes:
+        groups.setdefault((o.channel, o.tau), []).append(o)
+    result = []
+    for (channel, tau), group in groups.items():
+        ok = [o for o in group if o.rounds is not None]
+        rounds_mean, rounds_ci = mean_ci([o.rounds for o in ok], confidence)
+        energy_mean, energy_ci = mean_ci([o.energy_j for o in ok], confidence)
+        result.append(TauStats(
+            channel, tau, sorted(o.seed for o in group), sorted(o.seed for o in group if o.rounds is None),
+            rounds_mean, rounds_ci, energy_mean, energy_ci,
+            mean_ci([o.compute_j for o in ok])[0], mean_ci([o.transmit_j for o in ok])[0],
+        ))
+    return result
+
+
+def best_tau(candidates: list[TauStats]) -> TauStats | None:
+    """The eligible τ with the least mean energy-to-target (ties: the smaller τ)."""
+    eligible = [c for c in candidates if c.eligible]
+    return min(eligible, key=lambda c: (c.energy_mean, c.tau)) if eligible else None
+
+
+def optimal_tau(rows: list[dict], grid_keys: list[str], target: Target, window: int = DEFAULT_WINDOW,
+                confidence: float = DEFAULT_CONFIDENCE) -> OptimalTau:
+    """τ* for every channel point (every combination of the grid keys other than τ)."""
+    if window < 1:
+        raise SweepError(f"--window must be >= 1, got {window}")
+    if not 0 < confidence < 1:
+        raise SweepError(f"--confidence must be in (0, 1), got {confidence}")
+    per_tau = tau_stats(seed_outcomes(rows, grid_keys, target, window), confidence)
+    by_channel: dict[tuple, list[TauStats]] = {}
+    for s in per_tau:
+        by_channel.setdefault(s.channel, []).append(s)
+    per_channel = []
+    for channel, candidates in by_channel.items():
+        candidates.sort(key=lambda c: c.tau)
+        best = best_tau(candidates)
+        per_channel.append(ChannelOptimum(channel, best.tau if best else None, best, candidates))
+    channel_keys = [k for k in grid_keys if k != TAU_KEY]
+    return OptimalTau(target, window, confidence, channel_keys, per_tau, per_channel)
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points not dominated in (x, y), both minimised; sorted by x."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1]))
+    front, best_y = [], math.inf
+    for i in order:
+        if points[i][1] < best_y:
+            front.append(i)
+            best_y = points[i][1]
+    return front
+
+
+# -- output -------------------------------------------------------------------------------
+def _fmt(x, digits=4) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    return f"{x:.{digits}g}"
+
+
+def per_channel_rows(result: OptimalTau) -> tuple[list[str], list[list]]:
+    header = [*result.channel_keys, "tau_star", "rounds_mean", "rounds_ci95", "energy_j_mean", "energy_j_ci95",
+              "compute_j", "transmit_j", "transmit_share", "status"]
+    rows = []
+    for c in result.per_channel:
+        b = c.best
+        rows.append([*c.channel, c.tau_star,
+                     *((None,) * 6 if b is None else (b.rounds_mean, b.rounds_ci, b.energy_mean, b.energy_ci,
+                                                      b.compute_mean, b.transmit_mean)),
+                     None if b is None else b.transmit_mean / b.energy_mean,
+                     c.status])
+    return header, rows
+
+
+def per_tau_rows(result: OptimalTau) -> tuple[list[str], list[list]]:
+    header = [*result.channel_keys, "tau", "seeds", "seeds_reached", "rounds_mean", "rounds_ci95", "energy_j_mean",
+              "energy_j_ci95", "compute_j", "transmit_j", "eligible", "is_optimal", "status"]
+    stars = {c.channel: c.tau_star for c in result.per_channel}
+    rows = []
+    for c in result.per_channel:
+        for s in c.candidates:
+            rows.append([*s.channel, s.tau, len(s.seeds), len(s.seeds) - len(s.never_reached),
+                         s.rounds_mean, s.rounds_ci, s.energy_mean, s.energy_ci, s.compute_mean, s.transmit_mean,
+                         s.eligible, stars[s.channel] == s.tau, s.status])
+    return header, rows
+
+
+def format_report(result: OptimalTau) -> str:
+    """The printed table: a τ* matrix over SNR x bandwidth when both are swept, then one
+    line per channel point."""
+    lines = [f"target {result.target}", f"definition: {result.definition}", ""]
+    keys = result.channel_keys
+    if "network.snr_db" in keys and "network.bandwidth_mhz" in keys:
+        i_snr, i_bw = keys.index("network.snr_db"), keys.index("network.bandwidth_mhz")
+        facets: dict[tuple, dict] = {}
+        for c in result.per_channel:
+            facet = tuple(v for k, v in enumerate(c.channel) if k not in (i_snr, i_bw))
+            facets.setdefault(facet, {})[(c.channel[i_snr], c.channel[i_bw])] = c.tau_star
+        other = [k for k in keys if k not in ("network.snr_db", "network.bandwidth_mhz")]
+        for facet, table in facets.items():
+            snrs = sorted({k[0] for k in table})
+            bws = sorted({k[1] for k in table})
+            title = ", ".join(f"{k}={v}" for k, v in zip(other, facet))
+            lines.append(f"τ* (rows: SNR dB, columns: bandwidth MHz){' for ' + title if title else ''}; "
+                         f"'-' = no τ reached the target with every seed")
+            lines.append("SNR\\BW " + "".join(f"{b:>7g}" for b in bws))
+            for s in snrs:
+                lines.append(f"{s:>6g} " + "".join(
+                    f"{'-' if table.get((s, b)) is None else table[(s, b)]:>7}" for b in bws))
+            lines.append("")
+    header, rows = per_channel_rows(result)
+    widths = [max(len(h), 8) for h in header]
+    lines.append("  ".join(h.rjust(w) for h, w in zip(header[:-1], widths)) + "  status")
+    for row in rows:
+        cells = [str(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else _fmt(v) for v in row[:-1]]
+        cells = ["-" if v == "None" else v for v in cells]
+        lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths)) + f"  {row[-1]}")
+    return "\n".join(lines) + "\n"

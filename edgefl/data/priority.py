@@ -1,0 +1,242 @@
+"""Priority / non-priority clients for prioritized FL (papers/fedalign.md sections 1, 4).
+
+Every client gets a role in ``FederatedData.client_roles``: ``"priority"`` (its data defines the
+objective) or ``"non_priority"`` (a free client that may help when aligned).
+
+``synthetic_priority`` -- Synth(alpha, beta) with noisy non-priority clients (fedalign.md §4,
+"Non-priority noise", a proposal: the paper names the knobs but gives no formula):
+  - |P| priority devices drawn as in Synthetic(alpha, beta) (sizes n_k = floor(LogNormal(4, 2)) + 50,
+    capped at 1000), weights p_k = D_k / sum_P D;
+  - non-priority client j = 0..|Q|-1: r_j = j / (|Q| - 1), level l_j = r_j^(1/skew);
+    n_j clean samples (same size law), each from a priority device k ~ Categorical(p_k);
+    each clean label flipped with probability label_noise * l_j to a uniform other class;
+    round(irrelevant_fraction * l_j * n_j) irrelevant points from a fresh Synth(alpha, beta)
+    device, labelled by it; shuffled. Client j = 0 is clean; the last has 50% flips and as many
+    irrelevant as clean points (defaults label_noise = 0.5, irrelevant_fraction = 1);
+  - every client: first floor(0.9 n) samples train, the rest (>= 1) test.
+  Clients 0..|P|-1 are the priority devices, then the non-priority clients in order of noise.
+
+``image_priority`` -- an MNIST-family image set split McMahan-style (fedalign.md §4): sort the
+training pool by label, cut it into N * shards_per_client equal shards, deal them to clients at
+random; draw |P| priority clients uniformly, redrawn until together they hold exactly
+``priority_classes`` distinct classes (the paper's "only 4 classes" with |P| = 2). Per-client
+test sets follow each client's training class mix (as for the other image sets).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from edgefl.data.errors import DataError
+from edgefl.data.synthetic import synthetic_devices, synthetic_sample_counts
+
+PRIORITY = "priority"
+NON_PRIORITY = "non_priority"
+TRAIN_FRACTION = 0.9
+
+
+def _offsets(sizes) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
+def noise_levels(num_non_priority: int, skew: float) -> np.ndarray:
+    """l_j = (j / (|Q| - 1))^(1/skew), j = 0..|Q|-1 (a single client gets level 0)."""
+    if skew <= 0:
+        raise DataError(f"data.noise_skew = {skew}: expected > 0")
+    if num_non_priority <= 1:
+        return np.zeros(num_non_priority)
+    r = np.arange(num_non_priority) / (num_non_priority - 1)
+    return r ** (1.0 / skew)
+
+
+def synthetic_priority_clients(
+    num_clients: int,
+    priority_clients: int,
+    rng: np.random.Generator,
+    *,
+    alpha: float = 1.0,
+    beta: float = 1.0,
+    dim: int = 60,
+    num_classes: int = 10,
+    skew: float = 1.5,
+    label_noise: float = 0.5,
+    irrelevant_fraction: float = 1.0,
+    samples_per_client: int | None = None,
+):
+    """Per-client (x, y) arrays (priority first) and the roles array."""
+    if not 1 <= priority_clients <= num_clients:
+        raise DataError(f"data.priority_clients = {priority_clients}: expected 1..num_clients ({num_clients})")
+    if not 0 <= label_noise <= 1 or irrelevant_fraction < 0:
+        raise DataError("data.label_noise must be in [0, 1] and data.irrelevant_fraction >= 0")
+    num_q = num_clients - priority_clients
+
+    def sizes(n):
+        if samples_per_client is not None:
+            return np.full(n, samples_per_client, dtype=np.int64)
+        return synthetic_sample_counts(n, rng)
+
+    p_sizes = sizes(priority_clients)
+    devices = synthetic_devices(priority_clients, alpha, beta, rng, dim=dim, num_classes=num_classes)
+    clients = [dev.sample(int(n), rng) for dev, n in zip(devices, p_sizes)]
+    weights = p_sizes / p_sizes.sum()
+    levels = noise_levels(num_q, skew)
+    q_sizes = sizes(num_q)
+    for level, n in zip(levels, q_sizes):
+        n = int(n)
+        owners = rng.choice(priority_clients, size=n, p=weights)
+        xs, ys = np.empty((n, dim), np.float32), np.empty(n, np.int64)
+        for k in np.unique(owners):
+            rows = np.flatnonzero(owners == k)
+            xs[rows], ys[rows] = devices[k].sample(len(rows), rng)
+        flip = rng.random(n) < label_noise * level
+        shift = rng.integers(1, num_classes, size=n)  # uniform over the other classes
+        ys = np.where(flip, (ys + shift) % num_classes, ys)
+        extra = int(round(irrelevant_fraction * level * n))
+        if extra:
+            fresh = synthetic_devices(1, alpha, beta, rng, dim=dim, num_classes=num_classes)[0]
+            xi, yi = fresh.sample(extra, rng)
+            xs, ys = np.concatenate([xs, xi]), np.concatenate([ys, yi])
+        order = rng.permutation(len(ys))
+        clients.append((xs[order], ys[order]))
+    roles = np.array([PRIORITY] * priority_clients + [NON_PRIORITY] * num_q)
+    return clients, roles
+
+
+def build_synthetic_priority(
+    num_clients: int,
+    seed_sequence: np.random.SeedSequence,
+    *,
+    priority_clients: int | None,
+    alpha: float,
+    beta: float,
+    dim: int,
+    num_classes: int,
+    skew: float,
+    label_noise: float,
+    irrelevant_fraction: float,
+    samples_per_client: int | None,
+):
+    from edgefl.data.federated import FederatedData
+
+    num_p = num_clients // 2 if priority_clients is None else priority_clients
+    clients, roles = synthetic_priority_clients(
+        num_clients, num_p, np.random.default_rng(seed_sequence), alpha=alpha, beta=beta, dim=dim,
+        num_classes=num_classes, skew=skew, label_noise=label_noise, irrelevant_fraction=irrelevant_fraction,
+        samples_per_client=samples_per_client,
+    )
+    tx, ty, vx, vy = [], [], [], []
+    for x, y in clients:
+        n_train = min(math.floor(TRAIN_FRACTION * len(y)), len(y) - 1)
+        tx.append(x[:n_train]), ty.append(y[:n_train]), vx.append(x[n_train:]), vy.append(y[n_train:])
+    test_x, test_y = torch.from_numpy(np.concatenate(vx)), torch.from_numpy(np.concatenate(vy))
+    return FederatedData(
+        name="synthetic_priority",
+        num_classes=num_classes,
+        input_shape=(dim,),
+        train_x=torch.from_numpy(np.concatenate(tx)),
+        train_y=torch.from_numpy(np.concatenate(ty)),
+        train_offsets=_offsets([len(y) for y in ty]),
+        test_x=test_x,
+        test_y=test_y,
+        test_offsets=_offsets([len(y) for y in vy]),
+        source=(f"Synthetic({alpha:g}, {beta:g}) with {num_p} priority devices and {num_clients - num_p} "
+                f"non-priority clients (noise skew {skew:g}, label noise {label_noise:g}, irrelevant "
+                f"fraction {irrelevant_fraction:g}), 90/10 split per client"),
+        global_test_x=test_x,
+        global_test_y=test_y,
+        client_roles=roles,
+    )
+
+
+def shard_partition(labels: np.ndarray, num_clients: int, shards_per_client: int,
+                    rng: np.random.Generator) -> list[np.ndarray]:
+    """McMahan et al.: sort by label, cut N * shards equal shards, deal them out at random."""
+    num_shards = num_clients * shards_per_client
+    size = len(labels) // num_shards
+    if size < 1:
+        raise DataError(f"{len(labels)} training samples cannot make {num_shards} shards "
+                        f"({num_clients} clients x {shards_per_client}); use fewer clients or shards")
+    order = np.argsort(labels, kind="stable")
+    shards = [order[i * size:(i + 1) * size] for i in range(num_shards)]
+    deal = rng.permutation(num_shards).reshape(num_clients, shards_per_client)
+    return [np.concatenate([shards[s] for s in row]) for row in deal]
+
+
+def choose_priority(parts: list[np.ndarray], labels: np.ndarray, count: int, classes: int | None,
+                    rng: np.random.Generator, tries: int = 10000) -> np.ndarray:
+    """``count`` distinct clients, redrawn until their union holds exactly ``classes`` classes."""
+    n = len(parts)
+    if not 1 <= count <= n:
+        raise DataError(f"data.priority_clients = {count}: expected 1..num_clients ({n})")
+    for _ in range(tries):
+        chosen = np.sort(rng.choice(n, size=count, replace=False))
+        if classes is None or len(np.unique(labels[np.concatenate([parts[c] for c in chosen])])) == classes:
+            return chosen
+    raise DataError(f"no set of {count} clients holds exactly {classes} classes after {tries} draws; "
+                    f"change data.priority_classes")
+
+
+def build_image_priority(
+    num_clients: int,
+    seeds: list[np.random.SeedSequence],
+    *,
+    dataset: str,
+    dir: str | Path | None,
+    shards_per_client: int,
+    priority_clients: int | None,
+    priority_classes: int | None,
+    test_fraction: float,
+    test_per_client: int | None,
+):
+    from edgefl.data.federated import (
+        IMAGE_SHAPE,
+        FederatedData,
+        _proportional_test_sizes,
+        images_to_tensor,
+    )
+    from edgefl.data.idx import NUM_CLASSES, load_idx_dataset
+    from edgefl.data.partition import client_test_indices, stratified_split
+
+    split_rng, partition_rng, role_rng, test_rng = (np.random.default_rng(s) for s in seeds)
+    if dir is None:
+        raise DataError(f"data.dir is not set: image_priority needs the {dataset} IDX files")
+    splits = load_idx_dataset(dataset, dir)
+    if splits["train"] is not None:
+        (train_images, train_labels), (test_images, test_labels) = splits["train"], splits["test"]
+        source = f"{dataset}: train split for training, t10k for testing"
+    else:
+        images, labels = splits["test"]
+        tr, te = stratified_split(labels, test_fraction, split_rng)
+        train_images, train_labels, test_images, test_labels = images[tr], labels[tr], images[te], labels[te]
+        source = f"{dataset}-10k: t10k split only, stratified {len(tr)}/{len(te)}"
+    parts = shard_partition(train_labels, num_clients, shards_per_client, partition_rng)
+    num_p = 2 if priority_clients is None else priority_clients
+    chosen = choose_priority(parts, train_labels, num_p, priority_classes, role_rng)
+    roles = np.full(num_clients, NON_PRIORITY)
+    roles[chosen] = PRIORITY
+    sizes = np.array([len(p) for p in parts])
+    test_sizes = (_proportional_test_sizes(sizes, len(test_labels)) if test_per_client is None
+                  else np.full(num_clients, test_per_client, dtype=np.int64))
+    test_parts = [client_test_indices(np.bincount(train_labels[p], minlength=NUM_CLASSES), test_labels, int(n),
+                                      test_rng) for p, n in zip(parts, test_sizes)]
+    train_order, test_order = np.concatenate(parts), np.concatenate(test_parts)
+    return FederatedData(
+        name="image_priority",
+        num_classes=NUM_CLASSES,
+        input_shape=IMAGE_SHAPE,
+        train_x=images_to_tensor(train_images[train_order]),
+        train_y=torch.from_numpy(train_labels[train_order].astype(np.int64)),
+        train_offsets=_offsets(sizes),
+        test_x=images_to_tensor(test_images[test_order]),
+        test_y=torch.from_numpy(test_labels[test_order].astype(np.int64)),
+        test_offsets=_offsets([len(p) for p in test_parts]),
+        source=(f"{source}; {num_clients * shards_per_client} label-sorted shards of {sizes[0] // shards_per_client}, "
+                f"{shards_per_client} per client; priority clients {chosen.tolist()}"),
+        global_test_x=images_to_tensor(test_images),
+        global_test_y=torch.from_numpy(test_labels.astype(np.int64)),
+        client_roles=roles,
+    )

@@ -1,0 +1,178 @@
+"""Sub-commands for sweeps (registered by edgefl.cli):
+
+    edgefl sweep SCENARIO [--grid key=v1,v2,...]... [--seeds K] [--out DIR] [--set key=value]...
+                          [--workers N] [--executor local|ray] [--force] [--quiet]
+    edgefl optimal-tau DIR --target acc_worst=0.80 [--window 5] [--confidence 0.95] [--out DIR] [--no-plots]
+    edgefl plot DIR [--metric acc_worst] [--target acc_worst=0.80] [--window 5] [--at key=value]... [--out DIR]
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def register_commands(sub) -> None:
+    p = sub.add_parser(
+        "sweep", help="run a scenario over a grid x seeds (resumable; channel points re-priced)",
+        description="Run a scenario over a grid of keys x seeds. Points that differ only in the channel share "
+                    "one training (re-priced) where the channel cannot change who participates. Rerun the same "
+                    "command to resume.")
+    p.add_argument("scenario", type=Path, help="scenario TOML file")
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="values of one scenario key, e.g. --grid network.snr_db=0,10,20 (repeatable; adds to or "
+                        "replaces the file's [sweep.grid])")
+    p.add_argument("--seeds", type=int, default=None, metavar="K",
+                   help="seeds per point: run.seed + 0..K-1 (default: [sweep] seeds, else 1)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario key for every point (repeatable)")
+    p.add_argument("--out", type=Path, default=None, help="sweep folder (default: results/<scenario>-sweep)")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="local worker processes (default 1)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local process pool, or Ray (optional extra)")
+    p.add_argument("--force", action="store_true", help="replace a different sweep already in --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser(
+        "optimal-tau", help="energy-optimal τ per channel point from a sweep",
+        description="For each channel point of a sweep (grid keys other than algorithm.local_steps), the τ with "
+                    "the least energy to reach a target. Rounds-to-target = first round at which the centred "
+                    "moving average of the metric reaches the target.")
+    p.add_argument("dir", type=Path, help="a finished sweep folder (with results.csv)")
+    p.add_argument("--target", required=True, metavar="METRIC=VALUE", help="e.g. acc_worst=0.80")
+    p.add_argument("--window", type=int, default=5, help="moving-average window in rounds (default 5; 1 = raw)")
+    p.add_argument("--confidence", type=float, default=0.95, help="confidence of the t-intervals (default 0.95)")
+    p.add_argument("--out", type=Path, default=None, help="where to write tables and figures (default: DIR)")
+    p.add_argument("--no-plots", action="store_true", help="tables only")
+    p.set_defaults(func=cmd_optimal_tau)
+
+    p = sub.add_parser(
+        "plot", help="accuracy versus energy per τ, and the Pareto front, of a sweep",
+        description="Accuracy versus cumulative energy per τ (and per algorithm), and the Pareto front of energy "
+                    "versus rounds-to-target (needs --target).")
+    p.add_argument("dir", type=Path, help="a finished sweep folder (with results.csv)")
+    p.add_argument("--metric", default="acc_worst", help="metric on the y axis (default acc_worst)")
+    p.add_argument("--target", default=None, metavar="METRIC=VALUE", help="for the Pareto front, e.g. acc_worst=0.8")
+    p.add_argument("--window", type=int, default=5, help="moving-average window for rounds-to-target (default 5)")
+    p.add_argument("--at", action="append", default=[], metavar="KEY=VALUE",
+                   help="only channel points with this grid value (repeatable), e.g. --at network.snr_db=0")
+    p.add_argument("--out", type=Path, default=None, help="where to write the figures (default: DIR)")
+    p.set_defaults(func=cmd_plot)
+
+
+def _user_errors(fn):
+    """Run ``fn`` turning sweep/scenario/data mistakes into UserError (exit 2, no traceback)."""
+    from edgefl.cli import UserError
+    from edgefl.sweep import user_errors
+
+    try:
+        return fn()
+    except user_errors() as exc:
+        raise UserError(str(exc)) from None
+
+
+def cmd_sweep(args) -> int:
+    from edgefl.sweep import plan_sweep, run_sweep
+
+    out = args.out or Path("results") / f"{args.scenario.stem}-sweep"
+    plan = _user_errors(lambda: plan_sweep(args.scenario, args.overrides, args.grid, args.seeds))
+    summary = _user_errors(lambda: run_sweep(plan, out, workers=args.workers, executor=args.executor,
+                                             force=args.force, progress=not args.quiet))
+    shape = " x ".join(f"{len(v)} {k}" for k, v in plan.grid.items()) or "no grid"
+    print(f"sweep: {summary.points} points ({shape}; {len(plan.seeds)} seed(s)): {summary.computed} computed now, "
+          f"{summary.reused} already done; {summary.repriced} re-priced, {summary.cosimulated} co-simulated; "
+          f"{summary.trainings} learning runs now, {plan.num_trainings} for the whole sweep; {summary.wall_s:.1f} s")
+    print(f"results in {summary.results}")
+    return 0
+
+
+def _output_folder(out: Path) -> Path:
+    from edgefl.cli import UserError
+
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: exists and is not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _grid_keys(directory: Path) -> list[str]:
+    from edgefl.sweep import load_manifest
+
+    return [key for key, _ in load_manifest(directory)["definition"]["grid"]]
+
+
+def cmd_optimal_tau(args) -> int:
+    from edgefl.analysis import format_report, optimal_tau, parse_target, per_channel_rows, per_tau_rows, read_results
+    from edgefl.results import atomic_write_text
+    from edgefl.sweep import RESULTS, atomic_write_csv
+
+    def analyse():
+        target = parse_target(args.target)
+        keys = _grid_keys(args.dir)
+        _, rows = read_results(args.dir / RESULTS)
+        return optimal_tau(rows, keys, target, args.window, args.confidence)
+
+    result = _user_errors(analyse)
+    out = _output_folder(args.out or args.dir)
+    report = format_report(result)
+    atomic_write_csv(out / "optimal_tau.csv", *per_channel_rows(result))
+    atomic_write_csv(out / "tau_energy.csv", *per_tau_rows(result))
+    atomic_write_text(out / "optimal_tau.txt", report)
+    print(report, end="")
+    written = [out / "optimal_tau.csv", out / "tau_energy.csv", out / "optimal_tau.txt"]
+    if not args.no_plots:
+        from edgefl.sweep_plots import plot_energy_curves, plot_energy_split, plot_tau_heatmap
+
+        heatmap = plot_tau_heatmap(result, out / "tau-heatmap.png")
+        if heatmap is None:
+            print("(no heatmap: it needs network.snr_db and network.bandwidth_mhz in the grid)")
+        written += [p for p in (heatmap, plot_energy_curves(result, out / "tau-energy-curves.png"),
+                                plot_energy_split(result, out / "tau-energy-split.png")) if p is not None]
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def _channel_filter(at: list[str], keys: list[str]):
+    from edgefl.sweep import SweepError, parse_grid
+
+    wanted = {}
+    for text in at:
+        key, values = parse_grid(text, option="--at")
+        if key not in keys:
+            raise SweepError(f"--at {text!r}: {key} is not a grid key of this sweep ({', '.join(keys)})")
+        wanted[key] = values
+    return wanted
+
+
+def cmd_plot(args) -> int:
+    from edgefl.analysis import optimal_tau, parse_target, read_results
+    from edgefl.sweep import RESULTS, SweepError
+    from edgefl.sweep_plots import channel_panel_keys, plot_accuracy_energy, plot_pareto
+
+    def prepare():
+        keys = _grid_keys(args.dir)
+        header, rows = read_results(args.dir / RESULTS)
+        if args.metric not in header:
+            raise SweepError(f"--metric {args.metric!r}: no such column in results.csv")
+        wanted = _channel_filter(args.at, keys)
+        rows = [r for r in rows if all(r[k] in v for k, v in wanted.items())]
+        if not rows:
+            raise SweepError("--at: no point of the sweep matches")
+        result = None
+        if args.target:
+            result = optimal_tau(rows, keys, parse_target(args.target), args.window)
+        return keys, rows, wanted, result
+
+    keys, rows, wanted, result = _user_errors(prepare)
+    out = _output_folder(args.out or args.dir)
+    panels = None
+    if wanted:  # every matching channel point, up to 6 panels
+        panels = list(dict.fromkeys(tuple(r[k] for k in channel_panel_keys(keys)) for r in rows))[:6]
+    written = [plot_accuracy_energy(rows, keys, args.metric, out / "tau-accuracy-energy.png", panels)]
+    if result is not None:
+        written.append(plot_pareto(result, out / "tau-pareto.png", panels))
+    else:
+        print("(no Pareto front: pass --target METRIC=VALUE, e.g. --target acc_worst=0.8)")
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+

@@ -1,0 +1,210 @@
+"""The energy-optimal τ: rounds- and energy-to-target, confidence intervals, eligibility, and the
+property that τ* never increases as the channel gets cheaper (higher SNR, wider band).
+
+The property follows from E(τ) = R(τ)·(τ·a + b): for τ' > τ to win at a cheaper channel b' < b
+while τ wins at b, R(τ') ≥ R(τ) would be needed, and then τ' costs more at b' too. It holds
+for any R(τ), monotone or not; the test feeds random learning curves through the same
+function `edgefl optimal-tau` uses (edgefl.analysis.optimal_tau).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edgefl.analysis import (
+    Target,
+    centred_moving_average,
+    mean_ci,
+    optimal_tau,
+    pareto_front,
+    parse_target,
+    round_reached,
+)
+from edgefl.cli import main
+from edgefl.sweep import SweepError
+
+SNRS = [0, 10, 20, 30]
+BANDWIDTHS = [0.5, 2, 10]
+GRID = ["network.snr_db", "network.bandwidth_mhz", "algorithm.local_steps"]
+
+
+def transmit_j_per_round(snr_db: float, bandwidth_mhz: float, scale: float) -> float:
+    """b: P·M / (B·log2(1 + SNR)), decreasing in SNR and bandwidth."""
+    return scale / (bandwidth_mhz * math.log2(1 + 10 ** (snr_db / 10)))
+
+
+def synthetic_rows(rounds_to_target: dict[tuple[int, int], int], a: float, b_scale: float, num_rounds: int,
+                   snrs=SNRS, bandwidths=BANDWIDTHS) -> list[dict]:
+    """results.csv rows for learning that reaches acc 1 at round R(τ, seed) (a step), whatever
+    the channel, with E(round) = round·(τ·a + b(channel))."""
+    rows = []
+    for snr in snrs:
+        for bw in bandwidths:
+            b = transmit_j_per_round(snr, bw, b_scale)
+            for (tau, seed), reach in rounds_to_target.items():
+                for r in range(1, num_rounds + 1):
+                    compute, uplink = r * tau * a, r * b
+                    rows.append({"network.snr_db": snr, "network.bandwidth_mhz": bw, "algorithm.local_steps": tau,
+                                 "seed": seed, "round": r, "acc_worst": 1.0 if r >= reach else 0.0,
+                                 "energy_j": compute + uplink, "compute_energy_j": compute,
+                                 "uplink_energy_j": uplink, "downlink_energy_j": 0.0, "idle_energy_j": 0.0})
+    return rows
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    taus=st.lists(st.integers(1, 40), min_size=2, max_size=6, unique=True),
+    seeds=st.integers(1, 3),
+    data=st.data(),
+    a=st.floats(1e-4, 10.0),
+    b_scale=st.floats(1e-3, 1e3),
+    window=st.sampled_from([1, 3, 5]),
+)
+def test_tau_star_never_increases_as_snr_or_bandwidth_rises(taus, seeds, data, a, b_scale, window):
+    num_rounds = 25
+    # R(τ) per seed: anything from 1 to past the end of the run (never reached), monotone or not.
+    reach = {(tau, s): data.draw(st.integers(1, num_rounds + 5)) for tau in taus for s in range(seeds)}
+    rows = synthetic_rows(reach, a, b_scale, num_rounds)
+    result = optimal_tau(rows, GRID, Target("acc_worst", 0.5), window=window)
+    star = {c.channel: c.tau_star for c in result.per_channel}
+    assert len(star) == len(SNRS) * len(BANDWIDTHS)
+    for bw in BANDWIDTHS:  # along SNR at fixed bandwidth
+        column = [star[(snr, bw)] for snr in SNRS]
+        if column[0] is None:  # no τ reaches: the same for every channel (learning does not depend on it)
+            assert all(t is None for t in column)
+            continue
+        assert all(x >= y for x, y in zip(column, column[1:])), column
+    for snr in SNRS:  # along bandwidth at fixed SNR
+        row = [star[(snr, bw)] for bw in BANDWIDTHS]
+        if row[0] is not None:
+            assert all(x >= y for x, y in zip(row, row[1:])), row
+
+
+def test_expensive_channel_prefers_large_tau_cheap_channel_small_tau():
+    # R(τ) = 48, 41, 32, 25 for τ = 5, 10, 20, 30 (DRDM paper, Figure 3).
+    reach = {(5, 0): 48, (10, 0): 41, (20, 0): 32, (30, 0): 25}
+    rows = synthetic_rows(reach, a=1.0, b_scale=60.0, num_rounds=60, snrs=[0, 30], bandwidths=[0.5, 10])
+    result = optimal_tau(rows, GRID, Target("acc_worst", 0.5), window=1)
+    star = {c.channel: c.tau_star for c in result.per_channel}
+    assert star[(0, 0.5)] == 30  # b = 120 J per round against a = 1 J per step
+    assert star[(30, 10)] == 5  # b ≈ 0.6 J per round
+
+
+def test_energy_to_target_is_the_cumulative_energy_at_the_round_reached():
+    reach = {(5, 0): 10, (5, 1): 12, (5, 2): 14, (10, 0): 6, (10, 1): 7, (10, 2): 30}
+    rows = synthetic_rows(reach, a=0.5, b_scale=1.0, num_rounds=20, snrs=[10], bandwidths=[1])
+    result = optimal_tau(rows, GRID, Target("acc_worst", 0.5), window=1)
+    (channel,) = result.per_channel
+    by_tau = {s.tau: s for s in channel.candidates}
+    b = transmit_j_per_round(10, 1, 1.0)
+    assert by_tau[5].rounds_mean == 12
+    # t-interval, 3 seeds: t(0.975, 2) = 4.303, sd of (10, 12, 14) = 2
+    assert by_tau[5].rounds_ci == pytest.approx(4.302653 * 2 / math.sqrt(3), rel=1e-5)
+    assert by_tau[5].energy_mean == pytest.approx(12 * (5 * 0.5 + b))
+    assert by_tau[5].compute_mean == pytest.approx(12 * 5 * 0.5)
+    assert by_tau[5].transmit_mean == pytest.approx(12 * b)
+    # seed 2 never reaches with τ = 10 (round 30 > 20 rounds): reported, and τ = 10 is not eligible
+    assert by_tau[10].never_reached == [2] and not by_tau[10].eligible
+    assert "never reached by seed(s) 2" in by_tau[10].status
+    assert by_tau[10].rounds_mean == 6.5  # over the seeds that reached it
+    assert channel.tau_star == 5
+
+
+def test_no_eligible_tau_is_reported_as_never_reached():
+    rows = synthetic_rows({(5, 0): 99, (10, 0): 99}, 1.0, 1.0, 10, snrs=[0], bandwidths=[1])
+    (channel,) = optimal_tau(rows, GRID, Target("acc_worst", 0.5)).per_channel
+    assert channel.tau_star is None and channel.status.startswith("never reached")
+
+
+def test_centred_moving_average_and_first_round_reached():
+    assert centred_moving_average([0, 0, 1, 1, 1], 3).tolist() == pytest.approx([0, 1 / 3, 2 / 3, 1, 1])
+    assert centred_moving_average([1, 2, 3, 4], 1).tolist() == [1, 2, 3, 4]
+    # one lucky round (0.9 at round 3) does not count with a window of 5, it does with 1
+    rounds = list(range(1, 11))
+    acc = [0.1, 0.2, 0.9, 0.3, 0.4, 0.8, 0.85, 0.85, 0.9, 0.9]
+    target = Target("acc_worst", 0.8)
+    assert round_reached(rounds, acc, target, 1) == 3
+    assert round_reached(rounds, acc, target, 5) == 8  # rounds 6..10 average 0.86
+    # rounds without an evaluation (None) are skipped; a loss target is reached from above
+    assert round_reached([1, 2, 3, 4], [None, 0.9, None, 0.2], Target("loss", 0.5), 1) == 4
+    assert round_reached([1, 2], [0.1, 0.2], target, 5) is None
+
+
+def test_mean_ci_and_pareto_front():
+    mean, half = mean_ci([1.0, 2.0, 3.0, 4.0])
+    assert mean == 2.5 and half == pytest.approx(3.182446 * math.sqrt(5 / 3) / 2, rel=1e-6)
+    assert math.isnan(mean_ci([3.0])[1])
+    # (rounds, energy): (1, 9) (2, 5) (3, 6) (4, 1) (5, 1): front = 0, 1, 3
+    assert pareto_front([(1, 9), (2, 5), (3, 6), (4, 1), (5, 1)]) == [0, 1, 3]
+
+
+@pytest.mark.parametrize("text", ["acc_worst", "acc_worst=", "=0.8", "acc_worst=high", "acc_worst=nan"])
+def test_bad_target_is_a_user_error(text):
+    with pytest.raises(SweepError, match="--target"):
+        parse_target(text)
+
+
+def test_missing_tau_in_grid_is_a_user_error():
+    rows = synthetic_rows({(5, 0): 3}, 1.0, 1.0, 5, snrs=[0], bandwidths=[1])
+    with pytest.raises(SweepError, match="algorithm.local_steps"):
+        optimal_tau(rows, ["network.snr_db", "network.bandwidth_mhz"], Target("acc_worst", 0.5))
+
+
+def write_fake_sweep(directory, rows, grid_keys):
+    directory.mkdir()
+    manifest = {"format": 1, "definition": {"grid": [[k, sorted({r[k] for r in rows})] for k in grid_keys]}}
+    (directory / "sweep.json").write_text(json.dumps(manifest))
+    header = list(rows[0])
+    with open(directory / "results.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows([r[k] for k in header] for r in rows)
+
+
+def run_cli(capsys, *args):
+    """`edgefl ARGS` in this process: (exit code, stdout, stderr)."""
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_cli_optimal_tau_and_plot_write_tables_and_figures(tmp_path, capsys):
+    reach = {(5, 0): 30, (10, 0): 22, (20, 0): 15, (30, 0): 12, (5, 1): 32, (10, 1): 24, (20, 1): 16, (30, 1): 13}
+    rows = synthetic_rows(reach, a=1.0, b_scale=40.0, num_rounds=40, snrs=[0, 10, 20], bandwidths=[0.5, 2, 10])
+    sweep = tmp_path / "sweep"
+    write_fake_sweep(sweep, rows, GRID)
+    code, out, err = run_cli(capsys, "optimal-tau", str(sweep), "--target", "acc_worst=0.5", "--window", "3")
+    assert code == 0, err
+    assert "centred 3-round moving average" in out and "SNR\\BW" in out
+    for name in ("optimal_tau.csv", "tau_energy.csv", "optimal_tau.txt", "tau-heatmap.png", "tau-energy-curves.png",
+                 "tau-energy-split.png"):
+        assert (sweep / name).stat().st_size > 0, name
+    with open(sweep / "optimal_tau.csv") as handle:
+        table = list(csv.DictReader(handle))
+    assert len(table) == 9
+    star = {(float(r["network.snr_db"]), float(r["network.bandwidth_mhz"])): int(r["tau_star"]) for r in table}
+    assert star[(0, 0.5)] == 30 and star[(20, 10)] == 5
+    code, out, err = run_cli(capsys, "plot", str(sweep), "--target", "acc_worst=0.5")
+    assert code == 0, err
+    assert (sweep / "tau-accuracy-energy.png").stat().st_size > 0 and (sweep / "tau-pareto.png").stat().st_size > 0
+
+
+def test_cli_optimal_tau_user_errors_exit_2_without_traceback(tmp_path, capsys):
+    rows = synthetic_rows({(5, 0): 3}, 1.0, 1.0, 5, snrs=[0], bandwidths=[1])
+    sweep = tmp_path / "sweep"
+    write_fake_sweep(sweep, rows, GRID)
+    for args in (["optimal-tau", str(sweep), "--target", "acc_wrst=0.8"],
+                 ["optimal-tau", str(tmp_path / "nowhere"), "--target", "acc_worst=0.8"],
+                 ["optimal-tau", str(sweep), "--target", "acc_worst=0.8", "--window", "0"],
+                 ["plot", str(sweep), "--metric", "nope"],
+                 ["plot", str(sweep), "--at", "network.fading=none"]):
+        code, _, err = run_cli(capsys, *args)
+        assert code == 2, (args, err)
+        assert err.startswith("edgefl: error:") and "Traceback" not in err
+    assert not (sweep / "optimal_tau.csv").exists()

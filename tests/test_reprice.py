@@ -1,0 +1,176 @@
+"""Re-pricing a recorded trace equals a full co-simulation on that channel.
+
+A sweep trains once per (learning keys, seed) on the ideal engine, records the op trace and
+re-prices it for every channel point (vectorised on dedicated bands, SimPy for FDMA/TDMA).
+Here every re-priced point is checked against a full SimPy co-simulation of the same point:
+energies and times to 1e-9 relative, learning metrics identical.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import algorithms
+from edgefl.dedicated_pricing import compile_trace, price_dedicated
+from edgefl.physical import build_population, network_params
+from edgefl.runner import Simulation
+from edgefl.scenario import scenario_from_dict
+from edgefl.sim import SimPyPricer
+from edgefl.sim.engine import reprice_rounds
+from edgefl.sweep import COSIMULATED, REPRICED, plan_sweep, read_point, run_sweep
+
+torch.set_num_threads(1)
+
+ENERGY_COLUMNS = ("sim_time_s", "energy_j", "compute_energy_j", "uplink_energy_j", "downlink_energy_j",
+                  "idle_energy_j")
+LEARNING_COLUMNS = ("acc_mean", "acc_worst", "acc_std", "loss", "uploads_arrived", "uploads_missed")
+
+BASE = """
+[run]
+seed = 7
+rounds = 4
+
+[data]
+name = "synthetic"
+num_clients = 8
+samples_per_client = 40
+synthetic_alpha = 0.5
+synthetic_beta = 0.5
+
+[algorithm]
+name = "{algorithm}"
+local_steps = 3
+clients_per_round = 5
+lr = 0.05
+
+[network]
+snr_db = 10.0
+bandwidth_mhz = 1.0
+
+[devices]
+cpu_ghz = 1.5
+cycles_per_sample = 20000
+idle_power_w = 0.05
+static_power_w = 0.02
+circuit_power_w = 0.1
+"""
+
+
+def assert_rows_match(repriced: list[dict], cosimulated: list[dict]) -> None:
+    assert len(repriced) == len(cosimulated)
+    for a, b in zip(repriced, cosimulated):
+        assert a["round"] == b["round"]
+        for column in ENERGY_COLUMNS:
+            assert a[column] == pytest.approx(b[column], rel=1e-9, abs=1e-300), (a["round"], column)
+        for column in LEARNING_COLUMNS:
+            assert a[column] == b[column], (a["round"], column)
+
+
+def sweep_and_compare(tmp_path, grids: list[str], algorithm: str = "fedavg", sample_every: int = 1):
+    scenario_file = tmp_path / "s.toml"
+    scenario_file.write_text(BASE.format(algorithm=algorithm))
+    plan = plan_sweep(scenario_file, grids=grids, seeds=2)
+    summary = run_sweep(plan, tmp_path / "sweep", progress=False)
+    assert summary.computed == len(plan.points)
+    checked = 0
+    for point in plan.points[::sample_every]:
+        record = read_point(tmp_path / "sweep", point.id)
+        assert record["mode"] == point.mode
+        full = Simulation(point.scenario).run(progress=False)  # full SimPy co-simulation of this point
+        assert_rows_match(record["rows"], full.metrics)
+        checked += 1
+    return plan, summary, checked
+
+
+def test_repriced_equals_cosimulated_dedicated_fdma_tdma_with_rayleigh_fading(tmp_path):
+    plan, summary, checked = sweep_and_compare(tmp_path, [
+        "network.access=dedicated,fdma,tdma",
+        "network.fading=rayleigh",
+        "network.snr_db=0,25",
+        "network.bandwidth_mhz=0.5,4",
+    ], sample_every=3)
+    assert {p.mode for p in plan.points} == {REPRICED}
+    assert summary.trainings == 2  # one per seed: 24 points share 2 trainings
+    assert checked >= 8
+    accesses = {p.values["network.access"] for p in plan.points[::3]}
+    assert accesses == {"dedicated", "fdma", "tdma"}
+
+
+def test_repriced_equals_cosimulated_rician_link_budget_and_device_keys(tmp_path):
+    plan, summary, checked = sweep_and_compare(tmp_path, [
+        "network.fading=rician,none",
+        "devices.tx_power_dbm=10,23",
+        "network.access=dedicated,tdma",
+    ])
+    assert summary.trainings == 2
+    assert checked == len(plan.points)
+
+
+@pytest.mark.skipif("drdm" not in algorithms.REGISTRY, reason="drdm not registered yet")
+def test_repriced_equals_cosimulated_for_drdm_query_phases(tmp_path):
+    plan, summary, checked = sweep_and_compare(tmp_path, [
+        "network.access=dedicated,fdma",
+        "network.fading=rayleigh",
+        "network.snr_db=3,20",
+    ], algorithm="drdm")
+    assert summary.trainings == 2
+    assert checked == len(plan.points)
+
+
+def test_deadline_and_outage_points_are_cosimulated_and_keep_their_own_training(tmp_path):
+    plan, summary, _ = sweep_and_compare(tmp_path, [
+        "network.deadline_s=0.05,1000.0",
+        "network.snr_db=0,20",
+    ])
+    assert {p.mode for p in plan.points} == {COSIMULATED}
+    assert summary.trainings == len(plan.points)
+
+
+def test_message_size_keys_split_trainings(tmp_path):
+    """bits_per_param is baked into the trace: points differing in it cannot share a training."""
+    plan, summary, _ = sweep_and_compare(tmp_path, [
+        "network.bits_per_param=16,32",
+        "network.snr_db=0,20",
+    ], sample_every=2)
+    assert {p.mode for p in plan.points} == {REPRICED}
+    assert summary.trainings == 4  # 2 message sizes x 2 seeds
+
+
+@pytest.mark.parametrize("fading", ["none", "rayleigh", "rician"])
+def test_vectorised_dedicated_pricing_equals_simpy_repricing(fading):
+    raw = {"run": {"seed": 3, "rounds": 6, "engine": "ideal"},
+           "data": {"name": "synthetic", "num_clients": 10, "samples_per_client": 30},
+           "algorithm": {"name": "fedavg", "local_steps": 4, "clients_per_round": 6},
+           "network": {"distance_m": 300.0, "bandwidth_mhz": 2.0, "fading": fading, "header_bits": 64,
+                       "downlink_bandwidth_mhz": 5.0, "shannon_efficiency": 0.8, "snr_gap_db": 2.0},
+           "devices": {"idle_power_w": 0.3, "static_power_w": 0.05, "circuit_power_w": 0.1}}
+    s = scenario_from_dict(raw)
+    sim = Simulation(s, record_trace=True)
+    trace = sim.run(progress=False).trace
+    network = network_params(s.network)
+
+    def population():
+        return build_population(s.network, s.devices, 10, sim.model.train_flops_per_sample,
+                                sim.model.eval_flops_per_sample, 3)
+
+    slow = reprice_rounds(trace, SimPyPricer(network, population(), 3))
+    fast = price_dedicated(compile_trace(trace), network, population(), 3)
+    assert [c.round for c in fast] == [c.round for c in slow] == list(range(6))
+    for a, b in zip(fast, slow):
+        assert a.end_s == pytest.approx(b.end_s, rel=1e-12)
+        for category, joules in b.energy_by_category_j.items():
+            assert a.energy_by_category_j[category] == pytest.approx(joules, rel=1e-12, abs=1e-300)
+    assert slow[-1].energy_by_category_j["uplink"] > 0 and math.isfinite(slow[-1].end_s)
+
+
+def test_reprice_rounds_refuses_a_pricer_that_can_change_participation():
+    s = scenario_from_dict({"data": {"name": "synthetic", "num_clients": 4}, "network": {"deadline_s": 1.0},
+                            "algorithm": {"clients_per_round": 2}})
+    population = build_population(s.network, s.devices, 4, 1.0, 1.0, 0)
+    with pytest.raises(ValueError, match="deadline"):
+        reprice_rounds([], SimPyPricer(network_params(s.network), population, 0))
+    with pytest.raises(ValueError, match="dedicated"):
+        price_dedicated(compile_trace([]), network_params(s.network), population, 0)

@@ -1,0 +1,216 @@
+"""`edgefl sweep`: grids, the [sweep] section, the tidy results table, resumption after a kill,
+refusal to mix two sweeps in one folder, bad input, and process-pool = serial."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from edgefl.cli import main
+from edgefl.runner import METRIC_COLUMNS
+from edgefl.scenario import ScenarioError
+from edgefl.sweep import COMPUTED_LOG, MANIFEST, REPRICED, SweepError, parse_grid, plan_sweep
+
+torch.set_num_threads(1)
+
+SCENARIO = """
+[run]
+seed = 3
+rounds = {rounds}
+
+[data]
+name = "synthetic"
+num_clients = 6
+samples_per_client = 30
+
+[algorithm]
+name = "fedavg"
+local_steps = 2
+clients_per_round = 4
+lr = 0.05
+
+[network]
+snr_db = 10.0
+bandwidth_mhz = 1.0
+fading = "rayleigh"
+"""
+
+
+@pytest.fixture
+def scenario_file(tmp_path):
+    path = tmp_path / "small.toml"
+    path.write_text(SCENARIO.format(rounds=3))
+    return path
+
+
+def run_cli(capsys, *args):
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def read_csv(path):
+    with open(path, newline="") as handle:
+        return list(csv.reader(handle))
+
+
+def computed_ids(directory):
+    return [json.loads(line)["id"] for line in (directory / COMPUTED_LOG).read_text().splitlines()]
+
+
+# -- the plan ---------------------------------------------------------------------------------
+def test_parse_grid_values_are_toml_literals_or_strings():
+    assert parse_grid("network.snr_db=0,5.5,-3") == ("network.snr_db", [0, 5.5, -3])
+    assert parse_grid("network.fading=none,rayleigh") == ("network.fading", ["none", "rayleigh"])
+    assert parse_grid("algorithm.local_steps = 5, 10") == ("algorithm.local_steps", [5, 10])
+    for bad, message in (("network.snr_db", "expected key=v1,v2"), ("network.snr_dbb=1", "did you mean"),
+                         ("run.seed=1,2", "--seeds"), ("network.snr_db=1,,2", "empty value"),
+                         ("network.snr_db=1,1", "repeated")):
+        with pytest.raises(SweepError, match=message):
+            parse_grid(bad)
+
+
+def test_sweep_section_of_the_scenario_gives_grid_and_seeds(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(SCENARIO.format(rounds=2) + '\n[sweep]\nseeds = 2\n[sweep.grid]\n"network.snr_db" = [0, 20]\n'
+                    '"algorithm.local_steps" = [1, 2]\n')
+    plan = plan_sweep(path)
+    assert plan.grid == {"network.snr_db": [0, 20], "algorithm.local_steps": [1, 2]}
+    assert plan.seeds == [3, 4] and len(plan.points) == 8
+    assert plan.num_trainings == 4  # (τ, seed): SNR points share a training
+    assert {p.mode for p in plan.points} == {REPRICED}
+    plan = plan_sweep(path, grids=["network.snr_db=5"], seeds=1)  # --grid replaces that key; --seeds wins
+    assert plan.grid == {"network.snr_db": [5], "algorithm.local_steps": [1, 2]} and plan.seeds == [3]
+
+
+def test_bad_sweep_section_names_the_field(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(SCENARIO.format(rounds=2) + '\n[sweep.grid]\n"network.bandwith_mhz" = [1, 2]\n')
+    with pytest.raises(ScenarioError, match=r"sweep\.grid: 'network.bandwith_mhz': unknown key \(did you mean"):
+        plan_sweep(path)
+    path.write_text(SCENARIO.format(rounds=2) + '\n[sweep.grid]\n"network.bandwidth_mhz" = [1, -2]\n')
+    with pytest.raises(ScenarioError, match=r"sweep point network.bandwidth_mhz=-2.*network.bandwidth_mhz"):
+        plan_sweep(path)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--grid", "network.snr_db"], "--grid 'network.snr_db': expected key=v1,v2"),
+    (["--grid", "network.snr=1,2"], "did you mean 'network.snr_db'"),
+    (["--grid", "network.bandwidth_mhz=1,0"], "network.bandwidth_mhz: Input should be greater than 0"),
+    (["--grid", "network.access=dedicated,cdma"], "network.access"),
+    (["--seeds", "0"], "--seeds must be >= 1"),
+    (["--workers", "0"], "--workers must be >= 1"),
+    (["--executor", "ray"], "optional extra"),
+    (["--set", "algorithm.lr=-1"], "algorithm.lr"),
+])
+def test_bad_input_exits_2_and_writes_nothing(scenario_file, tmp_path, capsys, args, message):
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", *args)
+    assert code == 2
+    assert err.startswith("edgefl: error:") and message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_missing_data_leaves_no_folder_behind(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    path = tmp_path / "mnist.toml"
+    path.write_text(f'[data]\nname = "mnist"\ndir = "{empty}"\nnum_clients = 4\n[algorithm]\nclients_per_round = 2\n')
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, "sweep", path, "--out", out, "--quiet", "--grid", "network.snr_db=0,10")
+    assert code == 2 and "Traceback" not in err
+    assert not out.exists()
+
+
+# -- running, resuming ------------------------------------------------------------------------
+def test_results_table_is_tidy_and_rerun_computes_nothing(scenario_file, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    grid = ["--grid", "network.snr_db=0,20", "--grid", "network.bandwidth_mhz=0.5,2", "--grid",
+            "algorithm.local_steps=1,2", "--grid", "network.deadline_s=1000.0"]
+    code, stdout, err = run_cli(capsys, "sweep", scenario_file, "--seeds", 2, "--out", out, "--quiet", *grid)
+    assert code == 0, err
+    assert "16 computed now" in stdout
+    rows = read_csv(out / "results.csv")
+    header = rows[0]
+    assert header == (["network.snr_db", "network.bandwidth_mhz", "algorithm.local_steps", "network.deadline_s",
+                       "seed", "round"] + [c for c in METRIC_COLUMNS if c != "round"] + ["mode"])
+    assert len(rows) == 1 + 16 * 3  # points x seeds x rounds
+    assert {r[-1] for r in rows[1:]} == {"cosimulated"}  # a deadline: the channel decides who arrives
+    assert len(computed_ids(out)) == 16
+    before = (out / "results.csv").read_bytes()
+    code, stdout, _ = run_cli(capsys, "sweep", scenario_file, "--seeds", 2, "--out", out, "--quiet", *grid)
+    assert code == 0 and "0 computed now, 16 already done" in stdout
+    assert len(computed_ids(out)) == 16
+    assert (out / "results.csv").read_bytes() == before
+
+
+def test_a_different_sweep_in_the_same_folder_is_refused_unless_forced(scenario_file, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", "--grid", "network.snr_db=0,10,20")[0] == 0
+    manifest = (out / MANIFEST).read_bytes()
+    results = (out / "results.csv").read_bytes()
+    for args in (["--grid", "network.snr_db=0,10"], ["--grid", "network.snr_db=0,10,20", "--seeds", "2"],
+                 ["--grid", "network.snr_db=0,10,20", "--set", "run.rounds=4"]):
+        code, _, err = run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", *args)
+        assert code == 2 and "holds a different sweep" in err and "--force" in err
+        assert (out / MANIFEST).read_bytes() == manifest and (out / "results.csv").read_bytes() == results
+    code, _, err = run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", "--grid", "network.snr_db=0,10",
+                           "--force")
+    assert code == 0, err
+    rows = read_csv(out / "results.csv")
+    assert sorted({r[0] for r in rows[1:]}) == ["0", "10"]
+    assert len(list((out / "points").glob("*.json"))) == 2  # the 20 dB point is gone
+    assert len(computed_ids(out)) == 3  # 0 and 10 dB were reused, not recomputed
+
+
+def test_process_pool_gives_the_same_results_as_serial(scenario_file, tmp_path, capsys):
+    grid = ["--grid", "algorithm.local_steps=1,2", "--grid", "network.snr_db=0,20", "--grid",
+            "network.access=dedicated,tdma", "--seeds", 2, "--quiet"]
+    assert run_cli(capsys, "sweep", scenario_file, "--out", tmp_path / "serial", *grid)[0] == 0
+    code, _, err = run_cli(capsys, "sweep", scenario_file, "--out", tmp_path / "pool", "--workers", 2, *grid)
+    assert code == 0, err
+    assert (tmp_path / "serial" / "results.csv").read_bytes() == (tmp_path / "pool" / "results.csv").read_bytes()
+
+
+def test_killed_sweep_resumes_without_recomputing_and_matches_an_uninterrupted_run(tmp_path, capsys):
+    scenario_file = tmp_path / "small.toml"
+    scenario_file.write_text(SCENARIO.format(rounds=8))
+    args = ["sweep", str(scenario_file), "--grid", "algorithm.local_steps=1,2,3,4,5,6", "--grid",
+            "network.snr_db=0,10,20", "--grid", "network.bandwidth_mhz=1,4", "--seeds", "2", "--quiet"]
+    total = 6 * 3 * 2 * 2  # points x seeds; 12 trainings
+    killed = tmp_path / "killed"
+    command = [sys.executable, "-c", "import sys; from edgefl.cli import main; sys.exit(main())",
+               *args, "--out", str(killed)]
+    process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    log = killed / COMPUTED_LOG
+    deadline = time.monotonic() + 300  # generous: a loaded machine may take long to import torch
+    while time.monotonic() < deadline and process.poll() is None:
+        if log.exists() and len(log.read_text().splitlines()) >= 8:
+            break
+        time.sleep(0.005)
+    os.killpg(process.pid, signal.SIGKILL)  # the whole process group, mid-sweep
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, process.stderr.read().decode()
+    done_before = len(computed_ids(killed))
+    assert 0 < done_before < total, "the kill must land mid-sweep"
+    assert not (killed / "results.csv").exists()
+
+    code, stdout, err = run_cli(capsys, *args, "--out", killed)  # rerun the same command
+    assert code == 0, err
+    assert f"{total - done_before} computed now, {done_before} already done" in stdout
+    ids = computed_ids(killed)
+    assert len(ids) == total and len(set(ids)) == total  # every point computed exactly once
+
+    assert run_cli(capsys, *args, "--out", tmp_path / "straight")[0] == 0
+    resumed, straight = read_csv(killed / "results.csv"), read_csv(tmp_path / "straight" / "results.csv")
+    assert len(resumed) == 1 + total * 8
+    assert all(len(row) == len(resumed[0]) for row in resumed)  # no torn row
+    assert resumed == straight
