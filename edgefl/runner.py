@@ -26,6 +26,7 @@ from edgefl.physical import build_population, network_params
 from edgefl.results import atomic_directory, write_csv, write_json
 from edgefl.scenario import Scenario
 from edgefl.sim import Engine, IdealPricer, SimPyPricer
+from edgefl.sim.reference import SimPyReference
 from edgefl.sim.activities import EVENT_FIELDS
 from energy import CATEGORIES
 
@@ -83,6 +84,8 @@ class Simulation:
         )
         if s.run.engine == "simpy":
             self.pricer = SimPyPricer(self.network, self.population, seed)
+        elif s.run.engine == "simpy_reference":
+            self.pricer = SimPyReference(self.network, self.population, seed)
         else:
             self.pricer = IdealPricer(s.data.num_clients)
         a = s.algorithm
@@ -206,7 +209,8 @@ def write_results(result: RunResult, out_dir: Path, plots: bool = True) -> Path:
         columns = metric_columns(result.metrics)
         write_csv(tmp / "metrics.csv", columns, ([row.get(c) for c in columns] for row in result.metrics))
         write_csv(tmp / "clients.csv", CLIENT_COLUMNS, ([row[c] for c in CLIENT_COLUMNS] for row in result.clients))
-        write_csv(tmp / "events.csv", list(EVENT_FIELDS), (e.row() for e in result.events))
+        events = sorted(result.events, key=lambda e: e.timeline_key())  # same order whichever engine
+        write_csv(tmp / "events.csv", list(EVENT_FIELDS), (e.row() for e in events))
         write_json(tmp / "summary.json", result.summary)
         with open(tmp / "scenario.toml", "wb") as handle:
             tomli_w.dump(result.scenario.to_dict(), handle)

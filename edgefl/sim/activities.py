@@ -11,6 +11,8 @@ EVENT_FIELDS = (
     "bits", "cycles", "energy_j", "category", "status",
 )
 
+_QUANTITIES = frozenset({"start_s", "end_s", "bits", "cycles", "energy_j"})
+
 
 @dataclass(frozen=True)
 class Activity:
@@ -55,4 +57,10 @@ class Event:
     status: str  # ok | cut (deadline) | lost (outage)
 
     def row(self) -> tuple:
-        return tuple(getattr(self, name) for name in EVENT_FIELDS)
+        """The CSV row; quantities as floats (SimPy's clock starts at the integer 0)."""
+        return tuple(float(getattr(self, name)) if name in _QUANTITIES else getattr(self, name)
+                     for name in EVENT_FIELDS)
+
+    def timeline_key(self) -> tuple:
+        """Canonical order of the event log: by round, phase, start time, then client."""
+        return (self.round, self.phase, float(self.start_s), self.client, float(self.end_s), self.kind, self.label)
