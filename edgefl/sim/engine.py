@@ -116,13 +116,7 @@ def reprice(trace: list[PhaseRecord], pricer) -> list[float]:
     Exact (identical to a full co-simulation) when that pricer cannot change who
     participates: no deadline, no outage. Returns the simulated end time of every round.
     """
-    if getattr(pricer, "can_change_participation", False):
-        raise ValueError("re-pricing is exact only without deadline and outage; co-simulate instead")
-    end_times: dict[int, float] = {}
-    for phase in trace:
-        pricer.price_phase(phase)
-        end_times[phase.round] = pricer.now
-    return [end_times[r] for r in sorted(end_times)]
+    return [cost.end_s for cost in reprice_rounds(trace, pricer)]
 
 
 @dataclass
