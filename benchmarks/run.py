@@ -125,7 +125,6 @@ class LeanLoop:
         self.module = copy.deepcopy(sim.model.module)
         self.params = list(self.module.parameters())
         self.x, self.y = sim.data.train_x, sim.data.train_y
-        self.loss = torch.nn.functional.mse_loss if sim.model.loss_name == "mse" else torch.nn.functional.cross_entropy
         self.opt = torch.optim.SGD(self.params, lr=1.0)
 
     def split(self, flat: torch.Tensor) -> list[torch.Tensor]:
@@ -150,7 +149,7 @@ class LeanLoop:
             for k in range(op.steps):
                 rows = idx[c, k]
                 self.opt.zero_grad()
-                self.loss(self.module(self.x[rows]), self.y[rows]).backward()
+                torch.nn.functional.cross_entropy(self.module(self.x[rows]), self.y[rows]).backward()
                 with torch.no_grad():
                     for p, g, wb in zip(self.params, g_i, w_bar):
                         p.grad.sub_(g).add_(p - wb, alpha=mu)
@@ -304,6 +303,19 @@ def bench_engine(quick: bool) -> None:
 SCALE = {"num_clients": 10_000, "clients_per_round": 100, "rounds": 50, "samples_per_client": 20}
 
 
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory. Linux: VmHWM of /proc/self/status (getrusage's
+    ru_maxrss of a child started by fork + exec keeps the parent's peak if that was larger)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux units: KiB
+
+
 def scale_child(rounds: int) -> None:
     """Runs in a fresh process; prints one JSON line."""
     t0 = time.perf_counter()
@@ -323,7 +335,7 @@ def scale_child(rounds: int) -> None:
     built = time.perf_counter() - t0
     result = sim.run(progress=False)
     total = time.perf_counter() - t0
-    rss_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 2**30  # Linux: KiB
+    rss_gib = peak_rss_bytes() / 2**30
     print(json.dumps({"build_s": built, "total_s": total, "rss_gib": rss_gib, "rounds": rounds,
                       "store_rows": len(sim.algorithm.g), "store_mib": sim.algorithm.g.nbytes() / 2**20,
                       "acc_mean": result.metrics[-1]["acc_mean"]}))

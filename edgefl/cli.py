@@ -9,8 +9,14 @@ without a traceback and without writing anything.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+
+# Before torch loads: idle OpenMP threads sleep instead of spinning. On a machine whose cores
+# are shared (other runs, sweep workers), spinning threads slowed runs up to 10x in our
+# measurements (docs/performance.md). A value set by the user wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 EXIT_USAGE = 2
 

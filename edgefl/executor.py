@@ -51,7 +51,8 @@ class LinearGrad:
 
     Flat layout (as ``FlatModel``): ``w[:K*D]`` is the weight [K, D] row-major, ``w[K*D:]``
     the bias [K]. Cross-entropy: dlogits = (softmax - onehot) / B; MSE (K = 1, output
-    squeezed): dout = 2 (out - y) / B. Then dW = dlogits^T X and db = sum_b dlogits.
+    squeezed): dout = 2 (out - y) / B. With logits kept as [C, K, B]: dW = dlogits x (one bmm)
+    and db = sum over the batch of dlogits.
     """
 
     def __init__(self, num_out: int, num_in: int, loss: str):

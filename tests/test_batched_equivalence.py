@@ -4,6 +4,9 @@ Each algorithm in ``algorithms.names()`` runs a few rounds on a tiny scenario wi
 ``run.executor = "batched"`` and with ``"loop"``; the final global model and every round's
 metrics must agree to 1e-5. Algorithms registered later are covered without editing this file;
 one that needs a data set none of the candidates below provides fails with the reasons.
+DRDM and DRFA exercise ``record_at`` here; step masks, snapshots, the closed-form linear path
+against the generic vmap path and the loop, and the threads path of convolutional models are
+tested op by op in tests/test_executor.py.
 """
 
 from __future__ import annotations

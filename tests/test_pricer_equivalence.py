@@ -128,3 +128,17 @@ def test_mean_snr_matches_link_snr(budget):
         got = mean.instantaneous(bandwidth, np.arange(N), gains)
         want = [population.uplink[c].snr_linear(bandwidth, gains[c]) for c in range(N)]
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+
+
+def test_phases_priced_late_give_the_same_results():
+    """Without deadline and outage, phases are simulated when the clock or the ledger is read;
+    reading only at the end gives what reading after every phase gives."""
+    network, population = world("fdma", "rayleigh")
+    early, late = SimPyPricer(network, population, 5), SimPyPricer(network, population, 5)
+    for phase in phases(seed=2, identical=False):
+        answer = early.price_phase(phase)
+        assert answer == dict.fromkeys(sorted(phase.chains), True) == late.price_phase(phase)
+        early.now, early.ledger.total()
+    assert late.now == early.now
+    assert [e.row() for e in late.events] == [e.row() for e in early.events]
+    np.testing.assert_array_equal(late.ledger.per_client(), early.ledger.per_client())

@@ -21,12 +21,14 @@ energies (tests compare them field by field). What it does differently:
   times are remembered per (client, samples);
 - energies are computed when the ledger or the event log is next read, per category for all
   phases priced since (a round's phases at once), and entered into the ledger in event order;
+- without deadline and outage every chain completes, so a phase is simulated only when the
+  clock, the ledger or the events are next read (in order; a round's phases back to back);
 - an FDMA reschedule only reserves the timer's sequence number; the rates and the timer are
   computed when simulated time is about to move, so n uploads starting at one instant cost
   one recomputation, not n.
 
-Measured on the DRDM MNIST run of benchmarks/run.py: about 25x less time than the SimPy
-processes, bit-identical events and ledger (docs/performance.md).
+Measured on the DRDM MNIST run of benchmarks/run.py: about 30x less time than the SimPy
+processes, with bit-identical events and ledger (docs/performance.md).
 """
 
 from __future__ import annotations
