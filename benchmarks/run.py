@@ -51,7 +51,7 @@ from edgefl.runner import Simulation  # noqa: E402
 from edgefl.scenario import scenario_from_dict  # noqa: E402
 from edgefl.sim.reference import SimPyReference  # noqa: E402
 
-MNIST_DIR = Path(os.environ.get("EDGEFL_MNIST_DIR", "/work/shared/datasets/mnist"))
+MNIST_DIR = Path(os.environ.get("EDGEFL_MNIST_DIR", Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"))
 
 
 # -- timing ------------------------------------------------------------------------------

@@ -26,7 +26,6 @@ import json
 import math
 import sys
 import time
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +34,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-MNIST_DIR = "/work/shared/datasets/mnist"
+from cached_runs import run_cached  # noqa: E402  (experiments/, beside this script)
+
+MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = ["fast_fedda", "c_fedda", "mc_fedda", "fedda", "fedmid"]
 LABELS = {"fast_fedda": "Fast-FedDA", "c_fedda": "C-FedDA", "mc_fedda": "MC-FedDA", "fedda": "FedDA",
           "fedmid": "FedMiD"}
@@ -141,27 +142,6 @@ def job_key(scenario: dict) -> str:
     return hashlib.sha1(json.dumps(scenario, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def run_all(jobs: list[dict], workers: int, cache: Path | None) -> dict[str, dict]:
-    done: dict[str, dict] = {}
-    todo = []
-    for job in jobs:
-        path = cache / f"{job['key']}.json" if cache else None
-        if path and path.exists():
-            done[job["key"]] = json.loads(path.read_text())
-        else:
-            todo.append(job)
-    print(f"{len(jobs)} runs, {len(done)} cached, {len(todo)} to do on {workers} worker(s)", flush=True)
-    with get_context("spawn").Pool(workers) as pool:
-        for res in pool.imap_unordered(run_job, todo):
-            done[res["key"]] = res
-            label = next(j["label"] for j in todo if j["key"] == res["key"])
-            print(f"  {label}: {res['wall_s']:.0f} s", flush=True)
-            if cache:
-                cache.mkdir(parents=True, exist_ok=True)
-                (cache / f"{res['key']}.json").write_text(json.dumps(res))
-    return done
-
-
 # -- summaries --------------------------------------------------------------------------------
 def series(results, jobs, exp, method, metric):
     """rounds [T], values [seeds, T] for one (experiment, method, metric)."""
@@ -236,7 +216,7 @@ def main(argv=None) -> int:
     # the slow ones first, so the pool stays busy
     jobs.sort(key=lambda j: (j["method"] not in ("c_fedda", "mc_fedda"), j["exp"] != "lasso"))
     started = time.time()
-    results = run_all(jobs, args.jobs, args.cache)
+    results = run_cached(run_job, jobs, args.jobs, args.cache)
     total = time.time() - started
     page = render(results, jobs, exps, rounds, seeds, fig_dir, total, args)
     doc.parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,6 @@ import json
 import math
 import sys
 import time
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-MNIST_DIR = "/work/shared/datasets/mnist"
+from cached_runs import run_cached  # noqa: E402  (experiments/, beside this script)
+
+MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = {"fedalign": "FedALIGN", "fedavg_p": "FedAvg-P", "fedavg_all": "FedAvg-All"}
 COLORS = {"fedalign": "tab:red", "fedavg_p": "tab:blue", "fedavg_all": "tab:gray"}
 KEEP = ["priority_loss", "priority_acc", "non_priority_acc", "accepted", "opted_in", "evaluated"]
@@ -93,25 +94,6 @@ def run_job(job: dict) -> dict:
 
 def job_key(scenario: dict) -> str:
     return hashlib.sha1(json.dumps(scenario, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def run_all(jobs, workers, cache):
-    done, todo = {}, []
-    for job in jobs:
-        path = cache / f"{job['key']}.json" if cache else None
-        if path and path.exists():
-            done[job["key"]] = json.loads(path.read_text())
-        else:
-            todo.append(job)
-    print(f"{len(jobs)} runs, {len(done)} cached, {len(todo)} to do on {workers} worker(s)", flush=True)
-    with get_context("spawn").Pool(workers) as pool:
-        for res in pool.imap_unordered(run_job, todo):
-            done[res["key"]] = res
-            print(f"  {next(j['label'] for j in todo if j['key'] == res['key'])}: {res['wall_s']:.0f} s", flush=True)
-            if cache:
-                cache.mkdir(parents=True, exist_ok=True)
-                (cache / f"{res['key']}.json").write_text(json.dumps(res))
-    return done
 
 
 SHARED_P = {}  # exp -> (seeds, rounds) of experiments that reuse the medium-noise FedAvg-P runs
@@ -199,7 +181,7 @@ def main(argv=None) -> int:
                          "key": f"mnist_eps{eps}-{seed}-{job_key(sc)}", "label": f"mnist eps={eps} seed {seed}"})
     jobs.sort(key=lambda j: j["method"] == "fedavg_p")  # the slow ones first
     started = time.time()
-    results = run_all(jobs, args.jobs, args.cache)
+    results = run_cached(run_job, jobs, args.jobs, args.cache)
     total = time.time() - started
     page = render(results, jobs, exps, r_syn, r_noise, r_img, fig_dir, total, args)
     doc.parent.mkdir(parents=True, exist_ok=True)

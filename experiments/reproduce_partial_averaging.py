@@ -24,7 +24,6 @@ import hashlib
 import json
 import sys
 import time
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +32,9 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-MNIST_DIR = "/work/shared/datasets/mnist"
+from cached_runs import run_cached  # noqa: E402  (experiments/, beside this script)
+
+MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = {"partial_avg": "partial", "periodic_avg": "periodic"}
 COLORS = {"partial_avg": "tab:red", "periodic_avg": "tab:blue"}
 LRS = (0.02, 0.05, 0.1)
@@ -85,26 +86,6 @@ def key_of(sc):
     return hashlib.sha1(json.dumps(sc, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def run_all(jobs, workers, cache):
-    done, todo = {}, []
-    for job in jobs:
-        path = cache / f"{job['key']}.json" if cache else None
-        if path and path.exists():
-            done[job["key"]] = json.loads(path.read_text())
-        else:
-            todo.append(job)
-    print(f"{len(jobs)} runs, {len(done)} cached, {len(todo)} to do on {workers} worker(s)", flush=True)
-    if todo:
-        with get_context("spawn").Pool(workers) as pool:
-            for res in pool.imap_unordered(run_job, todo):
-                done[res["key"]] = res
-                print(f"  {next(j['label'] for j in todo if j['key'] == res['key'])}: {res['wall_s']:.0f} s", flush=True)
-                if cache:
-                    cache.mkdir(parents=True, exist_ok=True)
-                    (cache / f"{res['key']}.json").write_text(json.dumps(res))
-    return done
-
-
 def make_job(exp, method, tau, lr, seed, iters, **kw):
     sc = scenario(method, tau, lr, seed, iters, **kw)
     return {"exp": exp, "method": method, "tau": tau, "lr": lr, "seed": seed, "scenario": sc,
@@ -136,7 +117,7 @@ def main(argv=None):
     started = time.time()
     # phase 1: learning-rate selection on seed 0
     grid = [make_job("iid", m, t, lr, seeds[0], iters) for m in METHODS for t in taus for lr in LRS]
-    results = run_all(grid, args.jobs, args.cache)
+    results = run_cached(run_job, grid, args.jobs, args.cache)
     chosen = {}
     for m in METHODS:
         for t in taus:
@@ -151,7 +132,7 @@ def main(argv=None):
         rest += [make_job("iid", m, 16, chosen[(m, 8)], s, iters) for s in seeds]  # the spec: add 16 if the gap is small
         rest += [make_job("m16", m, 8, chosen[(m, 8)], s, iters, workers=16) for s in seeds]
         rest += [make_job("dirichlet", m, 8, chosen[(m, 8)], s, iters, alpha=0.5) for s in seeds]
-    results.update(run_all(rest, args.jobs, args.cache))
+    results.update(run_cached(run_job, rest, args.jobs, args.cache))
     total = time.time() - started
     jobs = [j for j in grid if j["lr"] == chosen[(j["method"], j["tau"])]] + rest
     page = render(results, grid, jobs, chosen, iters, taus, seeds, fig_dir, total, args)

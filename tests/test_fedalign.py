@@ -8,6 +8,7 @@ and declined clients pay one evaluation and never train; model uploads per round
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -193,7 +194,7 @@ def test_shards_and_priority_classes():
     parts = shard_partition(labels, 30, 2, rng)
     assert all(len(p) == 20 for p in parts)
     assert all(len(np.unique(labels[p])) <= 2 for p in parts)
-    data = build_federated_data("image_priority", 30, 0, dir="/work/shared/datasets/mnist",
+    data = build_federated_data("image_priority", 30, 0, dir=str(Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"),
                                 priority_clients=2, priority_classes=4)
     p = np.flatnonzero(data.client_roles == PRIORITY)
     assert len(p) == 2
