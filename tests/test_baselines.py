@@ -8,31 +8,12 @@ import pytest
 import torch
 
 import algorithms
+from conftest import make_scenario, run_rounds
 from edgefl.runner import Simulation
-from edgefl.scenario import ScenarioError, scenario_from_dict
+from edgefl.scenario import ScenarioError
 
-N, M, TAU = 10, 5, 3
+N, M, TAU = 10, 5, 3  # the make_scenario defaults
 ALL = ["fedavg", "fedprox", "feddyn", "scaffold", "scaff_pd", "drfa", "drdm"]
-
-
-def scenario(name, rounds=6, seed=5, engine="ideal", executor="batched", network=None, **hp):
-    return scenario_from_dict({
-        "run": {"seed": seed, "rounds": rounds, "engine": engine, "executor": executor},
-        "data": {"name": "synthetic", "num_clients": N, "samples_per_client": 40,
-                 "synthetic_alpha": 1.0, "synthetic_beta": 1.0},
-        "model": {"name": "linear"},
-        "algorithm": {"name": name, "local_steps": TAU, "clients_per_round": M, "lr": 0.05,
-                      "batch_size": 8, **hp},
-        "network": {"header_bits": 0, "snr_db": 20.0, **(network or {})},
-    })
-
-
-def run_rounds(sim, rounds):
-    models = []
-    for r in range(rounds):
-        sim.engine.run_round(sim.algorithm, r)
-        models.append(sim.algorithm.model.clone())
-    return models
 
 
 def test_all_registered():
@@ -41,14 +22,14 @@ def test_all_registered():
 
 
 def test_scaffold_first_round_with_zero_control_variates_is_fedavg():
-    scaffold = run_rounds(Simulation(scenario("scaffold", eta_g=1.0)), 2)
-    fedavg = run_rounds(Simulation(scenario("fedavg", weighting="uniform")), 2)
+    scaffold = run_rounds(Simulation(make_scenario("scaffold", eta_g=1.0)), 2)
+    fedavg = run_rounds(Simulation(make_scenario("fedavg", weighting="uniform")), 2)
     torch.testing.assert_close(scaffold[0], fedavg[0], rtol=0, atol=1e-6)
     assert not torch.allclose(scaffold[1], fedavg[1], atol=1e-4)  # control variates act from round 2
 
 
 def test_scaffold_keeps_c_equal_to_the_mean_of_the_client_variates():
-    sim = Simulation(scenario("scaffold"))
+    sim = Simulation(make_scenario("scaffold"))
     for r in range(8):
         sim.engine.run_round(sim.algorithm, r)
         torch.testing.assert_close(sim.algorithm.c, sim.algorithm.c_i.mean(), rtol=0, atol=1e-5)
@@ -57,7 +38,7 @@ def test_scaffold_keeps_c_equal_to_the_mean_of_the_client_variates():
 
 def test_scaffold_option_ii_control_variate_by_hand():
     # One round, one client, tau steps: c_i^+ = c_i - c + (x - y)/(tau eta) = (x - y)/(tau eta) at start.
-    sim = Simulation(scenario("scaffold", eta_g=1.0))
+    sim = Simulation(make_scenario("scaffold", eta_g=1.0))
     x0 = sim.algorithm.model.clone()
     sim.engine.run_round(sim.algorithm, 0)
     x1 = sim.algorithm.model
@@ -67,21 +48,21 @@ def test_scaffold_option_ii_control_variate_by_hand():
 
 
 def test_fedprox_with_mu_zero_is_fedavg():
-    prox = run_rounds(Simulation(scenario("fedprox", mu_p=0.0)), 4)
-    avg = run_rounds(Simulation(scenario("fedavg")), 4)
+    prox = run_rounds(Simulation(make_scenario("fedprox", mu_p=0.0)), 4)
+    avg = run_rounds(Simulation(make_scenario("fedavg")), 4)
     for a, b in zip(prox, avg):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
 
 
 def test_fedprox_pulls_towards_the_server_model():
-    x0 = Simulation(scenario("fedprox")).algorithm.model.clone()
-    loose = run_rounds(Simulation(scenario("fedprox", mu_p=0.0)), 1)[0]
-    tight = run_rounds(Simulation(scenario("fedprox", mu_p=5.0)), 1)[0]
+    x0 = Simulation(make_scenario("fedprox")).algorithm.model.clone()
+    loose = run_rounds(Simulation(make_scenario("fedprox", mu_p=0.0)), 1)[0]
+    tight = run_rounds(Simulation(make_scenario("fedprox", mu_p=5.0)), 1)[0]
     assert torch.linalg.vector_norm(tight - x0) < 0.9 * torch.linalg.vector_norm(loose - x0)
 
 
 def test_feddyn_server_state_is_the_mean_of_the_client_states():
-    sim = Simulation(scenario("feddyn", alpha=0.1))
+    sim = Simulation(make_scenario("feddyn", alpha=0.1))
     for r in range(8):
         sim.engine.run_round(sim.algorithm, r)
         torch.testing.assert_close(sim.algorithm.h, sim.algorithm.g.mean(), rtol=0, atol=1e-6)
@@ -90,15 +71,15 @@ def test_feddyn_server_state_is_the_mean_of_the_client_states():
 
 @pytest.mark.parametrize("name", ["scaffold", "scaff_pd", "feddyn", "fedprox", "drfa", "drdm"])
 def test_batched_and_loop_executors_agree(name):
-    a = run_rounds(Simulation(scenario(name, rounds=2)), 2)
-    b = run_rounds(Simulation(scenario(name, rounds=2, executor="loop")), 2)
+    a = run_rounds(Simulation(make_scenario(name, rounds=2)), 2)
+    b = run_rounds(Simulation(make_scenario(name, rounds=2, executor="loop")), 2)
     for x, y in zip(a, b):
         torch.testing.assert_close(x, y, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_every_algorithm_learns(name):
-    result = Simulation(scenario(name, rounds=12)).run(progress=False)
+    result = Simulation(make_scenario(name, rounds=12)).run(progress=False)
     losses = [row["loss"] for row in result.metrics]
     assert np.isfinite(losses).all()
     assert losses[-1] < 0.8 * losses[0], losses
@@ -107,7 +88,7 @@ def test_every_algorithm_learns(name):
 
 @pytest.mark.parametrize("name", ALL)
 def test_nobody_meets_the_deadline_model_unchanged(name):
-    sim = Simulation(scenario(name, rounds=2, engine="simpy", network={"deadline_s": 1e-9}))
+    sim = Simulation(make_scenario(name, rounds=2, engine="simpy", network={"deadline_s": 1e-9}))
     w0 = sim.algorithm.model.clone()
     for r in range(2):
         sim.engine.run_round(sim.algorithm, r)
@@ -115,7 +96,7 @@ def test_nobody_meets_the_deadline_model_unchanged(name):
 
 
 def traffic(name, rounds=2, **hp):
-    sim = Simulation(scenario(name, rounds=rounds, engine="simpy", **hp))
+    sim = Simulation(make_scenario(name, rounds=rounds, engine="simpy", **hp))
     for r in range(rounds):
         sim.engine.run_round(sim.algorithm, r)
     bits = sim.model.dim * 32
@@ -152,14 +133,14 @@ def test_scaff_pd_traffic_and_initial_loss_table():
 
 
 def test_scaff_pd_lambda_stays_on_the_simplex_and_moves_towards_high_loss():
-    sim = Simulation(scenario("scaff_pd", gamma=0.02))
+    sim = Simulation(make_scenario("scaff_pd", gamma=0.02))
     for r in range(8):
         sim.engine.run_round(sim.algorithm, r)
         lam = sim.algorithm.lam
         assert lam.min() >= 0 and lam.sum() == pytest.approx(1.0, abs=1e-12)
     table = sim.algorithm.table
     assert np.corrcoef(lam, table)[0, 1] > 0  # more weight where the loss is higher
-    frozen = Simulation(scenario("scaff_pd", gamma=0.0))
+    frozen = Simulation(make_scenario("scaff_pd", gamma=0.0))
     run_rounds(frozen, 3)
     np.testing.assert_allclose(frozen.algorithm.lam, 1 / N, atol=1e-15)
 
@@ -173,9 +154,9 @@ def test_drfa_traffic_matches_drdm():
 
 def test_hyperparameters_are_validated():
     with pytest.raises(ScenarioError, match="mu"):
-        scenario("fedavg", mu=0.1)  # not a FedAvg key
+        make_scenario("fedavg", mu=0.1)  # not a FedAvg key
     with pytest.raises(ScenarioError, match="gamma"):
-        scenario("drdm", gamma=-1.0)
+        make_scenario("drdm", gamma=-1.0)
     with pytest.raises(ScenarioError, match="sampling"):
-        scenario("drdm", sampling="sometimes")
-    assert scenario("scaffold", eta_g=0.5).algorithm.hyperparams().eta_g == 0.5
+        make_scenario("drdm", sampling="sometimes")
+    assert make_scenario("scaffold", eta_g=0.5).algorithm.hyperparams().eta_g == 0.5

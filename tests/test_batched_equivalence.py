@@ -18,8 +18,9 @@ import pytest
 import torch
 
 import algorithms
+from conftest import make_scenario
 from edgefl.runner import Simulation
-from edgefl.scenario import ScenarioError, scenario_from_dict
+from edgefl.scenario import ScenarioError
 
 TOL = 1e-5
 METRICS = ("acc_mean", "acc_worst", "acc_std", "loss")
@@ -33,12 +34,9 @@ CANDIDATE_DATA = [
 
 
 def scenario(name: str, data: dict, executor: str, model: str = "linear"):
-    return scenario_from_dict({
-        "run": {"seed": 7, "rounds": 3, "engine": "ideal", "executor": executor},
-        "data": {"num_clients": 6, **data},
-        "model": {"name": "regression" if data["name"] == "sparse_regression" else model, "hidden": 16},
-        "algorithm": {"name": name, "local_steps": 3, "clients_per_round": 3, "lr": 0.05, "batch_size": 8},
-    })
+    model = "regression" if data["name"] == "sparse_regression" else model
+    return make_scenario(name, seed=7, rounds=3, executor=executor, data={"num_clients": 6, **data},
+                         model={"name": model, "hidden": 16}, clients_per_round=3)
 
 
 def build(name: str, executor: str, model: str = "linear") -> Simulation:

@@ -1,6 +1,7 @@
 """DRDM (papers/drdm.md §2-3, §9.7): the dual player's pieces, the reductions to FedDyn and
 DRFA, the invariants c = mean(g) and lambda in the simplex, and the traffic of §2.5."""
 
+import functools
 import importlib.util
 from collections import Counter
 from pathlib import Path
@@ -13,23 +14,13 @@ import torch
 
 from algorithms.ops import Evaluate
 from algorithms.simplex import dual_variable_update, project_simplex, sample_by_lambda
+from conftest import make_scenario
 from edgefl.runner import Simulation
-from edgefl.scenario import load_scenario, scenario_from_dict
+from edgefl.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[1]
-N, M, TAU = 10, 5, 3
-
-
-def scenario(name, rounds=6, seed=3, engine="ideal", executor="batched", network=None, **hp):
-    return scenario_from_dict({
-        "run": {"seed": seed, "rounds": rounds, "engine": engine, "executor": executor},
-        "data": {"name": "synthetic", "num_clients": N, "samples_per_client": 40,
-                 "synthetic_alpha": 1.0, "synthetic_beta": 1.0},
-        "model": {"name": "linear"},
-        "algorithm": {"name": name, "local_steps": TAU, "clients_per_round": M, "lr": 0.05,
-                      "batch_size": 8, **hp},
-        "network": {"header_bits": 0, "snr_db": 20.0, **(network or {})},
-    })
+N, M, TAU = 10, 5, 3  # the make_scenario defaults
+scenario = functools.partial(make_scenario, seed=3)
 
 
 def trajectory(sim, rounds):
@@ -126,9 +117,12 @@ def test_dual_step_is_projected_ascent_with_n_over_m_scaling():
     losses = torch.tensor([1.0, 2.0, 0.5])
     with pytest.raises(StopIteration) as stop:
         gen.send((losses, np.array([True, True, True])))
-    v = np.zeros(6)
-    v[query.clients] = (6 / 3) * losses.double().numpy()
-    np.testing.assert_allclose(stop.value.value, project_simplex(lam + 0.01 * v), atol=1e-15)
+    # By hand: v_i = (N/m) L_i = 2 L_i on the queried clients, so lam + 0.01 v adds [0.02, 0.04, 0.01]
+    # there; every entry stays positive after the projection, which then subtracts the excess
+    # mass 0.07 evenly: 1/6 - 0.07/6 everywhere, plus [0.02, 0.04, 0.01] on the queried clients.
+    expected = np.full(6, (1 - 0.07) / 6)
+    expected[query.clients] += [0.02, 0.04, 0.01]
+    np.testing.assert_allclose(stop.value.value, expected, rtol=0, atol=1e-15)
 
 
 # -- reductions (§9.7) --------------------------------------------------------------------

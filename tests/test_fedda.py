@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import make_scenario, run_rounds
 from edgefl.data import build_federated_data
 from edgefl.estimation import recovery_metrics, support_f1
 from edgefl.runner import Simulation
-from edgefl.scenario import scenario_from_dict
 
 LASSO = {"name": "sparse_regression", "num_clients": 8, "samples_per_client": 30, "test_per_client": 5,
          "regression_dim": 40, "regression_sparsity": 10}
@@ -26,23 +26,18 @@ LOWRANK = {"name": "low_rank_matrix", "num_clients": 8, "samples_per_client": 40
            "matrix_side": 6, "matrix_rank": 2}
 
 
-def scenario(name, rounds=10, data=LASSO, executor="batched", engine="ideal", **alg):
-    base = {"name": name, "local_steps": 5, "clients_per_round": 4, "batch_size": 5, "lr": 0.01,
-            "lam": 0.05, "grad_scale": 0.5, "init_std": 1.0}
-    base.update(alg)
-    return scenario_from_dict({
-        "run": {"seed": 5, "rounds": rounds, "engine": engine, "executor": executor, "threads": 1},
-        "data": data, "model": {"name": "regression"}, "algorithm": base,
-    })
+COMPOSITE = {"local_steps": 5, "clients_per_round": 4, "batch_size": 5, "lr": 0.01, "lam": 0.05,
+             "grad_scale": 0.5, "init_std": 1.0}
+
+
+def scenario(name, rounds=10, data=LASSO, **kw):
+    """make_scenario on a recovery data set with the regression model; ``kw`` overrides COMPOSITE."""
+    return make_scenario(name, rounds=rounds, data=data, model="regression", threads=1, **{**COMPOSITE, **kw})
 
 
 def models(s, record_trace=False):
     sim = Simulation(s, record_trace=record_trace)
-    out = []
-    for r in range(s.run.rounds):
-        sim.engine.run_round(sim.algorithm, r)
-        out.append(sim.algorithm.model.clone())
-    return out, sim
+    return run_rounds(sim), sim
 
 
 def test_fast_fedda_with_mu_zero_is_fedda():

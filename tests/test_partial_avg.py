@@ -15,30 +15,26 @@ import pytest
 import torch
 
 from algorithms.partial_avg import build_partition, channel_partition, layer_partition
+from conftest import make_scenario, run_rounds
 from edgefl.runner import Simulation
-from edgefl.scenario import scenario_from_dict
 
 
 def scenario(name="partial_avg", tau=4, rounds=3, engine="ideal", clients=6, m=None, header_bits=0, **alg):
-    return scenario_from_dict({
-        "run": {"seed": 3, "rounds": rounds, "engine": engine, "threads": 1},
-        "data": {"name": "synthetic", "num_clients": clients, "samples_per_client": 40, "synthetic_dim": 12,
-                 "synthetic_classes": 4},
-        "model": {"name": "mlp", "hidden": 9},
-        "algorithm": {"name": name, "local_steps": tau, "clients_per_round": m or clients, "lr": 0.05,
-                      "batch_size": 8, "momentum": 0.9, "weight_decay": 1e-4, **alg},
-        "network": {"snr_db": 15.0, "bandwidth_mhz": 1.0, "access": "fdma", "header_bits": header_bits},
-    })
+    """make_scenario with momentum SGD on a small MLP over an FDMA band; tau = local steps per round."""
+    return make_scenario(
+        name, seed=3, rounds=rounds, engine=engine, threads=1, local_steps=tau, clients_per_round=m or clients,
+        data={"name": "synthetic", "num_clients": clients, "samples_per_client": 40, "synthetic_dim": 12,
+              "synthetic_classes": 4},
+        model={"name": "mlp", "hidden": 9},
+        network={"snr_db": 15.0, "bandwidth_mhz": 1.0, "access": "fdma", "header_bits": header_bits},
+        **{"momentum": 0.9, "weight_decay": 1e-4, **alg},
+    )
 
 
 def run_models(s):
     """The evaluated model after every round, and the simulation."""
     sim = Simulation(s)
-    models = []
-    for r in range(s.run.rounds):
-        sim.engine.run_round(sim.algorithm, r)
-        models.append(sim.algorithm.model.clone())
-    return models, sim
+    return run_rounds(sim), sim
 
 
 MLP_LAYOUT = [("1.weight", (200, 784)), ("1.bias", (200,)), ("3.weight", (10, 200)), ("3.bias", (10,))]

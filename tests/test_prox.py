@@ -162,15 +162,23 @@ def test_svt_matches_factorised_lbfgs():
             objective(_t(ref).reshape(-1), _t(v).reshape(-1), tau, reg) + 1e-9
 
 
-def test_nuclear_prox_with_ball_is_svt_then_rescale():
+def test_nuclear_prox_with_ball_on_rotated_diagonal_instances():
+    """On V = Q diag(v) P^T the nuclear prox with a Frobenius ball is Q diag(x) P^T, x the l1 prox
+    with an l2 ball of v (unitary invariance and sign symmetry), checked against SLSQP."""
     rng = np.random.default_rng(3)
-    v = rng.normal(0, 1, (4, 5))
-    tau, radius = 0.5, 1.0
-    reg = Regularizer("nuclear", shape=(4, 5), radius=radius)
-    out = prox(_t(v).reshape(-1), tau, reg)
-    u = svt(_t(v), tau).reshape(-1)
-    assert torch.allclose(out, u * min(1.0, radius / float(u.norm())))
-    assert float(out.norm()) <= radius + 1e-12
+    for _ in range(5):
+        k = int(rng.integers(2, 6))
+        vd = rng.normal(0, 2, k)
+        tau = float(rng.uniform(0.05, 0.5))
+        u = np.sign(vd) * np.maximum(np.abs(vd) - tau, 0)
+        radius = float(rng.uniform(0.3, 0.8) * np.linalg.norm(u))  # the ball is binding
+        ref_vec, _ = slsqp_l1(vd, tau, radius=radius)
+        q, _ = np.linalg.qr(rng.normal(size=(k, k)))
+        p, _ = np.linalg.qr(rng.normal(size=(k, k)))
+        reg = Regularizer("nuclear", shape=(k, k), radius=radius)
+        out = prox(_t(q @ np.diag(vd) @ p.T).reshape(-1), tau, reg)
+        assert np.max(np.abs(out.numpy().reshape(k, k) - q @ np.diag(ref_vec) @ p.T)) <= TOL
+        assert float(out.norm()) <= radius * (1 + 1e-12)
 
 
 def test_constrained_l1_prox_matches_slsqp_including_active_constraints():

@@ -1,0 +1,128 @@
+"""Dependency direction between the layers, read from the source with ``ast`` (nothing is imported).
+
+- ``channel/`` and ``energy/``: numpy, scipy, the standard library and their own package only;
+- ``algorithms/``: torch, numpy, pydantic (the hyperparameter models), the standard library and
+  its own package; nothing of ``edgefl``, ``channel`` or ``energy`` (the numerics of an
+  algorithm do not know the simulator, and its costs are charged by the engine, not computed
+  by it);
+- ``edgefl/sim/`` (the engine): never the layers above it (the runner, the CLI, the sweeps).
+
+Every import counts: module level, inside functions, under ``if TYPE_CHECKING``, relative
+imports (resolved against the file's package) and ``importlib.import_module`` /
+``__import__`` calls with a literal module name.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+import algorithms
+
+REPO = Path(__file__).resolve().parents[1]
+STDLIB = set(sys.stdlib_module_names) | {"__future__"}
+
+ALLOWED_ROOTS = {
+    "channel": {"numpy", "scipy", "channel"} | STDLIB,
+    "energy": {"numpy", "scipy", "energy"} | STDLIB,
+    "algorithms": {"torch", "numpy", "pydantic", "algorithms"} | STDLIB,
+}
+# Layers the engine must not reach; a name forbids the module and everything under it.
+ENGINE_FORBIDDEN = ("edgefl.sweep", "edgefl.sweep_cli", "edgefl.sweep_plots", "edgefl.analysis",
+                    "edgefl.cli", "edgefl.runner", "experiments", "benchmarks")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts)
+
+
+def imported_modules(source: str, module: str, is_package: bool = False) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in ``source``, the source of ``module``."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                found.append((node.lineno, node.module))
+                continue
+            base = package[: len(package) - (node.level - 1)]
+            if node.module:
+                found.append((node.lineno, ".".join(base + [node.module])))
+            else:  # from . import a, b: each name may be a submodule
+                found += [(node.lineno, ".".join(base + [alias.name])) for alias in node.names]
+        elif isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, str):
+                found.append((node.lineno, node.args[0].value))
+    return found
+
+
+def imports_of(package: str) -> list[tuple[str, int, str]]:
+    """(file, line, module) of every import in every source file of ``package`` (a folder)."""
+    files = sorted((REPO / package).rglob("*.py"))
+    assert files, f"no source files under {package}/"
+    out = []
+    for path in files:
+        mod = module_name(path)
+        is_package = path.name == "__init__.py"
+        if is_package:
+            mod = mod.rsplit(".", 1)[0]
+        for line, name in imported_modules(path.read_text(), mod, is_package):
+            out.append((str(path.relative_to(REPO)), line, name))
+    return out
+
+
+def under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED_ROOTS))
+def test_lower_layers_import_only_what_they_may(package):
+    allowed = ALLOWED_ROOTS[package]
+    bad = [f"{f}:{line} imports {name}" for f, line, name in imports_of(package)
+           if name.split(".")[0] not in allowed]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_engine_does_not_import_the_layers_above_it():
+    bad = [f"{f}:{line} imports {name}" for f, line, name in imports_of("edgefl/sim")
+           if any(under(name, p) for p in ENGINE_FORBIDDEN)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_algorithm_registry_points_inside_the_package():
+    """The registry's lazy imports (``module:Class`` strings) are imports of ``algorithms`` too."""
+    for name, target in algorithms.REGISTRY.items():
+        assert under(target.split(":")[0], "algorithms"), (name, target)
+
+
+def test_the_scanner_sees_nested_relative_and_dynamic_imports():
+    """The checks above can fail: every kind of import they must catch is found and resolved."""
+    source = (
+        "import numpy as np\n"
+        "from . import units\n"
+        "from ..physical import Population\n"
+        "def f():\n"
+        "    import edgefl.runner\n"
+        "    if True:\n"
+        "        from edgefl.sweep import grid\n"
+        "class C:\n"
+        "    def g(self):\n"
+        "        return importlib.import_module('edgefl.cli')\n"
+        "h = lambda: __import__('torch')\n"
+    )
+    found = [name for _, name in imported_modules(source, "edgefl.sim.engine")]
+    assert found.count("numpy") == 1
+    for name in ("edgefl.sim.units", "edgefl.physical", "edgefl.runner", "edgefl.sweep", "edgefl.cli", "torch"):
+        assert name in found, (name, found)
+    # a package's __init__ resolves "." to itself
+    assert [n for _, n in imported_modules("from ._util import out\n", "channel", is_package=True)] == ["channel._util"]
+    assert not under("edgefl.simulator", "edgefl.sim") and under("edgefl.sweep.grid", "edgefl.sweep")
