@@ -26,7 +26,6 @@ from edgefl.physical import build_population, network_params
 from edgefl.results import atomic_directory, write_csv, write_json
 from edgefl.scenario import Scenario
 from edgefl.sim import Engine, IdealPricer, SimPyPricer
-from edgefl.sim.reference import SimPyReference
 from edgefl.sim.activities import EVENT_FIELDS
 from energy import CATEGORIES
 
@@ -84,8 +83,6 @@ class Simulation:
         )
         if s.run.engine == "simpy":
             self.pricer = SimPyPricer(self.network, self.population, seed)
-        elif s.run.engine == "simpy_reference":
-            self.pricer = SimPyReference(self.network, self.population, seed)
         else:
             self.pricer = IdealPricer(s.data.num_clients)
         a = s.algorithm

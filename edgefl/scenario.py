@@ -50,11 +50,19 @@ class RunSection(Strict):
     seed: int = Field(0, description="Master seed: data partition, model init, sampling, fading.")
     rounds: PositiveInt = Field(50, description="Number of communication rounds S.")
     eval_every: PositiveInt = Field(1, description="Evaluate the global model every k rounds (and at the last).")
-    engine: Literal["simpy", "simpy_reference", "ideal"] = Field(
-        "simpy", description="simpy: co-simulate cost (lean event loop); simpy_reference: the same model as "
-        "SimPy processes (slower, identical results); ideal: zero cost.")
+    engine: Literal["simpy", "ideal"] = Field(
+        "simpy", description="simpy: co-simulate time and energy (SimPy discrete-event engine); ideal: zero "
+        "time and energy, everyone finishes (learning only).")
     executor: Literal["batched", "loop"] = Field("batched", description="Client numerics: batched (vmap) or per-client loop.")
     threads: Optional[PositiveInt] = Field(None, description="torch CPU threads (default: torch's choice).")
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _removed_engine(cls, value):
+        if value == "simpy_reference":  # removed: the SimPy model is the one engine now
+            raise ValueError("'simpy_reference' was removed: the SimPy model is now the only co-simulation; "
+                             "use engine = \"simpy\" (same model, same numbers)")
+        return value
 
 
 class DataSection(Strict):

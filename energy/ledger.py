@@ -66,6 +66,23 @@ class EnergyLedger:
             raise ValueError("joules must be finite and >= 0")
         np.add.at(self._j[:, k], clients, j)
 
+    def add_rows(self, clients, categories, joules) -> None:
+        """Charge rows of mixed categories: ``joules[k]`` to ``clients[k]`` under category index
+        ``categories[k]`` (a column of ``CATEGORIES``), in one update. Repeated (client, category)
+        cells accumulate in row order, as one ``add`` per row would."""
+        clients = np.asarray(clients).reshape(-1)
+        categories = np.asarray(categories).reshape(-1)
+        j = np.asarray(joules, dtype=np.float64).reshape(-1)
+        if not (clients.shape == categories.shape == j.shape):
+            raise ValueError("clients, categories and joules must have the same length")
+        if clients.size and (clients.min() < 0 or clients.max() >= self.num_clients):
+            raise IndexError(f"client ids must be integers in [0, {self.num_clients})")
+        if categories.size and (categories.min() < 0 or categories.max() >= len(CATEGORIES)):
+            raise IndexError(f"category indices must be in [0, {len(CATEGORIES)})")
+        if not (np.all(np.isfinite(j)) and np.all(j >= 0)):
+            raise ValueError("joules must be finite and >= 0")
+        np.add.at(self._j, (clients, categories), j)
+
     def merge(self, other: "EnergyLedger") -> None:
         """Add another ledger (same number of clients) into this one."""
         if other.num_clients != self.num_clients:

@@ -147,17 +147,3 @@ def test_quickstart_scenario_is_valid():
 
     scenario = load_scenario(REPO / "scenarios" / "quickstart.toml")
     assert scenario.data.name == "synthetic"
-
-
-@pytest.mark.parametrize("extra", [[], ["--set", "network.deadline_s=0.004", "--set", "network.access=tdma"]])
-def test_lean_engine_and_simpy_reference_write_identical_results(tmp_path, extra):
-    """run.engine = "simpy" (lean event loop) reproduces the SimPy process model exactly."""
-    scenario = write(tmp_path, TINY)
-    outputs = {}
-    for engine in ("simpy", "simpy_reference"):
-        out = tmp_path / engine
-        assert main(["run", str(scenario), "--out", str(out), "--quiet", "--no-plots",
-                     "--set", f"run.engine={engine}", *extra]) == 0
-        outputs[engine] = out
-    for name in ("metrics.csv", "events.csv", "clients.csv"):
-        assert (outputs["simpy"] / name).read_bytes() == (outputs["simpy_reference"] / name).read_bytes(), name

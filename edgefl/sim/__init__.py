@@ -1,12 +1,15 @@
 """The simulator: an op interpreter (:class:`Engine`) and the pricers that charge time and energy.
 
-- :class:`SimPyPricer`: discrete-event co-simulation (SimPy) of devices and channel.
+- :class:`SimPyPricer`: the discrete-event co-simulation of devices and channel, on SimPy.
 - :class:`IdealPricer`: zero time, zero energy, everyone finishes (pure learning runs).
+- :func:`can_change_participation`: whether a network's channel can decide who takes part
+  (then re-pricing a recorded trace is not exact).
 """
 
 from edgefl.sim.activities import Activity, Event, PhaseRecord
-from edgefl.sim.engine import Engine, RoundRecord, reprice
+from edgefl.sim.engine import Engine, Pricer, RoundCost, RoundRecord, reprice, reprice_rounds
 from edgefl.sim.ideal import IdealPricer
-from edgefl.sim.pricer import SimPyPricer
+from edgefl.sim.pricer import SimPyPricer, can_change_participation
 
-__all__ = ["Activity", "Event", "PhaseRecord", "Engine", "RoundRecord", "reprice", "IdealPricer", "SimPyPricer"]
+__all__ = ["Activity", "Event", "PhaseRecord", "Engine", "Pricer", "RoundCost", "RoundRecord", "reprice",
+           "reprice_rounds", "IdealPricer", "SimPyPricer", "can_change_participation"]

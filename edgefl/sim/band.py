@@ -1,43 +1,39 @@
 """FDMA uplink: the band is split equally among the uploads in progress (processor sharing).
 
-Each of the n active uploads gets B/n Hz. Whenever an upload starts, ends or is cut off,
-the remaining bits of every upload are advanced at the old rates and the rates are
-recomputed for the new n. A single pending timer fires at the next completion.
+Each of the n active uploads gets B/n Hz. Whenever an upload starts, ends or is cut off, the
+remaining bits of every upload are advanced at the old rates and the rates are re-planned for
+the new n; one pending SimPy timeout fires at the next completion (a superseded one is a no-op).
+Rates are not computed here: each upload brings its rate at every possible number of sharers
+(:class:`edgefl.sim.physics.PhasePhysics` computes them for a whole phase at once).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 import simpy
 
-# rate_bps(client, bandwidth_hz, fading_gain) -> achievable rate at that bandwidth
-RateFn = Callable[[int, float, float], float]
 
-
-@dataclass
 class Flow:
-    client: int
-    remaining_bits: float
-    gain: float
-    done: simpy.Event
-    rate_bps: float = 0.0
+    __slots__ = ("client", "remaining_bits", "rates_bps", "rate_bps", "done")
+
+    def __init__(self, client: int, bits: float, rates_bps: list[float], done: simpy.Event):
+        self.client = client
+        self.remaining_bits = bits
+        self.rates_bps = rates_bps  # rate with n sharers at rates_bps[n - 1]
+        self.rate_bps = 0.0
+        self.done = done  # succeeds when the last bit is through
 
 
 class SharedBand:
-    def __init__(self, env: simpy.Environment, bandwidth_hz: float, rate_bps: RateFn):
+    def __init__(self, env: simpy.Environment):
         self.env = env
-        self.bandwidth_hz = bandwidth_hz
-        self.rate_bps = rate_bps
         self.flows: list[Flow] = []
         self._last = env.now
         self._version = 0
 
-    def transmit(self, client: int, bits: float, gain: float) -> Flow:
+    def transmit(self, client: int, bits: float, rates_bps: list[float]) -> Flow:
         """Start an upload; ``flow.done`` succeeds when its last bit is through."""
         self._advance()
-        flow = Flow(client, float(bits), gain, self.env.event())
+        flow = Flow(client, float(bits), rates_bps, self.env.event())
         self.flows.append(flow)
         self._reschedule()
         return flow
@@ -58,18 +54,21 @@ class SharedBand:
 
     def _reschedule(self) -> None:
         self._version += 1
-        if not self.flows:
+        flows = self.flows
+        if not flows:
             return
-        share_hz = self.bandwidth_hz / len(self.flows)
-        for flow in self.flows:
-            flow.rate_bps = self.rate_bps(flow.client, share_hz, flow.gain)
-        wait = min(max(f.remaining_bits, 0.0) / f.rate_bps for f in self.flows)
-        timer = self.env.timeout(wait)
-        version = self._version
-        timer.callbacks.append(lambda _event: self._on_timer(version))
+        n = len(flows)
+        wait = float("inf")
+        for flow in flows:
+            flow.rate_bps = rate = flow.rates_bps[n - 1]
+            remaining = flow.remaining_bits
+            t = (remaining if remaining > 0.0 else 0.0) / rate
+            if t < wait:
+                wait = t
+        self.env.timeout(wait, self._version).callbacks.append(self._on_timer)
 
-    def _on_timer(self, version: int) -> None:
-        if version != self._version:
+    def _on_timer(self, timer: simpy.Timeout) -> None:
+        if timer.value != self._version:
             return  # superseded by a later start, end or cancel
         self._advance()
         # Finished: within a relative rounding tolerance of zero bits left.

@@ -12,13 +12,28 @@ another channel (:func:`reprice`) without training again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from algorithms.base import Algorithm
 from algorithms.ops import Broadcast, Evaluate, Query, Train, Upload
 from edgefl.executor import Executor
-from edgefl.sim.activities import Activity, PhaseRecord
+from edgefl.sim.activities import Activity, Event, PhaseRecord
+from energy import EnergyLedger
+
+
+class Pricer(Protocol):
+    """What the op interpreter needs from an engine that charges phases (SimPyPricer, IdealPricer)."""
+
+    ledger: EnergyLedger  # energy by client and category, so far
+    events: list[Event] | None  # every activity as it happened (events.csv), if recorded
+    can_change_participation: bool  # can the channel decide who arrives?
+
+    @property
+    def now(self) -> float: ...  # simulated time, s
+
+    def price_phase(self, phase: PhaseRecord) -> dict[int, bool]: ...  # who completed their chain
 
 
 @dataclass
@@ -31,7 +46,7 @@ class RoundRecord:
 
 
 class Engine:
-    def __init__(self, executor: Executor, pricer, header_bits: float = 0.0, record_trace: bool = False):
+    def __init__(self, executor: Executor, pricer: Pricer, header_bits: float = 0.0, record_trace: bool = False):
         self.executor = executor
         self.pricer = pricer
         self.header_bits = float(header_bits)
@@ -110,7 +125,7 @@ class Engine:
         return self.pricer.price_phase(phase)
 
 
-def reprice(trace: list[PhaseRecord], pricer) -> list[float]:
+def reprice(trace: list[PhaseRecord], pricer: Pricer) -> list[float]:
     """Charge a recorded trace with another pricer (e.g. another channel).
 
     Exact (identical to a full co-simulation) when that pricer cannot change who
@@ -128,11 +143,12 @@ class RoundCost:
     energy_by_category_j: dict[str, float]  # cumulative since the start of the run, all clients
 
 
-def reprice_rounds(trace: list[PhaseRecord], pricer) -> list[RoundCost]:
+def reprice_rounds(trace: list[PhaseRecord], pricer: Pricer) -> list[RoundCost]:
     """:func:`reprice`, keeping per round what a co-simulation's metrics.csv holds: the end
     time and the ledger's cumulative energy by category after the round's last phase.
-    Rounds without any phase are absent (their cost equals the previous round's)."""
-    if getattr(pricer, "can_change_participation", False):
+    Rounds without any phase are absent (their cost equals the previous round's). The pricer runs
+    the same SimPy model as a co-simulation, only without training."""
+    if pricer.can_change_participation:
         raise ValueError("re-pricing is exact only without deadline and outage; co-simulate instead")
     costs: dict[int, RoundCost] = {}
     for phase in trace:

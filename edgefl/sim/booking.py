@@ -1,0 +1,44 @@
+"""Energy of a phase's activities, vectorised per category, into the ledger and the event log.
+
+The processes log what happened (who, what, when, how many cycles or seconds); the joules are
+computed here once per phase, one numpy call per category, with the formulas of ``energy/``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from edgefl.physical import Population
+from edgefl.sim.activities import Event
+from energy import CATEGORIES, EnergyLedger, compute_energy_j, downlink_energy_j, idle_energy_j, uplink_energy_j
+
+CAT_COMPUTE, CAT_UPLINK, CAT_DOWNLINK, CAT_IDLE = (CATEGORIES.index(name) for name in
+                                                   ("compute", "uplink", "downlink", "idle"))
+
+# What each category's log amount is, and its energy in J.
+_CHARGES = {
+    CAT_COMPUTE: lambda pop, c, cycles: compute_energy_j(cycles, pop.cpu_hz[c], pop.kappa[c], pop.static_power_w[c]),
+    CAT_UPLINK: lambda pop, c, seconds: uplink_energy_j(seconds, pop.tx_power_w[c], pop.circuit_power_w[c]),
+    CAT_DOWNLINK: lambda pop, c, seconds: downlink_energy_j(seconds, pop.rx_power_w[c]),
+    CAT_IDLE: lambda pop, c, seconds: idle_energy_j(seconds, pop.idle_power_w[c]),
+}
+
+
+def book(pop: Population, ledger: EnergyLedger, events: list[Event] | None, round_: int, phase: int,
+         log: list[tuple]) -> None:
+    """Charge a phase's log rows (client, kind, label, start, end, bits, category, amount, cycles,
+    status) to ``ledger`` (repeated cells accumulate in log order) and append them to ``events``."""
+    clients, kinds, labels, starts, ends, bits, cats, amounts, cycles, statuses = zip(*log)
+    client = np.array(clients, dtype=np.int64)
+    cat = np.array(cats, dtype=np.int64)
+    amount = np.array(amounts, dtype=np.float64)  # cycles for compute, seconds otherwise
+    energy = np.zeros(len(log))
+    for code, charge in _CHARGES.items():
+        sel = np.flatnonzero(cat == code)
+        if len(sel):
+            energy[sel] = charge(pop, client[sel], amount[sel])
+    ledger.add_rows(client, cat, energy)
+    if events is not None:
+        n = len(log)
+        events.extend(map(Event, [round_] * n, [phase] * n, clients, kinds, labels, starts, ends, bits, cycles,
+                          energy.tolist(), map(CATEGORIES.__getitem__, cats), statuses))

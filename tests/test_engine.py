@@ -1,0 +1,152 @@
+"""The SimPy engine itself: it is the co-simulation a run executes, one environment per run, its
+vectorised physics agrees with the scalar link formulas, deadline ties, and the extension point."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import simpy
+
+from edgefl.cli import main
+from edgefl.physical import build_population, network_params
+from edgefl.runner import Simulation
+from edgefl.scenario import scenario_from_dict
+from edgefl.sim import Activity, PhaseRecord, SimPyPricer
+from edgefl.sim.physics import COMPUTE, MeanSnr
+
+REPO = Path(__file__).resolve().parents[1]
+N = 10
+
+
+def world(access, fading="none", deadline_s=None, budget=False, idle_power_w=0.05):
+    network = {"bandwidth_mhz": 1.0, "access": access, "fading": fading}
+    if budget:
+        network.update(cell_radius_m=600.0, shadowing_std_db=8.0)
+    else:
+        network["snr_db"] = 10.0
+    if deadline_s is not None:
+        network["deadline_s"] = deadline_s
+    s = scenario_from_dict({
+        "data": {"num_clients": N}, "network": network,
+        "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 2e4, "idle_power_w": idle_power_w,
+                    "classes": [{"name": "slow", "share": 0.3, "cpu_ghz": 0.5}]},
+    })
+    return network_params(s.network), build_population(s.network, s.devices, N, 1e5, 3e4, seed=0)
+
+
+def tiny_simulation(**network):
+    return Simulation(scenario_from_dict({
+        "run": {"rounds": 3, "seed": 2},
+        "data": {"name": "synthetic", "num_clients": 6, "samples_per_client": 30},
+        "algorithm": {"name": "fedavg", "local_steps": 2, "clients_per_round": 3, "batch_size": 8},
+        "network": {"snr_db": 10.0, "fading": "rayleigh", "access": "fdma", **network},
+    }))
+
+
+def test_a_default_run_executes_simpy_events(monkeypatch):
+    steps = []
+    original = simpy.Environment.step
+
+    def counting_step(env):
+        steps.append(env)
+        return original(env)
+
+    monkeypatch.setattr(simpy.Environment, "step", counting_step)
+    sim = tiny_simulation()
+    assert sim.scenario.run.engine == "simpy"  # the default
+    result = sim.run(progress=False)
+    # Every activity is at least one timeout or band event, plus process starts and ends.
+    assert len(steps) > 2 * len(result.events)
+    assert {id(env) for env in steps} == {id(sim.pricer.env)}  # one environment for the whole run
+    assert sim.pricer.env.now == pytest.approx(result.summary["sim_time_s"])
+
+
+def test_simulated_time_is_continuous_across_rounds():
+    sim = tiny_simulation()
+    result = sim.run(progress=False)
+    starts = [e.start_s for e in sorted(result.events, key=lambda e: e.timeline_key())]
+    ends = {r["round"]: r["sim_time_s"] for r in result.rows}
+    assert starts == sorted(starts) and starts[0] == 0.0
+    assert all(b > a for a, b in zip(list(ends.values()), list(ends.values())[1:]))
+
+
+def test_simpy_reference_is_rejected_with_a_message_naming_simpy(tmp_path, capsys):
+    path = tmp_path / "s.toml"
+    path.write_text('[run]\nengine = "simpy_reference"\n')
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "run.engine" in err and '"simpy"' in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("budget", [False, True])
+def test_vectorised_mean_snr_matches_the_scalar_link_formula(budget):
+    _, population = world("fdma", budget=budget)
+    mean = MeanSnr(population.uplink)
+    gains = np.random.default_rng(0).exponential(size=N)
+    for bandwidth in (1e6, 1e6 / 3, 2.5e5):
+        got = mean.instantaneous(bandwidth, np.arange(N), gains)
+        want = [population.uplink[c].snr_linear(bandwidth, gains[c]) for c in range(N)]
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("access", ["dedicated", "fdma", "tdma"])
+def test_activities_ending_exactly_at_the_deadline(access):
+    """Ties with the deadline: a computation ending exactly at the deadline completes (its timeout
+    was queued before the deadline's stop), an upload starting at that instant is cut."""
+    network, population = world(access, deadline_s=0.5)
+    pricer = SimPyPricer(network, population, 0)
+    chains = {c: [Activity("compute", "train", samples=25_000.0)]  # 5e8 cycles at 1 GHz: 0.5 s
+              + ([Activity("upload", "upload", bits=1e3)] if c % 2 else []) for c in range(N)}
+    completed = pricer.price_phase(PhaseRecord(0, 0, chains))
+    fast = [c for c in range(N) if population.cpu_hz[c] == 1e9]
+    assert fast and all(completed[c] == (c % 2 == 0) for c in fast)
+    assert pricer.now == 0.5
+
+
+def test_before_step_hook_delays_training_and_charges_the_wait_as_idle():
+    """The worked example of docs/architecture.md: a foreground app keeps the device busy for a
+    while before it can train; the wait is idle time and shifts everything after it."""
+    network, population = world("dedicated", idle_power_w=0.2)
+    busy_s = {c: 0.01 * (c + 1) for c in range(N)}
+    plain, busy = SimPyPricer(network, population, 0), SimPyPricer(network, population, 0)
+
+    def foreground_app(client, step):
+        if step.kind == COMPUTE:
+            yield busy.env.timeout(busy_s[client])
+
+    busy.before_step = foreground_app
+    chains = {c: [Activity("download", "broadcast", bits=1e4), Activity("compute", "train", samples=100.0),
+                  Activity("upload", "upload", bits=1e4)] for c in range(N)}
+    plain.price_phase(PhaseRecord(0, 0, chains))
+    busy.price_phase(PhaseRecord(0, 0, chains))
+    for c in range(N):
+        mine = [e for e in busy.events if e.client == c]
+        ref = [e for e in plain.events if e.client == c]
+        (idle,) = [e for e in mine if e.kind == "idle"]
+        assert idle.energy_j == pytest.approx(0.2 * busy_s[c], rel=1e-12)
+        (compute,) = [e for e in mine if e.kind == "compute"]
+        (compute_ref,) = [e for e in ref if e.kind == "compute"]
+        assert compute.start_s == pytest.approx(compute_ref.start_s + busy_s[c], rel=1e-12)
+        assert compute.energy_j == compute_ref.energy_j
+    assert busy.ledger.by_category()["idle"] == pytest.approx(0.2 * sum(busy_s.values()), rel=1e-12)
+
+
+def test_no_hand_written_event_queue_in_the_package():
+    sources = [p for p in (REPO / "edgefl").rglob("*.py")]
+    assert sources
+    assert not [p for p in sources if "heapq" in p.read_text()]
+    assert not (REPO / "edgefl" / "dedicated_pricing.py").exists()
+
+
+def test_fdma_two_equal_uploads_share_the_band_and_finish_together():
+    network, population = world("fdma")
+    pricer = SimPyPricer(network, population, 0)
+    bits = 1e5
+    pricer.price_phase(PhaseRecord(0, 0, {0: [Activity("upload", "upload", bits=bits)],
+                                          1: [Activity("upload", "upload", bits=bits)]}))
+    rate_half_band = 0.5e6 * math.log2(1 + 10.0)  # 10 dB over B/2
+    assert pricer.now == pytest.approx(bits / rate_half_band, rel=1e-12)
