@@ -42,7 +42,7 @@ class Context:
     bits_per_param: int  # payload bits of one parameter (32 for fp32)
     rng: np.random.Generator  # the algorithm's own random stream (client sampling, t', ...)
     hp: Any  # the algorithm's HyperParams instance
-    # Optional (issue 6): each client's role, e.g. "priority" / "non_priority" (prioritized FL),
+    # Optional: each client's role, e.g. "priority" / "non_priority" (prioritized FL),
     # and the model's parameter layout [(name, shape), ...] in flat-vector order (partitions
     # of the vector by tensor, e.g. partial model averaging). None where the run has none.
     client_roles: np.ndarray | None = None

@@ -1,6 +1,7 @@
 """DRDM (Krouka, Ben Issaid, Bennis): distributionally robust FL with client drift minimization.
 
-Spec: papers/drdm.md §2 (Algorithms 1-3) with the choices of §3. It solves
+Paper: "Distributionally Robust Federated Learning with Client Drift Minimization", Sec. II
+(Algorithms 1-3); where the paper leaves a choice open, the choice made is noted. It solves
 min_w max_{lambda in simplex} sum_i lambda_i f_i(w): FedDyn-style local steps with a dynamic
 regulariser for the primal player, DRFA's randomised-snapshot projected ascent for the dual.
 
@@ -24,7 +25,7 @@ updated (the server never saw their models), the averages use the k_i of those t
 If nobody arrived, nothing changes and there is no dual step (there is no snapshot).
 
 ``dynamic = false`` switches off the three FedDyn terms (g_i, mu (w - w_bar), c/mu): DRDM then
-is DRFA exactly (§9.7). Random streams: D is drawn from ``ctx.rng`` (as FedDyn/FedAvg draw
+is DRFA exactly. Random streams: D is drawn from ``ctx.rng`` (as FedDyn/FedAvg draw
 their uniform sets), k' and U from a child stream, so ``sampling = "uniform"`` with gamma = 0
 follows FedDyn's trajectory step for step.
 """

@@ -1,14 +1,15 @@
 """DRFA (Deng, Kamani, Mahdavi 2020): distributionally robust federated averaging.
 
-Spec: papers/drdm.md §4 "DRFA": DRDM without the FedDyn terms (no g_i, no mu (w - w_bar),
-no c). Per round s:
+Paper: "Distributionally Robust Federated Averaging" (NeurIPS 2020); a baseline of
+"Distributionally Robust Federated Learning with Client Drift Minimization" (Sec. IV-A.1).
+It is DRDM without the FedDyn terms (no g_i, no mu (w - w_bar), no c). Per round s:
   D <- m clients drawn from lambda (i.i.d. with replacement, duplicates train once, weight k_i/m)
   k' ~ Uniform{1..tau}; send w_bar and k' to D             (1 model + 1 integer down)
   each i in D: tau steps of plain SGD w <- Pi_W(w - eta grad l_i(w)), keeping w after k' steps
   upload w_i^+ and w_i^snap                                 (2 models up)
   w_bar  <- sum_i (k_i/m) w_i^+;  w_snap <- sum_i (k_i/m) w_i^snap
-  lambda <- Pi_Lambda(lambda + tau gamma v) with v from a uniform query set U (Alg. 3 of the spec)
-The theory outputs averaged iterates; the last one is evaluated (§4).
+  lambda <- Pi_Lambda(lambda + tau gamma v) with v from a uniform query set U (Alg. 3 of DRDM)
+The theory outputs averaged iterates; the last one is evaluated.
 Random streams as in DRDM (D from ``ctx.rng``; k' and U from a child stream), so DRDM with
 ``dynamic = false`` follows DRFA's trajectory exactly.
 """

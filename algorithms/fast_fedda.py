@@ -1,5 +1,6 @@
 """Fast-FedDA (Bao, Crawshaw, Luo, Liu, ICML 2022, Algorithm 1): federated dual averaging that
-uses strong convexity (papers/fast-fedda.md sections 2-3).
+uses strong convexity ("Fast Composite Optimization and Statistical Recovery in Federated Learning",
+Sec. 2).
 
 Prox_t(z) = argmin_{w in W} <w, z - gamma w0> + c_t ||w||^2 / 2 + A_t lam R(w),
 c_t = mu A_t / 2 + gamma, A_t = sum_{i<=t} alpha_i; with z = g - mu w~/2 it is the base prox

@@ -1,6 +1,7 @@
 """FedALIGN (Ravi & Shomorony): prioritized FL that lets aligned non-priority clients help.
 
-papers/fedalign.md section 2. Priority set P (``ctx.client_roles == "priority"``, or the
+Paper: "Utilizing Free Clients in Federated Learning for Focused Model Enhancement",
+Sec. 3.1. Priority set P (``ctx.client_roles == "priority"``, or the
 ``priority_clients`` key); the objective is F = sum_{k in P} p_k F_k, p_k = D_k / sum_P D.
 Round r (W = ``warmup_rounds``, eps_r the threshold):
   r < W or eps_r = 0 (priority only, = FedAvg on P):
@@ -11,7 +12,8 @@ Round r (W = ``warmup_rounds``, eps_r the threshold):
    2. F_r = sum D_k L_k / sum D_k over the received L_k.
    3. Q_r are evaluated at w_r with a Query: model + (F_r, eps_r) down, L_j = F_j(w_r) on the full
       training set, the scalar L_j up (``report = 'query'``, default). With ``report = 'opt_in'``
-      (the spec's protocol) only clients with L_j <= F_r + eps_r upload L_j; the others stop.
+      (the protocol of the paper, Sec. 3.1) only clients with L_j <= F_r + eps_r upload L_j;
+      the others stop.
    4. Server accepts j iff |F_r - L_j| <= eps_r and sends a verdict (``verdict_bits``): to the
       accepted clients (query) or to every opted-in client (opt_in). Accepted clients A_r train
       locally; rejected ones stop, having paid only the evaluation (and its small messages).

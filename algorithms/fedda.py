@@ -1,6 +1,8 @@
 """FedDualAvg (FedDA), federated dual averaging (Yuan, Zaheer, Reddi, ICML 2021).
 
-Server dual state z (z_0 = w_0). Per round r (papers/fast-fedda.md section 4, eta_s = server_lr):
+Paper: "Federated Composite Optimization" (ICML 2021), a baseline of "Fast Composite
+Optimization and Statistical Recovery in Federated Learning" (Sec. 4).
+Server dual state z (z_0 = w_0). Per round r (eta_s = server_lr):
   sample m clients; send them z_r and the round index;
   client k: z <- z_r; for j = 0..E-1: elapsed step eta~ = eta_s eta_c r E + eta_c j,
             w = P_{lam eta~}(z), G = grad f(w; xi), z <- z - eta_c G; upload Delta_k = z - z_r;

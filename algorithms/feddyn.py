@@ -1,6 +1,7 @@
 """FedDyn (Acar et al. 2021): federated learning with dynamic regularisation.
 
-Spec: papers/drdm.md §4 "FedDyn". Client state g_i = 0, server state h = 0, uniform sampling.
+Paper: "Federated Learning Based on Dynamic Regularization" (ICLR 2021).
+Client state g_i = 0, server state h = 0, uniform sampling.
 Per round t:
   P <- m clients uniformly without replacement; send theta^{t-1}   (1 model down)
   each i in P: tau steps of theta <- theta - eta (grad l_i(theta) - g_i + alpha (theta - theta^{t-1}))
@@ -9,7 +10,9 @@ Per round t:
   h       <- h - (alpha/N) sum_{i in P} (theta_i - theta^{t-1})
   theta^t <- (1/|P|) sum_{i in P} theta_i - h / alpha
 Clients whose upload did not arrive are left out (g_i unchanged; |P| counts the arrivals).
-DRDM with gamma = 0 and uniform sampling is this algorithm with alpha = mu (drdm.md §4, §9.7).
+DRDM with gamma = 0 and uniform sampling is this algorithm with alpha = mu (compare
+Algorithms 1-2 of "Distributionally Robust Federated Learning with Client Drift Minimization",
+Sec. II).
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """FedMiD, federated mirror descent = local proximal SGD (Yuan, Zaheer, Reddi, ICML 2021).
 
-Per round (papers/fast-fedda.md section 4, canonical form, eta_s = server_lr):
+Paper: "Federated Composite Optimization" (ICML 2021), a baseline of "Fast Composite
+Optimization and Statistical Recovery in Federated Learning" (Sec. 4).
+Per round (canonical form, eta_s = server_lr):
   sample m clients uniformly without replacement; send them w_r;
   each runs E steps u <- P_{lam eta_c}(u - eta_c * grad f(u; xi)) from u = w_r;
   uploads u_k - w_r; the server sets

@@ -1,6 +1,7 @@
 """FedProx (Li et al. 2020): local steps on f_i(w) + (mu_p/2) ||w - x||^2.
 
-Spec: papers/drdm.md §4 "FedProx". Per round: m clients uniformly without replacement receive x
+Paper: "Federated Optimization in Heterogeneous Networks" (MLSys 2020).
+Per round: m clients uniformly without replacement receive x
 (1 model down), run tau steps of w <- w - eta (grad l_i(w) + mu_p (w - x)), upload w_i
 (1 model up); the server averages as FedAvg does (d_i-weighted by default, uniform as option)
 over the uploads that arrived.

@@ -1,6 +1,8 @@
 """Partial model averaging (Lee, Sahu, He, Avestimehr) and its periodic-averaging baseline.
 
-papers/partial-model-averaging.md. The d model values are split once into tau disjoint subsets
+Paper: "Partial Model Averaging in Federated Learning: Performance Guarantees and Benefits",
+section "Partial Model Averaging Framework" (Algorithm 1).
+The d model values are split once into tau disjoint subsets
 S_0..S_{tau-1} (~d/tau values each). One round = tau iterations. Every iteration k:
     each active worker takes one local step on its own model and minibatch;
     j = k mod tau; each worker uploads x_k^i[S_j]; the server averages them and sends

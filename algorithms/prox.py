@@ -10,7 +10,8 @@ as a vector (l1) or, for the nuclear norm, as a ``rows x cols`` matrix (row-majo
 ``Linear.weight`` is stored). The remaining coordinates (e.g. a bias) are not penalised.
 ``radius`` optionally adds the ball W = {||w||_2 <= rho} over the whole vector.
 
-Operators (papers/fast-fedda.md section 2):
+Operators ("Fast Composite Optimization and Statistical Recovery in Federated Learning",
+Sec. 2.1 and 3.3):
 - ``soft_threshold``  S_tau(v) = sign(v) max(|v| - tau, 0)
 - ``svt``             U diag(max(sigma - tau, 0)) V^T (singular value thresholding)
 - ``prox``            P_tau(v) = argmin_w 1/2||w - v||^2 + tau R(w) + i_W(w): threshold, then

@@ -1,7 +1,8 @@
 """SCAFF-PD (Yu, Karimireddy, Ma, Jordan 2023): accelerated primal-dual FL for the DRO objective.
 
-The DRDM paper describes it only as "accelerated primal-dual with SCAFFOLD-like control
-variates". This file implements the spec's **reconstruction [R]** (papers/drdm.md §4 "SCAFF-PD"):
+The DRDM paper ("Distributionally Robust Federated Learning with Client Drift Minimization", Sec. IV-A.1)
+describes it only as "accelerated primal-dual with SCAFFOLD-like control variates". This file
+implements a **reconstruction** (not stated in that paper):
 APD with dual extrapolation, control variates c_i = fresh stochastic gradients at x^r, m-of-N
 uniform participation, scalings that make the aggregate direction unbiased for
 sum_i lambda_i grad f_i.

@@ -1,6 +1,8 @@
 """SCAFFOLD, option II (Karimireddy et al. 2020): control variates against client drift.
 
-Spec: papers/drdm.md §4 "SCAFFOLD". Server state x, c; client state c_i; all start at 0.
+Paper: "SCAFFOLD: Stochastic Controlled Averaging for Federated Learning" (ICML 2020),
+Algorithm 1 with option II; a baseline of the DRDM paper (Sec. IV-A.1).
+Server state x, c; client state c_i; all start at 0.
 Per round:
   S <- m clients uniformly without replacement; send (x, c)             (2 vectors down)
   each i in S: y <- x; tau steps of y <- y - eta_l (grad l_i(y) - c_i + c)

@@ -1,11 +1,12 @@
 """The dual player shared by the distributionally robust algorithms (DRDM, DRFA, SCAFF-PD).
 
-Spec: papers/drdm.md. The dual variable lambda is a probability vector over the N clients,
+Paper: "Distributionally Robust Federated Learning with Client Drift Minimization", Sec. II
+(Algorithms 1 and 3). The dual variable lambda is a probability vector over the N clients,
 kept on the server in float64 numpy. This module holds, once, what the three algorithms share:
 
-- :func:`project_simplex`: Euclidean projection onto {lambda >= 0, sum lambda = 1}, sort-based (§2.4);
-- :func:`sample_by_lambda`: DRDM's/DRFA's client sampling D ~ lambda (§3 "Sampling D", "Duplicates",
-  "Option: without replacement");
+- :func:`project_simplex`: Euclidean projection onto {lambda >= 0, sum lambda = 1}, sort-based;
+- :func:`sample_by_lambda`: DRDM's/DRFA's client sampling D ~ lambda (Algorithm 1 l.1; duplicates and
+  the without-replacement option are choices the paper leaves open);
 - :func:`dual_variable_update`: Algorithm 3 as a generator of operations (query the snapshot on a
   uniform set U, v_i = (N/m) L_i, projected ascent with step tau*gamma);
 - :func:`initial_lambda`, :func:`lambda_metrics`.
@@ -21,11 +22,11 @@ import torch
 from algorithms.base import uniform_sample
 from algorithms.ops import Query
 
-LAMBDA_FLOOR = 1e-3  # reference-code floor for sampling without replacement (§3)
+LAMBDA_FLOOR = 1e-3  # the authors' reference-code floor for sampling without replacement
 
 
 def project_simplex(y: np.ndarray) -> np.ndarray:
-    """argmin_{x in simplex} ||x - y||_2 (§2.4, sort-based)::
+    """argmin_{x in simplex} ||x - y||_2 (sort-based)::
 
         u <- sort(y) descending; cs <- cumsum(u)
         rho <- max{ j : u_j - (cs_j - 1)/j > 0 };  shift <- (cs_rho - 1)/rho
@@ -43,7 +44,7 @@ def project_simplex(y: np.ndarray) -> np.ndarray:
 
 
 def initial_lambda(init: Literal["uniform", "data_size"], train_sizes: np.ndarray) -> np.ndarray:
-    """lambda^(0): uniform 1/N (default) or d_i/d (reference code option) (§3)."""
+    """lambda^(0): uniform 1/N (default) or d_i/d (reference code option)."""
     sizes = np.asarray(train_sizes, dtype=np.float64)
     if init == "uniform":
         return np.full(sizes.size, 1.0 / sizes.size)
@@ -55,7 +56,7 @@ def sample_by_lambda(
 ) -> tuple[np.ndarray, np.ndarray]:
     """D ~ lambda. Returns (distinct clients sorted, k_i = how many of the m draws chose each).
 
-    ``replace=True`` (default, §3): m i.i.d. draws from Categorical(lambda); a client drawn k_i
+    ``replace=True`` (default): m i.i.d. draws from Categorical(lambda); a client drawn k_i
     times trains once and is weighted k_i/m. ``replace=False``: m distinct clients drawn
     successively from max(lambda, floor) renormalised (numpy ``choice(replace=False, p=...)``);
     lambda itself is not changed. Every k_i is then 1.

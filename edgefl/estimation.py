@@ -3,8 +3,9 @@
 Called by the runner for every evaluated round; returns the same keys (None-valued) for rounds
 that are not evaluated, so metrics.csv keeps its columns whatever ``run.eval_every`` is.
 
-Statistical recovery (``FederatedData.true_params`` set; papers/fast-fedda.md section 5). The
-estimate is the first ``true_params.numel()`` coordinates of the flat model (the ``regression``
+Statistical recovery (``FederatedData.true_params`` set; "Fast Composite Optimization and
+Statistical Recovery in Federated Learning", Sec. 3.1 and 4). The estimate is
+the first ``true_params.numel()`` coordinates of the flat model (the ``regression``
 model's weight; its bias is left out), reshaped like the truth:
 - vector truth w*: ``l2_error`` ||w - w*||_2, ``l1_error`` ||w - w*||_1, ``support_f1`` (support
   = exact nonzeros), ``support_f1_001`` (support = |w_j| > 0.01, the reference code's rule),
@@ -12,7 +13,8 @@ model's weight; its bias is left out), reshaped like the truth:
 - matrix truth W*: ``fro_error`` ||W - W*||_F, ``op_error`` ||W - W*||_2 (largest singular
   value), ``rank`` (numpy ``matrix_rank`` with its default tolerance, as MATLAB ``rank``).
 
-Prioritized FL (``FederatedData.client_roles`` set; papers/fedalign.md section 4 "Metrics"):
+Prioritized FL (``FederatedData.client_roles`` set; "Utilizing Free Clients in Federated
+Learning for Focused Model Enhancement", Sec. 2 and 4):
 ``priority_loss`` = F(w) = sum_{k in P} p_k F_k(w), p_k = D_k / sum_P D (the pooled mean training
 loss over the priority clients); ``priority_acc`` = pooled accuracy over the priority clients'
 test splits; ``non_priority_acc`` likewise over the other clients (classification only).

@@ -86,7 +86,7 @@ TARGETS = (0.70, 0.75, 0.80)
 PRIMARY_TARGET = 0.70
 WINDOW = 5
 
-# The paper's numbers (avg / worst / std, %), drdm.md §6. Table 3: MNIST linear, sigma = 0;
+# The paper's numbers (avg / worst / std, %), its Sec. IV-B. Table 3: MNIST linear, sigma = 0;
 # Table 4: alpha = 0.1. No FedDyn/FedProx columns, no (alpha 0.5, sigma 0.5) cell.
 PAPER = {
     (0.1, 0.0): {"drdm": (90.31, 84.81, 2.96), "drfa": (88.67, 82.60, 3.02), "scaffold": (89.32, 83.92, 3.39),

@@ -1,4 +1,5 @@
-"""The baselines of papers/drdm.md §4: SCAFFOLD, SCAFF-PD, FedDyn, FedProx, DRFA (and FedAvg).
+"""The baselines of "Distributionally Robust Federated Learning with Client Drift Minimization"
+(Sec. I-A and IV-A.1): SCAFFOLD, SCAFF-PD, FedDyn, FedProx, DRFA (and FedAvg).
 
 Reductions between them, their state invariants, the traffic each is charged, and what
 happens when nobody makes the deadline."""

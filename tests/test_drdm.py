@@ -1,5 +1,6 @@
-"""DRDM (papers/drdm.md §2-3, §9.7): the dual player's pieces, the reductions to FedDyn and
-DRFA, the invariants c = mean(g) and lambda in the simplex, and the traffic of §2.5."""
+"""DRDM ("Distributionally Robust Federated Learning with Client Drift Minimization", Sec. II,
+Algorithms 1-3): the dual player's pieces, the reductions to FedDyn and DRFA, the invariants
+c = mean(g) and lambda in the simplex, and the traffic of Algorithm 1."""
 
 import functools
 import importlib.util
@@ -125,7 +126,7 @@ def test_dual_step_is_projected_ascent_with_n_over_m_scaling():
     np.testing.assert_allclose(stop.value.value, expected, rtol=0, atol=1e-15)
 
 
-# -- reductions (§9.7) --------------------------------------------------------------------
+# -- reductions ----------------------------------------------------------------------------
 def test_drdm_with_gamma_zero_and_uniform_sampling_is_feddyn():
     rounds = 6
     drdm = trajectory(Simulation(scenario("drdm", mu=0.1, gamma=0.0, sampling="uniform")), rounds)
@@ -155,7 +156,7 @@ def test_drdm_without_the_feddyn_terms_is_drfa_exactly():
 
 
 def test_mu_to_zero_alone_does_not_give_drfa():
-    # §9.7: c/mu stays finite as mu -> 0, so a tiny mu is not DRFA.
+    # c/mu stays finite as mu -> 0, so a tiny mu is not DRFA.
     drdm = trajectory(Simulation(scenario("drdm", gamma=0.05, mu=1e-6)), 3)
     drfa = trajectory(Simulation(scenario("drfa", gamma=0.05)), 3)
     assert not torch.allclose(drdm[-1][0], drfa[-1][0], atol=1e-4)
@@ -192,7 +193,7 @@ def test_batched_and_loop_executors_agree_for_drdm():
         assert torch.linalg.vector_norm(w) <= 0.5 + 1e-5
 
 
-# -- traffic (§2.5) -----------------------------------------------------------------------
+# -- traffic (Algorithm 1, l.3, l.7, l.21) ------------------------------------------------
 @pytest.mark.parametrize("sampling", ["with_replacement", "without_replacement"])
 def test_drdm_charges_every_transmission_of_section_2_5(sampling):
     rounds = 3

@@ -83,7 +83,8 @@ def test_radio_and_idle_energy_by_hand():
 
 
 def test_drdm_transmission_energy_composes_from_channel():
-    # DRDM §7 default E^t = P·M / (B·log2(1+SNR)): 0.2 W, M = 2·5130·32 bits, 1 MHz, 0 dB
+    # E^t of eq. 18 (DRDM paper, Sec. IV-B.2) as defined here, P·M / (B·log2(1+SNR)):
+    # 0.2 W, M = 2·5130·32 bits, 1 MHz, 0 dB
     from channel import db_to_linear, shannon_rate_bps, transmission_time_s
 
     m_bits = 2 * 5130 * 32

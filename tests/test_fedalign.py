@@ -1,6 +1,7 @@
 """FedALIGN (algorithms/fedalign.py) and the priority data sets (edgefl/data/priority.py).
 
-papers/fedalign.md section 7: with eps = 0 FedALIGN is FedAvg on the priority clients, bit for
+"Utilizing Free Clients in Federated Learning for Focused Model Enhancement", Sec. 3.1:
+with eps = 0 FedALIGN is FedAvg on the priority clients, bit for
 bit, and no other client is contacted; the warm-up rounds are identical for every eps; rejected
 and declined clients pay one evaluation and never train; model uploads per round = |P_r| + |A_r|.
 """

@@ -1,9 +1,10 @@
 """Composite-objective algorithms: FedMiD, FedDA, Fast-FedDA, C-FedDA, MC-FedDA.
 
-papers/fast-fedda.md section 8: equivalences with a shared random stream (Fast-FedDA with
-mu = 0, alpha = 1, gamma = 1/eta_c is FedDA; with E = 1 and eps = inf it is C-FedDA), the
-vectors each method sends per round (charged per transmission), batched = per-client loop for
-the prox-heavy steps, and the estimation metrics of the recovery data sets.
+"Fast Composite Optimization and Statistical Recovery in Federated Learning" (Algorithms 1-3)
+and "Federated Composite Optimization" (FedDA, FedMiD): equivalences with a shared random
+stream (Fast-FedDA with mu = 0, alpha = 1, gamma = 1/eta_c is FedDA; with E = 1 and eps = inf it
+is C-FedDA), the vectors each method sends per round (charged per transmission), batched =
+per-client loop for the prox-heavy steps, and the estimation metrics of the recovery data sets.
 """
 
 from __future__ import annotations

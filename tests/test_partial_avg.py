@@ -1,6 +1,7 @@
 """Partial model averaging vs periodic averaging (algorithms/partial_avg.py).
 
-Checks from papers/partial-model-averaging.md section 6: tau = 1 gives identical trajectories
+Checks of Algorithm 1 of "Partial Model Averaging in Federated Learning: Performance
+Guarantees and Benefits": tau = 1 gives identical trajectories
 (synchronous averaging every step); every value is averaged exactly once per tau iterations;
 per tau iterations the bytes match periodic averaging while the message counts differ by tau x
 (on the SimPy event log); the cross-edge (replica) accounting gives (tau+1) d per active slot.

@@ -1,7 +1,8 @@
 """Splitting a labelled pool among clients: Zipf sizes, Dirichlet class mixes, test sets.
 
-Rules from papers/drdm.md section 5 ("Partitioning", "Recommended construction", "Per-client test
-sets"). Tags there: [P] stated in the DRDM paper, [R] a reconstruction of the spec. Every random
+Rules of "Distributionally Robust Federated Learning with Client Drift Minimization"
+(Sec. IV-A.2 "Datasets" and IV-A.4 "Data partitioning"). Tags: [P] stated in the paper, [R] a
+reconstruction where the paper leaves a step open. Every random
 choice comes from the ``numpy.random.Generator`` passed in.
 """
 
@@ -33,14 +34,14 @@ def largest_remainder(total: int, weights: np.ndarray) -> np.ndarray:
 
 def zipf_sizes(total: int, num_clients: int, sigma: float) -> np.ndarray:
     """Client dataset sizes proportional to p_i = i^-sigma / sum_j j^-sigma, summing to ``total``
-    (drdm.md §5 [P]). sigma = 0 gives equal sizes.
+    (Sec. IV-A.4 [P]). sigma = 0 gives equal sizes.
 
     Rounding: d_i = floor(d * p_i), then the remainder d - sum_i d_i goes one sample at a time to
     the clients with the largest fractional parts, ties to the lower index (so from client 1
     when the sizes are equal). This is the only rule among the obvious ones that reproduces the
     paper's published sizes (d = 60000, N = 30: client 1 gets 4075 / 6260 / 9210 and client 30
     gets 1469 / 1143 / 852 at sigma = 0.3 / 0.5 / 0.7); handing the remainder out strictly from
-    client 1, as drdm.md step 1 [R] reads, gives 4076 / 1468 at sigma = 0.3 and 851 at 0.7.
+    client 1, as step 1 [R] reads, gives 4076 / 1468 at sigma = 0.3 and 851 at 0.7.
     """
     if num_clients < 1:
         raise DataError(f"data.num_clients = {num_clients}: expected at least 1")
@@ -53,7 +54,7 @@ def zipf_sizes(total: int, num_clients: int, sigma: float) -> np.ndarray:
 
 
 def _class_mix(alpha: float, num_classes: int, nonempty: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """q ~ Dir(alpha * 1) for 0 < alpha < inf; alpha = 0: one-hot (drdm.md §5 step 2 [R]).
+    """q ~ Dir(alpha * 1) for 0 < alpha < inf; alpha = 0: one-hot (Sec. IV-A.4, step 2 [R]).
 
     For alpha = 0 the class is drawn uniformly among the classes whose pools are not yet empty,
     the limit of Dir(alpha) that keeps one class per client wherever the pools allow.
@@ -104,7 +105,7 @@ def dirichlet_partition(
 ) -> list[np.ndarray]:
     """Disjoint index arrays into ``labels``, client i getting exactly ``sizes[i]`` samples.
 
-    drdm.md §5 step 2 [R]: for each client, largest first: q ~ Dir(alpha * 1_C) (alpha = 0:
+    Sec. IV-A.4, step 2 [R]: for each client, largest first: q ~ Dir(alpha * 1_C) (alpha = 0:
     one-hot); class counts ~ Multinomial(d_i, q); samples taken without replacement from
     shuffled class pools; when a pool runs short, the client takes what remains and the shortfall
     is spread over its other classes in proportion to q, restricted to non-empty pools.
@@ -174,7 +175,7 @@ def stratified_split(
     labels: np.ndarray, test_fraction: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
     """(train_idx, test_idx): round(n * test_fraction) test indices, stratified by class
-    (drdm.md §5 [R]: "for example an 80/20 stratified split"). Both sorted, disjoint, covering all."""
+    ([R]: for example an 80/20 stratified split). Both sorted, disjoint, covering all."""
     labels = np.asarray(labels)
     if not 0 < test_fraction < 1:
         raise DataError(f"data.test_fraction = {test_fraction}: expected a value strictly between 0 and 1")
@@ -194,7 +195,7 @@ def client_test_indices(
     train_class_hist: np.ndarray, test_labels: np.ndarray, n_test: int, rng: np.random.Generator
 ) -> np.ndarray:
     """A client's test set: ``n_test`` indices into ``test_labels`` with class counts proportional
-    to the client's training class histogram (drdm.md §5, "Per-client test sets" [R]).
+    to the client's training class histogram (per-client test sets [R]).
 
     Counts use largest-remainder rounding to exactly ``n_test``. Within a class, images are drawn
     without replacement when the pool is large enough; otherwise the whole pool is taken and the
