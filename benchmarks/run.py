@@ -9,12 +9,19 @@
    loop (data already tensors, one nn.Module reused, torch.optim.SGD, the same minibatches).
 2. cnn: the same with the DRDM paper's CNN; achieved GFLOP/s against a matmul peak measured
    in the same loop.
-3. engine: a whole DRDM run (MNIST-10k linear, FDMA, Rayleigh fading, evaluation every round),
-   full co-simulation (SimPyPricer) vs the ideal engine; also the share of the run's wall time
-   spent pricing, and the SimPy reference implementation for comparison.
+3. engine: a whole DRDM run (MNIST-10k linear, evaluation every round) on the default network
+   and with FDMA + Rayleigh fading: the SimPy co-simulation vs the ideal engine (time spent in
+   the engine over the rest of the same run; CPU time; wall-clock ratio of separate runs).
 4. scale: N = 10,000 clients, 100 per round, linear model (Synthetic(1, 1), 20 samples per
    client), 50 rounds of DRDM with the full co-simulation and evaluation every round, in a fresh
    process: wall time (data set and setup included) and peak memory (max RSS).
+5. reprice: the 60-round DRDM trace of scenarios/energy-tau-sweep.toml re-priced on its 35
+   SNR x bandwidth points (the same SimPy model, no training), one core: channel points per
+   minute; the engine's SimPy events/s next to a bare SimPy timeout loop (the ceiling).
+6. fig4 (only when named): the Figure-4 study of scenarios/energy-tau-sweep.toml with 10 seeds
+   (2,100 points) end to end: ``edgefl sweep`` (2 workers), ``optimal-tau``, ``plot``.
+7. quickstart: whole-process wall time of ``edgefl run scenarios/quickstart.toml``, and whether
+   torch._dynamo is imported on the way.
 
 Timings: warm-up runs, then the candidates interleaved (A B A B ...) so that load from other
 processes hits both alike; medians. The machine's load is printed with the results.
@@ -40,6 +47,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP (see above)
 
 import numpy as np  # noqa: E402
+import simpy  # noqa: E402
 import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,8 +56,9 @@ if str(ROOT) not in sys.path:
 
 from edgefl.executor import Executor  # noqa: E402
 from edgefl.runner import Simulation  # noqa: E402
-from edgefl.scenario import scenario_from_dict  # noqa: E402
-from edgefl.sim.reference import SimPyReference  # noqa: E402
+from edgefl.physical import build_population, network_params  # noqa: E402
+from edgefl.scenario import load_scenario, scenario_from_dict  # noqa: E402
+from edgefl.sim import SimPyPricer, reprice_rounds  # noqa: E402
 
 MNIST_DIR = Path(os.environ.get("EDGEFL_MNIST_DIR", Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"))
 
@@ -230,11 +239,10 @@ def bench_cnn(quick: bool) -> None:
 
 # -- 3. engine overhead --------------------------------------------------------------------
 class Timed:
-    """Adds up the wall and CPU time a pricer spends in its methods (SimPyPricer books a phase's
-    energies into the ledger and event log when they are next read, and may simulate a phase only
-    when the clock is next read: ``_book`` and ``_price_deferred`` are timed too)."""
+    """Adds up the wall and CPU time a pricer spends pricing phases: ``price_phase`` (physics and
+    SimPy events) and ``_book`` (energies, booked when the ledger or the events are next read)."""
 
-    def __init__(self, pricer, methods=("price_phase", "_price_deferred", "_book")):
+    def __init__(self, pricer, methods=("price_phase", "_book")):
         self.wall = self.cpu = 0.0
         self.depth = 0
         for name in methods:
@@ -259,16 +267,16 @@ def bench_engine(quick: bool) -> None:
     rounds = 10 if quick else 30
     networks = {"fdma": {"access": "fdma", "fading": "rayleigh"}, "default": {}}
     runs: dict[tuple[str, str], list[tuple[float, float, float, float]]] = {}
+    events_per_round: dict[str, float] = {}
 
     def one(network: str, kind: str, warm_up: bool = False) -> None:
         engine = "ideal" if kind == "ideal" else "simpy"
         sim = Simulation(drdm_scenario(engine=engine, rounds=rounds, **networks[network]))
-        if kind == "reference":
-            sim.pricer = SimPyReference(sim.network, sim.population, sim.scenario.run.seed)
-            sim.engine.pricer = sim.pricer
         timer = Timed(sim.pricer)
         t, c = time.perf_counter(), time.process_time()
         sim.run(progress=False)
+        if kind == "simpy":
+            events_per_round[network] = next(sim.pricer.env._eid) / rounds  # SimPy numbers every event it schedules
         if not warm_up:
             runs.setdefault((network, kind), []).append(
                 (time.perf_counter() - t, time.process_time() - c, timer.wall, timer.cpu))
@@ -279,7 +287,6 @@ def bench_engine(quick: bool) -> None:
         for r in range(repeats if network == "fdma" else max(1, repeats // 2)):
             for kind in (("ideal", "simpy") if r % 2 == 0 else ("simpy", "ideal")):
                 one(network, kind)
-    one("fdma", "reference")
 
     def median(network, kind, field):
         return float(np.median([run[field] for run in runs[(network, kind)]]))
@@ -288,15 +295,128 @@ def bench_engine(quick: bool) -> None:
         spent, total = (2, 0) if wall else (3, 1)
         return float(np.median([run[spent] / (run[total] - run[spent]) for run in runs[(network, kind)]]))
 
-    ideal, cosim = median("fdma", "ideal", 0), median("fdma", "simpy", 0)
-    headline = share("fdma", "simpy")
-    print(f"[3] engine  DRDM run ({rounds} rounds, N=30, m=20, FDMA + Rayleigh, eval every round): "
-          f"ideal {ideal / rounds * 1e3:.1f} ms/round | co-simulation {cosim / rounds * 1e3:.1f} ms/round | "
-          f"pricing = {100 * headline:.1f}% of the run's other work (target <= 5%) {mark(headline <= 0.05)} "
-          f"[CPU time {100 * share('fdma', 'simpy', wall=False):.1f}%; wall-clock ratio "
-          f"{100 * (cosim / ideal - 1):+.1f}%; default network (dedicated, no fading) "
-          f"{100 * share('default', 'simpy'):.1f}%; SimPy reference pricer {100 * share('fdma', 'reference'):.0f}%]",
+    for network, label, target in (("default", "default network (dedicated band, no fading)", 0.05),
+                                   ("fdma", "FDMA + Rayleigh", 0.10)):
+        ideal, cosim = median(network, "ideal", 0), median(network, "simpy", 0)
+        headline = share(network, "simpy")
+        print(f"[3] engine  DRDM MNIST linear run ({rounds} rounds, N=30, m=20, eval every round), {label}: "
+              f"ideal {ideal / rounds * 1e3:.1f} ms/round | SimPy co-simulation {cosim / rounds * 1e3:.1f} ms/round | "
+              f"co-simulation = +{100 * headline:.1f}% over the ideal engine's work (target <= {100 * target:.0f}%) "
+              f"{mark(headline <= target)} [CPU time +{100 * share(network, 'simpy', wall=False):.1f}%; wall-clock "
+              f"ratio of separate runs {100 * (cosim / ideal - 1):+.1f}%; {events_per_round[network]:.0f} SimPy "
+              f"events/round]", flush=True)
+
+
+# -- 5. re-pricing -----------------------------------------------------------------------
+SWEEP_SCENARIO = ROOT / "scenarios" / "energy-tau-sweep.toml"
+
+
+def bare_simpy_events_per_s(processes: int, timeouts: int) -> float:
+    """The ceiling: SimPy alone, ``processes`` processes each waiting on ``timeouts`` timeouts."""
+    env = simpy.Environment()
+
+    def chain(k):
+        for i in range(timeouts):
+            yield env.timeout(1.0 + 0.001 * k + i)
+
+    for k in range(processes):
+        env.process(chain(k))
+    t = time.perf_counter()
+    env.run()
+    elapsed = time.perf_counter() - t
+    return next(env._eid) / elapsed  # SimPy numbers every event it schedules
+
+
+def bench_reprice(quick: bool) -> None:
+    """Re-pricing the 60-round DRDM trace of scenarios/energy-tau-sweep.toml (tau = 10, seed 0) on
+    the study's SNR x bandwidth grid, one core: channel points per minute; the engine's SimPy
+    events/s next to a bare SimPy timeout loop, interleaved."""
+    scenario = load_scenario(SWEEP_SCENARIO)
+    sim = Simulation(scenario, record_trace=True)
+    sim.run(progress=False)
+    trace = sim.engine.trace
+    grid = scenario.sweep.grid
+    channels = [(snr, bw) for snr in grid["network.snr_db"] for bw in grid["network.bandwidth_mhz"]]
+    if quick:
+        channels = channels[::5]
+    pricers = []
+    for snr, bw in channels:
+        s = scenario.model_copy(deep=True)
+        s.network.snr_db, s.network.bandwidth_mhz = float(snr), float(bw)
+        population = build_population(s.network, s.devices, s.data.num_clients, sim.model.train_flops_per_sample,
+                                      sim.model.eval_flops_per_sample, s.run.seed)
+        pricers.append((network_params(s.network), population))
+    activities = sum(len(chain) for phase in trace for chain in phase.chains.values())
+    engine_times, engine_events, bare_rates = [], [], []
+    for rep in range(2 if quick else 3):
+        t = time.perf_counter()
+        events = 0
+        for network, population in pricers:
+            pricer = SimPyPricer(network, population, scenario.run.seed, record_events=False)
+            reprice_rounds(trace, pricer)
+            events += next(pricer.env._eid)
+        engine_times.append(time.perf_counter() - t)
+        engine_events.append(events)
+        bare_rates.append(bare_simpy_events_per_s(20, 3 * 60))
+    best = int(np.argmin(engine_times))
+    per_point = engine_times[best] / len(pricers)
+    points_per_min = 60.0 / per_point
+    engine_rate = engine_events[best] / engine_times[best]
+    bare = float(np.median(bare_rates))
+    print(f"[5] reprice 60-round DRDM trace of energy-tau-sweep.toml ({len(trace)} phases, {activities} activities) "
+          f"on {len(pricers)} channel points, 1 core: {per_point * 1e3:.1f} ms/point = {points_per_min:,.0f} "
+          f"channel points/min (target >= 1,000) {mark(points_per_min >= 1000)} | engine "
+          f"{engine_rate / 1e3:.0f}k SimPy events/s incl. physics and energy vs bare SimPy timeout loop "
+          f"{bare / 1e3:.0f}k events/s (ceiling): {100 * engine_rate / bare:.0f}%   "
+          f"[{engine_events[best] / len(pricers):.0f} events/point]", flush=True)
+
+
+# -- 6. the Figure-4 study end to end ---------------------------------------------------
+def bench_figure4(seeds: int, workers: int) -> None:
+    """``edgefl sweep`` of scenarios/energy-tau-sweep.toml with ``seeds`` seeds, then
+    ``edgefl optimal-tau`` and ``edgefl plot``, each timed as a whole process."""
+    import tempfile
+
+    cli = [sys.executable, "-m", "edgefl.cli"]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "sweep"
+        steps = {
+            "sweep": [*cli, "sweep", str(SWEEP_SCENARIO), "--seeds", str(seeds), "--out", str(out),
+                      "--workers", str(workers), "--quiet"],
+            "optimal-tau": [*cli, "optimal-tau", str(out), "--target", "acc_worst=0.70"],
+            "plot": [*cli, "plot", str(out), "--target", "acc_worst=0.70"],
+        }
+        times = {}
+        for name, command in steps.items():
+            t = time.perf_counter()
+            subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
+            times[name] = time.perf_counter() - t
+        with open(out / "results.csv") as f:
+            points = len({line.split(",", 1)[0] for line in f}) - 1
+    total = sum(times.values())
+    print(f"[6] fig4    Figure-4 study, energy-tau-sweep.toml x {seeds} seeds ({points} points, {workers} workers), "
+          f"end to end: {total:.0f} s = {total / 60:.1f} min (target < 3 min) {mark(total < 180)} "
+          f"[sweep {times['sweep']:.0f} s, optimal-tau {times['optimal-tau']:.1f} s, plot {times['plot']:.1f} s]",
           flush=True)
+
+
+# -- 7. quickstart process ----------------------------------------------------------------
+def bench_quickstart(quick: bool) -> None:
+    """Whole-process wall time of ``edgefl run scenarios/quickstart.toml`` (imports included)."""
+    import tempfile
+
+    times = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(3 if quick else 5):
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "edgefl.cli", "run", str(ROOT / "scenarios" / "quickstart.toml"),
+                            "--out", str(Path(tmp) / f"q{k}"), "--quiet"], check=True, capture_output=True, cwd=ROOT)
+            times.append(time.perf_counter() - t)
+        imports = subprocess.run([sys.executable, "-X", "importtime", "-c", "import edgefl.cli, edgefl.runner; "
+                                  "from edgefl.runner import Simulation"], capture_output=True, text=True, cwd=ROOT)
+    dynamo = "torch._dynamo" in imports.stderr
+    print(f"[7] quick   edgefl run scenarios/quickstart.toml, whole process: median {np.median(times):.2f} s "
+          f"(min {min(times):.2f} s) | torch._dynamo imported: {'yes' if dynamo else 'no'}", flush=True)
 
 
 # -- 4. scale ----------------------------------------------------------------------------
@@ -357,7 +477,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats and rounds (under 2 minutes)")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
-    parser.add_argument("--only", default="linear,cnn,engine,scale", help="comma-separated subset")
+    parser.add_argument("--only", default="linear,cnn,engine,scale,reprice,quickstart",
+                        help="comma-separated subset of linear,cnn,engine,scale,reprice,fig4,quickstart "
+                             "(fig4, about 2 minutes, runs only when named)")
+    parser.add_argument("--fig4-seeds", type=int, default=10, help="seeds of the Figure-4 study (default 10)")
+    parser.add_argument("--workers", type=int, default=2, help="sweep workers of the Figure-4 study (default 2)")
     parser.add_argument("--scale-child", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -378,6 +502,12 @@ def main() -> None:
         bench_engine(args.quick)
     if "scale" in wanted:
         bench_scale(args.quick, args.threads)
+    if "reprice" in wanted:
+        bench_reprice(args.quick)
+    if "fig4" in wanted:
+        bench_figure4(args.fig4_seeds, args.workers)
+    if "quickstart" in wanted:
+        bench_quickstart(args.quick)
     print(f"done in {time.perf_counter() - started:.0f} s; load average {load_average()}", flush=True)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 ActivityKind = Literal["download", "compute", "upload"]
 EVENT_FIELDS = (
@@ -39,9 +39,9 @@ class PhaseRecord:
     chains: dict[int, list[Activity]] = field(default_factory=dict)
 
 
-@dataclass
-class Event:
-    """One row of events.csv: an activity as it happened in simulated time."""
+class Event(NamedTuple):
+    """One row of events.csv: an activity as it happened in simulated time (a named tuple: a run
+    creates one per activity, so it must be cheap to make)."""
 
     round: int
     phase: int

@@ -24,10 +24,12 @@ _CHARGES = {
 }
 
 
-def book(pop: Population, ledger: EnergyLedger, events: list[Event] | None, round_: int, phase: int,
-         log: list[tuple]) -> None:
-    """Charge a phase's log rows (client, kind, label, start, end, bits, category, amount, cycles,
-    status) to ``ledger`` (repeated cells accumulate in log order) and append them to ``events``."""
+def book(pop: Population, ledger: EnergyLedger, events: list[Event] | None,
+         phases: list[tuple[int, int, list[tuple]]]) -> None:
+    """Charge phases' log rows (client, kind, label, start, end, bits, category, amount, cycles,
+    status), given as (round, phase, rows) in the order simulated, to ``ledger`` (repeated cells
+    accumulate in log order) and append them to ``events``."""
+    log = [row for _, _, rows in phases for row in rows]
     clients, kinds, labels, starts, ends, bits, cats, amounts, cycles, statuses = zip(*log)
     client = np.array(clients, dtype=np.int64)
     cat = np.array(cats, dtype=np.int64)
@@ -39,6 +41,7 @@ def book(pop: Population, ledger: EnergyLedger, events: list[Event] | None, roun
             energy[sel] = charge(pop, client[sel], amount[sel])
     ledger.add_rows(client, cat, energy)
     if events is not None:
-        n = len(log)
-        events.extend(map(Event, [round_] * n, [phase] * n, clients, kinds, labels, starts, ends, bits, cycles,
+        rounds = [r for r, _, rows in phases for _ in rows]
+        phase_ids = [p for _, p, rows in phases for _ in rows]
+        events.extend(map(Event, rounds, phase_ids, clients, kinds, labels, starts, ends, bits, cycles,
                           energy.tolist(), map(CATEGORIES.__getitem__, cats), statuses))

@@ -151,7 +151,8 @@ def reprice_rounds(trace: list[PhaseRecord], pricer: Pricer) -> list[RoundCost]:
     if pricer.can_change_participation:
         raise ValueError("re-pricing is exact only without deadline and outage; co-simulate instead")
     costs: dict[int, RoundCost] = {}
-    for phase in trace:
+    for k, phase in enumerate(trace):
         pricer.price_phase(phase)
-        costs[phase.round] = RoundCost(phase.round, pricer.now, pricer.ledger.by_category())
+        if k + 1 == len(trace) or trace[k + 1].round != phase.round:  # the round's last phase
+            costs[phase.round] = RoundCost(phase.round, pricer.now, pricer.ledger.by_category())
     return [costs[r] for r in sorted(costs)]

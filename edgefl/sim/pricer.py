@@ -54,8 +54,9 @@ class SimPyPricer:
         self.pop = population
         self.env = simpy.Environment()
         self.physics = PhasePhysics(network, population, np.random.default_rng(np.random.SeedSequence([seed, 0xFAD1])))
-        self.ledger = EnergyLedger(population.num_clients)
-        self.events: list[Event] | None = [] if record_events else None
+        self._ledger = EnergyLedger(population.num_clients)
+        self._events: list[Event] | None = [] if record_events else None
+        self._unbooked: list[tuple[int, int, list]] = []  # phases simulated, energy not yet booked
         self.band = SharedBand(self.env)
         self.tdma = simpy.Resource(self.env, capacity=1)
         self._upload = {"dedicated": self._timed_upload, "fdma": self._shared_upload,
@@ -70,6 +71,24 @@ class SimPyPricer:
     @property
     def can_change_participation(self) -> bool:
         return can_change_participation(self.net)
+
+    @property
+    def ledger(self) -> EnergyLedger:
+        """Energy by client and category so far (phases simulated since the last read are booked
+        first: a round's phases are then priced with one vectorised computation per category)."""
+        self._book()
+        return self._ledger
+
+    @property
+    def events(self) -> list[Event] | None:
+        """Every activity as it happened (events.csv rows), in the order they ended."""
+        self._book()
+        return self._events
+
+    def _book(self) -> None:
+        if self._unbooked:
+            unbooked, self._unbooked = self._unbooked, []
+            book(self.pop, self._ledger, self._events, unbooked)
 
     # -- one phase ------------------------------------------------------------------------
     def price_phase(self, phase: PhaseRecord) -> dict[int, bool]:
@@ -94,7 +113,9 @@ class SimPyPricer:
             if not everyone.processed:
                 env.run(until=everyone)
         if log:
-            book(self.pop, self.ledger, self.events, phase.round, phase.phase, log)
+            self._unbooked.append((phase.round, phase.phase, log))
+            if len(self._unbooked) >= 16:
+                self._book()
         return completed
 
     def _wait_all(self, procs):
