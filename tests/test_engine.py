@@ -68,7 +68,7 @@ def test_simulated_time_is_continuous_across_rounds():
     sim = tiny_simulation()
     result = sim.run(progress=False)
     starts = [e.start_s for e in sorted(result.events, key=lambda e: e.timeline_key())]
-    ends = {r["round"]: r["sim_time_s"] for r in result.rows}
+    ends = {r["round"]: r["sim_time_s"] for r in result.metrics}
     assert starts == sorted(starts) and starts[0] == 0.0
     assert all(b > a for a, b in zip(list(ends.values()), list(ends.values())[1:]))
 
