@@ -17,7 +17,6 @@ from tqdm import tqdm
 
 import algorithms
 from algorithms.base import Context
-from edgefl.data import build_federated_data
 from edgefl.executor import Executor
 from edgefl.estimation import estimation_metrics
 from edgefl.metrics import evaluate_global
@@ -40,21 +39,6 @@ CLIENT_COLUMNS = [
 ]
 
 
-def data_kwargs(scenario: Scenario) -> dict:
-    d = scenario.data
-    return dict(
-        dir=d.dir, dirichlet_alpha=d.dirichlet_alpha, zipf_sigma=d.zipf_sigma, test_fraction=d.test_fraction,
-        test_per_client=d.test_per_client, max_train_samples=d.max_train_samples,
-        synthetic_alpha=d.synthetic_alpha, synthetic_beta=d.synthetic_beta, synthetic_dim=d.synthetic_dim,
-        synthetic_classes=d.synthetic_classes, samples_per_client=d.samples_per_client,
-        priority_clients=d.priority_clients, priority_classes=d.priority_classes,
-        shards_per_client=d.shards_per_client, image_dataset=d.image_dataset, noise_skew=d.noise_skew,
-        label_noise=d.label_noise, irrelevant_fraction=d.irrelevant_fraction, regression_dim=d.regression_dim,
-        regression_sparsity=d.regression_sparsity, matrix_side=d.matrix_side, matrix_rank=d.matrix_rank,
-        noise_std=d.noise_std,
-    )
-
-
 @dataclass
 class RunResult:
     scenario: Scenario
@@ -73,7 +57,7 @@ class Simulation:
         if s.run.threads:
             torch.set_num_threads(s.run.threads)
         seed = s.run.seed
-        self.data = build_federated_data(s.data.name, s.data.num_clients, seed, **data_kwargs(s))
+        self.data = s.data.build(seed)  # s.data: the data set's validated params (edgefl.data.registry)
         self.model = build_model(s.model.name, self.data.input_shape, self.data.num_classes, seed,
                                  hidden=s.model.hidden)
         self.network = network_params(s.network)
@@ -199,6 +183,7 @@ def metric_columns(rows: list[dict]) -> list[str]:
 
 def write_results(result: RunResult, out_dir: Path, plots: bool = True) -> Path:
     """Write metrics.csv, clients.csv, events.csv, summary.json, scenario.toml and plots."""
+    # Lazy: matplotlib is slow to import and only needed when plots are drawn (not in sweep workers).
     from edgefl.plots import plot_run
 
     out_dir = Path(out_dir)

@@ -12,14 +12,14 @@ Relative paths in a file (``data.dir``) are relative to that file's folder; in
 from __future__ import annotations
 
 import difflib
-import math
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     PositiveFloat,
     PositiveInt,
@@ -27,12 +27,16 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     StrictStr,
+    Tag,
     ValidationError,
     field_validator,
     model_validator,
 )
 
 import algorithms
+from edgefl.data import DEFAULT_DATASET, DataParams
+from edgefl.data import REGISTRY as DATA_REGISTRY
+from edgefl.data.registry import unknown_name_message
 
 
 class ScenarioError(ValueError):
@@ -65,51 +69,20 @@ class RunSection(Strict):
         return value
 
 
-class DataSection(Strict):
-    name: Literal[
-        "synthetic", "mnist", "fashion_mnist", "kmnist",
-        "synthetic_priority", "image_priority", "sparse_regression", "low_rank_matrix",
-    ] = Field(
-        "synthetic", description="Dataset. IDX datasets with only a test split are split train/test.")
-    dir: Optional[Path] = Field(None, description="Folder with the IDX files (mnist, fashion_mnist, kmnist).")
-    num_clients: PositiveInt = Field(30, description="N, number of clients.")
-    dirichlet_alpha: float = Field(math.inf, ge=0, description="Class-mix concentration; inf = uniform mix.")
-    zipf_sigma: float = Field(0.0, ge=0, description="Dataset-size skew: d_i proportional to i^-sigma.")
-    test_fraction: float = Field(0.2, gt=0, lt=1, description="Test share when only a test split exists.")
-    test_per_client: Optional[PositiveInt] = Field(None, description="Per-client test size; default: proportional.")
-    max_train_samples: Optional[PositiveInt] = Field(None, description="Subsample the training pool (quick runs).")
-    synthetic_alpha: float = Field(1.0, ge=0, description="Synthetic(alpha, beta): model heterogeneity.")
-    synthetic_beta: float = Field(1.0, ge=0, description="Synthetic(alpha, beta): data heterogeneity.")
-    synthetic_dim: PositiveInt = Field(60, description="Synthetic: number of features.")
-    synthetic_classes: PositiveInt = Field(10, description="Synthetic: number of classes.")
-    samples_per_client: Optional[PositiveInt] = Field(None, description="Synthetic: fixed size instead of lognormal.")
-    # Prioritized FL (fedalign.md; edgefl/data/priority.py)
-    priority_clients: Optional[PositiveInt] = Field(
-        None, description="|P| priority clients (default: N/2 for synthetic_priority, 2 for image_priority).")
-    priority_classes: Optional[PositiveInt] = Field(
-        4, description="image_priority: the priority clients together hold exactly this many classes.")
-    shards_per_client: PositiveInt = Field(2, description="image_priority: label-sorted shards per client.")
-    image_dataset: Literal["mnist", "fashion_mnist", "kmnist"] = Field(
-        "mnist", description="image_priority: which IDX data set (in data.dir).")
-    noise_skew: float = Field(1.5, gt=0, description="synthetic_priority: noise level of client j is (j/(|Q|-1))^(1/skew).")
-    label_noise: float = Field(0.5, ge=0, le=1, description="synthetic_priority: label-flip probability at level 1.")
-    irrelevant_fraction: float = Field(
-        1.0, ge=0, description="synthetic_priority: irrelevant points per clean point at level 1.")
-    # Statistical recovery (fast-fedda.md; edgefl/data/regression.py)
-    regression_dim: PositiveInt = Field(1024, description="sparse_regression: number of features p.")
-    regression_sparsity: PositiveInt = Field(512, description="sparse_regression: nonzeros s of w* = (1_s, 0).")
-    matrix_side: PositiveInt = Field(32, description="low_rank_matrix: side of the square W*.")
-    matrix_rank: PositiveInt = Field(16, description="low_rank_matrix: rank of W* = diag(1_r, 0).")
-    noise_std: float = Field(1.0, ge=0, description="sparse_regression, low_rank_matrix: response noise std.")
+def _data_name(value: Any) -> str:
+    """The registry tag of a [data] value: its name (default: synthetic; not a table: the default
+    class reports the type error)."""
+    if isinstance(value, DataParams):
+        return value.name
+    name = value.get("name", DEFAULT_DATASET) if isinstance(value, dict) else DEFAULT_DATASET
+    return name if isinstance(name, str) else repr(name)
 
-    @model_validator(mode="after")
-    def _dir_needed(self):
-        if self.name in ("mnist", "fashion_mnist", "kmnist", "image_priority"):
-            if self.dir is None:
-                raise ValueError(f"data.dir is required for data.name = {self.name!r} (a folder with its IDX files)")
-            if not Path(self.dir).is_dir():
-                raise ValueError(f"data.dir {str(self.dir)!r} is not a folder")
-        return self
+
+# [data]: validated against the params class of its data.name (edgefl/data/registry.py).
+DataSection = Annotated[
+    Union[tuple(Annotated[cls, Tag(name)] for name, cls in DATA_REGISTRY.items())],
+    Discriminator(_data_name),
+]
 
 
 class ModelSection(Strict):
@@ -230,6 +203,8 @@ def check_sweep_key(key: str) -> None:
     if key == "devices.classes":
         raise ValueError("'devices.classes' cannot be swept (sweep a device key instead, e.g. devices.cpu_ghz)")
     known = list(SECTION_MODELS[section].model_fields)
+    if section == "data":  # any data set's keys; each point is validated in full later
+        known = list(dict.fromkeys(k for cls in DATA_REGISTRY.values() for k in cls.model_fields))
     if section == "algorithm":  # any algorithm's own keys; each point is validated in full later
         for algorithm_name in algorithms.names():
             try:
@@ -263,7 +238,7 @@ class SweepSection(Strict):
 
 class Scenario(Strict):
     run: RunSection = Field(default_factory=RunSection)
-    data: DataSection = Field(default_factory=DataSection)
+    data: DataSection = Field(default_factory=DATA_REGISTRY[DEFAULT_DATASET])
     model: ModelSection = Field(default_factory=ModelSection)
     algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection)
     network: NetworkSection = Field(default_factory=NetworkSection)
@@ -293,13 +268,13 @@ def _drop_none(value):
 
 
 # -- loading ---------------------------------------------------------------------------
-SECTION_MODELS = {
-    "run": RunSection, "data": DataSection, "model": ModelSection, "algorithm": AlgorithmSection,
+SECTION_MODELS = {  # data: the keys every data set has; each data set's own are in its class
+    "run": RunSection, "data": DataParams, "model": ModelSection, "algorithm": AlgorithmSection,
     "network": NetworkSection, "devices": DevicesSection,
 }
 
 
-def _known_keys(parent: list[str], algorithm_name: str | None) -> list[str]:
+def _known_keys(parent: list[str], algorithm_name: str | None, data_name: str | None = None) -> list[str]:
     """The keys allowed under ``parent`` (a field path), for suggestions."""
     if not parent:
         return list(Scenario.model_fields)
@@ -308,6 +283,8 @@ def _known_keys(parent: list[str], algorithm_name: str | None) -> list[str]:
         if algorithm_name in algorithms.REGISTRY:
             keys += list(algorithms.get(algorithm_name).Params.model_fields)
         return keys
+    if parent == ["data"]:
+        return list(DATA_REGISTRY.get(data_name, DataParams).model_fields)
     if parent[0] == "devices" and len(parent) == 3 and parent[1] == "classes":
         return list(DeviceClass.model_fields)
     if len(parent) == 1 and parent[0] in SECTION_MODELS:
@@ -315,23 +292,39 @@ def _known_keys(parent: list[str], algorithm_name: str | None) -> list[str]:
     return []
 
 
+def _unknown_key_message(loc: list[str], algorithm_name: str | None, data_name: str | None) -> str:
+    known = _known_keys(loc[:-1], algorithm_name, data_name)
+    if loc[:-1] == ["data"]:  # a key of another data set?
+        owners = [name for name, cls in DATA_REGISTRY.items() if loc[-1] in cls.model_fields]
+        if owners:
+            return (f"not a key of data.name = {data_name!r} (it belongs to {', '.join(owners)}); "
+                    f"known: {', '.join(known)}")
+    hint = difflib.get_close_matches(loc[-1], known, n=1)
+    if hint:
+        return f"unknown {'section' if len(loc) == 1 else 'key'} (did you mean {hint[0]!r}?)"
+    return f"unknown {'section' if len(loc) == 1 else 'key'}" + (f"; known: {', '.join(known)}" if known else "")
+
+
 def format_validation_error(err: ValidationError, source: str, prefix: tuple[str, ...] = (),
-                            algorithm_name: str | None = None) -> str:
+                            algorithm_name: str | None = None, data_name: str | None = None) -> str:
     lines = []
     for item in err.errors():
         loc = [*prefix, *(str(p) for p in item["loc"])]
+        if len(loc) >= 2 and loc[0] == "data" and loc[1] in DATA_REGISTRY:
+            del loc[1]  # the tag of the data set's class, not a key
         path = ".".join(loc) if loc else "(scenario)"
-        if item["type"] == "extra_forbidden":
-            known = _known_keys(loc[:-1], algorithm_name)
-            hint = difflib.get_close_matches(loc[-1], known, n=1)
-            suggestion = f" (did you mean {hint[0]!r}?)" if hint else (f"; known: {', '.join(known)}" if known else "")
-            kind = "section" if len(loc) == 1 else "key"
-            lines.append(f"{source}: {path}: unknown {kind}{suggestion}")
-            continue
-        msg = item["msg"].removeprefix("Value error, ")
-        got = item.get("input")
-        shown = "" if isinstance(got, dict) or item["type"] == "value_error" else f" (got {got!r})"
-        lines.append(f"{source}: {path}: {msg}{shown}")
+        if item["type"] == "union_tag_invalid" and loc == ["data"]:
+            lines.append(f"{source}: data.name: {unknown_name_message(item['ctx']['tag'])}")
+        elif item["type"] == "extra_forbidden":
+            lines.append(f"{source}: {path}: {_unknown_key_message(loc, algorithm_name, data_name)}")
+        elif item["type"] == "missing":
+            where = f" for data.name = {data_name!r}" if loc[0] == "data" else ""
+            lines.append(f"{source}: {path} is required{where}")
+        else:
+            msg = item["msg"].removeprefix("Value error, ")
+            got = item.get("input")
+            shown = "" if isinstance(got, dict) or item["type"] == "value_error" else f" (got {got!r})"
+            lines.append(f"{source}: {path}: {msg}{shown}")
     return "\n".join(lines)
 
 
@@ -382,10 +375,12 @@ def read_toml(path: Path) -> dict:
 def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
     algorithm_section = raw.get("algorithm")
     name = algorithm_section.get("name", "fedavg") if isinstance(algorithm_section, dict) else None
+    data_section = raw.get("data")
+    data_name = _data_name(data_section) if isinstance(data_section, dict) else None
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
-        raise ScenarioError(format_validation_error(exc, source, algorithm_name=name)) from None
+        raise ScenarioError(format_validation_error(exc, source, algorithm_name=name, data_name=data_name)) from None
     try:
         scenario.algorithm.hyperparams()  # the algorithm's own keys
     except ValidationError as exc:

@@ -8,6 +8,7 @@ drift from the code.
 
 from __future__ import annotations
 
+import inspect
 import math
 import types
 import typing
@@ -16,6 +17,9 @@ from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
 import algorithms
+from edgefl.data import DATASET_NAMES as DATA_NAMES
+from edgefl.data import DEFAULT_DATASET, DataParams
+from edgefl.data.registry import FAMILIES, family_names
 from edgefl.scenario import SECTION_MODELS, DeviceClass, Scenario
 
 INTRO = """# Scenario reference
@@ -89,14 +93,33 @@ def table(model: type[BaseModel], skip: tuple[str, ...] = ()) -> list[str]:
     return lines
 
 
+def data_sets() -> list[str]:
+    """One table per data set family: its own keys besides the common ones."""
+    out = [f"Without `name`, the data set is `{DEFAULT_DATASET}`. Each data set accepts its own keys "
+           "besides the common ones above; any other key is an error.\n"]
+    for cls in FAMILIES:
+        out.append("### " + ", ".join(f"`{name}`" for name in family_names(cls)) + "\n")
+        out.append(" ".join(inspect.cleandoc(cls.__doc__ or "").split()).replace("``", "`") + "\n")
+        out.extend(table(cls, skip=tuple(DataParams.model_fields)))
+        out.append("")
+    return out
+
+
 def render() -> str:
     out = [INTRO]
     for section, model in SECTION_MODELS.items():
         out.append(f"## [{section}]\n")
         if model.__doc__ and model.__doc__.strip() and section == "algorithm":
             out.append(model.__doc__.strip() + "\n")
-        out.extend(table(model, skip=("classes",)))
+        rows = table(model, skip=("classes",))
+        if section == "data":  # name: the registry's names (each family narrows it to its own)
+            names = ", ".join(f'"{name}"' for name in DATA_NAMES)
+            rows = [f"| `name` | one of {names} | \"{DEFAULT_DATASET}\" |  | {model.model_fields['name'].description} |"
+                    if row.startswith("| `name` |") else row for row in rows]
+        out.extend(rows)
         out.append("")
+        if section == "data":
+            out.extend(data_sets())
         if section == "devices":
             out.append("### [[devices.classes]]\n")
             out.append("Device classes override the base values for a share of the clients "

@@ -29,6 +29,8 @@ fading = "rayleigh"
 access = "fdma"
 """
 
+MNIST_TINY = TINY.replace('name = "synthetic"', 'name = "mnist"').replace("samples_per_client = 30\n", "")
+
 
 def write(tmp_path: Path, text: str, name="scenario.toml") -> Path:
     path = tmp_path / name
@@ -86,9 +88,17 @@ BAD = {
     "negative_bandwidth": (TINY + "", ["network.bandwidth_mhz=-1"], "network.bandwidth_mhz"),
     "m_greater_than_n": (TINY.replace("clients_per_round = 3", "clients_per_round = 7"), [],
                          "algorithm.clients_per_round = 7 exceeds data.num_clients = 6"),
-    "missing_data_dir": (TINY.replace('name = "synthetic"', 'name = "mnist"\ndir = "/no/such/folder"'), [],
-                         "data.dir"),
-    "mnist_without_dir": (TINY.replace('name = "synthetic"', 'name = "mnist"'), [], "data.dir is required"),
+    "missing_data_dir": (MNIST_TINY.replace('name = "mnist"', 'name = "mnist"\ndir = "/no/such/folder"'), [],
+                         "data.dir: '/no/such/folder' does not exist"),
+    "mnist_without_dir": (MNIST_TINY, [], "data.dir is required for data.name = 'mnist'"),
+    "unknown_data_set": (TINY.replace('name = "synthetic"', 'name = "mnits"'), [],
+                         "data.name: unknown data set 'mnits' (did you mean 'mnist'?)"),
+    "unknown_data_key": (TINY.replace("samples_per_client = 30", "samples_per_clint = 30"), [],
+                         "data.samples_per_clint: unknown key (did you mean 'samples_per_client'?)"),
+    "other_data_sets_key": (TINY, ["data.zipf_sigma=0.5"],
+                            "data.zipf_sigma: not a key of data.name = 'synthetic' (it belongs to mnist"),
+    "data_set_constraint": (TINY, ["data.samples_per_client=1"], "data.samples_per_client"),
+    "set_unknown_data_set": (TINY, ["data.name=cifar"], "data.name: unknown data set 'cifar'"),
     "unknown_algorithm": (TINY.replace('name = "fedavg"', 'name = "fedavgg"'), [], "did you mean 'fedavg'"),
     "unknown_algorithm_key": (TINY.replace("batch_size = 8", "batch_size = 8\nweightin = 'uniform'"), [],
                               "algorithm.weightin: unknown key (did you mean 'weighting'?)"),
@@ -99,8 +109,9 @@ BAD = {
                        "either network.snr_db or a link budget"),
     "shares_over_one": (TINY + '\n[[devices.classes]]\nname = "a"\nshare = 0.7\n[[devices.classes]]\nname = "b"\nshare = 0.6\n',
                         [], "shares sum to 1.3 > 1"),
-    "negative_alpha": (TINY.replace("num_clients = 6", "num_clients = 6\ndirichlet_alpha = -0.5"), [],
-                       "data.dirichlet_alpha"),
+    "negative_alpha": (MNIST_TINY.replace("num_clients = 6", "num_clients = 6\ndirichlet_alpha = -0.5"),
+                       [f"data.dir={REPO}"],  # any existing folder: validation fails before loading
+                       "data.dirichlet_alpha: Input should be greater"),
     "set_without_equals": (TINY, ["network.snr_db"], "expected key=value"),
     "set_unknown_key": (TINY, ["network.bandwith_mhz=2"], "did you mean 'bandwidth_mhz'"),
     "zero_rounds": (TINY.replace("rounds = 3", "rounds = 0"), [], "run.rounds"),
@@ -113,7 +124,7 @@ def test_bad_input_exits_2_with_a_message_naming_the_field(case, tmp_path, capsy
     text, overrides, expected = BAD[case]
     if case == "empty_data_dir":
         (tmp_path / "empty").mkdir()
-        text = TINY.replace('name = "synthetic"', f'name = "mnist"\ndir = "{tmp_path / "empty"}"')
+        text = MNIST_TINY.replace('name = "mnist"', f'name = "mnist"\ndir = "{tmp_path / "empty"}"')
     scenario = write(tmp_path, text)
     out = tmp_path / "out"
     args = ["run", str(scenario), "--out", str(out), "--quiet"]

@@ -462,15 +462,17 @@ def test_build_uses_train_split_when_present(tmp_path):
 
 
 def test_synthetic_federated_split():
-    fd = build_federated_data("synthetic", 20, seed=0, dirichlet_alpha=0.1, zipf_sigma=0.9)
+    fd = build_federated_data("synthetic", 20, seed=0)
     assert fd.input_shape == (60,) and fd.num_classes == 10 and fd.num_clients == 20
     assert fd.train_x.shape[1:] == (60,) and fd.train_x.dtype == torch.float32
     total = fd.train_sizes + fd.test_sizes
     assert np.all(total >= 50) and np.all(total <= 1000)
     assert fd.train_sizes.tolist() == np.floor(0.9 * total).astype(int).tolist()
     assert np.all(fd.test_sizes >= 1)
-    again = build_federated_data("synthetic", 20, seed=0)  # partition keys are ignored
+    again = build_federated_data("synthetic", 20, seed=0)
     assert torch.equal(fd.train_x, again.train_x) and torch.equal(fd.test_y, again.test_y)
+    with pytest.raises(DataError, match="data.dirichlet_alpha: not a key of data.name = 'synthetic'"):
+        build_federated_data("synthetic", 20, seed=0, dirichlet_alpha=0.1)  # an image set's key
     small = build_federated_data("synthetic", 3, seed=0, samples_per_client=5, synthetic_dim=8, synthetic_classes=3)
     assert small.train_sizes.tolist() == [4, 4, 4] and small.test_sizes.tolist() == [1, 1, 1]
     assert small.input_shape == (8,) and int(small.train_y.max()) < 3

@@ -1,34 +1,23 @@
-"""The federated data set the engine trains on, and how it is built from a scenario's [data] keys.
+"""What every data set is: the federated data the engine trains on (:class:`FederatedData`) and
+the scenario keys it is built from (:class:`DataParams`).
 
 Layout: all clients' training samples in one tensor, client-contiguous; client i owns rows
 ``train_offsets[i]:train_offsets[i+1]``. The per-client test sets use the same layout.
+
+Each data set family (``edgefl/data/images.py``, ``synthetic.py``, ``priority.py``,
+``regression.py``) subclasses :class:`DataParams` once: its ``[data]`` keys with types, defaults,
+bounds and descriptions, and ``build(seed)``. ``edgefl.data.registry`` maps ``data.name`` to the
+class; the scenario validates ``[data]`` against it and the runner calls ``build``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
-
-from edgefl.data.errors import DataError
-from edgefl.data.idx import DISPLAY_NAMES, NUM_CLASSES, load_idx_dataset
-from edgefl.data.partition import (
-    client_test_indices,
-    dirichlet_partition,
-    stratified_sample,
-    stratified_split,
-    zipf_sizes,
-)
-from edgefl.data.synthetic import synthetic_alpha_beta
-
-DATASET_NAMES: tuple[str, ...] = (
-    "synthetic", "mnist", "fashion_mnist", "kmnist",
-    # issue 6: prioritized FL (edgefl/data/priority.py) and statistical recovery (edgefl/data/regression.py)
-    "synthetic_priority", "image_priority", "sparse_regression", "low_rank_matrix",
-)
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 # MNIST's pixel mean and std (of the [0,1]-scaled training images), the customary normalisation.
 # Used for Fashion-MNIST and KMNIST too: one fixed affine map per pixel, which a linear model or
@@ -37,7 +26,31 @@ IMAGE_MEAN = 0.1307
 IMAGE_STD = 0.3081
 IMAGE_SHAPE = (1, 28, 28)
 
-SYNTHETIC_TRAIN_FRACTION = 0.9  # FedProx/LEAF: first floor(0.9 n_k) samples train, rest test
+TRAIN_FRACTION = 0.9  # FedProx/LEAF: first floor(0.9 n_k) samples of a client train, the rest test
+
+# Random streams of a build: one SeedSequence(seed) spawns this many independent streams; a family
+# uses them in its own fixed order (e.g. pool split, subsample, partition, test sets), so changing
+# one key (e.g. test_per_client) leaves the other streams unchanged.
+NUM_STREAMS = 4
+
+
+def seed_streams(seed: int) -> list[np.random.SeedSequence]:
+    """The independent random streams of a data set built with ``seed``."""
+    return np.random.SeedSequence(seed).spawn(NUM_STREAMS)
+
+
+class DataParams(BaseModel):
+    """The ``[data]`` keys every data set has. A family subclasses it once: ``name`` narrowed to a
+    ``Literal`` of the names it serves, its own typed keys, and ``build``. Unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    name: str = Field(description="Data set; each has its own keys, listed below.")
+    num_clients: PositiveInt = Field(30, description="N, number of clients.")
+
+    def build(self, seed: int) -> FederatedData:  # pragma: no cover - interface
+        """The federated data set; the same keys and seed give identical tensors."""
+        raise NotImplementedError
 
 
 @dataclass
@@ -56,7 +69,7 @@ class FederatedData:
     source: str = ""  # how the pools were made, e.g. "MNIST-10k: t10k split 80/20"
     global_test_x: torch.Tensor | None = None  # the whole held-out pool, for a global accuracy
     global_test_y: torch.Tensor | None = None
-    # Optional extras (issue 6): the ground truth of a statistical-recovery data set (w* [p] or
+    # Optional extras: the ground truth of a statistical-recovery data set (w* [p] or
     # W* [rows, cols], for edgefl.estimation), and each client's role ("priority" /
     # "non_priority", for prioritized FL); None where a data set has none.
     true_params: torch.Tensor | None = None
@@ -139,7 +152,8 @@ def _histograms(labels: np.ndarray, offsets: np.ndarray, num_classes: int) -> np
     ).astype(np.int64)
 
 
-def _offsets(sizes: list[int] | np.ndarray) -> np.ndarray:
+def client_offsets(sizes: list[int] | np.ndarray) -> np.ndarray:
+    """[0, cumsum(sizes)] as int64: the row ranges of client-contiguous samples."""
     return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
@@ -149,254 +163,33 @@ def images_to_tensor(images: np.ndarray) -> torch.Tensor:
     return x.sub_(IMAGE_MEAN).div_(IMAGE_STD).unsqueeze(1)
 
 
-def _proportional_test_sizes(train_sizes: np.ndarray, test_pool_size: int) -> np.ndarray:
-    """n_test_i = round(|test pool| * d_i / sum d), at least 1 (drdm.md §5 option "size proportional to d_i")."""
+def proportional_test_sizes(train_sizes: np.ndarray, test_pool_size: int) -> np.ndarray:
+    """n_test_i = round(|test pool| * d_i / sum d), at least 1 (size proportional to d_i [R])."""
     share = test_pool_size * train_sizes / train_sizes.sum()
     return np.maximum(np.floor(share + 0.5).astype(np.int64), 1)
 
 
-def _build_idx(
-    name: str,
-    num_clients: int,
-    seeds: list[np.random.SeedSequence],
-    *,
-    dir: str | Path | None,
-    dirichlet_alpha: float,
-    zipf_sigma: float,
-    test_fraction: float,
-    test_per_client: int | None,
-    max_train_samples: int | None,
-) -> FederatedData:
-    split_rng, subsample_rng, partition_rng, test_rng = (np.random.default_rng(s) for s in seeds)
-    if dir is None:
-        raise DataError(
-            f"data.dir is not set: {DISPLAY_NAMES[name]} needs the directory holding its IDX files "
-            f"(at least t10k-images-idx3-ubyte(.gz) and t10k-labels-idx1-ubyte(.gz)); set data.dir "
-            f"or use data.name = 'synthetic'"
-        )
-    splits = load_idx_dataset(name, dir)
-    if splits["train"] is not None:
-        train_images, train_labels = splits["train"]
-        test_images, test_labels = splits["test"]
-        source = f"{DISPLAY_NAMES[name]}: train split for training, t10k split for testing"
-    else:
-        # Only the 10k test split exists ("MNIST-10k"): drdm.md §5 [R] splits it 80/20, stratified.
-        images, labels = splits["test"]
-        train_idx, test_idx = stratified_split(labels, test_fraction, split_rng)
-        train_images, train_labels = images[train_idx], labels[train_idx]
-        test_images, test_labels = images[test_idx], labels[test_idx]
-        source = (
-            f"{DISPLAY_NAMES[name]}-10k: t10k split only, stratified "
-            f"{len(train_idx)}/{len(test_idx)} into train/test pools"
-        )
-    if max_train_samples is not None:
-        if max_train_samples < num_clients:
-            raise DataError(
-                f"data.max_train_samples = {max_train_samples}: expected at least one sample per "
-                f"client ({num_clients})"
-            )
-        if max_train_samples < len(train_labels):
-            keep = stratified_sample(train_labels, max_train_samples, subsample_rng)
-            train_images, train_labels = train_images[keep], train_labels[keep]
-            source += f"; train pool subsampled to {max_train_samples}"
+def split_each_client(clients: list[tuple[np.ndarray, np.ndarray]]) -> dict:
+    """Each client's own (x, y) -> its first floor(0.9 n) samples train, the rest (at least 1) test.
 
-    sizes = zipf_sizes(len(train_labels), num_clients, zipf_sigma)
-    if sizes.min() < 1:
-        raise DataError(
-            f"with {len(train_labels)} training samples, {num_clients} clients and data.zipf_sigma = "
-            f"{zipf_sigma}, client {int(np.argmin(sizes)) + 1} gets no training data; use fewer "
-            f"clients, a smaller zipf_sigma or more samples"
-        )
-    parts = dirichlet_partition(train_labels, sizes, dirichlet_alpha, partition_rng, NUM_CLASSES)
-
-    if test_per_client is None:
-        test_sizes = _proportional_test_sizes(sizes, len(test_labels))
-    else:
-        if test_per_client < 1:
-            raise DataError(f"data.test_per_client = {test_per_client}: expected at least 1 (or unset)")
-        test_sizes = np.full(num_clients, test_per_client, dtype=np.int64)
-    test_parts = [
-        client_test_indices(np.bincount(train_labels[part], minlength=NUM_CLASSES), test_labels, int(n), test_rng)
-        for part, n in zip(parts, test_sizes)
-    ]
-
-    train_order = np.concatenate(parts)
-    test_order = np.concatenate(test_parts)
-    return FederatedData(
-        name=name,
-        num_classes=NUM_CLASSES,
-        input_shape=IMAGE_SHAPE,
-        train_x=images_to_tensor(train_images[train_order]),
-        train_y=torch.from_numpy(train_labels[train_order].astype(np.int64)),
-        train_offsets=_offsets([len(p) for p in parts]),
-        test_x=images_to_tensor(test_images[test_order]),
-        test_y=torch.from_numpy(test_labels[test_order].astype(np.int64)),
-        test_offsets=_offsets([len(p) for p in test_parts]),
-        source=source,
-        global_test_x=images_to_tensor(test_images),
-        global_test_y=torch.from_numpy(test_labels.astype(np.int64)),
-    )
-
-
-def _build_synthetic(
-    num_clients: int,
-    seed_sequence: np.random.SeedSequence,
-    *,
-    alpha: float,
-    beta: float,
-    dim: int,
-    num_classes: int,
-    samples_per_client: int | None,
-) -> FederatedData:
-    if samples_per_client is not None and samples_per_client < 2:
-        raise DataError(
-            f"data.samples_per_client = {samples_per_client}: a synthetic client needs at least 2 "
-            f"samples (one to train on, one to test)"
-        )
-    clients = synthetic_alpha_beta(
-        num_clients,
-        alpha,
-        beta,
-        np.random.default_rng(seed_sequence),
-        dim=dim,
-        num_classes=num_classes,
-        samples_per_client=samples_per_client,
-    )
+    Returns the FederatedData tensors as keyword arguments; the global test pool is every test sample.
+    """
     train_x, train_y, test_x, test_y = [], [], [], []
     for x, y in clients:
-        n_train = min(math.floor(SYNTHETIC_TRAIN_FRACTION * len(y)), len(y) - 1)  # >= 1 test sample
+        n_train = min(math.floor(TRAIN_FRACTION * len(y)), len(y) - 1)  # >= 1 test sample
         train_x.append(x[:n_train])
         train_y.append(y[:n_train])
         test_x.append(x[n_train:])
         test_y.append(y[n_train:])
     test_x_all = torch.from_numpy(np.concatenate(test_x))
     test_y_all = torch.from_numpy(np.concatenate(test_y))
-    return FederatedData(
-        name="synthetic",
-        num_classes=num_classes,
-        input_shape=(dim,),
+    return dict(
         train_x=torch.from_numpy(np.concatenate(train_x)),
         train_y=torch.from_numpy(np.concatenate(train_y)),
-        train_offsets=_offsets([len(y) for y in train_y]),
+        train_offsets=client_offsets([len(y) for y in train_y]),
         test_x=test_x_all,
         test_y=test_y_all,
-        test_offsets=_offsets([len(y) for y in test_y]),
-        source=f"Synthetic({alpha:g}, {beta:g}), d = {dim}, {num_classes} classes, 90/10 split per client",
+        test_offsets=client_offsets([len(y) for y in test_y]),
         global_test_x=test_x_all,
         global_test_y=test_y_all,
-    )
-
-
-def build_federated_data(
-    name: str,
-    num_clients: int,
-    seed: int,
-    *,
-    dir: str | Path | None = None,
-    dirichlet_alpha: float = float("inf"),
-    zipf_sigma: float = 0.0,
-    test_fraction: float = 0.2,
-    test_per_client: int | None = None,
-    max_train_samples: int | None = None,
-    synthetic_alpha: float = 1.0,
-    synthetic_beta: float = 1.0,
-    synthetic_dim: int = 60,
-    synthetic_classes: int = 10,
-    samples_per_client: int | None = None,
-    # issue 6 data sets (ignored by the others)
-    priority_clients: int | None = None,
-    priority_classes: int | None = 4,
-    shards_per_client: int = 2,
-    image_dataset: str = "mnist",
-    noise_skew: float = 1.5,
-    label_noise: float = 0.5,
-    irrelevant_fraction: float = 1.0,
-    regression_dim: int = 1024,
-    regression_sparsity: int = 512,
-    matrix_side: int = 32,
-    matrix_rank: int = 16,
-    noise_std: float = 1.0,
-) -> FederatedData:
-    """Build the federated data set of a run; the same arguments and seed give identical tensors.
-
-    Image data sets (mnist, fashion_mnist, kmnist; IDX files in ``dir``):
-      - train pool = train split and test pool = t10k split; when only t10k is present
-        ("MNIST-10k"), a stratified split of it with ``test_fraction`` (drdm.md §5 [R]);
-      - ``max_train_samples`` first subsamples the train pool, stratified (quick runs);
-      - client sizes ``zipf_sizes(pool, N, zipf_sigma)``, class mixes ``dirichlet_partition``
-        with ``dirichlet_alpha``;
-      - per-client test sets from the test pool, class mix following the client's training
-        histogram, ``test_per_client`` images each, or when unset round(|test pool| * d_i / sum d)
-        (at least 1): about 67 per client for MNIST-10k and N = 30;
-      - pixels scaled to [0, 1] and normalised with MNIST's mean/std for all three; shape (1, 28, 28).
-      ``samples_per_client`` and the ``synthetic_*`` keys are ignored.
-
-    Synthetic (FedProx Synthetic(alpha, beta)): each client's own samples, the first
-    floor(0.9 n_k) for training and the rest (at least 1) for testing. ``dir``,
-    ``dirichlet_alpha``, ``zipf_sigma``, ``test_fraction``, ``test_per_client`` and
-    ``max_train_samples`` are ignored: the generator fixes sizes and class mixes itself.
-
-    Random streams: one ``SeedSequence(seed)`` spawns independent streams for the pool split,
-    the subsample, the partition and the test sets, so changing e.g. ``test_per_client`` leaves
-    the training partition unchanged.
-
-    Issue 6 data sets (details in their modules):
-      - ``synthetic_priority`` (edgefl/data/priority.py): Synth(alpha, beta) priority devices plus
-        non-priority clients with label noise and irrelevant data (``priority_clients``,
-        ``noise_skew``, ``label_noise``, ``irrelevant_fraction``, ``synthetic_*``);
-      - ``image_priority``: ``image_dataset`` split into label-sorted shards
-        (``shards_per_client``), ``priority_clients`` holding ``priority_classes`` classes;
-      - ``sparse_regression`` / ``low_rank_matrix`` (edgefl/data/regression.py): the Fast-FedDA
-        paper's synthetic recovery problems (``regression_dim``, ``regression_sparsity``,
-        ``matrix_side``, ``matrix_rank``, ``noise_std``, ``samples_per_client`` default 128,
-        ``test_per_client`` default 32), with ``true_params``.
-    """
-    if name not in DATASET_NAMES:
-        raise DataError(f"data.name = {name!r} is not a known data set: expected one of {', '.join(DATASET_NAMES)}")
-    if num_clients < 1:
-        raise DataError(f"data.num_clients = {num_clients}: expected at least 1")
-    seeds = np.random.SeedSequence(seed).spawn(4)
-    if name == "synthetic_priority":
-        from edgefl.data.priority import build_synthetic_priority
-
-        return build_synthetic_priority(
-            num_clients, seeds[0], priority_clients=priority_clients, alpha=synthetic_alpha, beta=synthetic_beta,
-            dim=synthetic_dim, num_classes=synthetic_classes, skew=noise_skew, label_noise=label_noise,
-            irrelevant_fraction=irrelevant_fraction, samples_per_client=samples_per_client,
-        )
-    if name == "image_priority":
-        from edgefl.data.priority import build_image_priority
-
-        return build_image_priority(
-            num_clients, seeds, dataset=image_dataset, dir=dir, shards_per_client=shards_per_client,
-            priority_clients=priority_clients, priority_classes=priority_classes, test_fraction=test_fraction,
-            test_per_client=test_per_client,
-        )
-    if name in ("sparse_regression", "low_rank_matrix"):
-        from edgefl.data.regression import build_regression_data
-
-        return build_regression_data(
-            name, num_clients, seeds[0], samples_per_client=samples_per_client, test_per_client=test_per_client,
-            dim=regression_dim, sparsity=regression_sparsity, side=matrix_side, rank=matrix_rank, noise_std=noise_std,
-        )
-    if name == "synthetic":
-        return _build_synthetic(
-            num_clients,
-            seeds[0],
-            alpha=synthetic_alpha,
-            beta=synthetic_beta,
-            dim=synthetic_dim,
-            num_classes=synthetic_classes,
-            samples_per_client=samples_per_client,
-        )
-    return _build_idx(
-        name,
-        num_clients,
-        seeds,
-        dir=dir,
-        dirichlet_alpha=dirichlet_alpha,
-        zipf_sigma=zipf_sigma,
-        test_fraction=test_fraction,
-        test_per_client=test_per_client,
-        max_train_samples=max_train_samples,
     )

@@ -1,9 +1,10 @@
-"""Priority / non-priority clients for prioritized FL (papers/fedalign.md sections 1, 4).
+"""Priority / non-priority clients for prioritized FL ("Utilizing Free Clients in Federated
+Learning for Focused Model Enhancement", Sec. 2 and 4).
 
 Every client gets a role in ``FederatedData.client_roles``: ``"priority"`` (its data defines the
 objective) or ``"non_priority"`` (a free client that may help when aligned).
 
-``synthetic_priority`` -- Synth(alpha, beta) with noisy non-priority clients (fedalign.md §4,
+``synthetic_priority`` -- Synth(alpha, beta) with noisy non-priority clients (Sec. 4 and App. B.2,
 "Non-priority noise", a proposal: the paper names the knobs but gives no formula):
   - |P| priority devices drawn as in Synthetic(alpha, beta) (sizes n_k = floor(LogNormal(4, 2)) + 50,
     capped at 1000), weights p_k = D_k / sum_P D;
@@ -16,7 +17,7 @@ objective) or ``"non_priority"`` (a free client that may help when aligned).
   - every client: first floor(0.9 n) samples train, the rest (>= 1) test.
   Clients 0..|P|-1 are the priority devices, then the non-priority clients in order of noise.
 
-``image_priority`` -- an MNIST-family image set split McMahan-style (fedalign.md §4): sort the
+``image_priority`` -- an MNIST-family image set split McMahan-style (Sec. 4 and App. B.1): sort the
 training pool by label, cut it into N * shards_per_client equal shards, deal them to clients at
 random; draw |P| priority clients uniformly, redrawn until together they hold exactly
 ``priority_classes`` distinct classes (the paper's "only 4 classes" with |P| = 2). Per-client
@@ -25,22 +26,34 @@ test sets follow each client's training class mix (as for the other image sets).
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
+from typing import Literal, Optional
 
 import numpy as np
 import torch
+from pydantic import Field, PositiveInt, model_validator
 
 from edgefl.data.errors import DataError
-from edgefl.data.synthetic import synthetic_devices, synthetic_sample_counts
+from edgefl.data.federated import (
+    IMAGE_SHAPE,
+    FederatedData,
+    client_offsets,
+    images_to_tensor,
+    proportional_test_sizes,
+    seed_streams,
+    split_each_client,
+)
+from edgefl.data.idx import NUM_CLASSES
+from edgefl.data.images import IdxParams, ImageName, client_test_sets, load_pools
+from edgefl.data.synthetic import SyntheticKeys, synthetic_devices, synthetic_sample_counts
 
 PRIORITY = "priority"
 NON_PRIORITY = "non_priority"
-TRAIN_FRACTION = 0.9
 
 
-def _offsets(sizes) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+def _check_priority_count(params) -> None:
+    count = params.priority_clients
+    if count is not None and count > params.num_clients:
+        raise ValueError(f"data.priority_clients = {count}: expected 1..num_clients ({params.num_clients})")
 
 
 def noise_levels(num_non_priority: int, skew: float) -> np.ndarray:
@@ -106,50 +119,41 @@ def synthetic_priority_clients(
     return clients, roles
 
 
-def build_synthetic_priority(
-    num_clients: int,
-    seed_sequence: np.random.SeedSequence,
-    *,
-    priority_clients: int | None,
-    alpha: float,
-    beta: float,
-    dim: int,
-    num_classes: int,
-    skew: float,
-    label_noise: float,
-    irrelevant_fraction: float,
-    samples_per_client: int | None,
-):
-    from edgefl.data.federated import FederatedData
+class SyntheticPriorityData(SyntheticKeys):
+    """Prioritized FL on Synthetic(alpha, beta): |P| priority devices and non-priority clients with
+    label noise and irrelevant data growing with their index (edgefl/data/priority.py)."""
 
-    num_p = num_clients // 2 if priority_clients is None else priority_clients
-    clients, roles = synthetic_priority_clients(
-        num_clients, num_p, np.random.default_rng(seed_sequence), alpha=alpha, beta=beta, dim=dim,
-        num_classes=num_classes, skew=skew, label_noise=label_noise, irrelevant_fraction=irrelevant_fraction,
-        samples_per_client=samples_per_client,
-    )
-    tx, ty, vx, vy = [], [], [], []
-    for x, y in clients:
-        n_train = min(math.floor(TRAIN_FRACTION * len(y)), len(y) - 1)
-        tx.append(x[:n_train]), ty.append(y[:n_train]), vx.append(x[n_train:]), vy.append(y[n_train:])
-    test_x, test_y = torch.from_numpy(np.concatenate(vx)), torch.from_numpy(np.concatenate(vy))
-    return FederatedData(
-        name="synthetic_priority",
-        num_classes=num_classes,
-        input_shape=(dim,),
-        train_x=torch.from_numpy(np.concatenate(tx)),
-        train_y=torch.from_numpy(np.concatenate(ty)),
-        train_offsets=_offsets([len(y) for y in ty]),
-        test_x=test_x,
-        test_y=test_y,
-        test_offsets=_offsets([len(y) for y in vy]),
-        source=(f"Synthetic({alpha:g}, {beta:g}) with {num_p} priority devices and {num_clients - num_p} "
-                f"non-priority clients (noise skew {skew:g}, label noise {label_noise:g}, irrelevant "
-                f"fraction {irrelevant_fraction:g}), 90/10 split per client"),
-        global_test_x=test_x,
-        global_test_y=test_y,
-        client_roles=roles,
-    )
+    name: Literal["synthetic_priority"] = Field(
+        "synthetic_priority", description="Synthetic(alpha, beta) priority devices plus noisy non-priority clients.")
+    priority_clients: Optional[PositiveInt] = Field(None, description="|P| priority clients; default: N/2 (floor).")
+    noise_skew: float = Field(1.5, gt=0, description="Noise level of non-priority client j is (j/(|Q|-1))^(1/skew).")
+    label_noise: float = Field(0.5, ge=0, le=1, description="Label-flip probability at noise level 1.")
+    irrelevant_fraction: float = Field(1.0, ge=0, description="Irrelevant points per clean point at noise level 1.")
+
+    @model_validator(mode="after")
+    def _priority_count(self):
+        _check_priority_count(self)
+        return self
+
+    def build(self, seed: int) -> FederatedData:
+        n = self.num_clients
+        num_p = n // 2 if self.priority_clients is None else self.priority_clients
+        clients, roles = synthetic_priority_clients(
+            n, num_p, np.random.default_rng(seed_streams(seed)[0]), alpha=self.synthetic_alpha,
+            beta=self.synthetic_beta, dim=self.synthetic_dim, num_classes=self.synthetic_classes,
+            skew=self.noise_skew, label_noise=self.label_noise, irrelevant_fraction=self.irrelevant_fraction,
+            samples_per_client=self.samples_per_client,
+        )
+        return FederatedData(
+            name="synthetic_priority",
+            num_classes=self.synthetic_classes,
+            input_shape=(self.synthetic_dim,),
+            source=(f"Synthetic({self.synthetic_alpha:g}, {self.synthetic_beta:g}) with {num_p} priority devices "
+                    f"and {n - num_p} non-priority clients (noise skew {self.noise_skew:g}, label noise "
+                    f"{self.label_noise:g}, irrelevant fraction {self.irrelevant_fraction:g}), 90/10 split per client"),
+            client_roles=roles,
+            **split_each_client(clients),
+        )
 
 
 def shard_partition(labels: np.ndarray, num_clients: int, shards_per_client: int,
@@ -180,63 +184,55 @@ def choose_priority(parts: list[np.ndarray], labels: np.ndarray, count: int, cla
                     f"change data.priority_classes")
 
 
-def build_image_priority(
-    num_clients: int,
-    seeds: list[np.random.SeedSequence],
-    *,
-    dataset: str,
-    dir: str | Path | None,
-    shards_per_client: int,
-    priority_clients: int | None,
-    priority_classes: int | None,
-    test_fraction: float,
-    test_per_client: int | None,
-):
-    from edgefl.data.federated import (
-        IMAGE_SHAPE,
-        FederatedData,
-        _proportional_test_sizes,
-        images_to_tensor,
-    )
-    from edgefl.data.idx import NUM_CLASSES, load_idx_dataset
-    from edgefl.data.partition import client_test_indices, stratified_split
+class ImagePriorityData(IdxParams):
+    """Prioritized FL on an MNIST-family set: label-sorted shards dealt to clients, |P| priority
+    clients together holding exactly ``priority_classes`` classes (edgefl/data/priority.py)."""
 
-    split_rng, partition_rng, role_rng, test_rng = (np.random.default_rng(s) for s in seeds)
-    if dir is None:
-        raise DataError(f"data.dir is not set: image_priority needs the {dataset} IDX files")
-    splits = load_idx_dataset(dataset, dir)
-    if splits["train"] is not None:
-        (train_images, train_labels), (test_images, test_labels) = splits["train"], splits["test"]
-        source = f"{dataset}: train split for training, t10k for testing"
-    else:
-        images, labels = splits["test"]
-        tr, te = stratified_split(labels, test_fraction, split_rng)
-        train_images, train_labels, test_images, test_labels = images[tr], labels[tr], images[te], labels[te]
-        source = f"{dataset}-10k: t10k split only, stratified {len(tr)}/{len(te)}"
-    parts = shard_partition(train_labels, num_clients, shards_per_client, partition_rng)
-    num_p = 2 if priority_clients is None else priority_clients
-    chosen = choose_priority(parts, train_labels, num_p, priority_classes, role_rng)
-    roles = np.full(num_clients, NON_PRIORITY)
-    roles[chosen] = PRIORITY
-    sizes = np.array([len(p) for p in parts])
-    test_sizes = (_proportional_test_sizes(sizes, len(test_labels)) if test_per_client is None
-                  else np.full(num_clients, test_per_client, dtype=np.int64))
-    test_parts = [client_test_indices(np.bincount(train_labels[p], minlength=NUM_CLASSES), test_labels, int(n),
-                                      test_rng) for p, n in zip(parts, test_sizes)]
-    train_order, test_order = np.concatenate(parts), np.concatenate(test_parts)
-    return FederatedData(
-        name="image_priority",
-        num_classes=NUM_CLASSES,
-        input_shape=IMAGE_SHAPE,
-        train_x=images_to_tensor(train_images[train_order]),
-        train_y=torch.from_numpy(train_labels[train_order].astype(np.int64)),
-        train_offsets=_offsets(sizes),
-        test_x=images_to_tensor(test_images[test_order]),
-        test_y=torch.from_numpy(test_labels[test_order].astype(np.int64)),
-        test_offsets=_offsets([len(p) for p in test_parts]),
-        source=(f"{source}; {num_clients * shards_per_client} label-sorted shards of {sizes[0] // shards_per_client}, "
-                f"{shards_per_client} per client; priority clients {chosen.tolist()}"),
-        global_test_x=images_to_tensor(test_images),
-        global_test_y=torch.from_numpy(test_labels.astype(np.int64)),
-        client_roles=roles,
-    )
+    name: Literal["image_priority"] = Field(
+        "image_priority", description="MNIST-family shards with priority clients holding few classes.")
+    image_dataset: ImageName = Field("mnist", description="Which IDX data set (in data.dir).")
+    priority_clients: PositiveInt = Field(2, description="|P| priority clients.")
+    priority_classes: Optional[PositiveInt] = Field(
+        4, description="The priority clients together hold exactly this many classes.")
+    shards_per_client: PositiveInt = Field(2, description="Label-sorted shards per client.")
+    test_per_client: Optional[PositiveInt] = Field(None, description="Per-client test size; default: proportional.")
+
+    @model_validator(mode="after")
+    def _priority_count(self):
+        _check_priority_count(self)
+        return self
+
+    def build(self, seed: int) -> FederatedData:
+        split_rng, partition_rng, role_rng, test_rng = (np.random.default_rng(s) for s in seed_streams(seed))
+        n, dataset, shards = self.num_clients, self.image_dataset, self.shards_per_client
+        train_images, train_labels, test_images, test_labels, split = load_pools(
+            dataset, self.dir, self.test_fraction, split_rng)
+        if split is None:
+            source = f"{dataset}: train split for training, t10k for testing"
+        else:
+            source = f"{dataset}-10k: t10k split only, stratified {split[0]}/{split[1]}"
+        parts = shard_partition(train_labels, n, shards, partition_rng)
+        chosen = choose_priority(parts, train_labels, self.priority_clients, self.priority_classes, role_rng)
+        roles = np.full(n, NON_PRIORITY)
+        roles[chosen] = PRIORITY
+        sizes = np.array([len(p) for p in parts])
+        test_sizes = (proportional_test_sizes(sizes, len(test_labels)) if self.test_per_client is None
+                      else np.full(n, self.test_per_client, dtype=np.int64))
+        test_parts = client_test_sets(train_labels, parts, test_labels, test_sizes, test_rng)
+        train_order, test_order = np.concatenate(parts), np.concatenate(test_parts)
+        return FederatedData(
+            name="image_priority",
+            num_classes=NUM_CLASSES,
+            input_shape=IMAGE_SHAPE,
+            train_x=images_to_tensor(train_images[train_order]),
+            train_y=torch.from_numpy(train_labels[train_order].astype(np.int64)),
+            train_offsets=client_offsets(sizes),
+            test_x=images_to_tensor(test_images[test_order]),
+            test_y=torch.from_numpy(test_labels[test_order].astype(np.int64)),
+            test_offsets=client_offsets([len(p) for p in test_parts]),
+            source=(f"{source}; {n * shards} label-sorted shards of {sizes[0] // shards}, "
+                    f"{shards} per client; priority clients {chosen.tolist()}"),
+            global_test_x=images_to_tensor(test_images),
+            global_test_y=torch.from_numpy(test_labels.astype(np.int64)),
+            client_roles=roles,
+        )

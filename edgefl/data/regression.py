@@ -1,4 +1,5 @@
-"""Statistical-recovery data sets of the Fast-FedDA paper (papers/fast-fedda.md section 5).
+"""Statistical-recovery data sets of
+"Fast Composite Optimization and Statistical Recovery in Federated Learning" (Sec. 3.1 and 4).
 
 Sparse linear regression (``sparse_regression``):
     K clients, each with a shift delta_k ~ N(0, I_p); covariates x = delta_k + z with
@@ -11,7 +12,7 @@ Low-rank matrix estimation (``low_rank_matrix``):
     y = <X, W*> + N(0, noise_std^2); W* = diag(1_r, 0_{side-r}). Paper: 32 x 32, r = 16.
     (The reference code adds one shared matrix to every client; the spec uses a separate Z_k.)
 
-Each client also gets ``test_samples`` held-out samples from its own law. The ground truth
+Each client also gets ``test_per_client`` held-out samples from its own law. The ground truth
 is returned as ``true_params`` (w* as [p], W* as [side, side]) for the estimation metrics.
 Labels are float32 responses; the ``regression`` model (flatten -> Linear(in, 1), MSE) fits them,
 and its row-major weight matches X.flatten(), so <X, W> = w . vec(X).
@@ -19,14 +20,14 @@ and its row-major weight matches X.flatten(), so <X, W> = w . vec(X).
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import torch
+from pydantic import Field, PositiveInt, model_validator
 
 from edgefl.data.errors import DataError
-
-
-def _offsets(sizes) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+from edgefl.data.federated import DataParams, FederatedData, client_offsets, seed_streams
 
 
 def ar1_gaussian(n: int, dim: int, coef: float, rng: np.random.Generator) -> np.ndarray:
@@ -89,58 +90,79 @@ def low_rank_clients(
     return clients, w_star
 
 
-def build_regression_data(
-    name: str,
-    num_clients: int,
-    seed_sequence: np.random.SeedSequence,
-    *,
-    samples_per_client: int | None = None,
-    test_per_client: int | None = None,
-    dim: int = 1024,
-    sparsity: int = 512,
-    side: int = 32,
-    rank: int = 16,
-    noise_std: float = 1.0,
-):
-    """A :class:`~edgefl.data.federated.FederatedData` for 'sparse_regression' or 'low_rank_matrix'."""
-    from edgefl.data.federated import FederatedData  # avoid an import cycle
+class RegressionKeys(DataParams):
+    """Keys of both recovery problems."""
 
-    samples = 128 if samples_per_client is None else int(samples_per_client)
-    tests = 32 if test_per_client is None else int(test_per_client)
-    if samples < 1 or tests < 1:
-        raise DataError(f"{name}: samples_per_client = {samples}, test_per_client = {tests}: expected >= 1")
-    rng = np.random.default_rng(seed_sequence)
-    if name == "sparse_regression":
-        clients, truth = sparse_regression_clients(num_clients, rng, samples=samples, test_samples=tests, dim=dim,
-                                                   sparsity=sparsity, noise_std=noise_std)
-        shape = (dim,)
-        source = (f"sparse linear regression: p = {dim}, s = {sparsity}, {samples} train + {tests} test "
-                  f"samples per client, client shifts N(0, I), AR(1) 0.5 covariance, noise std {noise_std:g}")
-    elif name == "low_rank_matrix":
-        clients, truth = low_rank_clients(num_clients, rng, samples=samples, test_samples=tests, side=side,
-                                          rank=rank, noise_std=noise_std)
-        shape = (side, side)
-        source = (f"low-rank matrix estimation: {side} x {side}, rank {rank}, {samples} train + {tests} test "
-                  f"samples per client, client shifts Z_k, noise std {noise_std:g}")
-    else:
-        raise DataError(f"unknown regression data set {name!r}")
+    samples_per_client: PositiveInt = Field(128, description="Training samples per client.")
+    test_per_client: PositiveInt = Field(32, description="Held-out samples per client, from its own law.")
+    noise_std: float = Field(1.0, ge=0, description="Response noise std.")
 
-    def cat(i, dtype=torch.float32):
-        return torch.from_numpy(np.concatenate([c[i] for c in clients]).astype(np.float32)).to(dtype)
+    def _federated(self, clients, truth: np.ndarray, shape: tuple[int, ...], source: str) -> FederatedData:
+        def cat(i):
+            return torch.from_numpy(np.concatenate([c[i] for c in clients]).astype(np.float32))
 
-    test_x, test_y = cat(2), cat(3)
-    return FederatedData(
-        name=name,
-        num_classes=1,
-        input_shape=shape,
-        train_x=cat(0),
-        train_y=cat(1),
-        train_offsets=_offsets([len(c[1]) for c in clients]),
-        test_x=test_x,
-        test_y=test_y,
-        test_offsets=_offsets([len(c[3]) for c in clients]),
-        source=source,
-        global_test_x=test_x,
-        global_test_y=test_y,
-        true_params=torch.from_numpy(truth.astype(np.float32)),
-    )
+        test_x, test_y = cat(2), cat(3)
+        return FederatedData(
+            name=self.name,
+            num_classes=1,
+            input_shape=shape,
+            train_x=cat(0),
+            train_y=cat(1),
+            train_offsets=client_offsets([len(c[1]) for c in clients]),
+            test_x=test_x,
+            test_y=test_y,
+            test_offsets=client_offsets([len(c[3]) for c in clients]),
+            source=source,
+            global_test_x=test_x,
+            global_test_y=test_y,
+            true_params=torch.from_numpy(truth.astype(np.float32)),
+        )
+
+
+class SparseRegressionData(RegressionKeys):
+    """Sparse linear regression (Fast-FedDA §5): y = x^T w* + noise, w* = (1_s, 0_{p-s}); clients differ
+    by a shift of their covariates."""
+
+    name: Literal["sparse_regression"] = Field("sparse_regression", description="Sparse linear regression.")
+    regression_dim: PositiveInt = Field(1024, description="Number of features p.")
+    regression_sparsity: PositiveInt = Field(512, description="Nonzeros s of w* = (1_s, 0); at most regression_dim.")
+
+    @model_validator(mode="after")
+    def _sparsity_fits(self):
+        if self.regression_sparsity > self.regression_dim:
+            raise ValueError(f"data.regression_sparsity = {self.regression_sparsity}: expected 1..regression_dim "
+                             f"({self.regression_dim})")
+        return self
+
+    def build(self, seed: int) -> FederatedData:
+        samples, tests, dim = self.samples_per_client, self.test_per_client, self.regression_dim
+        clients, truth = sparse_regression_clients(
+            self.num_clients, np.random.default_rng(seed_streams(seed)[0]), samples=samples, test_samples=tests,
+            dim=dim, sparsity=self.regression_sparsity, noise_std=self.noise_std)
+        return self._federated(clients, truth, (dim,), (
+            f"sparse linear regression: p = {dim}, s = {self.regression_sparsity}, {samples} train + {tests} test "
+            f"samples per client, client shifts N(0, I), AR(1) 0.5 covariance, noise std {self.noise_std:g}"))
+
+
+class LowRankMatrixData(RegressionKeys):
+    """Low-rank matrix estimation (Fast-FedDA §5): y = <X, W*> + noise, W* = diag(1_r, 0); clients differ
+    by their own shift Z_k of X."""
+
+    name: Literal["low_rank_matrix"] = Field("low_rank_matrix", description="Low-rank matrix estimation.")
+    matrix_side: PositiveInt = Field(32, description="Side of the square W*.")
+    matrix_rank: PositiveInt = Field(16, description="Rank r of W* = diag(1_r, 0); at most matrix_side.")
+
+    @model_validator(mode="after")
+    def _rank_fits(self):
+        if self.matrix_rank > self.matrix_side:
+            raise ValueError(f"data.matrix_rank = {self.matrix_rank}: expected 1..matrix_side ({self.matrix_side})")
+        return self
+
+    def build(self, seed: int) -> FederatedData:
+        samples, tests, side, rank = self.samples_per_client, self.test_per_client, self.matrix_side, self.matrix_rank
+        clients, truth = low_rank_clients(
+            self.num_clients, np.random.default_rng(seed_streams(seed)[0]), samples=samples, test_samples=tests,
+            side=side, rank=rank, noise_std=self.noise_std)
+        return self._federated(clients, truth, (side, side), (
+            f"low-rank matrix estimation: {side} x {side}, rank {rank}, {samples} train + {tests} test "
+            f"samples per client, client shifts Z_k, noise std {self.noise_std:g}"))

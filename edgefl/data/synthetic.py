@@ -1,26 +1,34 @@
 """The Synthetic(alpha, beta) federated data set of FedProx (Li et al., 2020), also in LEAF.
 
-Rule (papers/fedalign.md, "Synthetic(alpha, beta)"; reference: FedProx's
+Rule ("Utilizing Free Clients in Federated Learning for Focused Model Enhancement",
+App. B.2, "Synthetic(alpha, beta)"; reference: FedProx's
 ``data/synthetic_*/generate_synthetic.py``), with d = ``dim`` and C = ``num_classes``:
 
 1. Sigma = diag(j^-1.2), j = 1..d.
 2. Per device k: u_k ~ N(0, alpha), B_k ~ N(0, beta) (numpy ``scale``, i.e. standard deviation);
    v_k in R^d elementwise ~ N(B_k, 1); W_k in R^{d x C} and b_k in R^C elementwise ~ N(u_k, 1).
 3. n_k = floor(LogNormal(4, 2)) + 50, capped at ``max_samples`` (the reference has no cap;
-   fedalign.md recommends 1000); x ~ N(v_k, Sigma); y = argmax softmax(x W_k + b_k).
+   our default cap is 1000); x ~ N(v_k, Sigma); y = argmax softmax(x W_k + b_k).
 
 alpha controls how much the clients' models differ, beta how much their inputs differ.
 Samples are i.i.d. within a client, so the reference's shuffle before the 90/10 split changes
 nothing in distribution and is left to the caller's split.
+
+The ``synthetic`` data set (:class:`SyntheticData`): each client's own samples, the first
+floor(0.9 n_k) for training and the rest (at least 1) for testing; the generator fixes sizes and
+class mixes itself.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, Optional
 
 import numpy as np
+from pydantic import Field, PositiveInt
 
 from edgefl.data.errors import DataError
+from edgefl.data.federated import DataParams, FederatedData, seed_streams, split_each_client
 
 
 @dataclass(frozen=True)
@@ -111,3 +119,36 @@ def synthetic_alpha_beta(
         counts = synthetic_sample_counts(num_clients, rng, max_samples)
     devices = synthetic_devices(num_clients, alpha, beta, rng, dim=dim, num_classes=num_classes)
     return [device.sample(int(n), rng) for device, n in zip(devices, counts)]
+
+
+class SyntheticKeys(DataParams):
+    """The Synthetic(alpha, beta) keys, shared by ``synthetic`` and ``synthetic_priority``."""
+
+    synthetic_alpha: float = Field(1.0, ge=0, description="Synthetic(alpha, beta): model heterogeneity.")
+    synthetic_beta: float = Field(1.0, ge=0, description="Synthetic(alpha, beta): data heterogeneity.")
+    synthetic_dim: PositiveInt = Field(60, description="Number of features.")
+    synthetic_classes: int = Field(10, ge=2, description="Number of classes.")
+    samples_per_client: Optional[int] = Field(
+        None, ge=2, description="Fixed samples per client (train + test) instead of floor(LogNormal(4, 2)) + 50 "
+        "capped at 1000.")
+
+
+class SyntheticData(SyntheticKeys):
+    """FedProx/LEAF Synthetic(alpha, beta): every client its own data law; per client, the first
+    floor(0.9 n_k) samples train and the rest test."""
+
+    name: Literal["synthetic"] = Field("synthetic", description="FedProx Synthetic(alpha, beta).")
+
+    def build(self, seed: int) -> FederatedData:
+        clients = synthetic_alpha_beta(
+            self.num_clients, self.synthetic_alpha, self.synthetic_beta, np.random.default_rng(seed_streams(seed)[0]),
+            dim=self.synthetic_dim, num_classes=self.synthetic_classes, samples_per_client=self.samples_per_client,
+        )
+        return FederatedData(
+            name="synthetic",
+            num_classes=self.synthetic_classes,
+            input_shape=(self.synthetic_dim,),
+            source=(f"Synthetic({self.synthetic_alpha:g}, {self.synthetic_beta:g}), d = {self.synthetic_dim}, "
+                    f"{self.synthetic_classes} classes, 90/10 split per client"),
+            **split_each_client(clients),
+        )

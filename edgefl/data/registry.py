@@ -1,0 +1,85 @@
+"""The data set registry: ``data.name`` in a scenario -> the :class:`~edgefl.data.federated.DataParams`
+subclass that declares its keys and builds it.
+
+A family's names are the values of its ``name`` Literal; :data:`FAMILIES` lists the classes, and
+the registry is derived from them, so a name is written once. To add a data set: subclass
+``DataParams`` (fields with types, defaults, bounds, descriptions; ``build(seed)``) and add the
+class here. The scenario validates ``[data]`` against the class, ``docs/scenarios.md`` lists its
+keys, and the runner calls ``build``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import typing
+
+from pydantic import ValidationError
+
+from edgefl.data.errors import DataError
+from edgefl.data.federated import DataParams, FederatedData
+from edgefl.data.images import ImageData
+from edgefl.data.priority import ImagePriorityData, SyntheticPriorityData
+from edgefl.data.regression import LowRankMatrixData, SparseRegressionData
+from edgefl.data.synthetic import SyntheticData
+
+FAMILIES: tuple[type[DataParams], ...] = (
+    SyntheticData,
+    ImageData,  # mnist, fashion_mnist, kmnist
+    # prioritized FL (priority.py) and statistical recovery (regression.py)
+    SyntheticPriorityData,
+    ImagePriorityData,
+    SparseRegressionData,
+    LowRankMatrixData,
+)
+
+
+def family_names(cls: type[DataParams]) -> tuple[str, ...]:
+    """The ``data.name`` values a family serves: the arguments of its ``name`` Literal."""
+    return typing.get_args(cls.model_fields["name"].annotation)
+
+
+REGISTRY: dict[str, type[DataParams]] = {name: cls for cls in FAMILIES for name in family_names(cls)}
+DATASET_NAMES: tuple[str, ...] = tuple(REGISTRY)
+DEFAULT_DATASET = "synthetic"  # a [data] section without a name
+
+
+def names() -> list[str]:
+    return list(DATASET_NAMES)
+
+
+def unknown_name_message(name: object) -> str:
+    hint = difflib.get_close_matches(str(name), DATASET_NAMES, n=1)
+    extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+    return f"unknown data set {name!r}{extra}; known: {', '.join(DATASET_NAMES)}"
+
+
+def get(name: str) -> type[DataParams]:
+    """The params class registered as ``name`` (DataError with the known names)."""
+    try:
+        return REGISTRY[name]
+    except (KeyError, TypeError):
+        raise DataError(f"data.name: {unknown_name_message(name)}") from None
+
+
+def data_params(name: str, num_clients: int, **keys) -> DataParams:
+    """Validated keys of data set ``name``; a bad or unknown key raises DataError naming it."""
+    cls = get(name)
+    try:
+        return cls(name=name, num_clients=num_clients, **keys)
+    except ValidationError as exc:
+        lines = []
+        for item in exc.errors():
+            path = "data." + ".".join(str(p) for p in item["loc"]) if item["loc"] else "data"
+            if item["type"] == "extra_forbidden":
+                lines.append(f"{path}: not a key of data.name = {name!r}; its keys: {', '.join(cls.model_fields)}")
+            elif item["type"] == "missing":
+                lines.append(f"{path} is not set (required for data.name = {name!r})")
+            else:
+                lines.append(f"{path}: {item['msg'].removeprefix('Value error, ')}")
+        raise DataError("\n".join(lines)) from None
+
+
+def build_federated_data(name: str, num_clients: int, seed: int, **keys) -> FederatedData:
+    """Build data set ``name`` from its keys (see its params class); the same keys and seed give
+    identical tensors. Shorthand for ``data_params(name, num_clients, **keys).build(seed)``."""
+    return data_params(name, num_clients, **keys).build(seed)
