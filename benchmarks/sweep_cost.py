@@ -6,8 +6,9 @@ The grid is scenarios/energy-tau-sweep.toml's SNR x bandwidth (7 x 5 channel poi
 few τ and seeds. "One training run" is one full co-simulation of one grid point (what
 `edgefl run` does: build data and model, train, price every round in SimPy), averaged over
 the grid's τ values (a larger τ trains longer). The whole grid runs serially in this
-process. Because channel points share a training and re-pricing is vectorised, the ratio
-should be close to the number of (τ, seed) trainings, far below the number of grid points.
+process. Because channel points share a training and re-pricing a trace is cheap next to a
+training, the ratio should be close to the number of (τ, seed) trainings, far below the
+number of grid points.
 """
 
 from __future__ import annotations
@@ -25,12 +26,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edgefl.dedicated_pricing import compile_trace  # noqa: E402
-from edgefl.physical import build_population, network_params  # noqa: E402
 from edgefl.runner import Simulation  # noqa: E402
-from edgefl.sim import SimPyPricer  # noqa: E402
-from edgefl.sim.engine import reprice_rounds  # noqa: E402
-from edgefl.sweep import TAU_KEY, plan_sweep, price_point, run_sweep  # noqa: E402
+from edgefl.sweep.plan import TAU_KEY, plan_sweep  # noqa: E402
+from edgefl.sweep.run import price_point, run_sweep  # noqa: E402
 
 
 def timed(fn):
@@ -70,11 +68,7 @@ def main() -> None:
     group = [p for p in plan.points if p.training == plan.points[0].training]
     sim = Simulation(plan.points[0].scenario, record_trace=True)
     trace = sim.run(progress=False).trace
-    t_vectorised, _ = timed(lambda: [price_point(p, trace, compile_trace(trace), sim.model) for p in group])
-    s = group[-1].scenario
-    population = build_population(s.network, s.devices, s.data.num_clients, sim.model.train_flops_per_sample,
-                                  sim.model.eval_flops_per_sample, s.run.seed)
-    t_simpy, _ = timed(lambda: reprice_rounds(trace, SimPyPricer(network_params(s.network), population, s.run.seed)))
+    t_reprice, _ = timed(lambda: [price_point(p, trace, sim.model) for p in group])
 
     print(f"scenario            {args.scenario.relative_to(ROOT)} (rounds = {args.rounds}, "
           f"{plan.base.algorithm.name}, {plan.base.model.name}, N = {plan.base.data.num_clients})")
@@ -85,8 +79,8 @@ def main() -> None:
           + f"; mean {t_one:.2f} s (full SimPy co-simulation of one point)")
     print(f"whole grid          {t_grid:.2f} s (serial, 1 thread)")
     print(f"ratio grid / one    {t_grid / t_one:.2f}   (trainings: {plan.num_trainings}, grid points: {len(plan.points)})")
-    print(f"re-pricing          {t_vectorised / len(group) * 1e3:.1f} ms per channel point (vectorised, dedicated "
-          f"band); SimPy re-pricing of the same trace: {t_simpy * 1e3:.0f} ms")
+    print(f"re-pricing          {t_reprice / len(group) * 1e3:.1f} ms per channel point (SimPy pricer, "
+          f"{len(group)} channel points of one training)")
     print(f"co-simulating every point instead would cost about {len(plan.points)} x {t_one:.2f} s = "
           f"{len(plan.points) * t_one:.0f} s")
 

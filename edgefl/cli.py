@@ -18,11 +18,9 @@ from pathlib import Path
 # measurements (docs/performance.md). A value set by the user wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from edgefl.errors import UserError  # noqa: E402  (also known as edgefl.cli.UserError)
+
 EXIT_USAGE = 2
-
-
-class UserError(Exception):
-    """A mistake the user can fix; printed without a traceback, exit code 2."""
 
 
 def _add_run(sub) -> None:
@@ -84,14 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extra_commands():
-    """Sub-commands defined in other modules (sweep, optimal-tau, plot)."""
-    registrations = []
-    try:
-        from edgefl.sweep_cli import register_commands
-    except ImportError:
-        return registrations
-    registrations.append(register_commands)
-    return registrations
+    """Sub-commands defined in other modules (sweep, optimal-tau, plot). Imported when the
+    parser is built, not with this module: they load torch, which must come after the
+    OMP_WAIT_POLICY default above (and `import edgefl.cli` stays cheap)."""
+    from edgefl.sweep.cli import register_commands
+
+    return [register_commands]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,6 +55,20 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def atomic_write_csv(path: Path, header: list[str], rows) -> None:
+    """:func:`write_csv` via a temporary file + rename (never a half file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write_csv(Path(tmp), header, rows)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 @contextmanager
 def atomic_directory(target: Path):
     """Yield a temporary folder; on success it replaces ``target``, on error it is removed."""

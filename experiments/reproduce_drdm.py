@@ -20,7 +20,8 @@ What it does (details and definitions are written into the page itself):
    hyperparameters, report seeds 0-4 (0-9 at alpha = 0.1, sigma = 0), final-round average /
    worst-case / std of per-client test accuracy.
 3. Figure 3 analogue: DRDM (and FedAvg as a reference) at tau in {5, 10, 20, 30}; rounds until the
-   5-round moving average of the worst-case accuracy first reaches the target.
+   centred 5-round moving average of the worst-case accuracy first reaches the target
+   (edgefl.sweep.target.rounds_to_target, the definition `edgefl optimal-tau` uses).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import math
 import os
 import sys
 import time
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +42,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+from edgefl.sweep.jobs import run_jobs  # noqa: E402
+from edgefl.sweep.target import DEFAULT_WINDOW, Target, centred_moving_average, rounds_to_target  # noqa: E402
 
 SCENARIO = REPO / "scenarios" / "drdm-mnist10k.toml"
 DOC = REPO / "docs" / "reproduce-drdm.md"
@@ -84,7 +87,7 @@ TAUS = (5, 10, 20, 30)
 FIG3_ALGORITHMS = ("drdm", "fedavg")
 TARGETS = (0.70, 0.75, 0.80)
 PRIMARY_TARGET = 0.70
-WINDOW = 5
+WINDOW = DEFAULT_WINDOW
 
 # The paper's numbers (avg / worst / std, %), its Sec. IV-B. Table 3: MNIST linear, sigma = 0;
 # Table 4: alpha = 0.1. No FedDyn/FedProx columns, no (alpha 0.5, sigma 0.5) cell.
@@ -204,58 +207,32 @@ def run_job(job: dict) -> dict:
 
 
 class Runner:
-    """Runs jobs on a small process pool, with an optional on-disk cache, printing progress."""
+    """Runs jobs with the shared job runner (edgefl.sweep.jobs), cached by job_key, printing progress."""
 
     def __init__(self, jobs: int, cache: Path | None):
         self.jobs = jobs
         self.cache = cache
-        if cache:
-            cache.mkdir(parents=True, exist_ok=True)
         self.started = time.perf_counter()
 
+    def describe(self, title: str, res: dict) -> str:
+        hp = ",".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in res["hp"].items())
+        return (f"[{time.perf_counter() - self.started:6.0f}s] {title}: {res['algorithm']:8s} {hp:28s} "
+                f"a={res['alpha']} s={res['sigma']} tau={res['tau']} seed={res['seed']:3d}  "
+                f"worst={res['acc_worst'][-1]:.3f} mean={res['acc_mean'][-1]:.3f} ({res['wall_s']:.1f}s)")
+
     def run(self, todo: list[dict], title: str) -> list[dict]:
-        done: dict[int, dict] = {}
-        pending = []
-        for i, job in enumerate(todo):
-            path = self.cache / f"{job_key(job)}.json" if self.cache else None
-            if path and path.is_file():
-                done[i] = {**json.loads(path.read_text()), "phase": job["phase"]}
-            else:
-                pending.append(i)
-        print(f"== {title}: {len(todo)} runs ({len(todo) - len(pending)} cached)", flush=True)
-        if pending:
-            ctx = get_context("spawn")
-            with ctx.Pool(self.jobs) as pool:
-                results = pool.imap_unordered(_indexed, [(i, todo[i]) for i in pending])
-                for n, (i, res) in enumerate(results, 1):
-                    done[i] = res
-                    if self.cache:
-                        tmp = self.cache / f".{job_key(res)}.tmp"
-                        tmp.write_text(json.dumps(res))
-                        os.replace(tmp, self.cache / f"{job_key(res)}.json")
-                    hp = ",".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}"
-                                  for k, v in res["hp"].items())
-                    print(f"[{n}/{len(pending)} {time.perf_counter() - self.started:6.0f}s] {title}: "
-                          f"{res['algorithm']:8s} {hp:28s} a={res['alpha']} s={res['sigma']} tau={res['tau']} "
-                          f"seed={res['seed']:3d}  worst={res['acc_worst'][-1]:.3f} mean={res['acc_mean'][-1]:.3f} "
-                          f"({res['wall_s']:.1f}s)", flush=True)
-        return [done[i] for i in range(len(todo))]
-
-
-def _indexed(item):
-    i, job = item
-    return i, run_job(job)
+        results = run_jobs(run_job, todo, workers=self.jobs, cache=self.cache, key=job_key, desc=f"== {title}",
+                           unit="run", describe=lambda job, res: self.describe(title, res))
+        # a cached run may have been computed for another phase (job_key leaves the phase out)
+        return [{**res, "phase": job["phase"]} for job, res in zip(todo, results)]
 
 
 # -- statistics -------------------------------------------------------------------------------
-def rounds_to_target(curve, target, window=WINDOW):
-    """First round r (1-based) with mean(curve[r-window+1 .. r]) >= target; None if never."""
-    c = np.asarray(curve, dtype=float)
-    if len(c) < window:
-        return None
-    ma = np.convolve(c, np.ones(window) / window, mode="valid")  # ma[j] ends at round j + window
-    hit = np.flatnonzero(ma >= target - 1e-12)
-    return int(hit[0] + window) if hit.size else None
+def first_round(curve, target) -> int | None:
+    """Rounds-to-target of a worst-case accuracy curve (round 1 first), by the one definition
+    (edgefl.sweep.target.rounds_to_target): the first round at which its centred WINDOW-round
+    moving average is >= target; None if never."""
+    return rounds_to_target(range(1, len(curve) + 1), curve, Target("acc_worst", target), WINDOW)
 
 
 def mean_std(values):
@@ -387,23 +364,23 @@ def figures(main, fig3, fig_dir: Path):
             ys = []
             for tau in TAUS:
                 runs = [r for r in fig3 if r["algorithm"] == alg and r["tau"] == tau]
-                ys.append(rounds_to_target(np.mean([r["acc_worst"] for r in runs], axis=0), t))
+                ys.append(first_round(np.mean([r["acc_worst"] for r in runs], axis=0), t))
             axes[0].plot(TAUS, [np.nan if y is None else y for y in ys], style, color=color,
                          label=f"{LABELS[alg]}, {100 * t:.0f}%")
     axes[0].plot(list(PAPER_FIG3), list(PAPER_FIG3.values()), ":^", color="gray", label="paper (DRDM, 85%, KMNIST)")
     axes[0].set_xlabel("local steps τ")
     axes[0].set_ylabel("rounds to target")
-    axes[0].set_title(f"rounds until the {WINDOW}-round MA of the seed-mean worst-case acc. ≥ target", fontsize=9)
+    axes[0].set_title(f"rounds until the centred {WINDOW}-round MA of the seed-mean worst-case acc. ≥ target",
+                      fontsize=9)
     axes[0].grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     for tau in TAUS:
         runs = [r for r in fig3 if r["algorithm"] == "drdm" and r["tau"] == tau]
         y = 100 * np.mean([r["acc_worst"] for r in runs], axis=0)
-        ma = np.convolve(y, np.ones(WINDOW) / WINDOW, mode="valid")
-        axes[1].plot(np.arange(WINDOW, len(y) + 1), ma, label=f"DRDM τ = {tau}")
+        axes[1].plot(np.arange(1, len(y) + 1), centred_moving_average(y, WINDOW), label=f"DRDM τ = {tau}")
     axes[1].axhline(100 * PRIMARY_TARGET, color="k", lw=0.8, ls=":")
     axes[1].set_xlabel("round")
-    axes[1].set_ylabel("worst-case accuracy (%), 5-round MA, seed mean")
+    axes[1].set_ylabel(f"worst-case accuracy (%), centred {WINDOW}-round MA, seed mean")
     axes[1].set_ylim(30, 90)
     axes[1].grid(alpha=0.3)
     axes[1].legend(fontsize=8)
@@ -429,7 +406,7 @@ def write_data(tuning, main, fig3, data_dir: Path):
         rows.append([r["phase"], r["algorithm"], json.dumps(r["hp"], sort_keys=True), r["alpha"], r["sigma"], r["tau"],
                      r["seed"], r["rounds"], f"{r['acc_mean'][-1]:.6f}", f"{r['acc_worst'][-1]:.6f}",
                      f"{r['acc_std'][-1]:.6f}", f"{np.mean(r['acc_worst'][-10:]):.6f}",
-                     *[rounds_to_target(r["acc_worst"], t) or "" for t in TARGETS],
+                     *[first_round(r["acc_worst"], t) or "" for t in TARGETS],
                      f"{r['lambda_max'][-1]:.6f}" if "lambda_max" in r else "",
                      f"{r['train_loss_worst']:.6f}" if "train_loss_worst" in r else "",
                      f"{r['train_loss_mean']:.6f}" if "train_loss_mean" in r else "", f"{r['wall_s']:.2f}"])
@@ -610,10 +587,12 @@ def page(chosen, tune_table, main, fig3, timings, args, ablation=()) -> str:
     w("")
     best_final = max(np.mean([r["acc_worst"][-1] for r in main if r["algorithm"] == a and (r["alpha"], r["sigma"]) == (al, si)])
                      for a in ALGORITHMS for al, si in SETTINGS)
-    reached_all = all(rounds_to_target(np.mean([r["acc_worst"] for r in fig3 if r["algorithm"] == "drdm" and r["tau"] == t],
-                                               axis=0), PRIMARY_TARGET) is not None for t in TAUS)
-    w(f"Definition: the first round r at which the {WINDOW}-round moving average of the worst-case accuracy "
-      f"(rounds r−{WINDOW - 1} … r) is at least the target. \"Seed-mean curve\" applies it to the worst-case curve "
+    reached_all = all(first_round(np.mean([r["acc_worst"] for r in fig3 if r["algorithm"] == "drdm" and r["tau"] == t],
+                                          axis=0), PRIMARY_TARGET) is not None for t in TAUS)
+    w(f"Definition: the first round r at which the centred {WINDOW}-round moving average of the worst-case accuracy "
+      f"(rounds r−{(WINDOW - 1) // 2} … r+{WINDOW // 2}, fewer at the ends of the run) is at least the target, the "
+      "definition `edgefl optimal-tau` uses (`edgefl.sweep.target.rounds_to_target`; centred, it adds no lag). "
+      "\"Seed-mean curve\" applies it to the worst-case curve "
       "averaged over seeds (the spec's §7 procedure); \"per seed\" applies it to each seed and gives mean ± std over "
       f"the seeds that reached the target within {ROUNDS} rounds (with how many did). Primary target "
       f"**{100 * PRIMARY_TARGET:.0f}%**, fixed before the report runs because the paper's 85% is not reachable here (the "
@@ -635,8 +614,8 @@ def page(chosen, tune_table, main, fig3, timings, args, ablation=()) -> str:
                 continue
             cells = []
             for t in TARGETS:
-                curve = rounds_to_target(np.mean([r["acc_worst"] for r in runs], axis=0), t)
-                per = [rounds_to_target(r["acc_worst"], t) for r in runs]
+                curve = first_round(np.mean([r["acc_worst"] for r in runs], axis=0), t)
+                per = [first_round(r["acc_worst"], t) for r in runs]
                 hit = [p for p in per if p is not None]
                 cells.append("—" if curve is None else str(curve))
                 cells.append(f"{np.mean(hit):.1f} ± {np.std(hit, ddof=1) if len(hit) > 1 else 0:.1f} ({len(hit)}/{len(runs)})"

@@ -2,7 +2,8 @@
 
     .venv/bin/python experiments/reproduce_fast_fedda.py     # 2 worker processes
 
-Runs (papers/fast-fedda.md sections 5 and 8; learning only, the ideal engine):
+Runs ("Fast Composite Optimization and Statistical Recovery in Federated Learning",
+Sec. 4; learning only, the ideal engine):
 1. Sparse linear regression at the paper's full size: 64 clients x 128 samples, p = 1024, s = 512,
    10 clients per round, E = 10, batch 10, lam = 0.5^5 (MC-FedDA 0.5^3, 0.5^4, 0.5^5 over
    125/125/750 rounds), 1000 rounds, Fast-FedDA / C-FedDA / MC-FedDA (mu = 0.1, gamma = 550 resp.
@@ -34,7 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from cached_runs import run_cached  # noqa: E402  (experiments/, beside this script)
+from edgefl.sweep.jobs import run_keyed  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = ["fast_fedda", "c_fedda", "mc_fedda", "fedda", "fedmid"]
@@ -44,7 +45,7 @@ COLORS = {"fast_fedda": "tab:red", "c_fedda": "tab:orange", "mc_fedda": "tab:pur
           "fedmid": "tab:green"}
 SEEDS = (0, 1, 2)
 
-# The spec's indicative l2 errors (numpy reimplementation, fast-fedda.md section 8), [lo, hi].
+# The spec's indicative l2 errors (a numpy reimplementation), [lo, hi].
 SPEC_L2 = {
     300: {"fast_fedda": (4.1, 4.3), "c_fedda": (4.6, 4.7), "mc_fedda": (3.5, 3.6), "fedda": (7.4, 7.8), "fedmid": (6.7, 7.0)},
     1000: {"fast_fedda": (0.49, 0.55), "c_fedda": (0.53, 0.59), "mc_fedda": (0.45, 0.50), "fedda": (0.77, 0.85),
@@ -216,7 +217,7 @@ def main(argv=None) -> int:
     # the slow ones first, so the pool stays busy
     jobs.sort(key=lambda j: (j["method"] not in ("c_fedda", "mc_fedda"), j["exp"] != "lasso"))
     started = time.time()
-    results = run_cached(run_job, jobs, args.jobs, args.cache)
+    results = run_keyed(run_job, jobs, workers=args.jobs, cache=args.cache)
     total = time.time() - started
     page = render(results, jobs, exps, rounds, seeds, fig_dir, total, args)
     doc.parent.mkdir(parents=True, exist_ok=True)

@@ -2,10 +2,11 @@
 
     .venv/bin/python experiments/reproduce_fedalign.py       # 2 worker processes
 
-Runs (papers/fedalign.md sections 4, 5, 7; learning only, the ideal engine). Methods share w_0,
+Runs ("Utilizing Free Clients in Federated Learning for Focused Model Enhancement",
+Sec. 4 and App. B; learning only, the ideal engine). Methods share w_0,
 data and seeds: FedALIGN (eps = 0.2), FedAvg-P (= FedALIGN with eps = 0: priority clients only)
 and FedAvg-All (= eps = inf: everyone after the shared warm-up).
-1. The acceptance configuration (§7): Synth(1,1), N = 20 (10 priority, 10 non-priority with label
+1. The acceptance configuration: Synth(1,1), N = 20 (10 priority, 10 non-priority with label
    noise and irrelevant data), medium noise (skew 1.5), logistic regression, eta = 0.1, E = 5 epochs,
    B = 10, R = 200, W = 20; seeds 0-4. Also low (skew 0.5) and high (skew 5, eps = 0.4) noise,
    seeds 0-2 (the paper's Figure 2).
@@ -31,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from cached_runs import run_cached  # noqa: E402  (experiments/, beside this script)
+from edgefl.sweep.jobs import run_keyed  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = {"fedalign": "FedALIGN", "fedavg_p": "FedAvg-P", "fedavg_all": "FedAvg-All"}
@@ -181,7 +182,7 @@ def main(argv=None) -> int:
                          "key": f"mnist_eps{eps}-{seed}-{job_key(sc)}", "label": f"mnist eps={eps} seed {seed}"})
     jobs.sort(key=lambda j: j["method"] == "fedavg_p")  # the slow ones first
     started = time.time()
-    results = run_cached(run_job, jobs, args.jobs, args.cache)
+    results = run_keyed(run_job, jobs, workers=args.jobs, cache=args.cache)
     total = time.time() - started
     page = render(results, jobs, exps, r_syn, r_noise, r_img, fig_dir, total, args)
     doc.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,8 @@ docs/reproduce-partial-averaging.md.
 
     .venv/bin/python experiments/reproduce_partial_averaging.py   # 2 worker processes
 
-The spec's suggested CPU experiment (papers/partial-model-averaging.md section 6), on MNIST-10k
+A CPU-sized version of the experiments of "Partial Model Averaging in Federated Learning:
+Performance Guarantees and Benefits" (section "Experiments"), on MNIST-10k
 (Fashion-MNIST is not available here) and with a 784-64-10 MLP (~51K values) instead of the
 ~100K-value CNN (the model zoo's CNN has 794K values, too slow for this CPU budget):
 - 32 workers, IID (250 training images each), full participation, batch 32, momentum 0.9,
@@ -32,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from cached_runs import run_cached  # noqa: E402  (experiments/, beside this script)
+from edgefl.sweep.jobs import run_keyed  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = {"partial_avg": "partial", "periodic_avg": "periodic"}
@@ -117,7 +118,7 @@ def main(argv=None):
     started = time.time()
     # phase 1: learning-rate selection on seed 0
     grid = [make_job("iid", m, t, lr, seeds[0], iters) for m in METHODS for t in taus for lr in LRS]
-    results = run_cached(run_job, grid, args.jobs, args.cache)
+    results = run_keyed(run_job, grid, workers=args.jobs, cache=args.cache)
     chosen = {}
     for m in METHODS:
         for t in taus:
@@ -132,7 +133,7 @@ def main(argv=None):
         rest += [make_job("iid", m, 16, chosen[(m, 8)], s, iters) for s in seeds]  # the spec: add 16 if the gap is small
         rest += [make_job("m16", m, 8, chosen[(m, 8)], s, iters, workers=16) for s in seeds]
         rest += [make_job("dirichlet", m, 8, chosen[(m, 8)], s, iters, alpha=0.5) for s in seeds]
-    results.update(run_cached(run_job, rest, args.jobs, args.cache))
+    results.update(run_keyed(run_job, rest, workers=args.jobs, cache=args.cache))
     total = time.time() - started
     jobs = [j for j in grid if j["lr"] == chosen[(j["method"], j["tau"])]] + rest
     page = render(results, grid, jobs, chosen, iters, taus, seeds, fig_dir, total, args)

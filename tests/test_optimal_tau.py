@@ -4,7 +4,7 @@ property that τ* never increases as the channel gets cheaper (higher SNR, wider
 The property follows from E(τ) = R(τ)·(τ·a + b): for τ' > τ to win at a cheaper channel b' < b
 while τ wins at b, R(τ') ≥ R(τ) would be needed, and then τ' costs more at b' too. It holds
 for any R(τ), monotone or not; the test feeds random learning curves through the same
-function `edgefl optimal-tau` uses (edgefl.analysis.optimal_tau).
+function `edgefl optimal-tau` uses (edgefl.sweep.analysis.optimal_tau).
 """
 
 from __future__ import annotations
@@ -17,17 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgefl.analysis import (
-    Target,
-    centred_moving_average,
-    mean_ci,
-    optimal_tau,
-    pareto_front,
-    parse_target,
-    round_reached,
-)
 from edgefl.cli import main
-from edgefl.sweep import SweepError
+from edgefl.sweep.analysis import mean_ci, optimal_tau, pareto_front
+from edgefl.sweep.plan import SweepError
+from edgefl.sweep.target import Target, centred_moving_average, parse_target, rounds_to_target
 
 SNRS = [0, 10, 20, 30]
 BANDWIDTHS = [0.5, 2, 10]
@@ -39,7 +32,7 @@ def transmit_j_per_round(snr_db: float, bandwidth_mhz: float, scale: float) -> f
     return scale / (bandwidth_mhz * math.log2(1 + 10 ** (snr_db / 10)))
 
 
-def synthetic_rows(rounds_to_target: dict[tuple[int, int], int], a: float, b_scale: float, num_rounds: int,
+def synthetic_rows(reach_round: dict[tuple[int, int], int], a: float, b_scale: float, num_rounds: int,
                    snrs=SNRS, bandwidths=BANDWIDTHS) -> list[dict]:
     """results.csv rows for learning that reaches acc 1 at round R(τ, seed) (a step), whatever
     the channel, with E(round) = round·(τ·a + b(channel))."""
@@ -47,7 +40,7 @@ def synthetic_rows(rounds_to_target: dict[tuple[int, int], int], a: float, b_sca
     for snr in snrs:
         for bw in bandwidths:
             b = transmit_j_per_round(snr, bw, b_scale)
-            for (tau, seed), reach in rounds_to_target.items():
+            for (tau, seed), reach in reach_round.items():
                 for r in range(1, num_rounds + 1):
                     compute, uplink = r * tau * a, r * b
                     rows.append({"network.snr_db": snr, "network.bandwidth_mhz": bw, "algorithm.local_steps": tau,
@@ -96,7 +89,7 @@ def test_expensive_channel_prefers_large_tau_cheap_channel_small_tau():
     assert star[(30, 10)] == 5  # b ≈ 0.6 J per round
 
 
-def test_energy_to_target_is_the_cumulative_energy_at_the_round_reached():
+def test_energy_to_target_is_the_cumulative_energy_at_the_rounds_to_target():
     reach = {(5, 0): 10, (5, 1): 12, (5, 2): 14, (10, 0): 6, (10, 1): 7, (10, 2): 30}
     rows = synthetic_rows(reach, a=0.5, b_scale=1.0, num_rounds=20, snrs=[10], bandwidths=[1])
     result = optimal_tau(rows, GRID, Target("acc_worst", 0.5), window=1)
@@ -122,18 +115,20 @@ def test_no_eligible_tau_is_reported_as_never_reached():
     assert channel.tau_star is None and channel.status.startswith("never reached")
 
 
-def test_centred_moving_average_and_first_round_reached():
+def test_centred_moving_average_and_first_rounds_to_target():
     assert centred_moving_average([0, 0, 1, 1, 1], 3).tolist() == pytest.approx([0, 1 / 3, 2 / 3, 1, 1])
     assert centred_moving_average([1, 2, 3, 4], 1).tolist() == [1, 2, 3, 4]
     # one lucky round (0.9 at round 3) does not count with a window of 5, it does with 1
     rounds = list(range(1, 11))
     acc = [0.1, 0.2, 0.9, 0.3, 0.4, 0.8, 0.85, 0.85, 0.9, 0.9]
     target = Target("acc_worst", 0.8)
-    assert round_reached(rounds, acc, target, 1) == 3
-    assert round_reached(rounds, acc, target, 5) == 8  # rounds 6..10 average 0.86
-    # rounds without an evaluation (None) are skipped; a loss target is reached from above
-    assert round_reached([1, 2, 3, 4], [None, 0.9, None, 0.2], Target("loss", 0.5), 1) == 4
-    assert round_reached([1, 2], [0.1, 0.2], target, 5) is None
+    assert rounds_to_target(rounds, acc, target, 1) == 3
+    assert rounds_to_target(rounds, acc, target, 5) == 8  # rounds 6..10 average 0.86
+    assert rounds_to_target(rounds, acc, target) == 8  # the default window is 5
+    # rounds without an evaluation (None or NaN) are skipped; a loss target is reached from above
+    assert rounds_to_target([1, 2, 3, 4], [None, 0.9, None, 0.2], Target("loss", 0.5), 1) == 4
+    assert rounds_to_target([1, 2, 3, 4], [math.nan, 0.9, math.nan, 0.2], Target("loss", 0.5), 1) == 4
+    assert rounds_to_target([1, 2], [0.1, 0.2], target, 5) is None
 
 
 def test_mean_ci_and_pareto_front():

@@ -1,7 +1,7 @@
 """Re-pricing a recorded trace equals a full co-simulation on that channel.
 
 A sweep trains once per (learning keys, seed) on the ideal engine, records the op trace and
-re-prices it for every channel point (vectorised on dedicated bands, SimPy for FDMA/TDMA).
+re-prices it for every channel point with the SimPy pricer.
 Here every re-priced point is checked against a full SimPy co-simulation of the same point:
 energies and times to 1e-9 relative, learning metrics identical.
 """
@@ -14,13 +14,14 @@ import pytest
 import torch
 
 import algorithms
-from edgefl.dedicated_pricing import compile_trace, price_dedicated
 from edgefl.physical import build_population, network_params
 from edgefl.runner import Simulation
 from edgefl.scenario import scenario_from_dict
 from edgefl.sim import SimPyPricer
 from edgefl.sim.engine import reprice_rounds
-from edgefl.sweep import COSIMULATED, REPRICED, plan_sweep, read_point, run_sweep
+from edgefl.sweep.plan import COSIMULATED, REPRICED, plan_sweep
+from edgefl.sweep.run import run_sweep
+from edgefl.sweep.store import read_point
 
 torch.set_num_threads(1)
 
@@ -139,38 +140,9 @@ def test_message_size_keys_split_trainings(tmp_path):
     assert summary.trainings == 4  # 2 message sizes x 2 seeds
 
 
-@pytest.mark.parametrize("fading", ["none", "rayleigh", "rician"])
-def test_vectorised_dedicated_pricing_equals_simpy_repricing(fading):
-    raw = {"run": {"seed": 3, "rounds": 6, "engine": "ideal"},
-           "data": {"name": "synthetic", "num_clients": 10, "samples_per_client": 30},
-           "algorithm": {"name": "fedavg", "local_steps": 4, "clients_per_round": 6},
-           "network": {"distance_m": 300.0, "bandwidth_mhz": 2.0, "fading": fading, "header_bits": 64,
-                       "downlink_bandwidth_mhz": 5.0, "shannon_efficiency": 0.8, "snr_gap_db": 2.0},
-           "devices": {"idle_power_w": 0.3, "static_power_w": 0.05, "circuit_power_w": 0.1}}
-    s = scenario_from_dict(raw)
-    sim = Simulation(s, record_trace=True)
-    trace = sim.run(progress=False).trace
-    network = network_params(s.network)
-
-    def population():
-        return build_population(s.network, s.devices, 10, sim.model.train_flops_per_sample,
-                                sim.model.eval_flops_per_sample, 3)
-
-    slow = reprice_rounds(trace, SimPyPricer(network, population(), 3))
-    fast = price_dedicated(compile_trace(trace), network, population(), 3)
-    assert [c.round for c in fast] == [c.round for c in slow] == list(range(6))
-    for a, b in zip(fast, slow):
-        assert a.end_s == pytest.approx(b.end_s, rel=1e-12)
-        for category, joules in b.energy_by_category_j.items():
-            assert a.energy_by_category_j[category] == pytest.approx(joules, rel=1e-12, abs=1e-300)
-    assert slow[-1].energy_by_category_j["uplink"] > 0 and math.isfinite(slow[-1].end_s)
-
-
 def test_reprice_rounds_refuses_a_pricer_that_can_change_participation():
     s = scenario_from_dict({"data": {"name": "synthetic", "num_clients": 4}, "network": {"deadline_s": 1.0},
                             "algorithm": {"clients_per_round": 2}})
     population = build_population(s.network, s.devices, 4, 1.0, 1.0, 0)
     with pytest.raises(ValueError, match="deadline"):
         reprice_rounds([], SimPyPricer(network_params(s.network), population, 0))
-    with pytest.raises(ValueError, match="dedicated"):
-        price_dedicated(compile_trace([]), network_params(s.network), population, 0)

@@ -10,6 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from edgefl.errors import UserError
+from edgefl.results import atomic_write_csv, atomic_write_text
+from edgefl.sweep.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
+from edgefl.sweep.plan import SweepError, parse_grid, plan_sweep
+from edgefl.sweep.run import run_sweep, user_errors
+from edgefl.sweep.store import RESULTS, grid_keys
+from edgefl.sweep.target import DEFAULT_WINDOW, parse_target
+
 
 def register_commands(sub) -> None:
     p = sub.add_parser(
@@ -40,7 +48,8 @@ def register_commands(sub) -> None:
                     "moving average of the metric reaches the target.")
     p.add_argument("dir", type=Path, help="a finished sweep folder (with results.csv)")
     p.add_argument("--target", required=True, metavar="METRIC=VALUE", help="e.g. acc_worst=0.80")
-    p.add_argument("--window", type=int, default=5, help="moving-average window in rounds (default 5; 1 = raw)")
+    p.add_argument("--window", type=int, default=DEFAULT_WINDOW,
+                   help=f"moving-average window in rounds (default {DEFAULT_WINDOW}; 1 = raw)")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of the t-intervals (default 0.95)")
     p.add_argument("--out", type=Path, default=None, help="where to write tables and figures (default: DIR)")
     p.add_argument("--no-plots", action="store_true", help="tables only")
@@ -53,7 +62,8 @@ def register_commands(sub) -> None:
     p.add_argument("dir", type=Path, help="a finished sweep folder (with results.csv)")
     p.add_argument("--metric", default="acc_worst", help="metric on the y axis (default acc_worst)")
     p.add_argument("--target", default=None, metavar="METRIC=VALUE", help="for the Pareto front, e.g. acc_worst=0.8")
-    p.add_argument("--window", type=int, default=5, help="moving-average window for rounds-to-target (default 5)")
+    p.add_argument("--window", type=int, default=DEFAULT_WINDOW,
+                   help=f"moving-average window for rounds-to-target (default {DEFAULT_WINDOW})")
     p.add_argument("--at", action="append", default=[], metavar="KEY=VALUE",
                    help="only channel points with this grid value (repeatable), e.g. --at network.snr_db=0")
     p.add_argument("--out", type=Path, default=None, help="where to write the figures (default: DIR)")
@@ -62,9 +72,6 @@ def register_commands(sub) -> None:
 
 def _user_errors(fn):
     """Run ``fn`` turning sweep/scenario/data mistakes into UserError (exit 2, no traceback)."""
-    from edgefl.cli import UserError
-    from edgefl.sweep import user_errors
-
     try:
         return fn()
     except user_errors() as exc:
@@ -72,8 +79,6 @@ def _user_errors(fn):
 
 
 def cmd_sweep(args) -> int:
-    from edgefl.sweep import plan_sweep, run_sweep
-
     out = args.out or Path("results") / f"{args.scenario.stem}-sweep"
     plan = _user_errors(lambda: plan_sweep(args.scenario, args.overrides, args.grid, args.seeds))
     summary = _user_errors(lambda: run_sweep(plan, out, workers=args.workers, executor=args.executor,
@@ -87,28 +92,16 @@ def cmd_sweep(args) -> int:
 
 
 def _output_folder(out: Path) -> Path:
-    from edgefl.cli import UserError
-
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     return out
 
 
-def _grid_keys(directory: Path) -> list[str]:
-    from edgefl.sweep import load_manifest
-
-    return [key for key, _ in load_manifest(directory)["definition"]["grid"]]
-
-
 def cmd_optimal_tau(args) -> int:
-    from edgefl.analysis import format_report, optimal_tau, parse_target, per_channel_rows, per_tau_rows, read_results
-    from edgefl.results import atomic_write_text
-    from edgefl.sweep import RESULTS, atomic_write_csv
-
     def analyse():
         target = parse_target(args.target)
-        keys = _grid_keys(args.dir)
+        keys = grid_keys(args.dir)
         _, rows = read_results(args.dir / RESULTS)
         return optimal_tau(rows, keys, target, args.window, args.confidence)
 
@@ -121,7 +114,7 @@ def cmd_optimal_tau(args) -> int:
     print(report, end="")
     written = [out / "optimal_tau.csv", out / "tau_energy.csv", out / "optimal_tau.txt"]
     if not args.no_plots:
-        from edgefl.sweep_plots import plot_energy_curves, plot_energy_split, plot_tau_heatmap
+        from edgefl.sweep.plots import plot_energy_curves, plot_energy_split, plot_tau_heatmap  # lazy: matplotlib
 
         heatmap = plot_tau_heatmap(result, out / "tau-heatmap.png")
         if heatmap is None:
@@ -133,8 +126,6 @@ def cmd_optimal_tau(args) -> int:
 
 
 def _channel_filter(at: list[str], keys: list[str]):
-    from edgefl.sweep import SweepError, parse_grid
-
     wanted = {}
     for text in at:
         key, values = parse_grid(text, option="--at")
@@ -145,12 +136,10 @@ def _channel_filter(at: list[str], keys: list[str]):
 
 
 def cmd_plot(args) -> int:
-    from edgefl.analysis import optimal_tau, parse_target, read_results
-    from edgefl.sweep import RESULTS, SweepError
-    from edgefl.sweep_plots import channel_panel_keys, plot_accuracy_energy, plot_pareto
+    from edgefl.sweep.plots import channel_panel_keys, plot_accuracy_energy, plot_pareto  # lazy: matplotlib
 
     def prepare():
-        keys = _grid_keys(args.dir)
+        keys = grid_keys(args.dir)
         header, rows = read_results(args.dir / RESULTS)
         if args.metric not in header:
             raise SweepError(f"--metric {args.metric!r}: no such column in results.csv")

@@ -1,13 +1,13 @@
-"""Rounds-to-target, energy-to-target and the energy-optimal number of local steps τ*,
-computed from a sweep's results.csv.
+"""Energy-to-target and the energy-optimal number of local steps τ*, computed from a sweep's
+results.csv (rounds-to-target: :mod:`edgefl.sweep.target`).
 
 Definitions (printed with every output):
 
-- **rounds-to-target** of one seed: the first round at which the centred moving average
-  (window w, default 5: the round, two before and two after, fewer at the ends of the run)
-  of the metric reaches the target (>= for accuracies, <= for losses). The average keeps
-  one lucky round from counting as "reached"; centring it adds no lag. Only evaluated
-  rounds count. A seed that never gets there is "never reached".
+- **rounds-to-target** of one seed: :func:`edgefl.sweep.target.rounds_to_target`, the first
+  round at which the centred moving average (window w, default 5: the round, two before and
+  two after, fewer at the ends of the run) of the metric reaches the target (>= for
+  accuracies, <= for losses). Only evaluated rounds count. A seed that never gets there is
+  "never reached".
 - **energy-to-target** of one seed: the cumulative energy of all clients (J) at that round,
   split into compute and transmission (uplink + downlink; idle apart).
 - Per (channel point, τ): means over seeds with a t-distribution confidence interval
@@ -30,44 +30,16 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from edgefl.sweep import TAU_KEY, SweepError
+from edgefl.sweep.plan import TAU_KEY, SweepError
+from edgefl.sweep.target import DEFAULT_WINDOW, Target, rounds_to_target
+from edgefl.sweep.target import definition as target_definition
 
-DEFAULT_WINDOW = 5
 DEFAULT_CONFIDENCE = 0.95
 TRANSMIT_COLUMNS = ("uplink_energy_j", "downlink_energy_j")
 
 
-@dataclass(frozen=True)
-class Target:
-    metric: str
-    value: float
-
-    @property
-    def higher_is_better(self) -> bool:
-        return not (self.metric == "loss" or self.metric.endswith("loss") or self.metric.endswith("error"))
-
-    def reached(self, value: float) -> bool:
-        return value >= self.value if self.higher_is_better else value <= self.value
-
-    def __str__(self) -> str:
-        return f"{self.metric}={self.value:g}"
-
-
-def parse_target(text: str) -> Target:
-    metric, sep, raw = text.partition("=")
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not sep or not metric.strip() or not math.isfinite(value):
-        raise SweepError(f"--target {text!r}: expected metric=value, e.g. --target acc_worst=0.80")
-    return Target(metric.strip(), value)
-
-
 def definition(target: Target, window: int, confidence: float = DEFAULT_CONFIDENCE) -> str:
-    sense = ">=" if target.higher_is_better else "<="
-    return (f"rounds-to-target = first round at which the centred {window}-round moving average of "
-            f"{target.metric} is {sense} {target.value:g} (per seed); energy-to-target = cumulative energy of "
+    return (f"{target_definition(target, window)} (per seed); energy-to-target = cumulative energy of "
             f"all clients at that round; mean over seeds ± {confidence:.0%} t-interval; a τ is eligible only "
             f"if every seed reaches the target; τ* = eligible τ with the least mean energy-to-target.")
 
@@ -99,26 +71,7 @@ def read_results(path: Path) -> tuple[list[str], list[dict]]:
     return header, rows
 
 
-# -- rounds and energy to target ----------------------------------------------------------
-def centred_moving_average(values, window: int) -> np.ndarray:
-    """Mean over [i - (w-1)//2, i + w//2], cut at the ends."""
-    values = np.asarray(values, dtype=float)
-    before, after = (window - 1) // 2, window // 2
-    return np.array([values[max(0, i - before): i + after + 1].mean() for i in range(len(values))])
-
-
-def round_reached(rounds, values, target: Target, window: int) -> int | None:
-    """First round whose centred moving average of the (evaluated) values reaches the target."""
-    pairs = [(r, v) for r, v in zip(rounds, values) if v is not None]
-    if not pairs:
-        return None
-    smooth = centred_moving_average([v for _, v in pairs], window)
-    for (r, _), s in zip(pairs, smooth):
-        if target.reached(s):
-            return int(r)
-    return None
-
-
+# -- energy to target and τ* -------------------------------------------------------------------
 @dataclass
 class SeedOutcome:
     channel: tuple  # values of the grid keys other than τ
@@ -205,7 +158,7 @@ def seed_outcomes(rows: list[dict], grid_keys: list[str], target: Target, window
     outcomes = []
     for (channel, tau, seed), run in runs.items():
         run.sort(key=lambda r: r["round"])
-        reached = round_reached([r["round"] for r in run], [r[target.metric] for r in run], target, window)
+        reached = rounds_to_target([r["round"] for r in run], [r[target.metric] for r in run], target, window)
         at = next((r for r in run if r["round"] == reached), None)
         outcomes.append(SeedOutcome(
             channel, int(tau), int(seed), reached,

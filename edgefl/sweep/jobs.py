@@ -1,0 +1,151 @@
+"""Run a list of jobs on N workers, with a progress bar and an optional cache: the one job
+runner of sweeps (:mod:`edgefl.sweep.run`) and of the scripts in ``experiments/``.
+
+A job is any picklable object; ``fn(job)`` computes its result and must be a module-level
+function (it is sent to worker processes by reference). Every random number of a job must
+come from the job itself (its seed): the runner adds none, so the same jobs give the same
+results with any number of workers and either executor; results are returned in job order,
+whatever order they finish in.
+
+- ``workers = 1``: in this process, one job after the other.
+- ``workers > 1``: a pool of that many fresh interpreters (``spawn``: no forked torch thread
+  pools); a job that fails stops the run (the jobs not yet started are cancelled).
+- ``executor = "ray"``: one Ray task per job (an optional extra; ``RAY_ADDRESS`` picks a
+  cluster). Jobs that write files must then write to shared storage.
+
+With ``cache`` (a folder), each result is written to ``cache/KEY.json`` (``key(job)``) as soon
+as it arrives, atomically (:func:`edgefl.results.atomic_write_text`: never a half file), and a
+job whose file is there is read back instead of computed: an interrupted run resumes where it
+stopped. Cached results must be JSON-able.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from tqdm import tqdm
+
+from edgefl.results import atomic_write_text
+
+EXECUTORS = ("local", "ray")
+
+
+def ray_module():
+    """Ray, imported only when asked for: an optional extra, not installed by default."""
+    try:
+        import ray  # lazy: optional dependency
+    except ImportError:
+        raise ImportError("--executor ray needs Ray, an optional extra that is not installed "
+                          "(pip install 'edgefl[ray]'); or use the default --executor local") from None
+    return ray
+
+
+def check_options(workers: int, executor: str) -> None:
+    """Raise ValueError for an unknown executor or a worker count below 1; ImportError when
+    Ray is asked for and missing."""
+    if executor not in EXECUTORS:
+        raise ValueError(f"--executor {executor!r}: expected {' or '.join(EXECUTORS)}")
+    if workers < 1:
+        raise ValueError(f"--workers must be >= 1, got {workers}")
+    if executor == "ray":
+        ray_module()
+
+
+def cache_path(cache: Path, key: str) -> Path:
+    return Path(cache) / f"{key}.json"
+
+
+def read_cached(cache: Path, key: str):
+    """A cached result, or None if it is not there (or not readable)."""
+    try:
+        return json.loads(cache_path(cache, key).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def run_jobs(fn: Callable[[Any], Any], jobs: Sequence, *, workers: int = 1, executor: str = "local",
+             cache: Path | None = None, key: Callable[[Any], str] = lambda job: job["key"],
+             size: Callable[[Any], int] = lambda job: 1, describe: Callable[[Any, Any], str] | None = None,
+             progress: bool = True, desc: str = "jobs", unit: str = "job") -> list:
+    """``[fn(job) for job in jobs]``, computed on ``workers`` workers, cached jobs read back.
+
+    ``size(job)``: how many units of the progress bar a job counts for (e.g. a sweep's
+    points). ``describe(job, result)``: a line printed as each job finishes (cached ones
+    included in a first summary line); without it the runner prints nothing but the bar,
+    which is shown on a terminal only (and never with ``progress=False``).
+    """
+    check_options(workers, executor)
+    jobs = list(jobs)
+    results: list = [None] * len(jobs)
+    todo = []
+    for i, job in enumerate(jobs):
+        cached = read_cached(cache, key(job)) if cache is not None else None
+        if cached is None:
+            todo.append(i)
+        else:
+            results[i] = cached
+    if describe is not None:
+        print(f"{desc}: {len(jobs)} jobs, {len(jobs) - len(todo)} cached, {len(todo)} to do on {workers} "
+              f"worker(s){' (ray)' if executor == 'ray' else ''}", flush=True)
+    total = sum(size(job) for job in jobs)
+    bar = tqdm(total=total, initial=total - sum(size(jobs[i]) for i in todo), unit=unit, desc=desc,
+               disable=not progress or None, dynamic_ncols=True)
+
+    def finished(i: int, result) -> None:
+        results[i] = result
+        if cache is not None:
+            atomic_write_text(cache_path(cache, key(jobs[i])), json.dumps(result))
+        if describe is not None:
+            bar.write(describe(jobs[i], result))
+        bar.update(size(jobs[i]))
+
+    try:
+        if executor == "ray":
+            _on_ray(fn, jobs, todo, finished)
+        elif workers == 1 or len(todo) <= 1:
+            for i in todo:
+                finished(i, fn(jobs[i]))
+        else:
+            _in_pool(fn, jobs, todo, workers, finished)
+    finally:
+        bar.close()
+    return results
+
+
+def run_keyed(fn: Callable[[dict], dict], jobs: Sequence[dict], *, workers: int = 1, cache: Path | None = None,
+              **options) -> dict[str, Any]:
+    """:func:`run_jobs` for jobs that are dicts with a unique ``key`` (their cache file) and a
+    ``label``, whose results hold their ``wall_s``: the results by key, and a line per job as it
+    finishes (the experiments' way)."""
+    options.setdefault("describe", lambda job, res: f"  {job['label']}: {res['wall_s']:.0f} s")
+    results = run_jobs(fn, jobs, workers=workers, cache=cache, **options)
+    return {job["key"]: res for job, res in zip(jobs, results)}
+
+
+def _in_pool(fn, jobs, todo: list[int], workers: int, finished) -> None:
+    # spawn: fresh interpreters (no forked torch thread pools); each job sets its own threads.
+    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=get_context("spawn")) as pool:
+        pending = {pool.submit(fn, jobs[i]): i for i in todo}
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    finished(pending.pop(future), future.result())
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise
+
+
+def _on_ray(fn, jobs, todo: list[int], finished) -> None:
+    ray = ray_module()
+    ray.init(ignore_reinit_error=True, include_dashboard=False)
+    remote = ray.remote(fn)
+    pending = {remote.remote(jobs[i]): i for i in todo}
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        finished(pending.pop(done[0]), ray.get(done[0]))

@@ -1,0 +1,169 @@
+"""The plan of a sweep: which points (grid values x seeds), and which of them share a training.
+
+A sweep point is one combination of grid values with one seed (run.seed + 0..K-1). Points
+that differ only in channel keys (anything in [network] or [devices] except the message
+sizes ``network.bits_per_param`` and ``network.header_bits``, which are baked into a trace)
+have the same learning trajectory whenever the channel cannot change who participates (no
+deadline, no outage: :func:`edgefl.sim.can_change_participation`). Such points share one
+training per (learning keys, seed) and are re-priced (mode ``repriced``); every other point
+is co-simulated in full (mode ``cosimulated``). How they are computed: :mod:`edgefl.sweep.run`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edgefl.physical import network_params
+from edgefl.scenario import Scenario, apply_overrides, check_sweep_key, read_toml, scenario_from_dict
+from edgefl.sim import can_change_participation
+
+FORMAT = 1  # of a point's id and of its file; a new format makes every point new
+REPRICED, COSIMULATED = "repriced", "cosimulated"
+TAU_KEY = "algorithm.local_steps"
+# [network] keys that change the op trace itself (the bits of every message): not re-priceable.
+TRACE_NETWORK_KEYS = ("bits_per_param", "header_bits")
+
+
+class SweepError(ValueError):
+    """A user mistake about a sweep (bad --grid, a folder holding another sweep). Exit 2."""
+
+
+@dataclass
+class SweepPoint:
+    values: dict[str, Any]  # grid key -> value
+    seed: int
+    scenario: Scenario
+    id: str  # content hash of the point's resolved scenario
+    mode: str  # REPRICED or COSIMULATED
+    training: str | None  # content hash of what the learning depends on (REPRICED only)
+
+    @property
+    def label(self) -> str:
+        return ", ".join([f"{k}={v}" for k, v in self.values.items()] + [f"seed={self.seed}"])
+
+
+@dataclass
+class SweepPlan:
+    source: str
+    base: Scenario
+    grid: dict[str, list]
+    seeds: list[int]
+    points: list[SweepPoint]
+
+    def definition(self) -> dict:
+        """What a rerun must match to resume into the same folder."""
+        return _jsonable({
+            "scenario": self.base.model_dump(mode="json", exclude={"sweep"}),
+            "grid": [[key, values] for key, values in self.grid.items()],  # a list: keeps the order
+            "seeds": self.seeds,
+        })
+
+    @property
+    def num_trainings(self) -> int:
+        """Learning runs of the whole sweep: one per training group + one per co-simulated point."""
+        groups = {p.training for p in self.points if p.mode == REPRICED}
+        return len(groups) + sum(p.mode == COSIMULATED for p in self.points)
+
+
+def _jsonable(obj):
+    return json.loads(json.dumps(obj, sort_keys=True))
+
+
+def _hash(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def parse_grid(text: str, option: str = "--grid") -> tuple[str, list]:
+    """``key=v1,v2,...`` -> (key, [values]); each value a TOML literal, else a string.
+    ``option`` names the command-line option in error messages."""
+    if "=" not in text:
+        raise SweepError(f"{option} {text!r}: expected key=v1,v2,..., e.g. {option} network.snr_db=0,10,20")
+    key, raw = (part.strip() for part in text.split("=", 1))
+    try:
+        check_sweep_key(key)
+    except ValueError as exc:
+        raise SweepError(f"{option} {text!r}: {exc}") from None
+    values = []
+    for item in (v.strip() for v in raw.split(",")):
+        if not item:
+            raise SweepError(f"{option} {text!r}: empty value in the list")
+        try:
+            values.append(tomllib.loads(f"v = {item}")["v"])
+        except tomllib.TOMLDecodeError:
+            values.append(item)
+    if len({repr(v) for v in values}) != len(values):
+        raise SweepError(f"{option} {text!r}: repeated values")
+    return key, values
+
+
+def pricing_mode(scenario: Scenario) -> str:
+    """REPRICED when a recorded trace re-priced for this point equals its co-simulation
+    (the SimPy engine, and a channel that cannot change who participates)."""
+    if scenario.run.engine != "simpy" or can_change_participation(network_params(scenario.network)):
+        return COSIMULATED
+    return REPRICED
+
+
+def learning_config(scenario: Scenario) -> dict:
+    """Everything the learning trajectory (and the op trace) depends on."""
+    dump = scenario.model_dump(mode="json", exclude={"sweep", "devices"})
+    dump["network"] = {k: dump["network"][k] for k in TRACE_NETWORK_KEYS}
+    dump["run"].pop("engine")
+    return dump
+
+
+def _set_key(raw: dict, key: str, value) -> None:
+    section, name = key.split(".")
+    node = raw.setdefault(section, {})
+    if not isinstance(node, dict):
+        raise SweepError(f"{section!r} is not a section")
+    node[name] = value
+
+
+def load_raw(path: Path, overrides: list[str]) -> dict:
+    """The scenario file as a dict, data.dir resolved against the file, --set applied."""
+    raw = read_toml(path)
+    data = raw.get("data")
+    if isinstance(data, dict) and isinstance(data.get("dir"), str):
+        data["dir"] = str((path.parent / Path(data["dir"]).expanduser()).resolve())
+    return apply_overrides(raw, overrides)
+
+
+def plan_sweep(path: Path, overrides: list[str] | None = None, grids: list[str] | None = None,
+               seeds: int | None = None) -> SweepPlan:
+    """Validate the scenario, the grid and every point's scenario. Raises ScenarioError/SweepError."""
+    path = Path(path)
+    source = str(path)
+    raw = load_raw(path, overrides or [])
+    base = scenario_from_dict(raw, source=source)
+    grid = {k: list(v) for k, v in base.sweep.grid.items()}
+    for text in grids or []:
+        key, values = parse_grid(text)
+        grid[key] = values  # a --grid replaces the file's grid for that key
+    num_seeds = base.sweep.seeds if seeds is None else seeds
+    if num_seeds < 1:
+        raise SweepError(f"--seeds must be >= 1, got {num_seeds}")
+    seed_values = [base.run.seed + k for k in range(num_seeds)]
+    point_raw = copy.deepcopy({k: v for k, v in raw.items() if k != "sweep"})
+    points = []
+    for combo in itertools.product(*grid.values()):
+        values = dict(zip(grid, combo))
+        raw_point = copy.deepcopy(point_raw)
+        for key, value in values.items():
+            _set_key(raw_point, key, value)
+        label = ", ".join(f"{k}={v!r}" for k, v in values.items())
+        scenario = scenario_from_dict(raw_point, source=f"{source} [sweep point {label}]" if label else source)
+        for seed in seed_values:
+            s = scenario.model_copy(update={"run": scenario.run.model_copy(update={"seed": seed})})
+            dump = s.model_dump(mode="json", exclude={"sweep"})
+            mode = pricing_mode(s)
+            training = _hash(learning_config(s)) if mode == REPRICED else None
+            points.append(SweepPoint(values, seed, s, _hash({"format": FORMAT, "scenario": dump}), mode, training))
+    return SweepPlan(source, base, grid, seed_values, points)

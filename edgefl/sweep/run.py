@@ -1,0 +1,145 @@
+"""Running a sweep: one learning run per training group or co-simulated point, re-pricing the
+recorded op trace for every channel point of a group, resumable.
+
+Points that share a training (:mod:`edgefl.sweep.plan`) are trained once, on the ideal engine
+with ``record_trace``; the trace is then re-priced for each of them with
+``edgefl.sim.engine.reprice_rounds(trace, SimPyPricer(network, population, seed))``, the same pricer
+and random draws a co-simulation of that point uses (so the numbers are those of a
+co-simulation). Every other point is co-simulated in full. The learning runs are jobs of
+:func:`edgefl.sweep.jobs.run_jobs` (in this process, a process pool, or Ray); each writes its
+points into the sweep folder (:mod:`edgefl.sweep.store`) as it goes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from edgefl.data import DataError
+from edgefl.physical import build_population, network_params
+from edgefl.runner import Simulation
+from edgefl.scenario import Scenario, ScenarioError
+from edgefl.sim import SimPyPricer
+from edgefl.sim.engine import RoundCost, reprice_rounds
+from edgefl.sweep.jobs import check_options, run_jobs
+from edgefl.sweep.plan import COSIMULATED, REPRICED, SweepError, SweepPlan, SweepPoint
+from edgefl.sweep.store import POINTS_DIR, assemble_results, check_manifest, read_point, write_point
+from energy import CATEGORIES
+
+
+@dataclass
+class Task:
+    """One learning run: a training re-priced for ``points`` (REPRICED), or one co-simulation.
+    A job of :func:`run_jobs` (picklable); it writes its points into the folder ``out``."""
+
+    mode: str
+    scenario: Scenario  # what is trained (REPRICED: on the ideal engine, with a trace)
+    out: str
+    points: list[SweepPoint] = field(default_factory=list)
+
+
+def make_tasks(points: list[SweepPoint], out: Path) -> list[Task]:
+    tasks: dict[str, Task] = {}
+    for p in points:
+        if p.mode == REPRICED:
+            if p.training not in tasks:
+                s = p.scenario
+                trainer = s.model_copy(update={"run": s.run.model_copy(update={"engine": "ideal"})})
+                tasks[p.training] = Task(REPRICED, trainer, str(out))
+            tasks[p.training].points.append(p)
+        else:
+            tasks[p.id] = Task(COSIMULATED, p.scenario, str(out), [p])
+    return list(tasks.values())
+
+
+def repriced_rows(metrics: list[dict], costs: list[RoundCost]) -> list[dict]:
+    """The training's metrics rows with time and energy taken from the re-priced rounds."""
+    by_round = {c.round: c for c in costs}
+    last = None
+    rows = []
+    for row in metrics:
+        last = by_round.get(row["round"] - 1, last)  # a round without phases costs nothing
+        by_cat = last.energy_by_category_j if last else {c: 0.0 for c in CATEGORIES}
+        new = dict(row)
+        new["sim_time_s"] = float(last.end_s) if last else 0.0
+        new["energy_j"] = float(sum(by_cat.values()))
+        for c in CATEGORIES:
+            new[f"{c}_energy_j"] = float(by_cat[c])
+        rows.append(new)
+    return rows
+
+
+def price_point(point: SweepPoint, trace, model) -> list[RoundCost]:
+    """Re-price a training's trace for one channel point: the SimPy pricer a co-simulation of
+    the point would use (same population, same seed), fed the recorded phases."""
+    s = point.scenario
+    population = build_population(s.network, s.devices, s.data.num_clients, model.train_flops_per_sample,
+                                  model.eval_flops_per_sample, s.run.seed)
+    return reprice_rounds(trace, SimPyPricer(network_params(s.network), population, s.run.seed))
+
+
+def run_task(task: Task) -> int:
+    """Compute a task's points and write each one; returns how many were written.
+    Runs in a worker process as well as in the main one (same numbers either way)."""
+    torch.set_num_threads(task.scenario.run.threads or 1)
+    out = Path(task.out)
+    if task.mode == COSIMULATED:
+        point = task.points[0]
+        result = Simulation(point.scenario).run(progress=False)
+        write_point(out, point, result.metrics)
+        return 1
+    sim = Simulation(task.scenario, record_trace=True)
+    result = sim.run(progress=False)
+    for point in task.points:
+        write_point(out, point, repriced_rows(result.metrics, price_point(point, result.trace, sim.model)))
+    return len(task.points)
+
+
+@dataclass
+class SweepSummary:
+    points: int
+    reused: int  # already in the folder
+    computed: int
+    trainings: int  # learning runs done now (each co-simulated point counts as one)
+    repriced: int  # points (of all) re-priced from a shared training
+    cosimulated: int
+    wall_s: float
+    results: Path
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """The exceptions that mean a user mistake (for the CLI)."""
+    return (SweepError, ScenarioError, DataError)
+
+
+def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, executor: str = "local", force: bool = False,
+              progress: bool = True) -> SweepSummary:
+    started = time.perf_counter()
+    out = Path(out)
+    try:
+        check_options(workers, executor)
+    except (ValueError, ImportError) as exc:
+        raise SweepError(str(exc)) from None
+    created = not out.exists()
+    check_manifest(out, plan, force)
+    (out / POINTS_DIR).mkdir(exist_ok=True)
+    try:
+        missing = [p for p in plan.points if read_point(out, p.id) is None]
+        tasks = make_tasks(missing, out)
+        run_jobs(run_task, tasks, workers=workers, executor=executor, size=lambda task: len(task.points),
+                 progress=progress, desc="sweep", unit="point")
+        results = assemble_results(out, plan)
+    except user_errors():
+        if created and not any((out / POINTS_DIR).iterdir()):
+            shutil.rmtree(out, ignore_errors=True)  # e.g. missing data: leave nothing behind
+        raise
+    return SweepSummary(
+        points=len(plan.points), reused=len(plan.points) - len(missing), computed=len(missing),
+        trainings=len(tasks), repriced=sum(p.mode == REPRICED for p in plan.points),
+        cosimulated=sum(p.mode == COSIMULATED for p in plan.points),
+        wall_s=time.perf_counter() - started, results=results,
+    )

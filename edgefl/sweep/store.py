@@ -1,0 +1,139 @@
+"""The sweep folder: what is done, what a rerun may reuse, and the assembled table.
+
+Layout::
+
+    sweep.json      the manifest: the sweep's definition (base scenario, grid, seeds) and points
+    points/ID.json  one finished point (its per-round metrics rows), written atomically
+    computed.log    one line per point computed, appended after its file is in place
+    results.csv     every point's rows, assembled (atomically) from points/ when all are done
+
+Resuming is rerunning: a point whose file exists is not computed again. A rerun with
+another definition into the same folder is refused unless ``force``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from edgefl.results import atomic_write_csv, atomic_write_text
+from edgefl.runner import METRIC_COLUMNS
+from edgefl.sweep.plan import FORMAT, SweepError, SweepPlan, SweepPoint
+
+MANIFEST = "sweep.json"
+POINTS_DIR = "points"
+COMPUTED_LOG = "computed.log"
+RESULTS = "results.csv"
+
+
+def point_path(out: Path, point_id: str) -> Path:
+    return out / POINTS_DIR / f"{point_id}.json"
+
+
+def write_point(out: Path, point: SweepPoint, rows: list[dict]) -> None:
+    """The point's file (temp + rename), then one line in computed.log."""
+    record = {"format": FORMAT, "id": point.id, "values": point.values, "seed": point.seed,
+              "mode": point.mode, "rows": [{k: _plain(v) for k, v in row.items()} for row in rows]}
+    atomic_write_text(point_path(out, point.id), json.dumps(record) + "\n")
+    line = json.dumps({"id": point.id, "mode": point.mode, "seed": point.seed, "values": point.values,
+                       "pid": os.getpid()}) + "\n"
+    fd = os.open(out / COMPUTED_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())  # one small append: whole or not at all
+    finally:
+        os.close(fd)
+
+
+def _plain(value):
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return float(value)
+
+
+def read_point(out: Path, point_id: str) -> dict | None:
+    """A finished point's record, or None if it is not there (or not readable)."""
+    try:
+        record = json.loads(point_path(out, point_id).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return record if record.get("id") == point_id and record.get("format") == FORMAT else None
+
+
+def _flatten(obj, prefix=""):
+    if isinstance(obj, dict):
+        items = {}
+        for k, v in obj.items():
+            items.update(_flatten(v, f"{prefix}{k}."))
+        return items
+    return {prefix.rstrip("."): obj}
+
+
+def check_manifest(out: Path, plan: SweepPlan, force: bool) -> None:
+    """Refuse to mix two different sweeps in one folder (unless ``force``); then write the manifest."""
+    path = out / MANIFEST
+    new = plan.definition()
+    if out.exists() and not out.is_dir():
+        raise SweepError(f"--out {out}: exists and is not a folder")
+    if path.exists():
+        try:
+            old = json.loads(path.read_text()).get("definition")
+        except (json.JSONDecodeError, AttributeError):
+            old = None
+        if old != new and not force:
+            if old is None:
+                raise SweepError(f"{path} is not a sweep manifest; use --force to replace it or choose another --out")
+            a, b = _flatten(old), _flatten(new)
+            shown_value = lambda d, k: repr(d[k]) if k in d else "(unset)"  # noqa: E731
+            diffs = [f"{k}: {shown_value(a, k)} -> {shown_value(b, k)}"
+                     for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+            shown = "; ".join(diffs[:5]) + (f"; ... ({len(diffs) - 5} more)" if len(diffs) > 5 else "")
+            raise SweepError(f"{out} holds a different sweep ({shown}). Rerun the same command to resume it, "
+                             f"use --force to replace it, or choose another --out")
+        if old != new:  # forced: drop the old sweep's points (same-scenario points are kept and reused)
+            keep = {p.id for p in plan.points}
+            for stale in (out / POINTS_DIR).glob("*.json"):
+                if stale.stem not in keep:
+                    stale.unlink()
+            (out / RESULTS).unlink(missing_ok=True)
+    manifest = {
+        "format": FORMAT, "definition": new,
+        "points": [{"id": p.id, "values": p.values, "seed": p.seed, "mode": p.mode, "training": p.training}
+                   for p in plan.points],
+    }
+    atomic_write_text(path, json.dumps(manifest, indent=1) + "\n")
+
+
+def load_manifest(out: Path) -> dict:
+    path = Path(out) / MANIFEST
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise SweepError(f"{out}: no {MANIFEST}; is it the --out folder of an `edgefl sweep`?") from None
+    except json.JSONDecodeError as exc:
+        raise SweepError(f"{path}: not valid JSON ({exc})") from None
+
+
+def grid_keys(out: Path) -> list[str]:
+    """The grid keys of the sweep in folder ``out``, in grid order."""
+    return [key for key, _ in load_manifest(out)["definition"]["grid"]]
+
+
+def assemble_results(out: Path, plan: SweepPlan) -> Path:
+    """results.csv: one row per (point, seed, round), grid keys first, then seed, round,
+    the metrics.csv columns and the mode. Written via temp + rename."""
+    records = []
+    for p in plan.points:
+        record = read_point(out, p.id)
+        if record is None:
+            raise RuntimeError(f"sweep point {p.label} ({p.id}) has no result file")
+        records.append((p, record))
+    metric_cols = [c for c in METRIC_COLUMNS if c != "round"]
+    for _, record in records:
+        for row in record["rows"]:
+            metric_cols += [k for k in row if k not in metric_cols and k not in METRIC_COLUMNS]
+    header = list(plan.grid) + ["seed", "round"] + metric_cols + ["mode"]
+    rows = ([*(p.values[k] for k in plan.grid), p.seed, row["round"], *(row.get(c) for c in metric_cols),
+             record["mode"]] for p, record in records for row in record["rows"])
+    atomic_write_csv(out / RESULTS, header, rows)
+    return out / RESULTS

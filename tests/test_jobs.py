@@ -1,0 +1,75 @@
+"""The one job runner (edgefl.sweep.jobs.run_jobs) of sweeps and experiments: a process pool
+gives the same results as one worker, in job order; a cache is written atomically and reused."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from edgefl.sweep.jobs import run_jobs
+
+
+def seeded_job(job: dict) -> dict:
+    """A job whose numbers come only from its own seed (as every experiment's and sweep's)."""
+    rng = np.random.default_rng(job["seed"])
+    return {"key": job["key"], "values": rng.normal(size=5).tolist(), "sum": float(rng.random(1000).sum())}
+
+
+def refuse(job: dict) -> dict:
+    raise AssertionError(f"{job['key']} was computed, not read from the cache")
+
+
+def fail_on_three(job: dict) -> dict:
+    if job["seed"] == 3:
+        raise RuntimeError("job 3 failed")
+    return seeded_job(job)
+
+
+JOBS = [{"key": f"job-{seed}", "seed": seed} for seed in (5, 3, 11, 0, 8)]
+
+
+def test_process_pool_gives_the_same_results_as_one_worker_in_job_order():
+    serial = run_jobs(seeded_job, JOBS, workers=1, progress=False)
+    pooled = run_jobs(seeded_job, JOBS, workers=3, progress=False)
+    assert pooled == serial
+    assert [r["key"] for r in pooled] == [j["key"] for j in JOBS]
+
+
+def test_the_cache_is_written_atomically_and_reused(tmp_path, capsys):
+    cache = tmp_path / "cache"
+    first = run_jobs(seeded_job, JOBS[:3], workers=2, cache=cache, progress=False,
+                     describe=lambda job, res: f"done {job['key']}")
+    assert sorted(p.name for p in cache.iterdir()) == sorted(f"{j['key']}.json" for j in JOBS[:3])  # no temp files
+    assert [json.loads((cache / f"{j['key']}.json").read_text()) for j in JOBS[:3]] == first
+    out = capsys.readouterr().out
+    assert "3 jobs, 0 cached, 3 to do" in out and all(f"done {j['key']}" in out for j in JOBS[:3])
+
+    assert run_jobs(refuse, JOBS[:3], cache=cache, progress=False) == first  # nothing recomputed
+    more = run_jobs(seeded_job, JOBS, cache=cache, progress=False, describe=lambda job, res: job["key"])
+    assert more[:3] == first and more == run_jobs(seeded_job, JOBS, progress=False)
+    assert "5 jobs, 3 cached, 2 to do" in capsys.readouterr().out
+
+
+def test_a_torn_cache_file_is_recomputed(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "job-5.json").write_text('{"key": "job-5", "val')  # e.g. written by something else, cut short
+    assert run_jobs(seeded_job, JOBS[:1], cache=cache, progress=False) == [seeded_job(JOBS[0])]
+
+
+def test_a_failing_job_stops_the_run_and_caches_the_others_done(tmp_path):
+    cache = tmp_path / "cache"
+    with pytest.raises(RuntimeError, match="job 3 failed"):
+        run_jobs(fail_on_three, JOBS, workers=1, cache=cache, progress=False)
+    assert [p.name for p in cache.iterdir()] == ["job-5.json"]  # finished before the failure: kept
+    with pytest.raises(RuntimeError, match="job 3 failed"):
+        run_jobs(fail_on_three, JOBS, workers=2, progress=False)
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="--workers must be >= 1"):
+        run_jobs(seeded_job, JOBS, workers=0)
+    with pytest.raises(ValueError, match="expected local or ray"):
+        run_jobs(seeded_job, JOBS, executor="dask")
