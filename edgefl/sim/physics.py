@@ -97,10 +97,17 @@ class PhasePhysics:
         self._up = MeanSnr(population.uplink)
         self._down = MeanSnr(population.downlink)
         self._compute_cache: dict[tuple, tuple[float, float]] = {}
+        # Without fading nor outage, every client's rates are the same in every phase: computed
+        # once (for all clients, vectorised) and looked up (_plan_unfaded).
+        self._unfaded = network.fading == "none" and network.outage_snr_db is None
+        self._unfaded_rates: tuple | None = None  # (down, up) per client, () if a rate is 0
+        self._unfaded_tables: dict[int, list[list[float]]] = {}
 
     def plan(self, phase: PhaseRecord, clients: list[int]) -> dict[int, list[Step]]:
         """Each client's chain as steps. One pass sorts the activities by kind; the physics is
         then one vectorised computation per kind."""
+        if self._unfaded and self._unfaded_rates_bps() is not None:
+            return self._plan_unfaded(phase, clients)
         net = self.net
         fdma = net.access == "fdma"
         plans: dict[int, list[Step]] = {}
@@ -139,8 +146,7 @@ class PhasePhysics:
         else:
             bandwidths.append(np.full(len(up), net.bandwidth_hz))
             snrs.append(self._up.instantaneous(net.bandwidth_hz, up_c, up_g))
-        rate = np.asarray(shannon_rate_bps(np.concatenate(bandwidths), np.concatenate(snrs),
-                                           net.efficiency, net.snr_gap_db))
+        rate = self._rate(np.concatenate(bandwidths), np.concatenate(snrs))
         timed = down if fdma else down + up  # transmissions at a fixed rate: duration = bits / rate
         bits = np.array([s.bits for _, s, _ in timed], dtype=np.float64)
         for (_, step, _), seconds in zip(timed, (bits / rate[:len(timed)]).tolist()):
@@ -152,6 +158,52 @@ class PhasePhysics:
             lost = is_outage(self._up.instantaneous(net.bandwidth_hz, up_c, up_g), net.outage_snr_db)
             for (_, step, _), flag in zip(up, np.atleast_1d(lost).tolist()):
                 step.lost = flag
+        return plans
+
+    def _rate(self, bandwidth_hz, snr: np.ndarray) -> np.ndarray:
+        return np.asarray(shannon_rate_bps(bandwidth_hz, snr, self.net.efficiency, self.net.snr_gap_db))
+
+    def _unfaded_rates_bps(self) -> tuple[list[float], list[float]] | None:
+        """Every client's downlink and (full-band) uplink rate without fading; None if one is 0
+        (bits / 0: left to the general path)."""
+        if self._unfaded_rates is None:
+            net = self.net
+            down = self._rate(net.downlink_bandwidth_hz, self._down(net.downlink_bandwidth_hz))
+            up = self._rate(net.bandwidth_hz, self._up(net.bandwidth_hz))
+            self._unfaded_rates = (down.tolist(), up.tolist()) if (down > 0).all() and (up > 0).all() else ()
+        return self._unfaded_rates or None
+
+    def _plan_unfaded(self, phase: PhaseRecord, clients: list[int]) -> dict[int, list[Step]]:
+        """:meth:`plan` without fading nor outage: the same rates (a gain of 1) and durations
+        (bits / rate), the rates looked up per client instead of computed per phase."""
+        net = self.net
+        down_rate, up_rate = self._unfaded_rates_bps()
+        table = None
+        if net.access == "fdma":
+            uploads = sum(a.kind == "upload" for c in clients for a in phase.chains[c])
+            table = self._unfaded_tables.get(uploads)
+            if table is None and uploads:
+                shares, mean = self._up.shared(net.bandwidth_hz, uploads)
+                table = self._unfaded_tables[uploads] = self._rate(shares[None, :], mean).tolist()
+        plans: dict[int, list[Step]] = {}
+        compute = []
+        for c in clients:
+            plans[c] = steps = []
+            for a in phase.chains[c]:
+                kind = KIND_CODE[a.kind]
+                if kind == COMPUTE:
+                    step = Step(kind, a, 0.0, a.bits, 0.0)
+                    compute.append((c, step))
+                elif kind == DOWNLOAD:
+                    step = Step(kind, a, a.bits / down_rate[c], a.bits, 0.0)
+                elif table is not None:
+                    step = Step(kind, a, 0.0, a.bits, 0.0, rates_bps=table[c])
+                else:
+                    step = Step(kind, a, a.bits / up_rate[c], a.bits, 0.0)
+                steps.append(step)
+        if compute:
+            for (_, step), (cycles, seconds) in zip(compute, self._compute([(c, s.activity) for c, s in compute])):
+                step.cycles, step.duration_s = cycles, seconds
         return plans
 
     def _compute(self, work: list[tuple[int, Activity]]) -> list[tuple[float, float]]:
