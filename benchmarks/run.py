@@ -284,7 +284,7 @@ def bench_engine(quick: bool) -> None:
     repeats = 3 if quick else 7
     for network in networks:
         one(network, "ideal", warm_up=True), one(network, "simpy", warm_up=True)
-        for r in range(repeats if network == "fdma" else max(1, repeats // 2)):
+        for r in range(repeats):
             for kind in (("ideal", "simpy") if r % 2 == 0 else ("simpy", "ideal")):
                 one(network, kind)
 
