@@ -59,6 +59,7 @@ from edgefl.runner import Simulation  # noqa: E402
 from edgefl.physical import build_population, network_params  # noqa: E402
 from edgefl.scenario import load_scenario, scenario_from_dict  # noqa: E402
 from edgefl.sim import SimPyPricer, reprice_rounds  # noqa: E402
+from edgefl.sweep.store import load_manifest  # noqa: E402
 
 MNIST_DIR = Path(os.environ.get("EDGEFL_MNIST_DIR", Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"))
 
@@ -391,8 +392,7 @@ def bench_figure4(seeds: int, workers: int) -> None:
             t = time.perf_counter()
             subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
             times[name] = time.perf_counter() - t
-        with open(out / "results.csv") as f:
-            points = len({line.split(",", 1)[0] for line in f}) - 1
+        points = len(load_manifest(out)["points"])
     total = sum(times.values())
     print(f"[6] fig4    Figure-4 study, energy-tau-sweep.toml x {seeds} seeds ({points} points, {workers} workers), "
           f"end to end: {total:.0f} s = {total / 60:.1f} min (target < 3 min) {mark(total < 180)} "
