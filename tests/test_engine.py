@@ -64,6 +64,24 @@ def test_a_default_run_executes_simpy_events(monkeypatch):
     assert sim.pricer.env.now == pytest.approx(result.summary["sim_time_s"])
 
 
+def test_edgefl_run_on_the_default_engine_steps_simpy(monkeypatch, tmp_path):
+    steps = []
+    original = simpy.Environment.step
+
+    def counting_step(env):
+        steps.append(env)
+        return original(env)
+
+    monkeypatch.setattr(simpy.Environment, "step", counting_step)
+    path = tmp_path / "s.toml"
+    path.write_text('[run]\nrounds = 2\n[data]\nnum_clients = 6\nsamples_per_client = 30\n'
+                    '[algorithm]\nclients_per_round = 3\nlocal_steps = 2\n')
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet", "--no-plots"]) == 0
+    events = (tmp_path / "out" / "events.csv").read_text().splitlines()[1:]
+    assert len(events) > 0 and len(steps) > 2 * len(events)
+    assert len({id(env) for env in steps}) == 1
+
+
 def test_simulated_time_is_continuous_across_rounds():
     sim = tiny_simulation()
     result = sim.run(progress=False)
