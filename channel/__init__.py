@@ -14,11 +14,24 @@ from .link import (
     path_loss_db,
     snr_from_link,
 )
-from .rate import is_outage, rayleigh_outage_probability, shannon_rate_bps, transmission_time_s
+from .mcs import CQI_EFFICIENCY, CQI_SNR_DB, RATE_MODES, check_mcs_table, mcs_spectral_efficiency
+from .rate import (
+    is_outage,
+    link_rate_bps,
+    rayleigh_outage_probability,
+    shannon_rate_bps,
+    transmission_time_s,
+)
 from .units import db_to_linear, dbm_to_w, linear_to_db, w_to_dbm
 
 __all__ = [
     "ACCESS_SCHEMES",
+    "CQI_EFFICIENCY",
+    "CQI_SNR_DB",
+    "RATE_MODES",
+    "check_mcs_table",
+    "link_rate_bps",
+    "mcs_spectral_efficiency",
     "FADING_KINDS",
     "N0_DBM_PER_HZ",
     "Link",

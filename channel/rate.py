@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._util import out, require_nonnegative
+from .mcs import CQI_EFFICIENCY, CQI_SNR_DB, RATE_MODES, mcs_spectral_efficiency
 from .units import db_to_linear
 
 
@@ -28,6 +29,22 @@ def shannon_rate_bps(bandwidth_hz, snr_linear, efficiency=1.0, snr_gap_db=0.0):
         rate = efficiency * bandwidth_hz * np.log2(1.0 + snr_linear / gap)
     # B = 0 with SNR = inf (link budget over no bandwidth): nothing gets through.
     return out(np.where(bandwidth_hz == 0, 0.0, rate))
+
+
+def link_rate_bps(bandwidth_hz, snr_linear, rate="shannon", efficiency=1.0, snr_gap_db=0.0,
+                  max_spectral_efficiency=None, mcs_snr_db=CQI_SNR_DB, mcs_efficiency=CQI_EFFICIENCY):
+    """Rate in bit/s at ``bandwidth_hz`` [Hz] and linear SNR under the configured rate adaptation
+    (channel/mcs.py): shannon, R = min(η·B·log2(1 + SNR/Γ), B·cap) (no cap if
+    ``max_spectral_efficiency`` is None); mcs, R = B·se_MCS(SNR), 0 in outage."""
+    if rate == "shannon":
+        r = shannon_rate_bps(bandwidth_hz, snr_linear, efficiency, snr_gap_db)
+        if max_spectral_efficiency is None:
+            return r
+        return out(np.minimum(r, np.asarray(bandwidth_hz, dtype=np.float64) * float(max_spectral_efficiency)))
+    if rate == "mcs":
+        bandwidth_hz = require_nonnegative(bandwidth_hz, "bandwidth_hz")
+        return out(bandwidth_hz * np.asarray(mcs_spectral_efficiency(snr_linear, mcs_snr_db, mcs_efficiency)))
+    raise ValueError(f"unknown rate adaptation {rate!r}; expected one of {RATE_MODES}")
 
 
 def transmission_time_s(bits, rate_bps):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from channel import Link, dbm_to_w, path_loss_db
+from channel import CQI_EFFICIENCY, CQI_SNR_DB, Link, dbm_to_w, path_loss_db
 
 
 @dataclass(frozen=True)
@@ -22,9 +22,16 @@ class NetworkParams:
     rician_k: float
     efficiency: float  # fraction of the Shannon rate achieved
     snr_gap_db: float
-    outage_snr_db: float | None  # uploads below this instantaneous SNR are lost
+    outage_snr_db: float | None  # packet-error threshold: an attempt below this instantaneous SNR fails
     deadline_s: float | None  # per communication phase
     header_bits: float  # added to every message
+    rate: str = "shannon"  # rate adaptation: shannon | mcs
+    max_spectral_efficiency: float | None = None  # bit/s/Hz cap of the shannon rate
+    mcs_snr_db: tuple[float, ...] = CQI_SNR_DB  # rate = mcs: thresholds (dB) ...
+    mcs_efficiency: tuple[float, ...] = CQI_EFFICIENCY  # ... and their spectral efficiencies (bit/s/Hz)
+    coherence_s: float | None = None  # block fading: a new draw every coherence_s seconds of a message
+    max_retransmissions: int = 0  # ARQ: attempts after a failed one
+    access_latency_s: float = 0.0  # before every message
 
 
 @dataclass
@@ -38,6 +45,8 @@ class Population:
     circuit_power_w: np.ndarray
     rx_power_w: np.ndarray
     idle_power_w: np.ndarray
+    tail_s: np.ndarray  # radio tail after each message (s) ...
+    tail_power_w: np.ndarray  # ... and its power (W)
     train_cycles_per_sample: np.ndarray  # forward + backward
     eval_cycles_per_sample: np.ndarray  # forward only
     uplink: list[Link]
@@ -52,7 +61,7 @@ class Population:
 
 DEVICE_FIELDS = (
     "cpu_ghz", "kappa", "static_power_w", "tx_power_dbm", "circuit_power_w",
-    "rx_power_w", "idle_power_w", "cycles_per_flop", "cycles_per_sample",
+    "rx_power_w", "idle_power_w", "tail_s", "tail_power_w", "cycles_per_flop", "cycles_per_sample",
 )
 
 
@@ -68,6 +77,13 @@ def network_params(network) -> NetworkParams:
         outage_snr_db=network.outage_snr_db,
         deadline_s=network.deadline_s,
         header_bits=float(network.header_bits),
+        rate=network.rate,
+        max_spectral_efficiency=network.max_spectral_efficiency,
+        mcs_snr_db=tuple(r[0] for r in network.mcs_table) if network.mcs_table else CQI_SNR_DB,
+        mcs_efficiency=tuple(r[1] for r in network.mcs_table) if network.mcs_table else CQI_EFFICIENCY,
+        coherence_s=network.coherence_s,
+        max_retransmissions=network.max_retransmissions,
+        access_latency_s=network.access_latency_s,
     )
 
 
@@ -145,6 +161,8 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
         circuit_power_w=column("circuit_power_w"),
         rx_power_w=column("rx_power_w"),
         idle_power_w=column("idle_power_w"),
+        tail_s=column("tail_s"),
+        tail_power_w=column("tail_power_w"),
         train_cycles_per_sample=train_cycles,
         eval_cycles_per_sample=eval_cycles,
         uplink=uplink,

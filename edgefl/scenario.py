@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 import algorithms
+from channel import check_mcs_table
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.data.registry import unknown_name_message
@@ -119,13 +120,31 @@ class NetworkSection(Strict):
     bandwidth_mhz: PositiveFloat = Field(1.0, description="Uplink band (per client if dedicated, shared otherwise).")
     access: Literal["dedicated", "fdma", "tdma"] = Field(
         "dedicated", description="dedicated band per client; fdma: equal split among uploaders; tdma: FIFO queue.")
-    fading: Literal["none", "rayleigh", "rician"] = Field("none", description="Drawn per transmission.")
+    fading: Literal["none", "rayleigh", "rician"] = Field(
+        "none", description="Drawn per transmission attempt, or per coherence_s block when that is set.")
     rician_k: float = Field(1.0, ge=0, description="Rician K-factor (LOS / scattered power).")
     shannon_efficiency: float = Field(1.0, gt=0, le=1, description="Fraction of the Shannon rate achieved.")
     snr_gap_db: float = Field(0.0, ge=0, description="SNR gap of the modulation and coding (rate uses SNR/gap).")
+    rate: Literal["shannon", "mcs"] = Field(
+        "shannon", description="Rate adaptation: shannon (capped at max_spectral_efficiency if set) or mcs (the "
+        "highest mcs_table entry the SNR reaches; below the lowest, the block is in outage).")
+    max_spectral_efficiency: Optional[PositiveFloat] = Field(
+        None, description="Cap of the shannon rate, bit/s/Hz (e.g. 5.55: LTE's highest CQI). Unset: no cap.")
+    mcs_table: Optional[list[tuple[float, PositiveFloat]]] = Field(
+        None, description="rate = mcs: [[snr_db, bit/s/Hz], ...], both increasing. Unset: the 15 entries of the "
+        "3GPP 4-bit CQI table (0.1523-5.5547 bit/s/Hz at -6.7-22.7 dB).")
+    coherence_s: Optional[PositiveFloat] = Field(
+        None, description="Block fading: a message longer than this sees a new fading draw per block (the rate "
+        "follows each block; outage blocks carry nothing). Unset: one draw per attempt.")
+    max_retransmissions: int = Field(
+        0, ge=0, le=64, description="ARQ: attempts after a failed one (outage or packet error); each is charged; "
+        "a message that fails them all is lost.")
+    access_latency_s: float = Field(
+        0.0, ge=0, description="Random access + scheduling grant before every message (s), spent waiting (idle).")
     distance_m: Optional[PositiveFloat] = Field(None, description="Link budget: every client at this distance.")
     cell_radius_m: Optional[PositiveFloat] = Field(None, description="Link budget: clients uniform in a disk.")
-    min_distance_m: PositiveFloat = Field(10.0, description="Link budget: closest client distance in the disk.")
+    min_distance_m: PositiveFloat = Field(
+        35.0, description="Link budget: closest client distance in the disk (3GPP TR 36.814 macro cell: 35 m).")
     path_loss_intercept_db: float = Field(128.1, description="Path loss at 1 km (3GPP macro: 128.1 dB).")
     path_loss_slope_db: float = Field(37.6, description="Path loss per decade of distance (dB).")
     shadowing_std_db: float = Field(0.0, ge=0, description="Log-normal shadowing, drawn once per client.")
@@ -134,7 +153,9 @@ class NetworkSection(Strict):
     downlink_snr_db: Optional[float] = Field(None, description="Mean downlink SNR; default: uplink snr_db, or the budget.")
     downlink_bandwidth_mhz: Optional[PositiveFloat] = Field(None, description="Default: bandwidth_mhz.")
     deadline_s: Optional[PositiveFloat] = Field(None, description="Per communication phase; late clients are cut.")
-    outage_snr_db: Optional[float] = Field(None, description="Uploads below this instantaneous SNR are lost.")
+    outage_snr_db: Optional[float] = Field(
+        None, description="Packet-error threshold (dB): each attempt is sent at the fixed rate of the mean SNR and "
+        "fails when the instantaneous SNR over the band it holds is below this (uploads; Chen et al. 2021).")
     header_bits: int = Field(0, ge=0, description="Added to every message (both directions).")
     bits_per_param: PositiveInt = Field(32, description="Payload bits per parameter (32 = fp32).")
 
@@ -149,6 +170,16 @@ class NetworkSection(Strict):
             raise ValueError("network.cell_radius_m must exceed network.min_distance_m")
         if not budget and self.snr_db is None:
             self.snr_db = 20.0
+        if self.mcs_table is not None:
+            if self.rate != "mcs":
+                raise ValueError("network.mcs_table is used only with network.rate = \"mcs\"")
+            try:
+                check_mcs_table([row[0] for row in self.mcs_table], [row[1] for row in self.mcs_table])
+            except ValueError as exc:
+                raise ValueError(f"network.mcs_table: {exc}") from None
+        if self.max_spectral_efficiency is not None and self.rate != "shannon":
+            raise ValueError("network.max_spectral_efficiency caps the shannon rate; with rate = \"mcs\" the table's "
+                             "highest entry is the cap")
         return self
 
 
@@ -162,6 +193,8 @@ class DeviceClass(Strict):
     circuit_power_w: Optional[float] = Field(None, ge=0)
     rx_power_w: Optional[float] = Field(None, ge=0)
     idle_power_w: Optional[float] = Field(None, ge=0)
+    tail_s: Optional[float] = Field(None, ge=0)
+    tail_power_w: Optional[float] = Field(None, ge=0)
     cycles_per_flop: Optional[PositiveFloat] = None
     cycles_per_sample: Optional[PositiveFloat] = None
 
@@ -174,6 +207,9 @@ class DevicesSection(Strict):
     circuit_power_w: float = Field(0.0, ge=0, description="Radio circuit power added while transmitting.")
     rx_power_w: float = Field(0.1, ge=0, description="Power while receiving (downlink).")
     idle_power_w: float = Field(0.01, ge=0, description="Power while waiting inside a phase (e.g. TDMA queue).")
+    tail_s: float = Field(0.0, ge=0, description="Radio tail after each message: the radio stays in its high-power "
+                          "state this long unless the next message starts first (LTE RRC tail: ~11.6 s).")
+    tail_power_w: float = Field(0.0, ge=0, description="Power during the radio tail (LTE: ~1.06 W; Huang et al. 2012).")
     cycles_per_flop: PositiveFloat = Field(1.0, description="CPU cycles per measured FLOP.")
     cycles_per_sample: Optional[PositiveFloat] = Field(None, description="Override the measured FLOPs (training).")
     classes: list[DeviceClass] = Field(default_factory=list, description="[[devices.classes]] tables.")

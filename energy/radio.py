@@ -33,3 +33,13 @@ def idle_energy_j(time_s, idle_power_w):
     time_s = require_nonnegative(time_s, "time_s")
     idle_power_w = require_nonnegative(idle_power_w, "idle_power_w")
     return _power_times_time(idle_power_w, time_s)
+
+
+def tail_energy_j(time_s, tail_power_w):
+    """Radio tail energy in J: E = P_tail · t. After a transmission an LTE/5G radio stays in its
+    connected high-power state until an inactivity timer expires (LTE: t ≈ 11.6 s at ≈ 1.06 W,
+    Huang et al., "A close examination of performance and power characteristics of 4G LTE
+    networks", MobiSys 2012)."""
+    time_s = require_nonnegative(time_s, "time_s")
+    tail_power_w = require_nonnegative(tail_power_w, "tail_power_w")
+    return _power_times_time(tail_power_w, time_s)

@@ -46,7 +46,7 @@ class Event(NamedTuple):
     round: int
     phase: int
     client: int
-    kind: str  # download | compute | upload | idle
+    kind: str  # download | compute | upload | idle | tail (the radio's tail after a message)
     label: str
     start_s: float
     end_s: float
@@ -54,7 +54,7 @@ class Event(NamedTuple):
     cycles: float
     energy_j: float
     category: str  # compute | uplink | downlink | idle
-    status: str  # ok | cut (deadline) | lost (outage)
+    status: str  # ok | cut (deadline) | lost (every attempt failed: outage or packet error)
 
     def row(self) -> tuple:
         """The CSV row; quantities as floats (SimPy's clock starts at the integer 0)."""

@@ -10,17 +10,31 @@ import numpy as np
 
 from edgefl.physical import Population
 from edgefl.sim.activities import Event
-from energy import CATEGORIES, EnergyLedger, compute_energy_j, downlink_energy_j, idle_energy_j, uplink_energy_j
+from energy import (
+    CATEGORIES,
+    EnergyLedger,
+    compute_energy_j,
+    downlink_energy_j,
+    idle_energy_j,
+    tail_energy_j,
+    uplink_energy_j,
+)
 
+# Charge codes of the log rows: the four ledger categories, then radio tails (charged to the
+# category of the message they follow).
 CAT_COMPUTE, CAT_UPLINK, CAT_DOWNLINK, CAT_IDLE = (CATEGORIES.index(name) for name in
                                                    ("compute", "uplink", "downlink", "idle"))
+CAT_UPLINK_TAIL, CAT_DOWNLINK_TAIL = len(CATEGORIES), len(CATEGORIES) + 1
+_LEDGER_CATEGORY = np.array([*range(len(CATEGORIES)), CAT_UPLINK, CAT_DOWNLINK])
 
-# What each category's log amount is, and its energy in J.
+# What each code's log amount is (cycles for compute, seconds otherwise), and its energy in J.
 _CHARGES = {
     CAT_COMPUTE: lambda pop, c, cycles: compute_energy_j(cycles, pop.cpu_hz[c], pop.kappa[c], pop.static_power_w[c]),
     CAT_UPLINK: lambda pop, c, seconds: uplink_energy_j(seconds, pop.tx_power_w[c], pop.circuit_power_w[c]),
     CAT_DOWNLINK: lambda pop, c, seconds: downlink_energy_j(seconds, pop.rx_power_w[c]),
     CAT_IDLE: lambda pop, c, seconds: idle_energy_j(seconds, pop.idle_power_w[c]),
+    CAT_UPLINK_TAIL: lambda pop, c, seconds: tail_energy_j(seconds, pop.tail_power_w[c]),
+    CAT_DOWNLINK_TAIL: lambda pop, c, seconds: tail_energy_j(seconds, pop.tail_power_w[c]),
 }
 
 
@@ -32,16 +46,17 @@ def book(pop: Population, ledger: EnergyLedger, events: list[Event] | None,
     log = [row for _, _, rows in phases for row in rows]
     clients, kinds, labels, starts, ends, bits, cats, amounts, cycles, statuses = zip(*log)
     client = np.array(clients, dtype=np.int64)
-    cat = np.array(cats, dtype=np.int64)
+    code = np.array(cats, dtype=np.int64)
     amount = np.array(amounts, dtype=np.float64)  # cycles for compute, seconds otherwise
     energy = np.zeros(len(log))
-    for code, charge in _CHARGES.items():
-        sel = np.flatnonzero(cat == code)
+    for charge_code, charge in _CHARGES.items():
+        sel = np.flatnonzero(code == charge_code)
         if len(sel):
             energy[sel] = charge(pop, client[sel], amount[sel])
-    ledger.add_rows(client, cat, energy)
+    category = _LEDGER_CATEGORY[code]
+    ledger.add_rows(client, category, energy)
     if events is not None:
         rounds = [r for r, _, rows in phases for _ in rows]
         phase_ids = [p for _, p, rows in phases for _ in rows]
         events.extend(map(Event, rounds, phase_ids, clients, kinds, labels, starts, ends, bits, cycles,
-                          energy.tolist(), map(CATEGORIES.__getitem__, cats), statuses))
+                          energy.tolist(), map(CATEGORIES.__getitem__, category.tolist()), statuses))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from channel import db_to_linear, fading_power_gain, is_outage, shannon_rate_bps, snr_from_link
+from channel import db_to_linear, fading_power_gain, link_rate_bps, snr_from_link
 from edgefl.physical import NetworkParams, Population
 from edgefl.sim.activities import Activity, PhaseRecord
 from energy import compute_time_s
@@ -31,8 +31,12 @@ class Step:
     duration_s: float  # compute, download, dedicated or TDMA upload: the time it takes
     bits: float
     cycles: float  # compute only
-    lost: bool = False  # upload in outage: sent, charged, not received
+    lost: bool = False  # every attempt failed (outage or packet error): sent, charged, not received
     rates_bps: list[float] | None = None  # FDMA upload: rate with n sharers at rates_bps[n - 1]
+    attempts: int = 1  # transmissions of the message (ARQ), all within duration_s
+    # FDMA upload with retransmissions or failures: per attempt (rates if it succeeds, rates if it
+    # fails, fails with n sharers at [n - 1]); decided when the attempt starts, on the share it holds.
+    fdma_attempts: list[tuple[list[float], list[float], list[bool]]] | None = None
 
 
 class MeanSnr:
@@ -99,7 +103,7 @@ class PhasePhysics:
         self._compute_cache: dict[tuple, tuple[float, float]] = {}
         # Without fading nor outage, every client's rates are the same in every phase: computed
         # once (for all clients, vectorised) and looked up (_plan_unfaded).
-        self._unfaded = network.fading == "none" and network.outage_snr_db is None
+        self._unfaded = network.fading == "none" and network.outage_snr_db is None and network.max_retransmissions == 0
         self._unfaded_rates: tuple | None = None  # (down, up) per client, () if a rate is 0
         self._unfaded_tables: dict[int, list[list[float]]] = {}
 
@@ -123,45 +127,136 @@ class PhasePhysics:
                 else:
                     (down if step.kind == DOWNLOAD else up).append((c, step, radio))
                     radio += 1
-        # Fading gains drawn up front in a fixed order (client, activity): the draws do not
-        # depend on simulated timing, so a trace re-priced on another channel sees the same
+        # Fading gains drawn up front in a fixed order (client, activity, attempt): the draws do
+        # not depend on simulated timing, so a trace re-priced on another channel sees the same
         # sequence of random numbers as a full co-simulation on that channel.
-        gains = np.ones(0)
+        attempts = 1 + net.max_retransmissions
+        gains = np.ones((0, attempts))
         if radio:
-            gains = np.atleast_1d(fading_power_gain(net.fading, self.rng, size=radio, rician_k=net.rician_k))
+            gains = np.atleast_1d(fading_power_gain(net.fading, self.rng, size=radio * attempts,
+                                                    rician_k=net.rician_k)).reshape(radio, attempts)
         if compute:
             for (_, step), (cycles, seconds) in zip(compute, self._compute([(c, s.activity) for c, s in compute])):
                 step.cycles, step.duration_s = cycles, seconds
-        # One rate computation for every transmission: downloads over the downlink band; uploads
-        # over the full band, or (FDMA) over each share B/n, n = 1 .. len(up), for every upload.
-        down_c = np.array([c for c, _, _ in down], dtype=np.int64)
-        up_c = np.array([c for c, _, _ in up], dtype=np.int64)
-        down_g, up_g = gains[[g for _, _, g in down]], gains[[g for _, _, g in up]]
-        bandwidths = [np.full(len(down), net.downlink_bandwidth_hz)]
-        snrs = [self._down.instantaneous(net.downlink_bandwidth_hz, down_c, down_g)]
-        if fdma and up:
-            shares, mean = self._up.shared(net.bandwidth_hz, len(up))
-            bandwidths.append(np.tile(shares, len(up)))
-            snrs.append(faded(mean[up_c], up_g[:, None]).ravel())  # [uploads, sharers]
-        else:
-            bandwidths.append(np.full(len(up), net.bandwidth_hz))
-            snrs.append(self._up.instantaneous(net.bandwidth_hz, up_c, up_g))
-        rate = self._rate(np.concatenate(bandwidths), np.concatenate(snrs))
-        timed = down if fdma else down + up  # transmissions at a fixed rate: duration = bits / rate
-        bits = np.array([s.bits for _, s, _ in timed], dtype=np.float64)
-        for (_, step, _), seconds in zip(timed, (bits / rate[:len(timed)]).tolist()):
-            step.duration_s = seconds
-        if fdma and up:
-            for (_, step, _), table in zip(up, rate[len(down):].reshape(len(up), len(up)).tolist()):
-                step.rates_bps = table
-        if up and net.outage_snr_db is not None:  # judged on the instantaneous SNR over the configured band
-            lost = is_outage(self._up.instantaneous(net.bandwidth_hz, up_c, up_g), net.outage_snr_db)
-            for (_, step, _), flag in zip(up, np.atleast_1d(lost).tolist()):
-                step.lost = flag
+        if down:
+            self._plan_timed(down, self._down(net.downlink_bandwidth_hz), net.downlink_bandwidth_hz, gains,
+                             fixed_rate=False)
+        if up and not fdma:
+            self._plan_timed(up, self._up(net.bandwidth_hz), net.bandwidth_hz, gains,
+                             fixed_rate=net.outage_snr_db is not None)
+        if up and fdma:
+            self._plan_shared(up, gains)
         return plans
 
+    def _plan_timed(self, messages: list, mean_snr: np.ndarray, bandwidth_hz: float, gains: np.ndarray,
+                    fixed_rate: bool) -> None:
+        """Airtime, attempts and loss of messages sent over a band of their own (downloads, dedicated
+        and TDMA uploads). Adaptive rate (fixed_rate False): each attempt at the rate of its draw; an
+        attempt in outage (rate 0, mcs only) fails after the airtime at the mean SNR's rate. With
+        ``coherence_s`` and fading, a message sees a new draw per block instead, outage blocks carry
+        nothing, and nothing fails. Fixed rate (a packet-error threshold): every attempt at the rate of
+        the mean SNR, failing when its instantaneous SNR is below the threshold (Chen et al. 2021)."""
+        net = self.net
+        clients = np.array([c for c, _, _ in messages], dtype=np.int64)
+        bits = np.array([step.bits for _, step, _ in messages], dtype=np.float64)
+        g = gains[[k for _, _, k in messages]]  # [M, attempts]
+        mean = mean_snr[clients]
+        if fixed_rate:
+            nominal = self._nominal_rate(bandwidth_hz, mean)
+            fails = mean[:, None] * g < db_to_linear(net.outage_snr_db)
+            per_attempt = np.broadcast_to((bits / nominal)[:, None], g.shape)
+        elif net.coherence_s is not None and net.fading != "none":
+            airtime = self._block_fading_airtime(bits, mean, bandwidth_hz, g[:, 0])
+            for (_, step, _), seconds in zip(messages, airtime.tolist()):
+                step.duration_s = seconds
+            return
+        else:
+            rate = self._rate(bandwidth_hz, faded(mean[:, None], g))
+            fails = rate == 0
+            if fails.any():
+                with np.errstate(divide="ignore"):
+                    per_attempt = np.where(fails, (bits / self._nominal_rate(bandwidth_hz, mean))[:, None],
+                                           bits[:, None] / rate)
+            else:
+                per_attempt = bits[:, None] / rate
+        if g.shape[1] == 1 and not fails.any():  # the usual case: one attempt, delivered
+            for (_, step, _), seconds in zip(messages, per_attempt[:, 0].tolist()):
+                step.duration_s = seconds
+            return
+        ok = ~fails
+        used = np.where(ok.any(axis=1), ok.argmax(axis=1) + 1, g.shape[1])  # attempts until the first success
+        taken = np.arange(g.shape[1])[None, :] < used[:, None]
+        airtime = np.where(taken, per_attempt, 0.0).sum(axis=1)
+        lost = ~ok.any(axis=1)
+        for (_, step, _), seconds, n, flag in zip(messages, airtime.tolist(), used.tolist(), lost.tolist()):
+            step.duration_s, step.attempts, step.lost = seconds, n, flag
+
+    def _block_fading_airtime(self, bits: np.ndarray, mean: np.ndarray, bandwidth_hz: float,
+                              first_gain: np.ndarray) -> np.ndarray:
+        """Airtime of messages cut into coherence blocks, each block at the rate of its own draw:
+        a block of coherence_s seconds carries rate(g_k) * coherence_s bits (0 in outage); the last
+        one carries what is left. New draws (in message order, block after block) only for the
+        messages still sending."""
+        net = self.net
+        block_s = net.coherence_s
+        remaining, airtime = bits.copy(), np.zeros(len(bits))
+        active = np.flatnonzero(bits > 0)
+        gain = first_gain[active]
+        for _ in range(1_000_000):
+            if not len(active):
+                return airtime
+            rate = self._rate(bandwidth_hz, faded(mean[active], gain))
+            capacity = rate * block_s
+            last = capacity >= remaining[active]
+            done = active[last]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                airtime[done] += remaining[done] / rate[last]
+            airtime[active[~last]] += block_s
+            remaining[active[~last]] -= capacity[~last]
+            active = active[~last]
+            gain = np.atleast_1d(fading_power_gain(net.fading, self.rng, size=len(active), rician_k=net.rician_k))
+        raise RuntimeError("block fading: messages still sending after 1,000,000 coherence blocks")
+
+    def _plan_shared(self, up: list, gains: np.ndarray) -> None:
+        """FDMA uploads: each upload's rate at every number of sharers B/1 .. B/n (n = uploads in the
+        phase), per attempt. Adaptive rate: the rates of the attempt's draw; an attempt fails when its
+        rate is 0 (mcs outage) on the share it holds when it starts, and is then sent at the mean SNR's
+        rate. Fixed rate: the mean SNR's rates; fails below the packet-error threshold on its share."""
+        net = self.net
+        n = len(up)
+        clients = np.array([c for c, _, _ in up], dtype=np.int64)
+        g = gains[[k for _, _, k in up]]  # [U, attempts]
+        shares, mean_by_share = self._up.shared(net.bandwidth_hz, n)
+        mean = mean_by_share[clients]  # [U, sharers]
+        nominal = self._nominal_rate(shares[None, :], mean)  # [U, sharers]
+        if net.outage_snr_db is not None:
+            fails = mean[:, None, :] * g[:, :, None] < db_to_linear(net.outage_snr_db)  # [U, attempts, sharers]
+            rates = np.broadcast_to(nominal[:, None, :], fails.shape)
+        else:
+            rates = self._rate(shares[None, None, :], faded(mean[:, None, :], g[:, :, None]))
+            fails = rates == 0
+            rates = np.where(fails, nominal[:, None, :], rates)
+        if g.shape[1] == 1 and not fails.any():  # the usual case: one attempt that gets through
+            for (_, step, _), table in zip(up, rates[:, 0, :].tolist()):
+                step.rates_bps = table
+            return
+        for (_, step, _), ok_rates, fail_flags, nominal_rates in zip(up, rates.tolist(), fails.tolist(),
+                                                                      nominal.tolist()):
+            step.fdma_attempts = [(ok, nominal_rates, flags) for ok, flags in zip(ok_rates, fail_flags)]
+            step.rates_bps = ok_rates[0]
+
+    def _nominal_rate(self, bandwidth_hz, mean_snr: np.ndarray) -> np.ndarray:
+        """The rate at the mean SNR (fixed-rate transmission, or a failed attempt's airtime); with mcs
+        a mean SNR below the table is sent at its lowest entry (the most robust scheme)."""
+        rate = self._rate(bandwidth_hz, mean_snr)
+        if self.net.rate == "mcs":
+            rate = np.where(rate == 0, np.asarray(bandwidth_hz) * self.net.mcs_efficiency[0], rate)
+        return rate
+
     def _rate(self, bandwidth_hz, snr: np.ndarray) -> np.ndarray:
-        return np.asarray(shannon_rate_bps(bandwidth_hz, snr, self.net.efficiency, self.net.snr_gap_db))
+        net = self.net
+        return np.asarray(link_rate_bps(bandwidth_hz, snr, net.rate, net.efficiency, net.snr_gap_db,
+                                        net.max_spectral_efficiency, net.mcs_snr_db, net.mcs_efficiency))
 
     def _unfaded_rates_bps(self) -> tuple[list[float], list[float]] | None:
         """Every client's downlink and (full-band) uplink rate without fading; None if one is 0

@@ -23,7 +23,15 @@ import simpy
 from edgefl.physical import NetworkParams, Population
 from edgefl.sim.activities import Event, PhaseRecord
 from edgefl.sim.band import SharedBand
-from edgefl.sim.booking import CAT_COMPUTE, CAT_DOWNLINK, CAT_IDLE, CAT_UPLINK, book
+from edgefl.sim.booking import (
+    CAT_COMPUTE,
+    CAT_DOWNLINK,
+    CAT_DOWNLINK_TAIL,
+    CAT_IDLE,
+    CAT_UPLINK,
+    CAT_UPLINK_TAIL,
+    book,
+)
 from edgefl.sim.physics import COMPUTE, DOWNLOAD, UPLOAD, PhasePhysics, Step
 from energy import EnergyLedger
 
@@ -62,6 +70,7 @@ class SimPyPricer:
         self._upload = {"dedicated": self._timed_upload, "fdma": self._shared_upload,
                         "tdma": self._queued_upload}[network.access]
         self._idle_power_w = population.idle_power_w.tolist()
+        self._tail_s, self._tail_power_w = population.tail_s.tolist(), population.tail_power_w.tolist()
         self._cpu_hz = population.cpu_hz.tolist()
 
     @property
@@ -128,12 +137,20 @@ class SimPyPricer:
         busy_s = 0.0
         ok = True
         before_step = self.before_step
+        latency_s = self.net.access_latency_s
+        tail = None  # (start, charge code, label) of the radio tail after the last message, if any
         for step in steps:
             kind, activity = step.kind, step.activity
             radio_on = [None]  # when the radio (or CPU) switched on; None while waiting
             try:
                 if before_step is not None:
                     yield from before_step(client, step)
+                if kind != COMPUTE:
+                    if tail is not None:  # a new message ends the previous one's tail
+                        self._log_tail(log, client, tail, env.now)
+                        tail = None
+                    if latency_s > 0:  # random access and scheduling grant: waiting, idle
+                        yield env.timeout(latency_s)
                 radio_on[0] = env.now
                 if kind == COMPUTE:
                     yield env.timeout(step.duration_s)
@@ -142,16 +159,19 @@ class SimPyPricer:
                 elif kind == DOWNLOAD:
                     yield env.timeout(step.duration_s)
                     log.append((client, "download", activity.label, radio_on[0], env.now, step.bits, CAT_DOWNLINK,
-                                env.now - radio_on[0], 0.0, "ok"))
-                else:
-                    yield from self._upload(client, step, radio_on)
-                    log.append((client, "upload", activity.label, radio_on[0], env.now, step.bits, CAT_UPLINK,
                                 env.now - radio_on[0], 0.0, "lost" if step.lost else "ok"))
                     ok = ok and not step.lost
+                    tail = (env.now, CAT_DOWNLINK_TAIL, activity.label)
+                else:
+                    lost = yield from self._upload(client, step, radio_on)
+                    log.append((client, "upload", activity.label, radio_on[0], env.now, step.bits, CAT_UPLINK,
+                                env.now - radio_on[0], 0.0, "lost" if lost else "ok"))
+                    ok = ok and not lost
+                    tail = (env.now, CAT_UPLINK_TAIL, activity.label)
             except simpy.Interrupt:  # the deadline
                 ok = False
                 at = radio_on[0]
-                if at is not None:  # nothing to charge if cut while waiting (TDMA queue, before_step)
+                if at is not None:  # nothing to charge if cut while waiting (TDMA queue, access, before_step)
                     if kind == COMPUTE:
                         done = (env.now - at) * self._cpu_hz[client]
                         log.append((client, "compute", activity.label, at, env.now, 0.0, CAT_COMPUTE, done, done, "cut"))
@@ -159,31 +179,60 @@ class SimPyPricer:
                         category = CAT_DOWNLINK if kind == DOWNLOAD else CAT_UPLINK
                         log.append((client, activity.kind, activity.label, at, env.now, 0.0, category,
                                     env.now - at, 0.0, "cut"))
+                        tail = (env.now, CAT_DOWNLINK_TAIL if kind == DOWNLOAD else CAT_UPLINK_TAIL, activity.label)
                     busy_s += env.now - at
                 break
             busy_s += env.now - radio_on[0]
+        if tail is not None:  # the last message's tail runs out after the chain
+            self._log_tail(log, client, tail, None)
         # Time inside the phase spent waiting (e.g. queued for the TDMA channel).
         idle_s = (env.now - phase_start) - busy_s
         if idle_s > 1e-12 and self._idle_power_w[client] > 0:
             log.append((client, "idle", "wait", phase_start, env.now, 0.0, CAT_IDLE, idle_s, 0.0, "ok"))
         completed[client] = ok
 
-    # -- uplink access ----------------------------------------------------------------------
+    def _log_tail(self, log: list, client: int, tail: tuple, cut_at: float | None) -> None:
+        """The radio's tail after a message: ``tail_s`` at ``tail_power_w``, or less if the next
+        message started first (``cut_at``)."""
+        tail_s = self._tail_s[client]
+        if tail_s > 0 and self._tail_power_w[client] > 0:
+            start, code, label = tail
+            seconds = tail_s if cut_at is None else min(tail_s, cut_at - start)
+            if seconds > 0:
+                log.append((client, "tail", label, start, start + seconds, 0.0, code, seconds, 0.0, "ok"))
+
+    # -- uplink access (each returns whether the message was lost) ----------------------------
     def _timed_upload(self, client: int, step: Step, radio_on: list):
-        """Dedicated band: the upload takes bits / rate."""
+        """Dedicated band: the upload (all its attempts) takes its airtime."""
         yield self.env.timeout(step.duration_s)
+        return step.lost
 
     def _queued_upload(self, client: int, step: Step, radio_on: list):
-        """TDMA: wait for the channel (idle, not transmission), then send at the full band's rate."""
+        """TDMA: wait for the channel (idle, not transmission), then send at the full band's rate,
+        keeping the channel for every attempt."""
         radio_on[0] = None
         with self.tdma.request() as slot:
             yield slot
             radio_on[0] = self.env.now
             yield self.env.timeout(step.duration_s)
+        return step.lost
 
     def _shared_upload(self, client: int, step: Step, radio_on: list):
-        """FDMA: share the band with the uploads in progress."""
-        flow = self.band.transmit(client, step.bits, step.rates_bps)
+        """FDMA: share the band with the uploads in progress. With retransmissions (or attempts that
+        can fail), each attempt is a flow; whether it fails is decided on the share it holds when it
+        starts."""
+        if step.fdma_attempts is None:  # one attempt that gets through
+            yield from self._flow(client, step.bits, step.rates_bps)
+            return False
+        for ok_rates, failed_rates, fails in step.fdma_attempts:
+            failed = fails[len(self.band.flows)]  # n - 1 with n = the others + this one
+            yield from self._flow(client, step.bits, failed_rates if failed else ok_rates)
+            if not failed:
+                return False
+        return True
+
+    def _flow(self, client: int, bits: float, rates_bps: list[float]):
+        flow = self.band.transmit(client, bits, rates_bps)
         try:
             yield flow.done
         except simpy.Interrupt:
