@@ -184,3 +184,15 @@ def test_radio_tail_after_each_message_until_the_next_one_starts():
     radio_s = 1e4 / (B * math.log2(101.0))
     tx_power_w = population.tx_power_w[0]  # 23 dBm
     assert pricer.ledger.by_category()["uplink"] == pytest.approx(tx_power_w * radio_s + 1.0 * 0.5, rel=1e-9)
+
+
+def test_who_can_lose_a_message_decides_whether_repricing_is_exact():
+    from edgefl.sim import can_change_participation
+
+    def network(**keys):
+        return world(**keys)[0]
+
+    assert not can_change_participation(network(fading="rayleigh", max_retransmissions=3, access_latency_s=0.1))
+    assert can_change_participation(network(outage_snr_db=3.0))
+    assert can_change_participation(network(rate="mcs"))  # an outage attempt can be lost
+    assert not can_change_participation(network(rate="mcs", fading="rayleigh", coherence_s=0.01))  # waited out

@@ -37,10 +37,12 @@ from energy import EnergyLedger
 
 
 def can_change_participation(network: NetworkParams) -> bool:
-    """Whether the channel can decide who takes part in a round (a deadline can cut a client off,
-    an outage can lose an upload). When it cannot, the learning trajectory does not depend on the
-    channel, and re-pricing a recorded op trace on another channel is exact."""
-    return network.deadline_s is not None or network.outage_snr_db is not None
+    """Whether the channel can decide who takes part in a round: a deadline can cut a client off,
+    a packet error (``outage_snr_db``) or an MCS outage can lose a message (except with block
+    fading, where outage blocks are waited out). When it cannot, the learning trajectory does not
+    depend on the channel, and re-pricing a recorded op trace on another channel is exact."""
+    mcs_outage = network.rate == "mcs" and not (network.coherence_s is not None and network.fading != "none")
+    return network.deadline_s is not None or network.outage_snr_db is not None or mcs_outage
 
 
 class SimPyPricer:
