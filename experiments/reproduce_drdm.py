@@ -482,10 +482,12 @@ def page(chosen, tune_table, main, fig3, timings, args, ablation=()) -> str:
       "within a seed), minibatches and client sampling. Report seeds 0-4 (0-9 at α = 0.1, σ = 0); tuning "
       "seeds 100-102. Metrics over **all 30 clients**, final round: average, minimum (worst case), population "
       "std of per-client test accuracy.")
-    w("- Algorithms as specified in [`papers/drdm.md`](../../shared/papers/drdm.md) §2-4: DRDM samples D by m "
+    w("- Algorithms as specified in \"Distributionally Robust Federated Learning with Client Drift Minimization\" "
+      "(Sec. II, Algorithms 1-3; baselines Sec. IV-A.1): DRDM samples D by m "
       "i.i.d. draws from λ (duplicates train once, weight k_i/m), uses λ⁽⁰⁾ uniform, g_i = c = 0, the "
       "randomised snapshot and the dual step on a uniform U with v_i = (N/m)L_i on one batch of 32; DRFA is DRDM "
-      "without the FedDyn terms; SCAFF-PD is the spec's reconstruction [R]; FedAvg/FedProx weight by d_i.")
+      "without the FedDyn terms; SCAFF-PD, which the paper only names, is our reconstruction "
+      "(`algorithms/scaff_pd.py`); FedAvg/FedProx weight by d_i.")
     w("")
     # -- tuning
     w("## Hyperparameter selection (same budget for every method)")

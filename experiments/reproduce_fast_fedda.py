@@ -236,7 +236,9 @@ def render(results, jobs, exps, rounds, seeds, fig_dir, total_s, args) -> str:
            f"learning only (ideal engine). The {len(jobs)} runs took {run_min:.0f} min in total (sum of their wall "
            f"times on a 2-core machine shared with other jobs, so several times what free cores need); this page's "
            f"last generation took {total_s / 60:.1f} min (runs found in a --cache are not re-run).", "",
-           "Spec: `papers/fast-fedda.md`; implementation: `algorithms/{fast_fedda,c_fedda,mc_fedda,fedda,fedmid}.py`, "
+           "Paper: \"Fast Composite Optimization and Statistical Recovery in Federated Learning\" (Bao, Crawshaw, Luo, "
+           "Liu, ICML 2022), Algorithms 1-3 and Sec. 4; "
+           "implementation: `algorithms/{fast_fedda,c_fedda,mc_fedda,fedda,fedmid}.py`, "
            "proximal operators in `algorithms/prox.py`, data in `edgefl/data/regression.py`, metrics in "
            "`edgefl/estimation.py`, tests in `tests/test_fedda.py` and `tests/test_prox.py`.", ""]
     if "lasso" in exps:

@@ -209,7 +209,9 @@ def render(results, jobs, exps, r_syn, r_noise, r_img, fig_dir, total_s, args):
            "FedAvg-P is FedALIGN with ε = 0 "
            "(identical to FedAvg on the priority clients, bit for bit: `tests/test_fedalign.py`), FedAvg-All is "
            "ε = ∞ (everyone trains after the shared warm-up).", "",
-           "Spec: `papers/fedalign.md`; implementation: `algorithms/fedalign.py`, data `edgefl/data/priority.py`, "
+           "Paper: \"Utilizing Free Clients in Federated Learning for Focused Model Enhancement\" (Ravi, Shomorony), "
+           "Sec. 3.1 (FedALIGN), Sec. 4 and App. B (experiments); "
+           "implementation: `algorithms/fedalign.py`, data `edgefl/data/priority.py`, "
            "metrics `edgefl/estimation.py` (priority loss F(w) = Σ_P p_k F_k(w), pooled priority test accuracy).", ""]
     # -- 1. acceptance configuration ------------------------------------------------------------
     plot(results, jobs, "medium", fig_dir / "fedalign-synthetic-medium.png",

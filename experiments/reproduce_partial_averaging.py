@@ -198,7 +198,9 @@ def render(results, grid, jobs, chosen, iters, taus, seeds, fig_dir, total_s, ar
            f"Seeds {', '.join(map(str, seeds))}; values are mean ± standard deviation over the seeds, accuracies in %. "
            f"Learning only (ideal engine). The {len(used)} runs took {run_min:.0f} min in total (sum of their wall "
            f"times on a 2-core machine shared with other jobs); this page's last generation took {total_s / 60:.1f} min (runs found in a --cache are not re-run).", "",
-           "Spec: `papers/partial-model-averaging.md`; implementation: `algorithms/partial_avg.py` (`partial_avg`, "
+           "Paper: \"Partial Model Averaging in Federated Learning: Performance Guarantees and Benefits\" (Lee, Sahu, "
+           "He, Avestimehr), Algorithm 1 and section \"Experiments\"; "
+           "implementation: `algorithms/partial_avg.py` (`partial_avg`, "
            "`periodic_avg`); tests `tests/test_partial_avg.py` (τ = 1 equivalence, every value averaged once per τ "
            "iterations, same bytes / τ× messages on the event log, cross-edge accounting).", "",
            "## Set-up (CPU-sized version of the spec's suggested experiment)", "",
