@@ -32,6 +32,7 @@ class NetworkParams:
     coherence_s: float | None = None  # block fading: a new draw every coherence_s seconds of a message
     max_retransmissions: int = 0  # ARQ: attempts after a failed one
     access_latency_s: float = 0.0  # before every message
+    downlink: str = "broadcast"  # broadcast | multicast | unicast
 
 
 @dataclass
@@ -53,6 +54,9 @@ class Population:
     downlink: list[Link]
     device_class: list[str]
     distance_m: np.ndarray | None = None
+    slowdown: str = "none"  # straggling: none | exponential | lognormal, a per-round compute-time factor
+    slowdown_mean: float = 0.0  # exponential: factor = 1 + Exp(mean)
+    slowdown_sigma: float = 0.0  # lognormal: factor = exp(sigma * N(0, 1))
 
     @property
     def num_clients(self) -> int:
@@ -84,6 +88,7 @@ def network_params(network) -> NetworkParams:
         coherence_s=network.coherence_s,
         max_retransmissions=network.max_retransmissions,
         access_latency_s=network.access_latency_s,
+        downlink=network.downlink,
     )
 
 
@@ -169,4 +174,7 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
         downlink=downlink,
         device_class=[p["class"] for p in profiles],
         distance_m=distance,
+        slowdown=devices.slowdown,
+        slowdown_mean=devices.slowdown_mean,
+        slowdown_sigma=devices.slowdown_sigma,
     )

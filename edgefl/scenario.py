@@ -139,6 +139,9 @@ class NetworkSection(Strict):
     max_retransmissions: int = Field(
         0, ge=0, le=64, description="ARQ: attempts after a failed one (outage or packet error); each is charged; "
         "a message that fails them all is lost.")
+    downlink: Literal["broadcast", "multicast", "unicast"] = Field(
+        "broadcast", description="broadcast: one transmission, each receiver at its own rate; multicast: one "
+        "transmission at the weakest receiver's rate; unicast: base-station power and band split among the receivers.")
     access_latency_s: float = Field(
         0.0, ge=0, description="Random access + scheduling grant before every message (s), spent waiting (idle).")
     distance_m: Optional[PositiveFloat] = Field(None, description="Link budget: every client at this distance.")
@@ -177,6 +180,9 @@ class NetworkSection(Strict):
                 check_mcs_table([row[0] for row in self.mcs_table], [row[1] for row in self.mcs_table])
             except ValueError as exc:
                 raise ValueError(f"network.mcs_table: {exc}") from None
+        if self.downlink == "multicast" and self.coherence_s is not None:
+            raise ValueError("network.downlink = \"multicast\" with network.coherence_s is not supported yet: unset "
+                             "coherence_s, or use broadcast or unicast")
         if self.max_spectral_efficiency is not None and self.rate != "shannon":
             raise ValueError("network.max_spectral_efficiency caps the shannon rate; with rate = \"mcs\" the table's "
                              "highest entry is the cap")
@@ -210,6 +216,11 @@ class DevicesSection(Strict):
     tail_s: float = Field(0.0, ge=0, description="Radio tail after each message: the radio stays in its high-power "
                           "state this long unless the next message starts first (LTE RRC tail: ~11.6 s).")
     tail_power_w: float = Field(0.0, ge=0, description="Power during the radio tail (LTE: ~1.06 W; Huang et al. 2012).")
+    slowdown: Literal["none", "exponential", "lognormal"] = Field(
+        "none", description="Stragglers: a random per-round factor on every client's compute time. exponential: "
+        "1 + Exp(slowdown_mean) (shifted exponential, Lee et al. 2018); lognormal: exp(slowdown_sigma * N(0, 1)).")
+    slowdown_mean: float = Field(1.0, ge=0, description="slowdown = exponential: mean of the extra factor.")
+    slowdown_sigma: float = Field(0.5, ge=0, description="slowdown = lognormal: sigma of the log factor.")
     cycles_per_flop: PositiveFloat = Field(1.0, description="CPU cycles per measured FLOP.")
     cycles_per_sample: Optional[PositiveFloat] = Field(None, description="Override the measured FLOPs (training).")
     classes: list[DeviceClass] = Field(default_factory=list, description="[[devices.classes]] tables.")

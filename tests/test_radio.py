@@ -196,3 +196,78 @@ def test_who_can_lose_a_message_decides_whether_repricing_is_exact():
     assert can_change_participation(network(outage_snr_db=3.0))
     assert can_change_participation(network(rate="mcs"))  # an outage attempt can be lost
     assert not can_change_participation(network(rate="mcs", fading="rayleigh", coherence_s=0.01))  # waited out
+
+
+# -- downlink modes ----------------------------------------------------------------------------
+def downloads(network, population, bits_by_client):
+    pricer = SimPyPricer(network, population, 0)
+    pricer.price_phase(PhaseRecord(0, 0, {c: [Activity("download", "broadcast", bits=b)]
+                                          for c, b in bits_by_client.items()}))
+    return {e.client: e.end_s for e in pricer.events}
+
+
+def test_downlink_modes_by_hand():
+    """Two receivers at 100 m and 400 m (link budget): broadcast, each at its own rate; multicast, both
+    at the far one's; unicast, each gets B/2 at P/2, the same SNR on half the band."""
+    keys = dict(num_clients=2, cell_radius_m=500.0, min_distance_m=50.0)
+    _, population = world(**keys)
+    rate = [B * math.log2(1 + population.downlink[c].snr_linear(B)) for c in (0, 1)]
+    bits = 1e5
+    got = downloads(*world(**keys), {0: bits, 1: bits})
+    assert got == pytest.approx({c: bits / rate[c] for c in (0, 1)}, rel=1e-12)
+    got = downloads(*world(downlink="multicast", **keys), {0: bits, 1: bits})
+    assert got == pytest.approx({c: bits / min(rate) for c in (0, 1)}, rel=1e-12)
+    got = downloads(*world(downlink="unicast", **keys), {0: bits, 1: bits})
+    assert got == pytest.approx({c: bits / (rate[c] / 2) for c in (0, 1)}, rel=1e-12)
+
+
+def test_multicast_with_block_fading_is_refused_with_a_clear_error():
+    with pytest.raises(ScenarioError, match="multicast"):
+        world(downlink="multicast", fading="rayleigh", coherence_s=0.01)
+
+
+# -- stragglers --------------------------------------------------------------------------------
+def compute_times(slowdown, rounds=400, **keys):
+    network, population = world(num_clients=50, snr_db=20.0, devices={"slowdown": slowdown, **keys})
+    physics = PhasePhysics(network, population, np.random.default_rng(0), np.random.default_rng(1))
+    chains = {c: [Activity("compute", "train", samples=100.0)] for c in range(50)}
+    times = []
+    for r in range(rounds):
+        plans = physics.plan(PhaseRecord(r, 0, chains), list(range(50)))
+        times.extend(plans[c][0].duration_s for c in range(50))
+    return np.array(times) / 0.1  # nominal: 100 samples x 1e6 cycles at 1 GHz
+
+
+def test_shifted_exponential_straggling_has_the_right_mean_and_floor():
+    factor = compute_times("exponential", slowdown_mean=0.5)  # 2e4 draws
+    assert factor.min() >= 1.0
+    assert factor.mean() == pytest.approx(1.5, rel=0.02)
+
+
+def test_lognormal_straggling_has_the_right_median_and_spread():
+    factor = compute_times("lognormal", slowdown_sigma=0.4)
+    assert np.median(factor) == pytest.approx(1.0, rel=0.02)
+    assert np.log(factor).std() == pytest.approx(0.4, rel=0.02)
+
+
+def test_a_straggler_factor_is_drawn_once_per_round_and_a_deadline_cuts_a_changing_subset():
+    network, population = world(num_clients=20, snr_db=20.0, deadline_s=0.15,
+                                devices={"slowdown": "exponential", "slowdown_mean": 0.5})
+    pricer = SimPyPricer(network, population, 0)
+    cut_sets = []
+    for r in range(5):
+        chains = {c: [Activity("compute", "train", samples=50.0), Activity("compute", "train", samples=50.0)]
+                  for c in range(20)}
+        completed = pricer.price_phase(PhaseRecord(r, 0, chains))
+        cut_sets.append(frozenset(c for c, ok in completed.items() if not ok))
+    assert len(set(cut_sets)) > 1 and all(cut_sets)
+    # within a round both computations of a client took the same stretched time
+    by_client = {}
+    for e in pricer.events:
+        if e.round == 0 and e.status == "ok":
+            by_client.setdefault(e.client, []).append(e.end_s - e.start_s)
+    assert any(len(v) == 2 for v in by_client.values())
+    assert all(v[0] == pytest.approx(v[1], rel=1e-12) for v in by_client.values() if len(v) == 2)
+    cut = [e for e in pricer.events if e.status == "cut" and e.kind == "compute"]
+    for e in cut:  # cycles done at the slowed speed: fewer than at f
+        assert e.cycles < (e.end_s - e.start_s) * population.cpu_hz[e.client]

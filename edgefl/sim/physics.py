@@ -37,6 +37,7 @@ class Step:
     # FDMA upload with retransmissions or failures: per attempt (rates if it succeeds, rates if it
     # fails, fails with n sharers at [n - 1]); decided when the attempt starts, on the share it holds.
     fdma_attempts: list[tuple[list[float], list[float], list[bool]]] | None = None
+    cycles_per_s: float = 0.0  # compute slowed down by a straggler factor: the effective speed (0: f)
 
 
 class MeanSnr:
@@ -94,16 +95,20 @@ def faded(mean: np.ndarray, gains: np.ndarray) -> np.ndarray:
 class PhasePhysics:
     """Resolves a phase's activities into :class:`Step` s for one network and population."""
 
-    def __init__(self, network: NetworkParams, population: Population, rng: np.random.Generator):
+    def __init__(self, network: NetworkParams, population: Population, rng: np.random.Generator,
+                 slowdown_rng: np.random.Generator | None = None):
         self.net = network
         self.pop = population
         self.rng = rng
+        self.slowdown_rng = slowdown_rng or np.random.default_rng(0)
+        self._slowdown: tuple[int, np.ndarray] | None = None  # (round, factor per client)
         self._up = MeanSnr(population.uplink)
         self._down = MeanSnr(population.downlink)
         self._compute_cache: dict[tuple, tuple[float, float]] = {}
         # Without fading nor outage, every client's rates are the same in every phase: computed
         # once (for all clients, vectorised) and looked up (_plan_unfaded).
-        self._unfaded = network.fading == "none" and network.outage_snr_db is None and network.max_retransmissions == 0
+        self._unfaded = (network.fading == "none" and network.outage_snr_db is None
+                         and network.max_retransmissions == 0 and network.downlink == "broadcast")
         self._unfaded_rates: tuple | None = None  # (down, up) per client, () if a rate is 0
         self._unfaded_tables: dict[int, list[list[float]]] = {}
 
@@ -136,11 +141,9 @@ class PhasePhysics:
             gains = np.atleast_1d(fading_power_gain(net.fading, self.rng, size=radio * attempts,
                                                     rician_k=net.rician_k)).reshape(radio, attempts)
         if compute:
-            for (_, step), (cycles, seconds) in zip(compute, self._compute([(c, s.activity) for c, s in compute])):
-                step.cycles, step.duration_s = cycles, seconds
+            self._plan_compute(phase.round, compute)
         if down:
-            self._plan_timed(down, self._down(net.downlink_bandwidth_hz), net.downlink_bandwidth_hz, gains,
-                             fixed_rate=False)
+            self._plan_downloads(down, gains)
         if up and not fdma:
             self._plan_timed(up, self._up(net.bandwidth_hz), net.bandwidth_hz, gains,
                              fixed_rate=net.outage_snr_db is not None)
@@ -148,14 +151,32 @@ class PhasePhysics:
             self._plan_shared(up, gains)
         return plans
 
+    def _plan_downloads(self, down: list, gains: np.ndarray) -> None:
+        """Downloads by ``network.downlink`` mode: broadcast, each receiver at its own rate over the
+        downlink band; multicast, one transmission per message size at the weakest receiver's rate;
+        unicast, the base station's power and band split equally among the phase's n receivers (each
+        gets B/n at P/n: the same SNR, 1/n of the band)."""
+        net = self.net
+        band_hz = net.downlink_bandwidth_hz
+        mean = self._down(band_hz)
+        if net.downlink == "unicast":
+            self._plan_timed(down, mean, band_hz / len(down), gains, fixed_rate=False)
+        elif net.downlink == "multicast":
+            sizes = np.array([step.bits for _, step, _ in down], dtype=np.float64)
+            self._plan_timed(down, mean, band_hz, gains, fixed_rate=False, groups=np.unique(sizes, return_inverse=True)[1])
+        else:
+            self._plan_timed(down, mean, band_hz, gains, fixed_rate=False)
+
     def _plan_timed(self, messages: list, mean_snr: np.ndarray, bandwidth_hz: float, gains: np.ndarray,
-                    fixed_rate: bool) -> None:
+                    fixed_rate: bool, groups: np.ndarray | None = None) -> None:
         """Airtime, attempts and loss of messages sent over a band of their own (downloads, dedicated
         and TDMA uploads). Adaptive rate (fixed_rate False): each attempt at the rate of its draw; an
         attempt in outage (rate 0, mcs only) fails after the airtime at the mean SNR's rate. With
         ``coherence_s`` and fading, a message sees a new draw per block instead, outage blocks carry
         nothing, and nothing fails. Fixed rate (a packet-error threshold): every attempt at the rate of
-        the mean SNR, failing when its instantaneous SNR is below the threshold (Chen et al. 2021)."""
+        the mean SNR, failing when its instantaneous SNR is below the threshold (Chen et al. 2021).
+        ``groups`` (multicast): messages of one group are one transmission, every attempt at the
+        lowest rate among its receivers."""
         net = self.net
         clients = np.array([c for c, _, _ in messages], dtype=np.int64)
         bits = np.array([step.bits for _, step, _ in messages], dtype=np.float64)
@@ -172,11 +193,18 @@ class PhasePhysics:
             return
         else:
             rate = self._rate(bandwidth_hz, faded(mean[:, None], g))
+            nominal = None
+            if groups is not None:  # the weakest receiver of each group sets its rate
+                nominal = self._nominal_rate(bandwidth_hz, mean)
+                for group in np.unique(groups):
+                    rows = groups == group
+                    rate[rows] = rate[rows].min(axis=0)
+                    nominal[rows] = nominal[rows].min()
             fails = rate == 0
             if fails.any():
+                nominal = self._nominal_rate(bandwidth_hz, mean) if nominal is None else nominal
                 with np.errstate(divide="ignore"):
-                    per_attempt = np.where(fails, (bits / self._nominal_rate(bandwidth_hz, mean))[:, None],
-                                           bits[:, None] / rate)
+                    per_attempt = np.where(fails, (bits / nominal)[:, None], bits[:, None] / rate)
             else:
                 per_attempt = bits[:, None] / rate
         if g.shape[1] == 1 and not fails.any():  # the usual case: one attempt, delivered
@@ -297,9 +325,33 @@ class PhasePhysics:
                     step = Step(kind, a, a.bits / up_rate[c], a.bits, 0.0)
                 steps.append(step)
         if compute:
-            for (_, step), (cycles, seconds) in zip(compute, self._compute([(c, s.activity) for c, s in compute])):
-                step.cycles, step.duration_s = cycles, seconds
+            self._plan_compute(phase.round, compute)
         return plans
+
+    def _plan_compute(self, round_: int, compute: list) -> None:
+        """Cycles and time of compute steps; a straggler factor (``devices.slowdown``) stretches the
+        time, drawn once per round for every client (its own random stream)."""
+        work = self._compute([(c, s.activity) for c, s in compute])
+        if self.pop.slowdown == "none":
+            for (_, step), (cycles, seconds) in zip(compute, work):
+                step.cycles, step.duration_s = cycles, seconds
+            return
+        factor = self._slowdown_factors(round_)
+        for (c, step), (cycles, seconds) in zip(compute, work):
+            step.cycles, step.duration_s = cycles, seconds * factor[c]
+            step.cycles_per_s = self.pop.cpu_hz[c] / factor[c]
+
+    def _slowdown_factors(self, round_: int) -> np.ndarray:
+        """Every client's compute-time factor in round ``round_`` (>= 1 for exponential: a shifted
+        exponential, Lee et al. 2018; lognormal: median 1)."""
+        if self._slowdown is None or self._slowdown[0] != round_:
+            pop, n = self.pop, self.pop.num_clients
+            if pop.slowdown == "exponential":
+                factor = 1.0 + self.slowdown_rng.exponential(pop.slowdown_mean, size=n)
+            else:
+                factor = np.exp(pop.slowdown_sigma * self.slowdown_rng.standard_normal(n))
+            self._slowdown = (round_, factor)
+        return self._slowdown[1]
 
     def _compute(self, work: list[tuple[int, Activity]]) -> list[tuple[float, float]]:
         """(cycles, seconds) of each (client, compute activity); remembered per (client, samples,

@@ -63,7 +63,8 @@ class SimPyPricer:
         self.net = network
         self.pop = population
         self.env = simpy.Environment()
-        self.physics = PhasePhysics(network, population, np.random.default_rng(np.random.SeedSequence([seed, 0xFAD1])))
+        self.physics = PhasePhysics(network, population, np.random.default_rng(np.random.SeedSequence([seed, 0xFAD1])),
+                                    np.random.default_rng(np.random.SeedSequence([seed, 0x5104])))
         self._ledger = EnergyLedger(population.num_clients)
         self._events: list[Event] | None = [] if record_events else None
         self._unbooked: list[tuple[int, int, list]] = []  # phases simulated, energy not yet booked
@@ -175,7 +176,7 @@ class SimPyPricer:
                 at = radio_on[0]
                 if at is not None:  # nothing to charge if cut while waiting (TDMA queue, access, before_step)
                     if kind == COMPUTE:
-                        done = (env.now - at) * self._cpu_hz[client]
+                        done = (env.now - at) * (step.cycles_per_s or self._cpu_hz[client])
                         log.append((client, "compute", activity.label, at, env.now, 0.0, CAT_COMPUTE, done, done, "cut"))
                     else:  # the message did not get through: no bits delivered
                         category = CAT_DOWNLINK if kind == DOWNLOAD else CAT_UPLINK
