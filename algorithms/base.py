@@ -47,6 +47,18 @@ class Context:
     # of the vector by tensor, e.g. partial model averaging). None where the run has none.
     client_roles: np.ndarray | None = None
     param_layout: list[tuple[str, tuple[int, ...]]] | None = None
+    # Which clients are online at the start of the current round (bool [N]); set by the engine
+    # each round when devices can be unavailable, None when every client always is.
+    online: np.ndarray | None = None
+
+    def sample(self, m: int, rng: np.random.Generator | None = None) -> np.ndarray:
+        """m distinct clients uniformly at random among those online (``rng``: the context's stream
+        by default), sorted. With everyone online this is ``uniform_sample(rng, N, m)``."""
+        rng = self.rng if rng is None else rng
+        if self.online is None:
+            return uniform_sample(rng, self.num_clients, m)
+        ids = np.flatnonzero(self.online)
+        return ids[uniform_sample(rng, len(ids), min(m, len(ids)))]
 
     @property
     def model_bits(self) -> float:

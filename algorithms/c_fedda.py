@@ -25,7 +25,7 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
-from algorithms.base import Algorithm, uniform_sample
+from algorithms.base import Algorithm
 from algorithms.composite import (
     F64,
     CompositeParams,
@@ -132,7 +132,7 @@ class CFedDA(Algorithm):
             self._new_stage()
         st = self.stage
         E = ctx.local_steps
-        selected = uniform_sample(ctx.rng, ctx.num_clients, ctx.clients_per_round)
+        selected = ctx.sample(ctx.clients_per_round)
         first_time = [int(c) not in st.has_anchor for c in selected]
         bits = [3 * ctx.model_bits + (ctx.model_bits + 2 * ctx.scalar_bits) * f for f in first_time]
         yield Broadcast(selected, bits)

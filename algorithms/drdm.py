@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from algorithms.base import Algorithm, HyperParams, uniform_sample, weighted_mean
+from algorithms.base import Algorithm, HyperParams, weighted_mean
 from algorithms.ops import Broadcast, Train, Upload, sgd_step
 from algorithms.simplex import dual_variable_update, initial_lambda, lambda_metrics, sample_by_lambda
 from algorithms.state import ClientStore
@@ -100,8 +100,9 @@ class DRDM(Algorithm):
         """Alg. 1 l.1: (distinct clients, draw counts k_i)."""
         ctx, how = self.ctx, self.hp.sampling
         if how == "uniform":
-            return uniform_sample(ctx.rng, ctx.num_clients, ctx.clients_per_round), np.ones(ctx.clients_per_round, np.int64)
-        return sample_by_lambda(ctx.rng, self.lam, ctx.clients_per_round, replace=(how == "with_replacement"))
+            return ctx.sample(ctx.clients_per_round), np.ones(ctx.clients_per_round, np.int64)
+        return sample_by_lambda(ctx.rng, self.lam, ctx.clients_per_round, replace=(how == "with_replacement"),
+                                online=ctx.online)
 
     def round(self, r):
         ctx, hp = self.ctx, self.hp

@@ -25,7 +25,7 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
-from algorithms.base import Algorithm, uniform_sample
+from algorithms.base import Algorithm
 from algorithms.composite import (
     F64,
     CompositeParams,
@@ -90,7 +90,7 @@ class FastFedDA(Algorithm):
     def round(self, r):
         ctx, hp = self.ctx, self.hp
         E = ctx.local_steps
-        selected = uniform_sample(ctx.rng, ctx.num_clients, ctx.clients_per_round)
+        selected = ctx.sample(ctx.clients_per_round)
         yield Broadcast(selected, hp.downlink_vectors * ctx.model_bits)
         carry = {"g": self.g.expand(len(selected), -1).clone(), "wt": self.wt.expand(len(selected), -1).clone()}
         shared = {**self.shared, "t0": r * E}

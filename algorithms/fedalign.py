@@ -110,10 +110,13 @@ class FedAlign(Algorithm):
         return hp.epsilon if r < half else max(0.0, hp.epsilon * (hp.decay_rounds - r) / half)
 
     def _sample(self, ids, rng, minimum):
+        if self.ctx.online is not None:  # only the clients online at the start of the round
+            ids = ids[self.ctx.online[ids]]
         c = self.hp.participation
         if c is None:
             return ids
         k = max(minimum, int(round(c * len(ids))))
+        k = min(k, len(ids))
         return ids[uniform_sample(rng, len(ids), k)] if k else ids[:0]
 
     def _train(self, clients):

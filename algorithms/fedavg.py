@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from algorithms.base import Algorithm, HyperParams, uniform_sample, weighted_mean
+from algorithms.base import Algorithm, HyperParams, weighted_mean
 from algorithms.ops import Broadcast, Train, Upload, sgd_step
 
 
@@ -28,7 +28,7 @@ class FedAvg(Algorithm):
 
     def round(self, r):
         ctx = self.ctx
-        selected = uniform_sample(ctx.rng, ctx.num_clients, ctx.clients_per_round)
+        selected = ctx.sample(ctx.clients_per_round)
         yield Broadcast(selected, ctx.model_bits)
         result = yield Train(selected, self.w, ctx.local_steps, sgd_step, shared={"lr": ctx.lr})
         arrived = yield Upload(selected, ctx.model_bits)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from algorithms.base import Algorithm, uniform_sample
+from algorithms.base import Algorithm
 from algorithms.composite import (
     F64,
     CompositeParams,
@@ -51,7 +51,7 @@ class FedDA(Algorithm):
 
     def round(self, r):
         ctx, hp = self.ctx, self.hp
-        selected = uniform_sample(ctx.rng, ctx.num_clients, ctx.clients_per_round)
+        selected = ctx.sample(ctx.clients_per_round)
         yield Broadcast(selected, ctx.model_bits + ctx.scalar_bits)
         elapsed0 = hp.server_lr * ctx.lr * r * ctx.local_steps
         start = prox(self.z, hp.lam * elapsed0, self.reg)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from algorithms.base import Algorithm, HyperParams, uniform_sample, weighted_mean
+from algorithms.base import Algorithm, HyperParams, weighted_mean
 from algorithms.ops import Broadcast, Train, Upload
 from algorithms.state import ClientStore
 
@@ -47,7 +47,7 @@ class FedDyn(Algorithm):
 
     def round(self, r):
         ctx, alpha = self.ctx, self.hp.alpha
-        P = uniform_sample(ctx.rng, ctx.num_clients, ctx.clients_per_round)
+        P = ctx.sample(ctx.clients_per_round)
         yield Broadcast(P, ctx.model_bits)
         g = self.g.get(P)
         result = yield Train(P, self.theta, ctx.local_steps, feddyn_step,

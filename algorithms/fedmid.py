@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from algorithms.base import Algorithm, uniform_sample
+from algorithms.base import Algorithm
 from algorithms.composite import (
     F64,
     CompositeParams,
@@ -49,7 +49,7 @@ class FedMiD(Algorithm):
 
     def round(self, r):
         ctx, hp = self.ctx, self.hp
-        selected = uniform_sample(ctx.rng, ctx.num_clients, ctx.clients_per_round)
+        selected = ctx.sample(ctx.clients_per_round)
         yield Broadcast(selected, ctx.model_bits)
         shared = {"lr": ctx.lr, "lam": hp.lam, "reg": self.reg, "grad_scale": hp.grad_scale}
         result = yield Train(selected, self.w.float(), ctx.local_steps, fedmid_step, shared=shared)

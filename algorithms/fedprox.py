@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from algorithms.base import Algorithm, HyperParams, uniform_sample, weighted_mean
+from algorithms.base import Algorithm, HyperParams, weighted_mean
 from algorithms.ops import Broadcast, Train, Upload
 
 
@@ -37,7 +37,7 @@ class FedProx(Algorithm):
 
     def round(self, r):
         ctx, hp = self.ctx, self.hp
-        S = uniform_sample(ctx.rng, ctx.num_clients, ctx.clients_per_round)
+        S = ctx.sample(ctx.clients_per_round)
         yield Broadcast(S, ctx.model_bits)
         result = yield Train(S, self.x, ctx.local_steps, fedprox_step,
                              shared={"lr": ctx.lr, "mu_p": hp.mu_p, "x": self.x})

@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from algorithms.base import Algorithm, HyperParams, uniform_sample, weighted_mean
+from algorithms.base import Algorithm, HyperParams, weighted_mean
 from algorithms.ops import Broadcast, Train, Upload
 
 
@@ -172,7 +172,7 @@ class PartialAvg(Algorithm):
         self.imbalance = max(len(s) for s in self.subsets) / (ctx.dim / self.tau)
         self.full = ctx.clients_per_round >= ctx.num_clients
         self.m = ctx.num_clients if self.full else ctx.clients_per_round
-        self.active = np.arange(ctx.num_clients) if self.full else uniform_sample(ctx.rng, ctx.num_clients, self.m)
+        self.active = np.arange(ctx.num_clients) if self.full else ctx.sample(self.m)
         self.x = ctx.init_params.expand(self.m, -1).clone()  # [m, d] the workers' models
         self.global_w = ctx.init_params.clone()  # periodic with m < N: the last average
         self.mom = torch.zeros_like(self.x)
@@ -234,7 +234,7 @@ class PartialAvg(Algorithm):
     def _redistribute(self):
         ctx = self.ctx
         arrived = yield Upload(self.active, ctx.model_bits)  # outgoing workers hand their replicas in
-        new = uniform_sample(ctx.rng, ctx.num_clients, self.m)
+        new = ctx.sample(self.m)
         if self.hp.redistribution == "average":
             if arrived.any():
                 avg = weighted_mean(self.x[arrived], self._weights(self.active[arrived]))
@@ -249,7 +249,7 @@ class PartialAvg(Algorithm):
         ctx = self.ctx
         if not self.full:  # a new active set every round, starting from the global model
             if r > 0:
-                self.active = uniform_sample(ctx.rng, ctx.num_clients, self.m)
+                self.active = ctx.sample(self.m)
                 self.x = self.global_w.expand(self.m, -1).clone()
             self.mom = torch.zeros_like(self.x)
             yield Broadcast(self.active, ctx.model_bits)

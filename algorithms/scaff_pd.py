@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from pydantic import Field
 
-from algorithms.base import Algorithm, HyperParams, uniform_sample
+from algorithms.base import Algorithm, HyperParams
 from algorithms.ops import Broadcast, Evaluate, Query, Train, Upload
 from algorithms.simplex import initial_lambda, lambda_metrics, project_simplex
 
@@ -67,7 +67,7 @@ class ScaffPD(Algorithm):
             table = np.full(N, float(losses[torch.as_tensor(arrived)].mean()) if arrived.any() else 0.0)
             table[arrived] = losses[torch.as_tensor(arrived)].double().numpy()  # missing: the mean
             self.table, self.table_prev = table, table.copy()
-        S = uniform_sample(ctx.rng, N, ctx.clients_per_round)  # l.1
+        S = ctx.sample(ctx.clients_per_round)  # l.1
         yield Broadcast(S, ctx.model_bits)
         losses = yield Evaluate(S, self.x, "loss")  # l.2: L_i on zeta
         grads = yield Evaluate(S, self.x, "grad")  # l.2: c_i on zeta'

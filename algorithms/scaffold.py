@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from algorithms.base import Algorithm, HyperParams, uniform_sample
+from algorithms.base import Algorithm, HyperParams
 from algorithms.ops import Broadcast, Train, Upload
 from algorithms.state import ClientStore
 
@@ -45,7 +45,7 @@ class Scaffold(Algorithm):
     def round(self, r):
         ctx = self.ctx
         tau, lr = ctx.local_steps, ctx.lr
-        S = uniform_sample(ctx.rng, ctx.num_clients, ctx.clients_per_round)
+        S = ctx.sample(ctx.clients_per_round)
         yield Broadcast(S, 2 * ctx.model_bits)  # x and c
         c_i = self.c_i.get(S)
         result = yield Train(S, self.x, tau, scaffold_step, shared={"lr": lr, "c": self.c},

@@ -19,7 +19,6 @@ from typing import Literal
 import numpy as np
 import torch
 
-from algorithms.base import uniform_sample
 from algorithms.ops import Query
 
 LAMBDA_FLOOR = 1e-3  # the authors' reference-code floor for sampling without replacement
@@ -52,22 +51,31 @@ def initial_lambda(init: Literal["uniform", "data_size"], train_sizes: np.ndarra
 
 
 def sample_by_lambda(
-    rng: np.random.Generator, lam: np.ndarray, m: int, replace: bool = True, floor: float = LAMBDA_FLOOR
+    rng: np.random.Generator, lam: np.ndarray, m: int, replace: bool = True, floor: float = LAMBDA_FLOOR,
+    online: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """D ~ lambda. Returns (distinct clients sorted, k_i = how many of the m draws chose each).
 
     ``replace=True`` (default): m i.i.d. draws from Categorical(lambda); a client drawn k_i
     times trains once and is weighted k_i/m. ``replace=False``: m distinct clients drawn
     successively from max(lambda, floor) renormalised (numpy ``choice(replace=False, p=...)``);
-    lambda itself is not changed. Every k_i is then 1.
+    lambda itself is not changed. Every k_i is then 1. ``online`` (bool [N]): only those clients
+    can be drawn (the weights of the others are set to 0; at most as many as are online).
     """
     lam = np.asarray(lam, dtype=np.float64)
     if replace:
         p = np.maximum(lam, 0.0)
+        if online is not None:
+            p = np.where(online, p, 0.0)
+            if p.sum() == 0:  # the online clients all have lambda = 0: uniform among them
+                p = online.astype(np.float64)
         draws = rng.choice(lam.size, size=m, replace=True, p=p / p.sum())
         clients, counts = np.unique(draws, return_counts=True)
         return clients, counts
     p = np.maximum(lam, floor)
+    if online is not None:
+        p = np.where(online, p, 0.0)
+        m = min(m, int(np.count_nonzero(online)))
     draws = rng.choice(lam.size, size=m, replace=False, p=p / p.sum())
     return np.sort(draws), np.ones(m, dtype=np.int64)
 
@@ -86,7 +94,7 @@ def dual_variable_update(ctx, lam: np.ndarray, w_snap: torch.Tensor, step: float
     number that arrived (the inclusion probability of the answers actually used).
     """
     N, m = ctx.num_clients, ctx.clients_per_round
-    U = uniform_sample(rng, N, m)  # Alg. 3 l.1
+    U = ctx.sample(m, rng)  # Alg. 3 l.1 (among the clients online)
     losses, arrived = yield Query(U, w_snap, down_bits=ctx.model_bits, up_bits=ctx.scalar_bits,
                                   what="loss", full=full)  # Alg. 3 l.2-3
     if not arrived.any():

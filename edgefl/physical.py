@@ -6,7 +6,8 @@ here on). Pure data; the SimPy pricer reads it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import csv
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -57,6 +58,11 @@ class Population:
     slowdown: str = "none"  # straggling: none | exponential | lognormal, a per-round compute-time factor
     slowdown_mean: float = 0.0  # exponential: factor = 1 + Exp(mean)
     slowdown_sigma: float = 0.0  # lognormal: factor = exp(sigma * N(0, 1))
+    availability: str = "always"  # always | markov | trace
+    mean_on_s: float = 1.0  # markov: mean online period ...
+    mean_off_s: float = 1.0  # ... and mean offline period (s)
+    availability_intervals: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # trace
+    p_fail: float = 0.0  # probability that a participating device fails in a round
 
     @property
     def num_clients(self) -> int:
@@ -177,4 +183,37 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
         slowdown=devices.slowdown,
         slowdown_mean=devices.slowdown_mean,
         slowdown_sigma=devices.slowdown_sigma,
+        availability=devices.availability,
+        mean_on_s=devices.mean_on_s,
+        mean_off_s=devices.mean_off_s,
+        availability_intervals=(read_availability_trace(devices.availability_trace, num_clients)
+                                if devices.availability_trace else {}),
+        p_fail=devices.p_fail,
     )
+
+
+def read_availability_trace(path: str, num_clients: int) -> dict[int, list[tuple[float, float]]]:
+    """Online intervals per client from a CSV ``client,start_s,end_s`` (one interval per row).
+    Raises ValueError naming the file and line of the first bad row."""
+    intervals: dict[int, list[tuple[float, float]]] = {}
+    try:
+        with open(path, newline="") as handle:
+            rows = list(csv.reader(handle))
+    except OSError as exc:
+        raise ValueError(f"devices.availability_trace: cannot read {path}: {exc.strerror or exc}") from None
+    if not rows or [h.strip() for h in rows[0]] != ["client", "start_s", "end_s"]:
+        raise ValueError(f"{path}: line 1: expected the header client,start_s,end_s")
+    for line, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        try:
+            client, start_s, end_s = int(row[0]), float(row[1]), float(row[2])
+        except (ValueError, IndexError):
+            raise ValueError(f"{path}: line {line}: expected client,start_s,end_s (an integer and two numbers), "
+                             f"got {','.join(row)!r}") from None
+        if not 0 <= client < num_clients:
+            raise ValueError(f"{path}: line {line}: client {client} is not in 0..{num_clients - 1}")
+        if not 0 <= start_s < end_s:
+            raise ValueError(f"{path}: line {line}: expected 0 <= start_s < end_s, got {start_s}, {end_s}")
+        intervals.setdefault(client, []).append((start_s, end_s))
+    return intervals

@@ -35,6 +35,7 @@ from pydantic import (
 
 import algorithms
 from channel import check_mcs_table
+from edgefl.physical import read_availability_trace
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.data.registry import unknown_name_message
@@ -221,6 +222,17 @@ class DevicesSection(Strict):
         "1 + Exp(slowdown_mean) (shifted exponential, Lee et al. 2018); lognormal: exp(slowdown_sigma * N(0, 1)).")
     slowdown_mean: float = Field(1.0, ge=0, description="slowdown = exponential: mean of the extra factor.")
     slowdown_sigma: float = Field(0.5, ge=0, description="slowdown = lognormal: sigma of the log factor.")
+    availability: Literal["always", "markov", "trace"] = Field(
+        "always", description="always online; markov: on/off periods, exponential with means mean_on_s / mean_off_s; "
+        "trace: online in the intervals of availability_trace. Algorithms sample among the devices online when a "
+        "round starts (the server waits until clients_per_round are); a device going offline mid-round is lost.")
+    mean_on_s: PositiveFloat = Field(1800.0, description="availability = markov: mean online period (s).")
+    mean_off_s: PositiveFloat = Field(600.0, description="availability = markov: mean offline period (s).")
+    availability_trace: Optional[str] = Field(
+        None, description="availability = trace: CSV with a header client,start_s,end_s, one online interval per "
+        "row (relative to the scenario file).")
+    p_fail: float = Field(0.0, ge=0, lt=1, description="Probability that a participating device fails in a round "
+                          "(at a uniform time within its work in the phase); its work of that round is lost.")
     cycles_per_flop: PositiveFloat = Field(1.0, description="CPU cycles per measured FLOP.")
     cycles_per_sample: Optional[PositiveFloat] = Field(None, description="Override the measured FLOPs (training).")
     classes: list[DeviceClass] = Field(default_factory=list, description="[[devices.classes]] tables.")
@@ -230,6 +242,9 @@ class DevicesSection(Strict):
         total = sum(c.share for c in self.classes)
         if total > 1 + 1e-9:
             raise ValueError(f"device class shares sum to {total:g} > 1")
+        if (self.availability == "trace") != (self.availability_trace is not None):
+            raise ValueError("devices.availability = \"trace\" needs devices.availability_trace (a CSV file), and "
+                             "availability_trace needs availability = \"trace\"")
         return self
 
 
@@ -299,6 +314,8 @@ class Scenario(Strict):
                 f"algorithm.clients_per_round = {self.algorithm.clients_per_round} exceeds "
                 f"data.num_clients = {self.data.num_clients}"
             )
+        if self.devices.availability_trace is not None:
+            read_availability_trace(self.devices.availability_trace, self.data.num_clients)  # errors name the line
         return self
 
     def to_dict(self) -> dict:
@@ -395,7 +412,7 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
     for text in overrides:
         path, value = parse_override(text)
-        if len(path) == 2 and path[0] == "data" and path[1] == "dir" and isinstance(value, str):
+        if len(path) == 2 and tuple(path) in (("data", "dir"), ("devices", "availability_trace")) and isinstance(value, str):
             value = str(Path(value).expanduser().resolve())
         node = raw
         for part in path[:-1]:
@@ -442,5 +459,8 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
     data = raw.get("data")
     if isinstance(data, dict) and isinstance(data.get("dir"), str):
         data["dir"] = str((path.parent / Path(data["dir"]).expanduser()).resolve())
+    devices = raw.get("devices")
+    if isinstance(devices, dict) and isinstance(devices.get("availability_trace"), str):
+        devices["availability_trace"] = str((path.parent / Path(devices["availability_trace"]).expanduser()).resolve())
     raw = apply_overrides(raw, overrides or [])
     return scenario_from_dict(raw, source=str(path))

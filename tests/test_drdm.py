@@ -13,6 +13,7 @@ import scipy.optimize
 import scipy.stats
 import torch
 
+from algorithms.base import uniform_sample
 from algorithms.ops import Evaluate
 from algorithms.simplex import dual_variable_update, project_simplex, sample_by_lambda
 from conftest import make_scenario
@@ -110,6 +111,10 @@ def test_sampling_without_replacement_uses_the_floor():
 def test_dual_step_is_projected_ascent_with_n_over_m_scaling():
     class Ctx:
         num_clients, clients_per_round, model_bits, scalar_bits = 6, 3, 320.0, 32.0
+
+        @staticmethod
+        def sample(m, rng):  # everyone online: Context.sample
+            return uniform_sample(rng, 6, m)
 
     lam = np.full(6, 1 / 6)
     gen = dual_variable_update(Ctx, lam, torch.zeros(10), step=0.01, rng=np.random.default_rng(0))

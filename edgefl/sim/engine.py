@@ -35,6 +35,8 @@ class Pricer(Protocol):
 
     def price_phase(self, phase: PhaseRecord) -> dict[int, bool]: ...  # who completed their chain
 
+    def online_clients(self, needed: int) -> np.ndarray | None: ...  # at a round's start; None: all
+
 
 @dataclass
 class RoundRecord:
@@ -58,6 +60,9 @@ class Engine:
         self.missed_count = np.zeros(num, dtype=np.int64)  # uploads cut off or lost
 
     def run_round(self, algorithm: Algorithm, r: int) -> RoundRecord:
+        # Devices that can be offline: the server waits until enough are online, and the algorithm
+        # samples among them (Context.online).
+        algorithm.ctx.online = self.pricer.online_clients(algorithm.ctx.clients_per_round)
         self._record = RoundRecord(round=r, end_s=self.pricer.now)
         self._phase = PhaseRecord(round=r, phase=0)
         rounds = algorithm.round(r)

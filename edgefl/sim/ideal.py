@@ -13,5 +13,8 @@ class IdealPricer:
         self.events: list = []
         self.now = 0.0
 
+    def online_clients(self, needed: int):
+        return None  # every device is always available
+
     def price_phase(self, phase) -> dict[int, bool]:
         return {client: True for client in phase.chains}

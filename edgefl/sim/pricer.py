@@ -22,6 +22,7 @@ import simpy
 
 from edgefl.physical import NetworkParams, Population
 from edgefl.sim.activities import Event, PhaseRecord
+from edgefl.sim.availability import Availability
 from edgefl.sim.band import SharedBand
 from edgefl.sim.booking import (
     CAT_COMPUTE,
@@ -36,13 +37,15 @@ from edgefl.sim.physics import COMPUTE, DOWNLOAD, UPLOAD, PhasePhysics, Step
 from energy import EnergyLedger
 
 
-def can_change_participation(network: NetworkParams) -> bool:
-    """Whether the channel can decide who takes part in a round: a deadline can cut a client off,
+def can_change_participation(network: NetworkParams, availability: str = "always", p_fail: float = 0.0) -> bool:
+    """Whether the network can decide who takes part in a round: a deadline can cut a client off,
     a packet error (``outage_snr_db``) or an MCS outage can lose a message (except with block
-    fading, where outage blocks are waited out). When it cannot, the learning trajectory does not
-    depend on the channel, and re-pricing a recorded op trace on another channel is exact."""
+    fading, where outage blocks are waited out), devices can be offline or fail. When it cannot,
+    the learning trajectory does not depend on the channel, and re-pricing a recorded op trace on
+    another channel is exact."""
     mcs_outage = network.rate == "mcs" and not (network.coherence_s is not None and network.fading != "none")
-    return network.deadline_s is not None or network.outage_snr_db is not None or mcs_outage
+    return (network.deadline_s is not None or network.outage_snr_db is not None or mcs_outage
+            or availability != "always" or p_fail > 0)
 
 
 class SimPyPricer:
@@ -70,6 +73,16 @@ class SimPyPricer:
         self._unbooked: list[tuple[int, int, list]] = []  # phases simulated, energy not yet booked
         self.band = SharedBand(self.env)
         self.tdma = simpy.Resource(self.env, capacity=1)
+        self.availability = None
+        if population.availability != "always":
+            self.availability = Availability(
+                self.env, population.num_clients, np.random.default_rng(np.random.SeedSequence([seed, 0xA7A1])),
+                population.availability, population.mean_on_s, population.mean_off_s,
+                population.availability_intervals, on_offline=self._went_offline)
+        self._fail_rng = np.random.default_rng(np.random.SeedSequence([seed, 0xFA11]))
+        self._failures: tuple[int, np.ndarray, np.ndarray] | None = None  # (round, fails, when in [0, 1))
+        self._crashed: set[int] = set()  # clients that failed in the current round
+        self._running: dict = {}  # client -> its process, during a phase
         self._upload = {"dedicated": self._timed_upload, "fdma": self._shared_upload,
                         "tdma": self._queued_upload}[network.access]
         self._idle_power_w = population.idle_power_w.tolist()
@@ -82,7 +95,20 @@ class SimPyPricer:
 
     @property
     def can_change_participation(self) -> bool:
-        return can_change_participation(self.net)
+        return can_change_participation(self.net, self.pop.availability, self.pop.p_fail)
+
+    def online_clients(self, needed: int) -> np.ndarray | None:
+        """At the start of a round: wait (simulated time passes) until at least ``needed`` devices
+        are online, and return who is (bool [N]); None when devices are always available."""
+        if self.availability is None:
+            return None
+        self.env.run(until=self.env.process(self.availability.wait_until(needed)))
+        return self.availability.online.copy()
+
+    def _went_offline(self, client: int) -> None:
+        proc = self._running.get(client)
+        if proc is not None and proc.is_alive:
+            proc.interrupt("offline")
 
     @property
     def ledger(self) -> EnergyLedger:
@@ -111,7 +137,11 @@ class SimPyPricer:
         completed: dict[int, bool] = {}
         log: list[tuple] = []
         start = env.now
-        procs = [env.process(self._client(c, plans[c], start, completed, log)) for c in clients]
+        failed = self._failed_earlier(phase.round) if self.pop.p_fail > 0 else ()
+        procs = [env.process(self._client(c, plans[c], start, completed, log, c in failed)) for c in clients]
+        self._running = dict(zip(clients, procs))
+        if self.pop.p_fail > 0:
+            self._schedule_failures(clients, plans, procs)
         # A process (not a bare AllOf condition): AnyOf would strip a nested condition's callbacks
         # when the deadline fires first, and the AllOf would never trigger.
         everyone = env.process(self._wait_all(procs))
@@ -124,6 +154,7 @@ class SimPyPricer:
                     proc.interrupt("deadline")
             if not everyone.processed:
                 env.run(until=everyone)
+        self._running = {}
         if log:
             self._unbooked.append((phase.round, phase.phase, log))
             if len(self._unbooked) >= 16:
@@ -133,12 +164,41 @@ class SimPyPricer:
     def _wait_all(self, procs):
         yield self.env.all_of(procs)
 
-    def _client(self, client: int, steps: list[Step], phase_start: float, completed: dict, log: list):
+    def _failed_earlier(self, round_: int) -> set[int]:
+        """``devices.p_fail``: each device fails in a round with that probability (drawn once per
+        round for every device, its own stream); the clients that already failed this round."""
+        if self._failures is None or self._failures[0] != round_:
+            n = self.pop.num_clients
+            self._failures = (round_, self._fail_rng.random(n) < self.pop.p_fail, self._fail_rng.random(n))
+            self._crashed = set()
+        return set(self._crashed)
+
+    def _schedule_failures(self, clients: list[int], plans: dict, procs: list) -> None:
+        """A failing device fails at a uniform fraction of its work (nominal durations) in its first
+        phase of the round; the rest of its round is lost."""
+        _, fails, when = self._failures
+        for client, proc in zip(clients, procs):
+            if fails[client] and client not in self._crashed:
+                self._crashed.add(client)
+                work_s = sum(step.duration_s if step.rates_bps is None else step.bits / step.rates_bps[0]
+                             for step in plans[client])
+                self.env.process(self._fail_at(proc, when[client] * work_s))
+
+    def _fail_at(self, proc, delay_s: float):
+        yield self.env.timeout(delay_s)
+        if proc.is_alive:
+            proc.interrupt("failed")
+
+    def _client(self, client: int, steps: list[Step], phase_start: float, completed: dict, log: list,
+                failed: bool = False):
         """One client's chain. Log rows: (client, kind, label, start, end, bits, category,
         cycles or seconds to charge, cycles, status)."""
         env = self.env
         busy_s = 0.0
         ok = True
+        if failed or (self.availability is not None and not self.availability.online[client]):
+            completed[client] = False  # failed earlier in this round, or offline: does nothing
+            return
         before_step = self.before_step
         latency_s = self.net.access_latency_s
         tail = None  # (start, charge code, label) of the radio tail after the last message, if any
@@ -171,17 +231,18 @@ class SimPyPricer:
                                 env.now - radio_on[0], 0.0, "lost" if lost else "ok"))
                     ok = ok and not lost
                     tail = (env.now, CAT_UPLINK_TAIL, activity.label)
-            except simpy.Interrupt:  # the deadline
+            except simpy.Interrupt as stop:  # the deadline, the device going offline or failing
                 ok = False
+                status = "cut" if stop.cause == "deadline" else stop.cause
                 at = radio_on[0]
                 if at is not None:  # nothing to charge if cut while waiting (TDMA queue, access, before_step)
                     if kind == COMPUTE:
                         done = (env.now - at) * (step.cycles_per_s or self._cpu_hz[client])
-                        log.append((client, "compute", activity.label, at, env.now, 0.0, CAT_COMPUTE, done, done, "cut"))
+                        log.append((client, "compute", activity.label, at, env.now, 0.0, CAT_COMPUTE, done, done, status))
                     else:  # the message did not get through: no bits delivered
                         category = CAT_DOWNLINK if kind == DOWNLOAD else CAT_UPLINK
                         log.append((client, activity.kind, activity.label, at, env.now, 0.0, category,
-                                    env.now - at, 0.0, "cut"))
+                                    env.now - at, 0.0, status))
                         tail = (env.now, CAT_DOWNLINK_TAIL if kind == DOWNLOAD else CAT_UPLINK_TAIL, activity.label)
                     busy_s += env.now - at
                 break

@@ -106,7 +106,9 @@ def parse_grid(text: str, option: str = "--grid") -> tuple[str, list]:
 def pricing_mode(scenario: Scenario) -> str:
     """REPRICED when a recorded trace re-priced for this point equals its co-simulation
     (the SimPy engine, and a channel that cannot change who participates)."""
-    if scenario.run.engine != "simpy" or can_change_participation(network_params(scenario.network)):
+    devices = scenario.devices
+    if scenario.run.engine != "simpy" or can_change_participation(network_params(scenario.network),
+                                                                  devices.availability, devices.p_fail):
         return COSIMULATED
     return REPRICED
 

@@ -1,0 +1,132 @@
+"""Device availability (Markov on/off, traces), failures: closed forms and invariants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import simpy
+
+from edgefl.cli import main
+from edgefl.physical import build_population, network_params
+from edgefl.runner import Simulation
+from edgefl.scenario import ScenarioError, load_scenario, scenario_from_dict
+from edgefl.sim import Activity, PhaseRecord, SimPyPricer
+from edgefl.sim.availability import Availability
+
+
+def test_markov_duty_cycle_is_on_over_on_plus_off():
+    env = simpy.Environment()
+    availability = Availability(env, 400, np.random.default_rng(3), "markov", mean_on_s=3.0, mean_off_s=1.0)
+    samples = []
+    for t in np.arange(1.0, 500.0, 1.0):
+        env.run(until=t)
+        samples.append(availability.online.mean())
+    assert np.mean(samples) == pytest.approx(0.75, rel=0.02)
+
+
+def test_trace_intervals_are_followed_exactly():
+    env = simpy.Environment()
+    availability = Availability(env, 2, np.random.default_rng(0), "trace",
+                                intervals={0: [(1.0, 2.0), (3.0, 4.0)], 1: [(0.0, 10.0)]})
+    seen = {}
+    for t in (0.5, 1.5, 2.5, 3.5, 4.5):
+        env.run(until=t)
+        seen[t] = availability.online.tolist()
+    assert seen == {0.5: [False, True], 1.5: [True, True], 2.5: [False, True], 3.5: [True, True], 4.5: [False, True]}
+
+
+def markov_simulation(tmp_path=None, **devices):
+    return Simulation(scenario_from_dict({
+        "run": {"rounds": 8, "seed": 4},
+        "data": {"name": "synthetic", "num_clients": 20, "samples_per_client": 30},
+        "algorithm": {"name": "fedavg", "local_steps": 2, "clients_per_round": 5, "batch_size": 8},
+        "network": {"snr_db": 10.0},
+        "devices": {"availability": "markov", "mean_on_s": 0.5, "mean_off_s": 0.5, **devices},
+    }))
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "drdm"])
+def test_an_unavailable_device_is_never_selected(algorithm):
+    sim = markov_simulation()
+    sim.scenario.algorithm.name = algorithm
+    sim = Simulation(sim.scenario)
+    seen = []
+    run_round = sim.engine.run_round
+
+    def recording(alg, r):
+        record = run_round(alg, r)
+        seen.append(alg.ctx.online.copy())
+        return record
+
+    sim.engine.run_round = recording
+    result = sim.run(progress=False)
+    assert len(seen) == 8 and not all(mask.all() for mask in seen)  # some devices were offline
+    for e in result.events:
+        if e.kind == "compute" and e.label == "train":
+            assert seen[e.round][e.client], (e.round, e.client)
+
+
+def test_a_device_going_offline_mid_phase_is_cut_and_its_upload_lost(tmp_path):
+    s = scenario_from_dict({"data": {"num_clients": 2}, "algorithm": {"clients_per_round": 1},
+                            "network": {"snr_db": 20.0},
+                            "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 1e6}})
+    population = build_population(s.network, s.devices, 2, 1.0, 1.0, seed=0)
+    population.availability = "trace"
+    population.availability_intervals = {0: [(0.0, 0.05)], 1: [(0.0, 100.0)]}
+    pricer = SimPyPricer(network_params(s.network), population, 0)
+    chains = {c: [Activity("compute", "train", samples=100.0), Activity("upload", "upload", bits=1e4)] for c in (0, 1)}
+    assert pricer.online_clients(1).tolist() == [True, True]
+    completed = pricer.price_phase(PhaseRecord(0, 0, chains))
+    assert completed == {0: False, 1: True}
+    (cut,) = [e for e in pricer.events if e.client == 0]
+    assert cut.status == "offline" and cut.end_s == pytest.approx(0.05)
+    assert cut.cycles == pytest.approx(0.05 * 1e9)
+
+
+def test_the_server_waits_until_enough_devices_are_online(tmp_path):
+    """m = 2. At t = 0 only clients 0 and 2 are online (both selected); client 2 leaves at 1 ms, in
+    the middle of round 0 (cut, status offline); round 1 waits until client 1 arrives at 7.5 s."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text("client,start_s,end_s\n0,0,1000\n1,7.5,1000\n2,0,0.001\n")
+    result = Simulation(load_scenario(_scenario_file(tmp_path, trace))).run(progress=False)
+    round0 = [e for e in result.events if e.round == 0]
+    assert {e.client for e in round0} == {0, 2}
+    assert any(e.client == 2 and e.status == "offline" and e.end_s == pytest.approx(0.001) for e in round0)
+    assert min(e.start_s for e in result.events if e.round == 1) == pytest.approx(7.5)
+    assert result.metrics[0]["uploads_missed"] == 1
+
+
+def _scenario_file(tmp_path, trace):
+    path = tmp_path / "s.toml"
+    path.write_text(
+        "[run]\nrounds = 3\n[data]\nnum_clients = 3\nsamples_per_client = 30\n"
+        "[algorithm]\nclients_per_round = 2\nlocal_steps = 2\n[network]\nsnr_db = 10.0\n"
+        f"[devices]\navailability = \"trace\"\navailability_trace = \"{trace.name}\"\n")
+    return path
+
+
+def test_a_bad_trace_line_is_a_clear_error_exit_2(tmp_path, capsys):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("client,start_s,end_s\n0,0,10\n1,5,oops\n")
+    path = _scenario_file(tmp_path, trace)
+    with pytest.raises(ScenarioError, match=r"trace.csv: line 3: expected client,start_s,end_s"):
+        load_scenario(path)
+    assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    assert "line 3" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_failures_happen_at_the_configured_rate():
+    s = scenario_from_dict({"data": {"num_clients": 100}, "network": {"snr_db": 20.0},
+                            "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 1e6, "p_fail": 0.2}})
+    population = build_population(s.network, s.devices, 100, 1.0, 1.0, seed=0)
+    pricer = SimPyPricer(network_params(s.network), population, 0)
+    lost = []
+    for r in range(50):  # 5,000 device-rounds, two phases each
+        for p in range(2):
+            chains = {c: [Activity("compute", "train", samples=10.0), Activity("upload", "upload", bits=1e3)]
+                      for c in range(100)}
+            completed = pricer.price_phase(PhaseRecord(r, p, chains))
+            if p == 1:
+                lost.extend(not ok for ok in completed.values())
+    assert np.mean(lost) == pytest.approx(0.2, abs=0.02)  # failed in phase 0, still out in phase 1
+    assert {e.status for e in pricer.events} == {"ok", "failed"}
