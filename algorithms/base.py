@@ -8,6 +8,7 @@ and numpy, never the simulator.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterator
 
@@ -50,11 +51,20 @@ class Context:
     # Which clients are online at the start of the current round (bool [N]); set by the engine
     # each round when devices can be unavailable, None when every client always is.
     online: np.ndarray | None = None
+    # Over-selection x (FedScale): select ceil(m (1 + x)) clients; the engine keeps the first m
+    # uploads to arrive and stops the others.
+    over_selection: float = 0.0
+
+    def selection_size(self, m: int) -> int:
+        """How many clients to select for m participants: ceil(m (1 + over_selection))."""
+        return m if self.over_selection == 0 else min(self.num_clients, math.ceil(m * (1 + self.over_selection)))
 
     def sample(self, m: int, rng: np.random.Generator | None = None) -> np.ndarray:
-        """m distinct clients uniformly at random among those online (``rng``: the context's stream
-        by default), sorted. With everyone online this is ``uniform_sample(rng, N, m)``."""
+        """``selection_size(m)`` distinct clients uniformly at random among those online (``rng``: the
+        context's stream by default), sorted. With everyone online and no over-selection this is
+        ``uniform_sample(rng, N, m)``."""
         rng = self.rng if rng is None else rng
+        m = self.selection_size(m)
         if self.online is None:
             return uniform_sample(rng, self.num_clients, m)
         ids = np.flatnonzero(self.online)

@@ -100,8 +100,10 @@ class DRDM(Algorithm):
         """Alg. 1 l.1: (distinct clients, draw counts k_i)."""
         ctx, how = self.ctx, self.hp.sampling
         if how == "uniform":
-            return ctx.sample(ctx.clients_per_round), np.ones(ctx.clients_per_round, np.int64)
-        return sample_by_lambda(ctx.rng, self.lam, ctx.clients_per_round, replace=(how == "with_replacement"),
+            D = ctx.sample(ctx.clients_per_round)
+            return D, np.ones(len(D), np.int64)
+        return sample_by_lambda(ctx.rng, self.lam, ctx.selection_size(ctx.clients_per_round),
+                                replace=(how == "with_replacement"),
                                 online=ctx.online)
 
     def round(self, r):

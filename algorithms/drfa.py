@@ -52,7 +52,8 @@ class DRFA(Algorithm):
     def round(self, r):
         ctx, hp = self.ctx, self.hp
         tau = ctx.local_steps
-        D, k = sample_by_lambda(ctx.rng, self.lam, ctx.clients_per_round, replace=hp.sampling == "with_replacement",
+        D, k = sample_by_lambda(ctx.rng, self.lam, ctx.selection_size(ctx.clients_per_round),
+                                replace=hp.sampling == "with_replacement",
                                 online=ctx.online)
         k_snap = int(self.aux_rng.integers(1, tau + 1))  # snapshot index t' - s*tau
         yield Broadcast(D, ctx.model_bits + ctx.scalar_bits)  # w_bar and k'

@@ -75,7 +75,7 @@ class Simulation:
         self.context = Context(
             num_clients=s.data.num_clients, dim=self.model.dim, init_params=self.model.init_params(),
             train_sizes=np.asarray(self.data.train_sizes), local_steps=a.local_steps,
-            clients_per_round=a.clients_per_round, lr=a.lr, batch_size=a.batch_size,
+            clients_per_round=a.clients_per_round, lr=a.lr, batch_size=a.batch_size, over_selection=a.over_selection,
             bits_per_param=s.network.bits_per_param,
             rng=np.random.default_rng(np.random.SeedSequence([seed, 0xA160])), hp=a.hyperparams(),
             client_roles=self.data.client_roles,

@@ -102,6 +102,9 @@ class AlgorithmSection(BaseModel):
     clients_per_round: PositiveInt = Field(10, description="m, clients sampled per round.")
     lr: PositiveFloat = Field(0.1, description="eta, local step size.")
     batch_size: PositiveInt = Field(32, description="B, minibatch size of a local step.")
+    over_selection: float = Field(
+        0.0, ge=0, le=10, description="FedScale-style over-selection x: select ceil(m(1+x)) clients, aggregate the "
+        "first m uploads to arrive; the others are told to stop (their energy until then counts).")
 
     @model_validator(mode="after")
     def _known_algorithm(self):

@@ -130,3 +130,29 @@ def test_failures_happen_at_the_configured_rate():
                 lost.extend(not ok for ok in completed.values())
     assert np.mean(lost) == pytest.approx(0.2, abs=0.02)  # failed in phase 0, still out in phase 1
     assert {e.status for e in pricer.events} == {"ok", "failed"}
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "drdm"])
+def test_over_selection_keeps_the_first_m_uploads_and_stops_the_rest(algorithm):
+    sim = Simulation(scenario_from_dict({
+        "run": {"rounds": 4, "seed": 1},
+        "data": {"name": "synthetic", "num_clients": 20, "samples_per_client": 30},
+        "algorithm": {"name": algorithm, "local_steps": 2, "clients_per_round": 5, "batch_size": 8,
+                      "over_selection": 0.6},
+        "network": {"snr_db": 10.0, "fading": "rayleigh", "access": "fdma"},
+        "devices": {"classes": [{"name": "slow", "share": 0.5, "cpu_ghz": 0.3}]},
+    }))
+    result = sim.run(progress=False)
+    for r in range(4):
+        uploads = [e for e in result.events if e.round == r and e.phase == 0 and e.kind == "upload"]
+        stopped = [e for e in result.events if e.round == r and e.phase == 0 and e.status == "stopped"]
+        arrived = sorted(e.end_s for e in uploads if e.status == "ok")
+        assert len(arrived) == 5  # m
+        selected = len({e.client for e in uploads} | {e.client for e in stopped})
+        if algorithm == "fedavg":
+            assert selected == 8  # ceil(5 * 1.6)
+        else:  # DRDM draws ceil(5 * 1.6) = 8 times with replacement: at most 8 distinct clients
+            assert 5 < selected <= 8
+        assert stopped and all(e.end_s == pytest.approx(arrived[-1]) for e in stopped)
+        assert all(e.energy_j >= 0 for e in stopped)
+    assert [row["uploads_arrived"] for row in result.metrics][:1] and result.metrics[0]["uploads_missed"] >= 3

@@ -37,6 +37,7 @@ class PhaseRecord:
     round: int
     phase: int
     chains: dict[int, list[Activity]] = field(default_factory=dict)
+    needed: int | None = None  # over-selection: the phase ends when this many uploads have arrived
 
 
 class Event(NamedTuple):

@@ -62,6 +62,7 @@ class Engine:
     def run_round(self, algorithm: Algorithm, r: int) -> RoundRecord:
         # Devices that can be offline: the server waits until enough are online, and the algorithm
         # samples among them (Context.online).
+        self._ctx = algorithm.ctx
         algorithm.ctx.online = self.pricer.online_clients(algorithm.ctx.clients_per_round)
         self._record = RoundRecord(round=r, end_s=self.pricer.now)
         self._phase = PhaseRecord(round=r, phase=0)
@@ -99,6 +100,9 @@ class Engine:
         if isinstance(op, Upload):
             for client, bits in zip(op.clients, self._per_client(op.bits, op.clients)):
                 self._add(client, Activity("upload", "upload", bits=bits + self.header_bits))
+            m = self._ctx.clients_per_round
+            if self._ctx.over_selection > 0 and len(op.clients) > m:
+                self._phase.needed = m  # the first m uploads to arrive; the others are stopped
             completed = self._close_phase()
             arrived = np.array([completed.get(int(c), False) for c in op.clients], dtype=bool)
             self.arrived_count[op.clients[arrived]] += 1
@@ -153,8 +157,10 @@ def reprice_rounds(trace: list[PhaseRecord], pricer: Pricer) -> list[RoundCost]:
     time and the ledger's cumulative energy by category after the round's last phase.
     Rounds without any phase are absent (their cost equals the previous round's). The pricer runs
     the same SimPy model as a co-simulation, only without training."""
-    if pricer.can_change_participation:
-        raise ValueError("re-pricing is exact only without deadline and outage; co-simulate instead")
+    if pricer.can_change_participation or any(phase.needed is not None for phase in trace):
+        raise ValueError("re-pricing is exact only where the network cannot change who takes part (no deadline, "
+                         "packet errors, MCS outage, unavailable or failing devices, over-selection); co-simulate "
+                         "instead")
     costs: dict[int, RoundCost] = {}
     for k, phase in enumerate(trace):
         pricer.price_phase(phase)

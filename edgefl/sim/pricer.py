@@ -37,15 +37,17 @@ from edgefl.sim.physics import COMPUTE, DOWNLOAD, UPLOAD, PhasePhysics, Step
 from energy import EnergyLedger
 
 
-def can_change_participation(network: NetworkParams, availability: str = "always", p_fail: float = 0.0) -> bool:
+def can_change_participation(network: NetworkParams, availability: str = "always", p_fail: float = 0.0,
+                             over_selection: float = 0.0) -> bool:
     """Whether the network can decide who takes part in a round: a deadline can cut a client off,
     a packet error (``outage_snr_db``) or an MCS outage can lose a message (except with block
-    fading, where outage blocks are waited out), devices can be offline or fail. When it cannot,
+    fading, where outage blocks are waited out), devices can be offline or fail, over-selection keeps
+    the first uploads to arrive. When it cannot,
     the learning trajectory does not depend on the channel, and re-pricing a recorded op trace on
     another channel is exact."""
     mcs_outage = network.rate == "mcs" and not (network.coherence_s is not None and network.fading != "none")
     return (network.deadline_s is not None or network.outage_snr_db is not None or mcs_outage
-            or availability != "always" or p_fail > 0)
+            or availability != "always" or p_fail > 0 or over_selection > 0)
 
 
 class SimPyPricer:
@@ -83,6 +85,7 @@ class SimPyPricer:
         self._failures: tuple[int, np.ndarray, np.ndarray] | None = None  # (round, fails, when in [0, 1))
         self._crashed: set[int] = set()  # clients that failed in the current round
         self._running: dict = {}  # client -> its process, during a phase
+        self._needed, self._arrived = None, 0  # over-selection: uploads the phase needs, and has
         self._upload = {"dedicated": self._timed_upload, "fdma": self._shared_upload,
                         "tdma": self._queued_upload}[network.access]
         self._idle_power_w = population.idle_power_w.tolist()
@@ -104,6 +107,15 @@ class SimPyPricer:
             return None
         self.env.run(until=self.env.process(self.availability.wait_until(needed)))
         return self.availability.online.copy()
+
+    def _upload_arrived(self) -> None:
+        """Over-selection: once the phase has the uploads it needs, the clients still working are
+        told to stop (status ``stopped``; their energy until now counts)."""
+        self._arrived += 1
+        if self._arrived == self._needed:
+            for proc in self._running.values():
+                if proc.is_alive and proc is not self.env.active_process:
+                    proc.interrupt("stopped")
 
     def _went_offline(self, client: int) -> None:
         proc = self._running.get(client)
@@ -140,6 +152,7 @@ class SimPyPricer:
         failed = self._failed_earlier(phase.round) if self.pop.p_fail > 0 else ()
         procs = [env.process(self._client(c, plans[c], start, completed, log, c in failed)) for c in clients]
         self._running = dict(zip(clients, procs))
+        self._needed, self._arrived = phase.needed, 0
         if self.pop.p_fail > 0:
             self._schedule_failures(clients, plans, procs)
         # A process (not a bare AllOf condition): AnyOf would strip a nested condition's callbacks
@@ -231,6 +244,8 @@ class SimPyPricer:
                                 env.now - radio_on[0], 0.0, "lost" if lost else "ok"))
                     ok = ok and not lost
                     tail = (env.now, CAT_UPLINK_TAIL, activity.label)
+                    if self._needed is not None and not lost:
+                        self._upload_arrived()
             except simpy.Interrupt as stop:  # the deadline, the device going offline or failing
                 ok = False
                 status = "cut" if stop.cause == "deadline" else stop.cause

@@ -108,7 +108,8 @@ def pricing_mode(scenario: Scenario) -> str:
     (the SimPy engine, and a channel that cannot change who participates)."""
     devices = scenario.devices
     if scenario.run.engine != "simpy" or can_change_participation(network_params(scenario.network),
-                                                                  devices.availability, devices.p_fail):
+                                                                  devices.availability, devices.p_fail,
+                                                                  scenario.algorithm.over_selection):
         return COSIMULATED
     return REPRICED
 
