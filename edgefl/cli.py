@@ -54,6 +54,8 @@ def cmd_run(args) -> int:
         print(f"  accuracy: mean {final['acc_mean']:.4f}, worst {final['acc_worst']:.4f}, std {final['acc_std']:.4f}")
     print(f"  energy: {result.summary['energy_j']:.4g} J (" + ", ".join(f"{k} {v:.3g}" for k, v in energy.items())
           + f"); simulated time {result.summary['sim_time_s']:.4g} s; wall {result.summary['wall_time_s']:.1f} s")
+    if result.summary.get("stopped"):
+        print(f"  {result.summary['stopped']}")
     print(f"results in {out}/ (metrics.csv, clients.csv, events.csv, summary.json, scenario.toml, *.png)")
     return 0
 

@@ -63,6 +63,18 @@ class Population:
     mean_off_s: float = 1.0  # ... and mean offline period (s)
     availability_intervals: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # trace
     p_fail: float = 0.0  # probability that a participating device fails in a round
+    battery_j: np.ndarray | None = None  # capacity per device (J; inf: mains power) ...
+    battery_reserve_j: np.ndarray | None = None  # ... the level below which it is unavailable ...
+    harvest_w: np.ndarray | None = None  # ... and the power it harvests (W)
+
+    def __post_init__(self) -> None:
+        n = len(self.cpu_hz)
+        if self.battery_j is None:
+            self.battery_j = np.full(n, np.inf)
+        if self.battery_reserve_j is None:
+            self.battery_reserve_j = np.zeros(n)
+        if self.harvest_w is None:
+            self.harvest_w = np.zeros(n)
 
     @property
     def num_clients(self) -> int:
@@ -71,7 +83,8 @@ class Population:
 
 DEVICE_FIELDS = (
     "cpu_ghz", "kappa", "static_power_w", "tx_power_dbm", "circuit_power_w",
-    "rx_power_w", "idle_power_w", "tail_s", "tail_power_w", "cycles_per_flop", "cycles_per_sample",
+    "rx_power_w", "idle_power_w", "tail_s", "tail_power_w", "battery_j", "battery_reserve_j", "harvest_w",
+    "cycles_per_flop", "cycles_per_sample",
 )
 
 
@@ -138,6 +151,7 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
         c / 3.0 if c is not None else eval_flops_per_sample * cpf for c, cpf in zip(explicit, cycles_per_flop)
     ])
     tx_power_w = dbm_to_w(column("tx_power_dbm"))
+    rng_harvest = np.random.default_rng(np.random.SeedSequence([seed, 0x4A27]))  # its own stream
 
     distance = None
     if network.snr_db is not None:
@@ -189,6 +203,10 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
         availability_intervals=(read_availability_trace(devices.availability_trace, num_clients)
                                 if devices.availability_trace else {}),
         p_fail=devices.p_fail,
+        battery_j=np.array([np.inf if p["battery_j"] is None else p["battery_j"] for p in profiles]),
+        battery_reserve_j=column("battery_reserve_j"),
+        harvest_w=column("harvest_w") * (rng_harvest.uniform(0.0, 2.0, size=num_clients)
+                                         if devices.harvest == "uniform" else 1.0),
     )
 
 

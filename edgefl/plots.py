@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+import numpy as np  # noqa: E402
+
 from energy import CATEGORIES  # noqa: E402
 
 CATEGORY_COLORS = {"compute": "#4c72b0", "uplink": "#dd8452", "downlink": "#55a868", "idle": "#8c8c8c"}
@@ -33,9 +35,37 @@ def plot_accuracy(ax, metrics, x_key: str, xlabel: str, label_prefix: str = ""):
     ax.grid(alpha=0.3)
 
 
-def plot_run(out_dir: Path, metrics: list[dict], clients: list[dict], title: str = "") -> list[Path]:
+def plot_battery(path: Path, battery: list[dict], title: str = "") -> Path:
+    """Battery level per round: one thin line per device, coloured by device class."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    classes = sorted({row["device_class"] for row in battery})
+    colors = dict(zip(classes, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4))
+    by_client: dict[int, list[tuple[int, float]]] = {}
+    for row in battery:
+        by_client.setdefault(row["client"], []).append((row["round"], row["level_j"]))
+    class_of = {row["client"]: row["device_class"] for row in battery}
+    labelled = set()
+    for client, points in sorted(by_client.items()):
+        cls = class_of[client]
+        ax.plot(*zip(*points), lw=0.8, alpha=0.6, color=colors[cls], label=None if cls in labelled else cls)
+        labelled.add(cls)
+    ax.set_xlabel("round")
+    ax.set_ylabel("battery level (J)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"{title}: battery per device")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_run(out_dir: Path, metrics: list[dict], clients: list[dict], title: str = "",
+             battery: list[dict] | None = None) -> list[Path]:
     out_dir = Path(out_dir)
     written = []
+    if battery:
+        written.append(plot_battery(out_dir / "battery.png", [r for r in battery if np.isfinite(r["level_j"])], title))
     if _evaluated(metrics):
         for name, x_key, xlabel in (
             ("accuracy.png", "round", "round"),

@@ -24,10 +24,11 @@ from edgefl.models import build_model
 from edgefl.physical import build_population, network_params
 from edgefl.results import atomic_directory, write_csv, write_json
 from edgefl.scenario import Scenario
-from edgefl.sim import Engine, IdealPricer, SimPyPricer
+from edgefl.sim import Engine, IdealPricer, NoDeviceAvailable, SimPyPricer
 from edgefl.sim.activities import EVENT_FIELDS
 from energy import CATEGORIES
 
+BATTERY_COLUMNS = ("round", "client", "device_class", "level_j")
 METRIC_COLUMNS = [
     "round", "sim_time_s", "energy_j", "compute_energy_j", "uplink_energy_j", "downlink_energy_j",
     "idle_energy_j", "acc_mean", "acc_worst", "acc_std", "loss", "uploads_arrived", "uploads_missed",
@@ -47,6 +48,7 @@ class RunResult:
     events: list
     summary: dict
     trace: list = field(default_factory=list)
+    battery: list[dict] = field(default_factory=list)  # battery.csv rows: round, client, device_class, level_j
 
 
 class Simulation:
@@ -90,9 +92,23 @@ class Simulation:
         bar = tqdm(range(s.run.rounds), desc=f"{s.algorithm.name}", unit="round", disable=not progress or None,
                    dynamic_ncols=True, leave=False)
         last_eval = None
+        battery: list[dict] = []
+        battery_levels = getattr(self.pricer, "battery_levels", lambda: None)
+        stopped = None
         for r in bar:
-            record = self.engine.run_round(self.algorithm, r)
+            try:
+                record = self.engine.run_round(self.algorithm, r)
+            except NoDeviceAvailable as exc:
+                stopped = f"stopped before round {r + 1}: {exc}"
+                break
             row = self._metrics_row(r, record, evaluate=(r + 1) % s.run.eval_every == 0 or r + 1 == s.run.rounds)
+            levels = battery_levels()
+            if levels is not None:  # devices with batteries: every level after the round
+                classes = self.population.device_class
+                battery.extend({"round": r + 1, "client": c, "device_class": classes[c], "level_j": float(level)}
+                               for c, level in enumerate(levels))
+                finite = levels[np.isfinite(levels)]
+                row.update(battery_min_j=float(finite.min()), battery_mean_j=float(finite.mean()))
             if row.get("acc_worst") is not None or row.get("loss") is not None:
                 last_eval = row
                 worst = row.get("acc_worst")  # None for regression models
@@ -105,7 +121,9 @@ class Simulation:
         final = evaluate_global(self.model, self.data, self.algorithm.model)
         clients = self._client_rows(final)
         summary = self._summary(rows, last_eval, wall_s)
-        return RunResult(s, rows, clients, self.pricer.events, summary, self.engine.trace)
+        if stopped:
+            summary["stopped"] = stopped
+        return RunResult(s, rows, clients, self.pricer.events, summary, self.engine.trace, battery)
 
     # -- rows ---------------------------------------------------------------------------
     def _metrics_row(self, r: int, record, evaluate: bool) -> dict:
@@ -194,8 +212,12 @@ def write_results(result: RunResult, out_dir: Path, plots: bool = True) -> Path:
         events = sorted(result.events, key=lambda e: e.timeline_key())  # same order whichever engine
         write_csv(tmp / "events.csv", list(EVENT_FIELDS), (e.row() for e in events))
         write_json(tmp / "summary.json", result.summary)
+        if result.battery:
+            write_csv(tmp / "battery.csv", list(BATTERY_COLUMNS), ([row[c] for c in BATTERY_COLUMNS]
+                                                                   for row in result.battery))
         with open(tmp / "scenario.toml", "wb") as handle:
             tomli_w.dump(result.scenario.to_dict(), handle)
         if plots:
-            plot_run(tmp, result.metrics, result.clients, title=result.scenario.algorithm.name)
+            plot_run(tmp, result.metrics, result.clients, title=result.scenario.algorithm.name,
+                     battery=result.battery)
     return out_dir

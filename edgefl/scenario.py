@@ -205,6 +205,9 @@ class DeviceClass(Strict):
     idle_power_w: Optional[float] = Field(None, ge=0)
     tail_s: Optional[float] = Field(None, ge=0)
     tail_power_w: Optional[float] = Field(None, ge=0)
+    battery_j: Optional[PositiveFloat] = None
+    battery_reserve_j: Optional[float] = Field(None, ge=0)
+    harvest_w: Optional[float] = Field(None, ge=0)
     cycles_per_flop: Optional[PositiveFloat] = None
     cycles_per_sample: Optional[PositiveFloat] = None
 
@@ -225,6 +228,15 @@ class DevicesSection(Strict):
         "1 + Exp(slowdown_mean) (shifted exponential, Lee et al. 2018); lognormal: exp(slowdown_sigma * N(0, 1)).")
     slowdown_mean: float = Field(1.0, ge=0, description="slowdown = exponential: mean of the extra factor.")
     slowdown_sigma: float = Field(0.5, ge=0, description="slowdown = lognormal: sigma of the log factor.")
+    battery_j: Optional[PositiveFloat] = Field(
+        None, description="Battery capacity (J; a phone: ~40 kJ). Unset: mains power. Drawn by every charge; "
+        "a device that empties mid-round stops (work lost, energy counted).")
+    battery_reserve_j: float = Field(0.0, ge=0, description="Below this level a device is unavailable until it "
+                                     "harvests back above it.")
+    harvest_w: float = Field(0.0, ge=0, description="Harvested power (W): constant, or per device (harvest).")
+    harvest: Literal["constant", "uniform"] = Field(
+        "constant", description="constant: every device harvests harvest_w; uniform: each device's power is "
+        "drawn once, uniform in [0, 2 harvest_w].")
     availability: Literal["always", "markov", "trace"] = Field(
         "always", description="always online; markov: on/off periods, exponential with means mean_on_s / mean_off_s; "
         "trace: online in the intervals of availability_trace. Algorithms sample among the devices online when a "
@@ -245,6 +257,15 @@ class DevicesSection(Strict):
         total = sum(c.share for c in self.classes)
         if total > 1 + 1e-9:
             raise ValueError(f"device class shares sum to {total:g} > 1")
+        for cls in self.classes:
+            capacity = cls.battery_j if cls.battery_j is not None else self.battery_j
+            reserve = cls.battery_reserve_j if cls.battery_reserve_j is not None else self.battery_reserve_j
+            if capacity is not None and reserve >= capacity:
+                raise ValueError(f"device class {cls.name!r}: battery_reserve_j = {reserve:g} must be below "
+                                 f"battery_j = {capacity:g}")
+        if self.battery_j is not None and self.battery_reserve_j >= self.battery_j:
+            raise ValueError(f"devices.battery_reserve_j = {self.battery_reserve_j:g} must be below devices.battery_j "
+                             f"= {self.battery_j:g}")
         if (self.availability == "trace") != (self.availability_trace is not None):
             raise ValueError("devices.availability = \"trace\" needs devices.availability_trace (a CSV file), and "
                              "availability_trace needs availability = \"trace\"")

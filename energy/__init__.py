@@ -3,7 +3,7 @@
 Pure numpy; SI units (J, W, s, Hz, cycles). See docs/model.md for every equation.
 """
 
-from .battery import Battery
+from .battery import BatteryBank
 from .compute import DEFAULT_KAPPA, compute_energy_j, compute_time_s, cycles_per_step
 from .drdm import drdm_total_energy_j
 from .ledger import CATEGORIES, EnergyLedger
@@ -12,7 +12,7 @@ from .radio import downlink_energy_j, idle_energy_j, tail_energy_j, uplink_energ
 __all__ = [
     "CATEGORIES",
     "DEFAULT_KAPPA",
-    "Battery",
+    "BatteryBank",
     "EnergyLedger",
     "compute_energy_j",
     "compute_time_s",

@@ -1,50 +1,58 @@
-"""A device battery: a capacity in J that draws deplete."""
+"""Device batteries with energy harvesting, for all devices at once. Units: J, W, s.
+
+Level L_i in [0, C_i] (capacity C_i; ``inf`` for mains power). Over a time dt a device harvests
+h_i·dt (solar, RF, wireless charging: a constant power h_i in W), capped at C_i; what it spends
+is drawn from L_i. A device whose level is below its reserve R_i is unavailable until harvesting
+brings it back: at t + (R_i − L_i) / h_i (never if h_i = 0).
+"""
 
 from __future__ import annotations
 
-import math
+import numpy as np
 
 
-class Battery:
-    """Battery of ``capacity_j`` joules (``math.inf`` for mains power).
+class BatteryBank:
+    __slots__ = ("capacity_j", "reserve_j", "harvest_w", "level_j")
 
-    ``draw(j)`` takes ``j`` joules and returns True while the battery can supply them.
-    A draw larger than what is left empties it and returns False; from then on every
-    draw returns False (the device is dead).
-    """
+    def __init__(self, capacity_j, reserve_j=0.0, harvest_w=0.0):
+        self.capacity_j = np.asarray(capacity_j, dtype=np.float64).copy()
+        n = self.capacity_j.shape
+        self.reserve_j = np.broadcast_to(np.asarray(reserve_j, dtype=np.float64), n).copy()
+        self.harvest_w = np.broadcast_to(np.asarray(harvest_w, dtype=np.float64), n).copy()
+        if np.any(~(self.capacity_j > 0)) or np.any(self.reserve_j < 0) or np.any(self.harvest_w < 0):
+            raise ValueError("battery capacities must be > 0, reserves and harvest powers >= 0")
+        if np.any(self.reserve_j >= self.capacity_j):
+            raise ValueError("a battery reserve must be below its capacity")
+        self.level_j = self.capacity_j.copy()  # full at the start
 
-    __slots__ = ("capacity_j", "remaining_j", "depleted")
+    def harvest(self, seconds: float) -> None:
+        """Add h_i · seconds to every battery, capped at its capacity."""
+        if seconds > 0:
+            with np.errstate(invalid="ignore"):  # inf capacity + 0 W
+                self.level_j = np.minimum(self.capacity_j, self.level_j + self.harvest_w * seconds)
 
-    def __init__(self, capacity_j: float):
-        capacity_j = float(capacity_j)
-        if not capacity_j >= 0:
-            raise ValueError(f"capacity_j must be >= 0, got {capacity_j}")
-        self.capacity_j = capacity_j
-        self.remaining_j = capacity_j
-        self.depleted = False
+    def draw(self, joules) -> None:
+        """Take ``joules`` [N] (>= 0) from the batteries; a level never goes below 0."""
+        joules = np.asarray(joules, dtype=np.float64)
+        if np.any(joules < 0):
+            raise ValueError("joules must be >= 0")
+        with np.errstate(invalid="ignore"):  # inf - finite stays inf
+            self.level_j = np.maximum(0.0, self.level_j - joules)
 
-    @property
-    def drawn_j(self) -> float:
-        """Energy taken so far in J (inf capacity: always 0)."""
-        return 0.0 if math.isinf(self.capacity_j) else self.capacity_j - self.remaining_j
+    def available(self) -> np.ndarray:
+        """Which devices are above their reserve (bool [N]); an empty battery (within rounding,
+        1e-12 of its capacity) is never available, even with no reserve."""
+        with np.errstate(invalid="ignore"):
+            return self.level_j - self.reserve_j > 1e-12 * np.minimum(self.capacity_j, 1e12)
 
-    def can_supply(self, joules: float) -> bool:
-        """Whether ``joules`` could be drawn without depleting the battery."""
-        return not self.depleted and joules <= self.remaining_j
+    def empty(self) -> np.ndarray:
+        """Which batteries are empty (within rounding) (bool [N])."""
+        return self.level_j <= 1e-12 * np.minimum(self.capacity_j, 1e12)
 
-    def draw(self, joules: float) -> bool:
-        """Take ``joules`` (>= 0). True if supplied; False if the battery is (now) depleted."""
-        joules = float(joules)
-        if not joules >= 0:
-            raise ValueError(f"joules must be >= 0, got {joules}")
-        if self.depleted:
-            return False
-        if joules <= self.remaining_j:
-            self.remaining_j -= joules
-            return True
-        self.remaining_j = 0.0
-        self.depleted = True
-        return False
-
-    def __repr__(self) -> str:
-        return f"Battery(capacity_j={self.capacity_j:g}, remaining_j={self.remaining_j:g}, depleted={self.depleted})"
+    def seconds_to_reserve(self) -> np.ndarray:
+        """For each device below its reserve, the harvesting time until it is back (inf if it does
+        not harvest); 0 for the others."""
+        missing = np.maximum(0.0, self.reserve_j - self.level_j)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(missing > 0, missing / self.harvest_w, 0.0)
+        return np.where(np.isnan(t), np.inf, t)

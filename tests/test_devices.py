@@ -156,3 +156,62 @@ def test_over_selection_keeps_the_first_m_uploads_and_stops_the_rest(algorithm):
         assert stopped and all(e.end_s == pytest.approx(arrived[-1]) for e in stopped)
         assert all(e.energy_j >= 0 for e in stopped)
     assert [row["uploads_arrived"] for row in result.metrics][:1] and result.metrics[0]["uploads_missed"] >= 3
+
+
+# -- batteries --------------------------------------------------------------------------------
+def battery_simulation(rounds=30, **devices):
+    return Simulation(scenario_from_dict({
+        "run": {"rounds": rounds, "seed": 2},
+        "data": {"name": "synthetic", "num_clients": 12, "samples_per_client": 30},
+        "algorithm": {"name": "fedavg", "local_steps": 5, "clients_per_round": 4, "batch_size": 8},
+        "network": {"snr_db": 0.0, "bandwidth_mhz": 0.2},
+        "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 1e7, "kappa": 1e-27, **devices},
+    }))
+
+
+def test_batteries_never_go_below_zero_and_drain_by_the_ledger():
+    sim = battery_simulation(battery_j=3.0)
+    result = sim.run(progress=False)
+    levels = np.array([row["level_j"] for row in result.battery])
+    assert levels.min() >= 0.0 and levels.max() <= 3.0
+    last = max(row["round"] for row in result.battery)
+    assert last < 30 and result.summary["stopped"].startswith(f"stopped before round {last + 1}: no device")
+    final = {row["client"]: row["level_j"] for row in result.battery if row["round"] == last}
+    for c, row in enumerate(result.clients):  # no harvesting: level = capacity - energy spent (floored)
+        assert final[c] == pytest.approx(max(0.0, 3.0 - row["energy_j"]), abs=1e-9)
+    assert any(e.status == "battery" for e in result.events)  # some device emptied mid-round
+    emptied = {e.client for e in result.events if e.status == "battery"}
+    for e in result.events:  # an empty device is never given work again
+        if e.client in emptied and e.status == "battery":
+            later = [x for x in result.events if x.client == e.client and x.round > e.round]
+            assert not later
+
+
+def test_a_device_under_its_reserve_is_not_selected_until_it_harvests_back():
+    sim = battery_simulation(rounds=20, battery_j=3.0, battery_reserve_j=1.0, harvest_w=0.05)
+    seen = []
+    run_round = sim.engine.run_round
+
+    def recording(alg, r):
+        levels = sim.pricer.battery_levels()
+        record = run_round(alg, r)
+        seen.append((levels, alg.ctx.online.copy()))
+        return record
+
+    sim.engine.run_round = recording
+    result = sim.run(progress=False)
+    assert any(not online.all() for _, online in seen)  # someone was under the reserve at some point
+    for e in result.events:
+        if e.kind == "compute" and e.label == "train":
+            assert seen[e.round][1][e.client]
+
+
+def test_battery_output_files(tmp_path):
+    from edgefl.runner import write_results
+
+    result = battery_simulation(rounds=5, battery_j=3.0).run(progress=False)
+    write_results(result, tmp_path / "out")
+    lines = (tmp_path / "out" / "battery.csv").read_text().splitlines()
+    assert lines[0] == "round,client,device_class,level_j" and len(lines) == 1 + 5 * 12
+    assert (tmp_path / "out" / "battery.png").exists()
+    assert "battery_min_j" in (tmp_path / "out" / "metrics.csv").read_text().splitlines()[0]

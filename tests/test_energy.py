@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from energy import (
-    Battery,
+    BatteryBank,
     EnergyLedger,
     compute_energy_j,
     compute_time_s,
@@ -203,15 +203,17 @@ def test_ledger_reduces_to_drdm_eq18():
 # ---------------------------------------------------------------- battery
 
 
-def test_battery():
-    b = Battery(1.0)
-    assert b.draw(0.4) and b.draw(0.6)
-    assert b.remaining_j == pytest.approx(0.0) and not b.depleted
-    assert not b.draw(0.1)
-    assert b.depleted and not b.draw(0.0)
-    b = Battery(1.0)
-    assert not b.draw(2.0) and b.depleted and b.drawn_j == 1.0
-    inf = Battery(math.inf)
-    assert all(inf.draw(1e6) for _ in range(10)) and not inf.depleted
+def test_battery_bank_by_hand():
+    bank = BatteryBank([10.0, 10.0, math.inf], reserve_j=[2.0, 2.0, 0.0], harvest_w=[0.5, 0.0, 0.0])
+    bank.draw([9.0, 9.0, 1e9])
+    np.testing.assert_allclose(bank.level_j, [1.0, 1.0, math.inf])
+    assert bank.available().tolist() == [False, False, True]
+    assert not BatteryBank([1.0]).empty().any() and BatteryBank([1.0], harvest_w=0.0).available().all()
+    np.testing.assert_allclose(bank.seconds_to_reserve(), [2.0, math.inf, 0.0])  # (2 - 1) / 0.5 W
+    bank.harvest(4.0)
+    np.testing.assert_allclose(bank.level_j, [3.0, 1.0, math.inf])
+    bank.harvest(100.0)  # capped at the capacity
+    bank.draw([20.0, 0.0, 0.0])  # never below 0
+    np.testing.assert_allclose(bank.level_j, [0.0, 1.0, math.inf])
     with pytest.raises(ValueError):
-        Battery(-1.0)
+        BatteryBank([1.0], reserve_j=2.0)

@@ -42,6 +42,11 @@ class Availability:
         elif mode != "always":
             raise ValueError(f"unknown availability {mode!r}; expected always, markov or trace")
 
+    @property
+    def changed(self) -> simpy.Event:
+        """Succeeds at the next change of any device's state."""
+        return self._changed
+
     def _set(self, client: int, online: bool) -> None:
         if self.online[client] == online:
             return
@@ -64,14 +69,3 @@ class Availability:
                 self._set(client, True)
                 yield self.env.timeout(end_s - self.env.now)
             self._set(client, False)
-
-    def wait_until(self, count: int, patience_s: float = 1e7):
-        """A process: wait until at least ``count`` devices are online (at most ``patience_s``)."""
-        start = self.env.now
-        while np.count_nonzero(self.online) < count:
-            if self.env.now - start > patience_s or (self.mode == "trace" and len(self.env._queue) == 0):
-                raise RuntimeError(
-                    f"waited {self.env.now - start:.4g} s of simulated time for {count} devices to be online "
-                    f"at once ({np.count_nonzero(self.online)} are); lower algorithm.clients_per_round, or make "
-                    f"devices available more often")
-            yield self._changed | self.env.timeout(patience_s)

@@ -10,6 +10,7 @@ import numpy as np
 
 from edgefl.physical import Population
 from edgefl.sim.activities import Event
+from edgefl.sim.physics import COMPUTE, DOWNLOAD, UPLOAD
 from energy import (
     CATEGORIES,
     EnergyLedger,
@@ -36,6 +37,18 @@ _CHARGES = {
     CAT_UPLINK_TAIL: lambda pop, c, seconds: tail_energy_j(seconds, pop.tail_power_w[c]),
     CAT_DOWNLINK_TAIL: lambda pop, c, seconds: tail_energy_j(seconds, pop.tail_power_w[c]),
 }
+
+
+def step_energies_j(pop: Population, client: int, steps, seconds: list[float]) -> list[float]:
+    """Nominal energy (J) of one client's steps (compute: their cycles; transmissions: ``seconds``
+    of airtime), with the same formulas as the ledger's."""
+    kinds = {COMPUTE: CAT_COMPUTE, DOWNLOAD: CAT_DOWNLINK, UPLOAD: CAT_UPLINK}
+    out = []
+    for step, step_s in zip(steps, seconds):
+        code = kinds[step.kind]
+        amount = step.cycles if code == CAT_COMPUTE else step_s
+        out.append(float(_CHARGES[code](pop, np.array([client]), np.array([amount]))[0]))
+    return out
 
 
 def book(pop: Population, ledger: EnergyLedger, events: list[Event] | None,

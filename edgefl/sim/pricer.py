@@ -32,9 +32,15 @@ from edgefl.sim.booking import (
     CAT_UPLINK,
     CAT_UPLINK_TAIL,
     book,
+    step_energies_j,
 )
 from edgefl.sim.physics import COMPUTE, DOWNLOAD, UPLOAD, PhasePhysics, Step
-from energy import EnergyLedger
+from energy import BatteryBank, EnergyLedger
+
+
+class NoDeviceAvailable(RuntimeError):
+    """No device can take part in a round, and none ever will (empty batteries, no harvesting, or an
+    availability trace that has ended): the run stops there."""
 
 
 def can_change_participation(network: NetworkParams, availability: str = "always", p_fail: float = 0.0,
@@ -75,6 +81,10 @@ class SimPyPricer:
         self._unbooked: list[tuple[int, int, list]] = []  # phases simulated, energy not yet booked
         self.band = SharedBand(self.env)
         self.tdma = simpy.Resource(self.env, capacity=1)
+        self.batteries = None  # devices.battery_j: levels, drawn from the ledger, harvesting
+        if np.isfinite(population.battery_j).any():
+            self.batteries = BatteryBank(population.battery_j, population.battery_reserve_j, population.harvest_w)
+        self._battery_time, self._battery_spent = 0.0, np.zeros(population.num_clients)
         self.availability = None
         if population.availability != "always":
             self.availability = Availability(
@@ -100,13 +110,53 @@ class SimPyPricer:
     def can_change_participation(self) -> bool:
         return can_change_participation(self.net, self.pop.availability, self.pop.p_fail)
 
-    def online_clients(self, needed: int) -> np.ndarray | None:
-        """At the start of a round: wait (simulated time passes) until at least ``needed`` devices
-        are online, and return who is (bool [N]); None when devices are always available."""
-        if self.availability is None:
+    def online_clients(self, needed: int, patience_s: float = 1e7) -> np.ndarray | None:
+        """At the start of a round: wait (simulated time passes; nobody is charged) until at least
+        ``needed`` devices are online and charged above their reserve, and return who is (bool [N]);
+        None when devices are always available. When nothing can bring that many (no availability
+        change nor harvesting pending), the round goes on with those there are; with none,
+        :class:`NoDeviceAvailable`."""
+        if self.availability is None and self.batteries is None:
             return None
-        self.env.run(until=self.env.process(self.availability.wait_until(needed)))
-        return self.availability.online.copy()
+        start = self.env.now
+        while True:
+            self._update_batteries()
+            online = self._available()
+            if np.count_nonzero(online) >= needed:
+                return online
+            waits = [] if self.availability is None else [self.availability.changed]
+            if self.batteries is not None:
+                recharge_s = self.batteries.seconds_to_reserve()
+                recharge_s = recharge_s[(recharge_s > 0) & np.isfinite(recharge_s)]
+                if len(recharge_s):
+                    waits.append(self.env.timeout(float(recharge_s.min())))
+            if not waits or self.env.now - start > patience_s or not self.env._queue:
+                if np.count_nonzero(online):  # nothing can bring more: the round goes on with fewer
+                    return online
+                raise NoDeviceAvailable(
+                    f"no device can take part any more (simulated time {self.env.now:.4g} s): every battery is "
+                    f"empty or under its reserve and nothing harvests, or no device will be online again")
+            self.env.run(until=self.env.any_of(waits))
+
+    def _available(self) -> np.ndarray:
+        online = np.ones(self.pop.num_clients, dtype=bool) if self.availability is None else self.availability.online.copy()
+        return online if self.batteries is None else online & self.batteries.available()
+
+    def _update_batteries(self) -> None:
+        """Harvest since the last update, then draw what the ledger charged since (levels >= 0)."""
+        if self.batteries is None:
+            return
+        spent = self.ledger.client_totals()
+        self.batteries.harvest(self.env.now - self._battery_time)
+        self.batteries.draw(spent - self._battery_spent)
+        self._battery_time, self._battery_spent = self.env.now, spent
+
+    def battery_levels(self) -> np.ndarray | None:
+        """Every device's battery level (J) now; None without batteries."""
+        if self.batteries is None:
+            return None
+        self._update_batteries()
+        return self.batteries.level_j.copy()
 
     def _upload_arrived(self) -> None:
         """Over-selection: once the phase has the uploads it needs, the clients still working are
@@ -149,12 +199,18 @@ class SimPyPricer:
         completed: dict[int, bool] = {}
         log: list[tuple] = []
         start = env.now
-        failed = self._failed_earlier(phase.round) if self.pop.p_fail > 0 else ()
+        failed = set(self._failed_earlier(phase.round)) if self.pop.p_fail > 0 else set()
+        if self.batteries is not None:
+            self._update_batteries()
+            empty = self.batteries.empty()
+            failed |= {c for c in clients if empty[c]}  # an empty device does nothing
         procs = [env.process(self._client(c, plans[c], start, completed, log, c in failed)) for c in clients]
         self._running = dict(zip(clients, procs))
         self._needed, self._arrived = phase.needed, 0
         if self.pop.p_fail > 0:
             self._schedule_failures(clients, plans, procs)
+        if self.batteries is not None:
+            self._schedule_depletion(clients, plans, procs)
         # A process (not a bare AllOf condition): AnyOf would strip a nested condition's callbacks
         # when the deadline fires first, and the AllOf would never trigger.
         everyone = env.process(self._wait_all(procs))
@@ -197,10 +253,31 @@ class SimPyPricer:
                              for step in plans[client])
                 self.env.process(self._fail_at(proc, when[client] * work_s))
 
-    def _fail_at(self, proc, delay_s: float):
+    def _schedule_depletion(self, clients: list[int], plans: dict, procs: list) -> None:
+        """A device whose battery cannot pay for its chain stops when it is empty (status
+        ``battery``): at the moment its nominal schedule (steps back to back, waits excluded) has
+        spent its level; its work is lost, its energy counted."""
+        level = self.batteries.level_j
+        for client, proc in zip(clients, procs):
+            if not np.isfinite(level[client]):
+                continue
+            steps = plans[client]
+            seconds = [s.duration_s if s.rates_bps is None else s.bits / s.rates_bps[0] for s in steps]
+            joules = step_energies_j(self.pop, client, steps, seconds)
+            spent, elapsed = 0.0, 0.0
+            for step, step_s, step_j in zip(steps, seconds, joules):
+                elapsed += self.net.access_latency_s if step.kind != COMPUTE else 0.0
+                if spent + step_j > level[client]:
+                    fraction = (level[client] - spent) / step_j
+                    self.env.process(self._fail_at(proc, elapsed + fraction * step_s, "battery"))
+                    break
+                spent += step_j
+                elapsed += step_s
+
+    def _fail_at(self, proc, delay_s: float, cause: str = "failed"):
         yield self.env.timeout(delay_s)
         if proc.is_alive:
-            proc.interrupt("failed")
+            proc.interrupt(cause)
 
     def _client(self, client: int, steps: list[Step], phase_start: float, completed: dict, log: list,
                 failed: bool = False):
