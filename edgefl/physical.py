@@ -66,6 +66,8 @@ class Population:
     battery_j: np.ndarray | None = None  # capacity per device (J; inf: mains power) ...
     battery_reserve_j: np.ndarray | None = None  # ... the level below which it is unavailable ...
     harvest_w: np.ndarray | None = None  # ... and the power it harvests (W)
+    speed_mps: np.ndarray | None = None  # random-waypoint speed (0: static)
+    cell: tuple[float, float, float, float, float] | None = None  # (d_min, R, intercept dB, slope dB, BS W)
 
     def __post_init__(self) -> None:
         n = len(self.cpu_hz)
@@ -75,6 +77,8 @@ class Population:
             self.battery_reserve_j = np.zeros(n)
         if self.harvest_w is None:
             self.harvest_w = np.zeros(n)
+        if self.speed_mps is None:
+            self.speed_mps = np.zeros(n)
 
     @property
     def num_clients(self) -> int:
@@ -83,7 +87,7 @@ class Population:
 
 DEVICE_FIELDS = (
     "cpu_ghz", "kappa", "static_power_w", "tx_power_dbm", "circuit_power_w",
-    "rx_power_w", "idle_power_w", "tail_s", "tail_power_w", "battery_j", "battery_reserve_j", "harvest_w",
+    "rx_power_w", "idle_power_w", "tail_s", "tail_power_w", "battery_j", "battery_reserve_j", "harvest_w", "speed_mps",
     "cycles_per_flop", "cycles_per_sample",
 )
 
@@ -207,6 +211,10 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
         battery_reserve_j=column("battery_reserve_j"),
         harvest_w=column("harvest_w") * (rng_harvest.uniform(0.0, 2.0, size=num_clients)
                                          if devices.harvest == "uniform" else 1.0),
+        speed_mps=column("speed_mps"),
+        cell=None if network.cell_radius_m is None else (
+            network.min_distance_m, network.cell_radius_m, network.path_loss_intercept_db,
+            network.path_loss_slope_db, float(dbm_to_w(network.bs_tx_power_dbm))),
     )
 
 

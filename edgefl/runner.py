@@ -29,6 +29,7 @@ from edgefl.sim.activities import EVENT_FIELDS
 from energy import CATEGORIES
 
 BATTERY_COLUMNS = ("round", "client", "device_class", "level_j")
+POSITION_COLUMNS = ("round", "client", "x_m", "y_m", "distance_m")
 METRIC_COLUMNS = [
     "round", "sim_time_s", "energy_j", "compute_energy_j", "uplink_energy_j", "downlink_energy_j",
     "idle_energy_j", "acc_mean", "acc_worst", "acc_std", "loss", "uploads_arrived", "uploads_missed",
@@ -49,6 +50,7 @@ class RunResult:
     summary: dict
     trace: list = field(default_factory=list)
     battery: list[dict] = field(default_factory=list)  # battery.csv rows: round, client, device_class, level_j
+    positions: list[dict] = field(default_factory=list)  # positions.csv rows (moving devices): round, client, x, y
 
 
 class Simulation:
@@ -94,6 +96,8 @@ class Simulation:
         last_eval = None
         battery: list[dict] = []
         battery_levels = getattr(self.pricer, "battery_levels", lambda: None)
+        positions_m = getattr(self.pricer, "positions_m", lambda: None)
+        positions: list[dict] = []
         stopped = None
         for r in bar:
             try:
@@ -102,6 +106,10 @@ class Simulation:
                 stopped = f"stopped before round {r + 1}: {exc}"
                 break
             row = self._metrics_row(r, record, evaluate=(r + 1) % s.run.eval_every == 0 or r + 1 == s.run.rounds)
+            where = positions_m()
+            if where is not None:  # moving devices: where each was during the round
+                positions.extend({"round": r + 1, "client": c, "x_m": float(x), "y_m": float(y),
+                                  "distance_m": float(np.hypot(x, y))} for c, (x, y) in enumerate(where))
             levels = battery_levels()
             if levels is not None:  # devices with batteries: every level after the round
                 classes = self.population.device_class
@@ -123,7 +131,7 @@ class Simulation:
         summary = self._summary(rows, last_eval, wall_s)
         if stopped:
             summary["stopped"] = stopped
-        return RunResult(s, rows, clients, self.pricer.events, summary, self.engine.trace, battery)
+        return RunResult(s, rows, clients, self.pricer.events, summary, self.engine.trace, battery, positions)
 
     # -- rows ---------------------------------------------------------------------------
     def _metrics_row(self, r: int, record, evaluate: bool) -> dict:
@@ -212,6 +220,9 @@ def write_results(result: RunResult, out_dir: Path, plots: bool = True) -> Path:
         events = sorted(result.events, key=lambda e: e.timeline_key())  # same order whichever engine
         write_csv(tmp / "events.csv", list(EVENT_FIELDS), (e.row() for e in events))
         write_json(tmp / "summary.json", result.summary)
+        if result.positions:
+            write_csv(tmp / "positions.csv", list(POSITION_COLUMNS), ([row[c] for c in POSITION_COLUMNS]
+                                                                      for row in result.positions))
         if result.battery:
             write_csv(tmp / "battery.csv", list(BATTERY_COLUMNS), ([row[c] for c in BATTERY_COLUMNS]
                                                                    for row in result.battery))

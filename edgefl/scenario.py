@@ -207,6 +207,7 @@ class DeviceClass(Strict):
     tail_power_w: Optional[float] = Field(None, ge=0)
     battery_j: Optional[PositiveFloat] = None
     battery_reserve_j: Optional[float] = Field(None, ge=0)
+    speed_mps: Optional[float] = Field(None, ge=0)
     harvest_w: Optional[float] = Field(None, ge=0)
     cycles_per_flop: Optional[PositiveFloat] = None
     cycles_per_sample: Optional[PositiveFloat] = None
@@ -237,6 +238,8 @@ class DevicesSection(Strict):
     harvest: Literal["constant", "uniform"] = Field(
         "constant", description="constant: every device harvests harvest_w; uniform: each device's power is "
         "drawn once, uniform in [0, 2 harvest_w].")
+    speed_mps: float = Field(0.0, ge=0, description="Mobility: random-waypoint speed inside the cell (m/s; "
+                             "needs network.cell_radius_m); path loss recomputed from the new distance each round.")
     availability: Literal["always", "markov", "trace"] = Field(
         "always", description="always online; markov: on/off periods, exponential with means mean_on_s / mean_off_s; "
         "trace: online in the intervals of availability_trace. Algorithms sample among the devices online when a "
@@ -333,6 +336,9 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _consistent(self):
+        moving = self.devices.speed_mps > 0 or any((c.speed_mps or 0) > 0 for c in self.devices.classes)
+        if moving and self.network.cell_radius_m is None:
+            raise ValueError("devices.speed_mps > 0 needs a cell: set network.cell_radius_m (a link budget)")
         if self.algorithm.clients_per_round > self.data.num_clients:
             raise ValueError(
                 f"algorithm.clients_per_round = {self.algorithm.clients_per_round} exceeds "

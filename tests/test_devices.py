@@ -75,7 +75,7 @@ def test_a_device_going_offline_mid_phase_is_cut_and_its_upload_lost(tmp_path):
     population.availability_intervals = {0: [(0.0, 0.05)], 1: [(0.0, 100.0)]}
     pricer = SimPyPricer(network_params(s.network), population, 0)
     chains = {c: [Activity("compute", "train", samples=100.0), Activity("upload", "upload", bits=1e4)] for c in (0, 1)}
-    assert pricer.online_clients(1).tolist() == [True, True]
+    assert pricer.start_round(1).tolist() == [True, True]
     completed = pricer.price_phase(PhaseRecord(0, 0, chains))
     assert completed == {0: False, 1: True}
     (cut,) = [e for e in pricer.events if e.client == 0]
@@ -215,3 +215,52 @@ def test_battery_output_files(tmp_path):
     assert lines[0] == "round,client,device_class,level_j" and len(lines) == 1 + 5 * 12
     assert (tmp_path / "out" / "battery.png").exists()
     assert "battery_min_j" in (tmp_path / "out" / "metrics.csv").read_text().splitlines()[0]
+
+
+# -- mobility ---------------------------------------------------------------------------------
+def test_random_waypoint_keeps_devices_in_the_cell_and_moves_at_their_speed():
+    from edgefl.sim.mobility import RandomWaypoint
+
+    rng = np.random.default_rng(0)
+    distance = np.sqrt(rng.uniform(35.0**2, 500.0**2, size=300))
+    walk = RandomWaypoint(distance, np.full(300, 10.0), 35.0, 500.0, np.random.default_rng(1))
+    previous = walk.position_m.copy()
+    for t in np.arange(1.0, 400.0, 1.0):
+        walk.advance(t)
+        assert walk.distance_m.max() <= 500.0 + 1e-9
+        step = np.hypot(*(walk.position_m - previous).T)
+        assert step.max() <= 10.0 + 1e-9  # never faster than 10 m/s
+        previous = walk.position_m.copy()
+    assert np.mean(step) > 5.0  # mostly walking straight (turns shorten the displacement)
+
+
+def test_moving_devices_get_the_path_loss_of_their_new_distance(tmp_path):
+    from edgefl.runner import write_results
+
+    sim = Simulation(scenario_from_dict({
+        "run": {"rounds": 5, "seed": 0},
+        "data": {"name": "synthetic", "num_clients": 10, "samples_per_client": 30},
+        "algorithm": {"name": "fedavg", "local_steps": 2, "clients_per_round": 10, "batch_size": 8},
+        "network": {"cell_radius_m": 500.0, "bandwidth_mhz": 1.0},
+        "devices": {"speed_mps": 200.0, "cycles_per_sample": 1e3},
+    }))
+    result = sim.run(progress=False)
+    positions = {(row["round"], row["client"]): row["distance_m"] for row in result.positions}
+    assert len({positions[(r, 0)] for r in range(1, 6)}) == 5  # client 0 moved every round
+    assert max(positions.values()) <= 500.0
+    from channel import Link, path_loss_db
+
+    for e in result.events:
+        if e.kind == "upload":
+            d = max(positions[(e.round + 1, e.client)], 35.0)
+            link = sim.population.uplink[e.client]
+            snr = Link.from_budget(link.tx_power_w, path_loss_db(d), link.noise_figure_db,
+                                   link.shadowing_db).snr_linear(1e6)
+            assert e.end_s - e.start_s == pytest.approx(e.bits / (1e6 * np.log2(1 + snr)), rel=1e-9)
+    write_results(result, tmp_path / "out", plots=False)
+    assert (tmp_path / "out" / "positions.csv").read_text().startswith("round,client,x_m,y_m,distance_m")
+
+
+def test_speed_without_a_cell_is_a_clear_error():
+    with pytest.raises(ScenarioError, match="cell_radius_m"):
+        scenario_from_dict({"devices": {"speed_mps": 1.0}})

@@ -35,7 +35,7 @@ class Pricer(Protocol):
 
     def price_phase(self, phase: PhaseRecord) -> dict[int, bool]: ...  # who completed their chain
 
-    def online_clients(self, needed: int) -> np.ndarray | None: ...  # at a round's start; None: all
+    def start_round(self, needed: int) -> np.ndarray | None: ...  # devices move, wait; who is online (None: all)
 
 
 @dataclass
@@ -60,10 +60,10 @@ class Engine:
         self.missed_count = np.zeros(num, dtype=np.int64)  # uploads cut off or lost
 
     def run_round(self, algorithm: Algorithm, r: int) -> RoundRecord:
-        # Devices that can be offline: the server waits until enough are online, and the algorithm
-        # samples among them (Context.online).
+        # Devices move; where they can be offline, the server waits until enough are online, and
+        # the algorithm samples among them (Context.online).
         self._ctx = algorithm.ctx
-        algorithm.ctx.online = self.pricer.online_clients(algorithm.ctx.clients_per_round)
+        algorithm.ctx.online = self.pricer.start_round(algorithm.ctx.clients_per_round)
         self._record = RoundRecord(round=r, end_s=self.pricer.now)
         self._phase = PhaseRecord(round=r, phase=0)
         rounds = algorithm.round(r)

@@ -13,7 +13,7 @@ class IdealPricer:
         self.events: list = []
         self.now = 0.0
 
-    def online_clients(self, needed: int):
+    def start_round(self, needed: int):
         return None  # every device is always available
 
     def price_phase(self, phase) -> dict[int, bool]:

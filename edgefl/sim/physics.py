@@ -112,6 +112,11 @@ class PhasePhysics:
         self._unfaded_rates: tuple | None = None  # (down, up) per client, () if a rate is 0
         self._unfaded_tables: dict[int, list[list[float]]] = {}
 
+    def links_changed(self) -> None:
+        """The population's links moved (mobility): forget every cached SNR and rate."""
+        self._up, self._down = MeanSnr(self.pop.uplink), MeanSnr(self.pop.downlink)
+        self._unfaded_rates, self._unfaded_tables = None, {}
+
     def plan(self, phase: PhaseRecord, clients: list[int]) -> dict[int, list[Step]]:
         """Each client's chain as steps. One pass sorts the activities by kind; the physics is
         then one vectorised computation per kind."""

@@ -24,6 +24,7 @@ from edgefl.physical import NetworkParams, Population
 from edgefl.sim.activities import Event, PhaseRecord
 from edgefl.sim.availability import Availability
 from edgefl.sim.band import SharedBand
+from edgefl.sim.mobility import RandomWaypoint
 from edgefl.sim.booking import (
     CAT_COMPUTE,
     CAT_DOWNLINK,
@@ -85,6 +86,10 @@ class SimPyPricer:
         if np.isfinite(population.battery_j).any():
             self.batteries = BatteryBank(population.battery_j, population.battery_reserve_j, population.harvest_w)
         self._battery_time, self._battery_spent = 0.0, np.zeros(population.num_clients)
+        self.mobility = None
+        if population.cell is not None and (population.speed_mps > 0).any():
+            self.mobility = RandomWaypoint(population.distance_m, population.speed_mps, *population.cell[:2],
+                                           np.random.default_rng(np.random.SeedSequence([seed, 0x30B1])))
         self.availability = None
         if population.availability != "always":
             self.availability = Availability(
@@ -109,6 +114,28 @@ class SimPyPricer:
     @property
     def can_change_participation(self) -> bool:
         return can_change_participation(self.net, self.pop.availability, self.pop.p_fail)
+
+    def start_round(self, needed: int) -> np.ndarray | None:
+        """At the start of a round: devices move to where they are now (links rebuilt), then the
+        server waits for enough of them (:meth:`online_clients`); returns who is online."""
+        if self.mobility is not None:
+            self._move()
+        online = self.online_clients(needed)
+        if self.mobility is not None and self.env.now > self.mobility.time_s:  # time passed while waiting
+            self._move()
+        return online
+
+    def _move(self) -> None:
+        pop = self.pop
+        self.mobility.advance(self.env.now)
+        *_, intercept_db, slope_db, bs_w = pop.cell
+        pop.uplink, pop.downlink = self.mobility.links(pop.uplink, pop.downlink, intercept_db, slope_db, bs_w)
+        pop.distance_m = self.mobility.distance_m
+        self.physics.links_changed()
+
+    def positions_m(self) -> np.ndarray | None:
+        """Every device's position (x, y) in m, the base station at the origin; None if static."""
+        return None if self.mobility is None else self.mobility.position_m.copy()
 
     def online_clients(self, needed: int, patience_s: float = 1e7) -> np.ndarray | None:
         """At the start of a round: wait (simulated time passes; nobody is charged) until at least

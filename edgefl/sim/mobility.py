@@ -1,0 +1,68 @@
+"""Device mobility: random-waypoint motion inside the cell, path loss recomputed each round.
+
+Each moving device walks in a straight line at its speed (m/s) towards a waypoint drawn uniformly
+over the cell's annulus d ∈ [d_min, R], and draws the next waypoint on arrival (no pause): the
+random waypoint model (Johnson and Maltz, "Dynamic source routing in ad hoc wireless networks",
+1996). A straight segment between two points of the disk stays in the disk, so a device never
+leaves the cell; it may pass closer than d_min to the base station, where the path loss is taken
+at d_min. Positions advance to the current simulated time at the start of every round; links
+(path loss from the new distance; shadowing is a property of the device and stays) are then
+rebuilt, and the next phases' physics uses them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from channel import Link, path_loss_db
+
+
+def uniform_in_annulus(rng: np.random.Generator, size: int, r_min: float, r_max: float) -> np.ndarray:
+    """``size`` points uniform over the annulus r_min <= |p| <= r_max, as [size, 2] (m)."""
+    radius = np.sqrt(rng.uniform(r_min**2, r_max**2, size=size))
+    angle = rng.uniform(0.0, 2 * np.pi, size=size)
+    return np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=1)
+
+
+class RandomWaypoint:
+    def __init__(self, distance_m: np.ndarray, speed_mps: np.ndarray, r_min: float, r_max: float,
+                 rng: np.random.Generator):
+        self.rng, self.r_min, self.r_max = rng, r_min, r_max
+        angle = rng.uniform(0.0, 2 * np.pi, size=len(distance_m))  # the drawn distances, at a random bearing
+        self.position_m = np.stack([distance_m * np.cos(angle), distance_m * np.sin(angle)], axis=1)
+        self.speed_mps = np.asarray(speed_mps, dtype=np.float64)
+        self.waypoint_m = uniform_in_annulus(rng, len(distance_m), r_min, r_max)
+        self.time_s = 0.0
+
+    @property
+    def distance_m(self) -> np.ndarray:
+        return np.hypot(self.position_m[:, 0], self.position_m[:, 1])
+
+    def advance(self, now_s: float) -> None:
+        """Move every device for the time since the last call."""
+        left = self.speed_mps * max(0.0, now_s - self.time_s)  # metres still to walk
+        self.time_s = max(self.time_s, now_s)
+        moving = np.flatnonzero(left > 0)
+        while len(moving):
+            to_go = self.waypoint_m[moving] - self.position_m[moving]
+            gap = np.hypot(to_go[:, 0], to_go[:, 1])
+            arrive = gap <= left[moving]
+            step = np.where(arrive, 1.0, left[moving] / np.where(gap > 0, gap, 1.0))
+            self.position_m[moving] += step[:, None] * to_go
+            left[moving] = np.where(arrive, left[moving] - gap, 0.0)
+            arrived = moving[arrive]
+            self.waypoint_m[arrived] = uniform_in_annulus(self.rng, len(arrived), self.r_min, self.r_max)
+            moving = arrived[left[arrived] > 0]
+
+    def links(self, uplink: list[Link], downlink: list[Link], intercept_db: float, slope_db: float,
+              bs_tx_power_w: float) -> tuple[list[Link], list[Link]]:
+        """The links at the current positions: budget links get the path loss of the new distance
+        (at least r_min); configured-SNR links do not depend on it."""
+        loss = path_loss_db(np.maximum(self.distance_m, self.r_min), intercept_db, slope_db)
+        up = [lk if lk.mode != "budget" else Link.from_budget(lk.tx_power_w, loss[i], lk.noise_figure_db,
+                                                                lk.shadowing_db, lk.n0_dbm_per_hz)
+              for i, lk in enumerate(uplink)]
+        down = [lk if lk.mode != "budget" else Link.from_budget(bs_tx_power_w, loss[i], lk.noise_figure_db,
+                                                                  lk.shadowing_db, lk.n0_dbm_per_hz)
+                for i, lk in enumerate(downlink)]
+        return up, down
