@@ -16,6 +16,8 @@ Units: linear SNR in, bit/s/Hz out; thresholds in dB.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ._util import out, require_nonnegative
@@ -41,9 +43,15 @@ def check_mcs_table(snr_db, efficiency) -> tuple[np.ndarray, np.ndarray]:
     return snr_db, efficiency
 
 
+@functools.lru_cache(maxsize=16)
+def _linear_table(snr_db: tuple, efficiency: tuple) -> tuple[np.ndarray, np.ndarray]:
+    thresholds, efficiency = check_mcs_table(snr_db, efficiency)
+    return np.asarray(db_to_linear(thresholds)), efficiency
+
+
 def mcs_spectral_efficiency(snr_linear, snr_db=CQI_SNR_DB, efficiency=CQI_EFFICIENCY):
     """bit/s/Hz of the highest entry whose threshold ``snr_linear`` reaches; 0 below the lowest."""
     snr_linear = require_nonnegative(snr_linear, "snr_linear")
-    thresholds, efficiency = check_mcs_table(snr_db, efficiency)
-    index = np.searchsorted(db_to_linear(thresholds), snr_linear, side="right") - 1
+    thresholds, efficiency = _linear_table(tuple(map(float, snr_db)), tuple(map(float, efficiency)))
+    index = np.searchsorted(thresholds, snr_linear, side="right") - 1
     return out(np.where(index >= 0, efficiency[np.maximum(index, 0)], 0.0))

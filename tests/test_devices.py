@@ -264,3 +264,15 @@ def test_moving_devices_get_the_path_loss_of_their_new_distance(tmp_path):
 def test_speed_without_a_cell_is_a_clear_error():
     with pytest.raises(ScenarioError, match="cell_radius_m"):
         scenario_from_dict({"devices": {"speed_mps": 1.0}})
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "drdm"])
+def test_phones_in_a_cell_runs_fedavg_and_drdm(algorithm):
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scenarios" / "phones-in-a-cell.toml"
+    scenario = load_scenario(path, ["run.rounds=4", f"algorithm.name={algorithm}"])
+    assert scenario.data.num_clients == 50 and len(scenario.devices.classes) == 1
+    result = Simulation(scenario).run(progress=False)
+    assert len(result.metrics) == 4 and result.battery and result.positions
+    assert result.summary["energy_j"] > 0

@@ -39,16 +39,22 @@ _CHARGES = {
 }
 
 
-def step_energies_j(pop: Population, client: int, steps, seconds: list[float]) -> list[float]:
-    """Nominal energy (J) of one client's steps (compute: their cycles; transmissions: ``seconds``
-    of airtime), with the same formulas as the ledger's."""
+def energies_j(pop: Population, clients: np.ndarray, codes: np.ndarray, amounts: np.ndarray) -> np.ndarray:
+    """Energy (J) of log rows given as arrays: charge code, and its amount (cycles for compute,
+    seconds otherwise); one vectorised call per code."""
+    energy = np.zeros(len(codes))
+    for charge_code, charge in _CHARGES.items():
+        sel = np.flatnonzero(codes == charge_code)
+        if len(sel):
+            energy[sel] = charge(pop, clients[sel], amounts[sel])
+    return energy
+
+
+def step_codes(steps, seconds: list[float]) -> tuple[list[int], list[float]]:
+    """Charge code and amount of steps with nominal ``seconds`` of airtime (transmissions)."""
     kinds = {COMPUTE: CAT_COMPUTE, DOWNLOAD: CAT_DOWNLINK, UPLOAD: CAT_UPLINK}
-    out = []
-    for step, step_s in zip(steps, seconds):
-        code = kinds[step.kind]
-        amount = step.cycles if code == CAT_COMPUTE else step_s
-        out.append(float(_CHARGES[code](pop, np.array([client]), np.array([amount]))[0]))
-    return out
+    codes = [kinds[step.kind] for step in steps]
+    return codes, [step.cycles if code == CAT_COMPUTE else s for step, code, s in zip(steps, codes, seconds)]
 
 
 def book(pop: Population, ledger: EnergyLedger, events: list[Event] | None,
@@ -61,11 +67,7 @@ def book(pop: Population, ledger: EnergyLedger, events: list[Event] | None,
     client = np.array(clients, dtype=np.int64)
     code = np.array(cats, dtype=np.int64)
     amount = np.array(amounts, dtype=np.float64)  # cycles for compute, seconds otherwise
-    energy = np.zeros(len(log))
-    for charge_code, charge in _CHARGES.items():
-        sel = np.flatnonzero(code == charge_code)
-        if len(sel):
-            energy[sel] = charge(pop, client[sel], amount[sel])
+    energy = energies_j(pop, client, code, amount)
     category = _LEDGER_CATEGORY[code]
     ledger.add_rows(client, category, energy)
     if events is not None:

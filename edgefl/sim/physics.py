@@ -75,7 +75,15 @@ class MeanSnr:
         key = (bandwidth_hz, sharers)
         if key not in self._shares:
             shares = bandwidth_hz / np.arange(1, sharers + 1)
-            self._shares[key] = (shares, np.stack([self(float(b)) for b in shares], axis=1))
+            table = np.empty((len(self.links), sharers))
+            if len(self._snr_idx):  # a configured SNR does not depend on the bandwidth
+                table[self._snr_idx] = (np.asarray(db_to_linear(self._snr_db)) * 1.0)[:, None]
+            if len(self._budget_idx):  # every client at every share in one call
+                b = {name: column[:, None] for name, column in self._budget.items()}
+                table[self._budget_idx] = snr_from_link(
+                    b["tx_power_w"], b["path_loss_db"], shares[None, :], b["noise_figure_db"],
+                    b["shadowing_db"], b["n0_dbm_per_hz"])
+            self._shares[key] = (shares, table)
         return self._shares[key]
 
     def instantaneous(self, bandwidth_hz: float, clients: np.ndarray, gains: np.ndarray) -> np.ndarray:

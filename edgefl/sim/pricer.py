@@ -33,7 +33,8 @@ from edgefl.sim.booking import (
     CAT_UPLINK,
     CAT_UPLINK_TAIL,
     book,
-    step_energies_j,
+    energies_j,
+    step_codes,
 )
 from edgefl.sim.physics import COMPUTE, DOWNLOAD, UPLOAD, PhasePhysics, Step
 from energy import BatteryBank, EnergyLedger
@@ -283,23 +284,34 @@ class SimPyPricer:
     def _schedule_depletion(self, clients: list[int], plans: dict, procs: list) -> None:
         """A device whose battery cannot pay for its chain stops when it is empty (status
         ``battery``): at the moment its nominal schedule (steps back to back, waits excluded) has
-        spent its level; its work is lost, its energy counted."""
+        spent its level; its work is lost, its energy counted. The steps' energies: the ledger's
+        formulas, one vectorised call for the phase."""
         level = self.batteries.level_j
-        for client, proc in zip(clients, procs):
-            if not np.isfinite(level[client]):
-                continue
-            steps = plans[client]
-            seconds = [s.duration_s if s.rates_bps is None else s.bits / s.rates_bps[0] for s in steps]
-            joules = step_energies_j(self.pop, client, steps, seconds)
-            spent, elapsed = 0.0, 0.0
-            for step, step_s, step_j in zip(steps, seconds, joules):
-                elapsed += self.net.access_latency_s if step.kind != COMPUTE else 0.0
-                if spent + step_j > level[client]:
-                    fraction = (level[client] - spent) / step_j
-                    self.env.process(self._fail_at(proc, elapsed + fraction * step_s, "battery"))
+        mortal = [c for c in clients if np.isfinite(level[c])]
+        if not mortal:
+            return
+        seconds = {c: [s.duration_s if s.rates_bps is None else s.bits / s.rates_bps[0] for s in plans[c]]
+                   for c in mortal}
+        owner, codes, amounts = [], [], []
+        for c in mortal:
+            step_code, step_amount = step_codes(plans[c], seconds[c])
+            owner += [c] * len(step_code)
+            codes += step_code
+            amounts += step_amount
+        joules = energies_j(self.pop, np.array(owner), np.array(codes), np.array(amounts, dtype=np.float64)).tolist()
+        latency_s, proc_of, k = self.net.access_latency_s, dict(zip(clients, procs)), 0
+        for c in mortal:
+            spent = elapsed = 0.0
+            steps = plans[c]
+            for step, step_s, step_j in zip(steps, seconds[c], joules[k:k + len(steps)]):
+                elapsed += latency_s if step.kind != COMPUTE else 0.0
+                if spent + step_j > level[c]:
+                    fraction = (level[c] - spent) / step_j
+                    self.env.process(self._fail_at(proc_of[c], elapsed + fraction * step_s, "battery"))
                     break
                 spent += step_j
                 elapsed += step_s
+            k += len(steps)
 
     def _fail_at(self, proc, delay_s: float, cause: str = "failed"):
         yield self.env.timeout(delay_s)
