@@ -46,7 +46,9 @@ def tiny_simulation(**network):
     }))
 
 
-def test_a_default_run_executes_simpy_events(monkeypatch):
+@pytest.fixture
+def simpy_steps(monkeypatch) -> list:
+    """Every ``simpy.Environment.step`` call from now on, as the environment that made it."""
     steps = []
     original = simpy.Environment.step
 
@@ -55,6 +57,11 @@ def test_a_default_run_executes_simpy_events(monkeypatch):
         return original(env)
 
     monkeypatch.setattr(simpy.Environment, "step", counting_step)
+    return steps
+
+
+def test_a_default_run_executes_simpy_events(simpy_steps):
+    steps = simpy_steps
     sim = tiny_simulation()
     assert sim.scenario.run.engine == "simpy"  # the default
     result = sim.run(progress=False)
@@ -64,15 +71,8 @@ def test_a_default_run_executes_simpy_events(monkeypatch):
     assert sim.pricer.env.now == pytest.approx(result.summary["sim_time_s"])
 
 
-def test_edgefl_run_on_the_default_engine_steps_simpy(monkeypatch, tmp_path):
-    steps = []
-    original = simpy.Environment.step
-
-    def counting_step(env):
-        steps.append(env)
-        return original(env)
-
-    monkeypatch.setattr(simpy.Environment, "step", counting_step)
+def test_edgefl_run_on_the_default_engine_steps_simpy(simpy_steps, tmp_path):
+    steps = simpy_steps
     path = tmp_path / "s.toml"
     path.write_text('[run]\nrounds = 2\n[data]\nnum_clients = 6\nsamples_per_client = 30\n'
                     '[algorithm]\nclients_per_round = 3\nlocal_steps = 2\n')
