@@ -271,3 +271,12 @@ def test_a_straggler_factor_is_drawn_once_per_round_and_a_deadline_cuts_a_changi
     cut = [e for e in pricer.events if e.status == "cut" and e.kind == "compute"]
     for e in cut:  # cycles done at the slowed speed: fewer than at f
         assert e.cycles < (e.end_s - e.start_s) * population.cpu_hz[e.client]
+
+
+def test_mcs_outage_probability_under_rayleigh_matches_the_closed_form():
+    """An attempt is in outage when SNR·g is below the lowest CQI threshold (-6.7 dB):
+    P = 1 - exp(-theta / mean SNR); 1e5 single-attempt uploads, lost = in outage."""
+    network, population = world(num_clients=1000, snr_db=0.0, rate="mcs", fading="rayleigh")
+    steps = uploads(network, population, range(1000), bits=1e4, phases=100)
+    p_outage = 1 - math.exp(-(10 ** (-0.67)) / 1.0)  # 0.1936
+    assert np.mean([s.lost for s in steps]) == pytest.approx(p_outage, rel=0.01)
