@@ -280,3 +280,22 @@ def test_mcs_outage_probability_under_rayleigh_matches_the_closed_form():
     steps = uploads(network, population, range(1000), bits=1e4, phases=100)
     p_outage = 1 - math.exp(-(10 ** (-0.67)) / 1.0)  # 0.1936
     assert np.mean([s.lost for s in steps]) == pytest.approx(p_outage, rel=0.01)
+
+
+def test_fdma_block_fading_sends_at_the_mean_rate_of_its_share():
+    """FDMA with coherence blocks: a lone upload of ~300 blocks takes bits / E[R(B)]; two starting
+    together share the band, each at E[R(B/2)] = E[R(B)]/2 (configured SNR: the same per Hz)."""
+    snr = 100.0
+    mean_rate = integrate.quad(lambda g: B * math.log2(1 + snr * g) * math.exp(-g), 0, math.inf)[0]
+    bits = 300 * mean_rate * 1e-3
+    network, population = world(num_clients=400, snr_db=20.0, fading="rayleigh", access="fdma", coherence_s=1e-3)
+    alone, pair = [], []
+    for k in range(40):
+        pricer = SimPyPricer(network, population, k)
+        pricer.price_phase(PhaseRecord(0, 0, {4 * k: [Activity("upload", "upload", bits=bits)]}))
+        alone.append(pricer.now)
+        pricer = SimPyPricer(network, population, 1000 + k)
+        pricer.price_phase(PhaseRecord(0, 0, {c: [Activity("upload", "upload", bits=bits)] for c in (4 * k + 1, 4 * k + 2)}))
+        pair.extend(e.end_s for e in pricer.events)
+    assert np.mean(alone) == pytest.approx(bits / mean_rate, rel=0.02)
+    assert np.mean(pair) == pytest.approx(2 * bits / mean_rate, rel=0.03)

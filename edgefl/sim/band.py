@@ -9,31 +9,39 @@ Rates are not computed here: each upload brings its rate at every possible numbe
 
 from __future__ import annotations
 
+import math
+
 import simpy
 
 
 class Flow:
-    __slots__ = ("client", "remaining_bits", "rates_bps", "rate_bps", "done")
+    __slots__ = ("client", "remaining_bits", "rates_bps", "rate_bps", "done", "block_rates", "block", "block_end")
 
-    def __init__(self, client: int, bits: float, rates_bps: list[float], done: simpy.Event):
+    def __init__(self, client: int, bits: float, rates_bps: list[float], done: simpy.Event,
+                 block_rates=None, block_end: float = math.inf):
         self.client = client
         self.remaining_bits = bits
         self.rates_bps = rates_bps  # rate with n sharers at rates_bps[n - 1]
         self.rate_bps = 0.0
         self.done = done  # succeeds when the last bit is through
+        self.block_rates = block_rates  # block fading: rates of block k (None: one draw)
+        self.block, self.block_end = 0, block_end
 
 
 class SharedBand:
-    def __init__(self, env: simpy.Environment):
+    def __init__(self, env: simpy.Environment, coherence_s: float | None = None):
         self.env = env
+        self.coherence_s = coherence_s
         self.flows: list[Flow] = []
         self._last = env.now
         self._version = 0
 
-    def transmit(self, client: int, bits: float, rates_bps: list[float]) -> Flow:
-        """Start an upload; ``flow.done`` succeeds when its last bit is through."""
+    def transmit(self, client: int, bits: float, rates_bps: list[float], block_rates=None) -> Flow:
+        """Start an upload; ``flow.done`` succeeds when its last bit is through. With
+        ``block_rates`` (block fading), its rates change every ``coherence_s`` seconds."""
         self._advance()
-        flow = Flow(client, float(bits), rates_bps, self.env.event())
+        block_end = math.inf if block_rates is None else self.env.now + self.coherence_s
+        flow = Flow(client, float(bits), rates_bps, self.env.event(), block_rates, block_end)
         self.flows.append(flow)
         self._reschedule()
         return flow
@@ -59,10 +67,13 @@ class SharedBand:
             return
         n = len(flows)
         wait = float("inf")
+        now = self.env.now
         for flow in flows:
             flow.rate_bps = rate = flow.rates_bps[n - 1]
             remaining = flow.remaining_bits
-            t = (remaining if remaining > 0.0 else 0.0) / rate
+            t = (remaining if remaining > 0.0 else 0.0) / rate if rate > 0 else math.inf  # outage block: waits
+            if flow.block_end - now < t:  # its block ends first: re-plan then
+                t = flow.block_end - now
             if t < wait:
                 wait = t
         self.env.timeout(wait, self._version).callbacks.append(self._on_timer)
@@ -73,8 +84,13 @@ class SharedBand:
         self._advance()
         # Finished: within a relative rounding tolerance of zero bits left.
         finished = [f for f in self.flows if f.remaining_bits <= 1e-9 * max(1.0, f.rate_bps)]
-        if not finished:  # rounding left a sliver: finish the closest one
-            finished = [min(self.flows, key=lambda f: f.remaining_bits / f.rate_bps)]
+        block_ended = [f for f in self.flows if f not in finished and f.block_end <= self.env.now + 1e-9]
+        for flow in block_ended:  # block fading: the next block's draw
+            flow.block += 1
+            flow.rates_bps = flow.block_rates(flow.block)
+            flow.block_end += self.coherence_s
+        if not finished and not block_ended:  # rounding left a sliver: finish the closest one
+            finished = [min((f for f in self.flows if f.rate_bps > 0), key=lambda f: f.remaining_bits / f.rate_bps)]
         for flow in finished:
             self.flows.remove(flow)
             flow.done.succeed()

@@ -38,6 +38,23 @@ class Step:
     # fails, fails with n sharers at [n - 1]); decided when the attempt starts, on the share it holds.
     fdma_attempts: list[tuple[list[float], list[float], list[bool]]] | None = None
     cycles_per_s: float = 0.0  # compute slowed down by a straggler factor: the effective speed (0: f)
+    block_rates: "BlockRates | None" = None  # FDMA upload with block fading: rates of block k
+
+
+class BlockRates:
+    """An FDMA upload's rates under block fading: ``block_rates(k)`` is the rate with n sharers (at
+    [n - 1]) during its k-th coherence block, each block with its own draw (0 in an outage block)."""
+
+    def __init__(self, physics: "PhasePhysics", shares: np.ndarray, mean_by_share: np.ndarray, first_gain: float,
+                 rng: np.random.Generator):
+        self.physics, self.shares, self.mean, self.rng = physics, shares, mean_by_share, rng
+        self.first_gain = first_gain
+
+    def __call__(self, block: int) -> list[float]:
+        net = self.physics.net
+        gain = self.first_gain if block == 0 else float(
+            fading_power_gain(net.fading, self.rng, size=1, rician_k=net.rician_k)[0])
+        return self.physics._rate(self.shares, faded(self.mean, gain)).tolist()
 
 
 class MeanSnr:
@@ -269,6 +286,14 @@ class PhasePhysics:
         g = gains[[k for _, _, k in up]]  # [U, attempts]
         shares, mean_by_share = self._up.shared(net.bandwidth_hz, n)
         mean = mean_by_share[clients]  # [U, sharers]
+        if net.coherence_s is not None and net.fading != "none" and net.outage_snr_db is None:
+            # Block fading: the band re-plans at every block end; block k's rates come from the
+            # upload's own stream (spawned in upload order), so draws do not depend on timing.
+            streams = self.rng.spawn(len(up))
+            for (_, step, _), first_gain, row, stream in zip(up, g[:, 0].tolist(), mean, streams):
+                step.block_rates = BlockRates(self, shares, row, first_gain, stream)
+                step.rates_bps = step.block_rates(0)
+            return
         nominal = self._nominal_rate(shares[None, :], mean)  # [U, sharers]
         if net.outage_snr_db is not None:
             fails = mean[:, None, :] * g[:, :, None] < db_to_linear(net.outage_snr_db)  # [U, attempts, sharers]

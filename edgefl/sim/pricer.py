@@ -81,7 +81,7 @@ class SimPyPricer:
         self._ledger = EnergyLedger(population.num_clients)
         self._events: list[Event] | None = [] if record_events else None
         self._unbooked: list[tuple[int, int, list]] = []  # phases simulated, energy not yet booked
-        self.band = SharedBand(self.env)
+        self.band = SharedBand(self.env, network.coherence_s)
         self.tdma = simpy.Resource(self.env, capacity=1)
         self.batteries = None  # devices.battery_j: levels, drawn from the ledger, harvesting
         if np.isfinite(population.battery_j).any():
@@ -417,7 +417,7 @@ class SimPyPricer:
         can fail), each attempt is a flow; whether it fails is decided on the share it holds when it
         starts."""
         if step.fdma_attempts is None:  # one attempt that gets through
-            yield from self._flow(client, step.bits, step.rates_bps)
+            yield from self._flow(client, step.bits, step.rates_bps, step.block_rates)
             return False
         for ok_rates, failed_rates, fails in step.fdma_attempts:
             failed = fails[len(self.band.flows)]  # n - 1 with n = the others + this one
@@ -426,8 +426,8 @@ class SimPyPricer:
                 return False
         return True
 
-    def _flow(self, client: int, bits: float, rates_bps: list[float]):
-        flow = self.band.transmit(client, bits, rates_bps)
+    def _flow(self, client: int, bits: float, rates_bps: list[float], block_rates=None):
+        flow = self.band.transmit(client, bits, rates_bps, block_rates)
         try:
             yield flow.done
         except simpy.Interrupt:
