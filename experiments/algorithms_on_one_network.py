@@ -4,7 +4,7 @@
 
 Scenario: scenarios/algorithms-on-one-network.toml (MNIST-10k, 30 clients in a 400 m cell,
 Dirichlet(0.5), softmax regression, 10 clients per round, tau = 10, shared 1 MHz FDMA uplink,
-Rayleigh fading, 800-bit headers), co-simulated with the SimPy engine: every message of every
+Rayleigh fading, MCS rates, 800-bit headers), co-simulated with the SimPy engine: every message of every
 algorithm is charged (time and energy per client). Each algorithm runs with its defaults plus the
 few keys below (not tuned per algorithm); every algorithm in algorithms.REGISTRY is included, and
 the page lists the ones this script knows about but that were not registered at run time.
@@ -170,7 +170,7 @@ def render(results, jobs, names, missing, args, fig_dir, total_s):
            "MNIST-10k (8,000 training images) over 30 clients with Dirichlet(0.5) class mixes, softmax regression "
            "(7,850 parameters, 251 kbit per model), 10 clients per round, τ = 10 local steps of batch 32, lr 0.05; "
            "clients uniform in a 400 m cell (path loss 128.1 + 37.6 log10 d[km], 8 dB shadowing, Rayleigh fading, "
-           "7 dB noise figure), one 1 MHz uplink band shared by the simultaneous uploaders (FDMA), 20 dBm "
+           "7 dB noise figure; rates from the 3GPP CQI table, an upload whose draw is below it is lost), one 1 MHz uplink band shared by the simultaneous uploaders (FDMA), 20 dBm "
            "transmitters, an 800-bit header on every message, 1 GHz CPUs at 2·10⁴ cycles per sample.", "",
            f"Algorithms run: {', '.join(names)}."
            + (f" **Not registered at run time (missing): {', '.join(missing)}.**" if missing else " None missing."), "",
@@ -223,8 +223,8 @@ def render(results, jobs, names, missing, args, fig_dir, total_s):
             f"hand-overs) and spends more energy than periodic averaging ({e_part:.1f} vs {e_per:.1f} J); its simulated "
             f"time is about the same ({t_part:.0f} vs {t_per:.0f} s): the same payload crosses the same shared band, the "
             "headers add a few per cent, and here a barrier per iteration costs little because the clients' phases "
-            "are short and alike. A per-message latency (e.g. scheduling or ARQ delay) would make the τ× messages "
-            "cost time as well; the pricer models headers, not fixed delays.",
+            "are short and alike. This scenario has no per-message access latency; with one "
+            "(`network.access_latency_s`, before every message) the τ× messages would cost time as well.",
             "- The composite-objective methods (FedDA, FedMiD, Fast-/C-/MC-FedDA) minimise loss + λ‖w‖₁ "
             "(λ = 10⁻⁴; MC-FedDA 4·10⁻⁴ → 10⁻⁴), i.e. a sparse model.", "",
             "Per-algorithm keys used here (everything else: defaults, see docs/scenarios.md):", ""]
