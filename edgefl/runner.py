@@ -35,7 +35,7 @@ METRIC_COLUMNS = [
     "idle_energy_j", "acc_mean", "acc_worst", "acc_std", "loss", "uploads_arrived", "uploads_missed",
 ]
 CLIENT_COLUMNS = [
-    "client", "device_class", "train_samples", "test_samples", "cpu_ghz", "uplink_snr_db",
+    "client", "device_class", "train_samples", "test_samples", "cpu_ghz", "distance_m", "uplink_snr_db",
     "compute_energy_j", "uplink_energy_j", "downlink_energy_j", "idle_energy_j", "energy_j",
     "times_trained", "uploads_arrived", "uploads_missed", "final_acc",
 ]
@@ -163,7 +163,9 @@ class Simulation:
             rows.append({
                 "client": i, "device_class": pop.device_class[i],
                 "train_samples": int(self.data.train_sizes[i]), "test_samples": int(self.data.test_sizes[i]),
-                "cpu_ghz": float(pop.cpu_hz[i] / 1e9), "uplink_snr_db": float(10 * np.log10(link)),
+                "cpu_ghz": float(pop.cpu_hz[i] / 1e9),
+                "distance_m": None if pop.distance_m is None else float(pop.distance_m[i]),  # at the end
+                "uplink_snr_db": float(10 * np.log10(link)),
                 **{f"{c}_energy_j": float(per_client[i, j]) for j, c in enumerate(CATEGORIES)},
                 "energy_j": float(per_client[i].sum()),
                 "times_trained": int(eng.selected_count[i]), "uploads_arrived": int(eng.arrived_count[i]),
