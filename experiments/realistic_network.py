@@ -7,12 +7,14 @@ per-client accuracy (the project's one rounds-to-target definition, edgefl.sweep
 95 % t-interval over the seeds, and the energy-optimal tau* among the tau every seed reaches.
 
     .venv/bin/python experiments/realistic_network.py --workers 2          # ~5 minutes on 2 cores
-    .venv/bin/python experiments/realistic_network.py --workers 2 --cache results/realistic-network
+    .venv/bin/python experiments/realistic_network.py --from-data           # re-render from docs/data
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import math
 import sys
 import time
@@ -33,6 +35,7 @@ from edgefl.sweep.target import Target, definition, rounds_to_target  # noqa: E4
 SCENARIO = ROOT / "scenarios" / "phones-in-a-cell.toml"
 PAGE = ROOT / "docs" / "realistic-network.md"
 FIGURE = ROOT / "docs" / "figures" / "realistic-network-energy.png"
+DATA = ROOT / "docs" / "data" / "realistic-network-runs.csv"  # one line per run: what the page is rendered from
 TAUS = (2, 5, 10, 20)
 SEEDS = (0, 1, 2, 3, 4)
 TARGET = Target("acc_mean", 0.85)
@@ -44,7 +47,7 @@ def _no_batteries(raw: dict) -> None:
             table.pop(key, None)
 
 
-# (name, what is switched off, how); the baseline first.
+# (name, what changes, how); the baseline first, then one effect off at a time, then extras.
 CONFIGURATIONS = [
     ("baseline", "nothing: every effect of phones-in-a-cell on", lambda raw: None),
     ("shannon", "MCS rate adaptation (Shannon rates, one Rayleigh draw per attempt)",
@@ -57,6 +60,13 @@ CONFIGURATIONS = [
     ("no-stragglers", "stragglers (slowdown = none)", lambda raw: raw["devices"].update(slowdown="none")),
     ("static", "mobility (speed 0 m/s)", lambda raw: raw["devices"].update(speed_mps=0.0)),
     ("no-deadline", "the deadline", lambda raw: raw["network"].pop("deadline_s", None)),
+    # Two effects off at once: Shannon rates without the deadline that truncates long uploads.
+    ("shannon-no-deadline", "MCS and the deadline (Shannon rates, no deadline)",
+     lambda raw: (raw["network"].update(rate="shannon"), raw["network"].pop("deadline_s", None))),
+    # Switched ON: effects the scenario leaves off.
+    ("over-selection", "ON: over-selection 0.3 (13 selected, the first 10 uploads kept)",
+     lambda raw: raw["algorithm"].update(over_selection=0.3)),
+    ("failures", "ON: failures, p_fail = 0.05 per device and round", lambda raw: raw["devices"].update(p_fail=0.05)),
 ]
 
 
@@ -101,23 +111,61 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
     return float(values.mean()), float(half)
 
 
-def summarise(results: dict) -> dict:
+RUN_FIELDS = ("config", "tau", "seed", "energy_j", "sim_time_s", "rounds", "wall_s", "stopped")
+
+
+def run_record(job: dict, result: dict) -> dict:
+    """One run's line of docs/data/realistic-network-runs.csv: its outcome at the target (empty
+    where it never reached it), its wall time and why it stopped early, if it did."""
+    reached = outcome(result["rows"])
+    energy, sim_time, rounds = reached if reached is not None else (None, None, None)
+    return {"config": job["config"], "tau": job["tau"], "seed": job["seed"], "energy_j": energy,
+            "sim_time_s": sim_time, "rounds": rounds, "wall_s": result["wall_s"], "stopped": result.get("stopped")}
+
+
+def write_runs(runs: list[dict], path: Path) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=RUN_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for run in runs:
+        writer.writerow({k: ("" if run[k] is None else repr(run[k]) if isinstance(run[k], float) else run[k])
+                         for k in RUN_FIELDS})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, buffer.getvalue())
+
+
+def read_runs(path: Path) -> list[dict]:
+    def number(text: str, kind):
+        return kind(text) if text != "" else None
+
+    return [{"config": row["config"], "tau": int(row["tau"]), "seed": int(row["seed"]),
+             "energy_j": number(row["energy_j"], float), "sim_time_s": number(row["sim_time_s"], float),
+             "rounds": number(row["rounds"], int), "wall_s": float(row["wall_s"]), "stopped": row["stopped"] or None}
+            for row in csv.DictReader(path.open())]
+
+
+def summarise(runs: list[dict]) -> dict:
     """Per (configuration, tau): mean ± CI of energy, time, rounds over the seeds that reached the
     target, how many did, and tau* per configuration."""
+    by_key = {(run["config"], run["tau"], run["seed"]): run for run in runs}
     table = {}
     for name, _, _ in CONFIGURATIONS:
         for tau in TAUS:
-            reached = [o for seed in SEEDS if (o := outcome(results[f"{name}-t{tau}-s{seed}"]["rows"])) is not None]
+            reached = [(run["energy_j"], run["sim_time_s"], run["rounds"]) for seed in SEEDS
+                       if (run := by_key[(name, tau, seed)])["rounds"] is not None]
             cell = {"reached": len(reached)}
             if reached:
                 for k, label in enumerate(("energy", "time", "rounds")):
                     cell[label] = mean_ci([o[k] for o in reached])
             table[(name, tau)] = cell
-    optimum = {}
+    optimum, ties = {}, {}
     for name, _, _ in CONFIGURATIONS:
         eligible = [(table[(name, tau)]["energy"][0], tau) for tau in TAUS if table[(name, tau)]["reached"] == len(SEEDS)]
         optimum[name] = min(eligible)[1] if eligible else None
-    return {"table": table, "optimum": optimum}
+        if eligible:  # other tau whose mean energy lies inside tau*'s 95 % interval: not told apart
+            mean, half = table[(name, optimum[name])]["energy"]
+            ties[name] = [tau for energy, tau in sorted(eligible)[1:] if abs(energy - mean) <= half]
+    return {"table": table, "optimum": optimum, "ties": ties}
 
 
 def fmt(cell: dict, key: str, digits: int) -> str:
@@ -135,11 +183,13 @@ def plot(summary: dict) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, _, _ in CONFIGURATIONS:
+    colours = plt.get_cmap("tab20").colors
+    for index, (name, what, _) in enumerate(CONFIGURATIONS):
         points = [(tau, summary["table"][(name, tau)]["energy"][0]) for tau in TAUS
                   if "energy" in summary["table"][(name, tau)]]
         if points:
-            ax.plot(*zip(*points), marker="o", lw=2.5 if name == "baseline" else 1.2, label=name)
+            ax.plot(*zip(*points), marker="o", color="black" if name == "baseline" else colours[index],
+                    lw=2.5 if name == "baseline" else 1.2, zorder=3 if name == "baseline" else 2, ls="--" if what.startswith("ON") else "-", label=name)
     ax.set_xlabel("local steps τ")
     ax.set_ylabel(f"energy to {TARGET} (J, all clients)")
     ax.set_xscale("log")
@@ -147,53 +197,63 @@ def plot(summary: dict) -> None:
     ax.set_xticks(TAUS, [str(t) for t in TAUS])
     ax.minorticks_off()
     ax.legend(fontsize=7, ncol=2)
-    ax.set_title("phones-in-a-cell: each effect switched off in turn")
+    ax.set_title("phones-in-a-cell: one effect changed at a time")
     fig.tight_layout()
     FIGURE.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(FIGURE, dpi=110)
     plt.close(fig)
 
 
-def render(summary: dict, results: dict, wall_s: float, workers: int) -> str:
+def render(summary: dict, runs: list[dict], workers: int, why: str) -> str:
     table, optimum = summary["table"], summary["optimum"]
-    stopped = sorted({res["stopped"].split(":")[0] for res in results.values() if res.get("stopped")})
+    wall_s = sum(run["wall_s"] for run in runs)
+    stopped = sorted({f"{run['config']} τ={run['tau']} seed={run['seed']}" for run in runs if run["stopped"]})
     lines = [
         "# The realistic radio and device model: what each effect does",
         "",
         "Baseline: `scenarios/phones-in-a-cell.toml` (FedAvg; 50 phones in a 500 m cell, two device",
         "classes with batteries, Markov availability, walking users, MCS + Rayleigh + ARQ, access",
-        "latency, radio tails, stragglers, a 0.4 s deadline per phase). Each other row switches ONE",
-        "effect off, the rest as in the baseline (docs/model.md has every equation).",
+        "latency, radio tails, stragglers, a 0.4 s deadline per phase). Each of the next nine rows",
+        "switches ONE effect off, the rest as in the baseline (docs/model.md has every equation);",
+        "`shannon-no-deadline` switches two off, and the last two rows switch on an effect the",
+        "scenario leaves off.",
         "",
         "```",
         f".venv/bin/python experiments/realistic_network.py --workers {workers}",
         "```",
         "",
         f"τ ∈ {{{', '.join(map(str, TAUS))}}}, seeds {SEEDS[0]}..{SEEDS[-1]}, 60 rounds, evaluation every 2 rounds. "
-        f"{len(results)} runs, {wall_s / 60:.1f} min of wall time on {workers} workers (2-core machine).",
+        f"{len(runs)} runs; their run times add up to {wall_s / 60:.1f} min on one core "
+        f"(≈ {wall_s / 60 / workers:.1f} min on {workers} workers, plus start-up).",
         "",
         "**Definitions.**",
-        f"- {definition(TARGET, 5)} (`edgefl.sweep.target.rounds_to_target`; only evaluated rounds count).",
+        f"- {definition(TARGET, 5)} (`edgefl.sweep.target.rounds_to_target`). Only evaluated rounds count:",
+        "  with evaluation every 2 rounds the window is 5 evaluations, i.e. rounds r − 4 … r + 4.",
         "- Energy and time to target: the cumulative energy of all clients and the simulated time at that round.",
         "- Cells: mean ± 95 % t-interval over the seeds that reached the target; `(k/5)` when only k did;",
-        "  `never` when none did. τ* is the τ with the least mean energy among those every seed reaches.",
+        "  `never` when none did. τ* is the τ with the least mean energy among those every seed reaches;",
+        "  `tie: …` lists the other τ whose mean energy lies inside τ*'s 95 % interval (not told apart).",
         "",
         f"![energy to target versus τ](figures/{FIGURE.name})",
         "",
-        "| configuration (switched off) | τ | energy to target (J) | time to target (s) | rounds | τ* |",
+        "| configuration (what changes) | τ | energy to target (J) | time to target (s) | rounds | τ* |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for name, what, _ in CONFIGURATIONS:
         for tau in TAUS:
             cell = table[(name, tau)]
-            star = (str(optimum[name]) if optimum[name] is not None else "none") if tau == TAUS[0] else ""
+            star = ""
+            if tau == TAUS[0]:
+                star = str(optimum[name]) if optimum[name] is not None else "none"
+                if summary["ties"].get(name):
+                    star += f" (tie: {', '.join(map(str, summary['ties'][name]))})"
             label = f"**{name}** ({what})" if tau == TAUS[0] else ""
             lines.append(f"| {label} | {tau} | {fmt(cell, 'energy', 1)} | {fmt(cell, 'time', 2)} | "
                          f"{fmt(cell, 'rounds', 1)} | {star} |")
     if stopped:
         lines += ["", "Runs that stopped early because no device could take part any more: " + ", ".join(stopped) + "."]
-    lines += ["", "## What each effect does", "", "WHY", ""]
-    return "\n".join(lines)
+    lines += ["", "## What each effect does", "", why.strip(), ""]
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -201,21 +261,29 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cache", type=Path, default=ROOT / "results" / "realistic-network",
                         help="one JSON per run; a rerun reads them back")
+    parser.add_argument("--from-data", action="store_true",
+                        help=f"render the page and figure from {DATA.relative_to(ROOT)} without running anything")
     parser.add_argument("--why", type=Path, default=Path(__file__).with_name("realistic_network_why.md"),
-                        help="a file with the page's explanation section (replaces the WHY placeholder)")
+                        help="the page's explanation section (hand-written: it quotes the table)")
     args = parser.parse_args()
+    started = time.perf_counter()
+    if args.from_data:
+        runs = read_runs(DATA)
+    else:
+        runs = compute(args.workers, args.cache)
+        write_runs(runs, DATA)
+    summary = summarise(runs)
+    plot(summary)
+    atomic_write_text(PAGE, render(summary, runs, args.workers, args.why.read_text()))
+    written = f"{PAGE}, {FIGURE}" + ("" if args.from_data else f" and {DATA}")
+    print(f"wrote {written} in {time.perf_counter() - started:.0f} s")
+
+
+def compute(workers: int, cache: Path) -> list[dict]:
     jobs = [{"key": f"{name}-t{tau}-s{seed}", "label": f"{name} tau={tau} seed={seed}", "config": name, "tau": tau,
              "seed": seed} for name, _, _ in CONFIGURATIONS for tau in TAUS for seed in SEEDS]
-    started = time.perf_counter()
-    results = run_keyed(run_job, jobs, workers=args.workers, cache=args.cache, desc="realistic network")
-    wall_s = sum(res["wall_s"] for res in results.values()) / max(1, args.workers)
-    summary = summarise(results)
-    plot(summary)
-    page = render(summary, results, wall_s, args.workers)
-    if args.why is not None:
-        page = page.replace("WHY", args.why.read_text().strip())
-    atomic_write_text(PAGE, page + "\n")
-    print(f"wrote {PAGE} and {FIGURE} in {time.perf_counter() - started:.0f} s")
+    results = run_keyed(run_job, jobs, workers=workers, cache=cache, desc="realistic network")
+    return [run_record(job, results[job["key"]]) for job in jobs]
 
 
 if __name__ == "__main__":
