@@ -7,6 +7,9 @@ their own set-up, e.g. ``functools.partial(make_scenario, seed=3)``.
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+from types import ModuleType
 from typing import Any, Optional
 
 import torch
@@ -63,3 +66,12 @@ def run_rounds(sim, rounds: Optional[int] = None) -> list[torch.Tensor]:
         sim.engine.run_round(sim.algorithm, r)
         models.append(sim.algorithm.model.clone())
     return models
+
+
+def load_experiment(name: str) -> ModuleType:
+    """The script ``experiments/<name>.py`` as a module (experiments/ is not a package)."""
+    path = Path(__file__).resolve().parents[1] / "experiments" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

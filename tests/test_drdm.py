@@ -3,7 +3,6 @@ Algorithms 1-3): the dual player's pieces, the reductions to FedDyn and DRFA, th
 c = mean(g) and lambda in the simplex, and the traffic of Algorithm 1."""
 
 import functools
-import importlib.util
 from collections import Counter
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import torch
 from algorithms.base import uniform_sample
 from algorithms.ops import Evaluate
 from algorithms.simplex import dual_variable_update, project_simplex, sample_by_lambda
-from conftest import make_scenario
+from conftest import load_experiment, make_scenario
 from edgefl.runner import Simulation
 from edgefl.scenario import load_scenario
 
@@ -265,10 +264,7 @@ def test_mnist10k_scenario_resolves_the_shared_dataset():
 
 # -- the reproduction report (docs/reproduce-drdm.md) --------------------------------------
 def reproduce_module():
-    spec = importlib.util.spec_from_file_location("reproduce_drdm", REPO / "experiments" / "reproduce_drdm.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_experiment("reproduce_drdm")
 
 
 def test_the_report_is_rendered_from_its_raw_runs():

@@ -1,18 +1,16 @@
 """docs/realistic-network.md (experiments/realistic_network.py): the page is exactly what its runs
 give, and the table code (seeds that never reach the target, tau*, ties) on a synthetic input."""
 
-import importlib.util
 import math
 from pathlib import Path
+
+from conftest import load_experiment
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def experiment():
-    spec = importlib.util.spec_from_file_location("realistic_network", REPO / "experiments" / "realistic_network.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_experiment("realistic_network")
 
 
 def test_the_page_is_rendered_from_its_runs():
