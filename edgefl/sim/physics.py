@@ -9,8 +9,6 @@ sharers B/1 .. B/n, so the band never calls the physics while it runs), compute 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from channel import db_to_linear, fading_power_gain, link_rate_bps, snr_from_link
@@ -22,23 +20,25 @@ COMPUTE, DOWNLOAD, UPLOAD = range(3)
 KIND_CODE = {"compute": COMPUTE, "download": DOWNLOAD, "upload": UPLOAD}
 
 
-@dataclass(slots=True)
 class Step:
-    """One activity of one client's chain with its physics resolved."""
+    """One activity of one client's chain with its physics resolved. (A plain class: a phase makes
+    one per activity, and the optional fields below are class-level defaults, set only where used.)"""
 
-    kind: int  # COMPUTE | DOWNLOAD | UPLOAD
-    activity: Activity
-    duration_s: float  # compute, download, dedicated or TDMA upload: the time it takes
-    bits: float
-    cycles: float  # compute only
-    lost: bool = False  # every attempt failed (outage or packet error): sent, charged, not received
+    lost = False  # every attempt failed (outage or packet error): sent, charged, not received
     rates_bps: list[float] | None = None  # FDMA upload: rate with n sharers at rates_bps[n - 1]
-    attempts: int = 1  # transmissions of the message (ARQ), all within duration_s
+    attempts = 1  # transmissions of the message (ARQ), all within duration_s
     # FDMA upload with retransmissions or failures: per attempt (rates if it succeeds, rates if it
     # fails, fails with n sharers at [n - 1]); decided when the attempt starts, on the share it holds.
     fdma_attempts: list[tuple[list[float], list[float], list[bool]]] | None = None
-    cycles_per_s: float = 0.0  # compute slowed down by a straggler factor: the effective speed (0: f)
+    cycles_per_s = 0.0  # compute slowed down by a straggler factor: the effective speed (0: f)
     block_rates: "BlockRates | None" = None  # FDMA upload with block fading: rates of block k
+
+    def __init__(self, kind: int, activity: Activity, duration_s: float, bits: float, cycles: float):
+        self.kind = kind  # COMPUTE | DOWNLOAD | UPLOAD
+        self.activity = activity
+        self.duration_s = duration_s  # compute, download, dedicated or TDMA upload: the time it takes
+        self.bits = bits
+        self.cycles = cycles  # compute only
 
 
 class BlockRates:
@@ -117,6 +117,10 @@ def faded(mean: np.ndarray, gains: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(snr), 0.0, snr)
 
 
+def _with_list(rates: np.ndarray) -> tuple[np.ndarray, list | None]:
+    return rates, (rates.tolist() if (rates > 0).all() else None)
+
+
 class PhasePhysics:
     """Resolves a phase's activities into :class:`Step` s for one network and population."""
 
@@ -130,23 +134,18 @@ class PhasePhysics:
         self._up = MeanSnr(population.uplink)
         self._down = MeanSnr(population.downlink)
         self._compute_cache: dict[tuple, tuple[float, float]] = {}
-        # Without fading nor outage, every client's rates are the same in every phase: computed
-        # once (for all clients, vectorised) and looked up (_plan_unfaded).
-        self._unfaded = (network.fading == "none" and network.outage_snr_db is None
-                         and network.max_retransmissions == 0 and network.downlink == "broadcast")
-        self._unfaded_rates: tuple | None = None  # (down, up) per client, () if a rate is 0
-        self._unfaded_tables: dict[int, list[list[float]]] = {}
+        # Without fading, a client's rate over a band is the same in every phase: computed once for
+        # all clients (per bandwidth, or per number of FDMA sharers) and looked up (_rates_without_fading).
+        self._rates_at_mean: dict = {}
 
     def links_changed(self) -> None:
         """The population's links moved (mobility): forget every cached SNR and rate."""
         self._up, self._down = MeanSnr(self.pop.uplink), MeanSnr(self.pop.downlink)
-        self._unfaded_rates, self._unfaded_tables = None, {}
+        self._rates_at_mean = {}
 
     def plan(self, phase: PhaseRecord, clients: list[int]) -> dict[int, list[Step]]:
         """Each client's chain as steps. One pass sorts the activities by kind; the physics is
         then one vectorised computation per kind."""
-        if self._unfaded and self._unfaded_rates_bps() is not None:
-            return self._plan_unfaded(phase, clients)
         net = self.net
         fdma = net.access == "fdma"
         plans: dict[int, list[Step]] = {}
@@ -175,7 +174,7 @@ class PhasePhysics:
         if down:
             self._plan_downloads(down, gains)
         if up and not fdma:
-            self._plan_timed(up, self._up(net.bandwidth_hz), net.bandwidth_hz, gains,
+            self._plan_timed(up, "up", net.bandwidth_hz, net.bandwidth_hz, gains,
                              fixed_rate=net.outage_snr_db is not None)
         if up and fdma:
             self._plan_shared(up, gains)
@@ -188,17 +187,17 @@ class PhasePhysics:
         gets B/n at P/n: the same SNR, 1/n of the band)."""
         net = self.net
         band_hz = net.downlink_bandwidth_hz
-        mean = self._down(band_hz)
         if net.downlink == "unicast":
-            self._plan_timed(down, mean, band_hz / len(down), gains, fixed_rate=False)
+            self._plan_timed(down, "down", band_hz / len(down), band_hz, gains, fixed_rate=False)
         elif net.downlink == "multicast":
             sizes = np.array([step.bits for _, step, _ in down], dtype=np.float64)
-            self._plan_timed(down, mean, band_hz, gains, fixed_rate=False, groups=np.unique(sizes, return_inverse=True)[1])
+            self._plan_timed(down, "down", band_hz, band_hz, gains, fixed_rate=False,
+                             groups=np.unique(sizes, return_inverse=True)[1])
         else:
-            self._plan_timed(down, mean, band_hz, gains, fixed_rate=False)
+            self._plan_timed(down, "down", band_hz, band_hz, gains, fixed_rate=False)
 
-    def _plan_timed(self, messages: list, mean_snr: np.ndarray, bandwidth_hz: float, gains: np.ndarray,
-                    fixed_rate: bool, groups: np.ndarray | None = None) -> None:
+    def _plan_timed(self, messages: list, link: str, bandwidth_hz: float, snr_bandwidth_hz: float,
+                    gains: np.ndarray, fixed_rate: bool, groups: np.ndarray | None = None) -> None:
         """Airtime, attempts and loss of messages sent over a band of their own (downloads, dedicated
         and TDMA uploads). Adaptive rate (fixed_rate False): each attempt at the rate of its draw; an
         attempt in outage (rate 0, mcs only) fails after the airtime at the mean SNR's rate. With
@@ -206,12 +205,20 @@ class PhasePhysics:
         nothing, and nothing fails. Fixed rate (a packet-error threshold): every attempt at the rate of
         the mean SNR, failing when its instantaneous SNR is below the threshold (Chen et al. 2021).
         ``groups`` (multicast): messages of one group are one transmission, every attempt at the
-        lowest rate among its receivers."""
+        lowest rate among its receivers. ``link``: "up" or "down"; the mean SNR is taken over
+        ``snr_bandwidth_hz``, the rate over ``bandwidth_hz``."""
         net = self.net
+        if net.fading == "none" and not fixed_rate and groups is None:
+            _, rate_of_client = self._rates_without_fading(link, bandwidth_hz, snr_bandwidth_hz)
+            if rate_of_client is not None:  # no gain, no outage: every message at its client's rate
+                for c, step, _ in messages:
+                    step.duration_s = step.bits / rate_of_client[c]
+                return
         clients = np.array([c for c, _, _ in messages], dtype=np.int64)
         bits = np.array([step.bits for _, step, _ in messages], dtype=np.float64)
         g = gains[[k for _, _, k in messages]]  # [M, attempts]
-        mean = mean_snr[clients]
+        attempts = g.shape[1]
+        mean = (self._up if link == "up" else self._down)(snr_bandwidth_hz)[clients]
         if fixed_rate:
             nominal = self._nominal_rate(bandwidth_hz, mean)
             fails = mean[:, None] * g < db_to_linear(net.outage_snr_db)
@@ -222,7 +229,10 @@ class PhasePhysics:
                 step.duration_s = seconds
             return
         else:
-            rate = self._rate(bandwidth_hz, faded(mean[:, None], g))
+            if net.fading == "none":  # every gain is 1: the rate only depends on the client ([M, 1])
+                rate = self._rates_without_fading(link, bandwidth_hz, snr_bandwidth_hz)[0][clients][:, None]
+            else:
+                rate = self._rate(bandwidth_hz, faded(mean[:, None], g))
             nominal = None
             if groups is not None:  # the weakest receiver of each group sets its rate
                 nominal = self._nominal_rate(bandwidth_hz, mean)
@@ -231,19 +241,18 @@ class PhasePhysics:
                     rate[rows] = rate[rows].min(axis=0)
                     nominal[rows] = nominal[rows].min()
             fails = rate == 0
+            with np.errstate(divide="ignore"):
+                per_attempt = bits[:, None] / rate
             if fails.any():
                 nominal = self._nominal_rate(bandwidth_hz, mean) if nominal is None else nominal
-                with np.errstate(divide="ignore"):
-                    per_attempt = np.where(fails, (bits / nominal)[:, None], bits[:, None] / rate)
-            else:
-                per_attempt = bits[:, None] / rate
-        if g.shape[1] == 1 and not fails.any():  # the usual case: one attempt, delivered
+                per_attempt = np.where(fails, (bits / nominal)[:, None], per_attempt)
+        if not fails.any():  # the usual case: every message gets through at its first attempt
             for (_, step, _), seconds in zip(messages, per_attempt[:, 0].tolist()):
                 step.duration_s = seconds
             return
-        ok = ~fails
-        used = np.where(ok.any(axis=1), ok.argmax(axis=1) + 1, g.shape[1])  # attempts until the first success
-        taken = np.arange(g.shape[1])[None, :] < used[:, None]
+        ok = np.broadcast_to(~fails, (len(messages), attempts))  # without fading, fails is [M, 1]
+        used = np.where(ok.any(axis=1), ok.argmax(axis=1) + 1, attempts)  # attempts until the first success
+        taken = np.arange(attempts)[None, :] < used[:, None]
         airtime = np.where(taken, per_attempt, 0.0).sum(axis=1)
         lost = ~ok.any(axis=1)
         for (_, step, _), seconds, n, flag in zip(messages, airtime.tolist(), used.tolist(), lost.tolist()):
@@ -282,6 +291,12 @@ class PhasePhysics:
         rate. Fixed rate: the mean SNR's rates; fails below the packet-error threshold on its share."""
         net = self.net
         n = len(up)
+        if net.fading == "none" and net.outage_snr_db is None:
+            _, rows = self._shared_rates_without_fading(n)
+            if rows is not None:  # no gain, no outage: every upload at its client's rates
+                for c, step, _ in up:
+                    step.rates_bps = rows[c]
+                return
         clients = np.array([c for c, _, _ in up], dtype=np.int64)
         g = gains[[k for _, _, k in up]]  # [U, attempts]
         shares, mean_by_share = self._up.shared(net.bandwidth_hz, n)
@@ -294,18 +309,24 @@ class PhasePhysics:
                 step.block_rates = BlockRates(self, shares, row, first_gain, stream)
                 step.rates_bps = step.block_rates(0)
             return
-        nominal = self._nominal_rate(shares[None, :], mean)  # [U, sharers]
         if net.outage_snr_db is not None:
+            nominal = self._nominal_rate(shares[None, :], mean)  # [U, sharers]
             fails = mean[:, None, :] * g[:, :, None] < db_to_linear(net.outage_snr_db)  # [U, attempts, sharers]
             rates = np.broadcast_to(nominal[:, None, :], fails.shape)
         else:
-            rates = self._rate(shares[None, None, :], faded(mean[:, None, :], g[:, :, None]))
+            if net.fading == "none":  # every gain is 1
+                rates = np.repeat(self._shared_rates_without_fading(n)[0][clients][:, None, :], g.shape[1], axis=1)
+            else:
+                rates = self._rate(shares[None, None, :], faded(mean[:, None, :], g[:, :, None]))
             fails = rates == 0
-            rates = np.where(fails, nominal[:, None, :], rates)
-        if g.shape[1] == 1 and not fails.any():  # the usual case: one attempt that gets through
+            nominal = None  # needed only if an attempt fails
+        if not fails.any():  # the usual case: every upload gets through at its first attempt
             for (_, step, _), table in zip(up, rates[:, 0, :].tolist()):
                 step.rates_bps = table
             return
+        if nominal is None:  # a failed attempt is sent at the mean SNR's rates
+            nominal = self._nominal_rate(shares[None, :], mean)  # [U, sharers]
+            rates = np.where(fails, nominal[:, None, :], rates)
         for (_, step, _), ok_rates, fail_flags, nominal_rates in zip(up, rates.tolist(), fails.tolist(),
                                                                       nominal.tolist()):
             step.fdma_attempts = [(ok, nominal_rates, flags) for ok, flags in zip(ok_rates, fail_flags)]
@@ -319,52 +340,31 @@ class PhasePhysics:
             rate = np.where(rate == 0, np.asarray(bandwidth_hz) * self.net.mcs_efficiency[0], rate)
         return rate
 
+    def _rates_without_fading(self, link: str, bandwidth_hz: float, snr_bandwidth_hz: float):
+        """Every client's rate over ``bandwidth_hz`` at its mean SNR over ``snr_bandwidth_hz`` on the
+        ``link`` ("up" or "down"). Without fading it is the same in every phase: computed once for
+        all clients. Returns the array, and the same rates as a list when none is 0 (no message can
+        be in outage), for plain look-ups per message."""
+        key = (link, bandwidth_hz, snr_bandwidth_hz)
+        if key not in self._rates_at_mean:
+            mean = (self._up if link == "up" else self._down)(snr_bandwidth_hz)
+            self._rates_at_mean[key] = _with_list(self._rate(bandwidth_hz, mean))
+        return self._rates_at_mean[key]
+
+    def _shared_rates_without_fading(self, sharers: int):
+        """Every client's uplink rate with n = 1 .. ``sharers`` FDMA sharers [N, sharers], at its
+        mean SNR over its share (no fading), computed once per number of sharers; with the rows as
+        lists when none is 0, as :meth:`_rates_without_fading`."""
+        key = ("shared", sharers)
+        if key not in self._rates_at_mean:
+            shares, mean = self._up.shared(self.net.bandwidth_hz, sharers)
+            self._rates_at_mean[key] = _with_list(self._rate(shares[None, :], mean))
+        return self._rates_at_mean[key]
+
     def _rate(self, bandwidth_hz, snr: np.ndarray) -> np.ndarray:
         net = self.net
         return np.asarray(link_rate_bps(bandwidth_hz, snr, net.rate, net.efficiency, net.snr_gap_db,
                                         net.max_spectral_efficiency, net.mcs_snr_db, net.mcs_efficiency))
-
-    def _unfaded_rates_bps(self) -> tuple[list[float], list[float]] | None:
-        """Every client's downlink and (full-band) uplink rate without fading; None if one is 0
-        (bits / 0: left to the general path)."""
-        if self._unfaded_rates is None:
-            net = self.net
-            down = self._rate(net.downlink_bandwidth_hz, self._down(net.downlink_bandwidth_hz))
-            up = self._rate(net.bandwidth_hz, self._up(net.bandwidth_hz))
-            self._unfaded_rates = (down.tolist(), up.tolist()) if (down > 0).all() and (up > 0).all() else ()
-        return self._unfaded_rates or None
-
-    def _plan_unfaded(self, phase: PhaseRecord, clients: list[int]) -> dict[int, list[Step]]:
-        """:meth:`plan` without fading nor outage: the same rates (a gain of 1) and durations
-        (bits / rate), the rates looked up per client instead of computed per phase."""
-        net = self.net
-        down_rate, up_rate = self._unfaded_rates_bps()
-        table = None
-        if net.access == "fdma":
-            uploads = sum(a.kind == "upload" for c in clients for a in phase.chains[c])
-            table = self._unfaded_tables.get(uploads)
-            if table is None and uploads:
-                shares, mean = self._up.shared(net.bandwidth_hz, uploads)
-                table = self._unfaded_tables[uploads] = self._rate(shares[None, :], mean).tolist()
-        plans: dict[int, list[Step]] = {}
-        compute = []
-        for c in clients:
-            plans[c] = steps = []
-            for a in phase.chains[c]:
-                kind = KIND_CODE[a.kind]
-                if kind == COMPUTE:
-                    step = Step(kind, a, 0.0, a.bits, 0.0)
-                    compute.append((c, step))
-                elif kind == DOWNLOAD:
-                    step = Step(kind, a, a.bits / down_rate[c], a.bits, 0.0)
-                elif table is not None:
-                    step = Step(kind, a, 0.0, a.bits, 0.0, rates_bps=table[c])
-                else:
-                    step = Step(kind, a, a.bits / up_rate[c], a.bits, 0.0)
-                steps.append(step)
-        if compute:
-            self._plan_compute(phase.round, compute)
-        return plans
 
     def _plan_compute(self, round_: int, compute: list) -> None:
         """Cycles and time of compute steps; a straggler factor (``devices.slowdown``) stretches the
