@@ -276,3 +276,17 @@ def test_phones_in_a_cell_runs_fedavg_and_drdm(algorithm):
     result = Simulation(scenario).run(progress=False)
     assert len(result.metrics) == 4 and result.battery and result.positions
     assert result.summary["energy_j"] > 0
+
+
+def test_failures_and_batteries_with_fdma_block_fading_in_outage():
+    """An FDMA upload whose first coherence block is in outage has no nominal airtime alone on the
+    band; failures and battery depletion are still scheduled (not a division by zero)."""
+    sim = Simulation(scenario_from_dict({
+        "run": {"rounds": 3, "seed": 0},
+        "data": {"name": "synthetic", "num_clients": 10, "samples_per_client": 30},
+        "algorithm": {"name": "fedavg", "local_steps": 2, "clients_per_round": 10, "batch_size": 8},
+        "network": {"snr_db": -8.0, "access": "fdma", "fading": "rayleigh", "rate": "mcs", "coherence_s": 0.01},
+        "devices": {"p_fail": 0.3, "battery_j": 5.0},
+    }))
+    result = sim.run(progress=False)
+    assert len(result.metrics) == 3 and {"failed", "ok"} <= {e.status for e in result.events}

@@ -158,7 +158,7 @@ class SimPyPricer:
                 recharge_s = recharge_s[(recharge_s > 0) & np.isfinite(recharge_s)]
                 if len(recharge_s):
                     waits.append(self.env.timeout(float(recharge_s.min())))
-            if not waits or self.env.now - start > patience_s or not self.env._queue:
+            if not waits or self.env.now - start > patience_s or self.env.peek() == float("inf"):
                 if np.count_nonzero(online):  # nothing can bring more: the round goes on with fewer
                     return online
                 raise NoDeviceAvailable(
@@ -227,7 +227,7 @@ class SimPyPricer:
         completed: dict[int, bool] = {}
         log: list[tuple] = []
         start = env.now
-        failed = set(self._failed_earlier(phase.round)) if self.pop.p_fail > 0 else set()
+        failed = self._failed_earlier(phase.round) if self.pop.p_fail > 0 else set()
         if self.batteries is not None:
             self._update_batteries()
             empty = self.batteries.empty()
@@ -277,9 +277,7 @@ class SimPyPricer:
         for client, proc in zip(clients, procs):
             if fails[client] and client not in self._crashed:
                 self._crashed.add(client)
-                work_s = sum(step.duration_s if step.rates_bps is None else step.bits / step.rates_bps[0]
-                             for step in plans[client])
-                self.env.process(self._fail_at(proc, when[client] * work_s))
+                self.env.process(self._fail_at(proc, when[client] * sum(self._nominal_seconds(plans[client]))))
 
     def _schedule_depletion(self, clients: list[int], plans: dict, procs: list) -> None:
         """A device whose battery cannot pay for its chain stops when it is empty (status
@@ -290,8 +288,7 @@ class SimPyPricer:
         mortal = [c for c in clients if np.isfinite(level[c])]
         if not mortal:
             return
-        seconds = {c: [s.duration_s if s.rates_bps is None else s.bits / s.rates_bps[0] for s in plans[c]]
-                   for c in mortal}
+        seconds = {c: self._nominal_seconds(plans[c]) for c in mortal}
         owner, codes, amounts = [], [], []
         for c in mortal:
             step_code, step_amount = step_codes(plans[c], seconds[c])
@@ -312,6 +309,13 @@ class SimPyPricer:
                 spent += step_j
                 elapsed += step_s
             k += len(steps)
+
+    def _nominal_seconds(self, steps: list[Step]) -> list[float]:
+        """Each step's duration as planned: an FDMA upload's airtime alone on the band (it depends on
+        the others' timing; a first coherence block in outage counts one block)."""
+        return [step.duration_s if step.rates_bps is None
+                else step.bits / step.rates_bps[0] if step.rates_bps[0] > 0 else self.net.coherence_s
+                for step in steps]
 
     def _fail_at(self, proc, delay_s: float, cause: str = "failed"):
         yield self.env.timeout(delay_s)
