@@ -7,6 +7,7 @@ here on). Pure data; the SimPy pricer reads it.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -239,7 +240,7 @@ def read_availability_trace(path: str, num_clients: int) -> dict[int, list[tuple
                              f"got {','.join(row)!r}") from None
         if not 0 <= client < num_clients:
             raise ValueError(f"{path}: line {line}: client {client} is not in 0..{num_clients - 1}")
-        if not 0 <= start_s < end_s:
-            raise ValueError(f"{path}: line {line}: expected 0 <= start_s < end_s, got {start_s}, {end_s}")
+        if not (0 <= start_s < end_s and math.isfinite(end_s)):
+            raise ValueError(f"{path}: line {line}: expected 0 <= start_s < end_s, both finite, got {start_s}, {end_s}")
         intervals.setdefault(client, []).append((start_s, end_s))
     return intervals

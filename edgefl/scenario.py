@@ -51,6 +51,14 @@ class Strict(BaseModel):
 
 NonNegativeFloat = Field(ge=0)
 
+# Finite, physically bounded quantities of the radio and device model (NaN and inf rejected).
+Seconds = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]  # up to ~11 days
+PositiveSeconds = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
+Watts = Annotated[float, Field(ge=0, le=1e3, allow_inf_nan=False)]
+Joules = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
+PositiveJoules = Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)]
+Speed = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]  # m/s: up to a fast train
+
 
 class RunSection(Strict):
     seed: int = Field(0, description="Master seed: data partition, model init, sampling, fading.")
@@ -132,12 +140,13 @@ class NetworkSection(Strict):
     rate: Literal["shannon", "mcs"] = Field(
         "shannon", description="Rate adaptation: shannon (capped at max_spectral_efficiency if set) or mcs (the "
         "highest mcs_table entry the SNR reaches; below the lowest, the block is in outage).")
-    max_spectral_efficiency: Optional[PositiveFloat] = Field(
+    max_spectral_efficiency: Optional[Annotated[float, Field(gt=0, le=30, allow_inf_nan=False)]] = Field(
         None, description="Cap of the shannon rate, bit/s/Hz (e.g. 5.55: LTE's highest CQI). Unset: no cap.")
-    mcs_table: Optional[list[tuple[float, PositiveFloat]]] = Field(
+    mcs_table: Optional[list[tuple[Annotated[float, Field(ge=-50, le=60, allow_inf_nan=False)],
+                                   Annotated[float, Field(gt=0, le=30, allow_inf_nan=False)]]]] = Field(
         None, description="rate = mcs: [[snr_db, bit/s/Hz], ...], both increasing. Unset: the 15 entries of the "
         "3GPP 4-bit CQI table (0.1523-5.5547 bit/s/Hz at -6.7-22.7 dB).")
-    coherence_s: Optional[PositiveFloat] = Field(
+    coherence_s: Optional[PositiveSeconds] = Field(
         None, description="Block fading: a message longer than this sees a new fading draw per block (the rate "
         "follows each block; outage blocks carry nothing). Unset: one draw per attempt.")
     max_retransmissions: int = Field(
@@ -146,7 +155,7 @@ class NetworkSection(Strict):
     downlink: Literal["broadcast", "multicast", "unicast"] = Field(
         "broadcast", description="broadcast: one transmission, each receiver at its own rate; multicast: one "
         "transmission at the weakest receiver's rate; unicast: base-station power and band split among the receivers.")
-    access_latency_s: float = Field(
+    access_latency_s: Seconds = Field(
         0.0, ge=0, description="Random access + scheduling grant before every message (s), spent waiting (idle).")
     distance_m: Optional[PositiveFloat] = Field(None, description="Link budget: every client at this distance.")
     cell_radius_m: Optional[PositiveFloat] = Field(None, description="Link budget: clients uniform in a disk.")
@@ -160,7 +169,7 @@ class NetworkSection(Strict):
     downlink_snr_db: Optional[float] = Field(None, description="Mean downlink SNR; default: uplink snr_db, or the budget.")
     downlink_bandwidth_mhz: Optional[PositiveFloat] = Field(None, description="Default: bandwidth_mhz.")
     deadline_s: Optional[PositiveFloat] = Field(None, description="Per communication phase; late clients are cut.")
-    outage_snr_db: Optional[float] = Field(
+    outage_snr_db: Optional[Annotated[float, Field(ge=-50, le=60, allow_inf_nan=False)]] = Field(
         None, description="Packet-error threshold (dB): each attempt is sent at the fixed rate of the mean SNR and "
         "fails when the instantaneous SNR over the band it holds is below this (uploads; Chen et al. 2021).")
     header_bits: int = Field(0, ge=0, description="Added to every message (both directions).")
@@ -203,12 +212,12 @@ class DeviceClass(Strict):
     circuit_power_w: Optional[float] = Field(None, ge=0)
     rx_power_w: Optional[float] = Field(None, ge=0)
     idle_power_w: Optional[float] = Field(None, ge=0)
-    tail_s: Optional[float] = Field(None, ge=0)
-    tail_power_w: Optional[float] = Field(None, ge=0)
-    battery_j: Optional[PositiveFloat] = None
-    battery_reserve_j: Optional[float] = Field(None, ge=0)
-    speed_mps: Optional[float] = Field(None, ge=0)
-    harvest_w: Optional[float] = Field(None, ge=0)
+    tail_s: Optional[Seconds] = None
+    tail_power_w: Optional[Watts] = None
+    battery_j: Optional[PositiveJoules] = None
+    battery_reserve_j: Optional[Joules] = None
+    speed_mps: Optional[Speed] = None
+    harvest_w: Optional[Watts] = None
     cycles_per_flop: Optional[PositiveFloat] = None
     cycles_per_sample: Optional[PositiveFloat] = None
 
@@ -221,31 +230,31 @@ class DevicesSection(Strict):
     circuit_power_w: float = Field(0.0, ge=0, description="Radio circuit power added while transmitting.")
     rx_power_w: float = Field(0.1, ge=0, description="Power while receiving (downlink).")
     idle_power_w: float = Field(0.01, ge=0, description="Power while waiting inside a phase (e.g. TDMA queue).")
-    tail_s: float = Field(0.0, ge=0, description="Radio tail after each message: the radio stays in its high-power "
+    tail_s: Seconds = Field(0.0, description="Radio tail after each message: the radio stays in its high-power "
                           "state this long unless the next message starts first (LTE RRC tail: ~11.6 s).")
-    tail_power_w: float = Field(0.0, ge=0, description="Power during the radio tail (LTE: ~1.06 W; Huang et al. 2012).")
+    tail_power_w: Watts = Field(0.0, description="Power during the radio tail (LTE: ~1.06 W; Huang et al. 2012).")
     slowdown: Literal["none", "exponential", "lognormal"] = Field(
         "none", description="Stragglers: a random per-round factor on every client's compute time. exponential: "
         "1 + Exp(slowdown_mean) (shifted exponential, Lee et al. 2018); lognormal: exp(slowdown_sigma * N(0, 1)).")
-    slowdown_mean: float = Field(1.0, ge=0, description="slowdown = exponential: mean of the extra factor.")
-    slowdown_sigma: float = Field(0.5, ge=0, description="slowdown = lognormal: sigma of the log factor.")
-    battery_j: Optional[PositiveFloat] = Field(
+    slowdown_mean: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] = Field(1.0, description="slowdown = exponential: mean of the extra factor.")
+    slowdown_sigma: Annotated[float, Field(ge=0, le=5, allow_inf_nan=False)] = Field(0.5, description="slowdown = lognormal: sigma of the log factor.")
+    battery_j: Optional[PositiveJoules] = Field(
         None, description="Battery capacity (J; a phone: ~40 kJ). Unset: mains power. Drawn by every charge; "
         "a device that empties mid-round stops (work lost, energy counted).")
-    battery_reserve_j: float = Field(0.0, ge=0, description="Below this level a device is unavailable until it "
+    battery_reserve_j: Joules = Field(0.0, description="Below this level a device is unavailable until it "
                                      "harvests back above it.")
-    harvest_w: float = Field(0.0, ge=0, description="Harvested power (W): constant, or per device (harvest).")
+    harvest_w: Watts = Field(0.0, description="Harvested power (W): constant, or per device (harvest).")
     harvest: Literal["constant", "uniform"] = Field(
         "constant", description="constant: every device harvests harvest_w; uniform: each device's power is "
         "drawn once, uniform in [0, 2 harvest_w].")
-    speed_mps: float = Field(0.0, ge=0, description="Mobility: random-waypoint speed inside the cell (m/s; "
+    speed_mps: Speed = Field(0.0, description="Mobility: random-waypoint speed inside the cell (m/s; "
                              "needs network.cell_radius_m); path loss recomputed from the new distance each round.")
     availability: Literal["always", "markov", "trace"] = Field(
         "always", description="always online; markov: on/off periods, exponential with means mean_on_s / mean_off_s; "
         "trace: online in the intervals of availability_trace. Algorithms sample among the devices online when a "
         "round starts (the server waits until clients_per_round are); a device going offline mid-round is lost.")
-    mean_on_s: PositiveFloat = Field(1800.0, description="availability = markov: mean online period (s).")
-    mean_off_s: PositiveFloat = Field(600.0, description="availability = markov: mean offline period (s).")
+    mean_on_s: PositiveSeconds = Field(1800.0, description="availability = markov: mean online period (s).")
+    mean_off_s: PositiveSeconds = Field(600.0, description="availability = markov: mean offline period (s).")
     availability_trace: Optional[str] = Field(
         None, description="availability = trace: CSV with a header client,start_s,end_s, one online interval per "
         "row (relative to the scenario file).")

@@ -14,6 +14,7 @@ import types
 import typing
 
 from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 import algorithms
@@ -73,13 +74,19 @@ def _default(field) -> str:
 
 
 def _constraints(field) -> str:
+    """The field's bounds, from its own metadata and from an ``Annotated[..., Field(...)]`` type
+    (also inside ``Optional``), each once; "finite" where NaN and inf are rejected."""
+    items = [*field.metadata, *_unwrap(field.annotation)[1]]
+    items = [part for item in items for part in (item.metadata if isinstance(item, FieldInfo) else [item])]
     parts = []
-    for item in [*field.metadata, *_unwrap(field.annotation)[1]]:
+    for item in items:
         for name, symbol in (("gt", ">"), ("ge", "≥"), ("lt", "<"), ("le", "≤")):
             bound = getattr(item, name, None)
             if bound is not None:
-                parts.append(f"{symbol} {bound}")
-    return ", ".join(parts)
+                parts.append(f"{symbol} {bound:g}" if isinstance(bound, float) else f"{symbol} {bound}")
+        if getattr(item, "allow_inf_nan", None) is False:
+            parts.append("finite")
+    return ", ".join(dict.fromkeys(parts))
 
 
 def table(model: type[BaseModel], skip: tuple[str, ...] = ()) -> list[str]:

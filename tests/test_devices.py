@@ -242,7 +242,7 @@ def test_moving_devices_get_the_path_loss_of_their_new_distance(tmp_path):
         "data": {"name": "synthetic", "num_clients": 10, "samples_per_client": 30},
         "algorithm": {"name": "fedavg", "local_steps": 2, "clients_per_round": 10, "batch_size": 8},
         "network": {"cell_radius_m": 500.0, "bandwidth_mhz": 1.0},
-        "devices": {"speed_mps": 200.0, "cycles_per_sample": 1e3},
+        "devices": {"speed_mps": 100.0, "cycles_per_sample": 1e3},
     }))
     result = sim.run(progress=False)
     positions = {(row["round"], row["client"]): row["distance_m"] for row in result.positions}
@@ -290,3 +290,26 @@ def test_failures_and_batteries_with_fdma_block_fading_in_outage():
     }))
     result = sim.run(progress=False)
     assert len(result.metrics) == 3 and {"failed", "ok"} <= {e.status for e in result.events}
+
+
+NEW_KEYS = [("network", "max_spectral_efficiency"), ("network", "coherence_s"), ("network", "access_latency_s"),
+            ("network", "outage_snr_db"), ("network", "max_retransmissions"), ("algorithm", "over_selection"),
+            ("devices", "tail_s"), ("devices", "tail_power_w"), ("devices", "slowdown_mean"),
+            ("devices", "slowdown_sigma"), ("devices", "battery_j"), ("devices", "battery_reserve_j"),
+            ("devices", "harvest_w"), ("devices", "speed_mps"), ("devices", "mean_on_s"), ("devices", "mean_off_s"),
+            ("devices", "p_fail")]
+
+
+@pytest.mark.parametrize("section,key", NEW_KEYS)
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 1e300, -1e300])
+def test_new_keys_reject_nan_inf_and_out_of_range_values_naming_the_field(section, key, value):
+    with pytest.raises(ScenarioError, match=f"{section}.{key}"):
+        scenario_from_dict({section: {key: value}})
+
+
+@pytest.mark.parametrize("end", ["inf", "nan", "1e400"])
+def test_a_trace_interval_must_be_finite(tmp_path, end):
+    trace = tmp_path / "trace.csv"
+    trace.write_text(f"client,start_s,end_s\n0,0,{end}\n")
+    with pytest.raises(ScenarioError, match="line 2: expected 0 <= start_s < end_s, both finite"):
+        load_scenario(_scenario_file(tmp_path, trace))
