@@ -10,8 +10,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-import numpy as np  # noqa: E402
-
 from energy import CATEGORIES  # noqa: E402
 
 CATEGORY_COLORS = {"compute": "#4c72b0", "uplink": "#dd8452", "downlink": "#55a868", "idle": "#8c8c8c"}
@@ -65,7 +63,7 @@ def plot_run(out_dir: Path, metrics: list[dict], clients: list[dict], title: str
     out_dir = Path(out_dir)
     written = []
     if battery:
-        written.append(plot_battery(out_dir / "battery.png", [r for r in battery if np.isfinite(r["level_j"])], title))
+        written.append(plot_battery(out_dir / "battery.png", battery, title))
     if _evaluated(metrics):
         for name, x_key, xlabel in (
             ("accuracy.png", "round", "round"),

@@ -111,11 +111,11 @@ class Simulation:
                 positions.extend({"round": r + 1, "client": c, "x_m": float(x), "y_m": float(y),
                                   "distance_m": float(np.hypot(x, y))} for c, (x, y) in enumerate(where))
             levels = battery_levels()
-            if levels is not None:  # devices with batteries: every level after the round
+            if levels is not None:  # every level after the round, of the devices with a battery
                 classes = self.population.device_class
-                battery.extend({"round": r + 1, "client": c, "device_class": classes[c], "level_j": float(level)}
-                               for c, level in enumerate(levels))
-                finite = levels[np.isfinite(levels)]
+                battery.extend({"round": r + 1, "client": c, "device_class": classes[c], "level_j": float(levels[c])}
+                               for c in np.flatnonzero(np.isfinite(self.population.battery_j)).tolist())
+                finite = levels[np.isfinite(self.population.battery_j)]
                 row.update(battery_min_j=float(finite.min()), battery_mean_j=float(finite.mean()))
             if row.get("acc_worst") is not None or row.get("loss") is not None:
                 last_eval = row

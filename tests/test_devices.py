@@ -313,3 +313,18 @@ def test_a_trace_interval_must_be_finite(tmp_path, end):
     trace.write_text(f"client,start_s,end_s\n0,0,{end}\n")
     with pytest.raises(ScenarioError, match="line 2: expected 0 <= start_s < end_s, both finite"):
         load_scenario(_scenario_file(tmp_path, trace))
+
+
+def test_battery_outputs_hold_only_devices_with_a_battery_and_no_inf(tmp_path):
+    """A class with batteries beside mains-powered devices: battery.csv lists the battery devices only."""
+    from edgefl.runner import write_results
+
+    sim = battery_simulation(rounds=3, classes=[{"name": "phone", "share": 0.5, "battery_j": 3.0}])
+    result = sim.run(progress=False)
+    write_results(result, tmp_path / "out")
+    text = (tmp_path / "out" / "battery.csv").read_text()
+    assert "inf" not in text and "nan" not in text
+    rows = text.splitlines()[1:]
+    assert len(rows) == 3 * 6 and all(",phone," in row for row in rows)
+    metrics = (tmp_path / "out" / "metrics.csv").read_text()
+    assert "inf" not in metrics.lower().replace("info", "")
