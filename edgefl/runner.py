@@ -95,8 +95,6 @@ class Simulation:
                    dynamic_ncols=True, leave=False)
         last_eval = None
         battery: list[dict] = []
-        battery_levels = getattr(self.pricer, "battery_levels", lambda: None)
-        positions_m = getattr(self.pricer, "positions_m", lambda: None)
         positions: list[dict] = []
         stopped = None
         for r in bar:
@@ -106,11 +104,11 @@ class Simulation:
                 stopped = f"stopped before round {r + 1}: {exc}"
                 break
             row = self._metrics_row(r, record, evaluate=(r + 1) % s.run.eval_every == 0 or r + 1 == s.run.rounds)
-            where = positions_m()
+            where = self.pricer.positions_m()
             if where is not None:  # moving devices: where each was during the round
                 positions.extend({"round": r + 1, "client": c, "x_m": float(x), "y_m": float(y),
                                   "distance_m": float(np.hypot(x, y))} for c, (x, y) in enumerate(where))
-            levels = battery_levels()
+            levels = self.pricer.battery_levels()
             if levels is not None:  # every level after the round, of the devices with a battery
                 classes = self.population.device_class
                 battery.extend({"round": r + 1, "client": c, "device_class": classes[c], "level_j": float(levels[c])}

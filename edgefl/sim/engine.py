@@ -37,6 +37,10 @@ class Pricer(Protocol):
 
     def start_round(self, needed: int) -> np.ndarray | None: ...  # devices move, wait; who is online (None: all)
 
+    def battery_levels(self) -> np.ndarray | None: ...  # every device's level (J) now; None: no batteries
+
+    def positions_m(self) -> np.ndarray | None: ...  # every device's (x, y) in m; None: nobody moves
+
 
 @dataclass
 class RoundRecord:

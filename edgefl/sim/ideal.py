@@ -16,5 +16,11 @@ class IdealPricer:
     def start_round(self, needed: int):
         return None  # every device is always available
 
+    def battery_levels(self):
+        return None  # no batteries
+
+    def positions_m(self):
+        return None  # nobody moves
+
     def price_phase(self, phase) -> dict[int, bool]:
         return {client: True for client in phase.chains}
