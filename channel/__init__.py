@@ -20,6 +20,7 @@ from .rate import (
     link_rate_bps,
     rayleigh_outage_probability,
     shannon_rate_bps,
+    snr_for_rate,
     transmission_time_s,
 )
 from .units import db_to_linear, dbm_to_w, linear_to_db, w_to_dbm
@@ -47,6 +48,7 @@ __all__ = [
     "payload_bits",
     "rayleigh_outage_probability",
     "shannon_rate_bps",
+    "snr_for_rate",
     "snr_from_link",
     "transmission_time_s",
     "w_to_dbm",

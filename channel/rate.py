@@ -47,6 +47,31 @@ def link_rate_bps(bandwidth_hz, snr_linear, rate="shannon", efficiency=1.0, snr_
     raise ValueError(f"unknown rate adaptation {rate!r}; expected one of {RATE_MODES}")
 
 
+def snr_for_rate(rate_bps, bandwidth_hz, rate="shannon", efficiency=1.0, snr_gap_db=0.0,
+                 max_spectral_efficiency=None, mcs_snr_db=CQI_SNR_DB, mcs_efficiency=CQI_EFFICIENCY):
+    """The least linear SNR at which :func:`link_rate_bps` gives at least ``rate_bps`` [bit/s] over
+    ``bandwidth_hz`` [Hz]: its inverse. shannon: SNR = Γ · (2^(R / (η·B)) − 1), inf above the cap
+    R > B·cap; mcs: the threshold of the lowest table entry with B·se >= R, inf above the top entry.
+    0 where R <= 0; inf where B = 0 and R > 0."""
+    rate_bps = np.asarray(rate_bps, dtype=np.float64)
+    bandwidth_hz = np.asarray(bandwidth_hz, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        needed = np.where(bandwidth_hz > 0, rate_bps / bandwidth_hz, np.inf)  # bit/s/Hz
+        if rate == "shannon":
+            gap = np.asarray(db_to_linear(snr_gap_db))
+            snr = gap * np.expm1(needed / efficiency * np.log(2.0))
+            if max_spectral_efficiency is not None:
+                snr = np.where(needed > max_spectral_efficiency, np.inf, snr)
+        elif rate == "mcs":
+            thresholds = np.asarray(db_to_linear(np.asarray(mcs_snr_db, dtype=np.float64)))
+            table = np.asarray(mcs_efficiency, dtype=np.float64)
+            index = np.searchsorted(table, needed, side="left")  # the lowest entry with se >= needed
+            snr = np.where(index < len(table), thresholds[np.minimum(index, len(table) - 1)], np.inf)
+        else:
+            raise ValueError(f"unknown rate adaptation {rate!r}; expected one of {RATE_MODES}")
+    return out(np.where(rate_bps <= 0, 0.0, snr))
+
+
 def transmission_time_s(bits, rate_bps):
     """Time in s to send ``bits`` at ``rate_bps`` [bit/s]: t = bits / R.
 

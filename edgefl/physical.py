@@ -69,6 +69,8 @@ class Population:
     harvest_w: np.ndarray | None = None  # ... and the power it harvests (W)
     speed_mps: np.ndarray | None = None  # random-waypoint speed (0: static)
     cell: tuple[float, float, float, float, float] | None = None  # (d_min, R, intercept dB, slope dB, BS W)
+    cpu_hz_min: np.ndarray | None = None  # a controller's lower bounds (Hz, W); the upper: cpu_hz, tx_power_w
+    tx_power_w_min: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.cpu_hz)
@@ -80,6 +82,10 @@ class Population:
             self.harvest_w = np.zeros(n)
         if self.speed_mps is None:
             self.speed_mps = np.zeros(n)
+        if self.cpu_hz_min is None:
+            self.cpu_hz_min = self.cpu_hz.copy()
+        if self.tx_power_w_min is None:
+            self.tx_power_w_min = self.tx_power_w.copy()
 
     @property
     def num_clients(self) -> int:
@@ -89,7 +95,7 @@ class Population:
 DEVICE_FIELDS = (
     "cpu_ghz", "kappa", "static_power_w", "tx_power_dbm", "circuit_power_w",
     "rx_power_w", "idle_power_w", "tail_s", "tail_power_w", "battery_j", "battery_reserve_j", "harvest_w", "speed_mps",
-    "cycles_per_flop", "cycles_per_sample",
+    "cycles_per_flop", "cycles_per_sample", "cpu_ghz_min", "tx_power_dbm_min",
 )
 
 
@@ -156,6 +162,10 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
         c / 3.0 if c is not None else eval_flops_per_sample * cpf for c, cpf in zip(explicit, cycles_per_flop)
     ])
     tx_power_w = dbm_to_w(column("tx_power_dbm"))
+    # A controller's lower bounds (docs/control.md): unset, a tenth of the frequency and 30 dB below the power.
+    cpu_ghz_min = np.array([p["cpu_ghz"] / 10 if p["cpu_ghz_min"] is None else p["cpu_ghz_min"] for p in profiles])
+    tx_dbm_min = np.array([p["tx_power_dbm"] - 30 if p["tx_power_dbm_min"] is None else p["tx_power_dbm_min"]
+                           for p in profiles])
     rng_harvest = np.random.default_rng(np.random.SeedSequence([seed, 0x4A27]))  # its own stream
 
     distance = None
@@ -185,6 +195,8 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
             ]
     return Population(
         cpu_hz=column("cpu_ghz") * 1e9,
+        cpu_hz_min=np.minimum(cpu_ghz_min, column("cpu_ghz")) * 1e9,
+        tx_power_w_min=dbm_to_w(np.minimum(tx_dbm_min, column("tx_power_dbm"))),
         kappa=column("kappa"),
         static_power_w=column("static_power_w"),
         tx_power_w=tx_power_w,

@@ -17,6 +17,8 @@ from tqdm import tqdm
 
 import algorithms
 from algorithms.base import Context
+from edgefl.control import ControlContext, DeviceLimits
+from edgefl.control.observe import Observer
 from edgefl.executor import Executor
 from edgefl.estimation import estimation_metrics
 from edgefl.metrics import evaluate_global
@@ -75,7 +77,9 @@ class Simulation:
             self.pricer = IdealPricer(s.data.num_clients)
         a = s.algorithm
         self.executor = Executor(self.model, self.data, a.batch_size, seed, s.run.executor)
-        self.engine = Engine(self.executor, self.pricer, self.network.header_bits, record_trace)
+        self.controller, observer = self._controller(s, seed)
+        self.engine = Engine(self.executor, self.pricer, self.network.header_bits, record_trace,
+                             controller=self.controller, observer=observer)
         self.context = Context(
             num_clients=s.data.num_clients, dim=self.model.dim, init_params=self.model.init_params(),
             train_sizes=np.asarray(self.data.train_sizes), local_steps=a.local_steps,
@@ -120,6 +124,8 @@ class Simulation:
                 worst = row.get("acc_worst")  # None for regression models
                 bar.set_postfix(acc_worst=f"{float('nan') if worst is None else worst:.3f}", energy_j=f"{row['energy_j']:.3g}")
             rows.append(row)
+            if self.controller is not None:
+                self.engine.observer.history.append(row)
             if on_round is not None:
                 on_round(row)
         bar.close()
@@ -129,7 +135,30 @@ class Simulation:
         summary = self._summary(rows, last_eval, wall_s)
         if stopped:
             summary["stopped"] = stopped
+        if self.controller is not None:
+            summary["control_state"] = self.controller.summary()
         return RunResult(s, rows, clients, self.pricer.events, summary, self.engine.trace, battery, positions)
+
+    def _controller(self, s: Scenario, seed: int):
+        """The scenario's controller and its observer (None, None for the static controller: the
+        scenario's knobs, nothing observed)."""
+        if s.control.name == "static":
+            return None, None
+        pop, a = self.population, s.algorithm
+        limits = DeviceLimits(
+            cpu_hz_min=pop.cpu_hz_min.copy(), cpu_hz_max=pop.cpu_hz.copy(), tx_power_w_min=pop.tx_power_w_min.copy(),
+            tx_power_w_max=pop.tx_power_w.copy(), kappa=pop.kappa, static_power_w=pop.static_power_w,
+            circuit_power_w=pop.circuit_power_w, rx_power_w=pop.rx_power_w, idle_power_w=pop.idle_power_w,
+            tail_s=pop.tail_s, tail_power_w=pop.tail_power_w,
+            train_cycles_per_sample=pop.train_cycles_per_sample, eval_cycles_per_sample=pop.eval_cycles_per_sample)
+        ctx = ControlContext(
+            num_clients=s.data.num_clients, clients_per_round=a.clients_per_round, local_steps=a.local_steps,
+            batch_size=a.batch_size, model_bits=float(self.model.dim * s.network.bits_per_param),
+            network=self.network, devices=limits, rng=np.random.default_rng(np.random.SeedSequence([seed, 0xC011])))
+        controller = s.control.controller_class()(ctx, s.control.params())
+        observer = Observer(ctx, self.pricer, self.network.header_bits, s.control.channel_error_db,
+                            np.random.default_rng(np.random.SeedSequence([seed, 0xE57])))
+        return controller, observer
 
     # -- rows ---------------------------------------------------------------------------
     def _metrics_row(self, r: int, record, evaluate: bool) -> dict:
@@ -149,6 +178,8 @@ class Simulation:
         # estimation errors / priority-client metrics where the data set has a truth or roles
         row.update(estimation_metrics(self.model, self.data, self.algorithm.model if evaluate else None))
         row.update({k: float(v) for k, v in self.algorithm.metrics().items()})
+        if self.controller is not None:
+            row.update(self.controller.metrics())
         return row
 
     def _client_rows(self, final: dict) -> list[dict]:
@@ -182,6 +213,7 @@ class Simulation:
             "seed": s.run.seed,
             "engine": s.run.engine,
             "executor": s.run.executor,
+            "control": s.control.name,
             "num_clients": s.data.num_clients,
             "model": s.model.name,
             "model_parameters": self.model.dim,

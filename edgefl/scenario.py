@@ -37,6 +37,7 @@ import algorithms
 from channel import check_mcs_table
 from edgefl.physical import read_availability_trace
 from edgefl.data import DEFAULT_DATASET, DataParams
+from edgefl import control
 from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.data.registry import unknown_name_message
 
@@ -220,6 +221,8 @@ class DeviceClass(Strict):
     harvest_w: Optional[Watts] = None
     cycles_per_flop: Optional[PositiveFloat] = None
     cycles_per_sample: Optional[PositiveFloat] = None
+    cpu_ghz_min: Optional[Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)]] = None
+    tx_power_dbm_min: Optional[Annotated[float, Field(ge=-60, le=60, allow_inf_nan=False)]] = None
 
 
 class DevicesSection(Strict):
@@ -262,6 +265,12 @@ class DevicesSection(Strict):
                           "(at a uniform time within its work in the phase); its work of that round is lost.")
     cycles_per_flop: PositiveFloat = Field(1.0, description="CPU cycles per measured FLOP.")
     cycles_per_sample: Optional[PositiveFloat] = Field(None, description="Override the measured FLOPs (training).")
+    cpu_ghz_min: Optional[Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)]] = Field(
+        None, description="Lowest CPU frequency a controller may set ([control]); cpu_ghz is the highest. "
+        "Unset: cpu_ghz / 10.")
+    tx_power_dbm_min: Optional[Annotated[float, Field(ge=-60, le=60, allow_inf_nan=False)]] = Field(
+        None, description="Lowest transmit power a controller may set; tx_power_dbm is the highest. "
+        "Unset: tx_power_dbm - 30 dB.")
     classes: list[DeviceClass] = Field(default_factory=list, description="[[devices.classes]] tables.")
 
     @model_validator(mode="after")
@@ -275,6 +284,16 @@ class DevicesSection(Strict):
             if capacity is not None and reserve >= capacity:
                 raise ValueError(f"device class {cls.name!r}: battery_reserve_j = {reserve:g} must be below "
                                  f"battery_j = {capacity:g}")
+        for where, cls in [("devices", None)] + [(f"device class {c.name!r}", c) for c in self.classes]:
+            def value(key):
+                own = None if cls is None else getattr(cls, key)
+                return own if own is not None else getattr(self, key)
+            if value("cpu_ghz_min") is not None and value("cpu_ghz_min") > value("cpu_ghz"):
+                raise ValueError(f"{where}: cpu_ghz_min = {value('cpu_ghz_min'):g} must be <= cpu_ghz = "
+                                 f"{value('cpu_ghz'):g} (the highest frequency)")
+            if value("tx_power_dbm_min") is not None and value("tx_power_dbm_min") > value("tx_power_dbm"):
+                raise ValueError(f"{where}: tx_power_dbm_min = {value('tx_power_dbm_min'):g} must be <= tx_power_dbm "
+                                 f"= {value('tx_power_dbm'):g} (the highest power)")
         if self.battery_j is not None and self.battery_reserve_j >= self.battery_j:
             raise ValueError(f"devices.battery_reserve_j = {self.battery_reserve_j:g} must be below devices.battery_j "
                              f"= {self.battery_j:g}")
@@ -334,6 +353,31 @@ class SweepSection(Strict):
         return grid
 
 
+class ControlSection(BaseModel):
+    """Common keys; the controller's own keys are checked against its Params (edgefl/control)."""
+
+    model_config = ConfigDict(extra="allow", validate_default=True)
+    name: str = Field("static", description="Controller of per-device knobs, set each round (docs/control.md): "
+                      "static (the scenario's values), deadline_fit, min_energy, adaptive_tau, or a user's "
+                      "\"package.module:Class\".")
+    channel_error_db: Annotated[float, Field(ge=0, le=20, allow_inf_nan=False)] = Field(
+        0.0, description="Std (dB) of the log-normal error of the mean channel the controller sees (drawn per "
+        "device and round).")
+
+    @field_validator("name")
+    @classmethod
+    def _known_controller(cls, name):
+        control.get(name)  # ValueError with the known names
+        return name
+
+    def controller_class(self):
+        return control.get(self.name)
+
+    def params(self):
+        """The controller's own keys, validated by its Params model."""
+        return self.controller_class().Params(**(self.model_extra or {}))
+
+
 class Scenario(Strict):
     run: RunSection = Field(default_factory=RunSection)
     data: DataSection = Field(default_factory=DATA_REGISTRY[DEFAULT_DATASET])
@@ -341,6 +385,7 @@ class Scenario(Strict):
     algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection)
     network: NetworkSection = Field(default_factory=NetworkSection)
     devices: DevicesSection = Field(default_factory=DevicesSection)
+    control: ControlSection = Field(default_factory=ControlSection)
     sweep: "SweepSection" = Field(default_factory=lambda: SweepSection(), description="Grids for `edgefl sweep`.")
 
     @model_validator(mode="after")
@@ -353,6 +398,11 @@ class Scenario(Strict):
                 f"algorithm.clients_per_round = {self.algorithm.clients_per_round} exceeds "
                 f"data.num_clients = {self.data.num_clients}"
             )
+        if self.control.name != "static":
+            if self.run.engine != "simpy":
+                raise ValueError(f"control.name = {self.control.name!r} needs run.engine = \"simpy\" (it sets knobs "
+                                 "the ideal engine does not charge)")
+            self.control.controller_class().check_scenario(self)
         if self.devices.availability_trace is not None:
             read_availability_trace(self.devices.availability_trace, self.data.num_clients)  # errors name the line
         return self
@@ -373,7 +423,7 @@ def _drop_none(value):
 # -- loading ---------------------------------------------------------------------------
 SECTION_MODELS = {  # data: the keys every data set has; each data set's own are in its class
     "run": RunSection, "data": DataParams, "model": ModelSection, "algorithm": AlgorithmSection,
-    "network": NetworkSection, "devices": DevicesSection,
+    "network": NetworkSection, "devices": DevicesSection, "control": ControlSection,
 }
 
 
@@ -488,6 +538,10 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
         scenario.algorithm.hyperparams()  # the algorithm's own keys
     except ValidationError as exc:
         raise ScenarioError(format_validation_error(exc, source, ("algorithm",), name)) from None
+    try:
+        scenario.control.params()  # the controller's own keys
+    except ValidationError as exc:
+        raise ScenarioError(format_validation_error(exc, source, ("control",))) from None
     return scenario
 
 

@@ -18,6 +18,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 import algorithms
+from edgefl import control
 from edgefl.data import DATASET_NAMES as DATA_NAMES
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl.data.registry import FAMILIES, family_names
@@ -116,7 +117,7 @@ def render() -> str:
     out = [INTRO]
     for section, model in SECTION_MODELS.items():
         out.append(f"## [{section}]\n")
-        if model.__doc__ and model.__doc__.strip() and section == "algorithm":
+        if model.__doc__ and model.__doc__.strip() and section in ("algorithm", "control"):
             out.append(model.__doc__.strip() + "\n")
         rows = table(model, skip=("classes",))
         if section == "data":  # name: the registry's names (each family narrows it to its own)
@@ -147,6 +148,16 @@ def render() -> str:
     out.append("Besides the common keys of `[algorithm]`, each algorithm accepts its own keys:\n")
     for name in algorithms.names():
         params = algorithms.get(name).Params
+        out.append(f"### `{name}`\n")
+        if params.model_fields:
+            out.extend(table(params))
+        else:
+            out.append("No keys of its own.")
+        out.append("")
+    out.append("## Controller-specific keys\n")
+    out.append("Besides the common keys of `[control]`, each controller accepts its own keys (docs/control.md):\n")
+    for name in control.names():
+        params = control.get(name).Params
         out.append(f"### `{name}`\n")
         if params.model_fields:
             out.extend(table(params))

@@ -14,10 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import dataclasses
+
 import numpy as np
+import torch
 
 from algorithms.base import Algorithm
 from algorithms.ops import Broadcast, Evaluate, Query, Train, Upload
+from edgefl.control.observe import phase_work
 from edgefl.executor import Executor
 from edgefl.sim.activities import Activity, Event, PhaseRecord
 from energy import EnergyLedger
@@ -41,6 +45,8 @@ class Pricer(Protocol):
 
     def positions_m(self) -> np.ndarray | None: ...  # every device's (x, y) in m; None: nobody moves
 
+    def allocate(self, allocation) -> None: ...  # a controller's knobs for the next phase (None: nominal)
+
 
 @dataclass
 class RoundRecord:
@@ -52,8 +58,13 @@ class RoundRecord:
 
 
 class Engine:
-    def __init__(self, executor: Executor, pricer: Pricer, header_bits: float = 0.0, record_trace: bool = False):
+    def __init__(self, executor: Executor, pricer: Pricer, header_bits: float = 0.0, record_trace: bool = False,
+                 controller=None, observer=None):
         self.executor = executor
+        # A controller (edgefl.control) sets the round's plan (τ, τ_i, participants) and each phase's
+        # resources (CPU, power, band shares); the observer builds what it sees. None: the scenario's knobs.
+        self.controller, self.observer = controller, observer
+        self._plan = None
         self.pricer = pricer
         self.header_bits = float(header_bits)
         self.record_trace = record_trace
@@ -68,6 +79,8 @@ class Engine:
         # the algorithm samples among them (Context.online).
         self._ctx = algorithm.ctx
         algorithm.ctx.online = self.pricer.start_round(algorithm.ctx.clients_per_round)
+        if self.controller is not None:
+            self._plan_round(algorithm.ctx, r)
         self._record = RoundRecord(round=r, end_s=self.pricer.now)
         self._phase = PhaseRecord(round=r, phase=0)
         rounds = algorithm.round(r)
@@ -89,6 +102,8 @@ class Engine:
                 self._add(client, Activity("download", "broadcast", bits=bits + self.header_bits))
             return None
         if isinstance(op, Train):
+            if self._plan is not None and self._plan.steps is not None:
+                op = self._with_step_budget(op, self._plan.steps)
             result = self.executor.train(op)
             batch = op.batch_size or self.executor.batch_size
             self.selected_count[op.clients] += 1
@@ -135,7 +150,57 @@ class Engine:
             return {}
         if self.record_trace:
             self.trace.append(phase)
+        if self.controller is not None:
+            self._allocate(phase)
         return self.pricer.price_phase(phase)
+
+    # -- a controller's knobs ------------------------------------------------------------
+    def _plan_round(self, ctx, r: int) -> None:
+        """The controller's plan for round r: τ for everyone, step budgets τ_i, who may be sampled."""
+        plan = self._plan = self.controller.plan(self.observer.observe(r, ctx.online))
+        n = ctx.num_clients
+        if plan.local_steps is not None:
+            if int(plan.local_steps) < 1:
+                raise ValueError(f"controller {type(self.controller).__name__}: local_steps = {plan.local_steps} < 1")
+            ctx.local_steps = int(plan.local_steps)
+        if plan.steps is not None:
+            plan.steps = _check_array(self.controller, "steps", plan.steps, n, 0, np.inf)
+        if plan.participants is not None:
+            allowed = np.asarray(plan.participants, dtype=bool).reshape(-1)
+            if allowed.shape != (n,):
+                raise ValueError(f"controller {type(self.controller).__name__}: participants must be a bool array [{n}]")
+            ctx.online = allowed if ctx.online is None else ctx.online & allowed
+
+    @staticmethod
+    def _with_step_budget(op: Train, steps: np.ndarray) -> Train:
+        """The Train op with each client's steps past its budget τ_i masked (no compute, no update)."""
+        budget = torch.as_tensor(np.asarray(steps)[op.clients], dtype=torch.float64)
+        mask = torch.arange(op.steps, dtype=torch.float64)[None, :] < budget[:, None]
+        if op.step_mask is not None:
+            mask = mask & op.step_mask.to(torch.bool)
+        return dataclasses.replace(op, step_mask=mask)
+
+    def _allocate(self, phase: PhaseRecord) -> None:
+        """The controller's resources for this phase's clients, checked against the devices' bounds."""
+        controller, limits = self.controller, self.controller.ctx.devices
+        work = phase_work(controller.ctx, phase, self.executor.batch_size)
+        self.observer.remember(work)
+        allocation = controller.allocate(self.observer.observe(phase.round, self._ctx.online), work)
+        if allocation is not None:
+            n = controller.ctx.num_clients
+            if allocation.cpu_hz is not None:
+                allocation.cpu_hz = _check_array(controller, "cpu_hz", allocation.cpu_hz, n, limits.cpu_hz_min,
+                                                 limits.cpu_hz_max)
+            if allocation.tx_power_w is not None:
+                allocation.tx_power_w = _check_array(controller, "tx_power_w", allocation.tx_power_w, n,
+                                                     limits.tx_power_w_min, limits.tx_power_w_max)
+            if allocation.band_share is not None:
+                share = allocation.band_share = _check_array(controller, "band_share", allocation.band_share, n, 0, 1)
+                uploading = work.clients[work.upload_bits[work.clients] > 0]
+                if share.sum() > 1 + 1e-9 or (share[uploading] <= 0).any():
+                    raise ValueError(f"controller {type(controller).__name__}: band shares must sum to <= 1 and be "
+                                     f"> 0 for every client uploading in the phase (sum {share.sum():.6g})")
+        self.pricer.allocate(allocation)
 
 
 def reprice(trace: list[PhaseRecord], pricer: Pricer) -> list[float]:
@@ -171,3 +236,16 @@ def reprice_rounds(trace: list[PhaseRecord], pricer: Pricer) -> list[RoundCost]:
         if k + 1 == len(trace) or trace[k + 1].round != phase.round:  # the round's last phase
             costs[phase.round] = RoundCost(phase.round, pricer.now, pricer.ledger.by_category())
     return [costs[r] for r in sorted(costs)]
+
+
+def _check_array(controller, name: str, values, n: int, low, high) -> np.ndarray:
+    """A controller's knob as a float array [n] within [low, high] (a relative tolerance of 1e-9)."""
+    arr = np.asarray(values, dtype=np.float64).reshape(-1)
+    who = type(controller).__name__
+    if arr.shape != (n,) or not np.isfinite(arr).all():
+        raise ValueError(f"controller {who}: {name} must be {n} finite numbers")
+    low, high = np.broadcast_to(low, (n,)), np.broadcast_to(high, (n,))
+    if (arr < low * (1 - 1e-9)).any() or (arr > high * (1 + 1e-9)).any():
+        bad = int(np.flatnonzero((arr < low * (1 - 1e-9)) | (arr > high * (1 + 1e-9)))[0])
+        raise ValueError(f"controller {who}: {name}[{bad}] = {arr[bad]:.6g} is outside [{low[bad]:.6g}, {high[bad]:.6g}]")
+    return np.clip(arr, low, high)

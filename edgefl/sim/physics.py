@@ -66,6 +66,7 @@ class MeanSnr:
         self._by_bandwidth: dict[float, np.ndarray] = {}
         self._shares: dict[tuple[float, int], tuple[np.ndarray, np.ndarray]] = {}
         configured = np.array([lk.mode == "snr" for lk in links], dtype=bool)
+        self.scales_with_band = ~configured  # a link budget: noise N0·B, so the SNR falls as 1/B
         self._snr_idx = np.flatnonzero(configured)
         self._budget_idx = np.flatnonzero(~configured)
         self._snr_db = np.array([links[i].snr_db for i in self._snr_idx], dtype=np.float64)
@@ -137,6 +138,25 @@ class PhasePhysics:
         # Without fading, a client's rate over a band is the same in every phase: computed once for
         # all clients (per bandwidth, or per number of FDMA sharers) and looked up (_rates_without_fading).
         self._rates_at_mean: dict = {}
+        self.band_share: np.ndarray | None = None  # FDMA: a controller's fixed share of the band per client
+
+    def resources_changed(self, band_share: np.ndarray | None = None) -> None:
+        """A controller changed the knobs (CPU frequencies, transmit powers, FDMA band shares) for the
+        next phase: forget what depended on them."""
+        self.band_share = None if band_share is None else np.asarray(band_share, dtype=np.float64)
+        self._compute_cache.clear()
+        self.links_changed()
+
+    def mean_channel(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every client's mean uplink SNR per W of transmit power over the whole uplink band, whether
+        it scales as 1/band (a link budget), and its mean download rate (bit/s) over the downlink band
+        (no fading: what a base station knows)."""
+        net, pop = self.net, self.pop
+        snr = self._up(net.bandwidth_hz)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_w = np.where(pop.tx_power_w > 0, snr / pop.tx_power_w, 0.0)
+        down = self._rates_without_fading("down", net.downlink_bandwidth_hz, net.downlink_bandwidth_hz)[0]
+        return per_w, self._up.scales_with_band.copy(), np.array(down, dtype=np.float64)
 
     def links_changed(self) -> None:
         """The population's links moved (mobility): forget every cached SNR and rate."""
@@ -173,10 +193,10 @@ class PhasePhysics:
             self._plan_compute(phase.round, compute)
         if down:
             self._plan_downloads(down, gains)
-        if up and not fdma:
+        if up and (not fdma or self.band_share is not None):  # a band of its own (or its allocated share)
             self._plan_timed(up, "up", net.bandwidth_hz, net.bandwidth_hz, gains,
-                             fixed_rate=net.outage_snr_db is not None)
-        if up and fdma:
+                             fixed_rate=net.outage_snr_db is not None, share=self.band_share if fdma else None)
+        if up and fdma and self.band_share is None:
             self._plan_shared(up, gains)
         return plans
 
@@ -197,7 +217,8 @@ class PhasePhysics:
             self._plan_timed(down, "down", band_hz, band_hz, gains, fixed_rate=False)
 
     def _plan_timed(self, messages: list, link: str, bandwidth_hz: float, snr_bandwidth_hz: float,
-                    gains: np.ndarray, fixed_rate: bool, groups: np.ndarray | None = None) -> None:
+                    gains: np.ndarray, fixed_rate: bool, groups: np.ndarray | None = None,
+                    share: np.ndarray | None = None) -> None:
         """Airtime, attempts and loss of messages sent over a band of their own (downloads, dedicated
         and TDMA uploads). Adaptive rate (fixed_rate False): each attempt at the rate of its draw; an
         attempt in outage (rate 0, mcs only) fails after the airtime at the mean SNR's rate. With
@@ -206,9 +227,10 @@ class PhasePhysics:
         the mean SNR, failing when its instantaneous SNR is below the threshold (Chen et al. 2021).
         ``groups`` (multicast): messages of one group are one transmission, every attempt at the
         lowest rate among its receivers. ``link``: "up" or "down"; the mean SNR is taken over
-        ``snr_bandwidth_hz``, the rate over ``bandwidth_hz``."""
+        ``snr_bandwidth_hz``, the rate over ``bandwidth_hz``. ``share`` [N] (FDMA with a controller's
+        allocation): each message over share·bandwidth_hz, its SNR over that share."""
         net = self.net
-        if net.fading == "none" and not fixed_rate and groups is None:
+        if net.fading == "none" and not fixed_rate and groups is None and share is None:
             _, rate_of_client = self._rates_without_fading(link, bandwidth_hz, snr_bandwidth_hz)
             if rate_of_client is not None:  # no gain, no outage: every message at its client's rate
                 for c, step, _ in messages:
@@ -219,23 +241,29 @@ class PhasePhysics:
         g = gains[[k for _, _, k in messages]]  # [M, attempts]
         attempts = g.shape[1]
         mean = (self._up if link == "up" else self._down)(snr_bandwidth_hz)[clients]
+        band = bandwidth_hz  # Hz: one number, or one per message [M]
+        if share is not None:
+            band = bandwidth_hz * share[clients]
+            with np.errstate(divide="ignore"):
+                mean = np.where(self._up.scales_with_band[clients], mean * (snr_bandwidth_hz / band), mean)
+            bandwidth_hz = band[:, None]  # against [M, attempts]
         if fixed_rate:
-            nominal = self._nominal_rate(bandwidth_hz, mean)
+            nominal = self._nominal_rate(band, mean)
             fails = mean[:, None] * g < db_to_linear(net.outage_snr_db)
             per_attempt = np.broadcast_to((bits / nominal)[:, None], g.shape)
         elif net.coherence_s is not None and net.fading != "none":
-            airtime = self._block_fading_airtime(bits, mean, bandwidth_hz, g[:, 0])
+            airtime = self._block_fading_airtime(bits, mean, band, g[:, 0])
             for (_, step, _), seconds in zip(messages, airtime.tolist()):
                 step.duration_s = seconds
             return
         else:
-            if net.fading == "none":  # every gain is 1: the rate only depends on the client ([M, 1])
+            if net.fading == "none" and share is None:  # every gain is 1: the rate only depends on the client
                 rate = self._rates_without_fading(link, bandwidth_hz, snr_bandwidth_hz)[0][clients][:, None]
             else:
                 rate = self._rate(bandwidth_hz, faded(mean[:, None], g))
             nominal = None
             if groups is not None:  # the weakest receiver of each group sets its rate
-                nominal = self._nominal_rate(bandwidth_hz, mean)
+                nominal = self._nominal_rate(band, mean)
                 for group in np.unique(groups):
                     rows = groups == group
                     rate[rows] = rate[rows].min(axis=0)
@@ -244,7 +272,7 @@ class PhasePhysics:
             with np.errstate(divide="ignore"):
                 per_attempt = bits[:, None] / rate
             if fails.any():
-                nominal = self._nominal_rate(bandwidth_hz, mean) if nominal is None else nominal
+                nominal = self._nominal_rate(band, mean) if nominal is None else nominal
                 per_attempt = np.where(fails, (bits / nominal)[:, None], per_attempt)
         if not fails.any():  # the usual case: every message gets through at its first attempt
             for (_, step, _), seconds in zip(messages, per_attempt[:, 0].tolist()):
@@ -272,7 +300,8 @@ class PhasePhysics:
         for _ in range(1_000_000):
             if not len(active):
                 return airtime
-            rate = self._rate(bandwidth_hz, faded(mean[active], gain))
+            band = bandwidth_hz if np.ndim(bandwidth_hz) == 0 else bandwidth_hz[active]
+            rate = self._rate(band, faded(mean[active], gain))
             capacity = rate * block_s
             last = capacity >= remaining[active]
             done = active[last]

@@ -17,6 +17,8 @@ themselves only wait on timeouts and shared resources.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import simpy
 
@@ -107,6 +109,10 @@ class SimPyPricer:
         self._idle_power_w = population.idle_power_w.tolist()
         self._tail_s, self._tail_power_w = population.tail_s.tolist(), population.tail_power_w.tolist()
         self._cpu_hz = population.cpu_hz.tolist()
+        # A controller's knobs (allocate): the scenario's values are the nominal ones.
+        self._nominal_cpu_hz, self._nominal_tx_power_w = population.cpu_hz.copy(), population.tx_power_w.copy()
+        self._nominal_snr_db = [lk.snr_db for lk in population.uplink]  # configured-SNR links: at nominal power
+        self._allocated = False
 
     @property
     def now(self) -> float:
@@ -133,6 +139,34 @@ class SimPyPricer:
         pop.uplink, pop.downlink = self.mobility.links(pop.uplink, pop.downlink, intercept_db, slope_db, bs_w)
         pop.distance_m = self.mobility.distance_m
         self.physics.links_changed()
+
+    def allocate(self, allocation) -> None:
+        """A controller's knobs for the next phase (an :class:`edgefl.control.Allocation`; None: the
+        scenario's values): CPU frequencies, transmit powers (the uplink SNR scales with p / p_nominal)
+        and FDMA band shares. Phases simulated before are booked first, at the knobs they ran with."""
+        if allocation is None and not self._allocated:
+            return
+        self._book()
+        pop = self.pop
+        cpu = getattr(allocation, "cpu_hz", None)
+        power = getattr(allocation, "tx_power_w", None)
+        pop.cpu_hz = np.array(self._nominal_cpu_hz if cpu is None else cpu, dtype=np.float64)
+        power = np.array(self._nominal_tx_power_w if power is None else power, dtype=np.float64)
+        if not np.array_equal(power, pop.tx_power_w):
+            pop.uplink = [replace(lk, tx_power_w=float(p)) if lk.mode == "budget" else
+                          replace(lk, snr_db=float(snr_db + 10 * np.log10(p / p0)))
+                          for lk, p, p0, snr_db in zip(pop.uplink, power, self._nominal_tx_power_w,
+                                                       self._nominal_snr_db)]
+            pop.tx_power_w = power
+        self.physics.resources_changed(getattr(allocation, "band_share", None))
+        self._cpu_hz = pop.cpu_hz.tolist()
+        self._allocated = allocation is not None
+
+    def channel_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """What a base station knows of the links now (no fading): every device's mean uplink SNR per W
+        of transmit power over the whole uplink band, whether its noise scales with the band (a link
+        budget), and its mean download rate (bit/s) over the downlink band."""
+        return self.physics.mean_channel()
 
     def positions_m(self) -> np.ndarray | None:
         """Every device's position (x, y) in m, the base station at the origin; None if static."""
@@ -420,6 +454,9 @@ class SimPyPricer:
         """FDMA: share the band with the uploads in progress. With retransmissions (or attempts that
         can fail), each attempt is a flow; whether it fails is decided on the share it holds when it
         starts."""
+        if step.rates_bps is None:  # a band share of its own (a controller's allocation): timed
+            yield self.env.timeout(step.duration_s)
+            return step.lost
         if step.fdma_attempts is None:  # one attempt that gets through
             yield from self._flow(client, step.bits, step.rates_bps, step.block_rates)
             return False

@@ -105,8 +105,11 @@ def parse_grid(text: str, option: str = "--grid") -> tuple[str, list]:
 
 def pricing_mode(scenario: Scenario) -> str:
     """REPRICED when a recorded trace re-priced for this point equals its co-simulation
-    (the SimPy engine, and a channel that cannot change who participates)."""
+    (the SimPy engine, the static controller, and a channel that cannot change who participates).
+    A controller plans from the channel each round: its points are co-simulated."""
     devices = scenario.devices
+    if scenario.control.name != "static":
+        return COSIMULATED
     if scenario.run.engine != "simpy" or can_change_participation(network_params(scenario.network),
                                                                   devices.availability, devices.p_fail,
                                                                   scenario.algorithm.over_selection):
