@@ -203,3 +203,53 @@ def test_cli_optimal_tau_user_errors_exit_2_without_traceback(tmp_path, capsys):
         assert code == 2, (args, err)
         assert err.startswith("edgefl: error:") and "Traceback" not in err
     assert not (sweep / "optimal_tau.csv").exists()
+
+
+# -- the set of τ not significantly worse than τ* ---------------------------------------------------------
+def energies_rows(energy: dict[tuple[int, int], float]) -> list[dict]:
+    """One channel point; every (τ, seed) reaches the target at round 1 with the given energy."""
+    return [{"network.snr_db": 0, "network.bandwidth_mhz": 1, "algorithm.local_steps": tau, "seed": seed,
+             "round": 1, "acc_worst": 1.0, "energy_j": e, "compute_energy_j": e / 2, "uplink_energy_j": e / 2,
+             "downlink_energy_j": 0.0, "idle_energy_j": 0.0} for (tau, seed), e in energy.items()]
+
+
+def test_tau_set_holds_tau_star_and_the_taus_the_seeds_cannot_tell_apart():
+    import numpy as np
+
+    seed_effect = np.random.default_rng(0).uniform(0.5, 2.0, 10)  # the seeds differ a lot; pairing removes it
+    wobble = [0.1, -0.1] * 5  # ln-ratio of each seed: mean 0, not significant
+    energy = {}
+    for seed in range(10):
+        energy[(5, seed)] = seed_effect[seed]  # τ*
+        energy[(10, seed)] = seed_effect[seed] * math.exp(0.002 + wobble[seed])  # as good, within the noise
+        energy[(15, seed)] = seed_effect[seed] * 1.5 * math.exp(wobble[seed] / 10)  # worse on every seed
+    (channel,) = optimal_tau(energies_rows(energy), GRID, Target("acc_worst", 0.5), window=1).per_channel
+    assert channel.tau_star == 5 and channel.tau_set == [5, 10]
+    mean, half, p = channel.paired[15]
+    assert mean == pytest.approx(math.log(1.5)) and mean - half > 0 and p < 1e-6
+    mean, half, p = channel.paired[10]
+    assert mean == pytest.approx(0.002) and mean - half < 0 < mean + half and p > 0.5
+    # unpaired, the seed effect (0.5-2x) hides even the 50 % difference
+    by_tau = {s.tau: s for s in channel.candidates}
+    assert by_tau[15].energy_mean - by_tau[15].energy_ci < by_tau[5].energy_mean + by_tau[5].energy_ci
+
+
+def test_a_tau_that_misses_the_target_on_a_seed_is_not_in_the_set_and_one_seed_cannot_tell():
+    energy = {(5, s): 1.0 + s for s in range(3)} | {(10, s): 1.1 + s for s in range(3)}
+    rows = energies_rows(energy)
+    rows = [r if not (r["algorithm.local_steps"] == 10 and r["seed"] == 2) else {**r, "acc_worst": 0.0} for r in rows]
+    (channel,) = optimal_tau(rows, GRID, Target("acc_worst", 0.5), window=1).per_channel
+    assert channel.tau_set == [5]  # τ = 10 missed the target with seed 2: not eligible
+    single = energies_rows({(5, 0): 1.0, (10, 0): 3.0})
+    (channel,) = optimal_tau(single, GRID, Target("acc_worst", 0.5), window=1).per_channel
+    assert channel.tau_star == 5 and channel.tau_set == [5, 10]  # one seed: nothing is significant
+
+
+def test_tau_set_labels_join_neighbours_in_the_grid():
+    from edgefl.sweep.analysis import tau_set_label
+
+    grid = [5, 10, 15, 20, 25, 30]
+    assert tau_set_label([10, 15], grid) == "10-15"
+    assert tau_set_label([5, 15, 20], grid) == "5,15-20"
+    assert tau_set_label([30], grid) == "30"
+    assert tau_set_label([5, 10, 15, 20, 25, 30], grid) == "5-30"

@@ -13,6 +13,12 @@ Definitions (printed with every output):
 - Per (channel point, τ): means over seeds with a t-distribution confidence interval
   (95% by default; none with one seed). A τ is **eligible** only if every seed reaches the
   target; τ* is the eligible τ with the least mean energy-to-target (ties: the smaller τ).
+- **τ set** (what τ* means given the seeds): the eligible τ whose energy-to-target is not
+  significantly worse than τ*'s, paired over seeds. For every seed, d_s = ln(E_τ,s / E_τ*,s) (the
+  same seed's runs share data partition, initial model and sampling); τ is in the set when the
+  lower end of the t-interval of the mean of d_s (at the report's confidence, 95 % by default) is
+  <= 0, i.e. the seeds cannot tell it apart from τ*. τ* is always in the set; with a single seed
+  every eligible τ is (nothing can be told apart).
 
 The structure behind τ*: E(τ) = R(τ) · (τ·a + b), R the rounds to target, a the compute
 energy per local step of a round's participants, b the transmission energy per round. A
@@ -41,7 +47,9 @@ TRANSMIT_COLUMNS = ("uplink_energy_j", "downlink_energy_j")
 def definition(target: Target, window: int, confidence: float = DEFAULT_CONFIDENCE) -> str:
     return (f"{target_definition(target, window)} (per seed); energy-to-target = cumulative energy of "
             f"all clients at that round; mean over seeds ± {confidence:.0%} t-interval; a τ is eligible only "
-            f"if every seed reaches the target; τ* = eligible τ with the least mean energy-to-target.")
+            f"if every seed reaches the target; τ* = eligible τ with the least mean energy-to-target; τ set = "
+            f"the eligible τ not significantly worse than τ*: the lower end of the {confidence:.0%} paired "
+            f"t-interval of the mean over seeds of ln(E_τ / E_τ*) is <= 0.")
 
 
 # -- reading results.csv ------------------------------------------------------------------
@@ -95,6 +103,7 @@ class TauStats:
     energy_ci: float
     compute_mean: float
     transmit_mean: float
+    energy_by_seed: dict[int, float] = field(default_factory=dict)  # energy-to-target of each seed that reached
 
     @property
     def eligible(self) -> bool:
@@ -113,6 +122,13 @@ class ChannelOptimum:
     tau_star: int | None  # None: no τ reached the target with every seed
     best: TauStats | None
     candidates: list[TauStats] = field(default_factory=list)
+    # τ -> (mean of ln(E_τ / E_τ*) over seeds, its CI half-width, two-sided paired t-test p-value)
+    paired: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    tau_set: list[int] = field(default_factory=list)  # τ not significantly worse than τ* (module docstring)
+
+    @property
+    def tau_set_label(self) -> str:
+        return tau_set_label(self.tau_set, [c.tau for c in self.candidates])
 
     @property
     def status(self) -> str:
@@ -182,8 +198,53 @@ def tau_stats(outcomes: list[SeedOutcome], confidence: float) -> list[TauStats]:
             channel, tau, sorted(o.seed for o in group), sorted(o.seed for o in group if o.rounds is None),
             rounds_mean, rounds_ci, energy_mean, energy_ci,
             mean_ci([o.compute_j for o in ok])[0], mean_ci([o.transmit_j for o in ok])[0],
+            {o.seed: o.energy_j for o in ok},
         ))
     return result
+
+
+def paired_log_ratio(energy: dict[int, float], reference: dict[int, float],
+                     confidence: float) -> tuple[float, float, float]:
+    """Mean over the common seeds of ln(E / E_ref), its t-interval half-width and the two-sided paired
+    t-test p-value (NaN half-width and p with fewer than two seeds; half-width 0 and p 1 when every
+    seed gives the same ratio... unless it is not 0, then p 0)."""
+    seeds = sorted(set(energy) & set(reference))
+    d = np.array([math.log(energy[s] / reference[s]) for s in seeds if energy[s] > 0 and reference[s] > 0])
+    if len(d) < 2:
+        return (float(d.mean()) if len(d) else math.nan), math.nan, math.nan
+    mean, half = mean_ci(d, confidence)
+    spread = d.std(ddof=1)
+    if spread > 1e-12 * max(1.0, abs(mean)):  # two-sided one-sample t-test of mean 0
+        p = float(2 * stats.t.sf(abs(mean) / (spread / math.sqrt(len(d))), len(d) - 1))
+    else:  # every seed gives the same ratio
+        p = 1.0 if abs(mean) <= 1e-12 else 0.0
+    return mean, half, p
+
+
+def tau_set(optimum: TauStats, candidates: list[TauStats], confidence: float) -> tuple[list[int], dict]:
+    """The eligible τ not significantly worse than τ* (module docstring), and each one's paired numbers."""
+    members, paired = [], {}
+    for c in candidates:
+        if not c.eligible:
+            continue
+        mean, half, p = paired_log_ratio(c.energy_by_seed, optimum.energy_by_seed, confidence)
+        paired[c.tau] = (mean, half, p)
+        lower = mean - half if not math.isnan(half) else -math.inf
+        if c.tau == optimum.tau or lower <= 0:
+            members.append(c.tau)
+    return sorted(members), paired
+
+
+def tau_set_label(members: list[int], grid: list[int]) -> str:
+    """``[10, 15, 25]`` on the grid 5..30 -> "10-15,25" (runs of neighbours in the grid joined by '-')."""
+    grid = sorted(grid)
+    runs: list[list[int]] = []
+    for tau in sorted(members):
+        if runs and grid.index(tau) == grid.index(runs[-1][-1]) + 1:
+            runs[-1].append(tau)
+        else:
+            runs.append([tau])
+    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def best_tau(candidates: list[TauStats]) -> TauStats | None:
@@ -207,7 +268,8 @@ def optimal_tau(rows: list[dict], grid_keys: list[str], target: Target, window: 
     for channel, candidates in by_channel.items():
         candidates.sort(key=lambda c: c.tau)
         best = best_tau(candidates)
-        per_channel.append(ChannelOptimum(channel, best.tau if best else None, best, candidates))
+        members, paired = tau_set(best, candidates, confidence) if best else ([], {})
+        per_channel.append(ChannelOptimum(channel, best.tau if best else None, best, candidates, paired, members))
     channel_keys = [k for k in grid_keys if k != TAU_KEY]
     return OptimalTau(target, window, confidence, channel_keys, per_tau, per_channel)
 
@@ -231,12 +293,12 @@ def _fmt(x, digits=4) -> str:
 
 
 def per_channel_rows(result: OptimalTau) -> tuple[list[str], list[list]]:
-    header = [*result.channel_keys, "tau_star", "rounds_mean", "rounds_ci95", "energy_j_mean", "energy_j_ci95",
+    header = [*result.channel_keys, "tau_star", "tau_set", "rounds_mean", "rounds_ci95", "energy_j_mean", "energy_j_ci95",
               "compute_j", "transmit_j", "transmit_share", "status"]
     rows = []
     for c in result.per_channel:
         b = c.best
-        rows.append([*c.channel, c.tau_star,
+        rows.append([*c.channel, c.tau_star, c.tau_set_label or None,
                      *((None,) * 6 if b is None else (b.rounds_mean, b.rounds_ci, b.energy_mean, b.energy_ci,
                                                       b.compute_mean, b.transmit_mean)),
                      None if b is None else b.transmit_mean / b.energy_mean,
@@ -246,14 +308,16 @@ def per_channel_rows(result: OptimalTau) -> tuple[list[str], list[list]]:
 
 def per_tau_rows(result: OptimalTau) -> tuple[list[str], list[list]]:
     header = [*result.channel_keys, "tau", "seeds", "seeds_reached", "rounds_mean", "rounds_ci95", "energy_j_mean",
-              "energy_j_ci95", "compute_j", "transmit_j", "eligible", "is_optimal", "status"]
+              "energy_j_ci95", "compute_j", "transmit_j", "eligible", "is_optimal", "within_ci",
+              "log_ratio_to_optimal", "log_ratio_ci95", "paired_p_value", "status"]
     stars = {c.channel: c.tau_star for c in result.per_channel}
     rows = []
     for c in result.per_channel:
         for s in c.candidates:
+            mean, half, p = c.paired.get(s.tau, (None, None, None))
             rows.append([*s.channel, s.tau, len(s.seeds), len(s.seeds) - len(s.never_reached),
                          s.rounds_mean, s.rounds_ci, s.energy_mean, s.energy_ci, s.compute_mean, s.transmit_mean,
-                         s.eligible, stars[s.channel] == s.tau, s.status])
+                         s.eligible, stars[s.channel] == s.tau, s.tau in c.tau_set, mean, half, p, s.status])
     return header, rows
 
 
@@ -267,19 +331,24 @@ def format_report(result: OptimalTau) -> str:
         facets: dict[tuple, dict] = {}
         for c in result.per_channel:
             facet = tuple(v for k, v in enumerate(c.channel) if k not in (i_snr, i_bw))
-            facets.setdefault(facet, {})[(c.channel[i_snr], c.channel[i_bw])] = c.tau_star
+            facets.setdefault(facet, {})[(c.channel[i_snr], c.channel[i_bw])] = c
         other = [k for k in keys if k not in ("network.snr_db", "network.bandwidth_mhz")]
         for facet, table in facets.items():
             snrs = sorted({k[0] for k in table})
             bws = sorted({k[1] for k in table})
             title = ", ".join(f"{k}={v}" for k, v in zip(other, facet))
-            lines.append(f"τ* (rows: SNR dB, columns: bandwidth MHz){' for ' + title if title else ''}; "
-                         f"'-' = no τ reached the target with every seed")
-            lines.append("SNR\\BW " + "".join(f"{b:>7g}" for b in bws))
-            for s in snrs:
-                lines.append(f"{s:>6g} " + "".join(
-                    f"{'-' if table.get((s, b)) is None else table[(s, b)]:>7}" for b in bws))
-            lines.append("")
+            for what, cell in (("τ*", lambda c: c.tau_star),
+                               (f"τ set (not significantly worse than τ*, paired, {result.confidence:.0%})",
+                                lambda c: c.tau_set_label or None)):
+                lines.append(f"{what} (rows: SNR dB, columns: bandwidth MHz){' for ' + title if title else ''}; "
+                             f"'-' = no τ reached the target with every seed")
+                width = max([7] + [len(str(cell(c))) + 2 for c in table.values()])
+                lines.append("SNR\\BW " + "".join(f"{b:>{width}g}" for b in bws))
+                for s in snrs:
+                    lines.append(f"{s:>6g} " + "".join(
+                        f"{'-' if table.get((s, b)) is None or cell(table[(s, b)]) is None else cell(table[(s, b)]):>{width}}"
+                        for b in bws))
+                lines.append("")
     header, rows = per_channel_rows(result)
     widths = [max(len(h), 8) for h in header]
     lines.append("  ".join(h.rjust(w) for h, w in zip(header[:-1], widths)) + "  status")

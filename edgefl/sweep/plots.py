@@ -73,27 +73,34 @@ def plot_tau_heatmap(result: OptimalTau, path: Path) -> Path | None:
     facets: dict[tuple, dict] = {}
     for c in result.per_channel:
         facet = tuple(v for k, v in enumerate(c.channel) if k not in (i_snr, i_bw))
-        facets.setdefault(facet, {})[(c.channel[i_snr], c.channel[i_bw])] = c.tau_star
+        facets.setdefault(facet, {})[(c.channel[i_snr], c.channel[i_bw])] = c
     taus = sorted({s.tau for s in result.per_tau})
     cmap = plt.get_cmap("viridis", len(taus))
     fig, axes = _grid(len(facets), width=5.2, height=4.2)
     for ax, (facet, table) in zip(axes, facets.items()):
         snrs, bws = sorted({k[0] for k in table}), sorted({k[1] for k in table})
         grid = np.full((len(snrs), len(bws)), np.nan)
-        for (s, b), tau in table.items():
-            if tau is not None:
-                grid[snrs.index(s), bws.index(b)] = taus.index(tau)
+        for (s, b), c in table.items():
+            if c.tau_star is not None:
+                grid[snrs.index(s), bws.index(b)] = taus.index(c.tau_star)
         ax.imshow(grid, origin="lower", cmap=cmap, vmin=-0.5, vmax=len(taus) - 0.5, aspect="auto")
-        for (s, b), tau in table.items():
-            ax.text(bws.index(b), snrs.index(s), "–" if tau is None else str(tau), ha="center", va="center",
-                    color="white" if tau is not None and taus.index(tau) < len(taus) / 2 else "black", fontsize=10)
+        for (s, b), c in table.items():  # τ* in bold, the set of τ not significantly worse below it
+            tau = c.tau_star
+            color = "white" if tau is not None and taus.index(tau) < len(taus) / 2 else "black"
+            ax.text(bws.index(b), snrs.index(s) + 0.12, "–" if tau is None else str(tau), ha="center", va="center",
+                    color=color, fontsize=10, fontweight="bold")
+            if tau is not None:
+                ax.text(bws.index(b), snrs.index(s) - 0.22, c.tau_set_label, ha="center", va="center", color=color,
+                        fontsize=7)
         ax.set_xticks(range(len(bws)), [f"{b:g}" for b in bws])
         ax.set_yticks(range(len(snrs)), [f"{s:g}" for s in snrs])
         ax.set_xlabel("bandwidth per device (MHz)")
         ax.set_ylabel("SNR (dB)")
-        ax.set_title("energy-optimal τ*" + (f" ({_label(other, facet)})" if other else ""), fontsize=10)
-    fig.suptitle(f"target {result.target}, centred {result.window}-round moving average; – = not reached",
-                 fontsize=9)
+        ax.set_title("energy-optimal τ* (bold) and its set" +
+                     (f" ({_label(other, facet)})" if other else ""), fontsize=9)
+    fig.suptitle(f"target {result.target}, centred {result.window}-round moving average; – = not reached\n"
+                 f"set: τ whose energy is not significantly above τ*'s (paired over seeds, {result.confidence:.0%})",
+                 fontsize=8)
     return _save(fig, path)
 
 
