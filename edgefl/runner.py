@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 import algorithms
 from algorithms.base import Context
+from edgefl.compression import build_compressor
 from edgefl.control import ControlContext, DeviceLimits
 from edgefl.control.observe import Observer
 from edgefl.executor import Executor
@@ -79,7 +80,8 @@ class Simulation:
         self.executor = Executor(self.model, self.data, a.batch_size, seed, s.run.executor)
         self.controller, observer = self._controller(s, seed)
         self.engine = Engine(self.executor, self.pricer, self.network.header_bits, record_trace,
-                             controller=self.controller, observer=observer)
+                             controller=self.controller, observer=observer,
+                             compressor=build_compressor(s.compression, s.data.num_clients, seed, s.network.bits_per_param))
         self.context = Context(
             num_clients=s.data.num_clients, dim=self.model.dim, init_params=self.model.init_params(),
             train_sizes=np.asarray(self.data.train_sizes), local_steps=a.local_steps,
@@ -214,6 +216,7 @@ class Simulation:
             "engine": s.run.engine,
             "executor": s.run.executor,
             "control": s.control.name,
+            "compression": s.compression.model_dump(exclude_none=True),
             "num_clients": s.data.num_clients,
             "model": s.model.name,
             "model_parameters": self.model.dim,

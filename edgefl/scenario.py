@@ -328,6 +328,9 @@ def check_sweep_key(key: str) -> None:
                 known += list(algorithms.get(algorithm_name).Params.model_fields)
             except ImportError:
                 continue
+    if section == "control":  # any controller's own keys
+        for controller_name in control.names():
+            known += list(control.get(controller_name).Params.model_fields)
     if name not in known:
         hint = difflib.get_close_matches(name, known, n=1)
         raise ValueError(f"{key!r}: unknown key" + (f" (did you mean '{section}.{hint[0]}'?)" if hint else ""))
@@ -378,6 +381,34 @@ class ControlSection(BaseModel):
         return self.controller_class().Params(**(self.model_extra or {}))
 
 
+class CompressionSection(Strict):
+    """Update compression of every algorithm's uploads (docs/compression.md)."""
+
+    name: Literal["none", "qsgd", "topk"] = Field(
+        "none", description="none; qsgd: unbiased stochastic quantisation to `bits` per value plus the norm "
+        "(Alistarh et al. 2017); topk: the largest `fraction` of the entries, with their indices (Stich et al. 2018).")
+    bits: Optional[Annotated[int, Field(ge=2, le=32)]] = Field(
+        None, description="qsgd: bits per value (sign + level); 32 sends the floats (no quantisation). Default 8.")
+    fraction: Optional[Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]] = Field(
+        None, description="topk: fraction of the entries sent. Default 0.1.")
+    error_feedback: Optional[bool] = Field(
+        None, description="topk: keep what was not sent and add it to the next update (Karimireddy et al. 2019). "
+        "Default true.")
+
+    @model_validator(mode="after")
+    def _keys_of_the_method(self):
+        if self.name != "qsgd" and self.bits is not None:
+            raise ValueError(f"compression.bits applies to name = \"qsgd\", not {self.name!r}")
+        if self.name != "topk" and (self.fraction is not None or self.error_feedback is not None):
+            raise ValueError(f"compression.fraction and error_feedback apply to name = \"topk\", not {self.name!r}")
+        if self.name == "qsgd" and self.bits is None:
+            self.bits = 8
+        if self.name == "topk":
+            self.fraction = 0.1 if self.fraction is None else self.fraction
+            self.error_feedback = True if self.error_feedback is None else self.error_feedback
+        return self
+
+
 class Scenario(Strict):
     run: RunSection = Field(default_factory=RunSection)
     data: DataSection = Field(default_factory=DATA_REGISTRY[DEFAULT_DATASET])
@@ -386,6 +417,7 @@ class Scenario(Strict):
     network: NetworkSection = Field(default_factory=NetworkSection)
     devices: DevicesSection = Field(default_factory=DevicesSection)
     control: ControlSection = Field(default_factory=ControlSection)
+    compression: CompressionSection = Field(default_factory=CompressionSection)
     sweep: "SweepSection" = Field(default_factory=lambda: SweepSection(), description="Grids for `edgefl sweep`.")
 
     @model_validator(mode="after")
@@ -424,6 +456,7 @@ def _drop_none(value):
 SECTION_MODELS = {  # data: the keys every data set has; each data set's own are in its class
     "run": RunSection, "data": DataParams, "model": ModelSection, "algorithm": AlgorithmSection,
     "network": NetworkSection, "devices": DevicesSection, "control": ControlSection,
+    "compression": CompressionSection,
 }
 
 

@@ -7,6 +7,9 @@
                   energy and simulated time to target, uploads cut.
     min-energy:   min_energy versus static on a deadline that does not bind static: same learning,
                   energy saved, every round within the deadline.
+    compression:  update compression (QSGD b bits, top-k with error feedback) on MNIST-10k (DRDM, as in
+                  docs/energy-optimal-tau.md) at two channel points: accuracy versus cumulative energy,
+                  and the cheapest setting to reach the target.
 
 Rounds-to-target everywhere: the project's one definition (edgefl.sweep.target: the first round at
 which the centred 5-round moving average of the metric reaches the target). Means ± 95 % t-intervals
@@ -15,6 +18,7 @@ over the seeds. Each command prints a markdown table and writes one CSV line per
     .venv/bin/python experiments/control.py adaptive-tau --sweep results/energy-tau-sweep-10 --workers 2
     .venv/bin/python experiments/control.py deadline-fit --workers 2
     .venv/bin/python experiments/control.py min-energy --workers 2
+    .venv/bin/python experiments/control.py compression --workers 2
     .venv/bin/python experiments/control.py adaptive-tau --from-data     # re-print from docs/data
 """
 
@@ -262,9 +266,89 @@ def paired(rows: list[dict], control: str, column: str) -> str:
     return fmt(*mean_ci(ratios))
 
 
+# -- update compression -------------------------------------------------------------------------------
+COMPRESSION_SETTINGS = {  # label -> [compression]
+    "32 bit (none)": {"name": "none"}, "qsgd 8 bit": {"name": "qsgd", "bits": 8},
+    "qsgd 4 bit": {"name": "qsgd", "bits": 4}, "qsgd 2 bit": {"name": "qsgd", "bits": 2},
+    "top-10 %": {"name": "topk", "fraction": 0.1}, "top-1 %": {"name": "topk", "fraction": 0.01},
+}
+COMPRESSION_POINTS = ((5, 0.5), (25, 5))  # transmission-dominated, compute-dominated (dB, MHz)
+
+
+def compression(args) -> None:
+    data, curves = DATA / "compression-runs.csv", DATA / "compression-curves.csv"
+    if not args.from_data:
+        jobs = [{"key": f"compression-{label}-{snr}-{bw}-s{seed}".replace(" ", "_").replace("%", "pct"),
+                 "label": f"{label} {snr} dB {bw} MHz seed={seed}", "setting": label, "point": (snr, bw), "seed": seed,
+                 "scenario": load(TAU_SCENARIO, run={"seed": seed}, network={"snr_db": snr, "bandwidth_mhz": bw},
+                                  compression=dict(config))}
+                for label, config in COMPRESSION_SETTINGS.items() for snr, bw in COMPRESSION_POINTS
+                for seed in range(args.seeds)]
+        results = run_keyed(run_job, jobs, workers=args.workers, cache=args.cache / "compression", desc="compression")
+        out, curve = [], []
+        for job in jobs:
+            rows = results[job["key"]]["rows"]
+            got = outcome(rows, TAU_TARGET)
+            base = {"setting": job["setting"], "snr_db": job["point"][0], "bandwidth_mhz": job["point"][1],
+                    "seed": job["seed"]}
+            out.append({**base, "rounds": got["rounds"], "energy_j": got["energy_j"],
+                        "final_acc_worst": next((r["acc_worst"] for r in reversed(rows) if r["acc_worst"] is not None), None),
+                        "wall_s": round(results[job["key"]]["wall_s"], 2)})
+            curve += [{**base, "round": r["round"], "energy_j": r["energy_j"], "acc_worst": r["acc_worst"]} for r in rows]
+        write_rows(data, out)
+        write_rows(curves, curve)
+    rows = read_rows(data)
+    print(f"update compression, DRDM on MNIST-10k (tau = 10), target {TAU_TARGET}; {definition(TAU_TARGET, 5)}; "
+          f"{len({r['seed'] for r in rows})} seeds\n")
+    for point in COMPRESSION_POINTS:
+        group = [r for r in rows if (r["snr_db"], r["bandwidth_mhz"]) == point]
+        print(f"{point[0]} dB, {point[1]} MHz per device:\n")
+        print("| setting | rounds to target | energy to target (J) | ratio to 32 bit (paired) | final acc_worst |")
+        print("|---|---|---|---|---|")
+        best = None
+        base = {r["seed"]: r["energy_j"] for r in group if r["setting"] == "32 bit (none)"}
+        for label in COMPRESSION_SETTINGS:
+            runs = [r for r in group if r["setting"] == label]
+            never = sum(r["rounds"] is None for r in runs)
+            energy = mean_ci([r["energy_j"] for r in runs])
+            ratio = mean_ci([r["energy_j"] / base[r["seed"]] for r in runs if r["energy_j"] and base.get(r["seed"])])
+            if not never and (best is None or energy[0] < best[1]):
+                best = (label, energy[0])
+            print(f"| {label} | {fmt(*mean_ci([r['rounds'] for r in runs]))}{f' ({never} never)' if never else ''} | "
+                  f"{fmt(*energy)} | {fmt(*ratio)} | {fmt(*mean_ci([r['final_acc_worst'] for r in runs]))} |")
+        print(f"\ncheapest to reach the target with every seed: {best[0] if best else 'none'}\n")
+    plot_compression(read_rows(curves), ROOT / "docs" / "figures" / "compression-accuracy-energy.png")
+
+
+def plot_compression(curve: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(COMPRESSION_POINTS), figsize=(11, 4))
+    for ax, point in zip(axes, COMPRESSION_POINTS):
+        for label in COMPRESSION_SETTINGS:
+            runs = [r for r in curve if r["setting"] == label and (r["snr_db"], r["bandwidth_mhz"]) == point]
+            rounds = sorted({r["round"] for r in runs})
+            energy = [np.mean([r["energy_j"] for r in runs if r["round"] == k]) for k in rounds]
+            acc = [np.mean([r["acc_worst"] for r in runs if r["round"] == k]) for k in rounds]
+            ax.plot(energy, acc, label=label)
+        ax.axhline(TAU_TARGET.value, color="grey", lw=0.8, ls="--")
+        ax.set_xscale("log")
+        ax.set_xlabel("cumulative energy, all clients (J)")
+        ax.set_ylabel("worst-client accuracy (mean over seeds)")
+        ax.set_title(f"{point[0]} dB, {point[1]} MHz per device", fontsize=10)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("DRDM on MNIST-10k, tau = 10: accuracy against energy per upload compression", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("experiment", choices=["adaptive-tau", "deadline-fit", "min-energy"])
+    parser.add_argument("experiment", choices=["adaptive-tau", "deadline-fit", "min-energy", "compression"])
     parser.add_argument("--sweep", type=Path, default=ROOT / "results" / "energy-tau-sweep-10",
                         help="adaptive-tau: the folder of `edgefl sweep scenarios/energy-tau-sweep.toml`")
     parser.add_argument("--workers", type=int, default=2)
@@ -274,6 +358,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.experiment == "adaptive-tau":
         adaptive_tau(args)
+    elif args.experiment == "compression":
+        compression(args)
     elif args.experiment == "deadline-fit":
         versus_static(args, "deadline-fit", PHONES, PHONES_TARGET, {"name": "deadline_fit"}, {}, list(range(args.seeds)))
     else:  # FDMA, a link budget, no fading: the deadline (2 s) does not bind static (its phases take < 1 s)

@@ -59,8 +59,10 @@ class RoundRecord:
 
 class Engine:
     def __init__(self, executor: Executor, pricer: Pricer, header_bits: float = 0.0, record_trace: bool = False,
-                 controller=None, observer=None):
+                 controller=None, observer=None, compressor=None):
         self.executor = executor
+        # Update compression (edgefl.compression): Train results and Upload bits; None: none.
+        self.compressor = compressor
         # A controller (edgefl.control) sets the round's plan (τ, τ_i, participants) and each phase's
         # resources (CPU, power, band shares); the observer builds what it sees. None: the scenario's knobs.
         self.controller, self.observer = controller, observer
@@ -105,6 +107,8 @@ class Engine:
             if self._plan is not None and self._plan.steps is not None:
                 op = self._with_step_budget(op, self._plan.steps)
             result = self.executor.train(op)
+            if self.compressor is not None and self.compressor.changes_updates:
+                self._compress(op, result)
             batch = op.batch_size or self.executor.batch_size
             self.selected_count[op.clients] += 1
             for client, steps in zip(op.clients, result.steps_done):
@@ -117,7 +121,7 @@ class Engine:
                 self._add(client, Activity("compute", "evaluate", samples=float(samples), work=work))
             return values
         if isinstance(op, Upload):
-            for client, bits in zip(op.clients, self._per_client(op.bits, op.clients)):
+            for client, bits in zip(op.clients, self._upload_bits(op)):
                 self._add(client, Activity("upload", "upload", bits=bits + self.header_bits))
             m = self._ctx.clients_per_round
             if self._ctx.over_selection > 0 and len(op.clients) > m:
@@ -135,6 +139,23 @@ class Engine:
             values = self._handle(evaluate)
             return values, self._handle(upload)
         raise TypeError(f"unknown operation {type(op).__name__}")
+
+    def _compress(self, op: Train, result) -> None:
+        """The server receives C(w − w_start) for every client (and its snapshot), not w."""
+        start = op.start if op.start.dim() == 2 else op.start.unsqueeze(0).expand(len(op.clients), -1)
+        result.params = start + self.compressor.compress(result.params - start, op.clients, "params")
+        if result.snapshot is not None:
+            result.snapshot = start + self.compressor.compress(result.snapshot - start, op.clients, "snapshot")
+
+    def _upload_bits(self, op: Upload) -> np.ndarray:
+        """Each client's payload: with compression, every model-sized vector of it at the compressor's
+        size, the rest (scalars) unchanged."""
+        bits = self._per_client(op.bits, op.clients)
+        if self.compressor is None:
+            return bits
+        model_bits, dim = self._ctx.model_bits, self._ctx.dim
+        vectors = np.floor(bits / model_bits + 1e-9)
+        return vectors * self.compressor.bits(dim) + (bits - vectors * model_bits)
 
     @staticmethod
     def _per_client(bits, clients) -> np.ndarray:
