@@ -113,6 +113,18 @@ def data_sets() -> list[str]:
     return out
 
 
+def own_keys(kind: str, section: str, names: list[str], get, after: str) -> list[str]:
+    """The keys of each algorithm (or controller) besides the common ones of its section."""
+    out = [f"## {kind}-specific keys\n",
+           f"Besides the common keys of `[{section}]`, each {kind.lower()} accepts its own keys{after}\n"]
+    for name in names:
+        params = get(name).Params
+        out.append(f"### `{name}`\n")
+        out.extend(table(params) if params.model_fields else ["No keys of its own."])
+        out.append("")
+    return out
+
+
 def render() -> str:
     out = [INTRO]
     for section, model in SECTION_MODELS.items():
@@ -144,26 +156,8 @@ def render() -> str:
             out.append("")
         else:
             out.append(f"## [{name}]\n\n{field.description or ''}\n")
-    out.append("## Algorithm-specific keys\n")
-    out.append("Besides the common keys of `[algorithm]`, each algorithm accepts its own keys:\n")
-    for name in algorithms.names():
-        params = algorithms.get(name).Params
-        out.append(f"### `{name}`\n")
-        if params.model_fields:
-            out.extend(table(params))
-        else:
-            out.append("No keys of its own.")
-        out.append("")
-    out.append("## Controller-specific keys\n")
-    out.append("Besides the common keys of `[control]`, each controller accepts its own keys (docs/control.md):\n")
-    for name in control.names():
-        params = control.get(name).Params
-        out.append(f"### `{name}`\n")
-        if params.model_fields:
-            out.extend(table(params))
-        else:
-            out.append("No keys of its own.")
-        out.append("")
+    out.extend(own_keys("Algorithm", "algorithm", algorithms.names(), algorithms.get, ":"))
+    out.extend(own_keys("Controller", "control", control.names(), control.get, " (docs/control.md):"))
     return "\n".join(out).rstrip() + "\n"
 
 
