@@ -239,3 +239,25 @@ def test_min_energy_keeps_the_learning_meets_the_deadline_and_spends_no_more_tha
     assert all(end - start <= 3.0 + 1e-9 for start, end in phases.values())
     assert fitted.summary["energy_j"] < static.summary["energy_j"]
     assert fitted.summary["energy_by_category_j"]["compute"] < static.summary["energy_by_category_j"]["compute"]
+
+
+def test_the_user_controller_of_docs_control_md_runs_as_written(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "control.md").read_text()
+    code = re.search(r"```python\n(.*?)```", page, re.S).group(1)
+    (tmp_path / "my_controllers.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        s = scenario(control={"name": "my_controllers:BatteryAware", "threshold_j": 1e4, "cpu_fraction": 0.5},
+                     devices={"battery_j": 1e3})
+        assert sum(r["uploads_arrived"] for r in run(s).metrics) == 0  # every battery under the threshold: nobody
+        s = scenario(control={"name": "my_controllers:BatteryAware", "threshold_j": 10.0, "cpu_fraction": 0.5},
+                     devices={"battery_j": 1e4})
+        half, base = run(s), run(scenario(devices={"battery_j": 1e4}))
+        assert [r["acc_mean"] for r in half.metrics] == [r["acc_mean"] for r in base.metrics]
+        h, b = events_of(half, "compute"), events_of(base, "compute")
+        assert all(math.isclose(x.energy_j, y.energy_j / 4, rel_tol=1e-9) for x, y in zip(h, b))
+    finally:
+        sys.modules.pop("my_controllers", None)
