@@ -18,6 +18,7 @@ from pathlib import Path
 # measurements (docs/performance.md). A value set by the user wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from edgefl import __version__  # noqa: E402
 from edgefl.errors import UserError  # noqa: E402  (also known as edgefl.cli.UserError)
 
 EXIT_USAGE = 2
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="edgefl", description="Co-simulator for federated learning over wireless edge networks."
     )
+    parser.add_argument("--version", action="version", version=f"edgefl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)
     for register in _extra_commands():

@@ -16,6 +16,8 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
+import tomli_w
+
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -530,17 +532,28 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return path, value
 
 
-def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+def format_override(key: str, value: Any) -> str:
+    """``key=value`` with the value as a TOML literal (the inverse of :func:`parse_override`)."""
+    return f"{key}={tomli_w.dumps({'v': value}).strip()[len('v = '):]}"
+
+
+def apply_overrides(raw: dict, overrides: list[str] | dict[str, Any]) -> dict:
+    """Set dotted keys: ``--set`` texts (``["network.snr_db=5"]``) or a dict (``{"network.snr_db": 5}``)."""
     raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
-    for text in overrides:
-        path, value = parse_override(text)
+    if isinstance(overrides, dict):
+        items = [([p for p in str(key).split(".") if p], value, f"override {key!r}") for key, value in overrides.items()]
+    else:
+        items = [(*parse_override(text), f"--set {text!r}") for text in overrides]
+    for path, value, text in items:
+        if not path:
+            raise ScenarioError(f"{text}: empty key")
         if len(path) == 2 and tuple(path) in (("data", "dir"), ("devices", "availability_trace")) and isinstance(value, str):
             value = str(Path(value).expanduser().resolve())
         node = raw
         for part in path[:-1]:
             child = node.setdefault(part, {})
             if not isinstance(child, dict):
-                raise ScenarioError(f"--set {text!r}: {part!r} is not a section")
+                raise ScenarioError(f"{text}: {part!r} is not a section")
             node = child
         node[path[-1]] = value
     return raw
@@ -578,8 +591,9 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
     return scenario
 
 
-def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
-    """Read, override and validate a scenario file. Raises ScenarioError."""
+def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> Scenario:
+    """Read, override (``--set`` texts or a dict of dotted keys) and validate a scenario file. Raises
+    ScenarioError."""
     path = Path(path)
     raw = read_toml(path)
     data = raw.get("data")
