@@ -59,7 +59,7 @@ from edgefl.runner import Simulation  # noqa: E402
 from edgefl.physical import build_population, network_params  # noqa: E402
 from edgefl.scenario import load_scenario, scenario_from_dict  # noqa: E402
 from edgefl.sim import SimPyPricer, reprice_rounds  # noqa: E402
-from edgefl.sweep.store import load_manifest  # noqa: E402
+from edgefl.sweeps.store import load_manifest  # noqa: E402
 
 MNIST_DIR = Path(os.environ.get("EDGEFL_MNIST_DIR", Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"))
 

@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from edgefl.runner import Simulation  # noqa: E402
-from edgefl.sweep.plan import TAU_KEY, plan_sweep  # noqa: E402
-from edgefl.sweep.run import price_point, run_sweep  # noqa: E402
+from edgefl.sweeps.plan import TAU_KEY, plan_sweep  # noqa: E402
+from edgefl.sweeps.run import price_point, run_sweep  # noqa: E402
 
 
 def timed(fn):

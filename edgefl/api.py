@@ -106,8 +106,8 @@ def sweep(scenario: str | Path, grid: Mapping[str, list] | None = None, seeds: i
           out: str | Path | None = None, overrides: Mapping[str, Any] | None = None, workers: int = 1,
           progress: bool = True) -> pd.DataFrame:
     """``edgefl sweep``: every grid point × seed (resumable in ``out``); returns results.csv as a DataFrame."""
-    from edgefl.sweep.plan import plan_sweep
-    from edgefl.sweep.run import run_sweep
+    from edgefl.sweeps.plan import plan_sweep
+    from edgefl.sweeps.run import run_sweep
 
     path = Path(scenario)
     grids = [f"{key}={','.join(map(str, values))}" for key, values in (grid or {}).items()]
@@ -121,10 +121,10 @@ def optimal_tau(sweep_dir: str | Path, target: str, window: int | None = None,
                 confidence: float = 0.95) -> pd.DataFrame:
     """``edgefl optimal-tau`` on a finished sweep: one row per channel point (τ*, the set of τ not
     significantly worse, rounds and energy to target with CIs). Writes nothing."""
-    from edgefl.sweep.analysis import optimal_tau as analyse
-    from edgefl.sweep.analysis import per_channel_rows, read_results
-    from edgefl.sweep.store import grid_keys
-    from edgefl.sweep.target import DEFAULT_WINDOW, parse_target
+    from edgefl.sweeps.analysis import optimal_tau as analyse
+    from edgefl.sweeps.analysis import per_channel_rows, read_results
+    from edgefl.sweeps.store import grid_keys
+    from edgefl.sweeps.target import DEFAULT_WINDOW, parse_target
 
     folder = Path(sweep_dir)
     _, rows = read_results(folder / "results.csv")

@@ -89,7 +89,7 @@ def _extra_commands():
     """Sub-commands defined in other modules (sweep, optimal-tau, plot). Imported when the
     parser is built, not with this module: they load torch, which must come after the
     OMP_WAIT_POLICY default above (and `import edgefl.cli` stays cheap)."""
-    from edgefl.sweep.cli import register_commands
+    from edgefl.sweeps.cli import register_commands
 
     return [register_commands]
 

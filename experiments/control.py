@@ -11,7 +11,7 @@
                   docs/energy-optimal-tau.md) at two channel points: accuracy versus cumulative energy,
                   and the cheapest setting to reach the target.
 
-Rounds-to-target everywhere: the project's one definition (edgefl.sweep.target: the first round at
+Rounds-to-target everywhere: the project's one definition (edgefl.sweeps.target: the first round at
 which the centred 5-round moving average of the metric reaches the target). Means ± 95 % t-intervals
 over the seeds. Each command prints a markdown table and writes one CSV line per run to docs/data/.
 
@@ -41,8 +41,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from edgefl.results import atomic_write_text  # noqa: E402
-from edgefl.sweep.jobs import run_keyed  # noqa: E402
-from edgefl.sweep.target import Target, definition, rounds_to_target  # noqa: E402
+from edgefl.sweeps.jobs import run_keyed  # noqa: E402
+from edgefl.sweeps.target import Target, definition, rounds_to_target  # noqa: E402
 
 DATA = ROOT / "docs" / "data"
 TAU_SCENARIO = ROOT / "scenarios" / "energy-tau-sweep.toml"
@@ -133,8 +133,8 @@ def _number(text: str):
 def adaptive_tau(args) -> None:
     data = DATA / "control-adaptive-tau.csv"
     if not args.from_data:
-        from edgefl.sweep.analysis import optimal_tau, read_results, seed_outcomes
-        from edgefl.sweep.store import grid_keys
+        from edgefl.sweeps.analysis import optimal_tau, read_results, seed_outcomes
+        from edgefl.sweeps.store import grid_keys
 
         keys = grid_keys(args.sweep)
         _, rows = read_results(args.sweep / "results.csv")

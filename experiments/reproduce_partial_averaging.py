@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from edgefl.sweep.jobs import run_keyed  # noqa: E402
+from edgefl.sweeps.jobs import run_keyed  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = {"partial_avg": "partial", "periodic_avg": "periodic"}

@@ -210,7 +210,7 @@ def test_adaptive_tau_formula_by_hand():
 
 
 def test_a_sweep_cosimulates_the_points_of_a_controller():
-    from edgefl.sweep.plan import COSIMULATED, REPRICED, pricing_mode
+    from edgefl.sweeps.plan import COSIMULATED, REPRICED, pricing_mode
 
     assert pricing_mode(scenario()) == REPRICED  # no deadline, no outage: one training re-priced
     assert pricing_mode(scenario(control={"name": "adaptive_tau"})) == COSIMULATED  # τ follows the channel

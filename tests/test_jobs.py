@@ -1,4 +1,4 @@
-"""The one job runner (edgefl.sweep.jobs.run_jobs) of sweeps and experiments: a process pool
+"""The one job runner (edgefl.sweeps.jobs.run_jobs) of sweeps and experiments: a process pool
 gives the same results as one worker, in job order; a cache is written atomically and reused."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from edgefl.sweep.jobs import run_jobs
+from edgefl.sweeps.jobs import run_jobs
 
 
 def seeded_job(job: dict) -> dict:

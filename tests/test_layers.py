@@ -31,9 +31,9 @@ ALLOWED_ROOTS = {
     "algorithms": {"torch", "numpy", "pydantic", "algorithms"} | STDLIB,
 }
 # Layers the engine must not reach; a name forbids the module and everything under it.
-ENGINE_FORBIDDEN = ("edgefl.sweep", "edgefl.cli", "edgefl.runner", "experiments", "benchmarks")
+ENGINE_FORBIDDEN = ("edgefl.sweeps", "edgefl.cli", "edgefl.runner", "experiments", "benchmarks")
 # Imports the sweep package may defer into a function: optional or heavy plotting/cluster dependencies.
-SWEEP_LAZY_ALLOWED = ("ray", "matplotlib", "edgefl.sweep.plots")
+SWEEP_LAZY_ALLOWED = ("ray", "matplotlib", "edgefl.sweeps.plots")
 
 
 def module_name(path: Path) -> str:
@@ -100,7 +100,7 @@ def test_the_engine_does_not_import_the_layers_above_it():
 
 
 def test_the_sweep_package_imports_at_module_level():
-    """No import inside a function in edgefl/sweep/ (where one could hide an import cycle), except
+    """No import inside a function in edgefl/sweeps/ (where one could hide an import cycle), except
     the optional or heavy ones (Ray, matplotlib); and no module of the package imports the CLI."""
     lazy, bad = [], []
     for path in sorted((REPO / "edgefl" / "sweep").glob("*.py")):
@@ -131,7 +131,7 @@ def test_the_scanner_sees_nested_relative_and_dynamic_imports():
         "def f():\n"
         "    import edgefl.runner\n"
         "    if True:\n"
-        "        from edgefl.sweep import grid\n"
+        "        from edgefl.sweeps import grid\n"
         "class C:\n"
         "    def g(self):\n"
         "        return importlib.import_module('edgefl.cli')\n"
@@ -139,8 +139,8 @@ def test_the_scanner_sees_nested_relative_and_dynamic_imports():
     )
     found = [name for _, name in imported_modules(source, "edgefl.sim.engine")]
     assert found.count("numpy") == 1
-    for name in ("edgefl.sim.units", "edgefl.physical", "edgefl.runner", "edgefl.sweep", "edgefl.cli", "torch"):
+    for name in ("edgefl.sim.units", "edgefl.physical", "edgefl.runner", "edgefl.sweeps", "edgefl.cli", "torch"):
         assert name in found, (name, found)
     # a package's __init__ resolves "." to itself
     assert [n for _, n in imported_modules("from ._util import out\n", "channel", is_package=True)] == ["channel._util"]
-    assert not under("edgefl.simulator", "edgefl.sim") and under("edgefl.sweep.grid", "edgefl.sweep")
+    assert not under("edgefl.simulator", "edgefl.sim") and under("edgefl.sweeps.grid", "edgefl.sweeps")

@@ -4,7 +4,7 @@ property that τ* never increases as the channel gets cheaper (higher SNR, wider
 The property follows from E(τ) = R(τ)·(τ·a + b): for τ' > τ to win at a cheaper channel b' < b
 while τ wins at b, R(τ') ≥ R(τ) would be needed, and then τ' costs more at b' too. It holds
 for any R(τ), monotone or not; the test feeds random learning curves through the same
-function `edgefl optimal-tau` uses (edgefl.sweep.analysis.optimal_tau).
+function `edgefl optimal-tau` uses (edgefl.sweeps.analysis.optimal_tau).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgefl.cli import main
-from edgefl.sweep.analysis import mean_ci, optimal_tau, pareto_front
-from edgefl.sweep.plan import SweepError
-from edgefl.sweep.target import Target, centred_moving_average, parse_target, rounds_to_target
+from edgefl.sweeps.analysis import mean_ci, optimal_tau, pareto_front
+from edgefl.sweeps.plan import SweepError
+from edgefl.sweeps.target import Target, centred_moving_average, parse_target, rounds_to_target
 
 SNRS = [0, 10, 20, 30]
 BANDWIDTHS = [0.5, 2, 10]
@@ -246,7 +246,7 @@ def test_a_tau_that_misses_the_target_on_a_seed_is_not_in_the_set_and_one_seed_c
 
 
 def test_tau_set_labels_join_neighbours_in_the_grid():
-    from edgefl.sweep.analysis import tau_set_label
+    from edgefl.sweeps.analysis import tau_set_label
 
     grid = [5, 10, 15, 20, 25, 30]
     assert tau_set_label([10, 15], grid) == "10-15"

@@ -19,9 +19,9 @@ from edgefl.runner import Simulation
 from edgefl.scenario import scenario_from_dict
 from edgefl.sim import SimPyPricer
 from edgefl.sim.engine import reprice_rounds
-from edgefl.sweep.plan import COSIMULATED, REPRICED, plan_sweep
-from edgefl.sweep.run import run_sweep
-from edgefl.sweep.store import read_point
+from edgefl.sweeps.plan import COSIMULATED, REPRICED, plan_sweep
+from edgefl.sweeps.run import run_sweep
+from edgefl.sweeps.store import read_point
 
 torch.set_num_threads(1)
 

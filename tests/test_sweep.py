@@ -17,8 +17,8 @@ import torch
 from edgefl.cli import main
 from edgefl.runner import METRIC_COLUMNS
 from edgefl.scenario import ScenarioError
-from edgefl.sweep.plan import REPRICED, SweepError, parse_grid, plan_sweep
-from edgefl.sweep.store import COMPUTED_LOG, MANIFEST
+from edgefl.sweeps.plan import REPRICED, SweepError, parse_grid, plan_sweep
+from edgefl.sweeps.store import COMPUTED_LOG, MANIFEST
 
 torch.set_num_threads(1)
 

@@ -1,13 +1,13 @@
 """Running a sweep: one learning run per training group or co-simulated point, re-pricing the
 recorded op trace for every channel point of a group, resumable.
 
-Points that share a training (:mod:`edgefl.sweep.plan`) are trained once, on the ideal engine
+Points that share a training (:mod:`edgefl.sweeps.plan`) are trained once, on the ideal engine
 with ``record_trace``; the trace is then re-priced for each of them with
 ``edgefl.sim.engine.reprice_rounds(trace, SimPyPricer(network, population, seed))``, the same pricer
 and random draws a co-simulation of that point uses (so the numbers are those of a
 co-simulation). Every other point is co-simulated in full. The learning runs are jobs of
-:func:`edgefl.sweep.jobs.run_jobs` (in this process, a process pool, or Ray); each writes its
-points into the sweep folder (:mod:`edgefl.sweep.store`) as it goes.
+:func:`edgefl.sweeps.jobs.run_jobs` (in this process, a process pool, or Ray); each writes its
+points into the sweep folder (:mod:`edgefl.sweeps.store`) as it goes.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from edgefl.runner import Simulation
 from edgefl.scenario import Scenario, ScenarioError
 from edgefl.sim import SimPyPricer
 from edgefl.sim.engine import RoundCost, reprice_rounds
-from edgefl.sweep.jobs import check_options, run_jobs
-from edgefl.sweep.plan import COSIMULATED, REPRICED, SweepError, SweepPlan, SweepPoint
-from edgefl.sweep.store import POINTS_DIR, assemble_results, check_manifest, read_point, write_point
+from edgefl.sweeps.jobs import check_options, run_jobs
+from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError, SweepPlan, SweepPoint
+from edgefl.sweeps.store import POINTS_DIR, assemble_results, check_manifest, read_point, write_point
 from energy import CATEGORIES
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from edgefl.results import atomic_write_csv, atomic_write_text
 from edgefl.runner import METRIC_COLUMNS
-from edgefl.sweep.plan import FORMAT, SweepError, SweepPlan, SweepPoint
+from edgefl.sweeps.plan import FORMAT, SweepError, SweepPlan, SweepPoint
 
 MANIFEST = "sweep.json"
 POINTS_DIR = "points"

@@ -6,7 +6,7 @@ sizes ``network.bits_per_param`` and ``network.header_bits``, which are baked in
 have the same learning trajectory whenever the channel cannot change who participates (no
 deadline, no outage: :func:`edgefl.sim.can_change_participation`). Such points share one
 training per (learning keys, seed) and are re-priced (mode ``repriced``); every other point
-is co-simulated in full (mode ``cosimulated``). How they are computed: :mod:`edgefl.sweep.run`.
+is co-simulated in full (mode ``cosimulated``). How they are computed: :mod:`edgefl.sweeps.run`.
 """
 
 from __future__ import annotations

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from edgefl.errors import UserError
 from edgefl.results import atomic_write_csv, atomic_write_text
-from edgefl.sweep.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
-from edgefl.sweep.plan import SweepError, parse_grid, plan_sweep
-from edgefl.sweep.run import run_sweep, user_errors
-from edgefl.sweep.store import RESULTS, grid_keys
-from edgefl.sweep.target import DEFAULT_WINDOW, parse_target
+from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
+from edgefl.sweeps.plan import SweepError, parse_grid, plan_sweep
+from edgefl.sweeps.run import run_sweep, user_errors
+from edgefl.sweeps.store import RESULTS, grid_keys
+from edgefl.sweeps.target import DEFAULT_WINDOW, parse_target
 
 
 def register_commands(sub) -> None:
@@ -114,7 +114,7 @@ def cmd_optimal_tau(args) -> int:
     print(report, end="")
     written = [out / "optimal_tau.csv", out / "tau_energy.csv", out / "optimal_tau.txt"]
     if not args.no_plots:
-        from edgefl.sweep.plots import plot_energy_curves, plot_energy_split, plot_tau_heatmap  # lazy: matplotlib
+        from edgefl.sweeps.plots import plot_energy_curves, plot_energy_split, plot_tau_heatmap  # lazy: matplotlib
 
         heatmap = plot_tau_heatmap(result, out / "tau-heatmap.png")
         if heatmap is None:
@@ -136,7 +136,7 @@ def _channel_filter(at: list[str], keys: list[str]):
 
 
 def cmd_plot(args) -> int:
-    from edgefl.sweep.plots import channel_panel_keys, plot_accuracy_energy, plot_pareto  # lazy: matplotlib
+    from edgefl.sweeps.plots import channel_panel_keys, plot_accuracy_energy, plot_pareto  # lazy: matplotlib
 
     def prepare():
         keys = grid_keys(args.dir)

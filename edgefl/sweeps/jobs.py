@@ -1,5 +1,5 @@
 """Run a list of jobs on N workers, with a progress bar and an optional cache: the one job
-runner of sweeps (:mod:`edgefl.sweep.run`) and of the scripts in ``experiments/``.
+runner of sweeps (:mod:`edgefl.sweeps.run`) and of the scripts in ``experiments/``.
 
 A job is any picklable object; ``fn(job)`` computes its result and must be a module-level
 function (it is sent to worker processes by reference). Every random number of a job must

@@ -1,9 +1,9 @@
 """Energy-to-target and the energy-optimal number of local steps τ*, computed from a sweep's
-results.csv (rounds-to-target: :mod:`edgefl.sweep.target`).
+results.csv (rounds-to-target: :mod:`edgefl.sweeps.target`).
 
 Definitions (printed with every output):
 
-- **rounds-to-target** of one seed: :func:`edgefl.sweep.target.rounds_to_target`, the first
+- **rounds-to-target** of one seed: :func:`edgefl.sweeps.target.rounds_to_target`, the first
   round at which the centred moving average (window w, default 5: the round, two before and
   two after, fewer at the ends of the run) of the metric reaches the target (>= for
   accuracies, <= for losses). Only evaluated rounds count. A seed that never gets there is
@@ -36,9 +36,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from edgefl.sweep.plan import TAU_KEY, SweepError
-from edgefl.sweep.target import DEFAULT_WINDOW, Target, rounds_to_target
-from edgefl.sweep.target import definition as target_definition
+from edgefl.sweeps.plan import TAU_KEY, SweepError
+from edgefl.sweeps.target import DEFAULT_WINDOW, Target, rounds_to_target
+from edgefl.sweeps.target import definition as target_definition
 
 DEFAULT_CONFIDENCE = 0.95
 TRANSMIT_COLUMNS = ("uplink_energy_j", "downlink_energy_j")

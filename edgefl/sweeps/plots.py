@@ -14,8 +14,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from edgefl.sweep.analysis import OptimalTau, TauStats, pareto_front  # noqa: E402
-from edgefl.sweep.plan import TAU_KEY  # noqa: E402
+from edgefl.sweeps.analysis import OptimalTau, TauStats, pareto_front  # noqa: E402
+from edgefl.sweeps.plan import TAU_KEY  # noqa: E402
 
 SNR, BW, ALGORITHM = "network.snr_db", "network.bandwidth_mhz", "algorithm.name"
 LABELS = {SNR: "SNR {:g} dB", BW: "{:g} MHz", TAU_KEY: "τ = {}", ALGORITHM: "{}"}

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgefl.sweep.plan import SweepError
+from edgefl.sweeps.plan import SweepError
 
 DEFAULT_WINDOW = 5
 
