@@ -185,6 +185,18 @@ def test_cli_optimal_tau_and_plot_write_tables_and_figures(tmp_path, capsys):
     assert len(table) == 9
     star = {(float(r["network.snr_db"]), float(r["network.bandwidth_mhz"])): int(r["tau_star"]) for r in table}
     assert star[(0, 0.5)] == 30 and star[(20, 10)] == 5
+    # the set of τ not significantly worse than τ*: in both tables and in the printed report
+    sets = {(float(r["network.snr_db"]), float(r["network.bandwidth_mhz"])): r["tau_set"] for r in table}
+    assert all(str(star[k]) in sets[k] or any(
+        int(lo) <= star[k] <= int(hi) for lo, hi in (p.split("-") for p in sets[k].split(",") if "-" in p))
+        for k in sets)
+    assert "τ set (not significantly worse than τ*, paired, 95%)" in out
+    with open(sweep / "tau_energy.csv") as handle:
+        per_tau = list(csv.DictReader(handle))
+    assert {"within_ci", "log_ratio_to_optimal", "log_ratio_ci95", "paired_p_value"} <= set(per_tau[0])
+    for r in per_tau:
+        if r["is_optimal"] == "True":
+            assert r["within_ci"] == "True" and float(r["log_ratio_to_optimal"]) == 0.0
     code, out, err = run_cli(capsys, "plot", str(sweep), "--target", "acc_worst=0.5")
     assert code == 0, err
     assert (sweep / "tau-accuracy-energy.png").stat().st_size > 0 and (sweep / "tau-pareto.png").stat().st_size > 0
