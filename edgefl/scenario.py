@@ -105,7 +105,10 @@ class ModelSection(Strict):
 
 
 class AlgorithmSection(BaseModel):
-    """Common keys; the algorithm's own keys are checked against its HyperParams."""
+    """Common keys. Each algorithm's own keys go in a table of its own, e.g. `[algorithm.drdm] mu = 0.01`
+    (`--set algorithm.drdm.mu=0.01`), so one scenario can hold the settings of several algorithms and
+    `--set algorithm.name=...` switches between them; the tables of the algorithms not selected are
+    validated but unused."""
 
     model_config = ConfigDict(extra="allow", validate_default=True)
     name: str = Field("fedavg", description="Algorithm (see the algorithm-specific keys below).")
@@ -123,11 +126,37 @@ class AlgorithmSection(BaseModel):
             hint = difflib.get_close_matches(self.name, algorithms.names(), n=1)
             extra = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise ValueError(f"unknown algorithm {self.name!r}{extra}; known: {', '.join(algorithms.names())}")
+        for key, value in (self.model_extra or {}).items():
+            if key in algorithms.REGISTRY:
+                if not isinstance(value, dict):
+                    raise ValueError(f"algorithm.{key} must be a table of {key}'s own keys, e.g. [algorithm.{key}]")
+                continue
+            owners = [n for n in algorithms.names() if key in algorithms.get(n).Params.model_fields]
+            if owners and self.name in owners:  # the flat form of before
+                raise ValueError(f"{key!r} is {self.name}'s own key: write it in its own table, [algorithm.{self.name}] "
+                                 f"{key} = ... (on the command line: --set algorithm.{self.name}.{key}=...)")
+            if owners:
+                raise ValueError(f"{key!r} is not a key of {self.name}; it is an own key of {', '.join(owners)}: write it "
+                                 f"in that algorithm's table, e.g. [algorithm.{owners[0]}] {key} = ... (--set "
+                                 f"algorithm.{owners[0]}.{key}=...)")
+            own = {k: n for n in algorithms.names() for k in algorithms.get(n).Params.model_fields}
+            own.update({k: self.name for k in algorithms.get(self.name).Params.model_fields})  # the selected first
+            hint = (difflib.get_close_matches(key, list(algorithms.get(self.name).Params.model_fields), n=1)
+                    or difflib.get_close_matches(key, [*AlgorithmSection.model_fields, *algorithms.names(), *own], n=1))
+            where = "" if not hint else (f" (did you mean [algorithm.{own[hint[0]]}] {hint[0]}?)" if hint[0] in own
+                                         else f" (did you mean {hint[0]!r}?)")
+            raise ValueError(f"unknown key {key!r}{where}; the common keys are {', '.join(AlgorithmSection.model_fields)}, "
+                             f"and each algorithm's own keys go in [algorithm.<name>]")
         return self
 
-    def hyperparams(self):
-        """The algorithm's own keys, validated by its HyperParams model."""
-        return algorithms.get(self.name).Params(**(self.model_extra or {}))
+    def tables(self) -> dict[str, dict]:
+        """The algorithms' own tables ([algorithm.<name>]) in the scenario."""
+        return {k: v for k, v in (self.model_extra or {}).items() if k in algorithms.REGISTRY}
+
+    def hyperparams(self, name: str | None = None):
+        """The own keys of the selected algorithm (or of ``name``), validated by its HyperParams model."""
+        name = name or self.name
+        return algorithms.get(name).Params(**self.tables().get(name, {}))
 
 
 class NetworkSection(Strict):
@@ -311,8 +340,16 @@ GridValue = Union[StrictBool, StrictInt, StrictFloat, StrictStr]
 def check_sweep_key(key: str) -> None:
     """Raise ValueError unless ``key`` ("section.key") is a scenario key a sweep may vary."""
     parts = key.split(".")
+    if len(parts) == 3 and parts[0] == "algorithm" and all(parts):  # an algorithm's own key
+        if parts[1] not in algorithms.REGISTRY:
+            raise ValueError(f"{key!r}: unknown algorithm {parts[1]!r}; known: {', '.join(algorithms.names())}")
+        own = list(algorithms.get(parts[1]).Params.model_fields)
+        if parts[2] not in own:
+            hint = difflib.get_close_matches(parts[2], own, n=1)
+            raise ValueError(f"{key!r}: not a key of {parts[1]}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+        return
     if len(parts) != 2 or not all(parts):
-        raise ValueError(f"{key!r}: expected section.key, e.g. network.snr_db")
+        raise ValueError(f"{key!r}: expected section.key (or algorithm.<name>.key), e.g. network.snr_db")
     section, name = parts
     if section not in SECTION_MODELS:
         hint = difflib.get_close_matches(section, list(SECTION_MODELS), n=1)
@@ -324,12 +361,6 @@ def check_sweep_key(key: str) -> None:
     known = list(SECTION_MODELS[section].model_fields)
     if section == "data":  # any data set's keys; each point is validated in full later
         known = list(dict.fromkeys(k for cls in DATA_REGISTRY.values() for k in cls.model_fields))
-    if section == "algorithm":  # any algorithm's own keys; each point is validated in full later
-        for algorithm_name in algorithms.names():
-            try:
-                known += list(algorithms.get(algorithm_name).Params.model_fields)
-            except ImportError:
-                continue
     if section == "control":  # any controller's own keys
         for controller_name in control.names():
             known += list(control.get(controller_name).Params.model_fields)
@@ -467,10 +498,9 @@ def _known_keys(parent: list[str], algorithm_name: str | None, data_name: str | 
     if not parent:
         return list(Scenario.model_fields)
     if parent == ["algorithm"]:
-        keys = list(AlgorithmSection.model_fields)
-        if algorithm_name in algorithms.REGISTRY:
-            keys += list(algorithms.get(algorithm_name).Params.model_fields)
-        return keys
+        return [*AlgorithmSection.model_fields, *algorithms.names()]
+    if len(parent) == 2 and parent[0] == "algorithm" and parent[1] in algorithms.REGISTRY:
+        return list(algorithms.get(parent[1]).Params.model_fields)
     if parent == ["data"]:
         return list(DATA_REGISTRY.get(data_name, DataParams).model_fields)
     if parent[0] == "devices" and len(parent) == 3 and parent[1] == "classes":
@@ -580,10 +610,11 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
         raise ScenarioError(format_validation_error(exc, source, algorithm_name=name, data_name=data_name)) from None
-    try:
-        scenario.algorithm.hyperparams()  # the algorithm's own keys
-    except ValidationError as exc:
-        raise ScenarioError(format_validation_error(exc, source, ("algorithm",), name)) from None
+    for table in sorted({scenario.algorithm.name, *scenario.algorithm.tables()}):
+        try:
+            scenario.algorithm.hyperparams(table)  # every algorithm's own keys, used or not
+        except ValidationError as exc:
+            raise ScenarioError(format_validation_error(exc, source, ("algorithm", table), table)) from None
     try:
         scenario.control.params()  # the controller's own keys
     except ValidationError as exc:

@@ -119,7 +119,7 @@ def own_keys(kind: str, section: str, names: list[str], get, after: str) -> list
            f"Besides the common keys of `[{section}]`, each {kind.lower()} accepts its own keys{after}\n"]
     for name in names:
         params = get(name).Params
-        out.append(f"### `{name}`\n")
+        out.append(f"### `{name}`" + (f" (`[{section}.{name}]`)" if section == "algorithm" else "") + "\n")
         out.extend(table(params) if params.model_fields else ["No keys of its own."])
         out.append("")
     return out
@@ -156,7 +156,8 @@ def render() -> str:
             out.append("")
         else:
             out.append(f"## [{name}]\n\n{field.description or ''}\n")
-    out.extend(own_keys("Algorithm", "algorithm", algorithms.names(), algorithms.get, ":"))
+    out.extend(own_keys("Algorithm", "algorithm", algorithms.names(), algorithms.get,
+                        ", in a table of its own (`[algorithm.<name>]`; `--set algorithm.<name>.<key>=...`):"))
     out.extend(own_keys("Controller", "control", control.names(), control.get, " (docs/control.md):"))
     return "\n".join(out).rstrip() + "\n"
 

@@ -233,7 +233,7 @@ def render(results, jobs, names, missing, args, fig_dir, total_s):
             out.append(f"- `{name}`: " + ", ".join(f"`{k} = {json.dumps(v)}`" for k, v in EXTRA[name].items()))
     out += ["", "Run a single one with the CLI, e.g.", "",
             "    .venv/bin/edgefl run scenarios/algorithms-on-one-network.toml --set algorithm.name=fast_fedda "
-            "--set algorithm.mu=0.001 --set algorithm.gamma=25", ""]
+            "--set algorithm.fast_fedda.mu=0.001 --set algorithm.fast_fedda.gamma=25", ""]
     return "\n".join(out) + "\n"
 
 

@@ -154,12 +154,14 @@ def run_job(job: dict) -> dict:
 
     torch.set_num_threads(1)
     from edgefl.runner import Simulation
-    from edgefl.scenario import scenario_from_dict
+    from edgefl.scenario import AlgorithmSection, scenario_from_dict
 
     raw = base_raw()
     raw["run"].update(seed=job["seed"], rounds=job["rounds"])
     raw["data"].update(dirichlet_alpha=job["alpha"], zipf_sigma=job["sigma"])
-    raw["algorithm"].update(name=job["algorithm"], local_steps=job["tau"], **job["hp"])
+    common = {k: v for k, v in job["hp"].items() if k in AlgorithmSection.model_fields}
+    own = {k: v for k, v in job["hp"].items() if k not in common}  # [algorithm.<name>]
+    raw["algorithm"].update(name=job["algorithm"], local_steps=job["tau"], **common, **({job["algorithm"]: own} if own else {}))
     started = time.perf_counter()
     sim = Simulation(scenario_from_dict(raw))
     out = dict(job)

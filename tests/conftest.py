@@ -41,7 +41,7 @@ def make_scenario(
 
     ``data`` replaces :data:`SYNTHETIC_DATA` as a whole (give its ``name``); ``model`` is a model
     name or a whole ``[model]`` table; ``network`` is the ``[network]`` table (defaults when
-    omitted); every other keyword is an algorithm hyperparameter (``algorithm.<key>``).
+    omitted); every other keyword is an algorithm hyperparameter (``[algorithm.<name>]``).
     """
     run = {"seed": seed, "rounds": rounds, "engine": engine, "executor": executor}
     if threads is not None:
@@ -51,7 +51,7 @@ def make_scenario(
         "data": dict(SYNTHETIC_DATA if data is None else data),
         "model": {"name": model} if isinstance(model, str) else dict(model),
         "algorithm": {"name": algorithm, "local_steps": local_steps, "clients_per_round": clients_per_round,
-                      "lr": lr, "batch_size": batch_size, **hyperparams},
+                      "lr": lr, "batch_size": batch_size, **({algorithm: hyperparams} if hyperparams else {})},
     }
     if network is not None:
         sections["network"] = dict(network)

@@ -157,7 +157,7 @@ def test_deadline_late_clients_are_not_aggregated_but_their_energy_counts():
     scenario = small_scenario(
         run={"rounds": 1},
         data={"num_clients": 6},
-        algorithm={"clients_per_round": 6, "local_steps": 2, "batch_size": 4, "weighting": "uniform"},
+        algorithm={"clients_per_round": 6, "local_steps": 2, "batch_size": 4, "fedavg": {"weighting": "uniform"}},
         network={"deadline_s": 0.5},
         devices={"cpu_ghz": 1.0, "cycles_per_sample": 1e4,
                  "classes": [{"name": "slow", "share": 0.5, "cpu_ghz": 0.0001}]},

@@ -126,10 +126,13 @@ def learning_config(scenario: Scenario) -> dict:
 
 
 def _set_key(raw: dict, key: str, value) -> None:
-    section, name = key.split(".")
-    node = raw.setdefault(section, {})
-    if not isinstance(node, dict):
-        raise SweepError(f"{section!r} is not a section")
+    """Set ``section.key`` (or ``algorithm.<name>.key``) in the raw scenario."""
+    *tables, name = key.split(".")
+    node = raw
+    for table in tables:
+        node = node.setdefault(table, {})
+        if not isinstance(node, dict):
+            raise SweepError(f"{table!r} is not a section")
     node[name] = value
 
 

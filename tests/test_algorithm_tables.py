@@ -1,0 +1,59 @@
+"""Each algorithm's own keys in its own table ([algorithm.<name>]): one scenario holds several algorithms'
+settings and `--set algorithm.name=X` switches between them on every committed scenario."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import algorithms
+from edgefl.runner import Simulation
+from edgefl.scenario import ScenarioError, load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
+
+
+MNIST_DIR = ROOT.parent / "shared" / "datasets" / "mnist"
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_every_committed_scenario_takes_every_algorithm(path):
+    from test_data_registry import load_raw_dir_exists
+
+    data = [] if load_raw_dir_exists(path) else [f"data.dir={MNIST_DIR}"]  # the full MNIST or KMNIST beside the checkout
+    if data and not MNIST_DIR.is_dir():
+        pytest.skip("no MNIST folder beside the checkout")
+    for name in algorithms.names():
+        s = load_scenario(path, [*data, f"algorithm.name={name}"])
+        assert s.algorithm.name == name
+        assert s.algorithm.hyperparams() == algorithms.get(name).Params(**s.algorithm.tables().get(name, {}))
+
+
+@pytest.mark.parametrize("name", [n for n in algorithms.names() if n != "fedalign"])  # fedalign needs priority clients
+def test_every_algorithm_runs_on_the_quickstart_by_its_name_alone(name):
+    s = load_scenario(ROOT / "scenarios" / "quickstart.toml", {"algorithm.name": name, "run.rounds": 2})
+    result = Simulation(s).run(progress=False)
+    assert len(result.metrics) == 2 and result.summary["algorithm"] == name
+
+
+def test_the_table_of_the_selected_algorithm_is_used_and_the_others_are_only_validated():
+    path = ROOT / "scenarios" / "drdm-mnist10k.toml"
+    drdm = load_scenario(path)
+    assert drdm.algorithm.hyperparams().mu == 1.0  # [algorithm.drdm] mu = 1.0
+    both = load_scenario(path, {"algorithm.fedprox.mu_p": 0.5, "algorithm.name": "fedprox"})
+    assert both.algorithm.hyperparams().mu_p == 0.5 and both.algorithm.tables()["drdm"]["mu"] == 1.0
+    with pytest.raises(ScenarioError, match="algorithm.fedprox.mu_p"):
+        load_scenario(path, {"algorithm.fedprox.mu_p": -1.0})  # not selected, still validated
+
+
+def test_a_sweep_grid_can_name_an_algorithms_own_key(tmp_path):
+    from edgefl.sweeps.plan import plan_sweep
+
+    plan = plan_sweep(ROOT / "scenarios" / "quickstart.toml", ["run.rounds=1"],
+                      ["algorithm.name=fedavg,fedprox", "algorithm.fedprox.mu_p=0.01,0.1"], 1)
+    assert len(plan.points) == 4
+    assert {p.scenario.algorithm.tables().get("fedprox", {}).get("mu_p") for p in plan.points} == {0.01, 0.1}
+    with pytest.raises(Exception, match="not a key of fedprox"):
+        plan_sweep(ROOT / "scenarios" / "quickstart.toml", [], ["algorithm.fedprox.muu=0.1"], 1)
