@@ -83,14 +83,17 @@ class Result:
 
 
 def run(scenario: str | Path | Scenario, overrides: Mapping[str, Any] | None = None, out: str | Path | None = None,
-        progress: bool = True) -> Result:
+        progress: bool = True, targets: list[str] | None = None) -> Result:
     """Co-simulate a scenario (a path or a loaded :class:`Scenario`); ``out``: also write the results
-    folder there (None: nothing is written)."""
+    folder there (None: nothing is written); ``targets`` (e.g. ``["acc_worst=0.8"]``): rounds, energy and
+    time to each in ``summary["targets"]``."""
+    from edgefl.target import parse_target
+
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario, overrides)
     elif overrides:
         raise ValueError("overrides apply to a scenario file; pass the path, or change the loaded Scenario")
-    result = Simulation(scenario).run(progress=progress)
+    result = Simulation(scenario).run(progress=progress, targets=[parse_target(t) for t in targets or []])
     frame = Result(
         scenario=scenario, metrics=pd.DataFrame(result.metrics), clients=pd.DataFrame(result.clients),
         events=pd.DataFrame([e.row() for e in sorted(result.events or [], key=lambda e: e.timeline_key())],
@@ -124,7 +127,7 @@ def optimal_tau(sweep_dir: str | Path, target: str, window: int | None = None,
     from edgefl.sweeps.analysis import optimal_tau as analyse
     from edgefl.sweeps.analysis import per_channel_rows, read_results
     from edgefl.sweeps.store import grid_keys
-    from edgefl.sweeps.target import DEFAULT_WINDOW, parse_target
+    from edgefl.target import DEFAULT_WINDOW, parse_target
 
     folder = Path(sweep_dir)
     _, rows = read_results(folder / "results.csv")

@@ -32,6 +32,8 @@ def _add_run(sub) -> None:
     p.add_argument("--out", type=Path, default=None, help="results folder (default: results/<scenario name>)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--target", action="append", default=[], metavar="METRIC=VALUE",
+                   help="report rounds, energy and time to this target in summary.json, e.g. acc_worst=0.8 (repeatable)")
     p.set_defaults(func=cmd_run)
 
 
@@ -45,7 +47,10 @@ def cmd_run(args) -> int:
         simulation = Simulation(scenario)
     except DataError as exc:  # e.g. data.dir exists but holds no dataset files
         raise UserError(f"{args.scenario}: {exc}") from None
-    result = simulation.run(progress=not args.quiet)
+    from edgefl.target import parse_target
+
+    targets = [parse_target(text) for text in args.target]
+    result = simulation.run(progress=not args.quiet, targets=targets)
     write_results(result, out, plots=not args.no_plots)
     final = result.summary["final"]
     energy = result.summary["energy_by_category_j"]
@@ -55,6 +60,9 @@ def cmd_run(args) -> int:
         print(f"  accuracy: mean {final['acc_mean']:.4f}, worst {final['acc_worst']:.4f}, std {final['acc_std']:.4f}")
     print(f"  energy: {result.summary['energy_j']:.4g} J (" + ", ".join(f"{k} {v:.3g}" for k, v in energy.items())
           + f"); simulated time {result.summary['sim_time_s']:.4g} s; wall {result.summary['wall_time_s']:.1f} s")
+    for t in result.summary.get("targets", []):
+        print(f"  target {t['target']}: " + (f"round {t['rounds']}, {t['energy_j']:.4g} J, {t['sim_time_s']:.4g} s"
+                                             if t["reached"] else "not reached"))
     if result.summary.get("stopped"):
         print(f"  {result.summary['stopped']}")
     print(f"results in {out}/ (metrics.csv, clients.csv, events.csv, summary.json, scenario.toml, *.png)")

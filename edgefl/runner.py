@@ -18,6 +18,7 @@ from tqdm import tqdm
 import algorithms
 from algorithms.base import Context
 from edgefl.compression import build_compressor
+from edgefl.errors import UserError
 from edgefl.control import ControlContext, DeviceLimits
 from edgefl.control.observe import Observer
 from edgefl.executor import Executor
@@ -29,6 +30,7 @@ from edgefl.results import atomic_directory, write_csv, write_json
 from edgefl.scenario import Scenario
 from edgefl.sim import Engine, IdealPricer, NoDeviceAvailable, SimPyPricer
 from edgefl.sim.activities import EVENT_FIELDS
+from edgefl.target import DEFAULT_WINDOW, Target, definition, parse_target, rounds_to_target
 from energy import CATEGORIES
 
 BATTERY_COLUMNS = ("round", "client", "device_class", "level_j")
@@ -93,8 +95,11 @@ class Simulation:
         )
         self.algorithm = algorithms.get(a.name)(self.context)
 
-    def run(self, progress: bool = True, on_round=None) -> RunResult:
+    def run(self, progress: bool = True, on_round=None, targets: list[Target] | None = None) -> RunResult:
+        """Every round; ``targets``: also report rounds, energy and time to each (summary.json "targets");
+        ``run.stop_at``: end the run once that target is reached and confirmed."""
         s = self.scenario
+        stop_at = parse_target(s.run.stop_at) if s.run.stop_at else None
         rows: list[dict] = []
         started = time.perf_counter()
         bar = tqdm(range(s.run.rounds), desc=f"{s.algorithm.name}", unit="round", disable=not progress or None,
@@ -126,6 +131,17 @@ class Simulation:
                 worst = row.get("acc_worst")  # None for regression models
                 bar.set_postfix(acc_worst=f"{float('nan') if worst is None else worst:.3f}", energy_j=f"{row['energy_j']:.3g}")
             rows.append(row)
+            if row is last_eval and len([x for x in rows if x.get("acc_worst") is not None or x.get("loss") is not None]) == 1:
+                for t in [*(targets or []), *([stop_at] if stop_at else [])]:
+                    target_outcome(rows, t)  # a metric the run does not have: an error now, not after the run
+            if stop_at is not None and (reached := confirmed_round(rows, stop_at)) is not None:
+                stopped = (f"target {stop_at} reached at round {reached} (confirmed by the centred {DEFAULT_WINDOW}-round "
+                           f"moving average at round {r + 1})")
+                if self.controller is not None:
+                    self.engine.observer.history.append(row)
+                if on_round is not None:
+                    on_round(row)
+                break
             if self.controller is not None:
                 self.engine.observer.history.append(row)
             if on_round is not None:
@@ -135,6 +151,10 @@ class Simulation:
         final = evaluate_global(self.model, self.data, self.algorithm.model)
         clients = self._client_rows(final)
         summary = self._summary(rows, last_eval, wall_s)
+        summary["rounds_run"] = len(rows)
+        wanted = list(targets or []) + ([stop_at] if stop_at is not None and stop_at not in (targets or []) else [])
+        if wanted:
+            summary["targets"] = [target_outcome(rows, t) for t in wanted]
         if stopped:
             summary["stopped"] = stopped
         if self.controller is not None:
@@ -231,6 +251,32 @@ class Simulation:
             "wall_time_s": wall_s,
             "data": self.data.summary(),
         }
+
+
+def target_outcome(rows: list[dict], target: Target, window: int = DEFAULT_WINDOW) -> dict:
+    """Rounds, cumulative energy (J) and simulated time (s) to ``target`` (None if not reached)."""
+    if rows and not any(target.metric in row for row in rows):
+        known = [k for k in rows[0] if k.startswith(("acc", "loss")) or k.endswith(("loss", "error"))]
+        raise UserError(f"target {target}: the run has no metric {target.metric!r} (known: {', '.join(known)})")
+    reached = rounds_to_target([row["round"] for row in rows], [row.get(target.metric) for row in rows], target, window)
+    at = next((row for row in rows if row["round"] == reached), None)
+    return {"target": str(target), "definition": definition(target, window), "reached": reached is not None,
+            "rounds": reached, "energy_j": None if at is None else at["energy_j"],
+            "sim_time_s": None if at is None else at["sim_time_s"]}
+
+
+def confirmed_round(rows: list[dict], target: Target, window: int = DEFAULT_WINDOW) -> int | None:
+    """The round ``target`` was reached at, once no later evaluation can change it: its centred moving
+    average has its whole window (window // 2 evaluations after it)."""
+    evaluated = [row for row in rows if row.get(target.metric) is not None]
+    if not evaluated:
+        return None
+    reached = rounds_to_target([row["round"] for row in evaluated], [row[target.metric] for row in evaluated],
+                               target, window)
+    if reached is None:
+        return None
+    after = sum(1 for row in evaluated if row["round"] > reached)
+    return reached if after >= window // 2 else None
 
 
 def run_scenario(scenario: Scenario, progress: bool = True, record_trace: bool = False) -> RunResult:

@@ -40,6 +40,8 @@ from channel import check_mcs_table
 from edgefl.physical import read_availability_trace
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl import control
+from edgefl.errors import UserError
+from edgefl.target import parse_target
 from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.data.registry import unknown_name_message
 
@@ -72,6 +74,19 @@ class RunSection(Strict):
         "time and energy, everyone finishes (learning only).")
     executor: Literal["batched", "loop"] = Field("batched", description="Client numerics: batched (vmap) or per-client loop.")
     threads: Optional[PositiveInt] = Field(None, description="torch CPU threads (default: torch's choice).")
+    stop_at: Optional[str] = Field(
+        None, description="metric=value, e.g. \"acc_worst=0.8\": end the run once the target is reached (the centred "
+        "5-round moving average of the metric crosses it; the run goes on for the evaluations that confirm it).")
+
+    @field_validator("stop_at")
+    @classmethod
+    def _a_target(cls, value):
+        if value is not None:
+            try:
+                parse_target(value)
+            except UserError as exc:
+                raise ValueError(str(exc).replace("--target", "expected metric=value, got")) from None
+        return value
 
     @field_validator("engine", mode="before")
     @classmethod

@@ -27,7 +27,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
-from edgefl.sweeps.target import Target, rounds_to_target  # noqa: E402
+from edgefl.target import Target, rounds_to_target  # noqa: E402
 
 SCENARIO = REPO / "scenarios" / "algorithms-on-one-network.toml"
 EXPECTED = ["fedavg", "fedprox", "scaffold", "feddyn", "drdm", "drfa", "scaff_pd", "partial_avg", "periodic_avg",
@@ -119,7 +119,7 @@ def curve(results, jobs, name, key):
 
 def energy_to_target(acc, energy, target):
     """Cumulative energy at the rounds-to-target of the accuracy curve (round 1 first; NaN where
-    not evaluated), by the one definition (edgefl.sweeps.target.rounds_to_target: the centred
+    not evaluated), by the one definition (edgefl.target.rounds_to_target: the centred
     5-evaluation moving average first >= target); NaN if never."""
     reached = rounds_to_target(range(1, len(acc) + 1), acc, Target("acc_mean", target))
     return float("nan") if reached is None else float(energy[reached - 1])
@@ -199,7 +199,7 @@ def render(results, jobs, names, missing, args, fig_dir, total_s):
                    f"{r[7]:.1f} | {reach} |")
     out += ["", f"Energy to {int(100 * target)} % accuracy: the cumulative energy at the first round at which the "
             f"centred 5-evaluation moving average of the seed-mean accuracy reaches {int(100 * target)} % (the "
-            "definition `edgefl optimal-tau` uses, `edgefl.sweeps.target.rounds_to_target`).",
+            "definition `edgefl optimal-tau` uses, `edgefl.target.rounds_to_target`).",
             "", "## Reading the comparison", "",
             "- All algorithms see the same data, devices, channel draws' law, τ and number of clients per round; "
             "each runs with its defaults plus the keys listed below — none was tuned for this scenario, so the "

@@ -11,7 +11,7 @@
                   docs/energy-optimal-tau.md) at two channel points: accuracy versus cumulative energy,
                   and the cheapest setting to reach the target.
 
-Rounds-to-target everywhere: the project's one definition (edgefl.sweeps.target: the first round at
+Rounds-to-target everywhere: the project's one definition (edgefl.target: the first round at
 which the centred 5-round moving average of the metric reaches the target). Means ± 95 % t-intervals
 over the seeds. Each command prints a markdown table and writes one CSV line per run to docs/data/.
 
@@ -42,7 +42,7 @@ if str(ROOT) not in sys.path:
 
 from edgefl.results import atomic_write_text  # noqa: E402
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
-from edgefl.sweeps.target import Target, definition, rounds_to_target  # noqa: E402
+from edgefl.target import Target, definition, rounds_to_target  # noqa: E402
 
 DATA = ROOT / "docs" / "data"
 TAU_SCENARIO = ROOT / "scenarios" / "energy-tau-sweep.toml"

@@ -3,7 +3,7 @@
 The baseline is scenarios/phones-in-a-cell.toml (FedAvg) with every effect on; each other
 configuration switches ONE effect off, the rest as in the baseline. For every configuration,
 local steps tau in TAUS and SEEDS seeds: energy, simulated time and rounds to a target on the mean
-per-client accuracy (the project's one rounds-to-target definition, edgefl.sweeps.target), mean ±
+per-client accuracy (the project's one rounds-to-target definition, edgefl.target), mean ±
 95 % t-interval over the seeds, and the energy-optimal tau* among the tau every seed reaches.
 
     .venv/bin/python experiments/realistic_network.py --workers 2          # ~5 minutes on 2 cores
@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
 
 from edgefl.results import atomic_write_text  # noqa: E402
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
-from edgefl.sweeps.target import Target, definition, rounds_to_target  # noqa: E402
+from edgefl.target import Target, definition, rounds_to_target  # noqa: E402
 
 SCENARIO = ROOT / "scenarios" / "phones-in-a-cell.toml"
 PAGE = ROOT / "docs" / "realistic-network.md"
@@ -227,7 +227,7 @@ def render(summary: dict, runs: list[dict], workers: int, why: str) -> str:
         f"(≈ {wall_s / 60 / workers:.1f} min on {workers} workers, plus start-up).",
         "",
         "**Definitions.**",
-        f"- {definition(TARGET, 5)} (`edgefl.sweeps.target.rounds_to_target`). Only evaluated rounds count:",
+        f"- {definition(TARGET, 5)} (`edgefl.target.rounds_to_target`). Only evaluated rounds count:",
         "  with evaluation every 2 rounds the window is 5 evaluations, i.e. rounds r − 4 … r + 4.",
         "- Energy and time to target: the cumulative energy of all clients and the simulated time at that round.",
         "- Cells: mean ± 95 % t-interval over the seeds that reached the target; `(k/5)` when only k did;",

@@ -21,7 +21,7 @@ What it does (details and definitions are written into the page itself):
    worst-case / std of per-client test accuracy.
 3. Figure 3 analogue: DRDM (and FedAvg as a reference) at tau in {5, 10, 20, 30}; rounds until the
    centred 5-round moving average of the worst-case accuracy first reaches the target
-   (edgefl.sweeps.target.rounds_to_target, the definition `edgefl optimal-tau` uses).
+   (edgefl.target.rounds_to_target, the definition `edgefl optimal-tau` uses).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from edgefl.sweeps.jobs import run_jobs  # noqa: E402
-from edgefl.sweeps.target import DEFAULT_WINDOW, Target, centred_moving_average, rounds_to_target  # noqa: E402
+from edgefl.target import DEFAULT_WINDOW, Target, centred_moving_average, rounds_to_target  # noqa: E402
 
 SCENARIO = REPO / "scenarios" / "drdm-mnist10k.toml"
 DOC = REPO / "docs" / "reproduce-drdm.md"
@@ -232,7 +232,7 @@ class Runner:
 # -- statistics -------------------------------------------------------------------------------
 def first_round(curve, target) -> int | None:
     """Rounds-to-target of a worst-case accuracy curve (round 1 first), by the one definition
-    (edgefl.sweeps.target.rounds_to_target): the first round at which its centred WINDOW-round
+    (edgefl.target.rounds_to_target): the first round at which its centred WINDOW-round
     moving average is >= target; None if never."""
     return rounds_to_target(range(1, len(curve) + 1), curve, Target("acc_worst", target), WINDOW)
 
@@ -595,7 +595,7 @@ def page(chosen, tune_table, main, fig3, timings, args, ablation=()) -> str:
                                           axis=0), PRIMARY_TARGET) is not None for t in TAUS)
     w(f"Definition: the first round r at which the centred {WINDOW}-round moving average of the worst-case accuracy "
       f"(rounds r−{(WINDOW - 1) // 2} … r+{WINDOW // 2}, fewer at the ends of the run) is at least the target, the "
-      "definition `edgefl optimal-tau` uses (`edgefl.sweeps.target.rounds_to_target`; centred, it adds no lag). "
+      "definition `edgefl optimal-tau` uses (`edgefl.target.rounds_to_target`; centred, it adds no lag). "
       "\"Seed-mean curve\" applies it to the worst-case curve "
       "averaged over seeds (the spec's §7 procedure); \"per seed\" applies it to each seed and gives mean ± std over "
       f"the seeds that reached the target within {ROUNDS} rounds (with how many did). Primary target "

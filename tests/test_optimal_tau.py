@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from edgefl.cli import main
 from edgefl.sweeps.analysis import mean_ci, optimal_tau, pareto_front
 from edgefl.sweeps.plan import SweepError
-from edgefl.sweeps.target import Target, centred_moving_average, parse_target, rounds_to_target
+from edgefl.errors import UserError
+from edgefl.target import Target, centred_moving_average, parse_target, rounds_to_target
 
 SNRS = [0, 10, 20, 30]
 BANDWIDTHS = [0.5, 2, 10]
@@ -141,7 +142,7 @@ def test_mean_ci_and_pareto_front():
 
 @pytest.mark.parametrize("text", ["acc_worst", "acc_worst=", "=0.8", "acc_worst=high", "acc_worst=nan"])
 def test_bad_target_is_a_user_error(text):
-    with pytest.raises(SweepError, match="--target"):
+    with pytest.raises(UserError, match="--target"):
         parse_target(text)
 
 

@@ -1,7 +1,7 @@
 """Sweeps: one scenario over a grid of keys x seeds, resumable, re-priced where that is exact;
 the energy-optimal τ from a sweep's results; their figures and commands.
 
-Modules, each importing only those above it:
+Modules, each importing only those above it (rounds-to-target, the one definition, is :mod:`edgefl.target`):
 
 - :mod:`~edgefl.sweeps.plan`: the points of a sweep and which of them share a training
   (:func:`plan_sweep`, :func:`parse_grid`, :class:`SweepError`).
@@ -11,7 +11,6 @@ Modules, each importing only those above it:
 - :mod:`~edgefl.sweeps.store`: the sweep folder (manifest, one file per finished point,
   results.csv).
 - :mod:`~edgefl.sweeps.run`: trainings, co-simulations and re-pricing (:func:`run_sweep`).
-- :mod:`~edgefl.sweeps.target`: rounds-to-target, the one definition (:func:`rounds_to_target`).
 - :mod:`~edgefl.sweeps.analysis`: energy-to-target and τ* (:func:`optimal_tau`).
 - :mod:`~edgefl.sweeps.plots`: the figures (matplotlib; not imported here).
 - :mod:`~edgefl.sweeps.cli`: ``edgefl sweep | optimal-tau | plot`` (registered by :mod:`edgefl.cli`).
@@ -22,7 +21,7 @@ from edgefl.sweeps.jobs import run_jobs
 from edgefl.sweeps.plan import COSIMULATED, REPRICED, TAU_KEY, SweepError, SweepPlan, SweepPoint, parse_grid, plan_sweep
 from edgefl.sweeps.run import SweepSummary, run_sweep
 from edgefl.sweeps.store import load_manifest, read_point
-from edgefl.sweeps.target import Target, parse_target, rounds_to_target
+from edgefl.target import Target, parse_target, rounds_to_target
 
 __all__ = ["COSIMULATED", "REPRICED", "TAU_KEY", "OptimalTau", "SweepError", "SweepPlan", "SweepPoint",
            "SweepSummary", "Target", "load_manifest", "optimal_tau", "parse_grid", "parse_target", "plan_sweep",

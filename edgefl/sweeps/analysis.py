@@ -1,9 +1,9 @@
 """Energy-to-target and the energy-optimal number of local steps τ*, computed from a sweep's
-results.csv (rounds-to-target: :mod:`edgefl.sweeps.target`).
+results.csv (rounds-to-target: :mod:`edgefl.target`).
 
 Definitions (printed with every output):
 
-- **rounds-to-target** of one seed: :func:`edgefl.sweeps.target.rounds_to_target`, the first
+- **rounds-to-target** of one seed: :func:`edgefl.target.rounds_to_target`, the first
   round at which the centred moving average (window w, default 5: the round, two before and
   two after, fewer at the ends of the run) of the metric reaches the target (>= for
   accuracies, <= for losses). Only evaluated rounds count. A seed that never gets there is
@@ -37,8 +37,8 @@ import numpy as np
 from scipy import stats
 
 from edgefl.sweeps.plan import TAU_KEY, SweepError
-from edgefl.sweeps.target import DEFAULT_WINDOW, Target, rounds_to_target
-from edgefl.sweeps.target import definition as target_definition
+from edgefl.target import DEFAULT_WINDOW, Target, rounds_to_target
+from edgefl.target import definition as target_definition
 
 DEFAULT_CONFIDENCE = 0.95
 TRANSMIT_COLUMNS = ("uplink_energy_j", "downlink_energy_j")

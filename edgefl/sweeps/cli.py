@@ -16,7 +16,7 @@ from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows,
 from edgefl.sweeps.plan import SweepError, parse_grid, plan_sweep
 from edgefl.sweeps.run import run_sweep, user_errors
 from edgefl.sweeps.store import RESULTS, grid_keys
-from edgefl.sweeps.target import DEFAULT_WINDOW, parse_target
+from edgefl.target import DEFAULT_WINDOW, parse_target
 
 
 def register_commands(sub) -> None:

@@ -1,5 +1,5 @@
-"""Rounds-to-target: the one definition, used by `edgefl optimal-tau`, `edgefl plot` and the
-scripts in ``experiments/``."""
+"""Rounds-to-target: the one definition, used by `edgefl run --target` and `run.stop_at`, `edgefl
+optimal-tau`, `edgefl plot` and the scripts in ``experiments/``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from edgefl.sweeps.plan import SweepError
+from edgefl.errors import UserError
 
 DEFAULT_WINDOW = 5
 
@@ -40,7 +40,7 @@ def parse_target(text: str) -> Target:
     except ValueError:
         value = math.nan
     if not sep or not metric.strip() or not math.isfinite(value):
-        raise SweepError(f"--target {text!r}: expected metric=value, e.g. --target acc_worst=0.80")
+        raise UserError(f"--target {text!r}: expected metric=value, e.g. --target acc_worst=0.80")
     return Target(metric.strip(), value)
 
 
