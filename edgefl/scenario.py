@@ -12,6 +12,7 @@ Relative paths in a file (``data.dir``) are relative to that file's folder; in
 from __future__ import annotations
 
 import difflib
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
@@ -137,12 +138,16 @@ class AlgorithmSection(BaseModel):
 
     @model_validator(mode="after")
     def _known_algorithm(self):
-        if self.name not in algorithms.REGISTRY:
+        try:
+            algorithms.get(self.name)
+        except KeyError as exc:
             hint = difflib.get_close_matches(self.name, algorithms.names(), n=1)
-            extra = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise ValueError(f"unknown algorithm {self.name!r}{extra}; known: {', '.join(algorithms.names())}")
+            message = exc.args[0]
+            if hint and message.startswith("unknown algorithm"):
+                message = message.replace(f"{self.name!r};", f"{self.name!r} (did you mean {hint[0]!r}?);", 1)
+            raise ValueError(message) from None
         for key, value in (self.model_extra or {}).items():
-            if key in algorithms.REGISTRY:
+            if key in algorithms.REGISTRY or (":" in key and algorithms.is_algorithm(key)):  # a plug-in's table
                 if not isinstance(value, dict):
                     raise ValueError(f"algorithm.{key} must be a table of {key}'s own keys, e.g. [algorithm.{key}]")
                 continue
@@ -166,7 +171,7 @@ class AlgorithmSection(BaseModel):
 
     def tables(self) -> dict[str, dict]:
         """The algorithms' own tables ([algorithm.<name>]) in the scenario."""
-        return {k: v for k, v in (self.model_extra or {}).items() if k in algorithms.REGISTRY}
+        return {k: v for k, v in (self.model_extra or {}).items() if isinstance(v, dict) and algorithms.is_algorithm(k)}
 
     def hyperparams(self, name: str | None = None):
         """The own keys of the selected algorithm (or of ``name``), validated by its HyperParams model."""
@@ -356,7 +361,7 @@ def check_sweep_key(key: str) -> None:
     """Raise ValueError unless ``key`` ("section.key") is a scenario key a sweep may vary."""
     parts = key.split(".")
     if len(parts) == 3 and parts[0] == "algorithm" and all(parts):  # an algorithm's own key
-        if parts[1] not in algorithms.REGISTRY:
+        if not algorithms.is_algorithm(parts[1]):
             raise ValueError(f"{key!r}: unknown algorithm {parts[1]!r}; known: {', '.join(algorithms.names())}")
         own = list(algorithms.get(parts[1]).Params.model_fields)
         if parts[2] not in own:
@@ -514,7 +519,7 @@ def _known_keys(parent: list[str], algorithm_name: str | None, data_name: str | 
         return list(Scenario.model_fields)
     if parent == ["algorithm"]:
         return [*AlgorithmSection.model_fields, *algorithms.names()]
-    if len(parent) == 2 and parent[0] == "algorithm" and parent[1] in algorithms.REGISTRY:
+    if len(parent) == 2 and parent[0] == "algorithm" and algorithms.is_algorithm(parent[1]):
         return list(algorithms.get(parent[1]).Params.model_fields)
     if parent == ["data"]:
         return list(DATA_REGISTRY.get(data_name, DataParams).model_fields)
@@ -561,13 +566,19 @@ def format_validation_error(err: ValidationError, source: str, prefix: tuple[str
     return "\n".join(lines)
 
 
+def split_key(key: str) -> list[str]:
+    """``algorithm."pkg.mod:Class".mu`` -> ['algorithm', 'pkg.mod:Class', 'mu'] (TOML's dotted keys: a quoted
+    part may hold dots)."""
+    return [part.strip('"') for part in re.findall(r'"[^"]*"|[^.]+', key.strip()) if part.strip('"')]
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``section.key=value`` -> (['section', 'key'], value). Values are TOML literals;
     anything that is not one is taken as a string (``--set data.dir=/x``)."""
     if "=" not in text:
         raise ScenarioError(f"--set {text!r}: expected key=value, e.g. --set network.snr_db=10")
     key, raw = text.split("=", 1)
-    path = [p for p in key.strip().split(".") if p]
+    path = split_key(key)
     if not path:
         raise ScenarioError(f"--set {text!r}: empty key")
     try:
@@ -586,7 +597,7 @@ def apply_overrides(raw: dict, overrides: list[str] | dict[str, Any]) -> dict:
     """Set dotted keys: ``--set`` texts (``["network.snr_db=5"]``) or a dict (``{"network.snr_db": 5}``)."""
     raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
     if isinstance(overrides, dict):
-        items = [([p for p in str(key).split(".") if p], value, f"override {key!r}") for key, value in overrides.items()]
+        items = [(split_key(str(key)), value, f"override {key!r}") for key, value in overrides.items()]
     else:
         items = [(*parse_override(text), f"--set {text!r}") for text in overrides]
     for path, value, text in items:

@@ -57,3 +57,49 @@ def test_a_sweep_grid_can_name_an_algorithms_own_key(tmp_path):
     assert {p.scenario.algorithm.tables().get("fedprox", {}).get("mu_p") for p in plan.points} == {0.01, 0.1}
     with pytest.raises(Exception, match="not a key of fedprox"):
         plan_sweep(ROOT / "scenarios" / "quickstart.toml", [], ["algorithm.fedprox.muu=0.1"], 1)
+
+
+PLUGIN = '''
+from pydantic import Field
+from algorithms.fedavg import FedAvg
+
+
+class DampedFedAvg(FedAvg):
+    """FedAvg whose server moves only part of the way to the average."""
+    name = "damped_fedavg"
+
+    class Params(FedAvg.Params):
+        damping: float = Field(0.5, gt=0, le=1)
+
+    def round(self, r):
+        before = self.w.clone()
+        yield from super().round(r)
+        self.w = before + self.ctx.hp.damping * (self.w - before)
+'''
+
+
+def test_an_algorithm_of_ones_own_by_its_module_path(tmp_path, monkeypatch):
+    import sys
+
+    (tmp_path / "my_algorithms.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        name = "my_algorithms:DampedFedAvg"
+        base = {"run.rounds": 3, "algorithm.name": name}
+        half = Simulation(load_scenario(ROOT / "scenarios" / "quickstart.toml",
+                                        {**base, f"algorithm.{name}.damping": 0.5})).run(progress=False)
+        full = Simulation(load_scenario(ROOT / "scenarios" / "quickstart.toml",
+                                        {**base, f"algorithm.{name}.damping": 1.0})).run(progress=False)
+        fedavg = Simulation(load_scenario(ROOT / "scenarios" / "quickstart.toml", {"run.rounds": 3})).run(progress=False)
+        # damping 1 is FedAvg (up to rounding of before + 1·(w − before)); 0.5 is not
+        assert [r["loss"] for r in full.metrics] == pytest.approx([r["loss"] for r in fedavg.metrics], rel=1e-6)
+        assert [r["loss"] for r in half.metrics] != pytest.approx([r["loss"] for r in fedavg.metrics], rel=1e-3)
+        quoted = load_scenario(ROOT / "scenarios" / "quickstart.toml",
+                               [f"algorithm.name={name}", f'algorithm."{name}".damping=0.25'])  # --set spelling
+        assert quoted.algorithm.hyperparams().damping == 0.25
+        with pytest.raises(ScenarioError, match="damping"):
+            load_scenario(ROOT / "scenarios" / "quickstart.toml", {**base, f"algorithm.{name}.damping": 2.0})
+        with pytest.raises(ScenarioError, match="cannot import 'no_such_module'"):
+            load_scenario(ROOT / "scenarios" / "quickstart.toml", {"algorithm.name": "no_such_module:X"})
+    finally:
+        sys.modules.pop("my_algorithms", None)
