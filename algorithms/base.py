@@ -85,6 +85,9 @@ class Algorithm:
 
     name: ClassVar[str] = ""
     Params: ClassVar[type[HyperParams]] = HyperParams
+    # Why update compression ([compression]) cannot apply to this algorithm's uploads; None: it applies
+    # (to the vectors each Train op lists in ``uploads``).
+    no_compression: ClassVar[str | None] = None
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx

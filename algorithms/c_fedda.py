@@ -144,7 +144,8 @@ class CFedDA(Algorithm):
             "reg": self.reg, "mode": hp.cprox_mode, "iters": hp.cprox_iters, "grad_scale": hp.grad_scale,
         }
         carry = {"g": st.g.expand(len(selected), -1).clone(), "boundary": st.g.new_zeros(len(selected))}
-        result = yield Train(selected, st.w.float(), E, c_fedda_step, shared=shared, carry=carry)
+        result = yield Train(selected, st.w.float(), E, c_fedda_step, shared=shared, carry=carry,
+                             uploads=("g",))  # the server aggregates the dual sums g_i
         arrived = yield Upload(selected, ctx.model_bits)
         st.rounds += 1
         self.client_boundary_steps += int(result.carry["boundary"].sum())

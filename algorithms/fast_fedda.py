@@ -94,7 +94,8 @@ class FastFedDA(Algorithm):
         yield Broadcast(selected, hp.downlink_vectors * ctx.model_bits)
         carry = {"g": self.g.expand(len(selected), -1).clone(), "wt": self.wt.expand(len(selected), -1).clone()}
         shared = {**self.shared, "t0": r * E}
-        result = yield Train(selected, self.w.float(), E, fast_fedda_step, shared=shared, carry=carry)
+        result = yield Train(selected, self.w.float(), E, fast_fedda_step, shared=shared, carry=carry,
+                             uploads=("g", "wt"))  # the server aggregates g_i and w~_i
         arrived = yield Upload(selected, 2 * ctx.model_bits)
         if not arrived.any():
             return

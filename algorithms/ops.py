@@ -73,10 +73,14 @@ class Broadcast(Op):
 @dataclass
 class Upload(Op):
     """Clients -> server uplink of ``bits`` each. Result: bool mask aligned with
-    ``clients``, True where the upload arrived before the deadline (and was not lost)."""
+    ``clients``, True where the upload arrived before the deadline (and was not lost).
+    ``vectors``: how many model-sized vectors of the message are updates that update compression
+    shrinks (``[compression]``, docs/compression.md); None: ⌊bits / model_bits⌋. Set 0 for a message
+    whose vectors are not Train results (e.g. an Evaluate gradient)."""
 
     clients: np.ndarray
     bits: float | np.ndarray
+    vectors: int | None = None
 
 
 @dataclass
@@ -87,6 +91,9 @@ class Train(Op):
     ``record_at`` (1..steps) also returns each client's parameters after that many steps
     (DRDM's snapshot). ``step_mask`` ``[C, steps]`` (bool) switches individual steps off:
     a masked step leaves w and carry unchanged and costs no compute.
+    ``uploads``: the vectors of the result the clients send to the server, which update compression
+    replaces by start + C(result − start): "params", "snapshot" (if recorded) or a ``carry`` key
+    (relative to its start value); () for a Train whose result stays on the clients.
     Result: :class:`TrainResult`.
     """
 
@@ -100,6 +107,7 @@ class Train(Op):
     record_at: int | None = None
     step_mask: Tensor | None = None
     batch_size: int | None = None  # None: the run's algorithm.batch_size
+    uploads: tuple[str, ...] = ("params", "snapshot")
 
 
 @dataclass
@@ -144,5 +152,5 @@ class Query(Op):
         return (
             Broadcast(self.clients, self.down_bits),
             Evaluate(self.clients, self.params, self.what, self.full, self.batch_size),
-            Upload(self.clients, self.up_bits),
+            Upload(self.clients, self.up_bits, vectors=0),  # evaluations: not compressed
         )

@@ -161,6 +161,8 @@ def build_partition(kind: str, layout, dim: int, tau: int) -> list[np.ndarray]:
 
 class PartialAvg(Algorithm):
     name = "partial_avg"
+    no_compression = ("its workers upload coordinates of the models they keep training (no update relative to "
+                      "a model the server knows)")
     Params = PartialAvgParams
 
     def __init__(self, ctx):
@@ -190,7 +192,8 @@ class PartialAvg(Algorithm):
         return {"lr": self.ctx.lr, "momentum": self.hp.momentum, "weight_decay": self.hp.weight_decay}
 
     def _train(self, steps):
-        result = yield Train(self.active, self.x, steps, momentum_step, shared=self._shared(), carry={"m": self.mom})
+        result = yield Train(self.active, self.x, steps, momentum_step, shared=self._shared(), carry={"m": self.mom},
+                             uploads=())  # the workers keep their models
         self.x, self.mom = result.params, result.carry["m"]
 
     def _discrepancy(self) -> float:

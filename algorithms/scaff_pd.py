@@ -71,7 +71,7 @@ class ScaffPD(Algorithm):
         yield Broadcast(S, ctx.model_bits)
         losses = yield Evaluate(S, self.x, "loss")  # l.2: L_i on zeta
         grads = yield Evaluate(S, self.x, "grad")  # l.2: c_i on zeta'
-        arrived = yield Upload(S, ctx.model_bits + ctx.scalar_bits)
+        arrived = yield Upload(S, ctx.model_bits + ctx.scalar_bits, vectors=0)  # a gradient: not compressed
         if not arrived.any():
             return
         keep = torch.as_tensor(arrived)

@@ -1,8 +1,9 @@
 """Update compression for any algorithm's uploads (``[compression]``; docs/compression.md).
 
-The engine applies it to every ``Train`` result: a client's update Δ = w_after − w_start (and DRDM's or
-DRFA's snapshot likewise) is replaced by C(Δ), so the server aggregates what it really received, and
-every model-sized vector of an ``Upload`` is charged :meth:`Compressor.bits` instead of d × 32 bits.
+The engine applies it to every vector a ``Train`` op lists in ``uploads``: a client's update
+Δ = v_after − v_start (the parameters, DRDM's or DRFA's snapshot, the FedDA family's carried duals) is
+replaced by C(Δ), so the server aggregates what it really received, and every model-sized update of an
+``Upload`` (``Upload.vectors``) is charged :meth:`Compressor.bits` instead of d × bits_per_param bits.
 Batched over the clients ([C, d] at once); one random stream of its own (seeded from run.seed), so a
 seed gives the same numbers whichever executor trained.
 
@@ -14,9 +15,10 @@ seed gives the same numbers whichever executor trained.
   memory", NeurIPS 2018), with error feedback: each client keeps what it did not send, e_i, and
   compresses e_i + Δ next time (Karimireddy et al., ICML 2019). Bits: k · (32 + ⌈log2 d⌉) (value and index).
 
-What is not compressed: downloads; the gradients and losses of ``Evaluate``/``Query``; scalar
-uploads (FedALIGN's, SCAFF-PD's loss); quantities an algorithm derives from the compressed model
-(SCAFFOLD's control variate is computed from it).
+What is not compressed: downloads; the gradients and losses of ``Evaluate``/``Query`` (SCAFF-PD's
+gradient upload); scalar uploads (FedALIGN's, SCAFF-PD's loss); quantities an algorithm derives from the
+compressed model (SCAFFOLD's control variate is computed from it). Algorithms whose uploads are not
+updates (partial/periodic averaging: ``Algorithm.no_compression``) refuse it.
 """
 
 from __future__ import annotations

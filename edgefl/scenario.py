@@ -490,6 +490,11 @@ class Scenario(Strict):
             self.control.controller_class().check_scenario(self)
         if self.devices.availability_trace is not None:
             read_availability_trace(self.devices.availability_trace, self.data.num_clients)  # errors name the line
+        if self.compression.name != "none" and algorithms.is_algorithm(self.algorithm.name):
+            why = getattr(algorithms.get(self.algorithm.name), "no_compression", None)
+            if why:
+                raise ValueError(f"compression.name = {self.compression.name!r} does not apply to "
+                                 f"{self.algorithm.name}: {why}")
         return self
 
     def to_dict(self) -> dict:

@@ -273,6 +273,16 @@ COMPRESSION_SETTINGS = {  # label -> [compression]
     "top-10 %": {"name": "topk", "fraction": 0.1}, "top-1 %": {"name": "topk", "fraction": 0.01},
 }
 COMPRESSION_POINTS = ((5, 0.5), (25, 5))  # transmission-dominated, compute-dominated (dB, MHz)
+MNIST_LINEAR_DIM = 28 * 28 * 10 + 10  # d of the linear model on MNIST (784 -> 10)
+
+
+def upload_bits(config: dict, d: int = MNIST_LINEAR_DIM, vectors: int = 2) -> float:
+    """Bits of one DRDM upload (w_i^+ and the snapshot, no header) under a [compression] table."""
+    from edgefl.compression import build_compressor
+    from edgefl.scenario import CompressionSection
+
+    compressor = build_compressor(CompressionSection(**config), 1, 0, 32)
+    return vectors * (compressor.bits(d) if compressor is not None else 32.0 * d)
 
 
 def compression(args) -> None:
@@ -303,8 +313,9 @@ def compression(args) -> None:
     for point in COMPRESSION_POINTS:
         group = [r for r in rows if (r["snr_db"], r["bandwidth_mhz"]) == point]
         print(f"{point[0]} dB, {point[1]} MHz per device:\n")
-        print("| setting | rounds to target | energy to target (J) | ratio to 32 bit (paired) | final acc_worst |")
-        print("|---|---|---|---|---|")
+        print("| setting | bits per upload | rounds to target | energy to target (J) | ratio to 32 bit (paired) "
+              "| final acc_worst |")
+        print("|---|---|---|---|---|---|")
         best = None
         base = {r["seed"]: r["energy_j"] for r in group if r["setting"] == "32 bit (none)"}
         for label in COMPRESSION_SETTINGS:
@@ -314,7 +325,8 @@ def compression(args) -> None:
             ratio = mean_ci([r["energy_j"] / base[r["seed"]] for r in runs if r["energy_j"] and base.get(r["seed"])])
             if not never and (best is None or energy[0] < best[1]):
                 best = (label, energy[0])
-            print(f"| {label} | {fmt(*mean_ci([r['rounds'] for r in runs]))}{f' ({never} never)' if never else ''} | "
+            print(f"| {label} | {upload_bits(COMPRESSION_SETTINGS[label]):,.0f} | "
+                  f"{fmt(*mean_ci([r['rounds'] for r in runs]))}{f' ({never} never)' if never else ''} | "
                   f"{fmt(*energy)} | {fmt(*ratio)} | {fmt(*mean_ci([r['final_acc_worst'] for r in runs]))} |")
         print(f"\ncheapest to reach the target with every seed: {best[0] if best else 'none'}\n")
     plot_compression(read_rows(curves), ROOT / "docs" / "figures" / "compression-accuracy-energy.png")

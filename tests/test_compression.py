@@ -108,3 +108,41 @@ def test_batched_and_loop_executors_give_identical_numbers(compression):
 def test_bad_compression_keys_name_the_field(compression, message):
     with pytest.raises(ScenarioError, match=message):
         scenario(compression)
+
+
+@pytest.mark.parametrize("algorithm", ["fedda", "c_fedda", "fast_fedda"])
+def test_dual_averaging_uploads_are_compressed(algorithm):
+    """The FedDA family aggregates carried duals, not the parameters: those are what gets compressed."""
+    plain = run(scenario(algorithm=algorithm))
+    for compression in ({"name": "qsgd", "bits": 2}, {"name": "topk", "fraction": 0.1}):
+        squeezed = run(scenario(compression, algorithm=algorithm))
+        assert squeezed.metrics[-1]["loss"] != plain.metrics[-1]["loss"]
+        assert all(math.isfinite(m["loss"]) for m in squeezed.metrics)
+
+
+def test_evaluations_are_charged_uncompressed():
+    """SCAFF-PD uploads a gradient (an Evaluate result: not compressed) and later its update (compressed)."""
+    result = run(scenario({"name": "qsgd", "bits": 4}, algorithm="scaff_pd"))
+    d = result.summary["model_parameters"]
+    sizes = {e.bits for e in result.events if e.kind == "upload" and e.bits > 1000}
+    assert sizes == {32 * d + 32 + 100, 32 + 4 * d + 100}
+
+
+def test_partial_averaging_refuses_compression():
+    with pytest.raises(ScenarioError, match="does not apply to partial_avg"):
+        scenario({"name": "qsgd", "bits": 4}, algorithm="partial_avg")
+
+
+def test_compression_keys_are_learning_keys_in_a_sweep(tmp_path):
+    from edgefl.sweeps.plan import REPRICED, plan_sweep
+
+    path = tmp_path / "s.toml"
+    path.write_text('[run]\nrounds = 2\n[data]\nname = "synthetic"\nnum_clients = 8\nsamples_per_client = 40\n'
+                    '[algorithm]\nname = "fedavg"\nclients_per_round = 4\n[compression]\nname = "qsgd"\n')
+    plan = plan_sweep(path, [], ["compression.bits=32,4", "network.snr_db=5,25"])
+    assert {p.mode for p in plan.points} == {REPRICED}
+    trainings = {p.values["compression.bits"]: set() for p in plan.points}
+    for p in plan.points:
+        trainings[p.values["compression.bits"]].add(p.training)
+    assert all(len(t) == 1 for t in trainings.values())  # one training per setting, re-priced per channel
+    assert trainings[32] != trainings[4]

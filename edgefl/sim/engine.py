@@ -141,20 +141,34 @@ class Engine:
         raise TypeError(f"unknown operation {type(op).__name__}")
 
     def _compress(self, op: Train, result) -> None:
-        """The server receives C(w − w_start) for every client (and its snapshot), not w."""
-        start = op.start if op.start.dim() == 2 else op.start.unsqueeze(0).expand(len(op.clients), -1)
-        result.params = start + self.compressor.compress(result.params - start, op.clients, "params")
-        if result.snapshot is not None:
-            result.snapshot = start + self.compressor.compress(result.snapshot - start, op.clients, "snapshot")
+        """The server receives start + C(v − start), not v, for every vector v the clients upload
+        (``op.uploads``: the parameters, DRDM's/DRFA's snapshot, or a carried vector such as FedDA's dual
+        z, relative to its start). What is not compressed: downloads, Evaluate/Query results, scalar
+        uploads; an algorithm's quantities derived from the compressed vector (SCAFFOLD's control
+        variate) follow from it."""
+        def rows(start):
+            return start if start.dim() == 2 else start.unsqueeze(0).expand(len(op.clients), -1)
+
+        for name in op.uploads:
+            if name == "params":
+                start = rows(op.start)
+                result.params = start + self.compressor.compress(result.params - start, op.clients, name)
+            elif name == "snapshot":
+                if result.snapshot is not None:
+                    start = rows(op.start)
+                    result.snapshot = start + self.compressor.compress(result.snapshot - start, op.clients, name)
+            else:
+                start = rows(op.carry[name]).to(result.carry[name].dtype)
+                result.carry[name] = start + self.compressor.compress(result.carry[name] - start, op.clients, name)
 
     def _upload_bits(self, op: Upload) -> np.ndarray:
-        """Each client's payload: with compression, every model-sized vector of it at the compressor's
-        size, the rest (scalars) unchanged."""
+        """Each client's payload: with compression, each of its ``op.vectors`` (default ⌊bits / model_bits⌋)
+        model-sized updates at the compressor's size, the rest (scalars, evaluations) unchanged."""
         bits = self._per_client(op.bits, op.clients)
         if self.compressor is None:
             return bits
         model_bits, dim = self._ctx.model_bits, self._ctx.dim
-        vectors = np.floor(bits / model_bits + 1e-9)
+        vectors = np.floor(bits / model_bits + 1e-9) if op.vectors is None else np.full(len(bits), float(op.vectors))
         return vectors * self.compressor.bits(dim) + (bits - vectors * model_bits)
 
     @staticmethod
