@@ -17,21 +17,7 @@ matplotlib.use("Agg")
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
 
-TINY = """
-[run]
-rounds = 3
-[data]
-name = "synthetic"
-num_clients = 6
-samples_per_client = 30
-[algorithm]
-name = "fedavg"
-local_steps = 2
-clients_per_round = 3
-batch_size = 8
-[network]
-snr_db = 10.0
-"""
+from test_cli import TINY  # noqa: E402  (a 6-client, 3-round synthetic scenario)
 
 
 def test_run_returns_dataframes_and_writes_nothing_without_out(tmp_path, monkeypatch):
