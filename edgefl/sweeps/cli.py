@@ -12,6 +12,7 @@ from pathlib import Path
 
 from edgefl.errors import UserError
 from edgefl.results import atomic_write_csv, atomic_write_text
+from edgefl.sweeps import compare as comparison
 from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
 from edgefl.sweeps.plan import SweepError, parse_grid, plan_sweep
 from edgefl.sweeps.run import run_sweep, user_errors
@@ -40,6 +41,23 @@ def register_commands(sub) -> None:
     p.add_argument("--force", action="store_true", help="replace a different sweep already in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser(
+        "compare", help="several algorithms on one scenario, K seeds: energy, time and rounds to a target",
+        description="Run a scenario with each algorithm (a sweep over algorithm.name: resumable) and compare "
+                    "energy, simulated time and rounds to a target, with t-intervals over the seeds.")
+    p.add_argument("scenario", type=Path, help="scenario TOML file")
+    p.add_argument("--algorithms", required=True, metavar="A,B,...", help="e.g. fedavg,fedprox,drdm")
+    p.add_argument("--seeds", type=int, default=3, metavar="K", help="seeds per algorithm (default 3)")
+    p.add_argument("--target", default=None, metavar="METRIC=VALUE", help="e.g. acc_worst=0.8")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario key for every run (repeatable)")
+    p.add_argument("--out", type=Path, default=None, help="folder (default: results/<scenario>-compare)")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="local worker processes (default 1)")
+    p.add_argument("--force", action="store_true", help="replace a different comparison already in --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--no-plots", action="store_true", help="tables only")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser(
         "optimal-tau", help="energy-optimal τ per channel point from a sweep",
@@ -96,6 +114,30 @@ def _output_folder(out: Path) -> Path:
         raise UserError(f"--out {out}: exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def cmd_compare(args) -> int:
+    out = args.out or Path("results") / f"{args.scenario.stem}-compare"
+    names = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    if not names:
+        raise UserError("--algorithms: expected a comma-separated list, e.g. --algorithms fedavg,fedprox")
+    target = _user_errors(lambda: parse_target(args.target)) if args.target else None
+    plan = _user_errors(lambda: plan_sweep(args.scenario, args.overrides, [f"algorithm.name={','.join(names)}"],
+                                           args.seeds))
+    summary = _user_errors(lambda: run_sweep(plan, out, workers=args.workers, force=args.force,
+                                             progress=not args.quiet))
+    _, rows = read_results(summary.results)
+    outcomes = _user_errors(lambda: comparison.compare(rows, target))
+    report = comparison.format_report(outcomes, target, DEFAULT_WINDOW, 0.95)
+    atomic_write_csv(out / "compare.csv", *comparison.table_rows(outcomes))
+    atomic_write_text(out / "compare.txt", report)
+    print(report, end="")
+    written = [out / "compare.csv", out / "compare.txt"]
+    if target is not None and not args.no_plots:
+        comparison.plot(outcomes, target, out / "compare.png")
+        written.append(out / "compare.png")
+    print("wrote " + ", ".join(map(str, written)))
+    return 0
 
 
 def cmd_optimal_tau(args) -> int:
