@@ -65,6 +65,10 @@ def cmd_run(args) -> int:
                                              if t["reached"] else "not reached"))
     if result.summary.get("stopped"):
         print(f"  {result.summary['stopped']}")
+    arrived, missed = result.summary["uploads_arrived"], result.summary["uploads_missed"]
+    if missed > arrived:
+        print(f"edgefl: warning: {missed} of {arrived + missed} uploads were cut or lost (deadline, outage, devices "
+              "offline or failing): check network.deadline_s and the link budget", file=sys.stderr)
     print(f"results in {out}/ (metrics.csv, clients.csv, events.csv, summary.json, scenario.toml, *.png)")
     return 0
 

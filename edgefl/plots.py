@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from energy import CATEGORIES  # noqa: E402
 
+MAX_BARS = 200  # energy_clients.png: above this many clients, one bar per device class
 CATEGORY_COLORS = {"compute": "#4c72b0", "uplink": "#dd8452", "downlink": "#55a868", "idle": "#8c8c8c"}
 
 
@@ -25,11 +26,12 @@ def plot_accuracy(ax, metrics, x_key: str, xlabel: str, label_prefix: str = ""):
     mean = [r["acc_mean"] for r in rows]
     std = [r["acc_std"] for r in rows]
     ax.plot(x, mean, label=f"{label_prefix}mean")
-    ax.fill_between(x, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)], alpha=0.2,
-                    label=f"{label_prefix}mean ± std across clients")
+    ax.fill_between(x, [max(0.0, m - s) for m, s in zip(mean, std)], [min(1.0, m + s) for m, s in zip(mean, std)],
+                    alpha=0.2, label=f"{label_prefix}mean ± std across clients (within [0, 1])")
     ax.plot(x, [r["acc_worst"] for r in rows], "--", label=f"{label_prefix}worst client")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("test accuracy (per client)")
+    ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
 
 
@@ -71,23 +73,33 @@ def plot_run(out_dir: Path, metrics: list[dict], clients: list[dict], title: str
         ):
             fig, ax = plt.subplots(figsize=(6, 4))
             plot_accuracy(ax, metrics, x_key, xlabel)
-            ax.set_title(title)
+            ax.set_title(title, fontsize=9)
             ax.legend(loc="lower right", fontsize=8)
             fig.tight_layout()
             fig.savefig(out_dir / name, dpi=110)
             plt.close(fig)
             written.append(out_dir / name)
-    fig, ax = plt.subplots(figsize=(max(6, len(clients) * 0.18), 4))
-    ids = [c["client"] for c in clients]
-    bottom = [0.0] * len(clients)
+    many = len(clients) > MAX_BARS  # one bar per client up to MAX_BARS; beyond, the mean per device class
+    groups = ([(str(c["client"]), [c]) for c in clients] if not many else
+              [(name, [c for c in clients if c["device_class"] == name])
+               for name in dict.fromkeys(c["device_class"] for c in clients)])
+    fig, ax = plt.subplots(figsize=(min(16, max(6, len(groups) * 0.18 + 2)), 4))
+    positions = list(range(len(groups)))
+    bottom = [0.0] * len(groups)
     for category in CATEGORIES:
-        values = [c[f"{category}_energy_j"] for c in clients]
-        ax.bar(ids, values, bottom=bottom, color=CATEGORY_COLORS[category], label=category)
+        values = [sum(c[f"{category}_energy_j"] for c in members) / len(members) for _, members in groups]
+        ax.bar(positions, values, bottom=bottom, color=CATEGORY_COLORS[category], label=category)
         bottom = [b + v for b, v in zip(bottom, values)]
-    ax.set_xlabel("client")
+    if many:
+        ax.set_xticks(positions, [f"{name}\n({len(members)} clients)" for name, members in groups], fontsize=8)
+        ax.set_xlabel("device class (mean over its clients)")
+    else:
+        step = max(1, len(groups) // 30)
+        ax.set_xticks(positions[::step], [name for name, _ in groups][::step], fontsize=7)
+        ax.set_xlabel("client")
     ax.set_ylabel("energy (J)")
-    ax.set_title(f"{title}: energy per client by category")
-    ax.legend(fontsize=8)
+    ax.set_title(f"{title}\nenergy per client by category", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: hides no bar
     fig.tight_layout()
     fig.savefig(out_dir / "energy_clients.png", dpi=110)
     plt.close(fig)

@@ -288,6 +288,16 @@ def metric_columns(rows: list[dict]) -> list[str]:
     return METRIC_COLUMNS + extra
 
 
+def run_title(s: Scenario) -> str:
+    """The key values of a scenario, for plot titles."""
+    net = s.network
+    link = f"SNR {net.snr_db:g} dB" if net.snr_db is not None else (
+        f"{net.distance_m:g} m" if net.distance_m is not None else f"cell {net.cell_radius_m:g} m")
+    return (f"{s.algorithm.name}: N = {s.data.num_clients}, m = {s.algorithm.clients_per_round}, "
+            f"τ = {s.algorithm.local_steps}, η = {s.algorithm.lr:g}; {link}, {net.bandwidth_mhz:g} MHz {net.access}"
+            + (f", deadline {net.deadline_s:g} s" if net.deadline_s is not None else ""))
+
+
 def write_results(result: RunResult, out_dir: Path, plots: bool = True) -> Path:
     """Write metrics.csv, clients.csv, events.csv, summary.json, scenario.toml and plots."""
     # Lazy: matplotlib is slow to import and only needed when plots are drawn (not in sweep workers).
@@ -310,6 +320,6 @@ def write_results(result: RunResult, out_dir: Path, plots: bool = True) -> Path:
         with open(tmp / "scenario.toml", "wb") as handle:
             tomli_w.dump(result.scenario.to_dict(), handle)
         if plots:
-            plot_run(tmp, result.metrics, result.clients, title=result.scenario.algorithm.name,
+            plot_run(tmp, result.metrics, result.clients, title=run_title(result.scenario),
                      battery=result.battery)
     return out_dir

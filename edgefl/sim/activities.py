@@ -58,8 +58,10 @@ class Event(NamedTuple):
     status: str  # ok | cut (deadline) | lost (every attempt failed: outage or packet error)
 
     def row(self) -> tuple:
-        """The CSV row; quantities as floats (SimPy's clock starts at the integer 0)."""
-        return tuple(float(getattr(self, name)) if name in _QUANTITIES else getattr(self, name)
+        """The CSV row; quantities as floats (SimPy's clock starts at the integer 0); rounds numbered from 1,
+        as in metrics.csv, battery.csv and positions.csv (the engine counts from 0)."""
+        return tuple(self.round + 1 if name == "round" else
+                     float(getattr(self, name)) if name in _QUANTITIES else getattr(self, name)
                      for name in EVENT_FIELDS)
 
     def timeline_key(self) -> tuple:
