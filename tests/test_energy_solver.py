@@ -131,3 +131,31 @@ def test_without_circuit_power_the_upload_uses_all_the_time_left():
     solution = solve_min_energy(problem)
     interior = (solution.tx_power_w > problem.p_min_w * 1.01) & (solution.cpu_hz > problem.f_min_hz * 1.01)
     assert np.allclose(solution.time_s[interior], problem.time_budget_s[interior], rtol=1e-3)
+
+
+def test_a_budget_equal_to_the_fastest_time_with_equal_shares_is_met_by_sharing_the_band_equally():
+    """FDMA: each budget is the time at f_max, p_max and an equal share: the only feasible point (a
+    grid of shares must not lose it)."""
+    for n in (3, 7, 30):
+        problem = instance(np.random.default_rng(70 + n), n)
+        _, fastest = device_energy_j(problem, problem.f_max_hz, problem.p_max_w, np.full(n, 1 / n))
+        solution = solve_min_energy(RoundProblem(**{**problem.__dict__, "time_budget_s": fastest * (1 + 1e-6)}))
+        assert solution.feasible.all()
+        assert np.allclose(solution.band_share, 1 / n, rtol=1e-3)
+        assert np.allclose(solution.cpu_hz, problem.f_max_hz, rtol=1e-2)
+        assert np.allclose(solution.tx_power_w, problem.p_max_w, rtol=1e-2)
+
+
+@pytest.mark.parametrize("rate", ["shannon", "mcs"])
+def test_many_devices_solve_and_the_lagrangian_matches_the_dynamic_programme(rate, monkeypatch):
+    from edgefl.control import energy_solver
+
+    problem = instance(np.random.default_rng(5), 100, rate)
+    check(problem, solve_min_energy(problem))  # timings: docs/control.md (not a unit test's business)
+    assert energy_solver.DP_MAX_DEVICES < 24
+    problem = instance(np.random.default_rng(6), 24, rate)
+    lagrangian = solve_min_energy(problem)  # more than DP_MAX_DEVICES: the Lagrangian
+    monkeypatch.setattr(energy_solver, "DP_MAX_DEVICES", 10**6)
+    exact = solve_min_energy(problem, units=600)
+    check(problem, lagrangian)
+    assert lagrangian.energy_j.sum() <= 1.001 * exact.energy_j.sum()
