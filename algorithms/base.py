@@ -93,6 +93,11 @@ class Algorithm:
         self.ctx = ctx
         self.hp = ctx.hp
 
+    @classmethod
+    def check_scenario(cls, scenario) -> None:
+        """Raise ValueError when the validated scenario cannot run this algorithm (checked when the
+        scenario is loaded, before any work). Default: every scenario fits."""
+
     def round(self, r: int) -> Iterator[Op]:  # pragma: no cover - interface
         """Run round ``r`` (0-based) as a generator of operations."""
         raise NotImplementedError

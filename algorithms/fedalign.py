@@ -77,6 +77,20 @@ class FedAlign(Algorithm):
     name = "fedalign"
     Params = FedAlignParams
 
+    @classmethod
+    def check_scenario(cls, scenario) -> None:
+        hp = scenario.algorithm.hyperparams(cls.name)
+        n = scenario.data.num_clients
+        if hp.priority_clients is not None:
+            if not hp.priority_clients or min(hp.priority_clients) < 0 or max(hp.priority_clients) >= n:
+                raise ValueError(f"algorithm.fedalign.priority_clients must be client ids in 0..{n - 1}")
+        elif not type(scenario.data).has_client_roles:
+            raise ValueError(f"fedalign needs priority clients: data.name = {scenario.data.name!r} has no client "
+                             "roles; use a prioritized data set (e.g. data.name = \"synthetic_priority\") or set "
+                             "algorithm.fedalign.priority_clients = [0, 1, ...]")
+        if hp.epsilon_schedule == "linear_decay" and hp.decay_rounds is None:
+            raise ValueError("algorithm.fedalign.epsilon_schedule = \"linear_decay\" needs algorithm.fedalign.decay_rounds")
+
     def __init__(self, ctx):
         super().__init__(ctx)
         hp = self.hp
@@ -88,7 +102,7 @@ class FedAlign(Algorithm):
             priority = np.flatnonzero(np.asarray(ctx.client_roles) == PRIORITY)
         else:
             raise ValueError("fedalign needs priority clients: a data set with client roles "
-                             "(e.g. data.name = 'synthetic_priority') or algorithm.priority_clients")
+                             "(e.g. data.name = 'synthetic_priority') or algorithm.fedalign.priority_clients")
         if priority.size == 0:
             raise ValueError("fedalign: no priority client")
         if hp.epsilon_schedule == "linear_decay" and hp.decay_rounds is None:

@@ -11,9 +11,9 @@ from .link import (
     Link,
     draw_shadowing_db,
     noise_power_w,
-    path_loss_db,
     snr_from_link,
 )
+from .path_loss import free_space_db, log_distance_db, umi_street_canyon_db
 from .mcs import CQI_EFFICIENCY, CQI_SNR_DB, RATE_MODES, check_mcs_table, mcs_spectral_efficiency
 from .rate import (
     is_outage,
@@ -44,7 +44,9 @@ __all__ = [
     "is_outage",
     "linear_to_db",
     "noise_power_w",
-    "path_loss_db",
+    "log_distance_db",
+    "free_space_db",
+    "umi_street_canyon_db",
     "payload_bits",
     "rayleigh_outage_probability",
     "shannon_rate_bps",

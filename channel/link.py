@@ -1,4 +1,4 @@
-"""Link budget: thermal noise, macro-cell path loss, shadowing, mean SNR.
+"""Link budget: thermal noise, shadowing, mean SNR (path-loss models: channel/path_loss.py).
 
 Units: W, Hz, linear SNR inside; dB/dBm only where the argument name says so.
 """
@@ -28,16 +28,6 @@ def noise_power_w(bandwidth_hz, noise_figure_db=0.0, n0_dbm_per_hz=N0_DBM_PER_HZ
     bandwidth_hz = require_nonnegative(bandwidth_hz, "bandwidth_hz")
     n0_w_per_hz = dbm_to_w(n0_dbm_per_hz)
     return out(n0_w_per_hz * bandwidth_hz * np.asarray(db_to_linear(noise_figure_db)))
-
-
-def path_loss_db(distance_m, intercept_db=128.1, slope_db=37.6):
-    """Macro-cell path loss in dB: PL = intercept + slope · log10(d / 1 km).
-
-    Source: 3GPP TR 36.814 (Table A.2.1.1.2-3), PL = 128.1 + 37.6·log10(d[km]).
-    ``distance_m`` in metres, > 0.
-    """
-    distance_m = require_positive(distance_m, "distance_m")
-    return out(intercept_db + slope_db * np.log10(distance_m / 1000.0))
 
 
 def draw_shadowing_db(rng: np.random.Generator, sigma_db: float, size=None):

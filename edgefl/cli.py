@@ -1,9 +1,10 @@
 """The ``edgefl`` command line.
 
-    edgefl run SCENARIO [--set key=value ...] [--out DIR] [--quiet]
+    edgefl [-v|-q] run SCENARIO [--set key=value ...] [--out DIR] [--target METRIC=VALUE] [-v] [-q]
 
 User mistakes (bad scenario, missing data) print one clear message and exit with code 2,
-without a traceback and without writing anything.
+without a traceback and without writing anything. Anything else that goes wrong is a bug of
+edgefl: one line ("internal error: ..."), exit code 70 (EX_SOFTWARE), the traceback with -vv.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from pathlib import Path
 
 # Before torch loads: idle OpenMP threads sleep instead of spinning. On a machine whose cores
@@ -19,9 +21,12 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from edgefl import __version__  # noqa: E402
+from edgefl import logs  # noqa: E402
 from edgefl.errors import UserError  # noqa: E402  (also known as edgefl.cli.UserError)
 
 EXIT_USAGE = 2
+EXIT_INTERNAL = 70  # sysexits.h EX_SOFTWARE: a bug of edgefl, not a user mistake
+log = logs.get_logger(__name__)
 
 
 def _add_run(sub) -> None:
@@ -30,11 +35,35 @@ def _add_run(sub) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key, e.g. --set network.snr_db=5 (repeatable)")
     p.add_argument("--out", type=Path, default=None, help="results folder (default: results/<scenario name>)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--target", action="append", default=[], metavar="METRIC=VALUE",
                    help="report rounds, energy and time to this target in summary.json, e.g. acc_worst=0.8 (repeatable)")
     p.set_defaults(func=cmd_run)
+
+
+def _add_scenarios(sub) -> None:
+    p = sub.add_parser("scenarios", help="list the scenarios shipped with edgefl, or print one",
+                       description="Without a name: the scenarios shipped with edgefl (usable by name: edgefl run "
+                                   "quickstart). With a name: its file, e.g. edgefl scenarios quickstart > my.toml.")
+    p.add_argument("name", nargs="?", default=None, help="a shipped scenario to print")
+    p.set_defaults(func=cmd_scenarios)
+
+
+def cmd_scenarios(args) -> int:
+    from edgefl import shipped
+
+    if args.name is None:
+        names = shipped.names()
+        width = max(map(len, names))
+        for name in names:
+            print(f"{name:<{width}}  {shipped.describe(name)}")
+        print(f"(in {shipped.folder()})")
+        return 0
+    try:
+        print(shipped.path(args.name).read_text(encoding="utf-8"), end="")
+    except FileNotFoundError as exc:
+        raise UserError(str(exc)) from None
+    return 0
 
 
 def cmd_run(args) -> int:
@@ -42,15 +71,19 @@ def cmd_run(args) -> int:
     from edgefl.runner import Simulation, write_results
 
     scenario = load(args.scenario, args.overrides)
-    out = args.out or Path("results") / args.scenario.stem
+    out = args.out or Path("results") / Path(args.scenario).stem
+    from edgefl.target import parse_target
+
+    targets = [parse_target(text) for text in args.target]
+    log.info("%s: %s on %s, %d clients, %d rounds, engine %s", args.scenario, scenario.algorithm.name,
+             scenario.data.name, scenario.data.num_clients, scenario.run.rounds, scenario.run.engine)
     try:
         simulation = Simulation(scenario)
     except DataError as exc:  # e.g. data.dir exists but holds no dataset files
         raise UserError(f"{args.scenario}: {exc}") from None
-    from edgefl.target import parse_target
-
-    targets = [parse_target(text) for text in args.target]
+    log.info("data and model built; simulating")
     result = simulation.run(progress=not args.quiet, targets=targets)
+    log.info("writing results to %s", out)
     write_results(result, out, plots=not args.no_plots)
     final = result.summary["final"]
     energy = result.summary["energy_by_category_j"]
@@ -67,8 +100,8 @@ def cmd_run(args) -> int:
         print(f"  {result.summary['stopped']}")
     arrived, missed = result.summary["uploads_arrived"], result.summary["uploads_missed"]
     if missed > arrived:
-        print(f"edgefl: warning: {missed} of {arrived + missed} uploads were cut or lost (deadline, outage, devices "
-              "offline or failing): check network.deadline_s and the link budget", file=sys.stderr)
+        log.warning("%d of %d uploads were cut or lost (deadline, outage, devices offline or failing): check "
+                    "network.deadline_s and the link budget", missed, arrived + missed)
     print(f"results in {out}/ (metrics.csv, clients.csv, events.csv, summary.json, scenario.toml, *.png)")
     return 0
 
@@ -90,10 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="edgefl", description="Co-simulator for federated learning over wireless edge networks."
     )
     parser.add_argument("--version", action="version", version=f"edgefl {__version__}")
+    logs.add_arguments(parser, top_level=True)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)
+    _add_scenarios(sub)
     for register in _extra_commands():
         register(sub)
+    for command in sub.choices.values():
+        logs.add_arguments(command)
     return parser
 
 
@@ -111,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    logs.configure(args.verbose, args.quiet)
     try:
         return int(args.func(args) or 0)
     except (UserError, DataError) as exc:
@@ -119,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("edgefl: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug of edgefl: one line, the traceback on request
+        if args.verbose >= 2:
+            traceback.print_exc()
+        where = "" if args.verbose >= 2 else " (run with -vv for the traceback)"
+        print(f"edgefl: internal error: {type(exc).__name__}: {exc}; please report it with the scenario{where}",
+              file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover

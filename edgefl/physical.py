@@ -7,12 +7,13 @@ here on). Pure data; the SimPy pricer reads it.
 from __future__ import annotations
 
 import csv
+import functools
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from channel import CQI_EFFICIENCY, CQI_SNR_DB, Link, dbm_to_w, path_loss_db
+from channel import CQI_EFFICIENCY, CQI_SNR_DB, Link, dbm_to_w, path_loss
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class Population:
     battery_reserve_j: np.ndarray | None = None  # ... the level below which it is unavailable ...
     harvest_w: np.ndarray | None = None  # ... and the power it harvests (W)
     speed_mps: np.ndarray | None = None  # random-waypoint speed (0: static)
-    cell: tuple[float, float, float, float, float] | None = None  # (d_min, R, intercept dB, slope dB, BS W)
+    cell: tuple | None = None  # (d_min m, R m, path_loss_db(distance_m) of the scenario's model, BS power W)
     cpu_hz_min: np.ndarray | None = None  # a controller's lower bounds (Hz, W); the upper: cpu_hz, tx_power_w
     tx_power_w_min: np.ndarray | None = None
 
@@ -180,7 +181,8 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
             r_min, r_max = network.min_distance_m, network.cell_radius_m
             distance = np.sqrt(rng.uniform(r_min**2, r_max**2, size=num_clients))
         shadowing = rng.normal(0.0, network.shadowing_std_db, size=num_clients)
-        loss = path_loss_db(distance, network.path_loss_intercept_db, network.path_loss_slope_db)
+        path_loss_model = path_loss.get(network.path_loss)
+        loss = np.asarray(path_loss_model(distance, network), dtype=np.float64)
         bs_power_w = float(dbm_to_w(network.bs_tx_power_dbm))
         uplink = [
             Link.from_budget(tx_power_w[i], loss[i], network.noise_figure_db, shadowing[i])
@@ -226,8 +228,8 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
                                          if devices.harvest == "uniform" else 1.0),
         speed_mps=column("speed_mps"),
         cell=None if network.cell_radius_m is None else (
-            network.min_distance_m, network.cell_radius_m, network.path_loss_intercept_db,
-            network.path_loss_slope_db, float(dbm_to_w(network.bs_tx_power_dbm))),
+            network.min_distance_m, network.cell_radius_m, functools.partial(path_loss_model, network=network),
+            float(dbm_to_w(network.bs_tx_power_dbm))),
     )
 
 

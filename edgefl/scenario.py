@@ -24,8 +24,10 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PlainValidator,
     PositiveFloat,
     PositiveInt,
+    SerializeAsAny,
     StrictBool,
     StrictFloat,
     StrictInt,
@@ -37,13 +39,14 @@ from pydantic import (
 )
 
 import algorithms
-from channel import check_mcs_table
+from channel import check_mcs_table, path_loss
 from edgefl.physical import read_availability_trace
 from edgefl.data import DEFAULT_DATASET, DataParams
-from edgefl import control
+from edgefl import control, shipped
 from edgefl.errors import UserError
 from edgefl.target import parse_target
 from edgefl.data import REGISTRY as DATA_REGISTRY
+from edgefl.data import registry as data_registry
 from edgefl.data.registry import unknown_name_message
 
 
@@ -99,18 +102,35 @@ class RunSection(Strict):
 
 
 def _data_name(value: Any) -> str:
-    """The registry tag of a [data] value: its name (default: synthetic; not a table: the default
-    class reports the type error)."""
+    """The data set name of a [data] value (default: synthetic; not a table: the default class
+    reports the type error)."""
     if isinstance(value, DataParams):
         return value.name
     name = value.get("name", DEFAULT_DATASET) if isinstance(value, dict) else DEFAULT_DATASET
     return name if isinstance(name, str) else repr(name)
 
 
-# [data]: validated against the params class of its data.name (edgefl/data/registry.py).
+PLUGIN_DATA_TAG = "plugin"  # the union member of data sets of one's own ("package.module:Class")
+
+
+def _data_tag(value: Any) -> str:
+    """The union tag of a [data] value: a built-in's name, or the plug-in tag."""
+    name = _data_name(value)
+    return PLUGIN_DATA_TAG if data_registry.is_plugin(name) else name
+
+
+def _plugin_data(value: Any) -> DataParams:
+    """[data] of a plug-in: validated by its own DataParams subclass (its errors name its keys)."""
+    if isinstance(value, DataParams):
+        return value
+    return data_registry.plugin_class(value["name"]).model_validate(value)
+
+
+# [data]: validated against the params class of its data.name (edgefl/data/registry.py), built-in or plug-in.
 DataSection = Annotated[
-    Union[tuple(Annotated[cls, Tag(name)] for name, cls in DATA_REGISTRY.items())],
-    Discriminator(_data_name),
+    Union[tuple(Annotated[cls, Tag(name)] for name, cls in DATA_REGISTRY.items())
+          + (Annotated[SerializeAsAny[DataParams], PlainValidator(_plugin_data), Tag(PLUGIN_DATA_TAG)],)],
+    Discriminator(_data_tag),
 ]
 
 
@@ -213,8 +233,20 @@ class NetworkSection(Strict):
     cell_radius_m: Optional[PositiveFloat] = Field(None, description="Link budget: clients uniform in a disk.")
     min_distance_m: PositiveFloat = Field(
         35.0, description="Link budget: closest client distance in the disk (3GPP TR 36.814 macro cell: 35 m).")
-    path_loss_intercept_db: float = Field(128.1, description="Path loss at 1 km (3GPP macro: 128.1 dB).")
-    path_loss_slope_db: float = Field(37.6, description="Path loss per decade of distance (dB).")
+    path_loss: str = Field(
+        "log_distance", description="Link budget: path-loss model (channel/path_loss.py). log_distance: intercept + "
+        "slope log10(d/1 km); free_space: Friis at carrier_ghz; umi_street_canyon: 3GPP TR 38.901 UMi street canyon "
+        "at carrier_ghz, bs_height_m, ue_height_m, line_of_sight; or \"package.module:function\" "
+        "(docs/extending.md).")
+    path_loss_intercept_db: float = Field(128.1, description="log_distance: path loss at 1 km (3GPP macro: 128.1 dB).")
+    path_loss_slope_db: float = Field(37.6, description="log_distance: path loss per decade of distance (dB).")
+    carrier_ghz: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] = Field(
+        3.5, description="free_space, umi_street_canyon: carrier frequency (GHz; 38.901 is valid for 0.5-100).")
+    bs_height_m: Annotated[float, Field(gt=1, le=150, allow_inf_nan=False)] = Field(
+        10.0, description="umi_street_canyon: base-station antenna height (m; 38.901 UMi: 10).")
+    ue_height_m: Annotated[float, Field(ge=1.5, le=22.5, allow_inf_nan=False)] = Field(
+        1.5, description="umi_street_canyon: device height (m; 38.901: 1.5-22.5).")
+    line_of_sight: StrictBool = Field(False, description="umi_street_canyon: the LOS formula (default NLOS).")
     shadowing_std_db: float = Field(0.0, ge=0, description="Log-normal shadowing, drawn once per client.")
     noise_figure_db: float = Field(0.0, ge=0, description="Receiver noise figure (noise = N0*B*NF, N0 = -174 dBm/Hz).")
     bs_tx_power_dbm: float = Field(33.0, description="Base-station power for the downlink link budget.")
@@ -226,6 +258,12 @@ class NetworkSection(Strict):
         "fails when the instantaneous SNR over the band it holds is below this (uploads; Chen et al. 2021).")
     header_bits: int = Field(0, ge=0, description="Added to every message (both directions).")
     bits_per_param: PositiveInt = Field(32, description="Payload bits per parameter (32 = fp32).")
+
+    @field_validator("path_loss")
+    @classmethod
+    def _known_path_loss(cls, name):
+        path_loss.get(name)  # ValueError naming the known models
+        return name
 
     @model_validator(mode="after")
     def _one_link_mode(self):
@@ -357,8 +395,10 @@ class DevicesSection(Strict):
 GridValue = Union[StrictBool, StrictInt, StrictFloat, StrictStr]
 
 
-def check_sweep_key(key: str) -> None:
-    """Raise ValueError unless ``key`` ("section.key") is a scenario key a sweep may vary."""
+def check_sweep_key(key: str, data_keys: list[str] | tuple[str, ...] = ()) -> None:
+    """Raise ValueError unless ``key`` ("section.key") is a scenario key a sweep may vary. ``data`` keys
+    may be any built-in data set's or one of ``data_keys`` (the keys of the scenario's own data set,
+    e.g. a plug-in's); each point is validated in full later."""
     parts = key.split(".")
     if len(parts) == 3 and parts[0] == "algorithm" and all(parts):  # an algorithm's own key
         if not algorithms.is_algorithm(parts[1]):
@@ -379,8 +419,8 @@ def check_sweep_key(key: str) -> None:
     if key == "devices.classes":
         raise ValueError("'devices.classes' cannot be swept (sweep a device key instead, e.g. devices.cpu_ghz)")
     known = list(SECTION_MODELS[section].model_fields)
-    if section == "data":  # any data set's keys; each point is validated in full later
-        known = list(dict.fromkeys(k for cls in DATA_REGISTRY.values() for k in cls.model_fields))
+    if section == "data":
+        known = list(dict.fromkeys([*(k for cls in DATA_REGISTRY.values() for k in cls.model_fields), *data_keys]))
     if section == "control":  # any controller's own keys
         for controller_name in control.names():
             known += list(control.get(controller_name).Params.model_fields)
@@ -400,8 +440,7 @@ class SweepSection(Strict):
     @field_validator("grid")
     @classmethod
     def _grid_keys_and_values(cls, grid):
-        for key, values in grid.items():
-            check_sweep_key(key)
+        for key, values in grid.items():  # the keys: Scenario._consistent (data keys depend on data.name)
             if not values:
                 raise ValueError(f"{key!r}: empty list of values")
             if len({repr(v) for v in values}) != len(values):
@@ -478,6 +517,11 @@ class Scenario(Strict):
         moving = self.devices.speed_mps > 0 or any((c.speed_mps or 0) > 0 for c in self.devices.classes)
         if moving and self.network.cell_radius_m is None:
             raise ValueError("devices.speed_mps > 0 needs a cell: set network.cell_radius_m (a link budget)")
+        for key in self.sweep.grid:
+            try:
+                check_sweep_key(key, tuple(type(self.data).model_fields))
+            except ValueError as exc:
+                raise ValueError(f"sweep.grid: {exc}") from None
         if self.algorithm.clients_per_round > self.data.num_clients:
             raise ValueError(
                 f"algorithm.clients_per_round = {self.algorithm.clients_per_round} exceeds "
@@ -490,6 +534,8 @@ class Scenario(Strict):
             self.control.controller_class().check_scenario(self)
         if self.devices.availability_trace is not None:
             read_availability_trace(self.devices.availability_trace, self.data.num_clients)  # errors name the line
+        if algorithms.is_algorithm(self.algorithm.name):
+            algorithms.get(self.algorithm.name).check_scenario(self)
         if self.compression.name != "none" and algorithms.is_algorithm(self.algorithm.name):
             why = getattr(algorithms.get(self.algorithm.name), "no_compression", None)
             if why:
@@ -527,7 +573,10 @@ def _known_keys(parent: list[str], algorithm_name: str | None, data_name: str | 
     if len(parent) == 2 and parent[0] == "algorithm" and algorithms.is_algorithm(parent[1]):
         return list(algorithms.get(parent[1]).Params.model_fields)
     if parent == ["data"]:
-        return list(DATA_REGISTRY.get(data_name, DataParams).model_fields)
+        try:
+            return list(data_registry.get(data_name).model_fields)
+        except ValueError:
+            return list(DataParams.model_fields)
     if parent[0] == "devices" and len(parent) == 3 and parent[1] == "classes":
         return list(DeviceClass.model_fields)
     if len(parent) == 1 and parent[0] in SECTION_MODELS:
@@ -553,7 +602,7 @@ def format_validation_error(err: ValidationError, source: str, prefix: tuple[str
     lines = []
     for item in err.errors():
         loc = [*prefix, *(str(p) for p in item["loc"])]
-        if len(loc) >= 2 and loc[0] == "data" and loc[1] in DATA_REGISTRY:
+        if len(loc) >= 2 and loc[0] == "data" and (loc[1] in DATA_REGISTRY or loc[1] == PLUGIN_DATA_TAG):
             del loc[1]  # the tag of the data set's class, not a key
         path = ".".join(loc) if loc else "(scenario)"
         if item["type"] == "union_tag_invalid" and loc == ["data"]:
@@ -567,7 +616,9 @@ def format_validation_error(err: ValidationError, source: str, prefix: tuple[str
             msg = item["msg"].removeprefix("Value error, ")
             got = item.get("input")
             shown = "" if isinstance(got, dict) or item["type"] == "value_error" else f" (got {got!r})"
-            lines.append(f"{source}: {path}: {msg}{shown}")
+            names_key = msg.startswith(f"{path}.") or (not loc and msg.split(".")[0] in Scenario.model_fields)
+            where = "" if names_key else f"{path}: "  # the message names the key itself
+            lines.append(f"{source}: {where}{msg}{shown}")
     return "\n".join(lines)
 
 
@@ -654,9 +705,9 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
 
 
 def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> Scenario:
-    """Read, override (``--set`` texts or a dict of dotted keys) and validate a scenario file. Raises
-    ScenarioError."""
-    path = Path(path)
+    """Read, override (``--set`` texts or a dict of dotted keys) and validate a scenario file (a path,
+    or the name of a scenario shipped with edgefl: :mod:`edgefl.shipped`). Raises ScenarioError."""
+    path = shipped.resolve(path)
     raw = read_toml(path)
     data = raw.get("data")
     if isinstance(data, dict) and isinstance(data.get("dir"), str):

@@ -18,7 +18,7 @@ from channel import (
     is_outage,
     linear_to_db,
     noise_power_w,
-    path_loss_db,
+    log_distance_db,
     payload_bits,
     rayleigh_outage_probability,
     shannon_rate_bps,
@@ -66,12 +66,12 @@ def test_noise_minus_174_dbm_per_hz_over_1_mhz_is_minus_114_dbm():
 
 
 def test_path_loss_3gpp_macro_by_hand():
-    assert path_loss_db(1000.0) == pytest.approx(128.1)
-    assert path_loss_db(100.0) == pytest.approx(128.1 - 37.6)
-    assert path_loss_db(200.0) == pytest.approx(128.1 + 37.6 * math.log10(0.2))
-    np.testing.assert_allclose(path_loss_db(np.array([1000.0, 10000.0])), [128.1, 165.7])
+    assert log_distance_db(1000.0) == pytest.approx(128.1)
+    assert log_distance_db(100.0) == pytest.approx(128.1 - 37.6)
+    assert log_distance_db(200.0) == pytest.approx(128.1 + 37.6 * math.log10(0.2))
+    np.testing.assert_allclose(log_distance_db(np.array([1000.0, 10000.0])), [128.1, 165.7])
     with pytest.raises(ValueError):
-        path_loss_db(0.0)
+        log_distance_db(0.0)
 
 
 def test_snr_from_link_by_hand():
@@ -85,7 +85,7 @@ def test_snr_from_link_by_hand():
 
 def test_worked_example_from_design():
     """d = 200 m, 10 dBm, 1 MHz, NF 0 -> 101.8 dB, 22.2 dB, 7.38 Mbit/s; 32e6 bits -> 4.34 s, 43 mJ."""
-    pl = path_loss_db(200.0)
+    pl = log_distance_db(200.0)
     assert pl == pytest.approx(101.8, abs=0.05)
     p_tx = dbm_to_w(10.0)
     link = Link.from_budget(p_tx, pl)
@@ -115,7 +115,7 @@ def test_link_from_snr_db_ignores_bandwidth():
 def test_fdma_split_and_link_modes(n):
     total = 20e6
     b = fdma_bandwidth_hz(total, n)
-    budget = Link.from_budget(dbm_to_w(23.0), path_loss_db(500.0), noise_figure_db=9.0)
+    budget = Link.from_budget(dbm_to_w(23.0), log_distance_db(500.0), noise_figure_db=9.0)
     # noise = N0·B: splitting the band n ways raises the SNR n-fold
     assert budget.snr_linear(b) == pytest.approx(n * budget.snr_linear(total))
     configured = Link.from_snr_db(15.0)

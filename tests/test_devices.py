@@ -248,13 +248,13 @@ def test_moving_devices_get_the_path_loss_of_their_new_distance(tmp_path):
     positions = {(row["round"], row["client"]): row["distance_m"] for row in result.positions}
     assert len({positions[(r, 0)] for r in range(1, 6)}) == 5  # client 0 moved every round
     assert max(positions.values()) <= 500.0
-    from channel import Link, path_loss_db
+    from channel import Link, log_distance_db
 
     for e in result.events:
         if e.kind == "upload":
             d = max(positions[(e.round + 1, e.client)], 35.0)
             link = sim.population.uplink[e.client]
-            snr = Link.from_budget(link.tx_power_w, path_loss_db(d), link.noise_figure_db,
+            snr = Link.from_budget(link.tx_power_w, log_distance_db(d), link.noise_figure_db,
                                    link.shadowing_db).snr_linear(1e6)
             assert e.end_s - e.start_s == pytest.approx(e.bits / (1e6 * np.log2(1 + snr)), rel=1e-9)
     write_results(result, tmp_path / "out", plots=False)

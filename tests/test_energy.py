@@ -45,10 +45,10 @@ def test_worked_example_one_pass_500_samples():
 
 def test_worked_example_transmission_dominates_by_about_40x():
     # 43.4 mJ upload (tests/test_channel.py::test_worked_example_from_design) vs 1 mJ compute
-    from channel import Link, dbm_to_w, path_loss_db, transmission_time_s
+    from channel import Link, dbm_to_w, log_distance_db, transmission_time_s
 
     p = dbm_to_w(10.0)
-    t = transmission_time_s(32e6, Link.from_budget(p, path_loss_db(200.0)).rate_bps(1e6))
+    t = transmission_time_s(32e6, Link.from_budget(p, log_distance_db(200.0)).rate_bps(1e6))
     e_up = uplink_energy_j(t, p)
     e_cmp = compute_energy_j(cycles_per_step(500, cycles_per_sample=2e4), 1e9)
     assert e_up == pytest.approx(0.0434, abs=5e-4)

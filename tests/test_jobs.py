@@ -72,4 +72,6 @@ def test_bad_options():
     with pytest.raises(ValueError, match="--workers must be >= 1"):
         run_jobs(seeded_job, JOBS, workers=0)
     with pytest.raises(ValueError, match="expected local or ray"):
-        run_jobs(seeded_job, JOBS, executor="dask")
+        run_jobs(seeded_job, JOBS, backend="dask")
+    with pytest.raises(ValueError, match="is for --backend ray"):
+        run_jobs(seeded_job, JOBS, address="auto")

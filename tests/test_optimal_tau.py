@@ -178,10 +178,11 @@ def test_cli_optimal_tau_and_plot_write_tables_and_figures(tmp_path, capsys):
     code, out, err = run_cli(capsys, "optimal-tau", str(sweep), "--target", "acc_worst=0.5", "--window", "3")
     assert code == 0, err
     assert "centred 3-round moving average" in out and "SNR\\BW" in out
+    analysis = sweep / "optimal-tau_acc_worst=0.5_w3"  # named by the target (and the window: not the default)
     for name in ("optimal_tau.csv", "tau_energy.csv", "optimal_tau.txt", "tau-heatmap.png", "tau-energy-curves.png",
                  "tau-energy-split.png"):
-        assert (sweep / name).stat().st_size > 0, name
-    with open(sweep / "optimal_tau.csv") as handle:
+        assert (analysis / name).stat().st_size > 0, name
+    with open(analysis / "optimal_tau.csv") as handle:
         table = list(csv.DictReader(handle))
     assert len(table) == 9
     star = {(float(r["network.snr_db"]), float(r["network.bandwidth_mhz"])): int(r["tau_star"]) for r in table}
@@ -192,15 +193,21 @@ def test_cli_optimal_tau_and_plot_write_tables_and_figures(tmp_path, capsys):
         int(lo) <= star[k] <= int(hi) for lo, hi in (p.split("-") for p in sets[k].split(",") if "-" in p))
         for k in sets)
     assert "τ set (not significantly worse than τ*, paired, 95%)" in out
-    with open(sweep / "tau_energy.csv") as handle:
+    with open(analysis / "tau_energy.csv") as handle:
         per_tau = list(csv.DictReader(handle))
     assert {"within_ci", "log_ratio_to_optimal", "log_ratio_ci95", "paired_p_value"} <= set(per_tau[0])
     for r in per_tau:
         if r["is_optimal"] == "True":
             assert r["within_ci"] == "True" and float(r["log_ratio_to_optimal"]) == 0.0
-    code, out, err = run_cli(capsys, "plot", str(sweep), "--target", "acc_worst=0.5")
+    code, out, err = run_cli(capsys, "plot", str(sweep), "--target", "acc_worst=0.5", "--window", "3")
     assert code == 0, err
-    assert (sweep / "tau-accuracy-energy.png").stat().st_size > 0 and (sweep / "tau-pareto.png").stat().st_size > 0
+    assert (sweep / "tau-accuracy-energy.png").stat().st_size > 0 and (analysis / "tau-pareto.png").stat().st_size > 0
+    # a second target does not overwrite the first
+    before = (analysis / "optimal_tau.csv").read_bytes()
+    code, out, err = run_cli(capsys, "optimal-tau", str(sweep), "--target", "acc_worst=0.6")
+    assert code == 0, err
+    assert (sweep / "optimal-tau_acc_worst=0.6" / "optimal_tau.csv").exists()
+    assert (analysis / "optimal_tau.csv").read_bytes() == before
 
 
 def test_cli_optimal_tau_user_errors_exit_2_without_traceback(tmp_path, capsys):
@@ -215,7 +222,7 @@ def test_cli_optimal_tau_user_errors_exit_2_without_traceback(tmp_path, capsys):
         code, _, err = run_cli(capsys, *args)
         assert code == 2, (args, err)
         assert err.startswith("edgefl: error:") and "Traceback" not in err
-    assert not (sweep / "optimal_tau.csv").exists()
+    assert not list(sweep.glob("optimal-tau*")) and not (sweep / "optimal_tau.csv").exists()
 
 
 # -- the set of τ not significantly worse than τ* ---------------------------------------------------------

@@ -109,7 +109,7 @@ def test_bad_sweep_section_names_the_field(tmp_path):
     (["--grid", "network.access=dedicated,cdma"], "network.access"),
     (["--seeds", "0"], "--seeds must be >= 1"),
     (["--workers", "0"], "--workers must be >= 1"),
-    (["--executor", "ray"], "optional extra"),
+    (["--address", "auto"], "is for --backend ray"),
     (["--set", "algorithm.lr=-1"], "algorithm.lr"),
 ])
 def test_bad_input_exits_2_and_writes_nothing(scenario_file, tmp_path, capsys, args, message):

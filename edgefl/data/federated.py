@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -44,6 +45,9 @@ class DataParams(BaseModel):
     ``Literal`` of the names it serves, its own typed keys, and ``build``. Unknown keys are errors."""
 
     model_config = ConfigDict(extra="forbid", validate_default=True)
+
+    # Whether build() gives every client a role (FederatedData.client_roles: prioritized FL, FedALIGN).
+    has_client_roles: ClassVar[bool] = False
 
     name: str = Field(description="Data set; each has its own keys, listed below.")
     num_clients: PositiveInt = Field(30, description="N, number of clients.")

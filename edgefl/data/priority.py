@@ -26,7 +26,7 @@ test sets follow each client's training class mix (as for the other image sets).
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 import numpy as np
 import torch
@@ -123,6 +123,8 @@ class SyntheticPriorityData(SyntheticKeys):
     """Prioritized FL on Synthetic(alpha, beta): |P| priority devices and non-priority clients with
     label noise and irrelevant data growing with their index (edgefl/data/priority.py)."""
 
+    has_client_roles: ClassVar[bool] = True
+
     name: Literal["synthetic_priority"] = Field(
         "synthetic_priority", description="Synthetic(alpha, beta) priority devices plus noisy non-priority clients.")
     priority_clients: Optional[PositiveInt] = Field(None, description="|P| priority clients; default: N/2 (floor).")
@@ -187,6 +189,8 @@ def choose_priority(parts: list[np.ndarray], labels: np.ndarray, count: int, cla
 class ImagePriorityData(IdxParams):
     """Prioritized FL on an MNIST-family set: label-sorted shards dealt to clients, |P| priority
     clients together holding exactly ``priority_classes`` classes (edgefl/data/priority.py)."""
+
+    has_client_roles: ClassVar[bool] = True
 
     name: Literal["image_priority"] = Field(
         "image_priority", description="MNIST-family shards with priority clients holding few classes.")

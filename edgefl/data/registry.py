@@ -6,12 +6,19 @@ the registry is derived from them, so a name is written once. To add a data set:
 ``DataParams`` (fields with types, defaults, bounds, descriptions; ``build(seed)``) and add the
 class here. The scenario validates ``[data]`` against the class, ``docs/scenarios.md`` lists its
 keys, and the runner calls ``build``.
+
+Data sets of one's own (docs/extending.md): ``data.name = "package.module:Class"`` names any
+``DataParams`` subclass on the Python path, and installed packages register names under the
+entry-point group ``edgefl.datasets``; :func:`get` resolves both, the scenario validates their
+keys like a built-in's.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 import typing
+from importlib.metadata import entry_points
 
 from pydantic import ValidationError
 
@@ -43,22 +50,53 @@ DATASET_NAMES: tuple[str, ...] = tuple(REGISTRY)
 DEFAULT_DATASET = "synthetic"  # a [data] section without a name
 
 
+ENTRY_POINT_GROUP = "edgefl.datasets"  # installed plug-ins: name = "package.module:Class"
+
+
+def _plugins() -> dict[str, str]:
+    """Data sets installed by other packages under the entry-point group ``edgefl.datasets``."""
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
 def names() -> list[str]:
-    return list(DATASET_NAMES)
+    """The built-in data sets and the installed plug-ins."""
+    return list(dict.fromkeys([*DATASET_NAMES, *sorted(_plugins())]))
 
 
 def unknown_name_message(name: object) -> str:
-    hint = difflib.get_close_matches(str(name), DATASET_NAMES, n=1)
+    known = names()
+    hint = difflib.get_close_matches(str(name), known, n=1)
     extra = f" (did you mean {hint[0]!r}?)" if hint else ""
-    return f"unknown data set {name!r}{extra}; known: {', '.join(DATASET_NAMES)}"
+    return f"unknown data set {name!r}{extra}; known: {', '.join(known)}, or \"package.module:Class\""
+
+
+def plugin_class(name: str) -> type[DataParams]:
+    """The DataParams subclass of a plug-in: an installed entry point or ``"package.module:Class"``
+    (DataError saying what is wrong otherwise)."""
+    target = _plugins().get(name) or (name if isinstance(name, str) and ":" in name else None)
+    if target is None:
+        raise DataError(f"data.name: {unknown_name_message(name)}")
+    module, _, attribute = target.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attribute, None)
+    except ImportError as exc:
+        raise DataError(f"data.name: {name!r}: cannot import {module!r} ({exc})") from None
+    if not (isinstance(found, type) and issubclass(found, DataParams)):
+        raise DataError(f"data.name: {name!r}: {module}.{attribute} is not an edgefl.data.DataParams subclass")
+    return found
+
+
+def is_plugin(name: object) -> bool:
+    """Whether ``name`` is not a built-in but looks like a plug-in (an entry point or "module:Class")."""
+    return isinstance(name, str) and name not in REGISTRY and (":" in name or name in _plugins())
 
 
 def get(name: str) -> type[DataParams]:
-    """The params class registered as ``name`` (DataError with the known names)."""
-    try:
+    """The params class of ``name``: a built-in, an installed plug-in or ``"package.module:Class"``
+    (DataError with the known names)."""
+    if isinstance(name, str) and name in REGISTRY:
         return REGISTRY[name]
-    except (KeyError, TypeError):
-        raise DataError(f"data.name: {unknown_name_message(name)}") from None
+    return plugin_class(name)
 
 
 def data_params(name: str, num_clients: int, **keys) -> DataParams:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from channel import Link, path_loss_db
+from channel import Link
 
 
 def uniform_in_annulus(rng: np.random.Generator, size: int, r_min: float, r_max: float) -> np.ndarray:
@@ -54,11 +54,11 @@ class RandomWaypoint:
             self.waypoint_m[arrived] = uniform_in_annulus(self.rng, len(arrived), self.r_min, self.r_max)
             moving = arrived[left[arrived] > 0]
 
-    def links(self, uplink: list[Link], downlink: list[Link], intercept_db: float, slope_db: float,
-              bs_tx_power_w: float) -> tuple[list[Link], list[Link]]:
-        """The links at the current positions: budget links get the path loss of the new distance
-        (at least r_min); configured-SNR links do not depend on it."""
-        loss = path_loss_db(np.maximum(self.distance_m, self.r_min), intercept_db, slope_db)
+    def links(self, uplink: list[Link], downlink: list[Link], path_loss_db, bs_tx_power_w: float
+              ) -> tuple[list[Link], list[Link]]:
+        """The links at the current positions: budget links get the path loss (``path_loss_db(distance_m)``,
+        the scenario's model) of the new distance (at least r_min); configured-SNR links do not depend on it."""
+        loss = np.asarray(path_loss_db(np.maximum(self.distance_m, self.r_min)), dtype=np.float64)
         up = [lk if lk.mode != "budget" else Link.from_budget(lk.tx_power_w, loss[i], lk.noise_figure_db,
                                                                 lk.shadowing_db, lk.n0_dbm_per_hz)
               for i, lk in enumerate(uplink)]

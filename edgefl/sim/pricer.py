@@ -135,8 +135,8 @@ class SimPyPricer:
     def _move(self) -> None:
         pop = self.pop
         self.mobility.advance(self.env.now)
-        *_, intercept_db, slope_db, bs_w = pop.cell
-        pop.uplink, pop.downlink = self.mobility.links(pop.uplink, pop.downlink, intercept_db, slope_db, bs_w)
+        *_, path_loss_db, bs_w = pop.cell
+        pop.uplink, pop.downlink = self.mobility.links(pop.uplink, pop.downlink, path_loss_db, bs_w)
         pop.distance_m = self.mobility.distance_m
         self.physics.links_changed()
 

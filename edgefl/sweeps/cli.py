@@ -1,7 +1,7 @@
 """Sub-commands for sweeps (registered by edgefl.cli):
 
     edgefl sweep SCENARIO [--grid key=v1,v2,...]... [--seeds K] [--out DIR] [--set key=value]...
-                          [--workers N] [--executor local|ray] [--force] [--quiet]
+                          [--workers N] [--backend local|ray [--address ADDR]] [--force] [--quiet]
     edgefl optimal-tau DIR --target acc_worst=0.80 [--window 5] [--confidence 0.95] [--out DIR] [--no-plots]
     edgefl plot DIR [--metric acc_worst] [--target acc_worst=0.80] [--window 5] [--at key=value]... [--out DIR]
 """
@@ -14,6 +14,7 @@ from edgefl.errors import UserError
 from edgefl.results import atomic_write_csv, atomic_write_text
 from edgefl.sweeps import compare as comparison
 from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
+from edgefl.sweeps.jobs import BACKENDS
 from edgefl.sweeps.plan import SweepError, parse_grid, plan_sweep
 from edgefl.sweeps.run import run_sweep, user_errors
 from edgefl.sweeps.store import RESULTS, grid_keys
@@ -35,11 +36,14 @@ def register_commands(sub) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key for every point (repeatable)")
     p.add_argument("--out", type=Path, default=None, help="sweep folder (default: results/<scenario>-sweep)")
-    p.add_argument("--workers", type=int, default=1, metavar="N", help="local worker processes (default 1)")
-    p.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="local process pool, or Ray (optional extra)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="worker processes (default 1); with --backend ray and no --address, the CPUs of a local Ray")
+    p.add_argument("--backend", "--executor", dest="backend", choices=BACKENDS, default="local",
+                   help="local: this process or a process pool; ray: one Ray task per learning run "
+                        "(pip install 'edgefl[ray]'; docs/scale.md)")
+    p.add_argument("--address", default=None, metavar="ADDR",
+                   help="with --backend ray: a running Ray cluster, e.g. auto or ray://head:10001")
     p.add_argument("--force", action="store_true", help="replace a different sweep already in --out")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser(
@@ -55,7 +59,6 @@ def register_commands(sub) -> None:
     p.add_argument("--out", type=Path, default=None, help="folder (default: results/<scenario>-compare)")
     p.add_argument("--workers", type=int, default=1, metavar="N", help="local worker processes (default 1)")
     p.add_argument("--force", action="store_true", help="replace a different comparison already in --out")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--no-plots", action="store_true", help="tables only")
     p.set_defaults(func=cmd_compare)
 
@@ -69,7 +72,9 @@ def register_commands(sub) -> None:
     p.add_argument("--window", type=int, default=DEFAULT_WINDOW,
                    help=f"moving-average window in rounds (default {DEFAULT_WINDOW}; 1 = raw)")
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of the t-intervals (default 0.95)")
-    p.add_argument("--out", type=Path, default=None, help="where to write tables and figures (default: DIR)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="where to write tables and figures (default: DIR/optimal-tau_METRIC=VALUE, plus _wN / _cX "
+                        "for a window or confidence other than the default)")
     p.add_argument("--no-plots", action="store_true", help="tables only")
     p.set_defaults(func=cmd_optimal_tau)
 
@@ -84,7 +89,9 @@ def register_commands(sub) -> None:
                    help=f"moving-average window for rounds-to-target (default {DEFAULT_WINDOW})")
     p.add_argument("--at", action="append", default=[], metavar="KEY=VALUE",
                    help="only channel points with this grid value (repeatable), e.g. --at network.snr_db=0")
-    p.add_argument("--out", type=Path, default=None, help="where to write the figures (default: DIR)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="where to write the figures (default: DIR, and tau-pareto.png beside optimal-tau's outputs "
+                        "for the target, DIR/optimal-tau_METRIC=VALUE)")
     p.set_defaults(func=cmd_plot)
 
 
@@ -99,7 +106,7 @@ def _user_errors(fn):
 def cmd_sweep(args) -> int:
     out = args.out or Path("results") / f"{args.scenario.stem}-sweep"
     plan = _user_errors(lambda: plan_sweep(args.scenario, args.overrides, args.grid, args.seeds))
-    summary = _user_errors(lambda: run_sweep(plan, out, workers=args.workers, executor=args.executor,
+    summary = _user_errors(lambda: run_sweep(plan, out, workers=args.workers, backend=args.backend, address=args.address,
                                              force=args.force, progress=not args.quiet))
     shape = " x ".join(f"{len(v)} {k}" for k, v in plan.grid.items()) or "no grid"
     print(f"sweep: {summary.points} points ({shape}; {len(plan.seeds)} seed(s)): {summary.computed} computed now, "
@@ -140,6 +147,18 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def target_folder(sweep_dir: Path, target: str, window: int | None, confidence: float = 0.95) -> Path:
+    """Where an analysis for one target goes by default: ``<sweep>/optimal-tau_<metric>=<value>``,
+    with ``_w<window>`` / ``_c<confidence>`` when not the defaults, so that a second target (or
+    window) never overwrites the first."""
+    name = f"optimal-tau_{parse_target(target)}"
+    if window is not None and window != DEFAULT_WINDOW:
+        name += f"_w{window}"
+    if confidence != 0.95:
+        name += f"_c{confidence:g}"
+    return Path(sweep_dir) / name
+
+
 def cmd_optimal_tau(args) -> int:
     def analyse():
         target = parse_target(args.target)
@@ -148,7 +167,7 @@ def cmd_optimal_tau(args) -> int:
         return optimal_tau(rows, keys, target, args.window, args.confidence)
 
     result = _user_errors(analyse)
-    out = _output_folder(args.out or args.dir)
+    out = _output_folder(args.out or target_folder(args.dir, args.target, args.window, args.confidence))
     report = format_report(result)
     atomic_write_csv(out / "optimal_tau.csv", *per_channel_rows(result))
     atomic_write_csv(out / "tau_energy.csv", *per_tau_rows(result))
@@ -200,8 +219,9 @@ def cmd_plot(args) -> int:
     if wanted:  # every matching channel point, up to 6 panels
         panels = list(dict.fromkeys(tuple(r[k] for k in channel_panel_keys(keys)) for r in rows))[:6]
     written = [plot_accuracy_energy(rows, keys, args.metric, out / "tau-accuracy-energy.png", panels)]
-    if result is not None:
-        written.append(plot_pareto(result, out / "tau-pareto.png", panels))
+    if result is not None:  # depends on the target: beside optimal-tau's outputs for it
+        pareto_dir = _output_folder(args.out or target_folder(args.dir, args.target, args.window))
+        written.append(plot_pareto(result, pareto_dir / "tau-pareto.png", panels))
     else:
         print("(no Pareto front: pass --target METRIC=VALUE, e.g. --target acc_worst=0.8)")
     print("wrote " + ", ".join(str(p) for p in written))

@@ -4,14 +4,17 @@ runner of sweeps (:mod:`edgefl.sweeps.run`) and of the scripts in ``experiments/
 A job is any picklable object; ``fn(job)`` computes its result and must be a module-level
 function (it is sent to worker processes by reference). Every random number of a job must
 come from the job itself (its seed): the runner adds none, so the same jobs give the same
-results with any number of workers and either executor; results are returned in job order,
+results with any number of workers and either backend; results are returned in job order,
 whatever order they finish in.
 
-- ``workers = 1``: in this process, one job after the other.
-- ``workers > 1``: a pool of that many fresh interpreters (``spawn``: no forked torch thread
-  pools); a job that fails stops the run (the jobs not yet started are cancelled).
-- ``executor = "ray"``: one Ray task per job (an optional extra; ``RAY_ADDRESS`` picks a
-  cluster). Jobs that write files must then write to shared storage.
+- ``backend = "local"``, ``workers = 1``: in this process, one job after the other.
+- ``backend = "local"``, ``workers > 1``: a pool of that many fresh interpreters (``spawn``: no
+  forked torch thread pools); a job that fails stops the run (the jobs not yet started are
+  cancelled).
+- ``backend = "ray"``: one Ray task per job (``pip install 'edgefl[ray]'``). ``address``: a
+  running cluster (``ray.init(address=...)``, e.g. ``"auto"`` or ``"ray://head:10001"``); without
+  it, the Ray already initialised in this process, else a local one with ``workers`` CPUs. Results
+  come back to this process (``on_result`` writes them), so the workers need no shared storage.
 
 With ``cache`` (a folder), each result is written to ``cache/KEY.json`` (``key(job)``) as soon
 as it arrives, atomically (:func:`edgefl.results.atomic_write_text`: never a half file), and a
@@ -31,7 +34,7 @@ from tqdm import tqdm
 
 from edgefl.results import atomic_write_text
 
-EXECUTORS = ("local", "ray")
+BACKENDS = ("local", "ray")
 
 
 def ray_module():
@@ -39,19 +42,21 @@ def ray_module():
     try:
         import ray  # lazy: optional dependency
     except ImportError:
-        raise ImportError("--executor ray needs Ray, an optional extra that is not installed "
-                          "(pip install 'edgefl[ray]'); or use the default --executor local") from None
+        raise ImportError("--backend ray needs Ray, an optional extra that is not installed "
+                          "(pip install 'edgefl[ray]'); or use the default --backend local") from None
     return ray
 
 
-def check_options(workers: int, executor: str) -> None:
-    """Raise ValueError for an unknown executor or a worker count below 1; ImportError when
-    Ray is asked for and missing."""
-    if executor not in EXECUTORS:
-        raise ValueError(f"--executor {executor!r}: expected {' or '.join(EXECUTORS)}")
+def check_options(workers: int, backend: str, address: str | None = None) -> None:
+    """Raise ValueError for an unknown backend, a worker count below 1 or an address without
+    Ray; ImportError when Ray is asked for and missing."""
+    if backend not in BACKENDS:
+        raise ValueError(f"--backend {backend!r}: expected {' or '.join(BACKENDS)}")
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
-    if executor == "ray":
+    if address is not None and backend != "ray":
+        raise ValueError(f"--address {address!r} is for --backend ray (the local backend needs no address)")
+    if backend == "ray":
         ray_module()
 
 
@@ -67,9 +72,11 @@ def read_cached(cache: Path, key: str):
         return None
 
 
-def run_jobs(fn: Callable[[Any], Any], jobs: Sequence, *, workers: int = 1, executor: str = "local",
-             cache: Path | None = None, key: Callable[[Any], str] = lambda job: job["key"],
-             size: Callable[[Any], int] = lambda job: 1, describe: Callable[[Any, Any], str] | None = None,
+def run_jobs(fn: Callable[[Any], Any], jobs: Sequence, *, workers: int = 1, backend: str = "local",
+             address: str | None = None, cache: Path | None = None,
+             key: Callable[[Any], str] = lambda job: job["key"], size: Callable[[Any], int] = lambda job: 1,
+             describe: Callable[[Any, Any], str] | None = None,
+             on_result: Callable[[Any, Any], None] | None = None,
              progress: bool = True, desc: str = "jobs", unit: str = "job") -> list:
     """``[fn(job) for job in jobs]``, computed on ``workers`` workers, cached jobs read back.
 
@@ -77,8 +84,9 @@ def run_jobs(fn: Callable[[Any], Any], jobs: Sequence, *, workers: int = 1, exec
     points). ``describe(job, result)``: a line printed as each job finishes (cached ones
     included in a first summary line); without it the runner prints nothing but the bar,
     which is shown on a terminal only (and never with ``progress=False``).
+    ``on_result(job, result)``: called in this process as each job finishes (e.g. to store it).
     """
-    check_options(workers, executor)
+    check_options(workers, backend, address)
     jobs = list(jobs)
     results: list = [None] * len(jobs)
     todo = []
@@ -90,13 +98,15 @@ def run_jobs(fn: Callable[[Any], Any], jobs: Sequence, *, workers: int = 1, exec
             results[i] = cached
     if describe is not None:
         print(f"{desc}: {len(jobs)} jobs, {len(jobs) - len(todo)} cached, {len(todo)} to do on {workers} "
-              f"worker(s){' (ray)' if executor == 'ray' else ''}", flush=True)
+              f"worker(s){' (ray)' if backend == 'ray' else ''}", flush=True)
     total = sum(size(job) for job in jobs)
     bar = tqdm(total=total, initial=total - sum(size(jobs[i]) for i in todo), unit=unit, desc=desc,
                disable=not progress or None, dynamic_ncols=True)
 
     def finished(i: int, result) -> None:
         results[i] = result
+        if on_result is not None:
+            on_result(jobs[i], result)
         if cache is not None:
             atomic_write_text(cache_path(cache, key(jobs[i])), json.dumps(result))
         if describe is not None:
@@ -104,8 +114,8 @@ def run_jobs(fn: Callable[[Any], Any], jobs: Sequence, *, workers: int = 1, exec
         bar.update(size(jobs[i]))
 
     try:
-        if executor == "ray":
-            _on_ray(fn, jobs, todo, finished)
+        if backend == "ray":
+            _on_ray(fn, jobs, todo, finished, workers, address)
         elif workers == 1 or len(todo) <= 1:
             for i in todo:
                 finished(i, fn(jobs[i]))
@@ -141,11 +151,19 @@ def _in_pool(fn, jobs, todo: list[int], workers: int, finished) -> None:
             raise
 
 
-def _on_ray(fn, jobs, todo: list[int], finished) -> None:
+def _on_ray(fn, jobs, todo: list[int], finished, workers: int, address: str | None) -> None:
     ray = ray_module()
-    ray.init(ignore_reinit_error=True, include_dashboard=False)
-    remote = ray.remote(fn)
+    if address is not None:
+        ray.init(address=address, ignore_reinit_error=True)
+    elif not ray.is_initialized():  # a local Ray with as many CPUs as workers
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+    remote = ray.remote(num_cpus=1)(fn)  # an exception in a job stops the run, as in the pool
     pending = {remote.remote(jobs[i]): i for i in todo}
-    while pending:
-        done, _ = ray.wait(list(pending), num_returns=1)
-        finished(pending.pop(done[0]), ray.get(done[0]))
+    try:
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            finished(pending.pop(done[0]), ray.get(done[0]))
+    except BaseException:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        raise

@@ -80,14 +80,14 @@ def _hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def parse_grid(text: str, option: str = "--grid") -> tuple[str, list]:
+def parse_grid(text: str, option: str = "--grid", data_keys: tuple[str, ...] = ()) -> tuple[str, list]:
     """``key=v1,v2,...`` -> (key, [values]); each value a TOML literal, else a string.
-    ``option`` names the command-line option in error messages."""
+    ``option`` names the command-line option in error messages; ``data_keys``: the scenario's data set's."""
     if "=" not in text:
         raise SweepError(f"{option} {text!r}: expected key=v1,v2,..., e.g. {option} network.snr_db=0,10,20")
     key, raw = (part.strip() for part in text.split("=", 1))
     try:
-        check_sweep_key(key)
+        check_sweep_key(key, data_keys)
     except ValueError as exc:
         raise SweepError(f"{option} {text!r}: {exc}") from None
     values = []
@@ -154,7 +154,7 @@ def plan_sweep(path: Path, overrides: list[str] | None = None, grids: list[str] 
     base = scenario_from_dict(raw, source=source)
     grid = {k: list(v) for k, v in base.sweep.grid.items()}
     for text in grids or []:
-        key, values = parse_grid(text)
+        key, values = parse_grid(text, data_keys=tuple(type(base.data).model_fields))
         grid[key] = values  # a --grid replaces the file's grid for that key
     num_seeds = base.sweep.seeds if seeds is None else seeds
     if num_seeds < 1:

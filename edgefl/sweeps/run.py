@@ -6,8 +6,9 @@ with ``record_trace``; the trace is then re-priced for each of them with
 ``edgefl.sim.engine.reprice_rounds(trace, SimPyPricer(network, population, seed))``, the same pricer
 and random draws a co-simulation of that point uses (so the numbers are those of a
 co-simulation). Every other point is co-simulated in full. The learning runs are jobs of
-:func:`edgefl.sweeps.jobs.run_jobs` (in this process, a process pool, or Ray); each writes its
-points into the sweep folder (:mod:`edgefl.sweeps.store`) as it goes.
+:func:`edgefl.sweeps.jobs.run_jobs` (in this process, a local process pool, or Ray tasks); each
+returns its points' rows and this process writes them into the sweep folder
+(:mod:`edgefl.sweeps.store`) as each job finishes, so Ray workers need no shared storage.
 """
 
 from __future__ import annotations
@@ -34,25 +35,24 @@ from energy import CATEGORIES
 @dataclass
 class Task:
     """One learning run: a training re-priced for ``points`` (REPRICED), or one co-simulation.
-    A job of :func:`run_jobs` (picklable); it writes its points into the folder ``out``."""
+    A job of :func:`run_jobs` (picklable)."""
 
     mode: str
     scenario: Scenario  # what is trained (REPRICED: on the ideal engine, with a trace)
-    out: str
     points: list[SweepPoint] = field(default_factory=list)
 
 
-def make_tasks(points: list[SweepPoint], out: Path) -> list[Task]:
+def make_tasks(points: list[SweepPoint]) -> list[Task]:
     tasks: dict[str, Task] = {}
     for p in points:
         if p.mode == REPRICED:
             if p.training not in tasks:
                 s = p.scenario
                 trainer = s.model_copy(update={"run": s.run.model_copy(update={"engine": "ideal"})})
-                tasks[p.training] = Task(REPRICED, trainer, str(out))
+                tasks[p.training] = Task(REPRICED, trainer)
             tasks[p.training].points.append(p)
         else:
-            tasks[p.id] = Task(COSIMULATED, p.scenario, str(out), [p])
+            tasks[p.id] = Task(COSIMULATED, p.scenario, [p])
     return list(tasks.values())
 
 
@@ -82,21 +82,15 @@ def price_point(point: SweepPoint, trace, model) -> list[RoundCost]:
     return reprice_rounds(trace, SimPyPricer(network_params(s.network), population, s.run.seed))
 
 
-def run_task(task: Task) -> int:
-    """Compute a task's points and write each one; returns how many were written.
-    Runs in a worker process as well as in the main one (same numbers either way)."""
+def run_task(task: Task) -> list[list[dict]]:
+    """Compute a task's points: the metrics rows of each of ``task.points``, in order.
+    Runs in a worker (process or Ray task) as well as in the main process (same numbers)."""
     torch.set_num_threads(task.scenario.run.threads or 1)
-    out = Path(task.out)
     if task.mode == COSIMULATED:
-        point = task.points[0]
-        result = Simulation(point.scenario).run(progress=False)
-        write_point(out, point, result.metrics)
-        return 1
+        return [Simulation(task.points[0].scenario).run(progress=False).metrics]
     sim = Simulation(task.scenario, record_trace=True)
     result = sim.run(progress=False)
-    for point in task.points:
-        write_point(out, point, repriced_rows(result.metrics, price_point(point, result.trace, sim.model)))
-    return len(task.points)
+    return [repriced_rows(result.metrics, price_point(point, result.trace, sim.model)) for point in task.points]
 
 
 @dataclass
@@ -116,12 +110,14 @@ def user_errors() -> tuple[type[Exception], ...]:
     return (SweepError, ScenarioError, DataError)
 
 
-def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, executor: str = "local", force: bool = False,
-              progress: bool = True) -> SweepSummary:
+def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, backend: str = "local", address: str | None = None,
+              force: bool = False, progress: bool = True) -> SweepSummary:
+    """Compute the plan's missing points into ``out`` (resumable) and assemble results.csv.
+    ``backend``/``address``/``workers``: see :func:`edgefl.sweeps.jobs.run_jobs`."""
     started = time.perf_counter()
     out = Path(out)
     try:
-        check_options(workers, executor)
+        check_options(workers, backend, address)
     except (ValueError, ImportError) as exc:
         raise SweepError(str(exc)) from None
     created = not out.exists()
@@ -129,9 +125,14 @@ def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, executor: str = "loc
     (out / POINTS_DIR).mkdir(exist_ok=True)
     try:
         missing = [p for p in plan.points if read_point(out, p.id) is None]
-        tasks = make_tasks(missing, out)
-        run_jobs(run_task, tasks, workers=workers, executor=executor, size=lambda task: len(task.points),
-                 progress=progress, desc="sweep", unit="point")
+        tasks = make_tasks(missing)
+
+        def store(task: Task, rows_per_point: list[list[dict]]) -> None:
+            for point, rows in zip(task.points, rows_per_point):
+                write_point(out, point, rows)
+
+        run_jobs(run_task, tasks, workers=workers, backend=backend, address=address, on_result=store,
+                 size=lambda task: len(task.points), progress=progress, desc="sweep", unit="point")
         results = assemble_results(out, plan)
     except user_errors():
         if created and not any((out / POINTS_DIR).iterdir()):

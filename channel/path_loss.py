@@ -1,0 +1,116 @@
+"""Path-loss models: mean loss (dB) between a device and the base station at a ground distance (m).
+
+Each model is a function ``model(distance_m, network) -> loss_db`` that reads the ``[network]``
+keys it needs; :data:`MODELS` names the built-ins, and :func:`get` also resolves models of one's
+own: ``network.path_loss = "package.module:function"`` (any function on the Python path with that
+signature) or a name an installed package registers under the entry-point group
+``edgefl.path_loss``. The formulas below are plain functions of numbers, with their sources.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Callable
+
+import numpy as np
+
+from ._util import out, require_positive
+
+SPEED_OF_LIGHT_MPS = 299_792_458.0
+
+
+def log_distance_db(distance_m, intercept_db=128.1, slope_db=37.6):
+    """Macro-cell path loss in dB: PL = intercept + slope · log10(d / 1 km).
+
+    Source: 3GPP TR 36.814 (Table A.2.1.1.2-3), PL = 128.1 + 37.6·log10(d[km]).
+    ``distance_m`` in metres, > 0.
+    """
+    distance_m = require_positive(distance_m, "distance_m")
+    return out(intercept_db + slope_db * np.log10(distance_m / 1000.0))
+
+
+def free_space_db(distance_m, carrier_ghz):
+    """Friis free-space loss in dB: FSPL = 20·log10(4π d f / c), d in m, f in Hz (isotropic antennas)."""
+    distance_m = require_positive(distance_m, "distance_m")
+    carrier_hz = float(require_positive(carrier_ghz, "carrier_ghz")) * 1e9
+    return out(20.0 * np.log10(4.0 * np.pi * distance_m * carrier_hz / SPEED_OF_LIGHT_MPS))
+
+
+def umi_street_canyon_db(distance_m, carrier_ghz, bs_height_m=10.0, ue_height_m=1.5, line_of_sight=False):
+    """3GPP TR 38.901 (v17, Table 7.4.1-1) UMi - Street Canyon path loss in dB, fc in GHz, distances in m.
+
+    d3D = sqrt(d2D² + (hBS - hUT)²); breakpoint d'BP = 4 h'BS h'UT fc / c with h' = h - 1 m (fc in Hz).
+    LOS:  PL1 = 32.4 + 21 log10(d3D) + 20 log10(fc) up to d'BP,
+          PL2 = 32.4 + 40 log10(d3D) + 20 log10(fc) - 9.5 log10(d'BP² + (hBS - hUT)²) beyond.
+    NLOS: max(PL_LOS, 35.3 log10(d3D) + 22.4 + 21.3 log10(fc) - 0.3 (hUT - 1.5)).
+    The table's shadowing (LOS 4 dB, NLOS 7.82 dB) is network.shadowing_std_db, set separately.
+    Valid for 10 m <= d2D <= 5 km and 1.5 m <= hUT <= 22.5 m (the scenario checks the heights).
+    """
+    distance_m = require_positive(distance_m, "distance_m")
+    fc = float(require_positive(carrier_ghz, "carrier_ghz"))
+    d3d = np.sqrt(distance_m**2 + (bs_height_m - ue_height_m) ** 2)
+    breakpoint_m = 4.0 * (bs_height_m - 1.0) * (ue_height_m - 1.0) * fc * 1e9 / SPEED_OF_LIGHT_MPS
+    pl1 = 32.4 + 21.0 * np.log10(d3d) + 20.0 * np.log10(fc)
+    pl2 = (32.4 + 40.0 * np.log10(d3d) + 20.0 * np.log10(fc)
+           - 9.5 * np.log10(breakpoint_m**2 + (bs_height_m - ue_height_m) ** 2))
+    los = np.where(distance_m <= breakpoint_m, pl1, pl2)
+    if line_of_sight:
+        return out(los)
+    nlos = 35.3 * np.log10(d3d) + 22.4 + 21.3 * np.log10(fc) - 0.3 * (ue_height_m - 1.5)
+    return out(np.maximum(los, nlos))
+
+
+# -- the models a scenario names: model(distance_m, network) -> dB -------------------------------
+def log_distance(distance_m, network):
+    """network.path_loss_intercept_db + network.path_loss_slope_db · log10(d / 1 km)."""
+    return log_distance_db(distance_m, network.path_loss_intercept_db, network.path_loss_slope_db)
+
+
+def free_space(distance_m, network):
+    """Friis free space at network.carrier_ghz."""
+    return free_space_db(distance_m, network.carrier_ghz)
+
+
+def umi_street_canyon(distance_m, network):
+    """3GPP UMi - Street Canyon at network.carrier_ghz, bs_height_m, ue_height_m, line_of_sight."""
+    return umi_street_canyon_db(distance_m, network.carrier_ghz, network.bs_height_m, network.ue_height_m,
+                                network.line_of_sight)
+
+
+MODELS: dict[str, Callable] = {
+    "log_distance": log_distance,
+    "free_space": free_space,
+    "umi_street_canyon": umi_street_canyon,
+}
+DEFAULT_MODEL = "log_distance"
+ENTRY_POINT_GROUP = "edgefl.path_loss"  # installed plug-ins: name = "package.module:function"
+
+
+def _plugins() -> dict[str, str]:
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def names() -> list[str]:
+    """The built-in models and the installed plug-ins."""
+    return list(dict.fromkeys([*MODELS, *sorted(_plugins())]))
+
+
+def get(name: str) -> Callable:
+    """The model called ``name``: a built-in, an installed plug-in or ``"package.module:function"``.
+    ValueError saying what is wrong otherwise."""
+    if name in MODELS:
+        return MODELS[name]
+    target = _plugins().get(name) or (name if ":" in name else None)
+    if target is None:
+        raise ValueError(f"unknown path-loss model {name!r}; known: {', '.join(names())}, "
+                         "or \"package.module:function\"")
+    module, _, attribute = target.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attribute, None)
+    except ImportError as exc:
+        raise ValueError(f"path-loss model {name!r}: cannot import {module!r} ({exc})") from None
+    if not callable(found):
+        raise ValueError(f"path-loss model {name!r}: {module}.{attribute} is not a function "
+                         "model(distance_m, network) -> loss_db")
+    return found
