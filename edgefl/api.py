@@ -26,7 +26,9 @@ from edgefl.scenario import Scenario, format_override
 from edgefl.scenario import load_scenario as _load
 from edgefl.sim.activities import EVENT_FIELDS
 
-PLOT_KINDS = ("accuracy", "energy", "accuracy-energy")
+PLOT_KINDS = ("accuracy", "energy", "accuracy-energy", "gantt", "energy-rounds", "energy-snr", "cell-map",
+              "uploads-missed")
+EVENT_PLOT_KINDS = PLOT_KINDS[3:]  # drawn by edgefl.run_plots from the run's events and clients (docs/run-plots.md)
 
 
 def load_scenario(path: str | Path, overrides: Mapping[str, Any] | None = None) -> Scenario:
@@ -53,11 +55,15 @@ class Result:
 
     def plot(self, kind: str = "accuracy"):
         """A matplotlib Figure: ``accuracy`` (mean, worst client over rounds), ``energy`` (cumulative energy by
-        category over rounds) or ``accuracy-energy`` (worst-client accuracy against cumulative energy)."""
+        category over rounds), ``accuracy-energy`` (worst-client accuracy against cumulative energy), or the
+        plots of docs/run-plots.md: ``gantt``, ``energy-rounds``, ``energy-snr``, ``cell-map``,
+        ``uploads-missed``."""
         import matplotlib.pyplot as plt
 
         if kind not in PLOT_KINDS:
             raise ValueError(f"unknown plot kind {kind!r}; known: {', '.join(PLOT_KINDS)}")
+        if kind in EVENT_PLOT_KINDS:
+            return self._event_plot(kind)
         m = self.metrics
         fig, ax = plt.subplots(figsize=(6, 4))
         title = (f"{self.scenario.algorithm.name}, N = {self.scenario.data.num_clients}, "
@@ -79,6 +85,33 @@ class Result:
         if kind != "accuracy-energy":
             ax.legend(fontsize=8)
         fig.tight_layout()
+        return fig
+
+    def _event_plot(self, kind: str):
+        from edgefl import run_plots
+        from edgefl.runner import run_title
+
+        raw = self.raw
+        events = raw.events if raw is not None else self.events  # a DataFrame of events.csv works too
+        clients = raw.clients if raw is not None else self.clients
+        positions = raw.positions if raw is not None else self.positions
+        metrics = raw.metrics if raw is not None else self.metrics.to_dict("records")
+        title, net = run_title(self.scenario), self.scenario.network
+        if kind == "gantt":
+            ends = {int(row["round"]) - 1: float(row["sim_time_s"]) for row in metrics}
+            fig = run_plots.draw_gantt(events, title, deadline_s=net.deadline_s, round_ends=ends)
+        elif kind == "energy-rounds":
+            fig = run_plots.draw_energy_rounds(events, title, len(metrics))
+        elif kind == "uploads-missed":
+            fig = run_plots.draw_uploads_missed(events, title, len(metrics))
+        elif kind == "energy-snr":
+            fig = run_plots.draw_energy_snr(clients, title)
+        else:
+            fig = run_plots.draw_cell_map(clients, positions, net.cell_radius_m, title)
+        if fig is None:
+            raise ValueError(f"no {kind} plot for this run: " + (
+                "its devices have no distance (the scenario gives the SNR)" if kind == "cell-map" else
+                "it has no events or clients to draw"))
         return fig
 
 
@@ -107,8 +140,9 @@ def run(scenario: str | Path | Scenario, overrides: Mapping[str, Any] | None = N
 
 def sweep(scenario: str | Path, grid: Mapping[str, list] | None = None, seeds: int | None = None,
           out: str | Path | None = None, overrides: Mapping[str, Any] | None = None, workers: int = 1,
-          progress: bool = True) -> pd.DataFrame:
-    """``edgefl sweep``: every grid point × seed (resumable in ``out``); returns results.csv as a DataFrame."""
+          backend: str = "local", address: str | None = None, progress: bool = True) -> pd.DataFrame:
+    """``edgefl sweep``: every grid point × seed (resumable in ``out``); returns results.csv as a DataFrame.
+    ``backend="ray"`` runs the learning runs as Ray tasks (``address``: a cluster; docs/scale.md)."""
     from edgefl.sweeps.plan import plan_sweep
     from edgefl.sweeps.run import run_sweep
 
@@ -116,7 +150,7 @@ def sweep(scenario: str | Path, grid: Mapping[str, list] | None = None, seeds: i
     grids = [f"{key}={','.join(map(str, values))}" for key, values in (grid or {}).items()]
     plan = plan_sweep(path, [format_override(k, v) for k, v in (overrides or {}).items()], grids, seeds)
     summary = run_sweep(plan, Path(out) if out else Path("results") / f"{path.stem}-sweep", workers=workers,
-                        progress=progress)
+                        backend=backend, address=address, progress=progress)
     return pd.read_csv(summary.results)
 
 

@@ -1,5 +1,7 @@
 """Plots of one run (PNG, matplotlib Agg): accuracy per round, accuracy versus energy,
-energy per client by category."""
+energy per client by category, battery levels, and (edgefl.run_plots) a Gantt chart of selected rounds,
+energy per round, energy against SNR and distance, a map of the cell and the uploads missed per round.
+docs/run-plots.md shows each."""
 
 from __future__ import annotations
 
@@ -60,12 +62,51 @@ def plot_battery(path: Path, battery: list[dict], title: str = "") -> Path:
     return path
 
 
+def _save(fig, path: Path) -> Path:
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_events(out_dir: Path, metrics: list[dict], clients: list[dict], events, title: str = "",
+                positions: list[dict] | None = None, deadline_s: float | None = None,
+                cell_radius_m: float | None = None) -> list[Path]:
+    """gantt.png, energy_rounds.png, uploads_missed.png (with an event log), energy_snr.png and
+    cell_map.png (devices with a distance only)."""
+    from edgefl import run_plots as rp
+
+    out_dir = Path(out_dir)
+    written = []
+    rounds = len(metrics) or None
+    if events is not None and len(events):
+        ev = rp.event_arrays(events)  # once, for every plot
+        ends = {int(row["round"]) - 1: float(row["sim_time_s"]) for row in metrics
+                if row.get("sim_time_s") is not None}
+        fig = rp.draw_gantt(ev, title, deadline_s=deadline_s, round_ends=ends)
+        if fig is not None:
+            written.append(_save(fig, out_dir / "gantt.png"))
+        written.append(_save(rp.draw_energy_rounds(ev, title, rounds), out_dir / "energy_rounds.png"))
+        written.append(_save(rp.draw_uploads_missed(ev, title, rounds), out_dir / "uploads_missed.png"))
+    for name, fig in (("energy_snr.png", rp.draw_energy_snr(clients, title)),
+                      ("cell_map.png", rp.draw_cell_map(clients, positions, cell_radius_m, title))):
+        if fig is not None:
+            written.append(_save(fig, out_dir / name))
+    return written
+
+
 def plot_run(out_dir: Path, metrics: list[dict], clients: list[dict], title: str = "",
-             battery: list[dict] | None = None) -> list[Path]:
+             battery: list[dict] | None = None, events=None, positions: list[dict] | None = None,
+             scenario=None) -> list[Path]:
+    """Every plot of a run into ``out_dir``; ``events`` (RunResult.events), ``positions`` and ``scenario``
+    (its deadline and cell radius) for the plots of edgefl.run_plots. energy_clients.png comes last."""
     out_dir = Path(out_dir)
     written = []
     if battery:
         written.append(plot_battery(out_dir / "battery.png", battery, title))
+    net = getattr(scenario, "network", None)
+    written += plot_events(out_dir, metrics, clients, events, title, positions,
+                           deadline_s=getattr(net, "deadline_s", None),
+                           cell_radius_m=getattr(net, "cell_radius_m", None))
     if _evaluated(metrics):
         for name, x_key, xlabel in (
             ("accuracy.png", "round", "round"),

@@ -23,9 +23,11 @@ from edgefl.control import ControlContext, DeviceLimits
 from edgefl.control.observe import Observer
 from edgefl.executor import Executor
 from edgefl.estimation import estimation_metrics
+from edgefl.logs import get_logger
 from edgefl.metrics import evaluate_global
 from edgefl.models import build_model
 from edgefl.physical import build_population, network_params
+from edgefl.resolved import resolved_dict
 from edgefl.results import atomic_directory, write_csv, write_json
 from edgefl.scenario import Scenario
 from edgefl.sim import Engine, IdealPricer, NoDeviceAvailable, SimPyPricer
@@ -33,6 +35,7 @@ from edgefl.sim.activities import EVENT_FIELDS
 from edgefl.target import DEFAULT_WINDOW, Target, definition, parse_target, rounds_to_target
 from energy import CATEGORIES
 
+log = get_logger(__name__)
 BATTERY_COLUMNS = ("round", "client", "device_class", "level_j")
 POSITION_COLUMNS = ("round", "client", "x_m", "y_m", "distance_m")
 METRIC_COLUMNS = [
@@ -131,6 +134,9 @@ class Simulation:
                 worst = row.get("acc_worst")  # None for regression models
                 bar.set_postfix(acc_worst=f"{float('nan') if worst is None else worst:.3f}", energy_j=f"{row['energy_j']:.3g}")
             rows.append(row)
+            log.debug("round %d: energy %.4g J, time %.4g s, acc_worst %s, loss %s, uploads %d arrived / %d missed",
+                      r + 1, row["energy_j"], row["sim_time_s"], row.get("acc_worst"), row.get("loss"),
+                      row["uploads_arrived"], row["uploads_missed"])
             if row is last_eval and len([x for x in rows if x.get("acc_worst") is not None or x.get("loss") is not None]) == 1:
                 for t in [*(targets or []), *([stop_at] if stop_at else [])]:
                     target_outcome(rows, t)  # a metric the run does not have: an error now, not after the run
@@ -317,9 +323,10 @@ def write_results(result: RunResult, out_dir: Path, plots: bool = True) -> Path:
         if result.battery:
             write_csv(tmp / "battery.csv", list(BATTERY_COLUMNS), ([row[c] for c in BATTERY_COLUMNS]
                                                                    for row in result.battery))
-        with open(tmp / "scenario.toml", "wb") as handle:
-            tomli_w.dump(result.scenario.to_dict(), handle)
+        with open(tmp / "scenario.toml", "wb") as handle:  # paths relative to out_dir, where it will be
+            tomli_w.dump(resolved_dict(result.scenario, out_dir), handle)
         if plots:
             plot_run(tmp, result.metrics, result.clients, title=run_title(result.scenario),
-                     battery=result.battery)
+                     battery=result.battery, events=result.events, positions=result.positions,
+                     scenario=result.scenario)
     return out_dir

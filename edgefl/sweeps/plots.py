@@ -215,6 +215,49 @@ def plot_accuracy_energy(rows: list[dict], grid_keys: list[str], metric: str, pa
     return _save(fig, path)
 
 
+# label offsets (points) tried in turn, and the text alignment that goes with each
+_OFFSETS = [((4, 3), "left", "bottom"), ((4, -3), "left", "top"), ((-4, 3), "right", "bottom"),
+            ((-4, -3), "right", "top"), ((0, 7), "center", "bottom"), ((0, -7), "center", "top"),
+            ((9, 0), "left", "center"), ((-9, 0), "right", "center")]
+
+
+def _place_labels(ax, xy: list[tuple], labels: list[str], keep: set[int], fontsize: float = 7) -> None:
+    """Annotate points without overlapping labels: each label takes the first offset around its point whose
+    (estimated) box is free; a label with no free place is left out, except those in ``keep`` (the Pareto
+    front), which take their first offset anyway. Points are labelled front first, then left to right."""
+    if not xy:
+        return
+    ax.margins(x=0.12, y=0.1)  # room for the labels of the outermost points
+    ax.autoscale_view()
+    to_px = ax.transData.transform
+    frame = ax.get_window_extent()
+    scale = ax.figure.dpi / 72.0  # points -> pixels
+    taken: list[tuple[float, float, float, float]] = [
+        (px - 4 * scale, py - 4 * scale, px + 4 * scale, py + 4 * scale) for px, py in to_px(np.asarray(xy))]
+    order = sorted(range(len(xy)), key=lambda i: (i not in keep, xy[i][0], xy[i][1]))
+    for i in order:
+        px, py = to_px(xy[i])
+        w, h = 0.6 * fontsize * len(labels[i]) * scale, 1.2 * fontsize * scale
+        chosen = None
+        for (dx, dy), ha, va in _OFFSETS:
+            x0 = px + dx * scale - {"left": 0, "center": w / 2, "right": w}[ha]
+            y0 = py + dy * scale - {"bottom": 0, "center": h / 2, "top": h}[va]
+            box = (x0, y0, x0 + w, y0 + h)
+            inside = frame.x0 <= box[0] and box[2] <= frame.x1 and frame.y0 <= box[1] and box[3] <= frame.y1
+            if inside and not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
+                       for j, b in enumerate(taken) if j != i):  # its own marker does not count
+                chosen = ((dx, dy), ha, va, box)
+                break
+        if chosen is None and i in keep:
+            (dx, dy), ha, va = _OFFSETS[0]
+            chosen = ((dx, dy), ha, va, (px, py, px + w, py + h))
+        if chosen is None:
+            continue
+        offset, ha, va, box = chosen
+        taken.append(box)
+        ax.annotate(labels[i], xy[i], fontsize=fontsize, xytext=offset, textcoords="offset points", ha=ha, va=va)
+
+
 def plot_pareto(result: OptimalTau, path: Path, channels: list[tuple] | None = None) -> Path:
     """Energy-to-target versus rounds-to-target for every eligible (algorithm, τ) at a channel
     point, with the Pareto front (neither fewer rounds nor less energy is possible)."""
@@ -239,10 +282,11 @@ def plot_pareto(result: OptimalTau, path: Path, channels: list[tuple] | None = N
         for (algorithm, s), (x, y) in zip(entries, xy):
             marker = markers[algorithms.index(algorithm) % len(markers)] if algorithm else "o"
             ax.plot(x, y, marker, color="#4c72b0", ms=5, alpha=0.8)
-            ax.annotate(f"{algorithm + ' ' if len(algorithms) > 1 else ''}τ={s.tau}", (x, y), fontsize=7,
-                        xytext=(3, 3), textcoords="offset points")
         ax.plot([xy[i][0] for i in front], [xy[i][1] for i in front], "-o", color="#c44e52", lw=1.5, ms=9,
                 mfc="none", label="Pareto front")
+        labels = [f"{algorithm + ' ' if len(algorithms) > 1 else ''}τ={s.tau}" for algorithm, s in entries]
+        _place_labels(ax, xy, labels, keep=set(front))
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, min_n_ticks=1))  # whole rounds
         ax.set_xlabel("rounds to target")
         ax.set_ylabel("energy to target (J)")
         ax.set_title(_label(panel_keys, panel) or "Pareto front", fontsize=10)

@@ -1,0 +1,453 @@
+"""Plots of one run drawn from its event log and client table (PNG, matplotlib Agg; docs/run-plots.md):
+a Gantt chart of selected rounds, energy per round by category, energy per device against SNR and
+distance, a map of the cell, and the uploads cut or lost per round.
+
+Each ``draw_*`` function draws onto a figure (a new one when ``fig`` is None) and returns it; ``plot_run``
+(edgefl.plots) saves them into a run's results folder and ``Result.plot`` (edgefl.api) returns them.
+The event log is read once into numpy arrays (:func:`event_arrays`): no per-event Python loop in a plot,
+so runs with 10^5+ events plot in a second or so. Rounds are numbered from 1 on every axis and title, as
+in the CSV files (the engine counts from 0).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Circle, Patch  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from energy import CATEGORIES  # noqa: E402
+
+CATEGORY_COLORS = {"compute": "#4c72b0", "uplink": "#dd8452", "downlink": "#55a868", "idle": "#8c8c8c"}
+KIND_COLORS = {"download": "#55a868", "compute": "#4c72b0", "upload": "#dd8452", "idle": "#d9d9d9",
+               "tail": "#c9a0dc"}
+MAX_GANTT_ROWS = 40  # devices per Gantt panel; beyond, the most interesting ones (cut/lost, then slowest)
+MAX_GANTT_ROUNDS = 3
+MAX_SCATTER = 10_000  # energy_snr / cell_map: above this many devices, a fixed random sample of this size
+MAX_ROUND_BARS = 150  # energy_rounds / uploads_missed: above this many rounds, filled areas instead of bars
+MISSED = ("cut", "lost", "other")  # why an upload did not arrive (uploads_missed_per_round)
+HATCHES = (None, "////", "xxxx", "....")  # ok, cut, lost, other
+
+
+@dataclass(frozen=True)
+class EventArrays:
+    """The event log as columns (rounds from 0, as the engine counts)."""
+
+    round: np.ndarray
+    phase: np.ndarray
+    client: np.ndarray
+    kind: np.ndarray
+    start_s: np.ndarray
+    end_s: np.ndarray
+    energy_j: np.ndarray
+    category: np.ndarray
+    status: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.round)
+
+    @property
+    def rounds(self) -> int:
+        """Rounds the log covers (the last round + 1)."""
+        return int(self.round.max()) + 1 if len(self) else 0
+
+
+def event_arrays(events) -> EventArrays:
+    """Columns of ``events``: a list of :class:`edgefl.sim.activities.Event` (RunResult.events), a DataFrame
+    of events.csv (rounds from 1: Result.events) or an EventArrays (returned as is)."""
+    if isinstance(events, EventArrays):
+        return events
+    if hasattr(events, "columns"):  # a DataFrame read from events.csv
+        col = {name: events[name].to_numpy() for name in events.columns}
+        first_round = 1
+    else:
+        from edgefl.sim.activities import Event
+
+        events = list(events or [])
+        transposed = list(zip(*events)) if events else [()] * len(Event._fields)
+        col = dict(zip(Event._fields, transposed))
+        first_round = 0
+    return EventArrays(
+        round=np.asarray(col["round"], dtype=np.int64) - first_round,
+        phase=np.asarray(col["phase"], dtype=np.int64),
+        client=np.asarray(col["client"], dtype=np.int64),
+        kind=np.asarray(col["kind"], dtype=str),
+        start_s=np.asarray(col["start_s"], dtype=float),
+        end_s=np.asarray(col["end_s"], dtype=float),
+        energy_j=np.asarray(col["energy_j"], dtype=float),
+        category=np.asarray(col["category"], dtype=str),
+        status=np.asarray(col["status"], dtype=str),
+    )
+
+
+def _records(rows) -> list[dict]:
+    if rows is None:
+        return []
+    if hasattr(rows, "to_dict"):  # a DataFrame
+        return rows.to_dict("records")
+    return list(rows)
+
+
+def _new_figure(fig, size):
+    if fig is None:
+        return plt.figure(figsize=size)
+    fig.set_size_inches(*size)
+    return fig
+
+
+def _suptitle(fig, title: str, what: str) -> None:
+    fig.suptitle(f"{title}\n{what}" if title else what, fontsize=9)
+
+
+# ------------------------------------------------------------------------------------------------ uploads
+
+def _missed_status(ev: EventArrays) -> np.ndarray:
+    """Per event: 0 ok (or a radio tail / idle wait), 1 cut (deadline), 2 lost (every attempt failed:
+    outage or packet error), 3 any other stop (offline, failed, stopped by over-selection)."""
+    work = (ev.kind != "tail") & (ev.kind != "idle") & (ev.status != "ok")
+    return np.where(~work, 0, np.where(ev.status == "cut", 1, np.where(ev.status == "lost", 2, 3)))
+
+
+def uploads_missed_per_round(events, rounds: int | None = None) -> dict[str, np.ndarray]:
+    """Per round (index 0 = round 1), the number of distinct clients whose upload did not arrive: ``cut``
+    (the deadline), ``lost`` (every attempt failed: outage or packet error) and ``other`` (the device went
+    offline or failed, or over-selection stopped it), from the upload events (and, for ``other`` and a
+    deadline that fired earlier, the client's other activities). A client counts once a round, under the
+    first of cut, lost, other that applies."""
+    ev = event_arrays(events)
+    n = max(rounds or 0, ev.rounds)
+    code = _missed_status(ev)
+    clients = int(ev.client.max()) + 1 if len(ev) else 1
+    bad = np.flatnonzero(code > 0)
+    key = ev.round[bad] * clients + ev.client[bad]
+    order = np.lexsort((code[bad], key))  # per (round, client): the first code (cut < lost < other)
+    key, first = np.unique(key[order], return_index=True)
+    worst = code[bad][order][first]
+    return {name: np.bincount(key[worst == c] // clients, minlength=n)[:n]
+            for c, name in enumerate(MISSED, start=1)}
+
+
+def _other_statuses(events) -> str:
+    ev = event_arrays(events)
+    return " / ".join(sorted(set(ev.status[_missed_status(ev) == 3].tolist()))) or "offline / failed"
+
+
+def draw_uploads_missed(events, title: str = "", rounds: int | None = None, fig=None):
+    """Stacked bars: the clients whose upload was cut, lost or stopped otherwise, in each round."""
+    counts = uploads_missed_per_round(events, rounds)
+    fig = _new_figure(fig, (7, 3.8))
+    ax = fig.add_subplot()
+    x = np.arange(1, len(counts["cut"]) + 1)
+    colors = {"cut": "#dd8452", "lost": "#c44e52", "other": "#8172b3"}
+    labels = {"cut": "cut (deadline)", "lost": "lost (outage / packet error)",
+              "other": _other_statuses(events)}
+    bottom = np.zeros(len(x))
+    for status in MISSED:
+        if not counts[status].any() and status == "other":
+            continue
+        if len(x) <= MAX_ROUND_BARS:
+            ax.bar(x, counts[status], bottom=bottom, width=0.85, color=colors[status], label=labels[status])
+        else:
+            ax.fill_between(x, bottom, bottom + counts[status], step="mid", color=colors[status],
+                            label=labels[status], lw=0)
+        bottom = bottom + counts[status]
+    total = int(bottom.sum())
+    ax.set_xlabel("round")
+    ax.set_ylabel("uploads missed (clients)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(bottom=0, top=max(1.0, float(bottom.max(initial=0)) * 1.35))  # room for the legend
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8, loc="upper left", ncol=3)
+    other = int(counts["other"].sum())
+    _suptitle(fig, title, f"uploads missed per round (clients): {int(counts['cut'].sum())} cut, "
+                          f"{int(counts['lost'].sum())} lost" + (f", {other} {labels['other']}" if other else "")
+                          + (" (none)" if total == 0 else ""))
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------ energy
+
+def energy_per_round(events, rounds: int | None = None) -> dict[str, np.ndarray]:
+    """Energy (J) per round and category, summed over devices (index 0 = round 1)."""
+    ev = event_arrays(events)
+    n = max(rounds or 0, ev.rounds)
+    return {c: np.bincount(ev.round, weights=np.where(ev.category == c, ev.energy_j, 0.0), minlength=n)[:n]
+            for c in CATEGORIES}
+
+
+def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=None):
+    """Stacked bars (a stack plot beyond MAX_ROUND_BARS rounds): energy per round by category."""
+    per = energy_per_round(events, rounds)
+    fig = _new_figure(fig, (7, 3.8))
+    ax = fig.add_subplot()
+    n = len(next(iter(per.values())))
+    x = np.arange(1, n + 1)
+    if n <= MAX_ROUND_BARS:
+        bottom = np.zeros(n)
+        for c in CATEGORIES:
+            ax.bar(x, per[c], bottom=bottom, width=0.85, color=CATEGORY_COLORS[c], label=c)
+            bottom += per[c]
+    else:
+        ax.stackplot(x, *[per[c] for c in CATEGORIES], labels=list(CATEGORIES),
+                     colors=[CATEGORY_COLORS[c] for c in CATEGORIES])
+    total = sum(float(v.sum()) for v in per.values())
+    ax.set_xlabel("round")
+    ax.set_ylabel("energy in the round, all devices (J)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    shares = ", ".join(f"{c} {100 * per[c].sum() / total:.0f} %" for c in CATEGORIES) if total > 0 else "no energy"
+    _suptitle(fig, title, f"energy per round by category (total {total:.3g} J: {shares})")
+    fig.tight_layout()
+    return fig
+
+
+def _client_columns(clients: list[dict]):
+    energy = np.array([c["energy_j"] if c.get("energy_j") is not None else
+                       sum(c[f"{k}_energy_j"] for k in CATEGORIES) for c in clients], dtype=float)
+    snr = np.array([c.get("uplink_snr_db", np.nan) for c in clients], dtype=float)
+    distance = np.array([np.nan if c.get("distance_m") is None else c["distance_m"] for c in clients], dtype=float)
+    classes = np.array([str(c.get("device_class", "device")) for c in clients])
+    ids = np.array([c.get("client", i) for i, c in enumerate(clients)], dtype=np.int64)
+    return ids, energy, snr, distance, classes
+
+
+def _sample(n: int) -> tuple[np.ndarray, str]:
+    if n <= MAX_SCATTER:
+        return np.arange(n), ""
+    keep = np.sort(np.random.default_rng(0).choice(n, MAX_SCATTER, replace=False))
+    return keep, f" (a random {MAX_SCATTER:,} of {n:,} devices)"
+
+
+def _class_colors(classes) -> dict[str, str]:
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    names = list(dict.fromkeys(classes.tolist()))
+    return {name: palette[i % len(palette)] for i, name in enumerate(names)}
+
+
+def draw_energy_snr(clients, title: str = "", fig=None):
+    """Energy per device against its mean uplink SNR and, where devices have a distance, against distance;
+    coloured by device class. None when no device has an uplink SNR."""
+    clients = _records(clients)
+    if not clients:
+        return None
+    ids, energy, snr, distance, classes = _client_columns(clients)
+    if not np.isfinite(snr).any():
+        return None
+    panels = [("uplink_snr", snr, "mean uplink SNR over the band, before fading (dB)")]
+    if np.isfinite(distance).any():
+        panels.append(("distance", distance, "distance to the base station (m)"))
+    keep, note = _sample(len(clients))
+    colors = _class_colors(classes)
+    fig = _new_figure(fig, (5.2 * len(panels), 4))
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    size = 18 if len(keep) <= 200 else max(2.0, 18 * math.sqrt(200 / len(keep)))
+    for ax, (_, x, label) in zip(axes, panels):
+        for name, color in colors.items():
+            sel = keep[classes[keep] == name]
+            ax.scatter(x[sel], energy[sel], s=size, color=color, alpha=0.75, lw=0,
+                       label=f"{name} ({int((classes == name).sum())})")
+        ax.set_xlabel(label)
+        ax.set_ylabel("energy per device, whole run (J)")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8, title="device class", title_fontsize=8)
+    _suptitle(fig, title, "energy per device against its link" + note)
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------ cell map
+
+def device_positions(clients, positions=None) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """(x, y) in metres of every client in ``clients`` order and whether the angles are real: each moving
+    device's last position from ``positions`` (positions.csv rows), otherwise its distance on an angle
+    spread evenly by client index (the link budget models distances only). None without distances."""
+    clients = _records(clients)
+    ids, _, _, distance, _ = _client_columns(clients)
+    rows = _records(positions)
+    if rows and {"client", "x_m", "y_m"} <= set(rows[0]):
+        last: dict[int, tuple[float, float]] = {}
+        for row in reversed(rows):  # rows in round order: the last round's come last
+            last.setdefault(int(row["client"]), (row["x_m"], row["y_m"]))
+            if len(last) == len(ids):
+                break
+        if all(int(i) in last for i in ids):
+            xy = np.array([last[int(i)] for i in ids], dtype=float)
+            return xy[:, 0], xy[:, 1], True
+    if not len(ids) or not np.isfinite(distance).all():
+        return None
+    angle = 2 * np.pi * np.arange(len(ids)) / len(ids)
+    return distance * np.cos(angle), distance * np.sin(angle), False
+
+
+def draw_cell_map(clients, positions=None, cell_radius_m: float | None = None, title: str = "", fig=None):
+    """The cell seen from above: base station at the centre, devices coloured by their total energy, the cell
+    radius. None when the devices have no distance (scenarios that give the SNR)."""
+    clients = _records(clients)
+    where = device_positions(clients, positions)
+    if where is None:
+        return None
+    x, y, real = where
+    _, energy, _, _, _ = _client_columns(clients)
+    keep, note = _sample(len(x))
+    fig = _new_figure(fig, (6, 5.4))
+    ax = fig.add_subplot()
+    size = 22 if len(keep) <= 200 else max(2.0, 22 * math.sqrt(200 / len(keep)))
+    points = ax.scatter(x[keep], y[keep], c=energy[keep], s=size, cmap="viridis", lw=0, zorder=3)
+    fig.colorbar(points, ax=ax, label="energy per device, whole run (J)")
+    ax.plot(0, 0, marker="^", color="black", ms=11, ls="none", zorder=4, label="base station")
+    reach = float(np.hypot(x, y).max(initial=0.0))
+    if cell_radius_m:
+        ax.add_patch(Circle((0, 0), cell_radius_m, fill=False, ls="--", color="#555555", lw=1,
+                            label=f"cell radius {cell_radius_m:g} m"))
+        reach = max(reach, cell_radius_m)
+    lim = 1.08 * reach if reach > 0 else 1.0
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
+    ax.set_aspect("equal")
+    ax.set_xlabel("x (m)")
+    ax.set_ylabel("y (m)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
+    how = ("each device at its last position" if real else
+           "angles not modelled: devices spread evenly, each at its distance")
+    _suptitle(fig, title, f"the cell ({how}){note}")
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------ gantt
+
+def gantt_rounds(events, rounds=None, max_rounds: int = MAX_GANTT_ROUNDS) -> list[int]:
+    """The rounds a Gantt chart shows (engine numbering, from 0): ``rounds`` (numbered from 1, as in the CSV
+    files) when given, otherwise the first round and the round with the most uploads missed (cut, lost or
+    other; if any)."""
+    ev = event_arrays(events)
+    if not len(ev):
+        return []
+    present = set(np.unique(ev.round).tolist())
+    if rounds is not None:
+        return [r for r in dict.fromkeys(int(r) - 1 for r in rounds) if r in present][:max_rounds]
+    picks = [min(present)]
+    missed = uploads_missed_per_round(ev)
+    total = sum(missed.values())
+    if total.any():
+        picks.append(int(np.argmax(total)))  # the earliest of the worst rounds
+    return sorted(dict.fromkeys(picks))[:max_rounds]
+
+
+def _round_window(ev: EventArrays, mask: np.ndarray, r: int, round_ends: dict[int, float] | None):
+    """(start, end) of round ``r`` in simulated seconds: from the metrics' end times where given (a round
+    starts when the previous one ended), otherwise from its events (tails outlive the round: left out)."""
+    body = mask & (ev.kind != "tail")
+    if not body.any():
+        body = mask
+    start = float(ev.start_s[body].min())
+    end = float(ev.end_s[body].max())
+    if round_ends:
+        start = min(start, round_ends.get(r - 1, 0.0 if r == 0 else start))
+        end = round_ends.get(r, end)
+    return start, end
+
+
+def _interesting(ev: EventArrays, mask: np.ndarray, limit: int) -> tuple[np.ndarray, int]:
+    """The clients of the round to show: all when at most ``limit``, otherwise those whose upload was missed
+    (cut, lost, other) first, then the ones that finished last (stragglers)."""
+    clients = np.unique(ev.client[mask])
+    if len(clients) <= limit:
+        return clients, len(clients)
+    index = np.searchsorted(clients, ev.client[mask])
+    work = ev.kind[mask] != "tail"
+    finish = np.full(len(clients), -np.inf)
+    np.maximum.at(finish, index[work], ev.end_s[mask][work])
+    missed = np.zeros(len(clients), dtype=bool)
+    missed[index[_missed_status(ev)[mask] > 0]] = True
+    order = np.lexsort((-finish, ~missed))  # missed first, then latest finish
+    return np.sort(clients[order[:limit]]), len(clients)
+
+
+def draw_gantt(events, title: str = "", rounds=None, deadline_s: float | None = None,
+               round_ends: dict[int, float] | None = None, max_rows: int = MAX_GANTT_ROWS, fig=None):
+    """Gantt chart of a few rounds side by side (:func:`gantt_rounds`): one row per device (at most
+    ``max_rows``: :func:`_interesting`), bars for download / compute / upload, its idle wait as a light
+    background, radio tails as thin bars; cut, lost (or otherwise stopped) activities hatched and marked with
+    a red x; the deadline of each phase as a vertical line. Times are relative to the round's start.
+    ``round_ends``: engine round -> simulated end time (metrics sim_time_s). None when there are no events."""
+    ev = event_arrays(events)
+    picks = gantt_rounds(ev, rounds)
+    if not picks:
+        return None
+    panels = []
+    for r in picks:
+        mask = ev.round == r
+        shown, participants = _interesting(ev, mask, max_rows)
+        panels.append((r, mask, shown, participants))
+    rows = max(len(shown) for _, _, shown, _ in panels)
+    fig = _new_figure(fig, (5.4 * len(panels), max(3.2, 0.2 * rows + 1.9)))
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    heights = {"idle": 0.84, "tail": 0.22, "download": 0.6, "compute": 0.6, "upload": 0.6}
+    zorders = {"idle": 1, "tail": 2, "download": 3, "compute": 3, "upload": 3}
+    code_all = _missed_status(ev)
+    seen_codes: set[int] = set()
+    for ax, (r, mask, shown, participants) in zip(axes, panels):
+        start, end = _round_window(ev, mask, r, round_ends)
+        sel = mask & np.isin(ev.client, shown)
+        row = np.searchsorted(shown, ev.client[sel])
+        left = ev.start_s[sel] - start
+        width = ev.end_s[sel] - ev.start_s[sel]
+        kind, code = ev.kind[sel], code_all[sel]
+        for k, h in heights.items():
+            for c in range(len(MISSED) + 1):
+                pick = (kind == k) & (code == c)
+                if not pick.any():
+                    continue
+                ax.barh(row[pick], width[pick], left=left[pick], height=h, color=KIND_COLORS[k],
+                        zorder=zorders[k], lw=0.8 if c else 0, edgecolor="#c44e52" if c else "none",
+                        hatch=HATCHES[c])
+        bad = code > 0
+        if bad.any():
+            seen_codes |= set(np.unique(code[bad]).tolist())
+            ax.plot(left[bad] + width[bad], row[bad], "x", color="#c44e52", ms=7, mew=2, zorder=5)
+        missed_here = int(len(np.unique(ev.client[mask & (code_all > 0)])))
+        span = end - start
+        if deadline_s is not None:
+            for p in np.unique(ev.phase[mask]).tolist():
+                phase_start = start if p == np.min(ev.phase[mask]) else float(
+                    ev.end_s[mask & (ev.phase == p - 1) & (ev.kind != "tail")].max(initial=start))
+                ax.axvline(phase_start - start + deadline_s, color="#c44e52", ls="--", lw=1.2, zorder=6)
+                span = max(span, phase_start - start + deadline_s)
+        ax.set_yticks(np.arange(len(shown)), [str(c) for c in shown.tolist()],
+                      fontsize=7 if len(shown) <= 20 else 5.5)
+        ax.set_ylim(len(shown) - 0.5, -0.5)  # first client on top
+        ax.set_xlim(0, span * 1.04 if span > 0 else 1.0)
+        ax.set_xlabel("time since the round started (s)")
+        ax.set_ylabel("client")
+        ax.grid(alpha=0.3, axis="x")
+        shown_note = (f"; {len(shown)} of {participants} devices shown (cut/lost, then slowest)"
+                      if len(shown) < participants else f"; {participants} devices")
+        ax.set_title(f"round {r + 1}: {missed_here} upload{'s' if missed_here != 1 else ''} missed{shown_note}",
+                     fontsize=8)
+    drawn = set(np.unique(ev.kind[np.isin(ev.round, picks)]).tolist())
+    handles = [Patch(color=KIND_COLORS[k], label=k if k != "idle" else "idle (waiting)") for k in
+               ("download", "compute", "upload", "idle", "tail") if k in drawn]
+    names = {1: "cut (deadline)", 2: "lost", 3: _other_statuses(ev)}
+    for c in sorted(seen_codes):
+        handles.append(Patch(facecolor="white", edgecolor="#c44e52", hatch=HATCHES[c], label=names[c]))
+    if deadline_s is not None:
+        handles.append(Line2D([], [], color="#c44e52", ls="--", label=f"deadline {deadline_s:g} s per phase"))
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4 * len(panels)), fontsize=7,
+               frameon=False)
+    _suptitle(fig, title, "who did what when, in the rounds shown (bars beyond the round end: radio tails)")
+    fig.tight_layout(rect=(0, 0.06 if rows > 8 else 0.09, 1, 1))
+    return fig
