@@ -25,7 +25,7 @@ class HyperParams(BaseModel):
     Subclass it with typed fields and defaults; unknown keys are rejected.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 @dataclass

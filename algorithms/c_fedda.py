@@ -49,7 +49,7 @@ class CFedDAParams(CompositeParams):
     gamma: Optional[float] = Field(None, gt=0, description="gamma (paper convention; default 600 / E).")
     preset: Literal["constant", "theory"] = Field("constant", description="alpha_r = 1, or (r + a)^2 with a = 4L/mu.")
     smoothness: float = Field(600.0, gt=0, description="L, for the theory preset's a = 4L/mu.")
-    epsilon: float = Field(5000.0, gt=0, description="eps, radius of R(w - w0) <= eps (inf: unconstrained).")
+    epsilon: float = Field(5000.0, gt=0, allow_inf_nan=True, description="eps, radius of R(w - w0) <= eps (inf: unconstrained).")
     cprox_mode: Literal["exact", "reference"] = Field(
         "exact", description="exact constrained prox, or the reference code's threshold-then-project.")
     cprox_iters: int = Field(100, ge=1, description="Dykstra iterations inside a client step (nuclear norm / ball).")

@@ -30,7 +30,7 @@ class CompositeParams(HyperParams):
     matrix_shape: Optional[tuple[int, int]] = Field(
         None, description="nuclear: (rows, cols) of the leading block; default: square, from the first tensor.")
     reg_coords: Optional[int] = Field(None, ge=1, description="l1: penalise only the first k coordinates (default all).")
-    radius: float = Field(math.inf, gt=0, description="rho of the ball ||w|| <= rho (inf: no ball).")
+    radius: float = Field(math.inf, gt=0, allow_inf_nan=True, description="rho of the ball ||w|| <= rho (inf: no ball).")
     grad_scale: float = Field(1.0, gt=0, description="Multiplies every gradient (0.5: the papers' 1/2 squared loss).")
     init_std: Optional[float] = Field(
         None, ge=0, description="w0 ~ N(0, init_std^2) (seeded; 0: w0 = 0) instead of the model's init.")

@@ -50,7 +50,7 @@ PRIORITY = "priority"
 
 
 class FedAlignParams(HyperParams):
-    epsilon: float = Field(0.2, ge=0, description="eps: accept j iff |F(w_r) - F_j(w_r)| <= eps "
+    epsilon: float = Field(0.2, ge=0, allow_inf_nan=True, description="eps: accept j iff |F(w_r) - F_j(w_r)| <= eps "
                            "(0: priority only = FedAvg-P; inf: FedAvg-All after warm-up).")
     epsilon_schedule: Literal["constant", "linear_decay"] = Field(
         "constant", description="linear_decay: eps for r < R/2, then eps (R - r)/(R/2), R = decay_rounds.")

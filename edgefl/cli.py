@@ -26,6 +26,7 @@ from edgefl.errors import UserError  # noqa: E402  (also known as edgefl.cli.Use
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70  # sysexits.h EX_SOFTWARE: a bug of edgefl, not a user mistake
+EXIT_DIVERGED = 3  # the run stopped at a non-finite model or loss (outputs up to the last finite round)
 log = logs.get_logger(__name__)
 
 
@@ -79,15 +80,24 @@ def cmd_run(args) -> int:
              scenario.data.name, scenario.data.num_clients, scenario.run.rounds, scenario.run.engine)
     try:
         simulation = Simulation(scenario)
+        log.info("data and model built; simulating")
+        result = simulation.run(progress=not args.quiet, targets=targets)
     except DataError as exc:  # e.g. data.dir exists but holds no dataset files
         raise UserError(f"{args.scenario}: {exc}") from None
-    log.info("data and model built; simulating")
-    result = simulation.run(progress=not args.quiet, targets=targets)
+    except (MemoryError, RuntimeError, ValueError) as exc:
+        if not is_out_of_memory(exc):
+            raise
+        raise UserError(f"{args.scenario}: the run needs more memory than this machine has ({type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0][:120]}); reduce what sets its size: data.num_clients, the samples "
+                        "per client, the model's size (model.hidden, the data's dimension), algorithm.batch_size or "
+                        "algorithm.clients_per_round") from None
     log.info("writing results to %s", out)
     write_results(result, out, plots=not args.no_plots)
     final = result.summary["final"]
     energy = result.summary["energy_by_category_j"]
-    print(f"{scenario.algorithm.name}: {scenario.run.rounds} rounds, N={scenario.data.num_clients}, "
+    ran = result.summary["rounds_run"]
+    rounds = f"{ran} rounds" if ran == scenario.run.rounds else f"{ran} of {scenario.run.rounds} rounds"
+    print(f"{scenario.algorithm.name}: {rounds}, N={scenario.data.num_clients}, "
           f"m={scenario.algorithm.clients_per_round}, tau={scenario.algorithm.local_steps}")
     if final.get("acc_mean") is not None:
         print(f"  accuracy: mean {final['acc_mean']:.4f}, worst {final['acc_worst']:.4f}, std {final['acc_std']:.4f}")
@@ -102,8 +112,20 @@ def cmd_run(args) -> int:
     if missed > arrived:
         log.warning("%d of %d uploads were cut or lost (deadline, outage, devices offline or failing): check "
                     "network.deadline_s and the link budget", missed, arrived + missed)
-    print(f"results in {out}/ (metrics.csv, clients.csv, events.csv, summary.json, scenario.toml, *.png)")
+    print(f"results in {out}/ (metrics.csv, clients.csv, events.csv, summary.json, scenario.toml"
+          + (", *.png)" if not args.no_plots else ")"))
+    if result.summary["status"] == "diverged":
+        print(f"edgefl: {result.summary['diverged']}", file=sys.stderr)
+        return EXIT_DIVERGED
     return 0
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is numpy's or torch's way of saying an allocation is too large for this machine."""
+    text = str(exc)
+    return isinstance(exc, MemoryError) or any(s in text for s in (
+        "Maximum allowed dimension exceeded", "can't allocate memory", "not enough memory", "out of memory",
+        "array is too big"))
 
 
 def load(path: Path, overrides: list[str]):

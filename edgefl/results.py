@@ -21,7 +21,7 @@ import numpy as np
 
 def _cell(value):
     if isinstance(value, (float, np.floating)):
-        return repr(float(value))
+        return repr(float(value)) if np.isfinite(value) else ""  # no NaN or inf in a results file: empty
     if isinstance(value, np.integer):
         return int(value)
     return value
@@ -35,9 +35,23 @@ def write_csv(path: Path, header: list[str], rows) -> None:
             writer.writerow([_cell(v) for v in row])
 
 
+def finite_or_none(obj):
+    """``obj`` with every NaN or infinite float replaced by None (strict JSON has no NaN)."""
+    if isinstance(obj, dict):
+        return {k: finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_none(v) for v in obj]
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if np.isfinite(obj) else None
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
 def write_json(path: Path, obj) -> None:
+    """Strict JSON (RFC 8259): non-finite numbers written as null."""
     with open(path, "w") as handle:
-        json.dump(obj, handle, indent=2, sort_keys=True, default=float)
+        json.dump(finite_or_none(obj), handle, indent=2, sort_keys=True, default=float, allow_nan=False)
         handle.write("\n")
 
 

@@ -6,6 +6,7 @@ client sampling, fading), so one seed gives identical numbers whichever executor
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,14 +111,22 @@ class Simulation:
         last_eval = None
         battery: list[dict] = []
         positions: list[dict] = []
-        stopped = None
+        stopped, diverged = None, None
+        finite_model = self.algorithm.model.detach().clone()  # the last model without NaN or inf
         for r in bar:
+            before = self._round_state()
             try:
                 record = self.engine.run_round(self.algorithm, r)
             except NoDeviceAvailable as exc:
                 stopped = f"stopped before round {r + 1}: {exc}"
                 break
             row = self._metrics_row(r, record, evaluate=(r + 1) % s.run.eval_every == 0 or r + 1 == s.run.rounds)
+            diverged = self._divergence(r, row)
+            if diverged:  # outputs end with the last finite round: its energy, events and model
+                self._restore_round_state(before)
+                log.debug("%s", diverged)
+                break
+            finite_model = self.algorithm.model.detach().clone()
             where = self.pricer.positions_m()
             if where is not None:  # moving devices: where each was during the round
                 positions.extend({"round": r + 1, "client": c, "x_m": float(x), "y_m": float(y),
@@ -154,10 +163,13 @@ class Simulation:
                 on_round(row)
         bar.close()
         wall_s = time.perf_counter() - started
-        final = evaluate_global(self.model, self.data, self.algorithm.model)
+        final = evaluate_global(self.model, self.data, finite_model)
         clients = self._client_rows(final)
         summary = self._summary(rows, last_eval, wall_s)
         summary["rounds_run"] = len(rows)
+        summary["status"] = "diverged" if diverged else ("stopped" if stopped else "completed")
+        if diverged:
+            summary["diverged"] = diverged
         wanted = list(targets or []) + ([stop_at] if stop_at is not None and stop_at not in (targets or []) else [])
         if wanted:
             summary["targets"] = [target_outcome(rows, t) for t in wanted]
@@ -165,7 +177,38 @@ class Simulation:
             summary["stopped"] = stopped
         if self.controller is not None:
             summary["control_state"] = self.controller.summary()
-        return RunResult(s, rows, clients, self.pricer.events, summary, self.engine.trace, battery, positions)
+        events = self.pricer.events if not diverged else [e for e in self.pricer.events if e.round < len(rows)]
+        return RunResult(s, rows, clients, events, summary, self.engine.trace, battery, positions)
+
+    # -- divergence ---------------------------------------------------------------------
+    def _divergence(self, r: int, row: dict) -> str | None:
+        """Why round ``r`` diverged (a non-finite model or loss), or None."""
+        model_finite = bool(torch.isfinite(self.algorithm.model).all())
+        loss = row.get("loss")
+        if model_finite and (loss is None or math.isfinite(loss)):
+            return None
+        what = "the global model" if not model_finite else "the loss"
+        hint = self._divergence_hint()
+        return (f"diverged in round {r + 1}: {what} is no longer finite; the outputs stop at round {r} "
+                f"(likely cause: {hint})")
+
+    def _divergence_hint(self) -> str:
+        a = self.scenario.algorithm
+        hp = a.hyperparams().model_dump()
+        step_keys = [f"algorithm.{a.name}.{k}" for k in hp if k in ("eta_g", "gamma", "server_lr", "mu", "mu_p", "alpha")]
+        return (f"a step size too large for this model and data: lower algorithm.lr (now {a.lr:g})"
+                + (f" or {', '.join(step_keys)}" if step_keys else ""))
+
+    def _round_state(self) -> tuple:
+        """What a round changes in the energy ledger and the participation counts (to undo a diverged round)."""
+        eng = self.engine
+        return (self.pricer.ledger.per_client(), eng.selected_count.copy(), eng.arrived_count.copy(),
+                eng.missed_count.copy())
+
+    def _restore_round_state(self, state: tuple) -> None:
+        per_client, selected, arrived, missed = state
+        self.pricer.ledger.restore(per_client)
+        self.engine.selected_count[:], self.engine.arrived_count[:], self.engine.missed_count[:] = selected, arrived, missed
 
     def _controller(self, s: Scenario, seed: int):
         """The scenario's controller and its observer (None, None for the static controller: the

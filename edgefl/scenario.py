@@ -44,6 +44,7 @@ from edgefl.physical import read_availability_trace
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl import control, shipped
 from edgefl.errors import UserError
+from edgefl.numbers import NumbersOnly, bools_as_text
 from edgefl.target import parse_target
 from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.data import registry as data_registry
@@ -54,8 +55,8 @@ class ScenarioError(ValueError):
     """A user mistake in a scenario file or override. The CLI prints it and exits 2."""
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+class Strict(NumbersOnly):
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 NonNegativeFloat = Field(ge=0)
@@ -67,17 +68,25 @@ Watts = Annotated[float, Field(ge=0, le=1e3, allow_inf_nan=False)]
 Joules = Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)]
 PositiveJoules = Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)]
 Speed = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]  # m/s: up to a fast train
+SnrDb = Annotated[float, Field(ge=-50, le=60, allow_inf_nan=False)]  # a mean SNR beyond is a typo
+PowerDbm = Annotated[float, Field(ge=-60, le=70, allow_inf_nan=False)]  # 1 nW .. 10 kW
+Megahertz = Annotated[float, Field(gt=0, le=1e4, allow_inf_nan=False)]  # up to 10 GHz of band
+Metres = Annotated[float, Field(gt=0, le=1e5, allow_inf_nan=False)]  # up to 100 km
+Gigahertz = Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)]  # CPU clock
+Capacitance = Annotated[float, Field(gt=0, le=1e-20, allow_inf_nan=False)]  # kappa; phones ~1e-28
+CyclesPerFlop = Annotated[float, Field(gt=0, le=1e4, allow_inf_nan=False)]
+CyclesPerSample = Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)]
 
 
 class RunSection(Strict):
-    seed: int = Field(0, description="Master seed: data partition, model init, sampling, fading.")
-    rounds: PositiveInt = Field(50, description="Number of communication rounds S.")
+    seed: int = Field(0, ge=0, lt=2**63, description="Master seed: data partition, model init, sampling, fading (0 <= seed < 2^63: numpy seeds are non-negative).")
+    rounds: PositiveInt = Field(50, le=1_000_000, description="Number of communication rounds S (at most 10^6).")
     eval_every: PositiveInt = Field(1, description="Evaluate the global model every k rounds (and at the last).")
     engine: Literal["simpy", "ideal"] = Field(
         "simpy", description="simpy: co-simulate time and energy (SimPy discrete-event engine); ideal: zero "
         "time and energy, everyone finishes (learning only).")
     executor: Literal["batched", "loop"] = Field("batched", description="Client numerics: batched (vmap) or per-client loop.")
-    threads: Optional[PositiveInt] = Field(None, description="torch CPU threads (default: torch's choice).")
+    threads: Optional[Annotated[int, Field(gt=0, le=1024)]] = Field(None, description="torch CPU threads (default: torch's choice).")
     stop_at: Optional[str] = Field(
         None, description="metric=value, e.g. \"acc_worst=0.8\": end the run once the target is reached (the centred "
         "5-round moving average of the metric crosses it; the run goes on for the evaluations that confirm it).")
@@ -137,21 +146,21 @@ DataSection = Annotated[
 class ModelSection(Strict):
     name: Literal["linear", "mlp", "cnn", "regression"] = Field(
         "linear", description="linear, mlp, cnn (DRDM paper's CNN), regression (linear, MSE).")
-    hidden: PositiveInt = Field(200, description="Hidden units of the mlp.")
+    hidden: PositiveInt = Field(200, le=100_000, description="Hidden units of the mlp (at most 10^5).")
 
 
-class AlgorithmSection(BaseModel):
+class AlgorithmSection(NumbersOnly):
     """Common keys. Each algorithm's own keys go in a table of its own, e.g. `[algorithm.drdm] mu = 0.01`
     (`--set algorithm.drdm.mu=0.01`), so one scenario can hold the settings of several algorithms and
     `--set algorithm.name=...` switches between them; the tables of the algorithms not selected are
     validated but unused."""
 
-    model_config = ConfigDict(extra="allow", validate_default=True)
+    model_config = ConfigDict(extra="allow", validate_default=True, allow_inf_nan=False)
     name: str = Field("fedavg", description="Algorithm (see the algorithm-specific keys below).")
-    local_steps: PositiveInt = Field(10, description="tau, local steps per round.")
-    clients_per_round: PositiveInt = Field(10, description="m, clients sampled per round.")
-    lr: PositiveFloat = Field(0.1, description="eta, local step size.")
-    batch_size: PositiveInt = Field(32, description="B, minibatch size of a local step.")
+    local_steps: PositiveInt = Field(10, le=100_000, description="tau, local steps per round (at most 10^5).")
+    clients_per_round: PositiveInt = Field(10, le=10_000_000, description="m, clients sampled per round.")
+    lr: PositiveFloat = Field(0.1, le=1e4, description="eta, local step size (at most 10^4; a step that makes the model non-finite stops the run with exit 3).")
+    batch_size: PositiveInt = Field(32, le=1_000_000, description="B, minibatch size of a local step (at most 10^6).")
     over_selection: float = Field(
         0.0, ge=0, le=10, description="FedScale-style over-selection x: select ceil(m(1+x)) clients, aggregate the "
         "first m uploads to arrive; the others are told to stop (their energy until then counts).")
@@ -196,19 +205,20 @@ class AlgorithmSection(BaseModel):
     def hyperparams(self, name: str | None = None):
         """The own keys of the selected algorithm (or of ``name``), validated by its HyperParams model."""
         name = name or self.name
-        return algorithms.get(name).Params(**self.tables().get(name, {}))
+        params = algorithms.get(name).Params
+        return params(**bools_as_text(params, self.tables().get(name, {})))
 
 
 class NetworkSection(Strict):
-    snr_db: Optional[float] = Field(None, description="Mean uplink SNR (dB). Default 20 unless a link budget is given.")
-    bandwidth_mhz: PositiveFloat = Field(1.0, description="Uplink band (per client if dedicated, shared otherwise).")
+    snr_db: Optional[SnrDb] = Field(None, description="Mean uplink SNR (dB, -50 to 60: beyond is a typo, not a radio). Default 20 unless a link budget is given.")
+    bandwidth_mhz: Megahertz = Field(1.0, description="Uplink band (MHz, up to 10^4; per client if dedicated, shared otherwise).")
     access: Literal["dedicated", "fdma", "tdma"] = Field(
         "dedicated", description="dedicated band per client; fdma: equal split among uploaders; tdma: FIFO queue.")
     fading: Literal["none", "rayleigh", "rician"] = Field(
         "none", description="Drawn per transmission attempt, or per coherence_s block when that is set.")
-    rician_k: float = Field(1.0, ge=0, description="Rician K-factor (LOS / scattered power).")
+    rician_k: float = Field(1.0, ge=0, le=1e4, description="Rician K-factor (LOS / scattered power, linear, up to 10^4 = 40 dB).")
     shannon_efficiency: float = Field(1.0, gt=0, le=1, description="Fraction of the Shannon rate achieved.")
-    snr_gap_db: float = Field(0.0, ge=0, description="SNR gap of the modulation and coding (rate uses SNR/gap).")
+    snr_gap_db: float = Field(0.0, ge=0, le=30, description="SNR gap of the modulation and coding (rate uses SNR/gap).")
     rate: Literal["shannon", "mcs"] = Field(
         "shannon", description="Rate adaptation: shannon (capped at max_spectral_efficiency if set) or mcs (the "
         "highest mcs_table entry the SNR reaches; below the lowest, the block is in outage).")
@@ -229,17 +239,17 @@ class NetworkSection(Strict):
         "transmission at the weakest receiver's rate; unicast: base-station power and band split among the receivers.")
     access_latency_s: Seconds = Field(
         0.0, ge=0, description="Random access + scheduling grant before every message (s), spent waiting (idle).")
-    distance_m: Optional[PositiveFloat] = Field(None, description="Link budget: every client at this distance.")
-    cell_radius_m: Optional[PositiveFloat] = Field(None, description="Link budget: clients uniform in a disk.")
-    min_distance_m: PositiveFloat = Field(
+    distance_m: Optional[Metres] = Field(None, description="Link budget: every client at this distance (m, up to 10^5).")
+    cell_radius_m: Optional[Metres] = Field(None, description="Link budget: clients uniform in a disk (m, up to 10^5).")
+    min_distance_m: Metres = Field(
         35.0, description="Link budget: closest client distance in the disk (3GPP TR 36.814 macro cell: 35 m).")
     path_loss: str = Field(
         "log_distance", description="Link budget: path-loss model (channel/path_loss.py). log_distance: intercept + "
         "slope log10(d/1 km); free_space: Friis at carrier_ghz; umi_street_canyon: 3GPP TR 38.901 UMi street canyon "
         "at carrier_ghz, bs_height_m, ue_height_m, line_of_sight; or \"package.module:function\" "
         "(docs/extending.md).")
-    path_loss_intercept_db: float = Field(128.1, description="log_distance: path loss at 1 km (3GPP macro: 128.1 dB).")
-    path_loss_slope_db: float = Field(37.6, description="log_distance: path loss per decade of distance (dB).")
+    path_loss_intercept_db: float = Field(128.1, ge=0, le=300, description="log_distance: path loss at 1 km (3GPP macro: 128.1 dB).")
+    path_loss_slope_db: float = Field(37.6, ge=0, le=100, description="log_distance: path loss per decade of distance (dB).")
     carrier_ghz: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] = Field(
         3.5, description="free_space, umi_street_canyon: carrier frequency (GHz; 38.901 is valid for 0.5-100).")
     bs_height_m: Annotated[float, Field(gt=1, le=150, allow_inf_nan=False)] = Field(
@@ -247,17 +257,17 @@ class NetworkSection(Strict):
     ue_height_m: Annotated[float, Field(ge=1.5, le=22.5, allow_inf_nan=False)] = Field(
         1.5, description="umi_street_canyon: device height (m; 38.901: 1.5-22.5).")
     line_of_sight: StrictBool = Field(False, description="umi_street_canyon: the LOS formula (default NLOS).")
-    shadowing_std_db: float = Field(0.0, ge=0, description="Log-normal shadowing, drawn once per client.")
-    noise_figure_db: float = Field(0.0, ge=0, description="Receiver noise figure (noise = N0*B*NF, N0 = -174 dBm/Hz).")
-    bs_tx_power_dbm: float = Field(33.0, description="Base-station power for the downlink link budget.")
-    downlink_snr_db: Optional[float] = Field(None, description="Mean downlink SNR; default: uplink snr_db, or the budget.")
-    downlink_bandwidth_mhz: Optional[PositiveFloat] = Field(None, description="Default: bandwidth_mhz.")
-    deadline_s: Optional[PositiveFloat] = Field(None, description="Per communication phase; late clients are cut.")
+    shadowing_std_db: float = Field(0.0, ge=0, le=30, description="Log-normal shadowing, drawn once per client.")
+    noise_figure_db: float = Field(0.0, ge=0, le=30, description="Receiver noise figure (noise = N0*B*NF, N0 = -174 dBm/Hz).")
+    bs_tx_power_dbm: PowerDbm = Field(33.0, description="Base-station power for the downlink link budget.")
+    downlink_snr_db: Optional[SnrDb] = Field(None, description="Mean downlink SNR; default: uplink snr_db, or the budget.")
+    downlink_bandwidth_mhz: Optional[Megahertz] = Field(None, description="Default: bandwidth_mhz.")
+    deadline_s: Optional[PositiveSeconds] = Field(None, description="Per communication phase; late clients are cut.")
     outage_snr_db: Optional[Annotated[float, Field(ge=-50, le=60, allow_inf_nan=False)]] = Field(
         None, description="Packet-error threshold (dB): each attempt is sent at the fixed rate of the mean SNR and "
         "fails when the instantaneous SNR over the band it holds is below this (uploads; Chen et al. 2021).")
-    header_bits: int = Field(0, ge=0, description="Added to every message (both directions).")
-    bits_per_param: PositiveInt = Field(32, description="Payload bits per parameter (32 = fp32).")
+    header_bits: int = Field(0, ge=0, le=10**9, description="Added to every message (both directions).")
+    bits_per_param: PositiveInt = Field(32, le=64, description="Payload bits per parameter (32 = fp32).")
 
     @field_validator("path_loss")
     @classmethod
@@ -295,33 +305,33 @@ class NetworkSection(Strict):
 class DeviceClass(Strict):
     name: str = Field(description="Label, shown in clients.csv.")
     share: float = Field(gt=0, le=1, description="Fraction of the N clients in this class.")
-    cpu_ghz: Optional[PositiveFloat] = None
-    kappa: Optional[PositiveFloat] = None
-    static_power_w: Optional[float] = Field(None, ge=0)
-    tx_power_dbm: Optional[float] = None
-    circuit_power_w: Optional[float] = Field(None, ge=0)
-    rx_power_w: Optional[float] = Field(None, ge=0)
-    idle_power_w: Optional[float] = Field(None, ge=0)
+    cpu_ghz: Optional[Gigahertz] = None
+    kappa: Optional[Capacitance] = None
+    static_power_w: Optional[Watts] = None
+    tx_power_dbm: Optional[PowerDbm] = None
+    circuit_power_w: Optional[Watts] = None
+    rx_power_w: Optional[Watts] = None
+    idle_power_w: Optional[Watts] = None
     tail_s: Optional[Seconds] = None
     tail_power_w: Optional[Watts] = None
     battery_j: Optional[PositiveJoules] = None
     battery_reserve_j: Optional[Joules] = None
     speed_mps: Optional[Speed] = None
     harvest_w: Optional[Watts] = None
-    cycles_per_flop: Optional[PositiveFloat] = None
-    cycles_per_sample: Optional[PositiveFloat] = None
+    cycles_per_flop: Optional[CyclesPerFlop] = None
+    cycles_per_sample: Optional[CyclesPerSample] = None
     cpu_ghz_min: Optional[Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)]] = None
     tx_power_dbm_min: Optional[Annotated[float, Field(ge=-60, le=60, allow_inf_nan=False)]] = None
 
 
 class DevicesSection(Strict):
-    cpu_ghz: PositiveFloat = Field(1.0, description="CPU frequency f.")
-    kappa: PositiveFloat = Field(1e-28, description="Effective switched capacitance (energy = kappa*C*f^2).")
-    static_power_w: float = Field(0.0, ge=0, description="CPU static power while computing.")
-    tx_power_dbm: float = Field(23.0, description="Uplink transmit power (23 dBm = 0.2 W).")
-    circuit_power_w: float = Field(0.0, ge=0, description="Radio circuit power added while transmitting.")
-    rx_power_w: float = Field(0.1, ge=0, description="Power while receiving (downlink).")
-    idle_power_w: float = Field(0.01, ge=0, description="Power while waiting inside a phase (e.g. TDMA queue).")
+    cpu_ghz: Gigahertz = Field(1.0, description="CPU frequency f (GHz, up to 100).")
+    kappa: Capacitance = Field(1e-28, description="Effective switched capacitance (energy = kappa*C*f^2).")
+    static_power_w: Watts = Field(0.0, description="CPU static power while computing.")
+    tx_power_dbm: PowerDbm = Field(23.0, description="Uplink transmit power (23 dBm = 0.2 W).")
+    circuit_power_w: Watts = Field(0.0, description="Radio circuit power added while transmitting.")
+    rx_power_w: Watts = Field(0.1, description="Power while receiving (downlink).")
+    idle_power_w: Watts = Field(0.01, description="Power while waiting inside a phase (e.g. TDMA queue).")
     tail_s: Seconds = Field(0.0, description="Radio tail after each message: the radio stays in its high-power "
                           "state this long unless the next message starts first (LTE RRC tail: ~11.6 s).")
     tail_power_w: Watts = Field(0.0, description="Power during the radio tail (LTE: ~1.06 W; Huang et al. 2012).")
@@ -352,8 +362,8 @@ class DevicesSection(Strict):
         "row (relative to the scenario file).")
     p_fail: float = Field(0.0, ge=0, lt=1, description="Probability that a participating device fails in a round "
                           "(at a uniform time within its work in the phase); its work of that round is lost.")
-    cycles_per_flop: PositiveFloat = Field(1.0, description="CPU cycles per measured FLOP.")
-    cycles_per_sample: Optional[PositiveFloat] = Field(None, description="Override the measured FLOPs (training).")
+    cycles_per_flop: CyclesPerFlop = Field(1.0, description="CPU cycles per measured FLOP.")
+    cycles_per_sample: Optional[CyclesPerSample] = Field(None, description="Override the measured FLOPs (training).")
     cpu_ghz_min: Optional[Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)]] = Field(
         None, description="Lowest CPU frequency a controller may set ([control]); cpu_ghz is the highest. "
         "Unset: cpu_ghz / 10.")
@@ -448,10 +458,10 @@ class SweepSection(Strict):
         return grid
 
 
-class ControlSection(BaseModel):
+class ControlSection(NumbersOnly):
     """Common keys; the controller's own keys are checked against its Params (edgefl/control)."""
 
-    model_config = ConfigDict(extra="allow", validate_default=True)
+    model_config = ConfigDict(extra="allow", validate_default=True, allow_inf_nan=False)
     name: str = Field("static", description="Controller of per-device knobs, set each round (docs/control.md): "
                       "static (the scenario's values), deadline_fit, min_energy, adaptive_tau, or a user's "
                       "\"package.module:Class\".")
@@ -534,7 +544,7 @@ class Scenario(Strict):
             self.control.controller_class().check_scenario(self)
         if self.devices.availability_trace is not None:
             read_availability_trace(self.devices.availability_trace, self.data.num_clients)  # errors name the line
-        if algorithms.is_algorithm(self.algorithm.name):
+        if algorithms.is_algorithm(self.algorithm.name) and self._own_keys_valid():
             algorithms.get(self.algorithm.name).check_scenario(self)
         if self.compression.name != "none" and algorithms.is_algorithm(self.algorithm.name):
             why = getattr(algorithms.get(self.algorithm.name), "no_compression", None)
@@ -542,6 +552,14 @@ class Scenario(Strict):
                 raise ValueError(f"compression.name = {self.compression.name!r} does not apply to "
                                  f"{self.algorithm.name}: {why}")
         return self
+
+    def _own_keys_valid(self) -> bool:
+        """Whether the selected algorithm's own keys validate (if not, scenario_from_dict reports them by name)."""
+        try:
+            self.algorithm.hyperparams()
+        except ValidationError:
+            return False
+        return True
 
     def to_dict(self) -> dict:
         """Plain dict (TOML-writable: no None, paths as strings)."""

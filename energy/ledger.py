@@ -94,6 +94,10 @@ class EnergyLedger:
         sums = self._j.sum(axis=0)
         return {name: float(sums[k]) for k, name in enumerate(CATEGORIES)}
 
+    def restore(self, per_client: np.ndarray) -> None:
+        """Set every client's energy back to ``per_client`` (a copy taken with :meth:`per_client`)."""
+        self._j[...] = per_client
+
     def per_client(self) -> np.ndarray:
         """Copy of the [num_clients, 4] array of J, columns in ``CATEGORIES`` order."""
         return self._j.copy()

@@ -19,16 +19,18 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from edgefl.numbers import NumbersOnly
 
 from edgefl.physical import NetworkParams
 
 
-class ControlParams(BaseModel):
+class ControlParams(NumbersOnly):
     """A controller's own ``[control]`` keys (besides ``name`` and ``channel_error_db``): subclass it
     with typed fields and defaults; unknown keys are rejected."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 @dataclass(frozen=True)

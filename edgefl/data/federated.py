@@ -18,7 +18,9 @@ from typing import ClassVar
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import ConfigDict, Field, PositiveInt
+
+from edgefl.numbers import NumbersOnly
 
 # MNIST's pixel mean and std (of the [0,1]-scaled training images), the customary normalisation.
 # Used for Fashion-MNIST and KMNIST too: one fixed affine map per pixel, which a linear model or
@@ -40,17 +42,17 @@ def seed_streams(seed: int) -> list[np.random.SeedSequence]:
     return np.random.SeedSequence(seed).spawn(NUM_STREAMS)
 
 
-class DataParams(BaseModel):
+class DataParams(NumbersOnly):
     """The ``[data]`` keys every data set has. A family subclasses it once: ``name`` narrowed to a
     ``Literal`` of the names it serves, its own typed keys, and ``build``. Unknown keys are errors."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
     # Whether build() gives every client a role (FederatedData.client_roles: prioritized FL, FedALIGN).
     has_client_roles: ClassVar[bool] = False
 
     name: str = Field(description="Data set; each has its own keys, listed below.")
-    num_clients: PositiveInt = Field(30, description="N, number of clients.")
+    num_clients: PositiveInt = Field(30, le=10_000_000, description="N, number of clients (at most 10^7).")
 
     def build(self, seed: int) -> FederatedData:  # pragma: no cover - interface
         """The federated data set; the same keys and seed give identical tensors."""

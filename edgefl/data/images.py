@@ -91,7 +91,7 @@ class ImageData(IdxParams):
     sets following each client's class mix. IDX sets with only a test split are split train/test."""
 
     name: ImageName = Field(description="Which MNIST-family data set.")
-    dirichlet_alpha: float = Field(math.inf, ge=0, description="Class-mix concentration; inf = uniform mix.")
+    dirichlet_alpha: float = Field(math.inf, ge=0, allow_inf_nan=True, description="Class-mix concentration; inf = uniform mix.")
     zipf_sigma: float = Field(0.0, ge=0, description="Dataset-size skew: d_i proportional to i^-sigma.")
     test_per_client: Optional[PositiveInt] = Field(None, description="Per-client test size; default: proportional.")
     max_train_samples: Optional[PositiveInt] = Field(None, description="Subsample the training pool (quick runs).")

@@ -124,12 +124,12 @@ def synthetic_alpha_beta(
 class SyntheticKeys(DataParams):
     """The Synthetic(alpha, beta) keys, shared by ``synthetic`` and ``synthetic_priority``."""
 
-    synthetic_alpha: float = Field(1.0, ge=0, description="Synthetic(alpha, beta): model heterogeneity.")
-    synthetic_beta: float = Field(1.0, ge=0, description="Synthetic(alpha, beta): data heterogeneity.")
-    synthetic_dim: PositiveInt = Field(60, description="Number of features.")
-    synthetic_classes: int = Field(10, ge=2, description="Number of classes.")
+    synthetic_alpha: float = Field(1.0, ge=0, le=1e3, description="Synthetic(alpha, beta): model heterogeneity.")
+    synthetic_beta: float = Field(1.0, ge=0, le=1e3, description="Synthetic(alpha, beta): data heterogeneity.")
+    synthetic_dim: PositiveInt = Field(60, le=100_000, description="Number of features (at most 10^5).")
+    synthetic_classes: int = Field(10, ge=2, le=10_000, description="Number of classes.")
     samples_per_client: Optional[int] = Field(
-        None, ge=2, description="Fixed samples per client (train + test) instead of floor(LogNormal(4, 2)) + 50 "
+        None, ge=2, le=1_000_000, description="Fixed samples per client (train + test) instead of floor(LogNormal(4, 2)) + 50 "
         "capped at 1000.")
 
 

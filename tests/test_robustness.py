@@ -1,0 +1,172 @@
+"""Anything a user can type: rejected with exit 2 and a message, or a finite run (exit 0), or a run stopped at
+divergence (exit 3) — never a traceback, an internal error or a NaN in an output file (issue 13).
+
+The property-based test draws scenario keys and bad or extreme values with hypothesis; the default suite
+runs a few hundred examples (derandomized: the same ones every time), `-m slow` runs thousands."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import signal
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import algorithms
+from edgefl.cli import main
+from edgefl.data.registry import REGISTRY as DATA_REGISTRY
+from edgefl.scenario import SECTION_MODELS, ScenarioError, load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "scenarios" / "quickstart.toml"  # configured SNR, synthetic data
+PHONES = ROOT / "scenarios" / "phones-in-a-cell.toml"  # link budget, device classes, deadline
+
+SMALL = ["run.rounds=2", "run.eval_every=1"]
+
+
+def scenario_keys() -> list[str]:
+    """Every common scenario key, the synthetic data set's and a few algorithms' own keys (not run.rounds:
+    a valid round count only makes a run longer)."""
+    keys = [f"{section}.{name}" for section, model in SECTION_MODELS.items() if section != "data"
+            for name in model.model_fields if (section, name) not in (("devices", "classes"), ("run", "rounds"))]
+    keys += [f"data.{name}" for name in DATA_REGISTRY["synthetic"].model_fields]
+    for name in ("fedprox", "scaffold", "feddyn", "drdm"):
+        keys += [f"algorithm.{name}.{k}" for k in algorithms.get(name).Params.model_fields]
+    return keys
+
+
+KEYS = scenario_keys()
+NASTY = [math.nan, math.inf, -math.inf, 1e300, -1e300, 1e12, -1, 0, 0.5, 1, 3, True, False, "x", "", [], [1, 2],
+         {}, 2**70, -(2**70), 1e-300]
+values = st.one_of(st.sampled_from(NASTY), st.floats(allow_nan=True, allow_infinity=True),
+                   st.integers(min_value=-(2**40), max_value=2**40))
+
+
+def toml_literal(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else ("inf" if value == math.inf else "-inf" if value == -math.inf
+                                                else repr(value))
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "{}"
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_literal(v) for v in value) + "]"
+    return str(value)
+
+
+def check_outcome(code: int, err: str, out: Path) -> None:
+    assert code in (0, 2, 3), err
+    assert "Traceback" not in err and "internal error" not in err, err
+    if code == 2:
+        assert err.startswith("edgefl: error:"), err
+        assert not out.exists()
+        return
+    for path in out.iterdir():
+        if path.suffix in (".csv", ".json", ".toml"):
+            text = path.read_text()
+            assert not re.search(r"\b(nan|inf|NaN|Infinity)\b", text), (path.name, err)
+    summary = json.loads((out / "summary.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert summary["status"] == ("diverged" if code == 3 else summary["status"])
+    assert code != 3 or "lower algorithm.lr" in err or "diverged" in err
+
+
+def run_case(base: Path, assignments: list[tuple[str, object]], tmp_path: Path, capsys) -> tuple[int, str, Path]:
+    out = tmp_path / f"out{len(list(tmp_path.iterdir()))}"
+    argv = ["run", str(base), "--out", str(out), "--no-plots", "--quiet"]
+    for text in SMALL:
+        argv += ["--set", text]
+    for key, value in assignments:
+        argv += ["--set", f"{key}={toml_literal(value)}"]
+    code = main(argv)
+    return code, capsys.readouterr().err, out
+
+
+def _timeout(signum, frame):
+    raise TimeoutError("a 2-round run took more than 60 s")
+
+
+def _fuzz(base, assignments, tmp_path, capsys):
+    previous = signal.signal(signal.SIGALRM, _timeout)
+    signal.alarm(60)  # a hang fails the test
+    try:
+        code, err, out = run_case(base, assignments, tmp_path, capsys)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    check_outcome(code, err, out)
+
+
+cases = st.tuples(st.sampled_from([QUICKSTART, PHONES]),
+                  st.lists(st.tuples(st.sampled_from(KEYS), values), min_size=1, max_size=2))
+
+
+@settings(max_examples=250, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(case=cases)
+def test_fuzz_every_key_exit_2_or_a_finite_run(case, tmp_path_factory, capsys):
+    base, assignments = case
+    _fuzz(base, assignments, tmp_path_factory.mktemp("fuzz"), capsys)
+
+
+@pytest.mark.slow
+@settings(max_examples=3000, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(case=cases)
+def test_fuzz_thousands(case, tmp_path_factory, capsys):
+    base, assignments = case
+    _fuzz(base, assignments, tmp_path_factory.mktemp("fuzz"), capsys)
+
+
+# -- named cases from the issue -----------------------------------------------------------------
+@pytest.mark.parametrize("key, value, message", [
+    ("network.snr_db", "nan", "network.snr_db: Input should be a finite number"),
+    ("network.snr_db", "-inf", "network.snr_db: Input should be a finite number"),
+    ("network.snr_db", "400", "network.snr_db: Input should be less than or equal to 60"),
+    ("network.snr_db", "true", "network.snr_db: Input should be a valid number"),
+    ("network.bandwidth_mhz", "inf", "network.bandwidth_mhz: Input should be a finite number"),
+    ("devices.cpu_ghz", "1e300", "devices.cpu_ghz: Input should be less than or equal to 100"),
+    ("devices.kappa", "inf", "devices.kappa: Input should be a finite number"),
+    ("devices.tx_power_dbm", "1e300", "devices.tx_power_dbm: Input should be less than or equal to 70"),
+    ("run.seed", "-1", "run.seed: Input should be greater than or equal to 0"),
+    ("algorithm.lr", "inf", "algorithm.lr: Input should be a finite number"),
+    ("network.outage_snr_db", "nan", "network.outage_snr_db: Input should be a finite number"),
+    ("data.synthetic_beta", "inf", "data.synthetic_beta: Input should be a finite number"),
+    ("algorithm.local_steps", "1e12", "algorithm.local_steps"),
+])
+def test_named_bad_values_exit_2(key, value, message, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", f"{key}={value}"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and not out.exists(), err
+
+
+def test_keys_that_document_inf_still_take_it():
+    assert load_scenario(QUICKSTART, {"algorithm.name": "fedalign", "algorithm.fedalign.epsilon": math.inf,
+                                      "algorithm.fedalign.priority_clients": [0, 1]}).algorithm.hyperparams().epsilon == math.inf
+    with pytest.raises(ScenarioError, match="algorithm.fedalign.epsilon"):
+        load_scenario(QUICKSTART, {"algorithm.name": "fedalign", "algorithm.fedalign.epsilon": math.nan,
+                                   "algorithm.fedalign.priority_clients": [0, 1]})
+
+
+def test_divergence_stops_the_run_with_exit_3_and_finite_outputs(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", "model.name=mlp",
+                 "--set", "algorithm.lr=10000", "--set", "run.rounds=10"])
+    err = capsys.readouterr().err
+    assert code == 3 and "diverged in round" in err and "lower algorithm.lr" in err
+    check_outcome(code, err, out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "diverged" and summary["rounds_run"] < 10
+    rounds_in_metrics = (out / "metrics.csv").read_text().strip().count("\n")
+    assert rounds_in_metrics == summary["rounds_run"]
+    events_rounds = {int(line.split(",")[0]) for line in (out / "events.csv").read_text().splitlines()[1:]}
+    assert events_rounds <= set(range(1, summary["rounds_run"] + 1))
+    energy = sum(float(line.split(",")[-5]) for line in (out / "clients.csv").read_text().splitlines()[1:])
+    assert energy == pytest.approx(summary["energy_j"])  # the ledger ends with the last finite round too
