@@ -11,28 +11,9 @@ import ray  # the ray extra: `make test` installs it
 
 from edgefl.cli import main
 from edgefl.sweeps.store import COMPUTED_LOG, POINTS_DIR
+from test_sweep import SCENARIO as SWEEP_SCENARIO
 
-SCENARIO = """
-[run]
-seed = 3
-rounds = 3
-
-[data]
-name = "synthetic"
-num_clients = 6
-samples_per_client = 30
-
-[algorithm]
-name = "fedavg"
-local_steps = 2
-clients_per_round = 4
-lr = 0.05
-
-[network]
-snr_db = 10.0
-bandwidth_mhz = 1.0
-fading = "rayleigh"
-"""
+SCENARIO = SWEEP_SCENARIO.format(rounds=3)
 # 2 SNR x 2 τ x 2 seeds: the SNR points are re-priced from 4 shared trainings
 GRID = ["--grid", "network.snr_db=0,20", "--grid", "algorithm.local_steps=1,3", "--seeds", "2"]
 
