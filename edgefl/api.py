@@ -49,9 +49,9 @@ class Result:
     positions: pd.DataFrame = field(default_factory=pd.DataFrame)  # positions.csv (moving devices)
     raw: RunResult | None = field(default=None, repr=False)
 
-    def save(self, out: str | Path, plots: bool = True) -> Path:
-        """Write the results folder, as ``edgefl run --out`` does."""
-        return write_results(self.raw, Path(out), plots=plots)
+    def save(self, out: str | Path, plots: bool = True, force: bool = False) -> Path:
+        """Write the results folder, as ``edgefl run --out`` does (``force``: replace a folder edgefl did not write)."""
+        return write_results(self.raw, Path(out), plots=plots, force=force)
 
     def plot(self, kind: str = "accuracy"):
         """A matplotlib Figure: ``accuracy`` (mean, worst client over rounds), ``energy`` (cumulative energy by

@@ -35,7 +35,9 @@ def _add_run(sub) -> None:
     p.add_argument("scenario", type=Path, help="scenario TOML file, e.g. scenarios/quickstart.toml")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key, e.g. --set network.snr_db=5 (repeatable)")
-    p.add_argument("--out", type=Path, default=None, help="results folder (default: results/<scenario name>)")
+    p.add_argument("--out", type=Path, default=None, help="results folder (default: results/<scenario name>); "
+                   "replaced only if edgefl wrote it")
+    p.add_argument("--force", action="store_true", help="replace --out even if it is not an edgefl results folder")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--target", action="append", default=[], metavar="METRIC=VALUE",
                    help="report rounds, energy and time to this target in summary.json, e.g. acc_worst=0.8 (repeatable)")
@@ -69,10 +71,12 @@ def cmd_scenarios(args) -> int:
 
 def cmd_run(args) -> int:
     from edgefl.data import DataError
+    from edgefl.results import check_target
     from edgefl.runner import Simulation, write_results
 
     scenario = load(args.scenario, args.overrides)
     out = args.out or Path("results") / Path(args.scenario).stem
+    check_target(out, args.force)  # before the work: a folder in the way is an error now, not after the run
     from edgefl.target import parse_target
 
     targets = [parse_target(text) for text in args.target]
@@ -92,7 +96,7 @@ def cmd_run(args) -> int:
                         "per client, the model's size (model.hidden, the data's dimension), algorithm.batch_size or "
                         "algorithm.clients_per_round") from None
     log.info("writing results to %s", out)
-    write_results(result, out, plots=not args.no_plots)
+    write_results(result, out, plots=not args.no_plots, force=args.force)
     final = result.summary["final"]
     energy = result.summary["energy_by_category_j"]
     ran = result.summary["rounds_run"]

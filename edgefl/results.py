@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from edgefl.errors import UserError
+
 
 def _cell(value):
     if isinstance(value, (float, np.floating)):
@@ -83,20 +85,102 @@ def atomic_write_csv(path: Path, header: list[str], rows) -> None:
         raise
 
 
-@contextmanager
-def atomic_directory(target: Path):
-    """Yield a temporary folder; on success it replaces ``target``, on error it is removed."""
+# -- results folders: replaced whole, only when edgefl wrote them -------------------------------
+MARKER = ".edgefl-results"  # in every folder atomic_directory writes: edgefl may replace it
+
+
+class OutputError(UserError):
+    """A results folder that cannot or must not be written (exit 2)."""
+
+
+def _old(target: Path) -> Path:
+    return target.with_name(f".{target.name}.old")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover(target: Path) -> None:
+    """Undo what a killed writer left beside ``target``: the previous results back from ``.NAME.old`` when a kill
+    fell between the two renames, and the temporary folders of writers that are no longer running."""
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+    old = _old(target)
+    if old.is_dir():
+        if target.exists():  # killed after the new folder was in place: the old one is garbage
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(old, target)
+    if target.parent.is_dir():
+        for tmp in target.parent.glob(f".{target.name}.*.tmp"):
+            pid = tmp.name[len(target.name) + 2:].split(".", 1)[0]
+            if pid.isdigit() and not _pid_alive(int(pid)) and tmp.is_dir():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+# What a results folder of `edgefl run` holds (a folder of only these, without the marker, was written by a
+# version of edgefl from before the marker).
+RUN_OUTPUTS = frozenset({"metrics.csv", "clients.csv", "events.csv", "summary.json", "scenario.toml", "battery.csv",
+                         "positions.csv"})
+
+
+def _written_by_edgefl(folder: Path) -> bool:
+    if (folder / MARKER).exists():
+        return True
+    names = [p.name for p in folder.iterdir()]
+    return all(name in RUN_OUTPUTS or name.endswith(".png") for name in names) and (
+        not names or "summary.json" in names)
+
+
+def check_target(target: Path, force: bool = False) -> None:
+    """Raise OutputError unless ``target`` may be (re)written: absent, empty, written by edgefl (its marker), or
+    anything when ``force``; never a file; the parent writable. Recovers a killed writer's leftovers first."""
+    target = Path(target)
+    recover(target)
+    if target.is_symlink() and not target.is_dir():
+        raise OutputError(f"--out {target}: a link to something that is not a folder; choose another --out")
+    if target.exists() and not target.is_dir():
+        raise OutputError(f"--out {target}: is a file, not a results folder; choose another --out (edgefl does "
+                          "not move or delete files)")
+    if target.is_dir() and not _written_by_edgefl(target) and not force:
+        raise OutputError(f"--out {target}: not an edgefl results folder (it holds other files and no {MARKER}); "
+                          "choose another folder, or pass --force to replace it with the results")
+    parent = target.parent
+    while not parent.exists():  # the first existing ancestor must let us create the folder
+        parent = parent.parent
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"--out {target}: cannot write in {parent} (permission denied); choose another --out")
+
+
+@contextmanager
+def atomic_directory(target: Path, force: bool = False):
+    """Yield a temporary folder; on success it replaces ``target`` (see :func:`check_target`), on error it is
+    removed. A kill at any moment leaves ``target`` complete, old or new, or its previous version in
+    ``.NAME.old``, which :func:`recover` puts back; an OSError (full or read-only disk) is an OutputError."""
+    target = Path(target)
+    check_target(target, force)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp"))
+    except OSError as exc:
+        raise OutputError(f"--out {target}: cannot write: {exc.strerror or exc}") from None
     try:
         yield tmp
-    except BaseException:
+        (tmp / MARKER).write_text("written by edgefl; edgefl may replace this folder\n")
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise OutputError(f"--out {target}: cannot write the results: {exc.strerror or exc}") from None
         raise
     old = None
     if target.exists():
-        old = target.with_name(f".{target.name}.old")
+        old = _old(target)
         shutil.rmtree(old, ignore_errors=True)
         os.replace(target, old)
     os.replace(tmp, target)

@@ -347,13 +347,13 @@ def run_title(s: Scenario) -> str:
             + (f", deadline {net.deadline_s:g} s" if net.deadline_s is not None else ""))
 
 
-def write_results(result: RunResult, out_dir: Path, plots: bool = True) -> Path:
+def write_results(result: RunResult, out_dir: Path, plots: bool = True, force: bool = False) -> Path:
     """Write metrics.csv, clients.csv, events.csv, summary.json, scenario.toml and plots."""
     # Lazy: matplotlib is slow to import and only needed when plots are drawn (not in sweep workers).
     from edgefl.plots import plot_run
 
     out_dir = Path(out_dir)
-    with atomic_directory(out_dir) as tmp:
+    with atomic_directory(out_dir, force) as tmp:
         columns = metric_columns(result.metrics)
         write_csv(tmp / "metrics.csv", columns, ([row.get(c) for c in columns] for row in result.metrics))
         write_csv(tmp / "clients.csv", CLIENT_COLUMNS, ([row[c] for c in CLIENT_COLUMNS] for row in result.clients))

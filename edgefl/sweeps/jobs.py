@@ -24,7 +24,11 @@ stopped. Cached results must be JSON-able.
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
+import signal
+import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
@@ -136,9 +140,25 @@ def run_keyed(fn: Callable[[dict], dict], jobs: Sequence[dict], *, workers: int 
     return {job["key"]: res for job, res in zip(jobs, results)}
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Pool-worker initializer: the kernel kills this worker when the sweep's main process dies (even by
+    SIGKILL), so no worker is left computing for nobody (Linux prctl; elsewhere the pool's own shutdown)."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):  # pragma: no cover - no prctl: the pool's own shutdown
+            return
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def _in_pool(fn, jobs, todo: list[int], workers: int, finished) -> None:
     # spawn: fresh interpreters (no forked torch thread pools); each job sets its own threads.
-    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=get_context("spawn"),
+                             initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
         pending = {pool.submit(fn, jobs[i]): i for i in todo}
         try:
             while pending:

@@ -13,6 +13,7 @@ returns its points' rows and this process writes them into the sweep folder
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from edgefl.sim import SimPyPricer
 from edgefl.sim.engine import RoundCost, reprice_rounds
 from edgefl.sweeps.jobs import check_options, run_jobs
 from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError, SweepPlan, SweepPoint
-from edgefl.sweeps.store import POINTS_DIR, assemble_results, check_manifest, read_point, write_point
+from edgefl.sweeps.store import POINTS_DIR, assemble_results, check_manifest, lock_folder, read_point, write_point
 from energy import CATEGORIES
 
 
@@ -121,6 +122,21 @@ def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, backend: str = "loca
     except (ValueError, ImportError) as exc:
         raise SweepError(str(exc)) from None
     created = not out.exists()
+    if out.exists() and not out.is_dir():
+        raise SweepError(f"--out {out}: exists and is not a folder")
+    try:
+        lock = lock_folder(out)
+    except OSError as exc:
+        raise SweepError(f"--out {out}: cannot write: {exc.strerror or exc}") from None
+    try:
+        return _run_locked(plan, out, workers, backend, address, force, progress, created, started)
+    except OSError as exc:  # a full or read-only disk while writing the points
+        raise SweepError(f"--out {out}: cannot write: {exc.strerror or exc}") from None
+    finally:
+        os.close(lock)  # releases the flock
+
+
+def _run_locked(plan, out, workers, backend, address, force, progress, created, started) -> SweepSummary:
     check_manifest(out, plan, force)
     (out / POINTS_DIR).mkdir(exist_ok=True)
     try:
@@ -136,7 +152,7 @@ def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, backend: str = "loca
         results = assemble_results(out, plan)
     except user_errors():
         if created and not any((out / POINTS_DIR).iterdir()):
-            shutil.rmtree(out, ignore_errors=True)  # e.g. missing data: leave nothing behind
+            shutil.rmtree(out, ignore_errors=True)  # e.g. missing data: leave nothing behind (created by us)
         raise
     return SweepSummary(
         points=len(plan.points), reused=len(plan.points) - len(missing), computed=len(missing),

@@ -13,6 +13,7 @@ another definition into the same folder is refused unless ``force``.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from pathlib import Path
@@ -67,6 +68,26 @@ def _flatten(obj, prefix=""):
             items.update(_flatten(v, f"{prefix}{k}."))
         return items
     return {prefix.rstrip("."): obj}
+
+
+LOCK = ".lock"  # held (flock) by the sweep writing the folder; the kernel releases it when that process dies
+
+
+def lock_folder(out: Path) -> int:
+    """Take the folder's lock (a file descriptor to keep open) or raise SweepError naming the holder: two sweeps
+    must not compute into one folder at once. A killed sweep holds nothing: its rerun resumes."""
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise SweepError(f"--out {out}: another edgefl sweep (pid {holder}) is writing this folder; wait for it to "
+                         "finish (then rerun to reuse its points) or choose another --out") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
 
 
 def check_manifest(out: Path, plan: SweepPlan, force: bool) -> None:

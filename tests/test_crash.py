@@ -1,0 +1,164 @@
+"""Crash safety (issue 13): `kill -9` of `edgefl run` at any moment leaves the complete results folder or the
+previous one, and the next start recovers and cleans up; `kill -9` of a sweep's main process takes its workers
+with it, and the rerun resumes without recomputing or duplicating a point; two sweeps on one folder: the second
+refuses; a folder edgefl did not write is never replaced without --force."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from edgefl.cli import main
+from edgefl.results import MARKER, check_target, recover
+from test_sweep import SCENARIO as SWEEP_SCENARIO
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
+RUN_FILES = ("metrics.csv", "clients.csv", "events.csv", "summary.json", "scenario.toml", MARKER)
+
+
+def edgefl(*args, env_tag: str | None = None) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    if env_tag:
+        env["EDGEFL_TEST_TAG"] = env_tag
+    return subprocess.Popen([sys.executable, "-m", "edgefl", *map(str, args)], env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def complete(folder: Path, rounds: int) -> bool:
+    if not all((folder / name).exists() for name in RUN_FILES):
+        return False
+    return json.loads((folder / "summary.json").read_text())["rounds_run"] == rounds
+
+
+def tagged_processes(tag: str) -> list[int]:
+    """The pids of live processes started with EDGEFL_TEST_TAG=tag (the sweep and its workers)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if f"EDGEFL_TEST_TAG={tag}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                if (proc / "stat").read_text().split(") ", 1)[1][0] != "Z":  # zombies are dead
+                    found.append(int(proc.name))
+        except (FileNotFoundError, PermissionError, ProcessLookupError):
+            continue
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
+def test_kill_9_of_a_run_leaves_the_old_or_the_new_results(tmp_path, capsys):
+    out = tmp_path / "res"
+    assert main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", "run.rounds=2"]) == 0
+    capsys.readouterr()
+    outcomes = []
+    for delay in (0.5, 2.0, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0):  # start-up, simulation, writing (plots included)
+        proc = edgefl("run", QUICKSTART, "--out", out, "--quiet", "--set", "run.rounds=60")
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        check_target(out)  # what the next start does: recover, clean up
+        leftovers = [p.name for p in tmp_path.iterdir() if p.name != "res"]
+        assert leftovers == [], leftovers
+        if complete(out, 60):
+            outcomes.append("new")
+        else:
+            assert complete(out, 2) or complete(out, 60), sorted(p.name for p in out.iterdir())
+            outcomes.append("old")
+        if outcomes[-1] == "new":  # back to the 2-round result for the next kill
+            assert main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", "run.rounds=2"]) == 0
+            capsys.readouterr()
+    assert "old" in outcomes  # at least one kill fell before the results were in place
+
+
+def test_recover_puts_the_previous_results_back_and_cleans_dead_writers(tmp_path):
+    out = tmp_path / "res"
+    old = tmp_path / ".res.old"  # a kill between the two renames: only the previous results, moved aside
+    old.mkdir()
+    (old / MARKER).write_text("x")
+    dead = tmp_path / ".res.999999999.abc.tmp"  # a temporary folder of a writer that is gone
+    dead.mkdir()
+    alive = tmp_path / f".res.{os.getpid()}.abc.tmp"  # ours: still being written
+    alive.mkdir()
+    recover(out)
+    assert (out / MARKER).exists() and not old.exists() and not dead.exists() and alive.exists()
+
+
+def test_a_folder_edgefl_did_not_write_is_never_replaced(tmp_path, capsys):
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "thesis.tex").write_text("\\documentclass{article}")
+    args = ["run", str(QUICKSTART), "--no-plots", "--quiet", "--set", "run.rounds=2", "--out"]
+    assert main([*args, str(thesis)]) == 2
+    assert "not an edgefl results folder" in capsys.readouterr().err
+    assert (thesis / "thesis.tex").read_text() == "\\documentclass{article}"
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine")
+    assert main([*args, str(a_file)]) == 2
+    assert "is a file" in capsys.readouterr().err and a_file.read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "thesis"]  # nothing moved aside
+    assert main([*args, str(thesis), "--force"]) == 0  # the user asked for it
+    assert complete(thesis, 2) and not (thesis / "thesis.tex").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_a_read_only_out_is_an_error_before_the_run(tmp_path, capsys):
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        code = main(["run", str(QUICKSTART), "--no-plots", "--quiet", "--out", str(locked / "res")])
+    finally:
+        locked.chmod(0o700)
+    assert code == 2 and "cannot write" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
+def test_kill_9_of_a_sweep_takes_its_workers_and_the_rerun_resumes_identically(tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(SWEEP_SCENARIO.format(rounds=40))
+    grid = ["--grid", "network.snr_db=0,20", "--grid", "algorithm.local_steps=1,2,3,4,5,6", "--seeds", "2"]
+    reference, killed = tmp_path / "reference", tmp_path / "killed"
+    assert main(["sweep", str(scenario), *grid, "--out", str(reference), "--quiet"]) == 0
+    tag = f"crash-{os.getpid()}"
+    proc = edgefl("sweep", scenario, *grid, "--out", killed, "--workers", "2", "--quiet", env_tag=tag)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not (killed / "computed.log").exists()
+                                      or len((killed / "computed.log").read_text().splitlines()) < 4):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = len((killed / "computed.log").read_text().splitlines())
+    assert 4 <= done_before < 24  # killed in the middle
+    for _ in range(100):  # the workers die with it (at most a few seconds)
+        if not tagged_processes(tag):
+            break
+        time.sleep(0.1)
+    assert tagged_processes(tag) == []
+    assert main(["sweep", str(scenario), *grid, "--out", str(killed), "--quiet"]) == 0
+    assert (killed / "results.csv").read_bytes() == (reference / "results.csv").read_bytes()
+    ids = [json.loads(line)["id"] for line in (killed / "computed.log").read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 24  # nothing computed twice, nothing missing
+
+
+def test_two_sweeps_on_one_folder_the_second_refuses(tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(SWEEP_SCENARIO.format(rounds=300))
+    out = tmp_path / "out"
+    first = edgefl("sweep", scenario, "--grid", "algorithm.local_steps=1,2,3,4", "--out", out, "--quiet")
+    deadline = time.time() + 60
+    while time.time() < deadline and not (out / "sweep.json").exists():
+        time.sleep(0.05)
+    second = subprocess.run([sys.executable, "-m", "edgefl", "sweep", str(scenario), "--grid",
+                             "algorithm.local_steps=1,2,3,4", "--out", str(out), "--quiet"],
+                            capture_output=True, text=True, cwd=ROOT)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert second.returncode == 2 and "another edgefl sweep" in second.stderr, second.stderr
