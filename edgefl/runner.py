@@ -25,6 +25,7 @@ from edgefl.control.observe import Observer
 from edgefl.executor import Executor
 from edgefl.estimation import estimation_metrics
 from edgefl.logs import get_logger
+from edgefl.memory import check_memory
 from edgefl.metrics import evaluate_global
 from edgefl.models import build_model
 from edgefl.physical import build_population, network_params
@@ -67,6 +68,7 @@ class Simulation:
 
     def __init__(self, scenario: Scenario, record_trace: bool = False):
         self.scenario = s = scenario
+        check_memory(s)  # a run too large for this machine: an error now, before any work
         if s.run.threads:
             torch.set_num_threads(s.run.threads)
         seed = s.run.seed

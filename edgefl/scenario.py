@@ -143,6 +143,17 @@ DataSection = Annotated[
 ]
 
 
+def model_misfit(model: str, input_shape: tuple[int, ...], num_classes: int) -> str | None:
+    """Why ``model`` cannot learn data of this input shape and number of classes (1: a regression), or None."""
+    if model == "regression" and num_classes != 1:
+        return f"the regression model predicts one number, the data has {num_classes} classes (use linear, mlp or cnn)"
+    if model != "regression" and num_classes == 1:
+        return "the data is a regression (one real response): use model.name = \"regression\""
+    if model == "cnn" and (len(input_shape) != 3 or input_shape[1] != input_shape[2] or input_shape[1] % 4):
+        return f"the cnn needs square images (channels, side, side) with side % 4 == 0, the inputs are {input_shape}"
+    return None
+
+
 class ModelSection(Strict):
     name: Literal["linear", "mlp", "cnn", "regression"] = Field(
         "linear", description="linear, mlp, cnn (DRDM paper's CNN), regression (linear, MSE).")
@@ -544,6 +555,11 @@ class Scenario(Strict):
             self.control.controller_class().check_scenario(self)
         if self.devices.availability_trace is not None:
             read_availability_trace(self.devices.availability_trace, self.data.num_clients)  # errors name the line
+        layout = self.data.layout()
+        if layout is not None:
+            why = model_misfit(self.model.name, *layout)
+            if why:
+                raise ValueError(f"model.name = {self.model.name!r} does not fit data.name = {self.data.name!r}: {why}")
         if algorithms.is_algorithm(self.algorithm.name) and self._own_keys_valid():
             algorithms.get(self.algorithm.name).check_scenario(self)
         if self.compression.name != "none" and algorithms.is_algorithm(self.algorithm.name):

@@ -40,7 +40,8 @@ def test_every_key_is_typed_and_described(cls):
 
 def test_scenario_data_is_the_families_params_object():
     s = scenario_from_dict({"data": {"name": "sparse_regression", "num_clients": 3, "regression_dim": 8,
-                                     "regression_sparsity": 2}, "algorithm": {"clients_per_round": 2}})
+                                     "regression_sparsity": 2}, "algorithm": {"clients_per_round": 2},
+                           "model": {"name": "regression"}})
     assert type(s.data) is data.REGISTRY["sparse_regression"]
     assert s.data.samples_per_client == 128 and s.data.test_per_client == 32  # the family's defaults
     assert type(Scenario().data) is data.REGISTRY["synthetic"]

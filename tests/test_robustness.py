@@ -170,3 +170,36 @@ def test_divergence_stops_the_run_with_exit_3_and_finite_outputs(tmp_path, capsy
     assert events_rounds <= set(range(1, summary["rounds_run"] + 1))
     energy = sum(float(line.split(",")[-5]) for line in (out / "clients.csv").read_text().splitlines()[1:])
     assert energy == pytest.approx(summary["energy_j"])  # the ledger ends with the last finite round too
+
+
+# -- sizes and fits, checked before any work ----------------------------------------------------
+def test_a_run_too_large_for_the_machine_is_exit_2_before_any_work(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", "data.num_clients=9000000"])
+    err = capsys.readouterr().err
+    assert code == 2 and "this run needs at least" in err and "data.num_clients (= 9000000)" in err, err
+    assert not out.exists()
+
+
+def test_the_memory_estimate_counts_the_data_a_build_makes():
+    from edgefl.memory import check_memory, estimate_bytes
+    from edgefl.runner import Simulation
+
+    s = load_scenario(QUICKSTART, {"data.samples_per_client": None, "data.num_clients": 300, "run.rounds": 1})
+    data = Simulation(s).data
+    built = (data.train_x.numel() + data.train_y.numel() + data.test_x.numel() + data.test_y.numel()) * 4
+    assert estimate_bytes(s)["data"] == pytest.approx(built, rel=0.15)  # the expected size of the random draw
+    with pytest.raises(Exception, match="this run needs at least"):
+        check_memory(s, available=1000)
+    check_memory(s, available=10**12)
+
+
+@pytest.mark.parametrize("base, model, message", [
+    (QUICKSTART, "cnn", "the cnn needs square images"),
+    (QUICKSTART, "regression", "the regression model predicts one number"),
+    (ROOT / "scenarios" / "fast-fedda-lasso.toml", "linear", "use model.name = \"regression\""),
+])
+def test_a_model_that_does_not_fit_the_data_is_exit_2(base, model, message, tmp_path, capsys):
+    code = main(["run", str(base), "--out", str(tmp_path / "o"), "--no-plots", "--quiet", "--set", f"model.name={model}"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err, err

@@ -58,6 +58,15 @@ class DataParams(NumbersOnly):
         """The federated data set; the same keys and seed give identical tensors."""
         raise NotImplementedError
 
+    def layout(self) -> tuple[tuple[int, ...], int] | None:
+        """(input shape, number of classes; 1 for regression) known from the keys alone, to check the model
+        and the memory before building; None if only ``build`` knows (e.g. a plug-in)."""
+        return None
+
+    def estimated_samples(self) -> float | None:
+        """The expected number of samples (training + test, all clients) from the keys alone; None if unknown."""
+        return None
+
 
 @dataclass
 class FederatedData:

@@ -56,6 +56,12 @@ class IdxParams(DataParams):
     test_fraction: float = Field(
         0.2, gt=0, lt=1, description="Test share of the stratified split when only the t10k split exists.")
 
+    def layout(self) -> tuple[tuple[int, ...], int]:
+        return IMAGE_SHAPE, NUM_CLASSES
+
+    def estimated_samples(self) -> float:
+        return 70_000.0  # at most the full MNIST-family files (60k + 10k images)
+
     @field_validator("dir")
     @classmethod
     def _is_folder(cls, value: Path) -> Path:

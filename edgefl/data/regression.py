@@ -97,6 +97,9 @@ class RegressionKeys(DataParams):
     test_per_client: PositiveInt = Field(32, description="Held-out samples per client, from its own law.")
     noise_std: float = Field(1.0, ge=0, description="Response noise std.")
 
+    def estimated_samples(self) -> float:
+        return float(self.num_clients * (self.samples_per_client + self.test_per_client))
+
     def _federated(self, clients, truth: np.ndarray, shape: tuple[int, ...], source: str) -> FederatedData:
         def cat(i):
             return torch.from_numpy(np.concatenate([c[i] for c in clients]).astype(np.float32))
@@ -127,6 +130,9 @@ class SparseRegressionData(RegressionKeys):
     regression_dim: PositiveInt = Field(1024, description="Number of features p.")
     regression_sparsity: PositiveInt = Field(512, description="Nonzeros s of w* = (1_s, 0); at most regression_dim.")
 
+    def layout(self) -> tuple[tuple[int, ...], int]:
+        return (self.regression_dim,), 1
+
     @model_validator(mode="after")
     def _sparsity_fits(self):
         if self.regression_sparsity > self.regression_dim:
@@ -151,6 +157,9 @@ class LowRankMatrixData(RegressionKeys):
     name: Literal["low_rank_matrix"] = Field("low_rank_matrix", description="Low-rank matrix estimation.")
     matrix_side: PositiveInt = Field(32, description="Side of the square W*.")
     matrix_rank: PositiveInt = Field(16, description="Rank r of W* = diag(1_r, 0); at most matrix_side.")
+
+    def layout(self) -> tuple[tuple[int, ...], int]:
+        return (self.matrix_side, self.matrix_side), 1
 
     @model_validator(mode="after")
     def _rank_fits(self):

@@ -21,6 +21,7 @@ class mixes itself.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal, Optional
 
@@ -131,6 +132,19 @@ class SyntheticKeys(DataParams):
     samples_per_client: Optional[int] = Field(
         None, ge=2, le=1_000_000, description="Fixed samples per client (train + test) instead of floor(LogNormal(4, 2)) + 50 "
         "capped at 1000.")
+
+    def layout(self) -> tuple[tuple[int, ...], int]:
+        return (self.synthetic_dim,), self.synthetic_classes
+
+    def estimated_samples(self) -> float:
+        if self.samples_per_client is not None:
+            return float(self.num_clients * self.samples_per_client)
+        # E[min(X, c)] for X ~ LogNormal(4, 2), c = 950 (the cap minus the +50):
+        # E[X; X < c] + c P(X >= c), E[X; X < c] = exp(mu + s^2/2) Phi((ln c - mu - s^2) / s)
+        mu, s, c = 4.0, 2.0, 950.0
+        phi = lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2)))  # noqa: E731
+        mean_min = math.exp(mu + s * s / 2) * phi((math.log(c) - mu - s * s) / s) + c * (1 - phi((math.log(c) - mu) / s))
+        return self.num_clients * (50.0 + mean_min)
 
 
 class SyntheticData(SyntheticKeys):

@@ -1,0 +1,82 @@
+"""Will the run fit in this machine's memory? An estimate from the scenario alone, checked before any work, so
+that a run too large for the machine is an error naming the keys that size it (exit 2), not an allocation
+failure after minutes of work or the kernel's out-of-memory kill.
+
+The estimate is deliberately a lower bound of the big items (a run needs at least this much):
+- the data: samples × (input values + 1 label) × 4 B (float32), from the data set's keys;
+- the clients trained at once: m' × d × 4 B × 6 (parameters, gradients, step and algorithm buffers) and their
+  minibatches m' × B × (input + hidden) × 4 B × 3 (inputs, activations, their gradients);
+- per device: 2 kB (profiles, links, ledger, counters).
+Model size d from the model's layers (edgefl/models.py). A data set that cannot say its size from its keys
+(a plug-in, see DataParams.layout) is not checked.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from edgefl.data import DataError
+
+BYTES_PER_VALUE = 4
+PER_DEVICE_BYTES = 2048
+CNN_PARAMETERS = 794_310  # DRDMCNN on 28x28 (edgefl/models.py)
+
+
+def model_parameters(name: str, input_shape: tuple[int, ...], num_classes: int, hidden: int) -> int:
+    inputs = math.prod(input_shape)
+    if name == "linear":
+        return inputs * num_classes + num_classes
+    if name == "mlp":
+        return inputs * hidden + hidden + hidden * num_classes + num_classes
+    if name == "regression":
+        return inputs + 1
+    return CNN_PARAMETERS
+
+
+def available_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo (Linux), else physical memory; None if unknown."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def estimate_bytes(scenario) -> dict[str, float] | None:
+    """The estimate's parts in bytes (data, training, devices), or None when the data set cannot tell."""
+    data, a = scenario.data, scenario.algorithm
+    layout, samples = data.layout(), data.estimated_samples()
+    if layout is None or samples is None:
+        return None
+    input_shape, classes = layout
+    inputs = math.prod(input_shape)
+    d = model_parameters(scenario.model.name, input_shape, classes, scenario.model.hidden)
+    selected = min(data.num_clients, math.ceil(a.clients_per_round * (1 + a.over_selection)))
+    width = inputs + (scenario.model.hidden if scenario.model.name == "mlp" else 0)
+    return {
+        "data": samples * (inputs + 1) * BYTES_PER_VALUE,
+        "training": selected * d * BYTES_PER_VALUE * 6 + selected * a.batch_size * width * BYTES_PER_VALUE * 3,
+        "devices": data.num_clients * PER_DEVICE_BYTES,
+    }
+
+
+def check_memory(scenario, available: int | None = None) -> None:
+    """Raise DataError when the estimate exceeds the memory available now."""
+    parts = estimate_bytes(scenario)
+    available = available_bytes() if available is None else available
+    if parts is None or available is None or sum(parts.values()) <= available:
+        return
+    gib = lambda b: f"{b / 2**30:.3g} GiB"  # noqa: E731
+    shown = ", ".join(f"{k} {gib(v)}" for k, v in parts.items())
+    raise DataError(
+        f"this run needs at least {gib(sum(parts.values()))} of memory ({shown}) and {gib(available)} are available: "
+        f"reduce what sizes it: data.num_clients (= {scenario.data.num_clients}), the samples per client, the "
+        f"input and model size (model.hidden = {scenario.model.hidden}), algorithm.clients_per_round "
+        f"(= {scenario.algorithm.clients_per_round}) or algorithm.batch_size (= {scenario.algorithm.batch_size})")
