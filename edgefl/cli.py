@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (UserError, DataError) as exc:
         print(f"edgefl: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return getattr(exc, "exit_code", EXIT_USAGE)
     except KeyboardInterrupt:
         print("edgefl: interrupted", file=sys.stderr)
         return 130

@@ -239,8 +239,8 @@ class NetworkSection(Strict):
                                    Annotated[float, Field(gt=0, le=30, allow_inf_nan=False)]]]] = Field(
         None, description="rate = mcs: [[snr_db, bit/s/Hz], ...], both increasing. Unset: the 15 entries of the "
         "3GPP 4-bit CQI table (0.1523-5.5547 bit/s/Hz at -6.7-22.7 dB).")
-    coherence_s: Optional[PositiveSeconds] = Field(
-        None, description="Block fading: a message longer than this sees a new fading draw per block (the rate "
+    coherence_s: Optional[Annotated[float, Field(ge=1e-4, le=1e6, allow_inf_nan=False)]] = Field(
+        None, description="Block fading (s, at least 0.1 ms: a 5G slot): a message longer than this sees a new fading draw per block (the rate "
         "follows each block; outage blocks carry nothing). Unset: one draw per attempt.")
     max_retransmissions: int = Field(
         0, ge=0, le=64, description="ARQ: attempts after a failed one (outage or packet error); each is charged; "

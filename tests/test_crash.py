@@ -162,3 +162,27 @@ def test_two_sweeps_on_one_folder_the_second_refuses(tmp_path):
     first.send_signal(signal.SIGKILL)
     first.wait()
     assert second.returncode == 2 and "another edgefl sweep" in second.stderr, second.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
+def test_kill_9_of_a_sweep_worker_is_exit_75_and_the_rerun_resumes(tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(SWEEP_SCENARIO.format(rounds=40))
+    grid = ["--grid", "network.snr_db=0,20", "--grid", "algorithm.local_steps=1,2,3,4,5,6", "--seeds", "2"]
+    out, reference = tmp_path / "out", tmp_path / "reference"
+    assert main(["sweep", str(scenario), *grid, "--out", str(reference), "--quiet"]) == 0
+    tag = f"worker-{os.getpid()}"
+    proc = edgefl("sweep", scenario, *grid, "--out", out, "--workers", "2", "--quiet", env_tag=tag)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not (out / "computed.log").exists()
+                                      or len((out / "computed.log").read_text().splitlines()) < 4):
+        time.sleep(0.02)
+    workers = [pid for pid in tagged_processes(tag) if pid != proc.pid]
+    assert workers
+    os.kill(max(workers), signal.SIGKILL)
+    err = proc.communicate(timeout=60)[1].decode()
+    assert proc.returncode == 75 and "a sweep worker process died" in err and "Traceback" not in err, err
+    assert main(["sweep", str(scenario), *grid, "--out", str(out), "--quiet"]) == 0
+    assert (out / "results.csv").read_bytes() == (reference / "results.csv").read_bytes()
+    ids = [json.loads(line)["id"] for line in (out / "computed.log").read_text().splitlines()]
+    assert len(ids) == len(set(ids)) == 24

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from channel import db_to_linear, fading_power_gain, link_rate_bps, snr_from_link
+from edgefl.errors import UserError
 from edgefl.physical import NetworkParams, Population
 from edgefl.sim.activities import Activity, PhaseRecord
 from energy import compute_time_s
@@ -311,7 +312,8 @@ class PhasePhysics:
             remaining[active[~last]] -= capacity[~last]
             active = active[~last]
             gain = np.atleast_1d(fading_power_gain(net.fading, self.rng, size=len(active), rician_k=net.rician_k))
-        raise RuntimeError("block fading: messages still sending after 1,000,000 coherence blocks")
+        raise UserError("block fading: messages still sending after 1,000,000 coherence blocks of "
+                        "network.coherence_s: raise network.coherence_s, or give the links a higher rate (SNR, band)")
 
     def _plan_shared(self, up: list, gains: np.ndarray) -> None:
         """FDMA uploads: each upload's rate at every number of sharers B/1 .. B/n (n = uploads in the

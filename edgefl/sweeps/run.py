@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from concurrent.futures.process import BrokenProcessPool
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from pathlib import Path
 import torch
 
 from edgefl.data import DataError
+from edgefl.errors import WorkerDied
 from edgefl.physical import build_population, network_params
 from edgefl.runner import Simulation
 from edgefl.scenario import Scenario, ScenarioError
@@ -130,6 +132,10 @@ def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, backend: str = "loca
         raise SweepError(f"--out {out}: cannot write: {exc.strerror or exc}") from None
     try:
         return _run_locked(plan, out, workers, backend, address, force, progress, created, started)
+    except BrokenProcessPool:
+        done = len(list((out / POINTS_DIR).glob("*.json")))
+        raise WorkerDied(f"a sweep worker process died (killed, or out of memory); the {done} points finished are "
+                         f"saved in {out}: rerun the same command to compute the rest") from None
     except OSError as exc:  # a full or read-only disk while writing the points
         raise SweepError(f"--out {out}: cannot write: {exc.strerror or exc}") from None
     finally:
