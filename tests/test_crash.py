@@ -120,19 +120,26 @@ def test_a_read_only_out_is_an_error_before_the_run(tmp_path, capsys):
     assert code == 2 and "cannot write" in capsys.readouterr().err
 
 
+SWEEP_GRID = ["--grid", "network.snr_db=0,20", "--grid", "algorithm.local_steps=1,2,3,4,5,6", "--seeds", "2"]
+
+
+def sweep_under_way(scenario: Path, reference: Path, out: Path, tag: str) -> subprocess.Popen:
+    """Write the scenario, run the sweep uninterrupted into ``reference``, then start it with 2 workers into
+    ``out`` and return once 4 of its 24 points are done."""
+    scenario.write_text(SWEEP_SCENARIO.format(rounds=40))
+    assert main(["sweep", str(scenario), *SWEEP_GRID, "--out", str(reference), "--quiet"]) == 0
+    proc = edgefl("sweep", scenario, *SWEEP_GRID, "--out", out, "--workers", "2", "--quiet", env_tag=tag)
+    log, deadline = out / "computed.log", time.time() + 120
+    while time.time() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 4):
+        time.sleep(0.02)
+    return proc
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
 def test_kill_9_of_a_sweep_takes_its_workers_and_the_rerun_resumes_identically(tmp_path):
-    scenario = tmp_path / "s.toml"
-    scenario.write_text(SWEEP_SCENARIO.format(rounds=40))
-    grid = ["--grid", "network.snr_db=0,20", "--grid", "algorithm.local_steps=1,2,3,4,5,6", "--seeds", "2"]
-    reference, killed = tmp_path / "reference", tmp_path / "killed"
-    assert main(["sweep", str(scenario), *grid, "--out", str(reference), "--quiet"]) == 0
+    scenario, grid, reference, killed = tmp_path / "s.toml", SWEEP_GRID, tmp_path / "reference", tmp_path / "killed"
     tag = f"crash-{os.getpid()}"
-    proc = edgefl("sweep", scenario, *grid, "--out", killed, "--workers", "2", "--quiet", env_tag=tag)
-    deadline = time.time() + 120
-    while time.time() < deadline and (not (killed / "computed.log").exists()
-                                      or len((killed / "computed.log").read_text().splitlines()) < 4):
-        time.sleep(0.05)
+    proc = sweep_under_way(scenario, reference, killed, tag)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     done_before = len((killed / "computed.log").read_text().splitlines())
@@ -166,17 +173,9 @@ def test_two_sweeps_on_one_folder_the_second_refuses(tmp_path):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
 def test_kill_9_of_a_sweep_worker_is_exit_75_and_the_rerun_resumes(tmp_path):
-    scenario = tmp_path / "s.toml"
-    scenario.write_text(SWEEP_SCENARIO.format(rounds=40))
-    grid = ["--grid", "network.snr_db=0,20", "--grid", "algorithm.local_steps=1,2,3,4,5,6", "--seeds", "2"]
-    out, reference = tmp_path / "out", tmp_path / "reference"
-    assert main(["sweep", str(scenario), *grid, "--out", str(reference), "--quiet"]) == 0
+    scenario, grid, out, reference = tmp_path / "s.toml", SWEEP_GRID, tmp_path / "out", tmp_path / "reference"
     tag = f"worker-{os.getpid()}"
-    proc = edgefl("sweep", scenario, *grid, "--out", out, "--workers", "2", "--quiet", env_tag=tag)
-    deadline = time.time() + 120
-    while time.time() < deadline and (not (out / "computed.log").exists()
-                                      or len((out / "computed.log").read_text().splitlines()) < 4):
-        time.sleep(0.02)
+    proc = sweep_under_way(scenario, reference, out, tag)
     workers = [pid for pid in tagged_processes(tag) if pid != proc.pid]
     assert workers
     os.kill(max(workers), signal.SIGKILL)
