@@ -70,10 +70,10 @@ PositiveJoules = Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)]
 Speed = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]  # m/s: up to a fast train
 SnrDb = Annotated[float, Field(ge=-50, le=60, allow_inf_nan=False)]  # a mean SNR beyond is a typo
 PowerDbm = Annotated[float, Field(ge=-60, le=70, allow_inf_nan=False)]  # 1 nW .. 10 kW
-Megahertz = Annotated[float, Field(gt=0, le=1e4, allow_inf_nan=False)]  # up to 10 GHz of band
-Metres = Annotated[float, Field(gt=0, le=1e5, allow_inf_nan=False)]  # up to 100 km
-Gigahertz = Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)]  # CPU clock
-Capacitance = Annotated[float, Field(gt=0, le=1e-20, allow_inf_nan=False)]  # kappa; phones ~1e-28
+Megahertz = Annotated[float, Field(ge=1e-3, le=1e4, allow_inf_nan=False)]  # 1 kHz (below an NB-IoT tone) .. 10 GHz
+Metres = Annotated[float, Field(ge=1, le=1e5, allow_inf_nan=False)]  # 1 m (path-loss models start there) .. 100 km
+Gigahertz = Annotated[float, Field(ge=1e-5, le=100, allow_inf_nan=False)]  # CPU clock: 10 kHz .. 100 GHz
+Capacitance = Annotated[float, Field(ge=1e-40, le=1e-20, allow_inf_nan=False)]  # kappa; phones ~1e-28
 CyclesPerFlop = Annotated[float, Field(gt=0, le=1e4, allow_inf_nan=False)]
 CyclesPerSample = Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)]
 
@@ -331,7 +331,7 @@ class DeviceClass(Strict):
     harvest_w: Optional[Watts] = None
     cycles_per_flop: Optional[CyclesPerFlop] = None
     cycles_per_sample: Optional[CyclesPerSample] = None
-    cpu_ghz_min: Optional[Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)]] = None
+    cpu_ghz_min: Optional[Gigahertz] = None
     tx_power_dbm_min: Optional[Annotated[float, Field(ge=-60, le=60, allow_inf_nan=False)]] = None
 
 
@@ -375,7 +375,7 @@ class DevicesSection(Strict):
                           "(at a uniform time within its work in the phase); its work of that round is lost.")
     cycles_per_flop: CyclesPerFlop = Field(1.0, description="CPU cycles per measured FLOP.")
     cycles_per_sample: Optional[CyclesPerSample] = Field(None, description="Override the measured FLOPs (training).")
-    cpu_ghz_min: Optional[Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)]] = Field(
+    cpu_ghz_min: Optional[Gigahertz] = Field(
         None, description="Lowest CPU frequency a controller may set ([control]); cpu_ghz is the highest. "
         "Unset: cpu_ghz / 10.")
     tx_power_dbm_min: Optional[Annotated[float, Field(ge=-60, le=60, allow_inf_nan=False)]] = Field(

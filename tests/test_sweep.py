@@ -105,7 +105,7 @@ def test_bad_sweep_section_names_the_field(tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--grid", "network.snr_db"], "--grid 'network.snr_db': expected key=v1,v2"),
     (["--grid", "network.snr=1,2"], "did you mean 'network.snr_db'"),
-    (["--grid", "network.bandwidth_mhz=1,0"], "network.bandwidth_mhz: Input should be greater than 0"),
+    (["--grid", "network.bandwidth_mhz=1,0"], "network.bandwidth_mhz: Input should be greater than or equal to 0.001"),
     (["--grid", "network.access=dedicated,cdma"], "network.access"),
     (["--seeds", "0"], "--seeds must be >= 1"),
     (["--workers", "0"], "--workers must be >= 1"),
