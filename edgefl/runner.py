@@ -10,6 +10,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -63,6 +64,16 @@ class RunResult:
     positions: list[dict] = field(default_factory=list)  # positions.csv rows (moving devices): round, client, x, y
 
 
+class RoundState(NamedTuple):
+    """A run's state between two rounds, as far as a diverged round must be undone."""
+
+    model: torch.Tensor
+    per_client_energy_j: np.ndarray
+    selected_count: np.ndarray
+    arrived_count: np.ndarray
+    missed_count: np.ndarray
+
+
 class Simulation:
     """Everything one run needs, built from a validated scenario."""
 
@@ -114,7 +125,6 @@ class Simulation:
         battery: list[dict] = []
         positions: list[dict] = []
         stopped, diverged = None, None
-        finite_model = self.algorithm.model.detach().clone()  # the last model without NaN or inf
         for r in bar:
             before = self._round_state()
             try:
@@ -128,7 +138,6 @@ class Simulation:
                 self._restore_round_state(before)
                 log.debug("%s", diverged)
                 break
-            finite_model = self.algorithm.model.detach().clone()
             where = self.pricer.positions_m()
             if where is not None:  # moving devices: where each was during the round
                 positions.extend({"round": r + 1, "client": c, "x_m": float(x), "y_m": float(y),
@@ -165,7 +174,7 @@ class Simulation:
                 on_round(row)
         bar.close()
         wall_s = time.perf_counter() - started
-        final = evaluate_global(self.model, self.data, finite_model)
+        final = evaluate_global(self.model, self.data, before.model if diverged else self.algorithm.model)
         clients = self._client_rows(final)
         summary = self._summary(rows, last_eval, wall_s)
         summary["rounds_run"] = len(rows)
@@ -201,14 +210,15 @@ class Simulation:
         return (f"a step size too large for this model and data: lower algorithm.lr (now {a.lr:g})"
                 + (f" or {', '.join(step_keys)}" if step_keys else ""))
 
-    def _round_state(self) -> tuple:
-        """What a round changes in the energy ledger and the participation counts (to undo a diverged round)."""
+    def _round_state(self) -> RoundState:
+        """The model and what a round adds to the energy ledger and the participation counts, before the round
+        (to end the outputs at the last finite round when a round diverges)."""
         eng = self.engine
-        return (self.pricer.ledger.per_client(), eng.selected_count.copy(), eng.arrived_count.copy(),
-                eng.missed_count.copy())
+        return RoundState(self.algorithm.model.detach().clone(), self.pricer.ledger.per_client(),
+                          eng.selected_count.copy(), eng.arrived_count.copy(), eng.missed_count.copy())
 
-    def _restore_round_state(self, state: tuple) -> None:
-        per_client, selected, arrived, missed = state
+    def _restore_round_state(self, state: RoundState) -> None:
+        _, per_client, selected, arrived, missed = state
         self.pricer.ledger.restore(per_client)
         self.engine.selected_count[:], self.engine.arrived_count[:], self.engine.missed_count[:] = selected, arrived, missed
 

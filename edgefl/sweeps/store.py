@@ -94,8 +94,6 @@ def check_manifest(out: Path, plan: SweepPlan, force: bool) -> None:
     """Refuse to mix two different sweeps in one folder (unless ``force``); then write the manifest."""
     path = out / MANIFEST
     new = plan.definition()
-    if out.exists() and not out.is_dir():
-        raise SweepError(f"--out {out}: exists and is not a folder")
     if path.exists():
         try:
             old = json.loads(path.read_text()).get("definition")
