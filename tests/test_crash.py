@@ -17,6 +17,7 @@ import pytest
 
 from edgefl.cli import main
 from edgefl.results import MARKER, check_target, recover
+from edgefl.sweeps.store import lock_folder
 from test_sweep import SCENARIO as SWEEP_SCENARIO
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,19 +157,21 @@ def test_kill_9_of_a_sweep_takes_its_workers_and_the_rerun_resumes_identically(t
 
 
 def test_two_sweeps_on_one_folder_the_second_refuses(tmp_path):
+    """The first sweep is this test process holding the folder's lock (as a running sweep does: deterministic,
+    where a real first sweep may finish before the second starts)."""
     scenario = tmp_path / "s.toml"
-    scenario.write_text(SWEEP_SCENARIO.format(rounds=300))
+    scenario.write_text(SWEEP_SCENARIO.format(rounds=3))
     out = tmp_path / "out"
-    first = edgefl("sweep", scenario, "--grid", "algorithm.local_steps=1,2,3,4", "--out", out, "--quiet")
-    deadline = time.time() + 60
-    while time.time() < deadline and not (out / "sweep.json").exists():
-        time.sleep(0.05)
-    second = subprocess.run([sys.executable, "-m", "edgefl", "sweep", str(scenario), "--grid",
-                             "algorithm.local_steps=1,2,3,4", "--out", str(out), "--quiet"],
-                            capture_output=True, text=True, cwd=ROOT)
-    first.send_signal(signal.SIGKILL)
-    first.wait()
+    command = [sys.executable, "-m", "edgefl", "sweep", str(scenario), "--grid", "algorithm.local_steps=1,2",
+               "--out", str(out), "--quiet"]
+    lock = lock_folder(out)
+    try:
+        second = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    finally:
+        os.close(lock)
     assert second.returncode == 2 and "another edgefl sweep" in second.stderr, second.stderr
+    assert f"pid {os.getpid()}" in second.stderr
+    assert subprocess.run(command, capture_output=True, cwd=ROOT).returncode == 0  # free once the holder is gone
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
