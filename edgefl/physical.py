@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from channel import CQI_EFFICIENCY, CQI_SNR_DB, Link, dbm_to_w, path_loss
+from edgefl.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,9 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
         shadowing = rng.normal(0.0, network.shadowing_std_db, size=num_clients)
         path_loss_model = path_loss.get(network.path_loss)
         loss = np.asarray(path_loss_model(distance, network), dtype=np.float64)
+        if not np.isfinite(loss).all():  # a plug-in's mistake: name the key, not a NaN deep in the rate
+            raise UserError(f"network.path_loss = {network.path_loss!r} gave a loss that is not a finite number "
+                            f"(dB) for some devices, e.g. {loss[~np.isfinite(loss)][0]} at {distance[~np.isfinite(loss)][0]:g} m")
         bs_power_w = float(dbm_to_w(network.bs_tx_power_dbm))
         uplink = [
             Link.from_budget(tx_power_w[i], loss[i], network.noise_figure_db, shadowing[i])
