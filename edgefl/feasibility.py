@@ -1,0 +1,398 @@
+"""Is the run meaningful? Derived quantities, checked once before the first round.
+
+Every scenario key has bounds, but combinations can still make a run meaningless: a mean SNR of −50 dB
+over a 1 kHz band uploads a model in years; a 10 kHz CPU running 10^5 local steps of a large batch
+computes for centuries; a deadline shorter than any device's phase cuts every upload. This module
+computes, for every device at once (numpy over N), its *nominal* round: one model down, τ local steps
+of a minibatch, one model up, each preceded by the access latency, at the device's mean channel (no
+fading), alone on the whole band, at its nominal CPU frequency and powers (no stragglers, queueing,
+retransmissions, radio tails or idle waits). That is a lower bound of what any algorithm's round costs
+(DRDM or SCAFFOLD send more, a shared band is slower), so what it rejects is infeasible whatever happens
+in the run. The formulas are the engine's (``channel/``, ``energy/``, :class:`edgefl.sim.physics.PhasePhysics`).
+
+Errors (:class:`edgefl.errors.UserError`, exit 2, naming the keys and their values, with a suggestion):
+
+- a nominal time or energy that is not a finite number (a rate of zero: the message never arrives);
+- without ``network.deadline_s``: a device whose nominal round lasts more than :data:`MAX_ROUND_S`
+  (10^7 s, about 116 days of simulated time). The round waits for its slowest participant, so once
+  such a device is selected the simulated clock is meaningless, and processes that live in simulated
+  time (Markov availability, harvesting) would step through it event by event. With a deadline the
+  phase is cut at the deadline instead, so long nominal times are not an error there (see below);
+- a device whose nominal round costs more than :data:`MAX_ROUND_J` (10^9 J, the largest battery a
+  scenario may declare, ``devices.battery_j``), counting with a deadline only what is spent before it;
+- uploads (or downloads) that cannot be expected to arrive: an attempt fails when its SNR is below the
+  lowest MCS entry (``network.rate = "mcs"``) or ``network.outage_snr_db``. Without fading every attempt
+  sees the mean SNR, so a device below the threshold never delivers; under Rayleigh fading an attempt
+  succeeds with probability exp(−θ/SNR̄), a message within 1 + ``max_retransmissions`` attempts. When
+  fewer than one message is expected to arrive in the whole run, were every device to take part in every
+  round (run.rounds × Σ_i P(delivered)_i < 1), the run learns nothing: an error. (Rician fading and block
+  fading, where the transmitter waits out outage blocks, are not checked here; a shared FDMA band is
+  taken at its best SNR, 1/m of the band, and not checked when a controller allocates shares);
+- ``devices.availability = "trace"`` listing fewer devices than ``algorithm.clients_per_round`` in
+  total: no round can ever have m participants. It is the m <= N check of the scenario after
+  availability (the engine would run every round with fewer than the m the scenario asks for).
+
+Warnings (``edgefl.logs``; the run goes on):
+
+- a deadline shorter than every device's nominal phase (with a controller that sets the local steps,
+  a phase of one local step): every upload is cut, which is a legitimate experiment (what a deadline
+  that is too tight costs), and fading and lognormal stragglers can still let some through. It is not
+  an empty run either: every round is simulated and charged, and the outputs say what was cut;
+- some devices (not all) whose messages practically never get through (probability < :data:`MIN_DELIVERY`,
+  10^-6; e.g. at a cell's edge without fading);
+- a trace that never has ``clients_per_round`` devices online at the same time (rounds go on with those
+  online, as the engine documents), while it lists enough devices in total.
+
+``run.engine = "ideal"`` charges neither time nor energy: only the trace is checked. Cost: one pass over
+the devices' links (as the pricer makes) and a few numpy operations over N.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from channel import db_to_linear, linear_to_db, payload_bits, rayleigh_outage_probability, transmission_time_s
+from edgefl.compression import build_compressor
+from edgefl.errors import UserError
+from edgefl.logs import get_logger
+from edgefl.sim.physics import PhasePhysics
+from energy import compute_energy_j, compute_time_s, cycles_per_step, downlink_energy_j, idle_energy_j, uplink_energy_j
+
+log = get_logger(__name__)
+
+MAX_ROUND_S = 1e7  # s, about 116 days: a nominal round longer than this (without a deadline) is an error
+MAX_ROUND_J = 1e9  # J: the largest battery a scenario may declare (devices.battery_j <= 1e9)
+MIN_DELIVERY = 1e-6  # a device whose messages get through with a lower probability is warned about
+
+
+def check_feasible(scenario, network, population, model) -> None:
+    """Raise :class:`UserError` when the run cannot be meaningful (see the module's docstring); log a
+    warning for what is legitimate but probably not meant. ``network``: :func:`edgefl.physical.network_params`,
+    ``population``: :func:`edgefl.physical.build_population`, ``model``: :func:`edgefl.models.build_model`,
+    as :class:`edgefl.runner.Simulation` builds them."""
+    _check_trace(scenario, population)
+    if scenario.run.engine != "simpy":
+        return
+    nominal = _Nominal(scenario, network, population, model)
+    nominal.check_outage()
+    nominal.check_finite()
+    nominal.check_time()
+    nominal.check_energy()
+    nominal.check_deadline()
+
+
+# -- the nominal round ---------------------------------------------------------------------------
+class _Nominal:
+    """Every device's nominal times (s) and energies (J) per activity of a round (arrays [N])."""
+
+    PARTS = ("download", "compute", "upload")
+
+    def __init__(self, s, net, pop, model):
+        self.s, self.net, self.pop = s, net, pop
+        a = s.algorithm
+        n = pop.num_clients
+        self.physics = physics = PhasePhysics(net, pop, np.random.default_rng(0))  # the engine's rates
+        self.d = int(model.dim)
+        compressor = build_compressor(s.compression, n, s.run.seed, s.network.bits_per_param)
+        model_bits = float(payload_bits(self.d, s.network.bits_per_param))
+        self.down_bits = model_bits + net.header_bits
+        self.up_bits = (model_bits if compressor is None else compressor.bits(self.d)) + net.header_bits
+        # The mean SNR over the whole band (alone on it: the fastest a device can send), and the rate at it
+        # that PhasePhysics charges (_nominal_rate: mcs below the table at its lowest entry; the fixed rate of
+        # network.outage_snr_db).
+        self.up_snr = physics._up(net.bandwidth_hz)
+        self.down_snr = physics._down(net.downlink_bandwidth_hz)
+        with np.errstate(all="ignore"):
+            up_airtime_rate = physics._nominal_rate(net.bandwidth_hz, self.up_snr)
+            down_airtime_rate = physics._nominal_rate(net.downlink_bandwidth_hz, self.down_snr)
+        self.steps = a.local_steps
+        self.cycles = np.asarray(cycles_per_step(a.batch_size, cycles_per_sample=pop.train_cycles_per_sample)) * self.steps
+        self.time = {
+            "download": np.asarray(transmission_time_s(self.down_bits, down_airtime_rate)),
+            "compute": np.asarray(compute_time_s(self.cycles, pop.cpu_hz)),
+            "upload": np.asarray(transmission_time_s(self.up_bits, up_airtime_rate)),
+        }
+        self.latency_s = net.access_latency_s
+        with np.errstate(all="ignore"):
+            self.energy = {
+                "download": np.asarray(downlink_energy_j(self.time["download"], pop.rx_power_w)),
+                "compute": np.asarray(compute_energy_j(self.cycles, pop.cpu_hz, pop.kappa, pop.static_power_w)),
+                "upload": np.asarray(uplink_energy_j(self.time["upload"], pop.tx_power_w, pop.circuit_power_w)),
+            }
+            self.latency_j = np.asarray(idle_energy_j(self.latency_s, pop.idle_power_w))
+            self.round_s = self.time["download"] + self.time["compute"] + self.time["upload"] + 2 * self.latency_s
+        self.n = n
+
+    # -- the checks ---------------------------------------------------------------------------
+    def check_outage(self) -> None:
+        """Messages that cannot get through. An attempt fails when its SNR (mean x fading gain) is below a
+        threshold: ``network.outage_snr_db`` for fixed-rate uploads, the lowest MCS entry for adaptive mcs
+        rates (a shannon rate is 0 only at an SNR of 0, an infinite time: check_finite). Without fading the
+        gain is 1: below the threshold, never; with Rayleigh fading an attempt fails with probability
+        1 − exp(−θ/SNR̄) (channel.rayleigh_outage_probability), a message after 1 + max_retransmissions
+        attempts. Error: fewer than one message expected to arrive in the whole run even if every device
+        took part in every round; warning: some devices that practically never deliver (< MIN_DELIVERY)."""
+        net, s = self.net, self.s
+        if net.fading not in ("none", "rayleigh") or (net.fading != "none" and net.coherence_s is not None
+                                                       and net.outage_snr_db is None):
+            return  # rician: not modelled here; block fading waits out outage blocks (nothing fails)
+        up_snr = self.up_snr
+        if net.access == "fdma":  # a link budget over a share B/n has an n times higher SNR
+            if s.control.name != "static":
+                up_snr = None  # a controller may allocate any share: nothing is certain
+            else:
+                sharers = min(self.n, math.ceil(s.algorithm.clients_per_round * (1 + s.algorithm.over_selection)))
+                up_snr = np.where(self.physics._up.scales_with_band, self.physics._up(net.bandwidth_hz / sharers),
+                                  self.up_snr)
+        mcs_db = net.mcs_snr_db[0] if net.rate == "mcs" else None
+        up_db = net.outage_snr_db if net.outage_snr_db is not None else mcs_db
+        for direction, snr, threshold_db in (("upload", up_snr, up_db), ("download", self.down_snr, mcs_db)):
+            if snr is None or threshold_db is None:
+                continue
+            delivered = self._delivery_probability(snr, threshold_db)
+            expected = s.run.rounds * float(delivered.sum())
+            floor = self._floor(direction)
+            if expected < 1:
+                keys = self._link_keys(direction) + self._rate_keys(direction == "upload")
+                how = ("without fading (network.fading = \"none\") every attempt sees the mean SNR and fails"
+                       if net.fading == "none" else "under Rayleigh fading an attempt then succeeds with probability "
+                       "exp(-threshold / mean SNR), practically never")
+                raise UserError(
+                    f"no {direction} can be expected to arrive: every device's mean {direction} SNR is at most "
+                    f"{float(linear_to_db(snr.max())):.3g} dB, below {floor}, and {how} (expected arrivals in the whole "
+                    f"run, were every device to take part in all run.rounds = {s.run.rounds} rounds with "
+                    f"network.max_retransmissions = {net.max_retransmissions}: {expected:.3g}). Keys: {keys}. Expected "
+                    f"a mean SNR near or above the threshold: raise the SNR ({self._raise_snr(direction)}) or lower the "
+                    f"threshold")
+            dead = delivered < MIN_DELIVERY
+            if dead.any():
+                i = int(np.argmax(dead))
+                log.warning("%d of %d devices practically never %s (a message gets through with probability < %g: mean "
+                            "SNR far below %s; e.g. device %d at %.3g dB%s)", int(dead.sum()), self.n, direction,
+                            MIN_DELIVERY, floor, i, float(linear_to_db(snr[i])), self._where(i))
+
+    def _delivery_probability(self, snr: np.ndarray, threshold_db: float) -> np.ndarray:
+        """Probability that a message gets through within its 1 + max_retransmissions attempts."""
+        if self.net.fading == "none":
+            return (snr >= db_to_linear(threshold_db)).astype(np.float64)
+        fails = np.asarray(rayleigh_outage_probability(snr, threshold_db), dtype=np.float64)
+        return 1.0 - fails ** (1 + self.net.max_retransmissions)
+
+    def check_finite(self) -> None:
+        for part in self.PARTS:
+            for what, values in (("time", self.time[part]), ("energy", self.energy[part])):
+                bad = ~np.isfinite(values)
+                if bad.any():
+                    i = int(np.argmax(bad))
+                    raise UserError(
+                        f"the nominal {part} {what} of device {i} is not a finite number ({values[i]}; a rate of 0 "
+                        f"never delivers): {self._explain(part, i)}. Expected a finite {what}: {self._suggest(part)}")
+
+    def check_time(self) -> None:
+        if self.net.deadline_s is not None:  # phases are cut at the deadline: long nominal times are no error
+            return
+        i = int(np.argmax(self.round_s))
+        if self.round_s[i] <= MAX_ROUND_S:
+            return
+        part = max(self.PARTS, key=lambda p: self.time[p][i])
+        raise UserError(
+            f"the nominal round of device {i} lasts {self.round_s[i]:.3g} s of simulated time, more than "
+            f"{MAX_ROUND_S:.0e} s (about {MAX_ROUND_S / 86400:.0f} days; a lower bound: the device alone on the band, at "
+            f"its mean SNR): its {part} takes {self.time[part][i]:.3g} s, {self._explain(part, i)}. Expected at most "
+            f"{MAX_ROUND_S:.0e} s: {self._suggest(part)}, or set network.deadline_s to cut such devices")
+
+    def check_energy(self) -> None:
+        energy = self._energy_until_deadline()
+        total = sum(energy.values())
+        i = int(np.argmax(total))
+        if total[i] <= MAX_ROUND_J:
+            return
+        part = max(self.PARTS, key=lambda p: energy[p][i])
+        raise UserError(
+            f"the nominal round of device {i} costs {total[i]:.3g} J, more than {MAX_ROUND_J:.0e} J (the largest battery "
+            f"a scenario may declare): its {part} costs {energy[part][i]:.3g} J, {self._explain(part, i, energy=True)}. "
+            f"Expected at most {MAX_ROUND_J:.0e} J per device and round: {self._suggest(part, energy=True)}")
+
+    def check_deadline(self) -> None:
+        deadline = self.net.deadline_s
+        if deadline is None:
+            return
+        parts = dict(self.time, **{"access latency": np.full(self.n, 2 * self.latency_s)})
+        steps_set_by_controller = self.s.control.name != "static"
+        if steps_set_by_controller:  # e.g. deadline_fit: as few as one local step
+            parts["compute"] = parts["compute"] / self.steps
+        phase_s = sum(parts.values())
+        late = phase_s > deadline
+        if late.all():
+            i = int(np.argmin(phase_s))
+            part = max(parts, key=lambda p: parts[p][i])
+            log.warning(
+                "network.deadline_s = %g is shorter than every device's nominal phase (the fastest, device %d, needs "
+                "%.3g s%s, mostly its %s of %.3g s): expect every upload to be cut (only fading or stragglers can let "
+                "some through). Raise network.deadline_s if that is not the experiment", deadline, i, float(phase_s[i]),
+                " with one local step" if steps_set_by_controller else "", part, float(parts[part][i]))
+        elif late.any():
+            log.info("%d of %d devices cannot finish a nominal phase within network.deadline_s = %g", int(late.sum()),
+                     self.n, deadline)
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _energy_until_deadline(self) -> dict[str, np.ndarray]:
+        """Each part's energy, with a deadline only the fraction done before it (the chain: latency,
+        download, compute, latency, upload; energies are linear in the time spent)."""
+        parts = {"download": self.energy["download"], "compute": self.energy["compute"],
+                 "upload": self.energy["upload"], "idle": 2 * self.latency_j}
+        deadline = self.net.deadline_s
+        if deadline is None:
+            return parts
+        start = np.full(self.n, self.latency_s)
+        done: dict[str, np.ndarray] = {}
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for part in self.PARTS:
+                t = self.time[part]
+                fraction = np.where(t > 0, np.clip((deadline - start) / t, 0.0, 1.0), (start <= deadline) * 1.0)
+                done[part] = np.where(fraction > 0, parts[part] * fraction, 0.0)
+                start = start + t + (self.latency_s if part == "compute" else 0.0)
+        done["idle"] = parts["idle"]  # at most two access latencies: an upper bound, small
+        return done
+
+    def _value(self, key: str, i: int) -> str:
+        """``devices.<key>`` of device i, with its class when it has one."""
+        cls = self.pop.device_class[i]
+        value = getattr(self.s.devices, key)
+        for c in self.s.devices.classes:
+            if c.name == cls and getattr(c, key, None) is not None:
+                value = getattr(c, key)
+        shown = f"{value:g}" if isinstance(value, float) else repr(value)
+        return f"devices.{key} = {shown}" + (f" (class {cls!r})" if cls != "base" else "")
+
+    def _where(self, i: int) -> str:
+        d = self.pop.distance_m
+        return "" if d is None else f", {d[i]:.4g} m from the base station"
+
+    def _explain(self, part: str, i: int, energy: bool = False) -> str:
+        s, net, pop = self.s, self.net, self.pop
+        if part == "compute":
+            per_sample = float(pop.train_cycles_per_sample[i])
+            source = (self._value("cycles_per_sample", i) if self._explicit_cycles(i) else
+                      f"model.name = {s.model.name!r} measured FLOPs x {self._value('cycles_per_flop', i)}")
+            text = (f"{self.cycles[i]:.3g} cycles (algorithm.local_steps = {s.algorithm.local_steps} x "
+                    f"algorithm.batch_size = {s.algorithm.batch_size} x {per_sample:.3g} cycles per sample: {source}) "
+                    f"at {self._value('cpu_ghz', i)}")
+            if energy:
+                text += f", {self._value('kappa', i)}, {self._value('static_power_w', i)}"
+            return text
+        up = part == "upload"
+        bits = self.up_bits if up else self.down_bits
+        snr = (self.up_snr if up else self.down_snr)[i]
+        band = net.bandwidth_hz if up else net.downlink_bandwidth_hz
+        text = (f"{bits:.3g} bits (model.name = {s.model.name!r}: d = {self.d:,} parameters x network.bits_per_param = "
+                f"{s.network.bits_per_param}{self._compression()} + network.header_bits = {s.network.header_bits}) "
+                f"at a mean SNR of {float(linear_to_db(snr)):.3g} dB{self._where(i)} over {_hz(band)} "
+                f"({self._band_key(up)}); keys: {self._link_keys(part) + self._rate_keys(up)}")
+        if energy:
+            text += (f"; {self._value('tx_power_dbm', i)}, {self._value('circuit_power_w', i)}" if up
+                     else f"; {self._value('rx_power_w', i)}")
+        return text
+
+    def _suggest(self, part: str, energy: bool = False) -> str:
+        if part == "compute":
+            text = ("lower algorithm.local_steps or algorithm.batch_size, raise devices.cpu_ghz, or use a smaller model "
+                    "or devices.cycles_per_sample")
+            return text + (", or lower devices.kappa or devices.static_power_w" if energy else "")
+        up = part == "upload"
+        text = (f"raise {self._band_key(up).split(' =')[0]} or the SNR ({self._raise_snr(part)}), or use a smaller model"
+                + (" or compression" if up else ""))
+        return text + (f", or lower {'devices.tx_power_dbm' if up else 'devices.rx_power_w'}" if energy else "")
+
+    def _explicit_cycles(self, i: int) -> bool:
+        cls = self.pop.device_class[i]
+        own = [c.cycles_per_sample for c in self.s.devices.classes if c.name == cls]
+        return self.s.devices.cycles_per_sample is not None or any(v is not None for v in own)
+
+    def _compression(self) -> str:
+        c = self.s.compression
+        return "" if c.name == "none" else f", compressed by compression.name = {c.name!r}"
+
+    def _band_key(self, up: bool) -> str:
+        n = self.s.network
+        if up or n.downlink_bandwidth_mhz is None:
+            return f"network.bandwidth_mhz = {n.bandwidth_mhz:g}"
+        return f"network.downlink_bandwidth_mhz = {n.downlink_bandwidth_mhz:g}"
+
+    def _link_keys(self, part: str) -> str:
+        n = self.s.network
+        if part == "download" and n.downlink_snr_db is not None:
+            return f"network.downlink_snr_db = {n.downlink_snr_db:g}"
+        if n.snr_db is not None:
+            return f"network.snr_db = {n.snr_db:g}"
+        where = (f"network.distance_m = {n.distance_m:g}" if n.distance_m is not None
+                 else f"network.cell_radius_m = {n.cell_radius_m:g}")
+        power = (f"devices.tx_power_dbm = {self.s.devices.tx_power_dbm:g}" if part == "upload"
+                 else f"network.bs_tx_power_dbm = {n.bs_tx_power_dbm:g}")
+        return (f"a link budget: {where}, network.path_loss = {n.path_loss!r}, {power}, network.noise_figure_db = "
+                f"{n.noise_figure_db:g}, network.shadowing_std_db = {n.shadowing_std_db:g}")
+
+    def _rate_keys(self, up: bool) -> str:
+        n = self.s.network
+        keys = [f"network.rate = {n.rate!r}"]
+        if n.rate == "shannon":
+            keys += [f"network.shannon_efficiency = {n.shannon_efficiency:g}", f"network.snr_gap_db = {n.snr_gap_db:g}"]
+        if up and n.outage_snr_db is not None:
+            keys.append(f"network.outage_snr_db = {n.outage_snr_db:g}")
+        return ", " + ", ".join(keys)
+
+    def _raise_snr(self, part: str) -> str:
+        n = self.s.network
+        if part == "download" and n.downlink_snr_db is not None:
+            return "network.downlink_snr_db"
+        if n.snr_db is not None:
+            return "network.snr_db"
+        return ("a shorter network.distance_m or network.cell_radius_m, or more "
+                + ("devices.tx_power_dbm" if part == "upload" else "network.bs_tx_power_dbm"))
+
+    def _floor(self, direction: str) -> str:
+        n = self.net
+        if direction == "upload" and n.outage_snr_db is not None:
+            return f"network.outage_snr_db = {n.outage_snr_db:g} dB"
+        return f"the lowest entry of the MCS table ({n.mcs_snr_db[0]:g} dB; network.rate = \"mcs\", network.mcs_table)"
+
+
+def _hz(hz: float) -> str:
+    for unit, scale in (("GHz", 1e9), ("MHz", 1e6), ("kHz", 1e3)):
+        if hz >= scale:
+            return f"{hz / scale:.4g} {unit}"
+    return f"{hz:.4g} Hz"
+
+
+# -- availability ---------------------------------------------------------------------------------
+def _check_trace(s, pop) -> None:
+    """A trace that lists fewer than m devices: error; one that never has m online at once: warning."""
+    if s.devices.availability != "trace":
+        return
+    m = s.algorithm.clients_per_round
+    intervals = pop.availability_intervals
+    listed = sum(1 for spans in intervals.values() if spans)
+    if listed < m:
+        raise UserError(
+            f"devices.availability_trace = {s.devices.availability_trace!r} lists {listed} device(s) with an online "
+            f"interval, fewer than algorithm.clients_per_round = {m}: no round can ever have m participants. Expected "
+            f"at least {m} devices in the trace: lower algorithm.clients_per_round or add devices to the trace")
+    # the most devices online at once: merge each device's intervals, then sweep over the ends
+    events = []
+    for spans in intervals.values():
+        merged: list[list[float]] = []
+        for start, end in sorted(spans):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        events += [(start, 1) for start, _ in merged] + [(end, -1) for _, end in merged]
+    events.sort()  # at one instant, ends (-1) before starts: intervals are [start, end)
+    deltas = np.array([d for _, d in events], dtype=np.int64)
+    most = int(np.cumsum(deltas).max()) if len(deltas) else 0
+    if most < m:
+        log.warning("devices.availability_trace = %r never has algorithm.clients_per_round = %d devices online at "
+                    "the same time (at most %d): rounds go on with the devices online", s.devices.availability_trace,
+                    m, most)

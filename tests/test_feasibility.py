@@ -1,0 +1,175 @@
+"""Derived quantities checked once before a run (issue 13, item 1): a rate that delivers nothing, an absurd
+round time or energy, a trace with fewer than m devices: exit 2 naming the keys, nothing written; a deadline
+that cuts everything: a warning. Every committed scenario passes (edgefl/feasibility.py)."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import logging
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from edgefl.cli import main
+from edgefl.errors import UserError
+from edgefl.feasibility import MAX_ROUND_J, MAX_ROUND_S, check_feasible
+from edgefl.models import build_model
+from edgefl.physical import build_population, network_params
+from edgefl.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "scenarios" / "quickstart.toml"  # configured SNR, mcs over Rayleigh, no deadline
+PHONES = ROOT / "scenarios" / "phones-in-a-cell.toml"  # link budget in a cell, device classes, deadline
+IMAGE_DATA = ("mnist", "fashion_mnist", "kmnist")
+
+
+@pytest.fixture(autouse=True)
+def hooked(monkeypatch):
+    """The check where Simulation will call it (right after the population is built), until runner.py does."""
+    from edgefl import runner
+
+    if "check_feasible" in inspect.getsource(runner.Simulation.__init__):
+        return
+    original = runner.build_population
+
+    def build_then_check(*args, **kwargs):
+        population = original(*args, **kwargs)
+        frame = inspect.currentframe().f_back  # Simulation.__init__: its scenario, network and model
+        sim = frame.f_locals["self"]
+        check_feasible(sim.scenario, sim.network, population, sim.model)
+        return population
+
+    monkeypatch.setattr(runner, "build_population", build_then_check)
+
+
+def parts(path, overrides=None):
+    """(scenario, network, population, model) as Simulation builds them, without building the data."""
+    s = load_scenario(path, overrides)
+    shape, classes = s.data.layout()
+    model = build_model(s.model.name, shape, classes, s.run.seed, hidden=s.model.hidden)
+    population = build_population(s.network, s.devices, s.data.num_clients, model.train_flops_per_sample,
+                                  model.eval_flops_per_sample, s.run.seed)
+    return s, network_params(s.network), population, model
+
+
+def run(base, sets, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["run", str(base), "--out", str(out), "--no-plots", "--quiet", "--set", "run.rounds=1"]
+    for text in sets:
+        argv += ["--set", text]
+    code = main(argv)
+    return code, capsys.readouterr().err, out
+
+
+# -- named cases: exit 2, the keys named, nothing written ----------------------------------------------
+@pytest.mark.parametrize("base, sets, expected", [
+    pytest.param(QUICKSTART, ["network.snr_db=-50", "network.bandwidth_mhz=0.001", "network.fading=\"none\"",
+                              "network.rate=\"shannon\"", "model.name=\"mlp\"", "model.hidden=2000",
+                              "network.downlink_snr_db=20"],
+                 ["nominal round of device", "its upload takes", "more than 1e+07 s", "network.snr_db = -50",
+                  "network.bandwidth_mhz = 0.001", "model.name = 'mlp'", "raise network.bandwidth_mhz or the SNR",
+                  "network.deadline_s"], id="upload_of_years_at_-50dB_over_1kHz"),
+    pytest.param(QUICKSTART, ["devices.cpu_ghz=1e-5", "algorithm.local_steps=100000", "algorithm.batch_size=1000"],
+                 ["its compute takes", "algorithm.local_steps = 100000", "algorithm.batch_size = 1000",
+                  "devices.cpu_ghz = 1e-05", "devices.cycles_per_sample = 20000", "raise devices.cpu_ghz"],
+                 id="centuries_of_compute_on_a_10kHz_cpu"),
+    pytest.param(QUICKSTART, ["network.snr_db=-50"],
+                 ["no upload can be expected to arrive", "at most -50 dB", "lowest entry of the MCS table (-6.7 dB",
+                  "Rayleigh", "network.snr_db = -50", "network.rate = 'mcs'", "raise the SNR (network.snr_db)"],
+                 id="mcs_outage_under_rayleigh_at_-50dB"),
+    pytest.param(QUICKSTART, ["network.fading=\"none\"", "network.outage_snr_db=30"],
+                 ["no upload can be expected to arrive", "without fading", "network.outage_snr_db = 30",
+                  "network.snr_db = 20"], id="no_fading_below_the_packet_error_threshold"),
+    pytest.param(QUICKSTART, ["devices.cpu_ghz=100", "devices.kappa=1e-20", "algorithm.local_steps=100"],
+                 ["costs", "more than 1e+09 J", "its compute costs", "devices.cpu_ghz = 100", "devices.kappa = 1e-20",
+                  "lower devices.kappa"], id="a_round_costing_more_than_the_largest_battery"),
+    pytest.param(PHONES, ["network.cell_radius_m=100000"],
+                 ["no upload can be expected to arrive", "network.cell_radius_m = 100000", "devices.tx_power_dbm = 23",
+                  "network.path_loss = 'log_distance'", "a shorter network.distance_m or network.cell_radius_m"],
+                 id="phones_in_a_100km_cell"),
+    pytest.param(PHONES, ["devices.cpu_ghz=100", "devices.kappa=1e-20"],
+                 ["costs", "more than 1e+09 J", "its compute costs", "devices.cpu_ghz = 100", "devices.kappa = 1e-20"],
+                 id="phones_energy_counted_until_the_deadline"),
+])
+def test_infeasible_runs_are_exit_2_naming_the_keys(base, sets, expected, tmp_path, capsys):
+    code, err, out = run(base, sets, tmp_path, capsys)
+    assert code == 2 and err.startswith("edgefl: error:"), err
+    for text in expected:
+        assert text in err, (text, err)
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_a_trace_with_fewer_devices_than_m_is_exit_2(tmp_path, capsys):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("client,start_s,end_s\n0,0,100\n1,0,100\n2,50,200\n2,300,400\n")
+    code, err, out = run(QUICKSTART, ["devices.availability=\"trace\"", f"devices.availability_trace={trace}"],
+                         tmp_path, capsys)
+    assert code == 2, err
+    assert "lists 3 device(s)" in err and "algorithm.clients_per_round = 10" in err and "trace.csv" in err, err
+    assert not out.exists()
+
+
+# -- warnings: the run goes on ------------------------------------------------------------------------
+def test_a_deadline_that_cuts_everything_is_a_warning_and_the_run_goes_on(tmp_path, capsys):
+    code, err, out = run(QUICKSTART, ["network.deadline_s=0.0001"], tmp_path, capsys)
+    assert code == 0, err
+    assert "edgefl: warning: network.deadline_s = 0.0001 is shorter than every device's nominal phase" in err, err
+    assert "expect every upload to be cut" in err
+    assert (out / "metrics.csv").exists()
+
+
+def test_a_trace_that_never_has_m_online_at_once_is_a_warning(tmp_path, caplog):
+    trace = tmp_path / "trace.csv"
+    rows = "".join(f"{c},{10 * c},{10 * c + 5}\n" for c in range(10))  # ten devices, one at a time
+    trace.write_text("client,start_s,end_s\n" + rows + "0,2,4\n")  # and an overlapping interval of device 0
+    with caplog.at_level(logging.WARNING, logger="edgefl"):
+        check_feasible(*parts(QUICKSTART, {"devices.availability": "trace", "devices.availability_trace": str(trace)}))
+    assert "never has algorithm.clients_per_round = 10 devices online at the same time (at most 1)" in caplog.text
+
+
+def test_some_devices_in_permanent_outage_is_a_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="edgefl"):
+        check_feasible(*parts(QUICKSTART, {"network.snr_db": None, "network.cell_radius_m": 5000.0,
+                                           "network.fading": "none", "data.num_clients": 200}))
+    assert "devices practically never upload" in caplog.text and "m from the base station" in caplog.text
+
+
+# -- what passes ----------------------------------------------------------------------------------------
+def test_the_check_is_a_lower_bound_alone_on_the_band():
+    """An FDMA band shared by m uploaders is slower than the nominal round: the nominal upload is the whole band's."""
+    s, net, pop, model = parts(QUICKSTART, {"network.access": "fdma", "network.fading": "none"})
+    check_feasible(s, net, pop, model)
+    assert MAX_ROUND_S == 1e7 and MAX_ROUND_J == 1e9
+
+
+def test_the_ideal_engine_is_not_priced():
+    check_feasible(*parts(QUICKSTART, {"run.engine": "ideal", "devices.cpu_ghz": 1e-5,
+                                       "algorithm.local_steps": 100000, "algorithm.batch_size": 1000}))
+
+
+def _grid_corners(grid: dict) -> list[dict]:
+    """Every combination of each swept key's smallest and largest value (all values of a non-numeric key)."""
+    choices = []
+    for key, values in grid.items():
+        numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        choices.append([(key, v) for v in ([min(numbers), max(numbers)] if len(numbers) == len(values) else values)])
+    return [dict(combo) for combo in itertools.product(*choices)] if choices else [{}]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "scenarios").glob("*.toml")), ids=lambda p: p.stem)
+def test_every_committed_scenario_passes(path, tmp_path, caplog):
+    """With its default keys and at the corners of its sweep grid; no warning either. (The data files are not
+    read: any folder does for data.dir.)"""
+    data_dir = {"data.dir": str(tmp_path)} if tomllib.loads(path.read_text()).get("data", {}).get("name") in IMAGE_DATA else {}
+    s = load_scenario(path, data_dir)
+    with caplog.at_level(logging.WARNING, logger="edgefl"):
+        for corner in _grid_corners(s.sweep.grid):
+            check_feasible(*parts(path, dict(corner, **data_dir)))  # no UserError
+    assert not [r for r in caplog.records if r.name == "edgefl.feasibility"], caplog.text
+
+
+def test_the_check_raises_user_error_directly():
+    with pytest.raises(UserError, match="network.outage_snr_db = 30"):
+        check_feasible(*parts(QUICKSTART, {"network.fading": "none", "network.outage_snr_db": 30}))
