@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from edgefl.runner import RunResult, Simulation, write_results
+from edgefl.runner import RunResult, simulate, write_results
 from edgefl.scenario import Scenario, format_override
 from edgefl.scenario import load_scenario as _load
 from edgefl.sim.activities import EVENT_FIELDS
@@ -116,17 +116,19 @@ class Result:
 
 
 def run(scenario: str | Path | Scenario, overrides: Mapping[str, Any] | None = None, out: str | Path | None = None,
-        progress: bool = True, targets: list[str] | None = None) -> Result:
+        progress: bool = True, targets: list[str] | None = None, resume: bool = False) -> Result:
     """Co-simulate a scenario (a path or a loaded :class:`Scenario`); ``out``: also write the results
     folder there (None: nothing is written); ``targets`` (e.g. ``["acc_worst=0.8"]``): rounds, energy and
-    time to each in ``summary["targets"]``."""
+    time to each in ``summary["targets"]``. With ``run.checkpoint_every`` and ``out``, a checkpoint is saved
+    beside ``out`` as the run goes; ``resume=True`` goes on from it (as ``edgefl run --resume``)."""
     from edgefl.target import parse_target
 
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario, overrides)
     elif overrides:
         raise ValueError("overrides apply to a scenario file; pass the path, or change the loaded Scenario")
-    result = Simulation(scenario).run(progress=progress, targets=[parse_target(t) for t in targets or []])
+    result = simulate(scenario, Path(out) if out is not None else None, resume=resume, progress=progress,
+                      targets=[parse_target(t) for t in targets or []])
     frame = Result(
         scenario=scenario, metrics=pd.DataFrame(result.metrics), clients=pd.DataFrame(result.clients),
         events=pd.DataFrame([e.row() for e in sorted(result.events or [], key=lambda e: e.timeline_key())],

@@ -39,6 +39,8 @@ def _add_run(sub) -> None:
                    "replaced only if edgefl wrote it")
     p.add_argument("--force", action="store_true", help="replace --out even if it is not an edgefl results folder")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--resume", action="store_true", help="go on from the checkpoint a killed run left beside --out "
+                   "(run.checkpoint_every); the results are identical to an uninterrupted run's")
     p.add_argument("--target", action="append", default=[], metavar="METRIC=VALUE",
                    help="report rounds, energy and time to this target in summary.json, e.g. acc_worst=0.8 (repeatable)")
     p.set_defaults(func=cmd_run)
@@ -72,7 +74,7 @@ def cmd_scenarios(args) -> int:
 def cmd_run(args) -> int:
     from edgefl.data import DataError
     from edgefl.results import check_target
-    from edgefl.runner import Simulation, write_results
+    from edgefl.runner import simulate, write_results
 
     scenario = load(args.scenario, args.overrides)
     out = args.out or Path("results") / Path(args.scenario).stem
@@ -83,9 +85,7 @@ def cmd_run(args) -> int:
     log.info("%s: %s on %s, %d clients, %d rounds, engine %s", args.scenario, scenario.algorithm.name,
              scenario.data.name, scenario.data.num_clients, scenario.run.rounds, scenario.run.engine)
     try:
-        simulation = Simulation(scenario)
-        log.info("data and model built; simulating")
-        result = simulation.run(progress=not args.quiet, targets=targets)
+        result = simulate(scenario, out, resume=args.resume, progress=not args.quiet, targets=targets)
     except DataError as exc:  # e.g. data.dir exists but holds no dataset files
         raise UserError(f"{args.scenario}: {exc}") from None
     except (MemoryError, RuntimeError, ValueError) as exc:

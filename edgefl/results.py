@@ -109,7 +109,8 @@ def _pid_alive(pid: int) -> bool:
 
 def recover(target: Path) -> None:
     """Undo what a killed writer left beside ``target``: the previous results back from ``.NAME.old`` when a kill
-    fell between the two renames, and the temporary folders of writers that are no longer running."""
+    fell between the two renames, and the temporary folders (or checkpoint files) of writers that are no longer
+    running."""
     target = Path(target)
     old = _old(target)
     if old.is_dir():
@@ -120,8 +121,11 @@ def recover(target: Path) -> None:
     if target.parent.is_dir():
         for tmp in target.parent.glob(f".{target.name}.*.tmp"):
             pid = tmp.name[len(target.name) + 2:].split(".", 1)[0]
-            if pid.isdigit() and not _pid_alive(int(pid)) and tmp.is_dir():
-                shutil.rmtree(tmp, ignore_errors=True)
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                if tmp.is_dir():
+                    shutil.rmtree(tmp, ignore_errors=True)
+                else:  # a checkpoint being written (edgefl.checkpoint)
+                    tmp.unlink(missing_ok=True)
 
 
 # What a results folder of `edgefl run` holds (a folder of only these, without the marker, was written by a

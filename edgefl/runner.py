@@ -19,11 +19,15 @@ from tqdm import tqdm
 
 import algorithms
 from algorithms.base import Context
+from edgefl.checkpoint import path_for as checkpoint_path
+from edgefl.checkpoint import restore as restore_checkpoint
+from edgefl.checkpoint import save as save_checkpoint
 from edgefl.compression import build_compressor
 from edgefl.errors import UserError
 from edgefl.control import ControlContext, DeviceLimits
 from edgefl.control.observe import Observer
 from edgefl.executor import Executor
+from edgefl.feasibility import check_feasible
 from edgefl.estimation import estimation_metrics
 from edgefl.logs import get_logger
 from edgefl.memory import check_memory
@@ -64,6 +68,18 @@ class RunResult:
     positions: list[dict] = field(default_factory=list)  # positions.csv rows (moving devices): round, client, x, y
 
 
+@dataclass
+class RunRecord:
+    """What a run has produced so far (saved in a checkpoint): its rows, and where it stands."""
+
+    rows: list[dict] = field(default_factory=list)  # metrics.csv
+    battery: list[dict] = field(default_factory=list)  # battery.csv
+    positions: list[dict] = field(default_factory=list)  # positions.csv
+    last_eval: dict | None = None  # the last row with an evaluation
+    rounds_done: int = 0
+    wall_s: float = 0.0  # wall-clock time of the rounds run before the last checkpoint
+
+
 class RoundState(NamedTuple):
     """A run's state between two rounds, as far as a diverged round must be undone."""
 
@@ -91,6 +107,7 @@ class Simulation:
             s.network, s.devices, s.data.num_clients, self.model.train_flops_per_sample,
             self.model.eval_flops_per_sample, seed,
         )
+        check_feasible(s, self.network, self.population, self.model)  # a meaningless run: an error now, before any work
         if s.run.engine == "simpy":
             self.pricer = SimPyPricer(self.network, self.population, seed)
         else:
@@ -111,19 +128,38 @@ class Simulation:
             param_layout=[(n, tuple(sh)) for n, sh in zip(self.model.names, self.model.shapes)],
         )
         self.algorithm = algorithms.get(a.name)(self.context)
+        self.record = RunRecord()
 
-    def run(self, progress: bool = True, on_round=None, targets: list[Target] | None = None) -> RunResult:
-        """Every round; ``targets``: also report rounds, energy and time to each (summary.json "targets");
-        ``run.stop_at``: end the run once that target is reached and confirmed."""
+    @classmethod
+    def resume(cls, scenario: Scenario, checkpoint: Path, record_trace: bool = False) -> "Simulation":
+        """The simulation of ``scenario`` as saved in ``checkpoint`` (edgefl.checkpoint): :meth:`run` goes on
+        from the round after it."""
+        simulation = cls(scenario, record_trace=record_trace)
+        restore_checkpoint(simulation, checkpoint)
+        return simulation
+
+    def keep_checkpoints(self) -> None:
+        """Let :meth:`run` write checkpoints (edgefl.checkpoint): the pricer keeps the journal of its calls
+        from the first round on."""
+        if hasattr(self.pricer, "journal") and self.pricer.journal is None:
+            self.pricer.journal = []
+
+    def run(self, progress: bool = True, on_round=None, targets: list[Target] | None = None,
+            checkpoint: Path | None = None) -> RunResult:
+        """Every round (from the first not yet run: a resumed simulation goes on); ``targets``: also report
+        rounds, energy and time to each (summary.json "targets"); ``run.stop_at``: end the run once that target
+        is reached and confirmed; ``checkpoint``: where to save the run every ``run.checkpoint_every`` rounds."""
         s = self.scenario
         stop_at = parse_target(s.run.stop_at) if s.run.stop_at else None
-        rows: list[dict] = []
+        every = s.run.checkpoint_every if checkpoint is not None else None
+        if every:
+            self.keep_checkpoints()
+        done = self.record
+        rows, battery, positions = done.rows, done.battery, done.positions
         started = time.perf_counter()
-        bar = tqdm(range(s.run.rounds), desc=f"{s.algorithm.name}", unit="round", disable=not progress or None,
-                   dynamic_ncols=True, leave=False)
-        last_eval = None
-        battery: list[dict] = []
-        positions: list[dict] = []
+        bar = tqdm(range(done.rounds_done, s.run.rounds), desc=f"{s.algorithm.name}", unit="round",
+                   initial=done.rounds_done, total=s.run.rounds, disable=not progress or None, dynamic_ncols=True,
+                   leave=False)
         stopped, diverged = None, None
         for r in bar:
             before = self._round_state()
@@ -150,33 +186,36 @@ class Simulation:
                 finite = levels[np.isfinite(self.population.battery_j)]
                 row.update(battery_min_j=float(finite.min()), battery_mean_j=float(finite.mean()))
             if row.get("acc_worst") is not None or row.get("loss") is not None:
-                last_eval = row
+                done.last_eval = row
                 worst = row.get("acc_worst")  # None for regression models
                 bar.set_postfix(acc_worst=f"{float('nan') if worst is None else worst:.3f}", energy_j=f"{row['energy_j']:.3g}")
             rows.append(row)
+            done.rounds_done = r + 1
             log.debug("round %d: energy %.4g J, time %.4g s, acc_worst %s, loss %s, uploads %d arrived / %d missed",
                       r + 1, row["energy_j"], row["sim_time_s"], row.get("acc_worst"), row.get("loss"),
                       row["uploads_arrived"], row["uploads_missed"])
-            if row is last_eval and len([x for x in rows if x.get("acc_worst") is not None or x.get("loss") is not None]) == 1:
+            if row is done.last_eval and len([x for x in rows if x.get("acc_worst") is not None or x.get("loss") is not None]) == 1:
                 for t in [*(targets or []), *([stop_at] if stop_at else [])]:
                     target_outcome(rows, t)  # a metric the run does not have: an error now, not after the run
-            if stop_at is not None and (reached := confirmed_round(rows, stop_at)) is not None:
-                stopped = (f"target {stop_at} reached at round {reached} (confirmed by the centred {DEFAULT_WINDOW}-round "
-                           f"moving average at round {r + 1})")
-                if self.controller is not None:
-                    self.engine.observer.history.append(row)
-                if on_round is not None:
-                    on_round(row)
-                break
+            reached = confirmed_round(rows, stop_at) if stop_at is not None else None
             if self.controller is not None:
                 self.engine.observer.history.append(row)
             if on_round is not None:
                 on_round(row)
+            if reached is not None:
+                stopped = (f"target {stop_at} reached at round {reached} (confirmed by the centred {DEFAULT_WINDOW}-round "
+                           f"moving average at round {r + 1})")
+                break
+            if every and (r + 1) % every == 0 and r + 1 < s.run.rounds:
+                done.wall_s += time.perf_counter() - started
+                started = time.perf_counter()
+                save_checkpoint(self, checkpoint)
+                log.debug("checkpoint after round %d: %s", r + 1, checkpoint)
         bar.close()
-        wall_s = time.perf_counter() - started
+        wall_s = done.wall_s + time.perf_counter() - started
         final = evaluate_global(self.model, self.data, before.model if diverged else self.algorithm.model)
         clients = self._client_rows(final)
-        summary = self._summary(rows, last_eval, wall_s)
+        summary = self._summary(rows, done.last_eval, wall_s)
         summary["rounds_run"] = len(rows)
         summary["status"] = "diverged" if diverged else ("stopped" if stopped else "completed")
         if diverged:
@@ -344,6 +383,28 @@ def run_scenario(scenario: Scenario, progress: bool = True, record_trace: bool =
     return Simulation(scenario, record_trace=record_trace).run(progress=progress)
 
 
+def simulate(scenario: Scenario, out: Path | None = None, resume: bool = False, progress: bool = True,
+             targets: list[Target] | None = None) -> RunResult:
+    """Run ``scenario`` whose results go to ``out``: with ``run.checkpoint_every``, saving a checkpoint beside
+    ``out`` as it goes (edgefl.checkpoint); with ``resume``, going on from that checkpoint if there is one."""
+    checkpoint = checkpoint_path(out) if out is not None else None
+    if resume and checkpoint is not None and checkpoint.exists():
+        simulation = Simulation.resume(scenario, checkpoint)
+        log.info("resuming %s after round %d (checkpoint %s)", scenario.algorithm.name,
+                 simulation.record.rounds_done, checkpoint)
+    else:
+        if resume:
+            log.warning("no checkpoint to resume from%s: starting from round 1",
+                        f" ({checkpoint} does not exist)" if checkpoint is not None else " (no results folder given)")
+        elif checkpoint is not None and checkpoint.exists() and scenario.run.checkpoint_every:
+            log.warning("%s holds a checkpoint of an earlier run of %s; starting again (pass --resume to go on from "
+                        "it)", checkpoint, out)
+        simulation = Simulation(scenario)
+    log.info("data and model built; simulating")
+    every = scenario.run.checkpoint_every
+    return simulation.run(progress=progress, targets=targets, checkpoint=checkpoint if every else None)
+
+
 def metric_columns(rows: list[dict]) -> list[str]:
     extra = [k for k in (rows[0] if rows else {}) if k not in METRIC_COLUMNS]
     return METRIC_COLUMNS + extra
@@ -384,4 +445,5 @@ def write_results(result: RunResult, out_dir: Path, plots: bool = True, force: b
             plot_run(tmp, result.metrics, result.clients, title=run_title(result.scenario),
                      battery=result.battery, events=result.events, positions=result.positions,
                      scenario=result.scenario)
+    checkpoint_path(out_dir).unlink(missing_ok=True)  # the run's checkpoint, if any: the results are complete
     return out_dir

@@ -87,6 +87,10 @@ class RunSection(Strict):
         "time and energy, everyone finishes (learning only).")
     executor: Literal["batched", "loop"] = Field("batched", description="Client numerics: batched (vmap) or per-client loop.")
     threads: Optional[Annotated[int, Field(gt=0, le=1024)]] = Field(None, description="torch CPU threads (default: torch's choice).")
+    checkpoint_every: Optional[Annotated[int, Field(gt=0, le=1_000_000)]] = Field(
+        None, description="Save the run every k rounds beside its results folder (.NAME.checkpoint, removed once the "
+        "results are written): `edgefl run --resume` continues a killed run from its last checkpoint, with outputs "
+        "identical to an uninterrupted run (default: no checkpoints).")
     stop_at: Optional[str] = Field(
         None, description="metric=value, e.g. \"acc_worst=0.8\": end the run once the target is reached (the centred "
         "5-round moving average of the metric crosses it; the run goes on for the evaluations that confirm it).")

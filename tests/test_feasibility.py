@@ -4,7 +4,6 @@ that cuts everything: a warning. Every committed scenario passes (edgefl/feasibi
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import logging
 import tomllib
@@ -23,25 +22,6 @@ ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"  # configured SNR, mcs over Rayleigh, no deadline
 PHONES = ROOT / "scenarios" / "phones-in-a-cell.toml"  # link budget in a cell, device classes, deadline
 IMAGE_DATA = ("mnist", "fashion_mnist", "kmnist")
-
-
-@pytest.fixture(autouse=True)
-def hooked(monkeypatch):
-    """The check where Simulation will call it (right after the population is built), until runner.py does."""
-    from edgefl import runner
-
-    if "check_feasible" in inspect.getsource(runner.Simulation.__init__):
-        return
-    original = runner.build_population
-
-    def build_then_check(*args, **kwargs):
-        population = original(*args, **kwargs)
-        frame = inspect.currentframe().f_back  # Simulation.__init__: its scenario, network and model
-        sim = frame.f_locals["self"]
-        check_feasible(sim.scenario, sim.network, population, sim.model)
-        return population
-
-    monkeypatch.setattr(runner, "build_population", build_then_check)
 
 
 def parts(path, overrides=None):

@@ -26,6 +26,7 @@ from edgefl.physical import NetworkParams, Population
 from edgefl.sim.activities import Event, PhaseRecord
 from edgefl.sim.availability import Availability
 from edgefl.sim.band import SharedBand
+from edgefl.sim.journal import journaled
 from edgefl.sim.mobility import RandomWaypoint
 from edgefl.sim.booking import (
     CAT_COMPUTE,
@@ -73,6 +74,8 @@ class SimPyPricer:
     """
 
     before_step = None
+    journal: list | None = None  # the state-changing calls received, when a run checkpoints (edgefl.sim.journal)
+    _journal_depth = 0
 
     def __init__(self, network: NetworkParams, population: Population, seed: int, record_events: bool = True):
         self.net = network
@@ -122,6 +125,7 @@ class SimPyPricer:
     def can_change_participation(self) -> bool:
         return can_change_participation(self.net, self.pop.availability, self.pop.p_fail)
 
+    @journaled
     def start_round(self, needed: int) -> np.ndarray | None:
         """At the start of a round: devices move to where they are now (links rebuilt), then the
         server waits for enough of them (:meth:`online_clients`); returns who is online."""
@@ -140,6 +144,7 @@ class SimPyPricer:
         pop.distance_m = self.mobility.distance_m
         self.physics.links_changed()
 
+    @journaled
     def allocate(self, allocation) -> None:
         """A controller's knobs for the next phase (an :class:`edgefl.control.Allocation`; None: the
         scenario's values): CPU frequencies, transmit powers (the uplink SNR scales with p / p_nominal)
@@ -172,6 +177,7 @@ class SimPyPricer:
         """Every device's position (x, y) in m, the base station at the origin; None if static."""
         return None if self.mobility is None else self.mobility.position_m.copy()
 
+    @journaled
     def online_clients(self, needed: int, patience_s: float = 1e7) -> np.ndarray | None:
         """At the start of a round: wait (simulated time passes; nobody is charged) until at least
         ``needed`` devices are online and charged above their reserve, and return who is (bool [N]);
@@ -213,6 +219,7 @@ class SimPyPricer:
         self.batteries.draw(spent - self._battery_spent)
         self._battery_time, self._battery_spent = self.env.now, spent
 
+    @journaled
     def battery_levels(self) -> np.ndarray | None:
         """Every device's battery level (J) now; None without batteries."""
         if self.batteries is None:
@@ -253,6 +260,7 @@ class SimPyPricer:
             book(self.pop, self._ledger, self._events, unbooked)
 
     # -- one phase ------------------------------------------------------------------------
+    @journaled
     def price_phase(self, phase: PhaseRecord) -> dict[int, bool]:
         """Simulate the phase; return, per client, whether its whole chain completed."""
         env = self.env

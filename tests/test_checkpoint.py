@@ -1,0 +1,159 @@
+"""Run checkpoints (issue 13): `run.checkpoint_every = k` and `edgefl run --resume` continue a killed run from its
+last checkpoint with outputs byte-identical to an uninterrupted run (summary.json's wall time aside).
+
+The in-process cases stop a run right after a checkpoint, rebuild a fresh Simulation from the checkpoint and
+finish; they cover every kind of state a run carries between rounds: an algorithm's own tensors (control
+variates, duals, per-client models), the SimPy model's processes and RNG streams (availability on/off, mobility,
+batteries, failures, fading, stragglers), a controller's and an observer's state, a compressor's residuals
+and RNG. The subprocess case kills `edgefl run` with SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from edgefl.checkpoint import path_for
+from edgefl.cli import main
+from edgefl.runner import Simulation, write_results
+from edgefl.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+PHONES = ROOT / "scenarios" / "phones-in-a-cell.toml"
+QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
+COMPARED = ("metrics.csv", "clients.csv", "events.csv", "positions.csv", "battery.csv", "scenario.toml")
+SMALL = ["data.num_clients=20", "algorithm.clients_per_round=6", "algorithm.local_steps=3"]
+
+
+class Killed(Exception):
+    pass
+
+
+def outputs(result, folder: Path) -> dict[str, bytes]:
+    write_results(result, folder, plots=False)
+    return {name: (folder / name).read_bytes() for name in COMPARED if (folder / name).exists()}
+
+
+def interrupted_and_resumed(scenario, folder: Path, stop_after: int):
+    """Run ``scenario`` with checkpoints, abort it in the round after ``stop_after`` rounds (as a kill would,
+    after the checkpoint), then finish it from the checkpoint in a fresh Simulation."""
+    checkpoint = path_for(folder)
+
+    def abort(row):
+        if row["round"] == stop_after + 1:
+            raise Killed
+
+    with pytest.raises(Killed):
+        Simulation(scenario).run(progress=False, on_round=abort, checkpoint=checkpoint)
+    resumed = Simulation.resume(scenario, checkpoint)
+    assert resumed.record.rounds_done == stop_after
+    return resumed.run(progress=False, checkpoint=checkpoint)
+
+
+CASES = {
+    "fedavg, everything on (markov availability, batteries, mobility, stragglers, deadline, FDMA, MCS, ARQ)": [],
+    "scaffold (control variates)": ["algorithm.name=scaffold"],
+    "drdm (mixture weights, snapshots)": ["algorithm.name=drdm"],
+    "feddyn (per-client state)": ["algorithm.name=feddyn"],
+    "partial_avg (per-client models, momentum)": ["algorithm.name=partial_avg"],
+    "fedda (duals)": ["algorithm.name=fedda"],
+    "min_energy controller with channel errors": ["control.name=min_energy", "control.channel_error_db=3"],
+    "adaptive_tau controller": ["control.name=adaptive_tau", "control.explore_rounds=4", "control.tau_max=6",
+                                "run.eval_every=1"],
+    "topk compression with error feedback": ["compression.name=topk"],
+    "qsgd compression": ["compression.name=qsgd"],
+    "tdma, failures": ["network.access=tdma", "devices.p_fail=0.3"],
+    "over-selection": ["algorithm.over_selection=0.5"],
+    "ideal engine": ["run.engine=ideal"],
+}
+
+
+@pytest.mark.parametrize("overrides", CASES.values(), ids=list(CASES))
+def test_a_resumed_run_is_identical_to_an_uninterrupted_one(tmp_path, overrides):
+    scenario = load_scenario(PHONES, [*SMALL, *overrides, "run.rounds=4", "run.checkpoint_every=2"])
+    straight = outputs(Simulation(scenario).run(progress=False), tmp_path / "straight")
+    resumed = outputs(interrupted_and_resumed(scenario, tmp_path / "resumed", stop_after=2), tmp_path / "resumed")
+    assert set(resumed) == set(straight)
+    for name in straight:
+        assert resumed[name] == straight[name], name
+    assert not path_for(tmp_path / "resumed").exists()  # removed once the results are written
+
+
+def test_availability_trace_resumes_identically(tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("client,start_s,end_s\n" + "".join(f"{c},{0.3 * c},{5 + 2 * c}\n{c},{9 + c},1000\n"
+                                                        for c in range(6)))
+    path = tmp_path / "s.toml"
+    path.write_text("[run]\nrounds = 6\ncheckpoint_every = 3\n[data]\nnum_clients = 6\nsamples_per_client = 30\n"
+                    "[algorithm]\nclients_per_round = 3\nlocal_steps = 2\n[network]\nsnr_db = 10.0\n"
+                    "deadline_s = 2.0\n[devices]\navailability = \"trace\"\navailability_trace = \"trace.csv\"\n")
+    scenario = load_scenario(path)
+    straight = outputs(Simulation(scenario).run(progress=False), tmp_path / "straight")
+    resumed = outputs(interrupted_and_resumed(scenario, tmp_path / "resumed", stop_after=3), tmp_path / "resumed")
+    assert resumed == straight
+
+
+def test_a_checkpoint_of_another_scenario_is_refused_naming_the_keys(tmp_path, capsys):
+    out = tmp_path / "res"
+    scenario = load_scenario(QUICKSTART, ["run.rounds=4", "run.checkpoint_every=2"])
+
+    def abort(row):
+        if row["round"] == 3:
+            raise Killed
+
+    with pytest.raises(Killed):
+        Simulation(scenario).run(progress=False, on_round=abort, checkpoint=path_for(out))
+    code = main(["run", str(QUICKSTART), "--out", str(out), "--resume", "--quiet", "--no-plots",
+                 "--set", "run.rounds=4", "--set", "algorithm.lr=0.5"])
+    err = capsys.readouterr().err
+    assert code == 2 and "another scenario" in err and "algorithm.lr" in err
+    assert not out.exists()
+    path_for(out).write_bytes(b"not a pickle")
+    code = main(["run", str(QUICKSTART), "--out", str(out), "--resume", "--quiet", "--no-plots", "--set", "run.rounds=4"])
+    err = capsys.readouterr().err
+    assert code == 2 and "not a readable edgefl checkpoint" in err and "Traceback" not in err
+
+
+def test_resume_without_a_checkpoint_starts_from_round_1(tmp_path, capsys):
+    out = tmp_path / "res"
+    code = main(["run", str(QUICKSTART), "--out", str(out), "--resume", "--no-plots", "--set", "run.rounds=2",
+                 "--set", "run.checkpoint_every=1"])
+    assert code == 0 and "no checkpoint to resume from" in capsys.readouterr().err
+    assert (out / "metrics.csv").exists() and not path_for(out).exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGKILL")
+def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path):
+    """`edgefl run` killed with SIGKILL once its checkpoint exists; `--resume` finishes it; the files equal an
+    uninterrupted run's byte for byte."""
+    args = ["--no-plots", "--set", "run.rounds=8", "--set", "run.checkpoint_every=2", *sum((["--set", s] for s in SMALL), [])]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def edgefl(out: Path, *extra: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "edgefl", "-v", "run", str(PHONES), "--out", str(out), *args,
+                                 *extra], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    reference, out = tmp_path / "reference", tmp_path / "res"
+    assert edgefl(reference).wait(timeout=300) == 0
+    run = edgefl(out)
+    checkpoint = path_for(out)
+    deadline = time.monotonic() + 300
+    while not checkpoint.exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert checkpoint.exists(), "the run ended or timed out before its first checkpoint"
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+    assert not out.exists()
+    resumed = edgefl(out, "--resume")
+    _, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err.decode()[-2000:]
+    assert "resuming fedavg after round" in err.decode()
+    for name in COMPARED:
+        assert (out / name).read_bytes() == (reference / name).read_bytes(), name
+    assert not checkpoint.exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
