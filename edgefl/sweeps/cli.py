@@ -131,18 +131,23 @@ def cmd_compare(args) -> int:
     target = _user_errors(lambda: parse_target(args.target)) if args.target else None
     plan = _user_errors(lambda: plan_sweep(args.scenario, args.overrides, [f"algorithm.name={','.join(names)}"],
                                            args.seeds))
-    summary = _user_errors(lambda: run_sweep(plan, out, workers=args.workers, force=args.force,
-                                             progress=not args.quiet))
-    _, rows = read_results(summary.results)
-    outcomes = _user_errors(lambda: comparison.compare(rows, target))
-    report = comparison.format_report(outcomes, target, DEFAULT_WINDOW, 0.95)
-    atomic_write_csv(out / "compare.csv", *comparison.table_rows(outcomes))
-    atomic_write_text(out / "compare.txt", report)
-    print(report, end="")
-    written = [out / "compare.csv", out / "compare.txt"]
-    if target is not None and not args.no_plots:
-        comparison.plot(outcomes, target, out / "compare.png")
-        written.append(out / "compare.png")
+    written: list[Path] = []
+    reports: list[str] = []
+
+    def summarise(summary) -> None:  # under the folder's lock, as the sweep (store.LOCKED_FILES)
+        _, rows = read_results(summary.results)
+        outcomes = comparison.compare(rows, target)
+        reports.append(comparison.format_report(outcomes, target, DEFAULT_WINDOW, 0.95))
+        atomic_write_csv(out / "compare.csv", *comparison.table_rows(outcomes))
+        atomic_write_text(out / "compare.txt", reports[0])
+        written.extend([out / "compare.csv", out / "compare.txt"])
+        if target is not None and not args.no_plots:
+            comparison.plot(outcomes, target, out / "compare.png")
+            written.append(out / "compare.png")
+
+    _user_errors(lambda: run_sweep(plan, out, workers=args.workers, force=args.force, progress=not args.quiet,
+                                   then=summarise))
+    print(reports[0], end="")
     print("wrote " + ", ".join(map(str, written)))
     return 0
 

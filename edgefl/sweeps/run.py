@@ -19,6 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -31,7 +32,8 @@ from edgefl.sim import SimPyPricer
 from edgefl.sim.engine import RoundCost, reprice_rounds
 from edgefl.sweeps.jobs import check_options, run_jobs
 from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError, SweepPlan, SweepPoint
-from edgefl.sweeps.store import POINTS_DIR, assemble_results, check_manifest, lock_folder, read_point, write_point
+from edgefl.sweeps.store import (POINTS_DIR, assemble_results, check_manifest, lock_folder, read_point,
+                                 remove_stale_temps, write_point)
 from energy import CATEGORIES
 
 
@@ -114,9 +116,11 @@ def user_errors() -> tuple[type[Exception], ...]:
 
 
 def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, backend: str = "local", address: str | None = None,
-              force: bool = False, progress: bool = True) -> SweepSummary:
+              force: bool = False, progress: bool = True,
+              then: Callable[[SweepSummary], None] | None = None) -> SweepSummary:
     """Compute the plan's missing points into ``out`` (resumable) and assemble results.csv.
-    ``backend``/``address``/``workers``: see :func:`edgefl.sweeps.jobs.run_jobs`."""
+    ``backend``/``address``/``workers``: see :func:`edgefl.sweeps.jobs.run_jobs`. ``then(summary)``: more
+    writing into ``out`` (e.g. `edgefl compare`'s summary) while the folder's lock is still held."""
     started = time.perf_counter()
     out = Path(out)
     try:
@@ -131,7 +135,10 @@ def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, backend: str = "loca
     except OSError as exc:
         raise SweepError(f"--out {out}: cannot write: {exc.strerror or exc}") from None
     try:
-        return _run_locked(plan, out, workers, backend, address, force, progress, created, started)
+        summary = _run_locked(plan, out, workers, backend, address, force, progress, created, started)
+        if then is not None:
+            then(summary)
+        return summary
     except BrokenProcessPool:
         done = len(list((out / POINTS_DIR).glob("*.json")))
         raise WorkerDied(f"a sweep worker process died (killed, or out of memory); the {done} points finished are "
@@ -143,6 +150,7 @@ def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, backend: str = "loca
 
 
 def _run_locked(plan, out, workers, backend, address, force, progress, created, started) -> SweepSummary:
+    remove_stale_temps(out)  # of a writer killed before its rename (we hold the lock: no writer is alive)
     check_manifest(out, plan, force)
     (out / POINTS_DIR).mkdir(exist_ok=True)
     try:

@@ -7,8 +7,9 @@ Layout::
     computed.log    one line per point computed, appended after its file is in place
     results.csv     every point's rows, assembled (atomically) from points/ when all are done
 
-Resuming is rerunning: a point whose file exists is not computed again. A rerun with
-another definition into the same folder is refused unless ``force``.
+Resuming is rerunning: a point whose file exists is not computed again, and the temporary files of a writer
+killed before its rename are removed (:func:`remove_stale_temps`). A rerun with another definition into the
+same folder is refused unless ``force``.
 """
 
 from __future__ import annotations
@@ -71,6 +72,20 @@ def _flatten(obj, prefix=""):
 
 
 LOCK = ".lock"  # held (flock) by the sweep writing the folder; the kernel releases it when that process dies
+# The files written (temp + rename) only while holding the lock: a kill -9 between the two leaves a temp file
+# ``.NAME.XXXX.tmp`` that the next holder removes. compare.* are `edgefl compare`'s summary (written under the lock).
+LOCKED_FILES = (MANIFEST, RESULTS, "compare.csv", "compare.txt", "compare.png")
+
+
+def remove_stale_temps(out: Path) -> list[Path]:
+    """Remove the temporary files a killed writer of the folder left (of :data:`LOCKED_FILES` and of points/).
+    Only with the lock held: then no writer of these files is alive. Returns what was removed."""
+    stale = [p for name in LOCKED_FILES for p in out.glob(f".{name}.*.tmp")]
+    stale += (out / POINTS_DIR).glob(".*.json.*.tmp")
+    for path in stale:
+        if path.is_file():
+            path.unlink(missing_ok=True)
+    return stale
 
 
 def lock_folder(out: Path) -> int:

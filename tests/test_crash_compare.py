@@ -1,0 +1,99 @@
+"""Crash safety of `edgefl compare` (issue 13): `kill -9` during its sweep (of the main process, which takes its
+workers with it) and while it writes (a point's file, compare.txt after compare.csv, compare.png: each killed once
+its temporary file is written, before the rename; results.csv and compare.csv are written the same way, as
+store.LOCKED_FILES); every rerun of the same command resumes. In the end: nothing computed twice, no temporary file left, no process left, and results.csv,
+compare.csv, compare.txt and compare.png byte-identical to those of an uninterrupted compare."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from edgefl.cli import main
+from edgefl.sweeps.store import COMPUTED_LOG, POINTS_DIR
+from test_crash import ROOT, edgefl, tagged_processes
+from test_sweep import SCENARIO
+
+OUTPUTS = ("results.csv", "compare.csv", "compare.txt", "compare.png")
+POINTS = 6  # 3 algorithms x 2 seeds
+
+# `edgefl compare` that SIGKILLs itself when os.replace would put NAME in place (its temporary file complete),
+# at the COUNT-th such rename; NAME "point" = a file of points/.
+KILLED_AT = """
+import os, signal, sys
+from pathlib import Path
+name, count = os.environ["KILL_AT"].split("#")
+seen, replace = [0], os.replace
+def killing_replace(src, dst, *args, **kwargs):
+    if Path(dst).name == name or (name == "point" and Path(dst).parent.name == "points"):
+        seen[0] += 1
+        if seen[0] == int(count):
+            os.kill(os.getpid(), signal.SIGKILL)
+    return replace(src, dst, *args, **kwargs)
+os.replace = killing_replace
+from edgefl.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def temps(folder):
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob(".*.tmp"))
+
+
+def computed(folder) -> list[str]:
+    log = folder / COMPUTED_LOG
+    return [json.loads(line)["id"] for line in log.read_text().splitlines()] if log.exists() else []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
+def test_kill_9_of_compare_at_every_step_and_the_reruns_resume_identically(tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(SCENARIO.format(rounds=30))
+    command = ["compare", scenario, "--algorithms", "fedavg,fedprox,drdm", "--seeds", "2", "--target", "loss=5"]
+    reference, out = tmp_path / "reference", tmp_path / "killed"
+    assert main([*map(str, command), "--out", str(reference), "--quiet"]) == 0
+    tag = f"compare-{os.getpid()}"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "EDGEFL_TEST_TAG": tag}
+
+    def killed_at(name: str, count: int = 1) -> None:
+        proc = subprocess.run([sys.executable, "-c", KILLED_AT, *map(str, command), "--out", str(out), "--quiet"],
+                              cwd=ROOT, env={**env, "KILL_AT": f"{name}#{count}"}, capture_output=True)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()  # it got there
+        stem = f".{name}." if name != "point" else "."
+        assert any(t.split("/")[-1].startswith(stem) for t in temps(out)), temps(out)  # the temp was written
+
+    killed_at("point", 2)  # the sweep: writing its second point
+    assert len(computed(out)) == 1 and (out / POINTS_DIR).is_dir()
+
+    # kill -9 from outside, with 2 workers under way: they die with it
+    proc = edgefl(*command, "--out", out, "--workers", "2", "--quiet", env_tag=tag)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(computed(out)) < 2:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert 2 <= len(computed(out)) < POINTS  # killed in the middle of the sweep
+    for _ in range(100):
+        if not tagged_processes(tag):
+            break
+        time.sleep(0.1)
+    assert tagged_processes(tag) == []
+
+    killed_at("compare.txt")  # the rest of the sweep, results.csv and compare.csv are written, not compare.txt
+    assert len(computed(out)) == POINTS and (out / "compare.csv").exists() and not (out / "compare.txt").exists()
+    killed_at("compare.png")
+    assert not (out / "compare.png").exists()  # never a half figure: the previous one (none here) or the new one
+
+    assert main([*map(str, command), "--out", str(out), "--quiet"]) == 0
+    for name in OUTPUTS:
+        assert (out / name).read_bytes() == (reference / name).read_bytes(), name
+    ids = computed(out)
+    assert len(ids) == len(set(ids)) == POINTS  # nothing computed twice, nothing missing
+    assert temps(out) == []  # the reruns removed what the killed writers left
+    assert tagged_processes(tag) == []
