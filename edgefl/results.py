@@ -57,6 +57,14 @@ def write_json(path: Path, obj) -> None:
         handle.write("\n")
 
 
+def _usual_mode(path: str | Path, folder: bool = False) -> None:
+    """Give a temporary file or folder (created 0600 / 0700 by tempfile) the mode a plain open() or mkdir()
+    would have (0666 / 0777 less the umask), so results are as readable as any other file the user writes."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, (0o777 if folder else 0o666) & ~umask)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write a file via a temporary file + rename (never a half file)."""
     path = Path(path)
@@ -64,6 +72,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as handle:
+            _usual_mode(tmp)
             handle.write(text)
         os.replace(tmp, path)
     except BaseException:
@@ -78,6 +87,7 @@ def atomic_write_csv(path: Path, header: list[str], rows) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
+        _usual_mode(tmp)
         write_csv(Path(tmp), header, rows)
         os.replace(tmp, path)
     except BaseException:
@@ -172,6 +182,7 @@ def atomic_directory(target: Path, force: bool = False):
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp"))
+        _usual_mode(tmp, folder=True)
     except OSError as exc:
         raise OutputError(f"--out {target}: cannot write: {exc.strerror or exc}") from None
     try:

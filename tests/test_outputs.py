@@ -4,11 +4,13 @@ a warning when most uploads were cut."""
 from __future__ import annotations
 
 import csv
+import os
 
 import matplotlib.image
 
 from edgefl.cli import main
 from edgefl.plots import MAX_BARS, plot_run
+from edgefl.results import atomic_write_text
 from test_cli import TINY
 
 
@@ -38,3 +40,20 @@ def test_a_warning_when_most_uploads_are_cut(tmp_path, capsys):
     path.write_text(TINY + "deadline_s = 1e-6\n")
     assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet", "--no-plots"]) == 0
     assert "warning:" in capsys.readouterr().err
+
+
+def test_results_are_as_readable_as_any_file_the_user_writes(tmp_path):
+    """The results folder and its files are written via temporary ones (created 0700 / 0600): they end with
+    the mode of a plain mkdir() / open() under the user's umask."""
+    path = tmp_path / "s.toml"
+    path.write_text(TINY)
+    previous = os.umask(0o022)
+    try:
+        out = tmp_path / "res"
+        assert main(["run", str(path), "--out", str(out), "--no-plots", "--quiet"]) == 0
+        atomic_write_text(tmp_path / "note.txt", "x")
+    finally:
+        os.umask(previous)
+    assert out.stat().st_mode & 0o777 == 0o755
+    assert (out / "metrics.csv").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "note.txt").stat().st_mode & 0o777 == 0o644
