@@ -21,8 +21,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.markers import TICKLEFT  # noqa: E402
 from matplotlib.patches import Circle, Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.transforms import ScaledTranslation, blended_transform_factory  # noqa: E402
 
 from energy import CATEGORIES  # noqa: E402
 
@@ -33,6 +35,7 @@ MAX_GANTT_ROWS = 40  # devices per Gantt panel; beyond, the most interesting one
 MAX_GANTT_ROUNDS = 3
 MAX_SCATTER = 10_000  # energy_snr / cell_map: above this many devices, a fixed random sample of this size
 MAX_ROUND_BARS = 150  # energy_rounds / uploads_missed: above this many rounds, filled areas instead of bars
+DPI = 110  # every PNG of a run (a 7 x 3.8 in figure: 770 x 418 pixels)
 MISSED = ("cut", "lost", "other")  # why an upload did not arrive (uploads_missed_per_round)
 HATCHES = (None, "////", "xxxx", "....")  # ok, cut, lost, other
 
@@ -97,10 +100,38 @@ def _records(rows) -> list[dict]:
 
 
 def _new_figure(fig, size):
-    if fig is None:
-        return plt.figure(figsize=size)
+    if fig is None:  # at the PNG's dpi: the layout's text metrics are then the ones savefig draws with
+        return plt.figure(figsize=size, dpi=DPI)
     fig.set_size_inches(*size)
     return fig
+
+
+def tight(fig, **kwargs) -> None:
+    """``fig.tight_layout(**kwargs)``, then no layout engine left on the figure. tight_layout leaves a
+    placeholder engine behind, and savefig draws a figure that has an engine twice (a draw without
+    rendering first, for the engine): the text layout of every tick label, title and legend twice."""
+    fig.tight_layout(**kwargs)
+    if matplotlib.rcParams["figure.autolayout"] or matplotlib.rcParams["figure.constrained_layout.use"]:
+        with matplotlib.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+            fig.set_layout_engine(None)
+    else:
+        fig.set_layout_engine(None)
+
+
+def bars(ax, x, heights, bottom=None, width: float = 0.85, **kwargs) -> PolyCollection:
+    """Vertical bars as one PolyCollection: ``ax.bar`` makes one Rectangle artist per bar, each added and
+    drawn on its own (~1 ms a bar; a 50-round stack of 4 categories is 200 of them). The collection's
+    rectangles are the bars in ``x`` order, zero heights included; it sticks to y = 0 as bars do."""
+    x = np.asarray(x, dtype=float)
+    y0 = np.zeros(len(x)) if bottom is None else np.asarray(bottom, dtype=float)
+    y1 = y0 + np.asarray(heights, dtype=float)
+    x0, x1 = x - width / 2, x + width / 2
+    corners = np.stack([np.stack(p, axis=1) for p in ((x0, y0), (x0, y1), (x1, y1), (x1, y0))], axis=1)
+    collection = PolyCollection(corners, linewidths=0, **kwargs)
+    collection.sticky_edges.y.append(0.0)
+    ax.add_collection(collection)
+    ax.autoscale_view()  # matplotlib < 3.11 updates only the data limits in add_collection
+    return collection
 
 
 def _suptitle(fig, title: str, what: str) -> None:
@@ -154,7 +185,7 @@ def draw_uploads_missed(events, title: str = "", rounds: int | None = None, fig=
         if not counts[status].any() and status == "other":
             continue
         if len(x) <= MAX_ROUND_BARS:
-            ax.bar(x, counts[status], bottom=bottom, width=0.85, color=colors[status], label=labels[status])
+            bars(ax, x, counts[status], bottom, facecolors=colors[status], label=labels[status])
         else:
             ax.fill_between(x, bottom, bottom + counts[status], step="mid", color=colors[status],
                             label=labels[status], lw=0)
@@ -171,7 +202,7 @@ def draw_uploads_missed(events, title: str = "", rounds: int | None = None, fig=
     _suptitle(fig, title, f"uploads missed per round (clients): {int(counts['cut'].sum())} cut, "
                           f"{int(counts['lost'].sum())} lost" + (f", {other} {labels['other']}" if other else "")
                           + (" (none)" if total == 0 else ""))
-    fig.tight_layout()
+    tight(fig)
     return fig
 
 
@@ -195,7 +226,7 @@ def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=N
     if n <= MAX_ROUND_BARS:
         bottom = np.zeros(n)
         for c in CATEGORIES:
-            ax.bar(x, per[c], bottom=bottom, width=0.85, color=CATEGORY_COLORS[c], label=c)
+            bars(ax, x, per[c], bottom, facecolors=CATEGORY_COLORS[c], label=c)
             bottom += per[c]
     else:
         ax.stackplot(x, *[per[c] for c in CATEGORIES], labels=list(CATEGORIES),
@@ -209,7 +240,7 @@ def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=N
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     shares = ", ".join(f"{c} {100 * per[c].sum() / total:.0f} %" for c in CATEGORIES) if total > 0 else "no energy"
     _suptitle(fig, title, f"energy per round by category (total {total:.3g} J: {shares})")
-    fig.tight_layout()
+    tight(fig)
     return fig
 
 
@@ -264,7 +295,7 @@ def draw_energy_snr(clients, title: str = "", fig=None):
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8, title="device class", title_fontsize=8)
     _suptitle(fig, title, "energy per device against its link" + note)
-    fig.tight_layout()
+    tight(fig)
     return fig
 
 
@@ -275,7 +306,7 @@ def device_positions(clients, positions=None) -> tuple[np.ndarray, np.ndarray, b
     device's last position from ``positions`` (positions.csv rows), otherwise its distance on an angle
     spread evenly by client index (the link budget models distances only). None without distances."""
     clients = _records(clients)
-    ids, _, _, distance, _ = _client_columns(clients)
+    ids = np.array([c.get("client", i) for i, c in enumerate(clients)], dtype=np.int64)
     rows = _records(positions)
     if rows and {"client", "x_m", "y_m"} <= set(rows[0]):
         last: dict[int, tuple[float, float]] = {}
@@ -286,7 +317,10 @@ def device_positions(clients, positions=None) -> tuple[np.ndarray, np.ndarray, b
         if all(int(i) in last for i in ids):
             xy = np.array([last[int(i)] for i in ids], dtype=float)
             return xy[:, 0], xy[:, 1], True
-    if not len(ids) or not np.isfinite(distance).all():
+    if not clients or any(c.get("distance_m") is None for c in clients):  # stops at the first (SNR given)
+        return None
+    distance = np.array([c["distance_m"] for c in clients], dtype=float)
+    if not np.isfinite(distance).all():
         return None
     angle = 2 * np.pi * np.arange(len(ids)) / len(ids)
     return distance * np.cos(angle), distance * np.sin(angle), False
@@ -324,11 +358,34 @@ def draw_cell_map(clients, positions=None, cell_radius_m: float | None = None, t
     how = ("each device at its last position" if real else
            "angles not modelled: devices spread evenly, each at its distance")
     _suptitle(fig, title, f"the cell ({how}){note}")
-    fig.tight_layout()
+    tight(fig)
     return fig
 
 
 # ------------------------------------------------------------------------------------------------ gantt
+
+DIGIT_EM = 0.64  # width of a digit in DejaVu Sans, matplotlib's default font (0.636 em), rounded up
+
+
+def row_labels(ax, labels: list[str], fontsize: float, ylabel: str) -> None:
+    """Rows 0, 1, ... of ``ax`` labelled with ``labels`` (numbers) as y tick labels look, and ``ylabel``
+    beside them, without y ticks: a matplotlib tick is several artists whose boxes every layout pass and
+    draw measure again (40 rows cost ~0.3 s a panel); here one text per row and one line of tick marks."""
+    fig = ax.figure
+    rows = np.arange(len(labels))
+    size, pad = matplotlib.rcParams["ytick.major.size"], matplotlib.rcParams["ytick.major.pad"]
+    ax.set_yticks([])
+    left = blended_transform_factory(ax.transAxes, ax.transData)  # x: axes fraction, y: row
+    ax.plot(np.zeros(len(rows)), rows, ls="none", marker=TICKLEFT, ms=size, mew=matplotlib.rcParams["ytick.major.width"],
+            color=matplotlib.rcParams["ytick.color"], transform=left, clip_on=False)
+    shift = ScaledTranslation(-(size + pad) / 72, 0, fig.dpi_scale_trans)
+    for y, text in zip(rows.tolist(), labels):
+        ax.text(0, y, text, transform=left + shift, ha="right", va="center_baseline", fontsize=fontsize)
+    width = max((len(t) for t in labels), default=0) * DIGIT_EM * fontsize  # points
+    ax.set_ylabel(ylabel)
+    ax.yaxis.set_label_coords(0, 0.5, transform=ax.transAxes + ScaledTranslation(
+        -(size + pad + width + matplotlib.rcParams["axes.labelpad"]) / 72, 0, fig.dpi_scale_trans))
+
 
 def gantt_rounds(events, rounds=None, max_rounds: int = MAX_GANTT_ROUNDS) -> list[int]:
     """The rounds a Gantt chart shows (engine numbering, from 0): ``rounds`` (numbered from 1, as in the CSV
@@ -431,12 +488,10 @@ def draw_gantt(events, title: str = "", rounds=None, deadline_s: float | None = 
                     ev.end_s[mask & (ev.phase == p - 1) & (ev.kind != "tail")].max(initial=start))
                 ax.axvline(phase_start - start + deadline_s, color="#c44e52", ls="--", lw=1.2, zorder=6)
                 span = max(span, phase_start - start + deadline_s)
-        ax.set_yticks(np.arange(len(shown)), [str(c) for c in shown.tolist()],
-                      fontsize=7 if len(shown) <= 20 else 5.5)
+        row_labels(ax, [str(c) for c in shown.tolist()], 7 if len(shown) <= 20 else 5.5, "client")
         ax.set_ylim(len(shown) - 0.5, -0.5)  # first client on top
         ax.set_xlim(0, span * 1.04 if span > 0 else 1.0)
         ax.set_xlabel("time since the round started (s)")
-        ax.set_ylabel("client")
         ax.grid(alpha=0.3, axis="x")
         shown_note = (f"; {len(shown)} of {participants} devices shown (cut/lost, then slowest)"
                       if len(shown) < participants else f"; {participants} devices")
@@ -453,5 +508,5 @@ def draw_gantt(events, title: str = "", rounds=None, deadline_s: float | None = 
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4 * len(panels)), fontsize=7,
                frameon=False)
     _suptitle(fig, title, "who did what when, in the rounds shown (bars beyond the round end: radio tails)")
-    fig.tight_layout(rect=(0, 0.06 if rows > 8 else 0.09, 1, 1))
+    tight(fig, rect=(0, 0.06 if rows > 8 else 0.09, 1, 1))
     return fig

@@ -66,8 +66,8 @@ def test_uploads_missed_counts_are_the_clients_of_the_event_log(phones):
 
     fig = run_plots.draw_uploads_missed(r.raw.events, rounds=4)
     ax = fig.axes[0]
-    cut_bars = next(c for c in ax.containers if c.get_label() == "cut (deadline)")
-    assert [int(b.get_height()) for b in cut_bars] == counts["cut"].tolist()
+    cut_bars = next(c for c in ax.collections if c.get_label() == "cut (deadline)")  # one rectangle a round
+    assert [round(float(np.ptp(p.vertices[:4, 1]))) for p in cut_bars.get_paths()] == counts["cut"].tolist()
     plt.close(fig)
 
 
@@ -96,8 +96,12 @@ def test_gantt_shows_the_first_round_and_the_worst(phones):
     fig = run_plots.draw_gantt(r.raw.events, rounds=[2, 4], deadline_s=0.25)
     panels = [ax for ax in fig.axes if ax.get_title()]
     assert [ax.get_title().split(":")[0] for ax in panels] == ["round 2", "round 4"]
-    for ax in panels:  # the deadline line, 0.25 s after the round's start
+    for ax, r_ in zip(panels, (1, 3)):  # the deadline line, 0.25 s after the round's start
         assert any(np.allclose(line.get_xdata(), 0.25) for line in ax.get_lines())
+        # one row a client of the round, top to bottom, labelled with its id
+        clients = sorted({e.client for e in r.raw.events if e.round == r_})
+        assert [int(t.get_text()) for t in ax.texts] == clients
+        assert [t.get_position()[1] for t in ax.texts] == list(range(len(clients)))
     plt.close(fig)
 
 
@@ -167,7 +171,7 @@ def test_large_populations_are_aggregated(tmp_path):
         assert matplotlib.image.imread(path).shape[1] < 2000, path.name
     fig = run_plots.draw_gantt(events, deadline_s=1.0)
     for ax in (a for a in fig.axes if a.get_title()):
-        assert len(ax.get_yticks()) == run_plots.MAX_GANTT_ROWS
+        assert len(ax.texts) == run_plots.MAX_GANTT_ROWS  # one client label a row
         assert f"{run_plots.MAX_GANTT_ROWS} of 2000 devices shown" in ax.get_title()
     plt.close(fig)
 
