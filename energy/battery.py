@@ -39,20 +39,25 @@ class BatteryBank:
         with np.errstate(invalid="ignore"):  # inf - finite stays inf
             self.level_j = np.maximum(0.0, self.level_j - joules)
 
+    def _rounding_j(self) -> np.ndarray:
+        """What counts as rounding in a level: 1e-12 of the capacity (J)."""
+        return 1e-12 * np.minimum(self.capacity_j, 1e12)
+
     def available(self) -> np.ndarray:
-        """Which devices are above their reserve (bool [N]); an empty battery (within rounding,
-        1e-12 of its capacity) is never available, even with no reserve."""
+        """Which devices are above their reserve, by more than rounding (bool [N]); an empty battery is
+        never available, even with no reserve."""
         with np.errstate(invalid="ignore"):
-            return self.level_j - self.reserve_j > 1e-12 * np.minimum(self.capacity_j, 1e12)
+            return self.level_j - self.reserve_j > self._rounding_j()
 
     def empty(self) -> np.ndarray:
         """Which batteries are empty (within rounding) (bool [N])."""
-        return self.level_j <= 1e-12 * np.minimum(self.capacity_j, 1e12)
+        return self.level_j <= self._rounding_j()
 
     def seconds_to_reserve(self) -> np.ndarray:
-        """For each device below its reserve, the harvesting time until it is back (inf if it does
-        not harvest); 0 for the others."""
-        missing = np.maximum(0.0, self.reserve_j - self.level_j)
+        """For each unavailable device, the harvesting time until it is available again: until its level is
+        above the reserve by twice the rounding, so that it is :meth:`available` then (inf if it does not
+        harvest); 0 for the available ones."""
+        missing = np.where(self.available(), 0.0, self.reserve_j + 2 * self._rounding_j() - self.level_j)
         with np.errstate(divide="ignore", invalid="ignore"):
             t = np.where(missing > 0, missing / self.harvest_w, 0.0)
         return np.where(np.isnan(t), np.inf, t)

@@ -217,3 +217,17 @@ def test_battery_bank_by_hand():
     np.testing.assert_allclose(bank.level_j, [0.0, 1.0, math.inf])
     with pytest.raises(ValueError):
         BatteryBank([1.0], reserve_j=2.0)
+
+
+def test_a_battery_a_rounding_error_below_its_reserve_is_available_after_its_wait():
+    """A level an ulp under the reserve (what drawing and harvesting leave): the wait seconds_to_reserve gives is
+    long enough to make the device available. It was (R − L) / h, a few 1e-14 s: below the clock's resolution
+    at t = 259 s, so the server's wait for enough devices never moved the clock (a 300-round
+    phones-in-a-cell run hung in round 221)."""
+    bank = BatteryBank([60.0, 30.0], reserve_j=[6.0, 3.0], harvest_w=[0.02, 0.001])
+    bank.level_j = np.nextafter(bank.reserve_j, 0.0)
+    assert not bank.available().any()
+    wait_s = bank.seconds_to_reserve()
+    assert (259.0 + wait_s > 259.0).all()  # moves a clock at 259 s
+    bank.harvest(float(wait_s.max()))
+    assert bank.available().all()

@@ -196,8 +196,8 @@ class SimPyPricer:
             if self.batteries is not None:
                 recharge_s = self.batteries.seconds_to_reserve()
                 recharge_s = recharge_s[(recharge_s > 0) & np.isfinite(recharge_s)]
-                if len(recharge_s):
-                    waits.append(self.env.timeout(float(recharge_s.min())))
+                if len(recharge_s):  # at least a few ulps of the clock: a wait that does not move it would spin
+                    waits.append(self.env.timeout(max(float(recharge_s.min()), 4 * float(np.spacing(self.env.now)))))
             if not waits or self.env.now - start > patience_s or self.env.peek() == float("inf"):
                 if np.count_nonzero(online):  # nothing can bring more: the round goes on with fewer
                     return online
