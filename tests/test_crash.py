@@ -188,3 +188,23 @@ def test_kill_9_of_a_sweep_worker_is_exit_75_and_the_rerun_resumes(tmp_path):
     assert (out / "results.csv").read_bytes() == (reference / "results.csv").read_bytes()
     ids = [json.loads(line)["id"] for line in (out / "computed.log").read_text().splitlines()]
     assert len(ids) == len(set(ids)) == 24
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE, SIGXFSZ")
+def test_a_disk_that_fills_up_while_writing_is_exit_2_and_leaves_nothing(tmp_path):
+    """Writes that fail midway, as on a full disk: RLIMIT_FSIZE stops every file at 4 kB (EFBIG, where a full
+    disk gives ENOSPC; unlike a read-only folder it also holds for root). One message, exit 2, no results
+    folder, no temporary folder left."""
+    import resource
+
+    def small_files():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the kernel kills the process at the limit
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    out = tmp_path / "res"
+    done = subprocess.run([sys.executable, "-m", "edgefl", "run", str(QUICKSTART), "--out", str(out), "--no-plots",
+                           "--set", "run.rounds=3"], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                          preexec_fn=small_files, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "cannot write the results" in done.stderr and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []
