@@ -679,6 +679,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw.strip()
+    except RecursionError:
+        raise ScenarioError(f"--set {key}=...: the value is nested too deeply (arrays thousands of levels deep)") from None
     return path, value
 
 
@@ -698,7 +700,7 @@ def apply_overrides(raw: dict, overrides: list[str] | dict[str, Any]) -> dict:
         if not path:
             raise ScenarioError(f"{text}: empty key")
         if len(path) == 2 and tuple(path) in (("data", "dir"), ("devices", "availability_trace")) and isinstance(value, str):
-            value = str(Path(value).expanduser().resolve())
+            value = absolute_path(Path.cwd(), value, ".".join(path), text)
         node = raw
         for part in path[:-1]:
             child = node.setdefault(part, {})
@@ -709,6 +711,15 @@ def apply_overrides(raw: dict, overrides: list[str] | dict[str, Any]) -> dict:
     return raw
 
 
+def absolute_path(base: Path, value: str, key: str, source) -> str:
+    """``value`` (a path in a scenario, relative to ``base``) made absolute, symbolic links followed."""
+    try:
+        return str((base / Path(value).expanduser()).resolve())
+    except (OSError, RuntimeError) as exc:  # a loop of symbolic links (RuntimeError before Python 3.13)
+        raise ScenarioError(f"{source}: {key} = {value!r}: cannot follow the path ({exc}); check its symbolic "
+                            "links") from None
+
+
 def read_toml(path: Path) -> dict:
     try:
         with open(path, "rb") as handle:
@@ -717,8 +728,19 @@ def read_toml(path: Path) -> dict:
         raise ScenarioError(f"{path}: no such scenario file") from None
     except IsADirectoryError:
         raise ScenarioError(f"{path}: is a folder, expected a .toml scenario file") from None
+    except OSError as exc:  # permission denied, a loop of symbolic links, an I/O error
+        raise ScenarioError(f"{path}: cannot read the scenario file: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        start = exc.object[:2]
+        what = ("a gzip-compressed file: decompress it first" if start == b"\x1f\x8b" else
+                "UTF-16 text: save it as UTF-8" if start in (b"\xff\xfe", b"\xfe\xff") else
+                "save it as UTF-8 (in a comment too)")
+        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.object[exc.start]:#04x}); TOML files "
+                            f"are UTF-8: {what}") from None
+    except RecursionError:
+        raise ScenarioError(f"{path}: nested too deeply (arrays or tables thousands of levels deep)") from None
 
 
 def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
@@ -749,9 +771,10 @@ def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None
     raw = read_toml(path)
     data = raw.get("data")
     if isinstance(data, dict) and isinstance(data.get("dir"), str):
-        data["dir"] = str((path.parent / Path(data["dir"]).expanduser()).resolve())
+        data["dir"] = absolute_path(path.parent, data["dir"], "data.dir", path)
     devices = raw.get("devices")
     if isinstance(devices, dict) and isinstance(devices.get("availability_trace"), str):
-        devices["availability_trace"] = str((path.parent / Path(devices["availability_trace"]).expanduser()).resolve())
+        devices["availability_trace"] = absolute_path(path.parent, devices["availability_trace"],
+                                                      "devices.availability_trace", path)
     raw = apply_overrides(raw, overrides or [])
     return scenario_from_dict(raw, source=str(path))

@@ -6,6 +6,7 @@ runs a few hundred examples (derandomized: the same ones every time), `-m slow` 
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import re
@@ -219,3 +220,42 @@ def test_a_model_that_does_not_fit_the_data_is_exit_2(base, model, message, tmp_
     code = main(["run", str(base), "--out", str(tmp_path / "o"), "--no-plots", "--quiet", "--set", f"model.name={model}"])
     err = capsys.readouterr().err
     assert code == 2 and message in err, err
+
+
+# -- scenario files that are not what they seem -------------------------------------------------------------
+def _files(tmp: Path) -> dict[str, Path]:
+    text = QUICKSTART.read_text(encoding="utf-8")
+    files = {"utf16": tmp / "utf16.toml", "gzip": tmp / "gzip.toml", "latin1": tmp / "latin1.toml",
+             "deep": tmp / "deep.toml", "loop": tmp / "loop1.toml"}
+    files["utf16"].write_bytes(text.encode("utf-16"))
+    files["gzip"].write_bytes(gzip.compress(text.encode()))
+    files["latin1"].write_bytes(b"# caf\xe9\n" + text.encode())
+    files["deep"].write_text("[run]\nx = " + "[" * 5000 + "]" * 5000 + "\n")
+    (tmp / "loop2.toml").symlink_to(files["loop"])
+    files["loop"].symlink_to(tmp / "loop2.toml")
+    return files
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("utf16", "not UTF-8 text (byte 0: 0xff); TOML files are UTF-8: UTF-16 text: save it as UTF-8"),
+    ("gzip", "a gzip-compressed file: decompress it first"),
+    ("latin1", "not UTF-8 text (byte 5: 0xe9)"),
+    ("deep", "nested too deeply"),
+    ("loop", "cannot read the scenario file: Too many levels of symbolic links"),
+])
+def test_a_scenario_file_that_is_not_utf8_toml_is_exit_2(kind, message, tmp_path, capsys):
+    path = _files(tmp_path)[kind]
+    code = main(["run", str(path), "--out", str(tmp_path / "out"), "--no-plots", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "internal error" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_path_key_through_a_loop_of_links_and_a_deep_set_are_exit_2(tmp_path, capsys):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    for text, message in ((f"data.dir={tmp_path / 'a'}", "data.dir = "),
+                          ("run.seed=" + "[" * 5000 + "]" * 5000, "nested too deeply")):
+        code = main(["run", str(QUICKSTART), "--out", str(tmp_path / "out"), "--quiet", "--set", text])
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and "internal error" not in err, err
