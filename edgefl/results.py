@@ -168,6 +168,8 @@ def check_target(target: Path, force: bool = False) -> None:
     parent = target.parent
     while not parent.exists():  # the first existing ancestor must let us create the folder
         parent = parent.parent
+    if not parent.is_dir():
+        raise OutputError(f"--out {target}: {parent} is a file, not a folder; choose another --out")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputError(f"--out {target}: cannot write in {parent} (permission denied); choose another --out")
 

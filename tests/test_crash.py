@@ -208,3 +208,11 @@ def test_a_disk_that_fills_up_while_writing_is_exit_2_and_leaves_nothing(tmp_pat
     assert done.returncode == 2, done.stderr
     assert "cannot write the results" in done.stderr and "Traceback" not in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_out_under_a_file_is_exit_2_naming_the_file(tmp_path, capsys):
+    (tmp_path / "notes").write_text("mine")
+    out = tmp_path / "notes" / "sub" / "res"
+    assert main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", "run.rounds=1"]) == 2
+    assert f"{tmp_path / 'notes'} is a file, not a folder" in capsys.readouterr().err
+    assert (tmp_path / "notes").read_text() == "mine"
