@@ -31,9 +31,10 @@ import torch
 
 from edgefl import __version__
 from edgefl.errors import UserError
+from edgefl.scenario import describe_differences
 from edgefl.sim.journal import replay
 
-FORMAT = 1
+FORMAT = 2  # 2: the scenario's values nested, as model_dump gives them
 # The Simulation's attributes rebuilt from the scenario (referred to by name), and those saved.
 REBUILT = ("scenario", "data", "model", "network", "population", "pricer", "executor")
 SAVED = ("algorithm", "context", "engine", "controller", "record")
@@ -50,19 +51,10 @@ def path_for(out: Path) -> Path:
 
 
 def _fingerprint(scenario) -> dict:
-    """The scenario's values that decide the run (everything but run.checkpoint_every), flattened."""
-    flat: dict = {}
-
-    def walk(prefix: str, value) -> None:
-        if isinstance(value, dict):
-            for key, item in value.items():
-                walk(f"{prefix}.{key}" if prefix else str(key), item)
-        else:
-            flat[prefix] = value
-
-    walk("", scenario.model_dump(mode="json"))
-    flat.pop("run.checkpoint_every", None)
-    return flat
+    """The scenario's values that decide the run: everything but run.checkpoint_every."""
+    values = scenario.model_dump(mode="json")
+    values["run"].pop("checkpoint_every", None)
+    return values
 
 
 class _Pickler(pickle.Pickler):
@@ -129,11 +121,9 @@ def restore(simulation, path: Path) -> int:
                               "not continue identically); run without --resume to start again")
     now = _fingerprint(simulation.scenario)
     if saved["scenario"] != now:
-        keys = sorted(k for k in set(now) | set(saved["scenario"]) if now.get(k) != saved["scenario"].get(k))
-        shown = ", ".join(f"{k} ({saved['scenario'].get(k)!r} then, {now.get(k)!r} now)" for k in keys[:5])
-        raise CheckpointError(f"{path}: the checkpoint is of another scenario: {shown}"
-                              + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
-                              + "; resume with the same scenario and --set values, or run without --resume")
+        raise CheckpointError(f"{path}: the checkpoint is of another scenario "
+                              f"({describe_differences(saved['scenario'], now)}); resume with the same scenario and "
+                              "--set values, or run without --resume")
     for name, value in saved["state"].items():
         setattr(simulation, name, value)
     for rng, state in zip((simulation.executor.rng, simulation.executor.eval_rng), saved["executor_rngs"]):

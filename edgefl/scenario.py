@@ -684,6 +684,24 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return path, value
 
 
+def flat_keys(obj, prefix: str = "") -> dict[str, Any]:
+    """A nested dict as {dotted key: value} (``{"run": {"seed": 0}}`` -> ``{"run.seed": 0}``)."""
+    if isinstance(obj, dict):
+        items: dict[str, Any] = {}
+        for key, value in obj.items():
+            items.update(flat_keys(value, f"{prefix}{key}."))
+        return items
+    return {prefix.rstrip("."): obj}
+
+
+def describe_differences(old: dict, new: dict, limit: int = 5) -> str:
+    """The dotted keys whose values differ between two nested dicts, ``key: old -> new`` (the first ``limit``)."""
+    a, b = flat_keys(old), flat_keys(new)
+    shown = lambda d, k: repr(d[k]) if k in d else "(unset)"  # noqa: E731
+    diffs = [f"{k}: {shown(a, k)} -> {shown(b, k)}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    return "; ".join(diffs[:limit]) + (f"; ... ({len(diffs) - limit} more)" if len(diffs) > limit else "")
+
+
 def format_override(key: str, value: Any) -> str:
     """``key=value`` with the value as a TOML literal (the inverse of :func:`parse_override`)."""
     return f"{key}={tomli_w.dumps({'v': value}).strip()[len('v = '):]}"

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from edgefl.results import atomic_write_csv, atomic_write_text
 from edgefl.runner import METRIC_COLUMNS
+from edgefl.scenario import describe_differences
 from edgefl.sweeps.plan import FORMAT, SweepError, SweepPlan, SweepPoint
 
 MANIFEST = "sweep.json"
@@ -60,15 +61,6 @@ def read_point(out: Path, point_id: str) -> dict | None:
     except (FileNotFoundError, json.JSONDecodeError):
         return None
     return record if record.get("id") == point_id and record.get("format") == FORMAT else None
-
-
-def _flatten(obj, prefix=""):
-    if isinstance(obj, dict):
-        items = {}
-        for k, v in obj.items():
-            items.update(_flatten(v, f"{prefix}{k}."))
-        return items
-    return {prefix.rstrip("."): obj}
 
 
 LOCK = ".lock"  # held (flock) by the sweep writing the folder; the kernel releases it when that process dies
@@ -117,13 +109,8 @@ def check_manifest(out: Path, plan: SweepPlan, force: bool) -> None:
         if old != new and not force:
             if old is None:
                 raise SweepError(f"{path} is not a sweep manifest; use --force to replace it or choose another --out")
-            a, b = _flatten(old), _flatten(new)
-            shown_value = lambda d, k: repr(d[k]) if k in d else "(unset)"  # noqa: E731
-            diffs = [f"{k}: {shown_value(a, k)} -> {shown_value(b, k)}"
-                     for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
-            shown = "; ".join(diffs[:5]) + (f"; ... ({len(diffs) - 5} more)" if len(diffs) > 5 else "")
-            raise SweepError(f"{out} holds a different sweep ({shown}). Rerun the same command to resume it, "
-                             f"use --force to replace it, or choose another --out")
+            raise SweepError(f"{out} holds a different sweep ({describe_differences(old, new)}). Rerun the same "
+                             "command to resume it, use --force to replace it, or choose another --out")
         if old != new:  # forced: drop the old sweep's points (same-scenario points are kept and reused)
             keep = {p.id for p in plan.points}
             for stale in (out / POINTS_DIR).glob("*.json"):
