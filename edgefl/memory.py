@@ -7,8 +7,8 @@ The estimate is deliberately a lower bound of the big items (a run needs at leas
 - the clients trained at once: m' × d × 4 B × 6 (parameters, gradients, step and algorithm buffers) and their
   minibatches m' × B × (input + hidden) × 4 B × 3 (inputs, activations, their gradients);
 - per device: 2 kB (profiles, links, ledger, counters).
-Model size d from the model's layers (edgefl/models.py). A data set that cannot say its size from its keys
-(a plug-in, see DataParams.layout) is not checked.
+Model size d from the model's layers, counted without allocating them (edgefl.models.parameter_count). A data
+set that cannot say its size from its keys (a plug-in, see DataParams.layout) is not checked.
 """
 
 from __future__ import annotations
@@ -18,21 +18,10 @@ import os
 from pathlib import Path
 
 from edgefl.data import DataError
+from edgefl.models import parameter_count
 
 BYTES_PER_VALUE = 4
 PER_DEVICE_BYTES = 2048
-CNN_PARAMETERS = 794_310  # DRDMCNN on 28x28 (edgefl/models.py)
-
-
-def model_parameters(name: str, input_shape: tuple[int, ...], num_classes: int, hidden: int) -> int:
-    inputs = math.prod(input_shape)
-    if name == "linear":
-        return inputs * num_classes + num_classes
-    if name == "mlp":
-        return inputs * hidden + hidden + hidden * num_classes + num_classes
-    if name == "regression":
-        return inputs + 1
-    return CNN_PARAMETERS
 
 
 def available_bytes() -> int | None:
@@ -57,7 +46,7 @@ def estimate_bytes(scenario) -> dict[str, float] | None:
         return None
     input_shape, classes = layout
     inputs = math.prod(input_shape)
-    d = model_parameters(scenario.model.name, input_shape, classes, scenario.model.hidden)
+    d = parameter_count(scenario.model.name, input_shape, classes, scenario.model.hidden)
     selected = min(data.num_clients, math.ceil(a.clients_per_round * (1 + a.over_selection)))
     width = inputs + (scenario.model.hidden if scenario.model.name == "mlp" else 0)
     return {

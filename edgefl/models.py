@@ -153,6 +153,29 @@ class DRDMCNN(nn.Module):
         return self.classifier(self.features(x))
 
 
+def _module(name: str, input_shape: tuple[int, ...], num_classes: int, hidden: int) -> nn.Module:
+    """The named model's layers (initialised by PyTorch's defaults, on the current default device)."""
+    if name not in MODEL_NAMES:
+        raise ValueError(f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}")
+    in_features = math.prod(input_shape)
+    if name == "linear":
+        return nn.Sequential(nn.Flatten(), nn.Linear(in_features, num_classes))
+    if name == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+    if name == "cnn":
+        if len(input_shape) != 3 or input_shape[1] != input_shape[2] or input_shape[1] % 4:
+            raise ValueError(f"the cnn model needs square images (C, H, W) with H % 4 == 0, got {input_shape}")
+        return DRDMCNN(input_shape[0], num_classes, input_shape[1])
+    return nn.Sequential(nn.Flatten(), nn.Linear(in_features, 1))  # regression
+
+
+def parameter_count(name: str, input_shape: tuple[int, ...], num_classes: int, hidden: int = 200) -> int:
+    """d, the model's number of parameters, without allocating them (the layers built on PyTorch's meta
+    device): for checks before a run, e.g. of its memory."""
+    with torch.device("meta"):
+        return sum(p.numel() for p in _module(name, input_shape, num_classes, hidden).parameters())
+
+
 def build_model(
     name: str,
     input_shape: tuple[int, ...],
@@ -162,24 +185,10 @@ def build_model(
     hidden: int = 200,
 ) -> FlatModel:
     """Build a model with seeded PyTorch default initialisation."""
-    if name not in MODEL_NAMES:
-        raise ValueError(f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}")
-    in_features = math.prod(input_shape)
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
     try:
-        if name == "linear":
-            module = nn.Sequential(nn.Flatten(), nn.Linear(in_features, num_classes))
-        elif name == "mlp":
-            module = nn.Sequential(
-                nn.Flatten(), nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_classes)
-            )
-        elif name == "cnn":
-            if len(input_shape) != 3 or input_shape[1] != input_shape[2] or input_shape[1] % 4:
-                raise ValueError(f"the cnn model needs square images (C, H, W) with H % 4 == 0, got {input_shape}")
-            module = DRDMCNN(input_shape[0], num_classes, input_shape[1])
-        else:  # regression
-            module = nn.Sequential(nn.Flatten(), nn.Linear(in_features, 1))
+        module = _module(name, input_shape, num_classes, hidden)
     finally:
         torch.random.set_rng_state(generator_state)
     return FlatModel(module, input_shape, loss="mse" if name == "regression" else "cross_entropy")

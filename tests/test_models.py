@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from edgefl.models import build_model
+from edgefl.models import build_model, parameter_count
 
 
 def test_parameter_counts_match_the_drdm_paper():
@@ -44,3 +44,10 @@ def test_regression_model_uses_mse():
     w = torch.zeros(model.dim)
     x, y = torch.randn(4, 5), torch.ones(4)
     assert model.loss(w, x, y).item() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("name, shape, classes", [("linear", (60,), 10), ("mlp", (784,), 10), ("cnn", (1, 28, 28), 10),
+                                                  ("regression", (1024,), 1)])
+def test_parameter_count_is_the_built_models_dimension(name, shape, classes):
+    """The memory check counts d before any allocation (meta device); it is the model's d."""
+    assert parameter_count(name, shape, classes, hidden=50) == build_model(name, shape, classes, 0, hidden=50).dim
