@@ -153,6 +153,11 @@ class DRDMCNN(nn.Module):
         return self.classifier(self.features(x))
 
 
+def fits_cnn(input_shape: tuple[int, ...]) -> bool:
+    """Whether the cnn takes inputs of this shape: square images (C, H, W) with H % 4 == 0 (two 2x2 poolings)."""
+    return len(input_shape) == 3 and input_shape[1] == input_shape[2] and input_shape[1] % 4 == 0
+
+
 def _module(name: str, input_shape: tuple[int, ...], num_classes: int, hidden: int) -> nn.Module:
     """The named model's layers (initialised by PyTorch's defaults, on the current default device)."""
     if name not in MODEL_NAMES:
@@ -163,7 +168,7 @@ def _module(name: str, input_shape: tuple[int, ...], num_classes: int, hidden: i
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
     if name == "cnn":
-        if len(input_shape) != 3 or input_shape[1] != input_shape[2] or input_shape[1] % 4:
+        if not fits_cnn(input_shape):
             raise ValueError(f"the cnn model needs square images (C, H, W) with H % 4 == 0, got {input_shape}")
         return DRDMCNN(input_shape[0], num_classes, input_shape[1])
     return nn.Sequential(nn.Flatten(), nn.Linear(in_features, 1))  # regression

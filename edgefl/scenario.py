@@ -44,6 +44,7 @@ from edgefl.physical import read_availability_trace
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl import control, shipped
 from edgefl.errors import UserError
+from edgefl.models import fits_cnn
 from edgefl.numbers import NumbersOnly, bools_as_text
 from edgefl.target import parse_target
 from edgefl.data import REGISTRY as DATA_REGISTRY
@@ -153,7 +154,7 @@ def model_misfit(model: str, input_shape: tuple[int, ...], num_classes: int) -> 
         return f"the regression model predicts one number, the data has {num_classes} classes (use linear, mlp or cnn)"
     if model != "regression" and num_classes == 1:
         return "the data is a regression (one real response): use model.name = \"regression\""
-    if model == "cnn" and (len(input_shape) != 3 or input_shape[1] != input_shape[2] or input_shape[1] % 4):
+    if model == "cnn" and not fits_cnn(input_shape):
         return f"the cnn needs square images (channels, side, side) with side % 4 == 0, the inputs are {input_shape}"
     return None
 
