@@ -67,15 +67,16 @@ MAX_ROUND_J = 1e9  # J: the largest battery a scenario may declare (devices.batt
 MIN_DELIVERY = 1e-6  # a device whose messages get through with a lower probability is warned about
 
 
-def check_feasible(scenario, network, population, model) -> None:
+def check_feasible(scenario, network, population, model, physics: PhasePhysics | None = None) -> None:
     """Raise :class:`UserError` when the run cannot be meaningful (see the module's docstring); log a
     warning for what is legitimate but probably not meant. ``network``: :func:`edgefl.physical.network_params`,
     ``population``: :func:`edgefl.physical.build_population`, ``model``: :func:`edgefl.models.build_model`,
-    as :class:`edgefl.runner.Simulation` builds them."""
+    as :class:`edgefl.runner.Simulation` builds them; ``physics``: the pricer's (its mean rates are read, no
+    random draw is made), else one is built for the check."""
     _check_trace(scenario, population)
     if scenario.run.engine != "simpy":
         return
-    nominal = _Nominal(scenario, network, population, model)
+    nominal = _Nominal(scenario, network, population, model, physics)
     nominal.check_outage()
     nominal.check_finite()
     nominal.check_time()
@@ -89,11 +90,12 @@ class _Nominal:
 
     PARTS = ("download", "compute", "upload")
 
-    def __init__(self, s, net, pop, model):
+    def __init__(self, s, net, pop, model, physics: PhasePhysics | None = None):
         self.s, self.net, self.pop = s, net, pop
         a = s.algorithm
         n = pop.num_clients
-        self.physics = physics = PhasePhysics(net, pop, np.random.default_rng(0))  # the engine's rates
+        # the engine's rates: the pricer's own PhasePhysics when there is one (reading its links once is enough)
+        self.physics = physics = physics or PhasePhysics(net, pop, np.random.default_rng(0))
         self.d = int(model.dim)
         compressor = build_compressor(s.compression, n, s.run.seed, s.network.bits_per_param)
         model_bits = float(payload_bits(self.d, s.network.bits_per_param))

@@ -107,11 +107,12 @@ class Simulation:
             s.network, s.devices, s.data.num_clients, self.model.train_flops_per_sample,
             self.model.eval_flops_per_sample, seed,
         )
-        check_feasible(s, self.network, self.population, self.model)  # a meaningless run: an error now, before any work
         if s.run.engine == "simpy":
             self.pricer = SimPyPricer(self.network, self.population, seed)
         else:
             self.pricer = IdealPricer(s.data.num_clients)
+        # a meaningless run: an error now, before any work (at the pricer's mean rates)
+        check_feasible(s, self.network, self.population, self.model, getattr(self.pricer, "physics", None))
         a = s.algorithm
         self.executor = Executor(self.model, self.data, a.batch_size, seed, s.run.executor)
         self.controller, observer = self._controller(s, seed)
