@@ -19,11 +19,8 @@ refers to those objects by name (pickle's persistent IDs) and gets the fresh one
 
 from __future__ import annotations
 
-import io
-import os
 import pickle
 import random
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +28,7 @@ import torch
 
 from edgefl import __version__
 from edgefl.errors import UserError
+from edgefl.results import atomic_file
 from edgefl.scenario import describe_differences
 from edgefl.sim.journal import replay
 
@@ -42,12 +40,6 @@ SAVED = ("algorithm", "context", "engine", "controller", "record")
 
 class CheckpointError(UserError):
     """A checkpoint that cannot be used for this run (exit 2)."""
-
-
-def path_for(out: Path) -> Path:
-    """Where the checkpoint of a run writing ``out`` lives: ``.NAME.checkpoint`` beside it."""
-    out = Path(out)
-    return out.with_name(f".{out.name}.checkpoint")
 
 
 def _fingerprint(scenario) -> dict:
@@ -80,27 +72,15 @@ def save(simulation, path: Path) -> None:
     leaves the previous checkpoint or the new one)."""
     if hasattr(simulation.pricer, "journal") and simulation.pricer.journal is None:
         raise RuntimeError("the pricer keeps no journal: call Simulation.keep_checkpoints() before the first round")
-    buffer = io.BytesIO()
     rebuilt = {id(getattr(simulation, name)): name for name in REBUILT}
-    _Pickler(buffer, rebuilt).dump({
-        "format": FORMAT, "version": __version__, "scenario": _fingerprint(simulation.scenario),
-        "state": {name: getattr(simulation, name) for name in SAVED},
-        "executor_rngs": [rng.bit_generator.state for rng in (simulation.executor.rng, simulation.executor.eval_rng)],
-        "journal": getattr(simulation.pricer, "journal", None),  # None: a stateless pricer (IdealPricer)
-        "process_rngs": (torch.get_rng_state(), np.random.get_state(), random.getstate()),
-    })
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name.removesuffix('.checkpoint')}.{os.getpid()}.",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(buffer.getbuffer())
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path, durable=True) as tmp, open(tmp, "wb") as handle:
+        _Pickler(handle, rebuilt).dump({
+            "format": FORMAT, "version": __version__, "scenario": _fingerprint(simulation.scenario),
+            "state": {name: getattr(simulation, name) for name in SAVED},
+            "executor_rngs": [rng.bit_generator.state for rng in (simulation.executor.rng, simulation.executor.eval_rng)],
+            "journal": getattr(simulation.pricer, "journal", None),  # None: a stateless pricer (IdealPricer)
+            "process_rngs": (torch.get_rng_state(), np.random.get_state(), random.getstate()),
+        })
 
 
 def restore(simulation, path: Path) -> int:

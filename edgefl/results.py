@@ -65,34 +65,37 @@ def _usual_mode(path: str | Path, folder: bool = False) -> None:
     os.chmod(path, (0o777 if folder else 0o666) & ~umask)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write a file via a temporary file + rename (never a half file)."""
+@contextmanager
+def atomic_file(path: Path, durable: bool = False):
+    """Yield a temporary path beside ``path`` (``.NAME.<pid>.XXXX.tmp``: the writer's pid, which :func:`recover`
+    reads) to write; when the block ends it replaces ``path``, so a kill leaves the old file or the new one, never
+    half of one; on an error it is removed. ``durable``: on disk (fsync) before the rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as handle:
-            _usual_mode(tmp)
-            handle.write(text)
+        _usual_mode(tmp)
+        yield Path(tmp)
+        if durable:
+            with open(tmp, "rb") as handle:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a file via a temporary file + rename (never a half file)."""
+    with atomic_file(path) as tmp:
+        tmp.write_text(text)
 
 
 def atomic_write_csv(path: Path, header: list[str], rows) -> None:
     """:func:`write_csv` via a temporary file + rename (never a half file)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        _usual_mode(tmp)
-        write_csv(Path(tmp), header, rows)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path) as tmp:
+        write_csv(tmp, header, rows)
 
 
 # -- results folders: replaced whole, only when edgefl wrote them -------------------------------
@@ -105,6 +108,12 @@ class OutputError(UserError):
 
 def _old(target: Path) -> Path:
     return target.with_name(f".{target.name}.old")
+
+
+def checkpoint_file(target: Path) -> Path:
+    """Where the checkpoint of a run writing ``target`` lives: ``.NAME.checkpoint`` beside it (edgefl.checkpoint)."""
+    target = Path(target)
+    return target.with_name(f".{target.name}.checkpoint")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -128,13 +137,15 @@ def recover(target: Path) -> None:
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(old, target)
-    if target.parent.is_dir():
-        for tmp in target.parent.glob(f".{target.name}.*.tmp"):
-            pid = tmp.name[len(target.name) + 2:].split(".", 1)[0]
+    if not target.parent.is_dir():
+        return
+    for prefix in (f".{target.name}.", f".{checkpoint_file(target).name}."):  # the results' and the checkpoint's
+        for tmp in target.parent.glob(f"{prefix}*.tmp"):
+            pid = tmp.name[len(prefix):].split(".", 1)[0]
             if pid.isdigit() and not _pid_alive(int(pid)):
                 if tmp.is_dir():
                     shutil.rmtree(tmp, ignore_errors=True)
-                else:  # a checkpoint being written (edgefl.checkpoint)
+                else:
                     tmp.unlink(missing_ok=True)
 
 

@@ -19,7 +19,6 @@ from tqdm import tqdm
 
 import algorithms
 from algorithms.base import Context
-from edgefl.checkpoint import path_for as checkpoint_path
 from edgefl.checkpoint import restore as restore_checkpoint
 from edgefl.checkpoint import save as save_checkpoint
 from edgefl.compression import build_compressor
@@ -35,7 +34,7 @@ from edgefl.metrics import evaluate_global
 from edgefl.models import build_model
 from edgefl.physical import build_population, network_params
 from edgefl.resolved import resolved_dict
-from edgefl.results import atomic_directory, write_csv, write_json
+from edgefl.results import atomic_directory, checkpoint_file, write_csv, write_json
 from edgefl.scenario import Scenario
 from edgefl.sim import Engine, IdealPricer, NoDeviceAvailable, SimPyPricer
 from edgefl.sim.activities import EVENT_FIELDS
@@ -388,7 +387,7 @@ def simulate(scenario: Scenario, out: Path | None = None, resume: bool = False, 
              targets: list[Target] | None = None) -> RunResult:
     """Run ``scenario`` whose results go to ``out``: with ``run.checkpoint_every``, saving a checkpoint beside
     ``out`` as it goes (edgefl.checkpoint); with ``resume``, going on from that checkpoint if there is one."""
-    checkpoint = checkpoint_path(out) if out is not None else None
+    checkpoint = checkpoint_file(out) if out is not None else None
     if resume and checkpoint is not None and checkpoint.exists():
         simulation = Simulation.resume(scenario, checkpoint)
         log.info("resuming %s after round %d (checkpoint %s)", scenario.algorithm.name,
@@ -446,5 +445,5 @@ def write_results(result: RunResult, out_dir: Path, plots: bool = True, force: b
             plot_run(tmp, result.metrics, result.clients, title=run_title(result.scenario),
                      battery=result.battery, events=result.events, positions=result.positions,
                      scenario=result.scenario)
-    checkpoint_path(out_dir).unlink(missing_ok=True)  # the run's checkpoint, if any: the results are complete
+    checkpoint_file(out_dir).unlink(missing_ok=True)  # the run's checkpoint, if any: the results are complete
     return out_dir

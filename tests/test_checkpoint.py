@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from edgefl.checkpoint import path_for
 from edgefl.cli import main
+from edgefl.results import checkpoint_file
 from edgefl.runner import Simulation, write_results
 from edgefl.scenario import load_scenario
 
@@ -42,7 +42,7 @@ def outputs(result, folder: Path) -> dict[str, bytes]:
 def interrupted_and_resumed(scenario, folder: Path, stop_after: int):
     """Run ``scenario`` with checkpoints, abort it in the round after ``stop_after`` rounds (as a kill would,
     after the checkpoint), then finish it from the checkpoint in a fresh Simulation."""
-    checkpoint = path_for(folder)
+    checkpoint = checkpoint_file(folder)
 
     def abort(row):
         if row["round"] == stop_after + 1:
@@ -81,7 +81,7 @@ def test_a_resumed_run_is_identical_to_an_uninterrupted_one(tmp_path, overrides)
     assert set(resumed) == set(straight)
     for name in straight:
         assert resumed[name] == straight[name], name
-    assert not path_for(tmp_path / "resumed").exists()  # removed once the results are written
+    assert not checkpoint_file(tmp_path / "resumed").exists()  # removed once the results are written
 
 
 def test_availability_trace_resumes_identically(tmp_path):
@@ -107,13 +107,13 @@ def test_a_checkpoint_of_another_scenario_is_refused_naming_the_keys(tmp_path, c
             raise Killed
 
     with pytest.raises(Killed):
-        Simulation(scenario).run(progress=False, on_round=abort, checkpoint=path_for(out))
+        Simulation(scenario).run(progress=False, on_round=abort, checkpoint=checkpoint_file(out))
     code = main(["run", str(QUICKSTART), "--out", str(out), "--resume", "--quiet", "--no-plots",
                  "--set", "run.rounds=4", "--set", "algorithm.lr=0.5"])
     err = capsys.readouterr().err
     assert code == 2 and "another scenario" in err and "algorithm.lr" in err
     assert not out.exists()
-    path_for(out).write_bytes(b"not a pickle")
+    checkpoint_file(out).write_bytes(b"not a pickle")
     code = main(["run", str(QUICKSTART), "--out", str(out), "--resume", "--quiet", "--no-plots", "--set", "run.rounds=4"])
     err = capsys.readouterr().err
     assert code == 2 and "not a readable edgefl checkpoint" in err and "Traceback" not in err
@@ -124,7 +124,7 @@ def test_resume_without_a_checkpoint_starts_from_round_1(tmp_path, capsys):
     code = main(["run", str(QUICKSTART), "--out", str(out), "--resume", "--no-plots", "--set", "run.rounds=2",
                  "--set", "run.checkpoint_every=1"])
     assert code == 0 and "no checkpoint to resume from" in capsys.readouterr().err
-    assert (out / "metrics.csv").exists() and not path_for(out).exists()
+    assert (out / "metrics.csv").exists() and not checkpoint_file(out).exists()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGKILL")
@@ -141,7 +141,7 @@ def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path):
     reference, out = tmp_path / "reference", tmp_path / "res"
     assert edgefl(reference).wait(timeout=300) == 0
     run = edgefl(out)
-    checkpoint = path_for(out)
+    checkpoint = checkpoint_file(out)
     deadline = time.monotonic() + 300
     while not checkpoint.exists() and run.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -88,8 +88,11 @@ def test_recover_puts_the_previous_results_back_and_cleans_dead_writers(tmp_path
     dead.mkdir()
     alive = tmp_path / f".res.{os.getpid()}.abc.tmp"  # ours: still being written
     alive.mkdir()
+    dead_checkpoint = tmp_path / "..res.checkpoint.999999999.abc.tmp"  # a checkpoint its writer did not finish
+    dead_checkpoint.write_bytes(b"half")
     recover(out)
     assert (out / MARKER).exists() and not old.exists() and not dead.exists() and alive.exists()
+    assert not dead_checkpoint.exists()
 
 
 def test_a_folder_edgefl_did_not_write_is_never_replaced(tmp_path, capsys):

@@ -11,12 +11,11 @@ seeds (the same seed gives every algorithm the same data partition, initial mode
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from edgefl.results import atomic_file
 from edgefl.sweeps.analysis import DEFAULT_CONFIDENCE, mean_ci
 from edgefl.target import DEFAULT_WINDOW, Target, definition, rounds_to_target
 
@@ -130,11 +129,8 @@ def plot(outcomes: list[AlgorithmOutcome], target: Target, path) -> None:
     fig.suptitle(f"target {target}: mean ± 95 % CI over the seeds that reached it (reached/seeds under each name)",
                  fontsize=9)
     fig.tight_layout()
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # then a rename: never a half PNG (kill -9)
     try:
-        fig.savefig(tmp, dpi=110, format="png")
-        os.replace(tmp, path)
+        with atomic_file(path) as tmp:  # then a rename: never a half PNG (kill -9)
+            fig.savefig(tmp, dpi=110, format="png")
     finally:
-        tmp.unlink(missing_ok=True)
         plt.close(fig)
