@@ -98,8 +98,7 @@ class Result:
         metrics = raw.metrics if raw is not None else self.metrics.to_dict("records")
         title, net = run_title(self.scenario), self.scenario.network
         if kind == "gantt":
-            ends = {int(row["round"]) - 1: float(row["sim_time_s"]) for row in metrics}
-            fig = run_plots.draw_gantt(events, title, deadline_s=net.deadline_s, round_ends=ends)
+            fig = run_plots.draw_gantt(events, title, deadline_s=net.deadline_s, round_ends=run_plots.round_ends(metrics))
         elif kind == "energy-rounds":
             fig = run_plots.draw_energy_rounds(events, title, len(metrics))
         elif kind == "uploads-missed":

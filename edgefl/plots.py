@@ -81,9 +81,7 @@ def plot_events(out_dir: Path, metrics: list[dict], clients: list[dict], events,
     rounds = len(metrics) or None
     if events is not None and len(events):
         ev = rp.event_arrays(events)  # once, for every plot
-        ends = {int(row["round"]) - 1: float(row["sim_time_s"]) for row in metrics
-                if row.get("sim_time_s") is not None}
-        fig = rp.draw_gantt(ev, title, deadline_s=deadline_s, round_ends=ends)
+        fig = rp.draw_gantt(ev, title, deadline_s=deadline_s, round_ends=rp.round_ends(metrics))
         if fig is not None:
             written.append(_save(fig, out_dir / "gantt.png"))
         written.append(_save(rp.draw_energy_rounds(ev, title, rounds), out_dir / "energy_rounds.png"))

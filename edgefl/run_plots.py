@@ -387,6 +387,11 @@ def row_labels(ax, labels: list[str], fontsize: float, ylabel: str) -> None:
         -(size + pad + width + matplotlib.rcParams["axes.labelpad"]) / 72, 0, fig.dpi_scale_trans))
 
 
+def round_ends(metrics) -> dict[int, float]:
+    """Each round's end in simulated time (s), by round from 0 as the engine counts (metrics.csv rows)."""
+    return {int(row["round"]) - 1: float(row["sim_time_s"]) for row in metrics if row.get("sim_time_s") is not None}
+
+
 def gantt_rounds(events, rounds=None, max_rounds: int = MAX_GANTT_ROUNDS) -> list[int]:
     """The rounds a Gantt chart shows (engine numbering, from 0): ``rounds`` (numbered from 1, as in the CSV
     files) when given, otherwise the first round and the round with the most uploads missed (cut, lost or
