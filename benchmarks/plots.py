@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/plots.py              # ~1.5 minutes on 2 cores (the run: 25-35 s idle)
     .venv/bin/python benchmarks/plots.py --repeat 9   # more repeats of the writing (medians)
+    .venv/bin/python benchmarks/plots.py --smoke      # 100 clients, 3 rounds, one repeat: checks that it runs
+                                                      # (tests/test_benchmarks.py); the numbers measure nothing
 
 Runs scenarios/quickstart.toml with ``data.num_clients=10000, algorithm.clients_per_round=100,
 run.rounds=50`` once (edgefl.runner.Simulation, progress off), then, in the same process:
@@ -38,6 +40,7 @@ from edgefl.runner import Simulation, run_title, write_results  # noqa: E402
 from edgefl.scenario import load_scenario  # noqa: E402
 
 OVERRIDES = ["data.num_clients=10000", "algorithm.clients_per_round=100", "run.rounds=50"]
+SMOKE_OVERRIDES = ["data.num_clients=100", "algorithm.clients_per_round=10", "run.rounds=3"]
 TARGET = 0.10
 
 
@@ -84,15 +87,22 @@ def plot(plot_run, result, out: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="writes with and without plots, each (default 5)")
+    parser.add_argument("--smoke", action="store_true",
+                        help=f"{', '.join(SMOKE_OVERRIDES)} and one repeat: checks that it runs; measures nothing")
     args = parser.parse_args()
+    overrides = SMOKE_OVERRIDES if args.smoke else OVERRIDES
+    if args.smoke:
+        args.repeat = 1
     matplotlib_loaded = "matplotlib" in sys.modules
     print(f"edgefl plots benchmark: {os.cpu_count()} cores, load average {load_average()}", flush=True)
+    if args.smoke:
+        print("smoke mode: a tiny run, to check that the benchmark runs; the numbers and OK/MISS measure nothing")
 
-    scenario = load_scenario(ROOT / "scenarios" / "quickstart.toml", OVERRIDES)
+    scenario = load_scenario(ROOT / "scenarios" / "quickstart.toml", overrides)
     started, cpu = time.perf_counter(), time.process_time()
     result = Simulation(scenario).run(progress=False)
     run_s, run_cpu = time.perf_counter() - started, time.process_time() - cpu
-    print(f"run      quickstart, {', '.join(OVERRIDES)}: {run_s:.2f} s (CPU {run_cpu:.2f} s, all threads) "
+    print(f"run      quickstart, {', '.join(overrides)}: {run_s:.2f} s (CPU {run_cpu:.2f} s, all threads) "
           f"({len(result.events):,} events, {len(result.clients):,} clients)", flush=True)
 
     started, cpu = time.perf_counter(), time.process_time()

@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/run.py            # full (a few minutes)
     .venv/bin/python benchmarks/run.py --quick    # under 2 minutes
+    .venv/bin/python benchmarks/run.py --smoke    # under a minute: every benchmark (fig4 too) on tiny sizes,
+                                                  # to show they still run (tests/test_benchmarks.py); no measurement
     .venv/bin/python benchmarks/run.py --only linear,engine --threads 2
 
 1. linear: one DRDM round of local work (the real ``drdm`` Train op: m = 20 clients x tau = 10
@@ -93,14 +95,30 @@ def mark(ok: bool) -> str:
 
 
 # -- scenarios ---------------------------------------------------------------------------
+# -- sizes --------------------------------------------------------------------------------
+# Each mode's sizes: full (the measurements), quick (fewer repeats and rounds), smoke (tiny: the benchmarks
+# still run, in well under a minute; its numbers measure nothing). Set by main() before any benchmark runs.
+SIZES = {
+    #            repeats of linear/cnn/engine/quickstart, rounds of engine, DRDM round (clients, tau),
+    #            matmul side, scale (N, m, rounds), reprice (rounds, every k-th channel point, repeats)
+    "full": dict(linear=41, cnn=7, engine=7, quickstart=5, engine_rounds=30, clients=20, tau=10, matmul=2048,
+                 scale=(10_000, 100, 50), reprice=(None, 1, 3)),
+    "quick": dict(linear=15, cnn=3, engine=3, quickstart=3, engine_rounds=10, clients=20, tau=10, matmul=2048,
+                  scale=(10_000, 100, 50), reprice=(None, 5, 2)),
+    "smoke": dict(linear=1, cnn=1, engine=1, quickstart=1, engine_rounds=2, clients=4, tau=2, matmul=256,
+                  scale=(300, 10, 2), reprice=(2, 17, 1), quickstart_set=["--set", "run.rounds=2"]),
+}
+SIZE = SIZES["full"]
+
+
 def drdm_scenario(model: str = "linear", engine: str = "ideal", rounds: int = 1, lr: float = 0.1, **network):
     return scenario_from_dict({
         "run": {"seed": 0, "rounds": rounds, "engine": engine, "eval_every": 1},
         "data": {"name": "mnist", "dir": str(MNIST_DIR), "num_clients": 30},
         "model": {"name": model},
         # sampling = uniform: exactly m = 20 distinct clients train (with replacement: ~14)
-        "algorithm": {"name": "drdm", "local_steps": 10, "clients_per_round": 20, "lr": lr, "batch_size": 32,
-                      "mu": 0.01, "sampling": "uniform"},
+        "algorithm": {"name": "drdm", "local_steps": SIZE["tau"], "clients_per_round": SIZE["clients"], "lr": lr,
+                      "batch_size": 32, "drdm": {"mu": 0.01, "sampling": "uniform"}},
         "network": {"snr_db": 10.0, "bandwidth_mhz": 1.0, **network},
         "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 2e4},
     })
@@ -198,7 +216,7 @@ def local_work_candidates(sim: Simulation, op):
 
 
 # -- 1. linear ---------------------------------------------------------------------------
-def bench_linear(quick: bool) -> None:
+def bench_linear() -> None:
     sim = Simulation(drdm_scenario("linear"))
     op = captured_train_op(sim)
     candidates, diff = local_work_candidates(sim, op)
@@ -211,7 +229,7 @@ def bench_linear(quick: bool) -> None:
         return generic.train(op)
 
     candidates["generic vmap"] = vmapped
-    t = interleaved(candidates, repeats=15 if quick else 41, warmup=3)
+    t = interleaved(candidates, repeats=SIZE["linear"], warmup=min(3, SIZE["linear"]))
     ratio = t["lean loop"] / t["batched"]
     print(f"[1] linear  DRDM round (C={len(op.clients)}, tau={op.steps}, B=32, MNIST 784->10): "
           f"batched {t['batched'] * 1e3:.2f} ms | lean loop {t['lean loop'] * 1e3:.2f} ms | "
@@ -225,13 +243,13 @@ def matmul_peak(n: int = 2048):
     return (lambda: torch.mm(a, b)), 2.0 * n**3
 
 
-def bench_cnn(quick: bool) -> None:
+def bench_cnn() -> None:
     sim = Simulation(drdm_scenario("cnn", lr=0.05))
     op = captured_train_op(sim, rounds=0)
     candidates, diff = local_work_candidates(sim, op)
-    peak_fn, peak_flops = matmul_peak()
+    peak_fn, peak_flops = matmul_peak(SIZE["matmul"])
     candidates["matmul"] = lambda: [peak_fn() for _ in range(8)]
-    t = interleaved(candidates, repeats=3 if quick else 7, warmup=1)
+    t = interleaved(candidates, repeats=SIZE["cnn"], warmup=1)
     flops = sim.model.train_flops_per_sample * 32 * op.steps * len(op.clients)
     peak = 8 * peak_flops / t["matmul"] / 1e9
     achieved = flops / t["batched"] / 1e9
@@ -285,8 +303,8 @@ EVERYTHING_DEVICES = {
 }
 
 
-def bench_engine(quick: bool) -> None:
-    rounds = 10 if quick else 30
+def bench_engine() -> None:
+    rounds = SIZE["engine_rounds"]
     networks = {"fdma": {"access": "fdma", "fading": "rayleigh"}, "default": {}, "everything": EVERYTHING}
     runs: dict[tuple[str, str], list[tuple[float, float, float, float]]] = {}
     events_per_round: dict[str, float] = {}
@@ -304,7 +322,7 @@ def bench_engine(quick: bool) -> None:
             runs.setdefault((network, kind), []).append(
                 (time.perf_counter() - t, time.process_time() - c, timer.wall, timer.cpu))
 
-    repeats = 3 if quick else 7
+    repeats = SIZE["engine"]
     for network in networks:
         one(network, "ideal", warm_up=True), one(network, "simpy", warm_up=True)
         for r in range(repeats):
@@ -323,7 +341,7 @@ def bench_engine(quick: bool) -> None:
                                    ("everything", "every radio and device effect on (see EVERYTHING)", None)):
         ideal, cosim = median(network, "ideal", 0), median(network, "simpy", 0)
         headline = share(network, "simpy")
-        print(f"[3] engine  DRDM MNIST linear run ({rounds} rounds, N=30, m=20, eval every round), {label}: "
+        print(f"[3] engine  DRDM MNIST linear run ({rounds} rounds, N=30, m={SIZE['clients']}, eval every round), {label}: "
               f"ideal {ideal / rounds * 1e3:.1f} ms/round | SimPy co-simulation {cosim / rounds * 1e3:.1f} ms/round | "
               f"co-simulation = +{100 * headline:.1f}% over the ideal engine's work "
               + (f"(target <= {100 * target:.0f}%) {mark(headline <= target)} " if target else "(no target) ")
@@ -352,18 +370,18 @@ def bare_simpy_events_per_s(processes: int, timeouts: int) -> float:
     return next(env._eid) / elapsed  # SimPy numbers every event it schedules
 
 
-def bench_reprice(quick: bool) -> None:
+def bench_reprice() -> None:
     """Re-pricing the 60-round DRDM trace of scenarios/energy-tau-sweep.toml (tau = 10, seed 0) on
     the study's SNR x bandwidth grid, one core: channel points per minute; the engine's SimPy
     events/s next to a bare SimPy timeout loop, interleaved."""
-    scenario = load_scenario(SWEEP_SCENARIO)
+    rounds, every, repeats = SIZE["reprice"]
+    scenario = load_scenario(SWEEP_SCENARIO, [f"data.dir={MNIST_DIR}"] + ([f"run.rounds={rounds}"] if rounds else []))
     sim = Simulation(scenario, record_trace=True)
     sim.run(progress=False)
     trace = sim.engine.trace
     grid = scenario.sweep.grid
     channels = [(snr, bw) for snr in grid["network.snr_db"] for bw in grid["network.bandwidth_mhz"]]
-    if quick:
-        channels = channels[::5]
+    channels = channels[::every]
     pricers = []
     for snr, bw in channels:
         s = scenario.model_copy(deep=True)
@@ -373,7 +391,7 @@ def bench_reprice(quick: bool) -> None:
         pricers.append((network_params(s.network), population))
     activities = sum(len(chain) for phase in trace for chain in phase.chains.values())
     engine_times, engine_events, bare_rates = [], [], []
-    for rep in range(2 if quick else 3):
+    for rep in range(repeats):
         t = time.perf_counter()
         events = 0
         for network, population in pricers:
@@ -388,7 +406,7 @@ def bench_reprice(quick: bool) -> None:
     points_per_min = 60.0 / per_point
     engine_rate = engine_events[best] / engine_times[best]
     bare = float(np.median(bare_rates))
-    print(f"[5] reprice 60-round DRDM trace of energy-tau-sweep.toml ({len(trace)} phases, {activities} activities) "
+    print(f"[5] reprice {scenario.run.rounds}-round DRDM trace of energy-tau-sweep.toml ({len(trace)} phases, {activities} activities) "
           f"on {len(pricers)} channel points, 1 core: {per_point * 1e3:.1f} ms/point = {points_per_min:,.0f} "
           f"channel points/min (target >= 1,000) {mark(points_per_min >= 1000)} | engine "
           f"{engine_rate / 1e3:.0f}k SimPy events/s incl. physics and energy vs bare SimPy timeout loop "
@@ -397,17 +415,20 @@ def bench_reprice(quick: bool) -> None:
 
 
 # -- 6. the Figure-4 study end to end ---------------------------------------------------
-def bench_figure4(seeds: int, workers: int) -> None:
+def bench_figure4(seeds: int, workers: int, smoke: bool = False) -> None:
     """``edgefl sweep`` of scenarios/energy-tau-sweep.toml with ``seeds`` seeds, then
-    ``edgefl optimal-tau`` and ``edgefl plot``, each timed as a whole process."""
+    ``edgefl optimal-tau`` and ``edgefl plot``, each timed as a whole process. ``smoke``: 2 rounds on
+    2 SNR x 1 bandwidth x 2 tau."""
     import tempfile
 
     cli = [sys.executable, "-m", "edgefl.cli"]
+    tiny = (["--set", "run.rounds=2", "--grid", "network.snr_db=0,20", "--grid", "network.bandwidth_mhz=1",
+             "--grid", "algorithm.local_steps=2,4"] if smoke else [])
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "sweep"
         steps = {
             "sweep": [*cli, "sweep", str(SWEEP_SCENARIO), "--seeds", str(seeds), "--out", str(out),
-                      "--workers", str(workers), "--quiet"],
+                      "--workers", str(workers), "--quiet", "--set", f"data.dir={MNIST_DIR}", *tiny],
             "optimal-tau": [*cli, "optimal-tau", str(out), "--target", "acc_worst=0.70"],
             "plot": [*cli, "plot", str(out), "--target", "acc_worst=0.70"],
         }
@@ -425,16 +446,17 @@ def bench_figure4(seeds: int, workers: int) -> None:
 
 
 # -- 7. quickstart process ----------------------------------------------------------------
-def bench_quickstart(quick: bool) -> None:
+def bench_quickstart() -> None:
     """Whole-process wall time of ``edgefl run scenarios/quickstart.toml`` (imports included)."""
     import tempfile
 
     times = []
     with tempfile.TemporaryDirectory() as tmp:
-        for k in range(3 if quick else 5):
+        for k in range(SIZE["quickstart"]):
             t = time.perf_counter()
             subprocess.run([sys.executable, "-m", "edgefl.cli", "run", str(ROOT / "scenarios" / "quickstart.toml"),
-                            "--out", str(Path(tmp) / f"q{k}"), "--quiet"], check=True, capture_output=True, cwd=ROOT)
+                            "--out", str(Path(tmp) / f"q{k}"), "--quiet", *SIZE.get("quickstart_set", [])],
+                           check=True, capture_output=True, cwd=ROOT)
             times.append(time.perf_counter() - t)
         imports = subprocess.run([sys.executable, "-X", "importtime", "-c", "import edgefl.cli, edgefl.runner; "
                                   "from edgefl.runner import Simulation"], capture_output=True, text=True, cwd=ROOT)
@@ -444,7 +466,7 @@ def bench_quickstart(quick: bool) -> None:
 
 
 # -- 4. scale ----------------------------------------------------------------------------
-SCALE = {"num_clients": 10_000, "clients_per_round": 100, "rounds": 50, "samples_per_client": 20}
+SAMPLES_PER_CLIENT = 20
 
 
 def peak_rss_bytes() -> int:
@@ -460,18 +482,17 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux units: KiB
 
 
-def scale_child(rounds: int) -> None:
+def scale_child(num_clients: int, clients_per_round: int, rounds: int) -> None:
     """Runs in a fresh process; prints one JSON line."""
     t0 = time.perf_counter()
     scenario = scenario_from_dict({
         "run": {"seed": 0, "rounds": rounds, "engine": "simpy", "eval_every": 1},
-        "data": {"name": "synthetic", "num_clients": SCALE["num_clients"],
-                 "samples_per_client": SCALE["samples_per_client"]},
+        "data": {"name": "synthetic", "num_clients": num_clients, "samples_per_client": SAMPLES_PER_CLIENT},
         "model": {"name": "linear"},
         # uniform sampling: the m clients change every round, so ~N(1 - (1 - m/N)^rounds) of them
         # get a g_i row (lambda-driven sampling soon concentrates on a few clients)
-        "algorithm": {"name": "drdm", "local_steps": 10, "clients_per_round": SCALE["clients_per_round"],
-                      "lr": 0.05, "batch_size": 32, "sampling": "uniform"},
+        "algorithm": {"name": "drdm", "local_steps": 10, "clients_per_round": clients_per_round,
+                      "lr": 0.05, "batch_size": 32, "drdm": {"sampling": "uniform"}},
         "network": {"snr_db": 10.0, "bandwidth_mhz": 1.0, "access": "fdma", "fading": "rayleigh"},
         "devices": {"cycles_per_sample": 2e4},
     })
@@ -485,12 +506,12 @@ def scale_child(rounds: int) -> None:
                       "acc_mean": result.metrics[-1]["acc_mean"]}))
 
 
-def bench_scale(quick: bool, threads: int) -> None:
-    rounds = SCALE["rounds"]
-    out = subprocess.run([sys.executable, __file__, "--scale-child", str(rounds), "--threads", str(threads)],
-                         capture_output=True, text=True, check=True)
+def bench_scale(threads: int) -> None:
+    num_clients, clients_per_round, rounds = SIZE["scale"]
+    out = subprocess.run([sys.executable, __file__, "--scale-child", f"{num_clients},{clients_per_round},{rounds}",
+                          "--threads", str(threads)], capture_output=True, text=True, check=True)
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"[4] scale   DRDM, N={SCALE['num_clients']:,}, m={SCALE['clients_per_round']}, {rounds} rounds, "
+    print(f"[4] scale   DRDM, N={num_clients:,}, m={clients_per_round}, {rounds} rounds, "
           f"linear, full co-simulation: {r['total_s']:.1f} s (target < 60 s) {mark(r['total_s'] < 60)} | "
           f"peak RSS {r['rss_gib']:.2f} GiB (target < 4 GiB) {mark(r['rss_gib'] < 4)}   "
           f"[data+setup {r['build_s']:.1f} s; g_i rows stored {r['store_rows']} = {r['store_mib']:.0f} MiB]",
@@ -499,39 +520,49 @@ def bench_scale(quick: bool, threads: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats and rounds (under 2 minutes)")
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--quick", action="store_true", help="fewer repeats and rounds (under 2 minutes)")
+    sizes.add_argument("--smoke", action="store_true",
+                       help="every benchmark, fig4 included, on tiny sizes (under a minute): checks that they run; "
+                            "the numbers measure nothing")
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
-    parser.add_argument("--only", default="linear,cnn,engine,scale,reprice,quickstart",
+    parser.add_argument("--only", default=None,
                         help="comma-separated subset of linear,cnn,engine,scale,reprice,fig4,quickstart "
-                             "(fig4, about 2 minutes, runs only when named)")
+                             "(fig4, about 2 minutes, runs only when named, or with --smoke)")
     parser.add_argument("--fig4-seeds", type=int, default=10, help="seeds of the Figure-4 study (default 10)")
     parser.add_argument("--workers", type=int, default=2, help="sweep workers of the Figure-4 study (default 2)")
-    parser.add_argument("--scale-child", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--scale-child", default=None, help=argparse.SUPPRESS)  # N,m,rounds
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.scale_child is not None:
-        scale_child(args.scale_child)
+        scale_child(*(int(v) for v in args.scale_child.split(",")))
         return
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    SIZE.update(SIZES[mode])
     started = time.perf_counter()
-    print(f"edgefl benchmarks{' (quick)' if args.quick else ''}: torch {torch.__version__}, "
+    print(f"edgefl benchmarks{'' if mode == 'full' else f' ({mode})'}: torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads (OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}), "
           f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, load average {load_average()}",
           flush=True)
-    wanted = args.only.split(",")
+    if mode == "smoke":
+        print("smoke mode: tiny sizes, to check that every benchmark runs; the numbers and OK/MISS measure nothing",
+              flush=True)
+    wanted = (args.only or "linear,cnn,engine,scale,reprice,quickstart" + (",fig4" if mode == "smoke" else "")).split(",")
     if "linear" in wanted:
-        bench_linear(args.quick)
+        bench_linear()
     if "cnn" in wanted:
-        bench_cnn(args.quick)
+        bench_cnn()
     if "engine" in wanted:
-        bench_engine(args.quick)
+        bench_engine()
     if "scale" in wanted:
-        bench_scale(args.quick, args.threads)
+        bench_scale(args.threads)
     if "reprice" in wanted:
-        bench_reprice(args.quick)
+        bench_reprice()
     if "fig4" in wanted:
-        bench_figure4(args.fig4_seeds, args.workers)
+        bench_figure4(1 if mode == "smoke" else args.fig4_seeds, 1 if mode == "smoke" else args.workers,
+                      smoke=mode == "smoke")
     if "quickstart" in wanted:
-        bench_quickstart(args.quick)
+        bench_quickstart()
     print(f"done in {time.perf_counter() - started:.0f} s; load average {load_average()}", flush=True)
 
 

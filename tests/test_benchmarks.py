@@ -1,0 +1,46 @@
+"""The benchmarks still run (issue 19, item 5): each script of benchmarks/ on tiny sizes, as a user would
+start it. The numbers of a smoke run measure nothing; what is checked is that every benchmark runs to the
+end and prints its line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MNIST_DIR = Path(os.environ.get("EDGEFL_MNIST_DIR", ROOT.parent / "shared" / "datasets" / "mnist"))
+# the benchmarks train on the real MNIST test split (its MD5 is checked: a fake copy is refused)
+needs_mnist = pytest.mark.skipif(not (MNIST_DIR / "t10k-images-idx3-ubyte.gz").is_file(),
+                                 reason=f"MNIST t10k not found in {MNIST_DIR} (set EDGEFL_MNIST_DIR)")
+
+
+def run_script(*args: str, timeout: float = 300) -> str:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+           "EDGEFL_MNIST_DIR": str(MNIST_DIR)}
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@needs_mnist
+def test_run_smoke_runs_every_benchmark():
+    out = run_script("benchmarks/run.py", "--smoke")
+    for tag in ("[1] linear", "[2] cnn", "[3] engine", "[4] scale", "[5] reprice", "[6] fig4", "[7] quick"):
+        assert tag in out, f"{tag} missing from:\n{out}"
+    assert out.count("[3] engine") == 3 and "done in" in out
+
+
+def test_plots_smoke_runs():
+    out = run_script("benchmarks/plots.py", "--smoke")
+    assert "share    plotting" in out and "accuracy.png" in out
+
+
+@needs_mnist
+def test_sweep_cost_tiny_runs():
+    out = run_script("benchmarks/sweep_cost.py", "--rounds", "2", "--taus", "2", "--seeds", "1")
+    assert "35 points; 35 re-priced, 0 co-simulated" in out and "ratio grid / one" in out
