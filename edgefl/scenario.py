@@ -93,8 +93,9 @@ class RunSection(Strict):
         "results are written): `edgefl run --resume` continues a killed run from its last checkpoint, with outputs "
         "identical to an uninterrupted run (default: no checkpoints).")
     stop_at: Optional[str] = Field(
-        None, description="metric=value, e.g. \"acc_worst=0.8\": end the run once the target is reached (the centred "
-        "5-round moving average of the metric crosses it; the run goes on for the evaluations that confirm it).")
+        None, description="metric=value, e.g. \"acc_worst=0.8\": end the run once the target is reached (the metric and "
+        "its centred moving average over 5 evaluations both reach it, edgefl.target; the run goes on for the "
+        "evaluations that confirm it).")
 
     @field_validator("stop_at")
     @classmethod

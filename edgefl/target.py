@@ -41,7 +41,18 @@ def parse_target(text: str) -> Target:
         value = math.nan
     if not sep or not metric.strip() or not math.isfinite(value):
         raise UserError(f"--target {text!r}: expected metric=value, e.g. --target acc_worst=0.80")
-    return Target(metric.strip(), value)
+    metric = metric.strip()
+    if is_accuracy(metric) and not 0.0 <= value <= 1.0:
+        hint = (f"{value:g} looks like a percentage: write {value / 100:g}" if 1.0 < value <= 100.0
+                else "write a fraction, e.g. 0.8")
+        raise UserError(f"--target {text!r}: {metric} is an accuracy, a fraction in [0, 1]; {hint}")
+    return Target(metric, value)
+
+
+def is_accuracy(metric: str) -> bool:
+    """Accuracy metrics (acc_mean, acc_worst, acc_std, ...: names that start with ``acc``) are fractions in
+    [0, 1] (edgefl.metrics)."""
+    return metric.startswith("acc")
 
 
 def centred_moving_average(values, window: int) -> np.ndarray:
@@ -55,26 +66,30 @@ def rounds_to_target(rounds, values, target: Target, window: int = DEFAULT_WINDO
     """The round at which ``target`` is reached, or None if it never is.
 
     - Only evaluated rounds count: pairs (round, value) whose value is None or NaN are dropped.
-    - The values are smoothed by a **centred moving average** over ``window`` evaluated rounds
+    - The values are smoothed by a **centred moving average** over ``window`` evaluations
       (default 5): at the i-th evaluation, the mean of evaluations i - (w-1)//2 .. i + w//2
-      (for w = 5: the round itself, two before and two after), cut at the ends of the run
-      (fewer values there, no padding). It keeps one lucky round from counting and, centred,
-      adds no lag. ``window=1`` uses the raw values.
-    - The target counts as crossed at the first round whose smoothed value is >= the target
-      (<= for losses and errors, :class:`Target`), compared exactly (no tolerance).
+      (for w = 5: the evaluation itself, two before and two after), cut at the ends of the run
+      (fewer values there, no padding). ``window=1`` uses the raw values.
+    - The target counts as reached at the first evaluated round whose **measured value and
+      smoothed value both** reach it (>= the target; <= for losses and errors, :class:`Target`),
+      compared exactly (no tolerance). The measured value keeps the average of later, better
+      evaluations from claiming the target before any evaluation reached it; the average keeps
+      one lucky evaluation from counting.
     """
     pairs = [(r, v) for r, v in zip(rounds, values) if v is not None and not math.isnan(v)]
     if not pairs:
         return None
     smooth = centred_moving_average([v for _, v in pairs], window)
-    for (r, _), s in zip(pairs, smooth):
-        if target.reached(s):
+    for (r, v), s in zip(pairs, smooth):
+        if target.reached(v) and target.reached(s):
             return int(r)
     return None
 
 
 def definition(target: Target, window: int) -> str:
-    """:func:`rounds_to_target` in one sentence, for printed reports."""
+    """:func:`rounds_to_target` in one sentence, for printed reports and captions."""
     sense = ">=" if target.higher_is_better else "<="
-    return (f"rounds-to-target = first round at which the centred {window}-round moving average of "
-            f"{target.metric} is {sense} {target.value:g}")
+    if window == 1:
+        return f"rounds-to-target = first evaluated round at which {target.metric} is {sense} {target.value:g}"
+    return (f"rounds-to-target = first evaluated round at which {target.metric} and its centred moving average "
+            f"over {window} evaluations are both {sense} {target.value:g}")

@@ -119,8 +119,8 @@ def curve(results, jobs, name, key):
 
 def energy_to_target(acc, energy, target):
     """Cumulative energy at the rounds-to-target of the accuracy curve (round 1 first; NaN where
-    not evaluated), by the one definition (edgefl.target.rounds_to_target: the centred
-    5-evaluation moving average first >= target); NaN if never."""
+    not evaluated), by the one definition (edgefl.target.rounds_to_target: the first evaluation
+    at which the accuracy and its centred 5-evaluation moving average are both >= target); NaN if never."""
     reached = rounds_to_target(range(1, len(acc) + 1), acc, Target("acc_mean", target))
     return float("nan") if reached is None else float(energy[reached - 1])
 
@@ -197,9 +197,9 @@ def render(results, jobs, names, missing, args, fig_dir, total_s):
         reach = "not reached" if np.isnan(r[8]) else f"{r[8]:.1f}"
         out.append(f"| {r[0]} | {r[1]:.3f} | {r[2]:.3f} | {r[3]:.1f} | {r[4]:.1f} | {r[5]:.0f} | {r[6]:.0f} | "
                    f"{r[7]:.1f} | {reach} |")
-    out += ["", f"Energy to {int(100 * target)} % accuracy: the cumulative energy at the first round at which the "
-            f"centred 5-evaluation moving average of the seed-mean accuracy reaches {int(100 * target)} % (the "
-            "definition `edgefl optimal-tau` uses, `edgefl.target.rounds_to_target`).",
+    out += ["", f"Energy to {int(100 * target)} % accuracy: the cumulative energy at the first evaluated round at "
+            f"which the seed-mean accuracy and its centred 5-evaluation moving average both reach "
+            f"{int(100 * target)} % (the definition `edgefl optimal-tau` uses, `edgefl.target.rounds_to_target`).",
             "", "## Reading the comparison", "",
             "- All algorithms see the same data, devices, channel draws' law, τ and number of clients per round; "
             "each runs with its defaults plus the keys listed below — none was tuned for this scenario, so the "

@@ -12,7 +12,7 @@
                   and the cheapest setting to reach the target.
 
 Rounds-to-target everywhere: the project's one definition (edgefl.target: the first round at
-which the centred 5-round moving average of the metric reaches the target). Means ± 95 % t-intervals
+which the metric and its centred 5-round moving average both reach the target). Means ± 95 % t-intervals
 over the seeds. Each command prints a markdown table and writes one CSV line per run to docs/data/.
 
     .venv/bin/python experiments/control.py adaptive-tau --sweep results/energy-tau-sweep-10 --workers 2

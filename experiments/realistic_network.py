@@ -228,7 +228,7 @@ def render(summary: dict, runs: list[dict], workers: int, why: str) -> str:
         "",
         "**Definitions.**",
         f"- {definition(TARGET, 5)} (`edgefl.target.rounds_to_target`). Only evaluated rounds count:",
-        "  with evaluation every 2 rounds the window is 5 evaluations, i.e. rounds r − 4 … r + 4.",
+        "  with evaluation every 2 rounds the moving average's window is 5 evaluations, i.e. rounds r − 4 … r + 4.",
         "- Energy and time to target: the cumulative energy of all clients and the simulated time at that round.",
         "- Cells: mean ± 95 % t-interval over the seeds that reached the target; `(k/5)` when only k did;",
         "  `never` when none did. τ* is the τ with the least mean energy among those every seed reaches;",

@@ -130,6 +130,12 @@ def test_centred_moving_average_and_first_rounds_to_target():
     assert rounds_to_target([1, 2, 3, 4], [None, 0.9, None, 0.2], Target("loss", 0.5), 1) == 4
     assert rounds_to_target([1, 2, 3, 4], [math.nan, 0.9, math.nan, 0.2], Target("loss", 0.5), 1) == 4
     assert rounds_to_target([1, 2], [0.1, 0.2], target, 5) is None
+    # never before a measured evaluation reached it (issue 19): evaluated every 2 rounds, the centred average
+    # at round 2 (0.751, 0.85, 0.86: 0.820) is above 0.8, the measured 0.751 is not
+    assert centred_moving_average([0.751, 0.85, 0.86, 0.9], 5)[0] == pytest.approx(0.820333, abs=1e-6)
+    assert rounds_to_target([2, 4, 6, 8], [0.751, 0.85, 0.86, 0.9], target, 5) == 4
+    # nor before the average does: a lucky evaluation above the target whose average is below it
+    assert rounds_to_target([2, 4, 6, 8], [0.5, 0.81, 0.6, 0.9], target, 5) is None
 
 
 def test_mean_ci_and_pareto_front():
@@ -177,7 +183,7 @@ def test_cli_optimal_tau_and_plot_write_tables_and_figures(tmp_path, capsys):
     write_fake_sweep(sweep, rows, GRID)
     code, out, err = run_cli(capsys, "optimal-tau", str(sweep), "--target", "acc_worst=0.5", "--window", "3")
     assert code == 0, err
-    assert "centred 3-round moving average" in out and "SNR\\BW" in out
+    assert "centred moving average over 3 evaluations" in out and "SNR\\BW" in out
     analysis = sweep / "optimal-tau_acc_worst=0.5_w3"  # named by the target (and the window: not the default)
     for name in ("optimal_tau.csv", "tau_energy.csv", "optimal_tau.txt", "tau-heatmap.png", "tau-energy-curves.png",
                  "tau-energy-split.png"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import edgefl
+from edgefl.errors import UserError
 from edgefl.runner import Simulation
 from edgefl.scenario import ScenarioError
 from edgefl.target import Target, parse_target, rounds_to_target
@@ -27,7 +29,7 @@ def test_targets_in_the_summary_are_the_one_definition():
     assert reached["reached"] and reached["rounds"] == rounds
     row = next(r for r in result.metrics if r["round"] == rounds)
     assert reached["energy_j"] == row["energy_j"] and reached["sim_time_s"] == row["sim_time_s"]
-    assert "centred 5-round moving average" in reached["definition"]
+    assert "centred moving average over 5 evaluations are both >= 0.6" in reached["definition"]
     assert never == {**never, "reached": False, "rounds": None, "energy_j": None}
 
 
@@ -55,3 +57,18 @@ def test_bad_targets_are_user_errors(tmp_path):
                          str(tmp_path / "ok"), "--quiet", "--no-plots"], capture_output=True, text=True, check=True)
     summary = json.loads((tmp_path / "ok" / "summary.json").read_text())
     assert summary["targets"][0]["target"] == "acc_mean=0.5" and "target acc_mean=0.5: round" in ok.stdout
+
+
+@pytest.mark.parametrize("text, hint", [("acc_mean=85", "85 looks like a percentage: write 0.85"),
+                                        ("acc_worst=-0.2", "write a fraction, e.g. 0.8"),
+                                        ("acc_mean=250", "write a fraction, e.g. 0.8")])
+def test_an_accuracy_target_outside_0_1_is_refused_with_a_hint(tmp_path, text, hint):
+    out = subprocess.run([sys.executable, "-m", "edgefl", "run", str(QUICKSTART), "--target", text, "--out",
+                          str(tmp_path / "r"), "--quiet"], capture_output=True, text=True)
+    assert out.returncode == 2 and hint in out.stderr and "a fraction in [0, 1]" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "r").exists()
+    with pytest.raises(UserError, match=re.escape(hint)):  # the Python API: before any work
+        edgefl.run(QUICKSTART, overrides={"run.rounds": 2}, targets=[text], progress=False)
+    with pytest.raises(ScenarioError, match=f"run.stop_at.*{re.escape(hint)}"):
+        edgefl.load_scenario(QUICKSTART, {"run.stop_at": text})
+    assert parse_target("loss=85").value == 85  # a loss has no such bound

@@ -4,10 +4,10 @@ results.csv (rounds-to-target: :mod:`edgefl.target`).
 Definitions (printed with every output):
 
 - **rounds-to-target** of one seed: :func:`edgefl.target.rounds_to_target`, the first
-  round at which the centred moving average (window w, default 5: the round, two before and
-  two after, fewer at the ends of the run) of the metric reaches the target (>= for
-  accuracies, <= for losses). Only evaluated rounds count. A seed that never gets there is
-  "never reached".
+  evaluated round at which the measured metric and its centred moving average (window w,
+  default 5 evaluations: the evaluation, two before and two after, fewer at the ends of the
+  run) both reach the target (>= for accuracies, <= for losses). A seed that never gets there
+  is "never reached".
 - **energy-to-target** of one seed: the cumulative energy of all clients (J) at that round,
   split into compute and transmission (uplink + downlink; idle apart).
 - Per (channel point, τ): means over seeds with a t-distribution confidence interval

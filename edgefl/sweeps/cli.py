@@ -65,8 +65,8 @@ def register_commands(sub) -> None:
     p = sub.add_parser(
         "optimal-tau", help="energy-optimal τ per channel point from a sweep",
         description="For each channel point of a sweep (grid keys other than algorithm.local_steps), the τ with "
-                    "the least energy to reach a target. Rounds-to-target = first round at which the centred "
-                    "moving average of the metric reaches the target.")
+                    "the least energy to reach a target. Rounds-to-target = first evaluated round at which the "
+                    "metric and its centred moving average both reach the target.")
     p.add_argument("dir", type=Path, help="a finished sweep folder (with results.csv)")
     p.add_argument("--target", required=True, metavar="METRIC=VALUE", help="e.g. acc_worst=0.80")
     p.add_argument("--window", type=int, default=DEFAULT_WINDOW,

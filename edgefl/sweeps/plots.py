@@ -98,7 +98,8 @@ def plot_tau_heatmap(result: OptimalTau, path: Path) -> Path | None:
         ax.set_ylabel("SNR (dB)")
         ax.set_title("energy-optimal τ* (bold) and its set" +
                      (f" ({_label(other, facet)})" if other else ""), fontsize=9)
-    fig.suptitle(f"target {result.target}, centred {result.window}-round moving average; – = not reached\n"
+    fig.suptitle(f"target {result.target}: first evaluated round where the metric and its centred "
+                 f"{result.window}-evaluation moving average both reach it; – = not reached\n"
                  f"set: τ whose energy is not significantly above τ*'s (paired over seeds, {result.confidence:.0%})",
                  fontsize=8)
     return _save(fig, path)
