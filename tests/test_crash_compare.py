@@ -20,7 +20,8 @@ from edgefl.sweeps.store import COMPUTED_LOG, POINTS_DIR
 from test_crash import ROOT, edgefl, tagged_processes
 from test_sweep import SCENARIO
 
-OUTPUTS = ("results.csv", "compare.csv", "compare.txt", "compare.png")
+OUTPUTS = ("results.csv", "compare_loss=5/compare.csv", "compare_loss=5/compare.txt", "compare_loss=5/compare.png")
+REPORT = "compare_loss=5"  # the folder of the target's tables and figure
 POINTS = 6  # 3 algorithms x 2 seeds
 
 # `edgefl compare` that SIGKILLs itself when os.replace would put NAME in place (its temporary file complete),
@@ -86,9 +87,10 @@ def test_kill_9_of_compare_at_every_step_and_the_reruns_resume_identically(tmp_p
     assert tagged_processes(tag) == []
 
     killed_at("compare.txt")  # the rest of the sweep, results.csv and compare.csv are written, not compare.txt
-    assert len(computed(out)) == POINTS and (out / "compare.csv").exists() and not (out / "compare.txt").exists()
+    assert len(computed(out)) == POINTS and (out / REPORT / "compare.csv").exists()
+    assert not (out / REPORT / "compare.txt").exists()
     killed_at("compare.png")
-    assert not (out / "compare.png").exists()  # never a half figure: the previous one (none here) or the new one
+    assert not (out / REPORT / "compare.png").exists()  # never a half figure: the previous one (none here) or the new one
 
     assert main([*map(str, command), "--out", str(out), "--quiet"]) == 0
     for name in OUTPUTS:

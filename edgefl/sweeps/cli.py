@@ -131,19 +131,22 @@ def cmd_compare(args) -> int:
     target = _user_errors(lambda: parse_target(args.target)) if args.target else None
     plan = _user_errors(lambda: plan_sweep(args.scenario, args.overrides, [f"algorithm.name={','.join(names)}"],
                                            args.seeds))
+    settings = {name: comparison.own_settings(plan.base, name) for name in names}
     written: list[Path] = []
     reports: list[str] = []
+    folder = comparison.report_folder(out, target)  # one per target, as optimal-tau's
 
     def summarise(summary) -> None:  # under the folder's lock, as the sweep (store.LOCKED_FILES)
         _, rows = read_results(summary.results)
         outcomes = comparison.compare(rows, target)
-        reports.append(comparison.format_report(outcomes, target, DEFAULT_WINDOW, 0.95))
-        atomic_write_csv(out / "compare.csv", *comparison.table_rows(outcomes))
-        atomic_write_text(out / "compare.txt", reports[0])
-        written.extend([out / "compare.csv", out / "compare.txt"])
+        reports.append(comparison.format_report(outcomes, target, DEFAULT_WINDOW, 0.95, settings))
+        folder.mkdir(exist_ok=True)
+        atomic_write_csv(folder / "compare.csv", *comparison.table_rows(outcomes, settings))
+        atomic_write_text(folder / "compare.txt", reports[0])
+        written.extend([folder / "compare.csv", folder / "compare.txt"])
         if target is not None and not args.no_plots:
-            comparison.plot(outcomes, target, out / "compare.png")
-            written.append(out / "compare.png")
+            comparison.plot(outcomes, target, folder / "compare.png")
+            written.append(folder / "compare.png")
 
     _user_errors(lambda: run_sweep(plan, out, workers=args.workers, force=args.force, progress=not args.quiet,
                                    then=summarise))

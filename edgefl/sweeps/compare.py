@@ -5,7 +5,14 @@ the same folder layout), summarised per algorithm.
 Per algorithm and seed: rounds, cumulative energy (J) and simulated time (s) to the target (the one
 definition, :mod:`edgefl.target`), and the final values of the run. Per algorithm: means with t-intervals
 over the seeds that reached the target, and the energy relative to the first algorithm paired over the
-seeds (the same seed gives every algorithm the same data partition, initial model and channel draws).
+seeds (the same seed gives every algorithm the same data partition, initial model and channel draws), and
+in words whether it differs significantly from the first algorithm's: the paired t-interval of the mean
+over seeds of E_alg,s - E_first,s excludes 0 (:func:`differences`). Each algorithm's own settings
+(``[algorithm.<name>]``, defaults included) are printed with the table: FedProx at a small mu_p is FedAvg
+to several digits, which would otherwise read like a bug.
+
+Outputs go in ``<out>/compare_<metric>=<value>/`` (one folder per target, as `optimal-tau`) or
+``<out>/compare/`` without a target (:func:`report_folder`).
 """
 
 from __future__ import annotations
@@ -20,6 +27,24 @@ from edgefl.sweeps.analysis import DEFAULT_CONFIDENCE, mean_ci
 from edgefl.target import DEFAULT_WINDOW, Target, definition, rounds_to_target
 
 ALGORITHM_KEY = "algorithm.name"
+FILES = ("compare.csv", "compare.txt", "compare.png")
+
+
+def report_folder(out, target: Target | None):
+    """Where a comparison's tables and figure go: one folder per target, so that a second target never
+    overwrites the first (as ``optimal-tau_<target>``)."""
+    from pathlib import Path
+
+    return Path(out) / (f"compare_{target}" if target is not None else "compare")
+
+
+def own_settings(scenario, name: str) -> dict:
+    """Algorithm ``name``'s own keys in ``scenario`` (its ``[algorithm.<name>]`` table, defaults included)."""
+    return scenario.algorithm.hyperparams(name).model_dump(mode="json")
+
+
+def settings_text(settings: dict) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in settings.items()) or "no own keys"
 
 
 @dataclass
@@ -31,6 +56,8 @@ class AlgorithmOutcome:
     energy_j: tuple[float, float]
     time_s: tuple[float, float]
     energy_ratio: tuple[float, float]  # to the first algorithm, paired over the seeds both reached
+    energy_difference_j: tuple[float, float]  # E - E_first: mean, CI half-width, paired over the seeds both reached
+    paired_seeds: int  # how many seeds the two above are over
     final: dict[str, float]  # metric -> mean over seeds at the last round
     energy_total_j: float  # mean over seeds, whole run
 
@@ -59,6 +86,11 @@ def compare(rows: list[dict], target: Target | None, window: int = DEFAULT_WINDO
         hit = {s: v["at"] for s, v in seeds.items() if v["at"] is not None}
         base = {s: v["at"] for s, v in per_seed[first].items() if v["at"] is not None}
         ratios = [hit[s]["energy_j"] / base[s]["energy_j"] for s in hit if s in base and base[s]["energy_j"] > 0]
+        if target is None:  # no target: the whole run's energy, paired over every seed both ran
+            last = {s: v["last"]["energy_j"] for s, v in per_seed[first].items()}
+            differences = [v["last"]["energy_j"] - last[s] for s, v in seeds.items() if s in last]
+        else:
+            differences = [hit[s]["energy_j"] - base[s]["energy_j"] for s in hit if s in base]
         metrics = [k for k in ("acc_mean", "acc_worst", "loss") if any(v["final"].get(k) is not None for v in seeds.values())]
         out.append(AlgorithmOutcome(
             name, len(seeds), len(hit),
@@ -66,6 +98,7 @@ def compare(rows: list[dict], target: Target | None, window: int = DEFAULT_WINDO
             mean_ci([r["energy_j"] for r in hit.values()], confidence),
             mean_ci([r["sim_time_s"] for r in hit.values()], confidence),
             mean_ci(ratios, confidence),
+            mean_ci(differences, confidence), len(differences),
             {k: float(np.mean([v["final"][k] for v in seeds.values() if v["final"].get(k) is not None])) for k in metrics},
             float(np.mean([v["last"]["energy_j"] for v in seeds.values()]))))
     return out
@@ -78,19 +111,57 @@ def _fmt(pair: tuple[float, float], digits: int = 4) -> str:
     return f"{mean:.{digits}g}" + ("" if math.isnan(half) else f" ± {half:.2g}")
 
 
-def table_rows(outcomes: list[AlgorithmOutcome]) -> tuple[list[str], list[list]]:
-    """compare.csv: one row per algorithm."""
+def table_rows(outcomes: list[AlgorithmOutcome], settings: dict[str, dict] | None = None) -> tuple[list[str], list[list]]:
+    """compare.csv: one row per algorithm; ``settings``: each algorithm's own keys (:func:`own_settings`)."""
     finals = list(dict.fromkeys(k for o in outcomes for k in o.final))
     header = ["algorithm", "seeds", "seeds_reached", "rounds_mean", "rounds_ci95", "energy_j_mean", "energy_j_ci95",
-              "time_s_mean", "time_s_ci95", "energy_ratio_to_first", "energy_ratio_ci95", "energy_total_j",
-              *[f"final_{k}" for k in finals]]
-    rows = [[o.algorithm, o.seeds, o.reached, *o.rounds, *o.energy_j, *o.time_s, *o.energy_ratio, o.energy_total_j,
-             *[o.final.get(k) for k in finals]] for o in outcomes]
+              "time_s_mean", "time_s_ci95", "energy_ratio_to_first", "energy_ratio_ci95",
+              "energy_difference_to_first_j", "energy_difference_ci95", "energy_difference_significant",
+              "energy_total_j", *[f"final_{k}" for k in finals], "own_settings"]
+    rows = [[o.algorithm, o.seeds, o.reached, *o.rounds, *o.energy_j, *o.time_s, *o.energy_ratio,
+             *o.energy_difference_j, significance(o.energy_difference_j), o.energy_total_j,
+             *[o.final.get(k) for k in finals], settings_text((settings or {}).get(o.algorithm, {}))]
+            for o in outcomes]
     return header, rows
 
 
-def format_report(outcomes: list[AlgorithmOutcome], target: Target | None, window: int, confidence: float) -> str:
+def significance(difference: tuple[float, float]) -> str:
+    """"significant" when the paired t-interval of the difference excludes 0; "not significant" when it holds 0;
+    "one seed: cannot tell" without an interval (fewer than two paired seeds); "" without a difference."""
+    mean, half = difference
+    if math.isnan(mean):
+        return ""
+    if math.isnan(half):
+        return "one seed: cannot tell"
+    if mean == 0 and half == 0:
+        return "not significant (identical on every seed)"
+    return "significant" if abs(mean) > half else "not significant"
+
+
+def differences(outcomes: list[AlgorithmOutcome], target: Target | None, confidence: float) -> list[str]:
+    """Each algorithm against the first, in words: "fedprox vs fedavg: energy to target differs by +1.2 J
+    (95 % paired CI [-0.3, 2.7] J, 3 seeds): not significant"."""
+    if not outcomes:
+        return []
+    first, what = outcomes[0].algorithm, "energy to target" if target is not None else "energy of the whole run"
     lines = []
+    for o in outcomes[1:]:
+        mean, half = o.energy_difference_j
+        if math.isnan(mean):
+            lines.append(f"{o.algorithm} vs {first}: {what}: no seed where both reached the target")
+            continue
+        ci = "" if math.isnan(half) else f"{confidence:.0%} paired CI [{mean - half:+.4g}, {mean + half:+.4g}] J, "
+        lines.append(f"{o.algorithm} vs {first}: {what} differs by {mean:+.4g} J ({ci}{o.paired_seeds} "
+                     f"seed{'s' if o.paired_seeds != 1 else ''}): {significance(o.energy_difference_j)}")
+    return lines
+
+
+def format_report(outcomes: list[AlgorithmOutcome], target: Target | None, window: int, confidence: float,
+                  settings: dict[str, dict] | None = None) -> str:
+    lines = []
+    if settings:
+        lines += ["own settings of each algorithm ([algorithm.<name>], defaults included):"]
+        lines += [f"  {name}: {settings_text(values)}" for name, values in settings.items()] + [""]
     if target is not None:
         lines += [f"target {target}; {definition(target, window)}; means over the seeds that reached it ± "
                   f"{confidence:.0%} t-interval; energy ratio to {outcomes[0].algorithm}: paired over seeds", ""]
@@ -105,6 +176,10 @@ def format_report(outcomes: list[AlgorithmOutcome], target: Target | None, windo
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
     lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
+    if len(outcomes) > 1:
+        lines += ["", f"significance (each against {outcomes[0].algorithm}, paired over the seeds; significant when "
+                      f"the {confidence:.0%} t-interval of the difference excludes 0):"]
+        lines += [f"  {line}" for line in differences(outcomes, target, confidence)]
     return "\n".join(lines) + "\n"
 
 

@@ -65,14 +65,17 @@ def read_point(out: Path, point_id: str) -> dict | None:
 
 LOCK = ".lock"  # held (flock) by the sweep writing the folder; the kernel releases it when that process dies
 # The files written (temp + rename) only while holding the lock: a kill -9 between the two leaves a temp file
-# ``.NAME.XXXX.tmp`` that the next holder removes. compare.* are `edgefl compare`'s summary (written under the lock).
-LOCKED_FILES = (MANIFEST, RESULTS, "compare.csv", "compare.txt", "compare.png")
+# ``.NAME.XXXX.tmp`` that the next holder removes. compare.* are `edgefl compare`'s summary (written under the lock,
+# in a folder per target: compare/ or compare_<target>/, edgefl.sweeps.compare.report_folder).
+LOCKED_FILES = (MANIFEST, RESULTS)
+COMPARE_FILES = ("compare.csv", "compare.txt", "compare.png")
 
 
 def remove_stale_temps(out: Path) -> list[Path]:
     """Remove the temporary files a killed writer of the folder left (of :data:`LOCKED_FILES` and of points/).
     Only with the lock held: then no writer of these files is alive. Returns what was removed."""
     stale = [p for name in LOCKED_FILES for p in out.glob(f".{name}.*.tmp")]
+    stale += [p for name in COMPARE_FILES for p in out.glob(f"compare*/.{name}.*.tmp")]
     stale += (out / POINTS_DIR).glob(".*.json.*.tmp")
     for path in stale:
         if path.is_file():
