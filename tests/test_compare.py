@@ -84,3 +84,18 @@ def test_compare_rejects_an_unknown_algorithm(tmp_path, capsys):
     path.write_text(TINY)
     assert main(["compare", str(path), "--algorithms", "fedavg,fedavgg", "--out", str(tmp_path / "x"), "--quiet"]) == 2
     assert "fedavgg" in capsys.readouterr().err
+
+
+def test_compare_with_an_algorithm_added_reuses_the_finished_runs(tmp_path, capsys):
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY)
+    out = tmp_path / "cmp"
+    common = ["--seeds", "1", "--target", "loss=5", "--set", "run.rounds=2", "--out", str(out), "--quiet", "--no-plots"]
+    assert main(["compare", str(path), "--algorithms", "fedavg,drdm", *common]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(path), "--algorithms", "fedavg,drdm,fedprox", *common]) == 0
+    printed = capsys.readouterr().out
+    assert "the sweep's grid grew: 2 points before, 3 now" in printed
+    rows = list(csv.DictReader(open(out / "compare_loss=5" / "compare.csv")))
+    assert [r["algorithm"] for r in rows] == ["fedavg", "drdm", "fedprox"]
+    assert len((out / "computed.log").read_text().splitlines()) == 3  # fedavg and drdm were not run again

@@ -158,18 +158,48 @@ def test_a_different_sweep_in_the_same_folder_is_refused_unless_forced(scenario_
     assert run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", "--grid", "network.snr_db=0,10,20")[0] == 0
     manifest = (out / MANIFEST).read_bytes()
     results = (out / "results.csv").read_bytes()
-    for args in (["--grid", "network.snr_db=0,10"], ["--grid", "network.snr_db=0,10,20", "--seeds", "2"],
-                 ["--grid", "network.snr_db=0,10,20", "--set", "run.rounds=4"]):
+    for args in (["--grid", "network.snr_db=0,10"], ["--grid", "network.snr_db=0,10,20", "--set", "run.rounds=4"],
+                 ["--grid", "network.snr_db=0,10,30", "--seeds", "2"]):  # a point less: not a grown grid
         code, _, err = run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", *args)
-        assert code == 2 and "holds a different sweep" in err and "--force" in err
+        assert code == 2 and "holds a different sweep" in err and "--force" in err and "to grow it" in err
         assert (out / MANIFEST).read_bytes() == manifest and (out / "results.csv").read_bytes() == results
-    code, _, err = run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", "--grid", "network.snr_db=0,10",
-                           "--force")
+    code, printed, err = run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", "--grid",
+                                 "network.snr_db=0,10", "--force")
     assert code == 0, err
+    assert "--force: replaced the sweep in the folder (3 points); its finished points that are also points of " \
+           "this sweep are reused, 1 others removed" in printed and "0 computed now, 2 already done" in printed
     rows = read_csv(out / "results.csv")
     assert sorted({r[0] for r in rows[1:]}) == ["0", "10"]
     assert len(list((out / "points").glob("*.json"))) == 2  # the 20 dB point is gone
     assert len(computed_ids(out)) == 3  # 0 and 10 dB were reused, not recomputed
+
+
+def test_a_sweeps_grid_can_grow_reusing_its_points_and_removing_stale_analyses(scenario_file, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    grid = ["--grid", "algorithm.local_steps=1,2", "--grid", "network.snr_db=0,10"]
+    assert run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", *grid)[0] == 0
+    first = {tuple(r) for r in read_csv(out / "results.csv")[1:]}
+    assert run_cli(capsys, "optimal-tau", out, "--target", "loss=5")[0] == 0
+    assert run_cli(capsys, "plot", out, "--target", "loss=5")[0] == 0
+    analysis = out / "optimal-tau_loss=5"
+    (out / "notes.txt").write_text("mine")  # the user's own files are left alone
+    assert (analysis / "tau-pareto.png").exists() and (out / "tau-accuracy-energy.png").exists()
+    # values added to the grid, and a seed: the 4 finished points are reused, the 8 new ones computed
+    code, printed, err = run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", "--seeds", 2,
+                                 "--grid", "algorithm.local_steps=1,2", "--grid", "network.snr_db=0,10,20")
+    assert code == 0, err
+    assert "12 points" in printed and "8 computed now, 4 already done" in printed
+    assert "the sweep's grid grew: 4 points before, 12 now" in printed
+    assert "removed the analyses of the old results" in printed and str(analysis) in printed
+    assert not analysis.exists() and not (out / "tau-accuracy-energy.png").exists()
+    assert (out / "notes.txt").read_text() == "mine"
+    assert len(computed_ids(out)) == 12  # each point computed once
+    rows = read_csv(out / "results.csv")
+    assert len(rows) - 1 == 12 * 3 and first <= {tuple(r) for r in rows[1:]}  # the old rows, unchanged
+    # the same command again: a resume, nothing said about growing
+    code, printed, _ = run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", "--seeds", 2,
+                               "--grid", "algorithm.local_steps=1,2", "--grid", "network.snr_db=0,10,20")
+    assert code == 0 and "0 computed now, 12 already done" in printed and "grew" not in printed
 
 
 def test_process_pool_gives_the_same_results_as_serial(scenario_file, tmp_path, capsys):

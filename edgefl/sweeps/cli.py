@@ -43,7 +43,8 @@ def register_commands(sub) -> None:
                         "(pip install 'edgefl[ray]'; docs/scale.md)")
     p.add_argument("--address", default=None, metavar="ADDR",
                    help="with --backend ray: a running Ray cluster, e.g. auto or ray://head:10001")
-    p.add_argument("--force", action="store_true", help="replace a different sweep already in --out")
+    p.add_argument("--force", action="store_true",
+                   help="replace a different sweep already in --out (values or seeds added to its grid need no --force)")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser(
@@ -112,6 +113,8 @@ def cmd_sweep(args) -> int:
     print(f"sweep: {summary.points} points ({shape}; {len(plan.seeds)} seed(s)): {summary.computed} computed now, "
           f"{summary.reused} already done; {summary.repriced} re-priced, {summary.cosimulated} co-simulated; "
           f"{summary.trainings} learning runs now, {plan.num_trainings} for the whole sweep; {summary.wall_s:.1f} s")
+    for note in summary.notes:
+        print(note)
     print(f"results in {summary.results}")
     return 0
 
@@ -148,9 +151,11 @@ def cmd_compare(args) -> int:
             comparison.plot(outcomes, target, folder / "compare.png")
             written.append(folder / "compare.png")
 
-    _user_errors(lambda: run_sweep(plan, out, workers=args.workers, force=args.force, progress=not args.quiet,
-                                   then=summarise))
+    summary = _user_errors(lambda: run_sweep(plan, out, workers=args.workers, force=args.force,
+                                             progress=not args.quiet, then=summarise))
     print(reports[0], end="")
+    for note in summary.notes:
+        print(note)
     print("wrote " + ", ".join(map(str, written)))
     return 0
 

@@ -27,7 +27,6 @@ from edgefl.sweeps.analysis import DEFAULT_CONFIDENCE, mean_ci
 from edgefl.target import DEFAULT_WINDOW, Target, definition, rounds_to_target
 
 ALGORITHM_KEY = "algorithm.name"
-FILES = ("compare.csv", "compare.txt", "compare.png")
 
 
 def report_folder(out, target: Target | None):

@@ -108,6 +108,7 @@ class SweepSummary:
     cosimulated: int
     wall_s: float
     results: Path
+    notes: list[str] = field(default_factory=list)  # what became of a sweep already in the folder (grown, replaced)
 
 
 def user_errors() -> tuple[type[Exception], ...]:
@@ -151,7 +152,7 @@ def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, backend: str = "loca
 
 def _run_locked(plan, out, workers, backend, address, force, progress, created, started) -> SweepSummary:
     remove_stale_temps(out)  # of a writer killed before its rename (we hold the lock: no writer is alive)
-    check_manifest(out, plan, force)
+    change = check_manifest(out, plan, force)
     (out / POINTS_DIR).mkdir(exist_ok=True)
     try:
         missing = [p for p in plan.points if read_point(out, p.id) is None]
@@ -172,5 +173,5 @@ def _run_locked(plan, out, workers, backend, address, force, progress, created, 
         points=len(plan.points), reused=len(plan.points) - len(missing), computed=len(missing),
         trainings=len(tasks), repriced=sum(p.mode == REPRICED for p in plan.points),
         cosimulated=sum(p.mode == COSIMULATED for p in plan.points),
-        wall_s=time.perf_counter() - started, results=results,
+        wall_s=time.perf_counter() - started, results=results, notes=change.describe(len(plan.points)),
     )

@@ -8,8 +8,11 @@ Layout::
     results.csv     every point's rows, assembled (atomically) from points/ when all are done
 
 Resuming is rerunning: a point whose file exists is not computed again, and the temporary files of a writer
-killed before its rename are removed (:func:`remove_stale_temps`). A rerun with another definition into the
-same folder is refused unless ``force``.
+killed before its rename are removed (:func:`remove_stale_temps`). A grid may grow: a rerun whose points
+include every point of the folder's sweep (values or seeds added) computes the new points and reuses the
+finished ones. Any other definition into the same folder is refused unless ``force``. When the points change,
+the analyses of the old results (:data:`ANALYSES`: `optimal-tau`, `plot` and `compare` outputs) are removed:
+they no longer describe results.csv (:func:`check_manifest` returns what it did, for the command to say).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgefl.results import atomic_write_csv, atomic_write_text
@@ -100,32 +104,101 @@ def lock_folder(out: Path) -> int:
     return fd
 
 
-def check_manifest(out: Path, plan: SweepPlan, force: bool) -> None:
-    """Refuse to mix two different sweeps in one folder (unless ``force``); then write the manifest."""
+# What the analysis commands write from a sweep's results.csv (edgefl.sweeps.cli: optimal-tau into
+# optimal-tau_<target>[_wN][_cX]/, plot into the folder and beside optimal-tau's outputs; edgefl.sweeps.compare:
+# compare/ and compare_<target>/): folder pattern -> file names. Only these files are removed when they go stale.
+ANALYSES = {
+    "optimal-tau_*": ("optimal_tau.csv", "tau_energy.csv", "optimal_tau.txt", "tau-heatmap.png",
+                      "tau-energy-curves.png", "tau-energy-split.png", "tau-pareto.png"),
+    "compare": COMPARE_FILES,
+    "compare_*": COMPARE_FILES,
+    "": ("tau-accuracy-energy.png",),  # the sweep folder itself
+}
+
+
+def remove_stale_analyses(out: Path) -> list[Path]:
+    """Remove the analysis outputs (:data:`ANALYSES`) of the folder's sweep, and their folders once empty.
+    Returns what was removed (the folders, and the files outside one)."""
+    removed = []
+    for pattern, names in ANALYSES.items():
+        for folder in sorted(out.glob(pattern)) if pattern else [out]:
+            if not folder.is_dir():
+                continue
+            files = [folder / name for name in names if (folder / name).is_file()]
+            for path in files:
+                path.unlink()
+            if folder != out and files and not any(folder.iterdir()):
+                folder.rmdir()
+                removed.append(folder)
+            elif files:
+                removed += files
+    return removed
+
+
+@dataclass
+class ManifestChange:
+    """What :func:`check_manifest` found in the folder and did."""
+
+    kind: str  # "new" (no sweep there), "same" (a resume), "grown" (points added), "replaced" (--force)
+    old_points: int = 0  # the folder's sweep's points before
+    dropped_points: int = 0  # finished points of the old sweep removed (replaced only)
+    removed_analyses: list[Path] = field(default_factory=list)
+
+    def describe(self, points: int) -> list[str]:
+        """Sentences for the command's output (none for a new sweep or a resume)."""
+        lines = []
+        if self.kind == "grown":
+            lines.append(f"the sweep's grid grew: {self.old_points} points before, {points} now; its finished points "
+                         "are reused, the new ones computed")
+        elif self.kind == "replaced":
+            lines.append(f"--force: replaced the sweep in the folder ({self.old_points} points); its finished points "
+                         f"that are also points of this sweep are reused, {self.dropped_points} others removed")
+        if self.removed_analyses:
+            lines.append("removed the analyses of the old results (rerun optimal-tau / plot / compare for the new "
+                         "ones): " + ", ".join(str(p) for p in self.removed_analyses))
+        return lines
+
+
+def check_manifest(out: Path, plan: SweepPlan, force: bool) -> ManifestChange:
+    """Refuse to mix two different sweeps in one folder (unless ``force``): a rerun may only add points (grow
+    the grid or the seeds), keeping every point of the folder's sweep. Then write the manifest. When the
+    points change, the old analyses are removed (:func:`remove_stale_analyses`)."""
     path = out / MANIFEST
     new = plan.definition()
+    change = ManifestChange("new")
     if path.exists():
         try:
-            old = json.loads(path.read_text()).get("definition")
-        except (json.JSONDecodeError, AttributeError):
-            old = None
-        if old != new and not force:
+            manifest = json.loads(path.read_text())
+            old, old_ids = manifest.get("definition"), {p["id"] for p in manifest.get("points", [])}
+        except (json.JSONDecodeError, AttributeError, KeyError, TypeError):
+            old, old_ids = None, set()
+        new_ids = {p.id for p in plan.points}
+        grown = old is not None and old != new and old_ids <= new_ids
+        if old != new and not force and not grown:
             if old is None:
                 raise SweepError(f"{path} is not a sweep manifest; use --force to replace it or choose another --out")
-            raise SweepError(f"{out} holds a different sweep ({describe_differences(old, new)}). Rerun the same "
-                             "command to resume it, use --force to replace it, or choose another --out")
-        if old != new:  # forced: drop the old sweep's points (same-scenario points are kept and reused)
-            keep = {p.id for p in plan.points}
+            missing = len(old_ids - new_ids)
+            raise SweepError(f"{out} holds a different sweep ({describe_differences(old, new)}; {missing} of its "
+                             f"{len(old_ids)} points are not points of this one). Rerun the same command to resume "
+                             "it, add values or seeds to grow it (its points are kept), use --force to replace it, "
+                             "or choose another --out")
+        if old == new:
+            change = ManifestChange("same", len(old_ids))
+        else:  # grown, or forced: drop the old sweep's points that are not this one's (the others are reused)
+            change = ManifestChange("grown" if grown else "replaced", len(old_ids))
             for stale in (out / POINTS_DIR).glob("*.json"):
-                if stale.stem not in keep:
+                if stale.stem not in new_ids:
                     stale.unlink()
+                    change.dropped_points += 1
             (out / RESULTS).unlink(missing_ok=True)
+            change.removed_analyses = remove_stale_analyses(out)
     manifest = {
         "format": FORMAT, "definition": new,
         "points": [{"id": p.id, "values": p.values, "seed": p.seed, "mode": p.mode, "training": p.training}
                    for p in plan.points],
     }
     atomic_write_text(path, json.dumps(manifest, indent=1) + "\n")
+    return change
 
 
 def load_manifest(out: Path) -> dict:
