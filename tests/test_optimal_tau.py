@@ -279,3 +279,40 @@ def test_tau_set_labels_join_neighbours_in_the_grid():
     assert tau_set_label([5, 15, 20], grid) == "5,15-20"
     assert tau_set_label([30], grid) == "30"
     assert tau_set_label([5, 10, 15, 20, 25, 30], grid) == "5-30"
+
+
+def test_heatmap_axes_are_whichever_two_channel_keys_the_grid_has():
+    from edgefl.sweeps.plots import heatmap_axes
+
+    snr_bw = [(s, b) for s in (0, 10) for b in (1, 2)]
+    assert heatmap_axes(["network.snr_db", "network.bandwidth_mhz"], snr_bw) == ("network.snr_db",
+                                                                                  "network.bandwidth_mhz")
+    # a link budget: transmit power and distance, bandwidth across
+    keys = ["devices.tx_power_dbm", "network.distance_m", "network.bandwidth_mhz"]
+    assert heatmap_axes(keys, [(p, d, b) for p in (10, 23) for d in (100, 300) for b in (1, 5)]) == (
+        "devices.tx_power_dbm", "network.bandwidth_mhz")
+    assert heatmap_axes(keys, [(23, d, b) for d in (100, 300) for b in (1, 5)]) == (  # one power: not an axis
+        "network.distance_m", "network.bandwidth_mhz")
+    assert heatmap_axes(["network.distance_m", "algorithm.name"], [(d, a) for d in (1, 2) for a in "ab"]) is None
+
+
+@pytest.mark.parametrize("lo, hi", [(0.00105, 0.00128), (0.0011, 0.004), (0.002, 0.03), (0.001, 1000.0), (3.0, 3.3)])
+def test_log_ticks_are_at_least_three_inside_the_range(lo, hi):
+    from edgefl.sweeps.plots import log_ticks
+
+    ticks = log_ticks(lo, hi)
+    assert len(ticks) >= 3 and all(lo <= t <= hi for t in ticks) and ticks == sorted(set(ticks))
+    assert len(ticks) <= 12  # readable: powers of ten over many decades, not every 1..9
+
+
+def test_optimal_tau_draws_the_heatmap_of_a_link_budget_sweep(tmp_path, capsys):
+    reach = {(5, 0): 30, (10, 0): 22, (20, 0): 15, (5, 1): 32, (10, 1): 24, (20, 1): 16}
+    rows = synthetic_rows(reach, a=1.0, b_scale=40.0, num_rounds=40, snrs=[0, 10, 20], bandwidths=[0.5, 2, 5, 10])
+    for r in rows:  # the same numbers, as a link budget's grid: distance instead of SNR
+        r["network.distance_m"] = {0: 1000, 10: 300, 20: 100}[r.pop("network.snr_db")]
+    grid = ["network.distance_m", "network.bandwidth_mhz", "algorithm.local_steps"]
+    sweep = tmp_path / "sweep"
+    write_fake_sweep(sweep, [{k: r[k] for k in [*grid, *[k for k in r if k not in grid]]} for r in rows], grid)
+    code, out, err = run_cli(capsys, "optimal-tau", str(sweep), "--target", "acc_worst=0.5")
+    assert code == 0, err
+    assert "no heatmap" not in out and (sweep / "optimal-tau_acc_worst=0.5" / "tau-heatmap.png").stat().st_size > 0

@@ -192,7 +192,8 @@ def cmd_optimal_tau(args) -> int:
 
         heatmap = plot_tau_heatmap(result, out / "tau-heatmap.png")
         if heatmap is None:
-            print("(no heatmap: it needs network.snr_db and network.bandwidth_mhz in the grid)")
+            print("(no heatmap: it needs two channel keys with two values or more in the grid besides "
+                  "algorithm.local_steps, e.g. network.snr_db and network.bandwidth_mhz)")
         written += [p for p in (heatmap, plot_energy_curves(result, out / "tau-energy-curves.png"),
                                 plot_energy_split(result, out / "tau-energy-split.png")) if p is not None]
     print("wrote " + ", ".join(str(p) for p in written))

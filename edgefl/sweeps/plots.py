@@ -1,10 +1,12 @@
-"""Plots of a sweep (PNG, matplotlib Agg): τ* heatmap over SNR x bandwidth, energy-to-target
-versus τ, the compute / transmission split, accuracy versus cumulative energy per τ, and the
-Pareto front of energy versus rounds-to-target."""
+"""Plots of a sweep (PNG, matplotlib Agg): τ* heatmap over two channel axes (SNR x bandwidth, or
+whichever two the grid has, :func:`heatmap_axes`), energy-to-target versus τ, the compute /
+transmission split, accuracy versus cumulative energy per τ, and the Pareto front of energy versus
+rounds-to-target. A figure that shows some channel points of many says which and how many."""
 
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -18,7 +20,12 @@ from edgefl.sweeps.analysis import OptimalTau, TauStats, pareto_front  # noqa: E
 from edgefl.sweeps.plan import TAU_KEY  # noqa: E402
 
 SNR, BW, ALGORITHM = "network.snr_db", "network.bandwidth_mhz", "algorithm.name"
-LABELS = {SNR: "SNR {:g} dB", BW: "{:g} MHz", TAU_KEY: "τ = {}", ALGORITHM: "{}"}
+DISTANCE, TX_POWER = "network.distance_m", "devices.tx_power_dbm"
+LABELS = {SNR: "SNR {:g} dB", BW: "{:g} MHz", TAU_KEY: "τ = {}", ALGORITHM: "{}", DISTANCE: "{:g} m",
+          TX_POWER: "{:g} dBm", "network.cell_radius_m": "cell {:g} m"}
+AXIS_LABELS = {SNR: "SNR (dB)", BW: "bandwidth per device (MHz)", DISTANCE: "distance (m)",
+               TX_POWER: "transmit power (dBm)", "network.cell_radius_m": "cell radius (m)"}
+MAX_PANELS = 6  # channel points drawn one panel each; beyond, a representative few (and the figure says so)
 LINESTYLES = ["-", "--", ":", "-."]
 
 
@@ -31,16 +38,42 @@ def _order(values) -> tuple:
     return tuple((0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)) for v in values)
 
 
-def _plain_log_axis(ax, axis="y") -> None:
-    target = ax.yaxis if axis == "y" else ax.xaxis
-    target.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-    target.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+def log_ticks(lo: float, hi: float, least: int = 3) -> list[float]:
+    """Ticks for a log axis from ``lo`` to ``hi`` (> 0) with at least ``least`` labels: powers of ten, else
+    1-2-5 of each decade, else every 1..9 of each decade, else round numbers evenly spaced (a range narrower
+    than a factor of ~1.5, where a log axis looks linear)."""
+    if not (0 < lo < hi and math.isfinite(hi)):
+        return []
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    for subs in ((1,), (1, 2, 5), tuple(range(1, 10))):
+        ticks = [m * 10.0**k for k in decades for m in subs if lo <= m * 10.0**k <= hi]
+        if len(ticks) >= least:
+            return ticks
+    return [float(v) for v in matplotlib.ticker.MaxNLocator(nbins=4).tick_values(lo, hi) if lo <= v <= hi]
+
+
+def _readable_log_axis(ax, axis="y") -> None:
+    """Tick labels in plain numbers, at least three (:func:`log_ticks`), none on the minor ticks. Call it
+    once the data are drawn (it reads the axis limits)."""
+    target, (lo, hi) = (ax.yaxis, ax.get_ylim()) if axis == "y" else (ax.xaxis, ax.get_xlim())
+    ticks = log_ticks(lo, hi)
+    if ticks:
+        target.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+    target.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:.3g}"))
     target.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
+def _tau_axis(ax, taus) -> None:
+    """τ is a whole number: ticks at the τ values (at most 12 of them), else at whole numbers."""
+    taus = sorted(set(taus))
+    if 0 < len(taus) <= 12:
+        ax.set_xticks(taus, [str(t) for t in taus])
+    else:
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+
+
 def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110)  # laid out by the figure's constrained layout (_grid): titles never overlap
     plt.close(fig)
     return path
 
@@ -48,7 +81,7 @@ def _save(fig, path: Path) -> Path:
 def _grid(n: int, width=4.6, height=3.6):
     cols = min(n, 3)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, layout="constrained")
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
@@ -63,13 +96,44 @@ def representative(channels: list[tuple], cost_per_round: dict[tuple, float], co
     return list(dict.fromkeys(picks))
 
 
+def _panels(channels: list[tuple], cost_per_round: dict[tuple, float]) -> tuple[list[tuple], str]:
+    """Every channel point when there are at most :data:`MAX_PANELS`, in grid order; else the costliest, a
+    median and the cheapest, with a sentence that says so (for the figure's title; "" when all are drawn)."""
+    if len(channels) <= MAX_PANELS:
+        return sorted(channels, key=_order), ""
+    picks = representative(channels, cost_per_round)
+    return picks, (f"{len(picks)} of {len(channels)} channel points: the costliest, a median and the cheapest "
+                   "(transmission energy per round); the tables have every point")
+
+
+def heatmap_axes(keys: list[str], channels: list[tuple]) -> tuple[str, str] | None:
+    """The two channel axes of the τ* heatmap, (rows, columns): SNR x bandwidth when the grid has both;
+    else bandwidth across and the first other channel key of the grid down (e.g. distance or transmit power
+    of a link budget); else the first two. Only keys with two values or more count; the algorithm is never
+    an axis. None when fewer than two such keys."""
+    axes = [k for i, k in enumerate(keys) if k != ALGORITHM and len({c[i] for c in channels}) >= 2]
+    if SNR in axes and BW in axes:
+        return SNR, BW
+    if BW in axes and len(axes) >= 2:
+        return next(k for k in axes if k != BW), BW
+    return (axes[0], axes[1]) if len(axes) >= 2 else None
+
+
+def _value_text(value) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
 # -- optimal-tau figures --------------------------------------------------------------------
 def plot_tau_heatmap(result: OptimalTau, path: Path) -> Path | None:
+    """τ* over the two channel axes of :func:`heatmap_axes` (a panel per value of the other channel keys);
+    None when the grid has fewer than two channel keys with two values or more."""
     keys = result.channel_keys
-    if SNR not in keys or BW not in keys:
+    chosen = heatmap_axes(keys, [c.channel for c in result.per_channel])
+    if chosen is None:
         return None
-    i_snr, i_bw = keys.index(SNR), keys.index(BW)
-    other = [k for k in keys if k not in (SNR, BW)]
+    y_key, x_key = chosen
+    i_snr, i_bw = keys.index(y_key), keys.index(x_key)
+    other = [k for k in keys if k not in (y_key, x_key)]
     facets: dict[tuple, dict] = {}
     for c in result.per_channel:
         facet = tuple(v for k, v in enumerate(c.channel) if k not in (i_snr, i_bw))
@@ -78,7 +142,8 @@ def plot_tau_heatmap(result: OptimalTau, path: Path) -> Path | None:
     cmap = plt.get_cmap("viridis", len(taus))
     fig, axes = _grid(len(facets), width=5.2, height=4.2)
     for ax, (facet, table) in zip(axes, facets.items()):
-        snrs, bws = sorted({k[0] for k in table}), sorted({k[1] for k in table})
+        snrs, bws = sorted({k[0] for k in table}, key=lambda v: _order([v])), sorted({k[1] for k in table},
+                                                                                     key=lambda v: _order([v]))
         grid = np.full((len(snrs), len(bws)), np.nan)
         for (s, b), c in table.items():
             if c.tau_star is not None:
@@ -92,23 +157,25 @@ def plot_tau_heatmap(result: OptimalTau, path: Path) -> Path | None:
             if tau is not None:
                 ax.text(bws.index(b), snrs.index(s) - 0.22, c.tau_set_label, ha="center", va="center", color=color,
                         fontsize=7)
-        ax.set_xticks(range(len(bws)), [f"{b:g}" for b in bws])
-        ax.set_yticks(range(len(snrs)), [f"{s:g}" for s in snrs])
-        ax.set_xlabel("bandwidth per device (MHz)")
-        ax.set_ylabel("SNR (dB)")
+        ax.set_xticks(range(len(bws)), [_value_text(b) for b in bws])
+        ax.set_yticks(range(len(snrs)), [_value_text(s) for s in snrs])
+        ax.set_xlabel(AXIS_LABELS.get(x_key, x_key))
+        ax.set_ylabel(AXIS_LABELS.get(y_key, y_key))
         ax.set_title("energy-optimal τ* (bold) and its set" +
                      (f" ({_label(other, facet)})" if other else ""), fontsize=9)
-    fig.suptitle(f"target {result.target}: first evaluated round where the metric and its centred "
-                 f"{result.window}-evaluation moving average both reach it; – = not reached\n"
-                 f"set: τ whose energy is not significantly above τ*'s (paired over seeds, {result.confidence:.0%})",
-                 fontsize=8)
+    title = (f"target {result.target}, reached at the first evaluated round where the metric and its centred "
+             f"{result.window}-evaluation moving average both reach it; – = not reached. Set: τ whose energy is not "
+             f"significantly above τ*'s (paired over seeds, {result.confidence:.0%})")
+    fig.suptitle(textwrap.fill(title, width=int(fig.get_figwidth() * 14)), fontsize=8)  # ~14 characters per inch
     return _save(fig, path)
 
 
 def plot_energy_curves(result: OptimalTau, path: Path) -> Path:
-    """Energy-to-target versus τ: one panel per bandwidth (or per channel point), a line per SNR."""
+    """Energy-to-target versus τ: a line per value of the heatmap's row axis (SNR, or e.g. distance), one
+    panel per value of the other channel keys (bandwidth, ...)."""
     keys = result.channel_keys
-    split = SNR if SNR in keys else None
+    chosen = heatmap_axes(keys, [c.channel for c in result.per_channel])
+    split = chosen[0] if chosen else None
     panels: dict[tuple, dict] = {}
     for c in result.per_channel:
         panel = tuple(v for k, v in zip(keys, c.channel) if k != split)
@@ -123,17 +190,18 @@ def plot_energy_curves(result: OptimalTau, path: Path) -> Path:
             color = colors(j / max(1, len(lines) - 1) * 0.85)
             ax.errorbar([s.tau for s in ok], [s.energy_mean for s in ok],
                         yerr=[0 if math.isnan(s.energy_ci) else s.energy_ci for s in ok], color=color, marker="o",
-                        ms=3, capsize=2, label=f"{line:g} dB" if split else None)
+                        ms=3, capsize=2, label=_label([split], [line]) if split else None)
             if c.best is not None:
                 ax.plot([c.best.tau], [c.best.energy_mean], marker="*", ms=12, color=color, mec="black", mew=0.5)
         ax.set_yscale("log")
-        _plain_log_axis(ax)
+        _readable_log_axis(ax)
+        _tau_axis(ax, [s.tau for c in lines.values() for s in c.candidates])
         ax.set_xlabel("local steps τ")
         ax.set_ylabel("energy to target (J)")
         ax.set_title(_label(panel_keys, panel) or "energy to target", fontsize=10)
         ax.grid(alpha=0.3, which="both")
         if split and i == 0:
-            ax.legend(fontsize=7, title="SNR", title_fontsize=7, ncol=2)
+            ax.legend(fontsize=7, title=AXIS_LABELS.get(split, split), title_fontsize=7, ncol=2)
     fig.suptitle(f"energy to reach {result.target} (mean ± CI over seeds; ★ = τ*)", fontsize=10)
     return _save(fig, path)
 
@@ -147,7 +215,7 @@ def plot_energy_split(result: OptimalTau, path: Path) -> Path:
     """Compute versus transmission energy to target per τ, at the costliest, a median and the
     cheapest channel point."""
     cost = {c.channel: _per_round_transmit(c) for c in result.per_channel}
-    picks = representative([c.channel for c in result.per_channel], cost)
+    picks, shown = _panels([c.channel for c in result.per_channel], cost)
     by_channel = {c.channel: c for c in result.per_channel}
     fig, axes = _grid(len(picks))
     for ax, channel in zip(axes, picks):
@@ -162,9 +230,10 @@ def plot_energy_split(result: OptimalTau, path: Path) -> Path:
         ax.set_xlabel("local steps τ (★ = τ*)")
         ax.set_ylabel("energy to target (J)")
         ax.set_title(_label(result.channel_keys, channel), fontsize=10)
-        ax.legend(fontsize=7)
         ax.grid(alpha=0.3, axis="y")
-    fig.suptitle(f"where the energy to {result.target} goes", fontsize=10)
+    if axes:  # one legend for the figure, below the panels: never over a bar
+        fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=2, fontsize=8)
+    fig.suptitle(f"where the energy to {result.target} goes" + (f"\n{shown}" if shown else ""), fontsize=10)
     return _save(fig, path)
 
 
@@ -189,7 +258,7 @@ def plot_accuracy_energy(rows: list[dict], grid_keys: list[str], metric: str, pa
                 (r[metric], r["energy_j"]))
         transmit.setdefault(panel, []).append((r["uplink_energy_j"] + r["downlink_energy_j"]) / r["round"])
     cost = {p: float(np.mean(v)) for p, v in transmit.items()}
-    picks = channels if channels else representative(list(curves), cost)
+    picks, shown = (channels, "") if channels else _panels(list(curves), cost)
     picks = [p for p in picks if p in curves]
     fig, axes = _grid(max(1, len(picks)))
     algorithms = sorted({s[0] for p in curves.values() for s in p if s[0] is not None})
@@ -206,13 +275,13 @@ def plot_accuracy_energy(rows: list[dict], grid_keys: list[str], metric: str, pa
                                            f"τ={tau}" if tau is not None else None]))
             ax.plot(energy, acc, style, color=color, lw=1.2, label=label or None)
         ax.set_xscale("log")
-        _plain_log_axis(ax, "x")
+        _readable_log_axis(ax, "x")
         ax.set_xlabel("cumulative energy, all clients (J)")
         ax.set_ylabel(metric)
         ax.set_title(_label(panel_keys, panel) or metric, fontsize=10)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
-    fig.suptitle(f"{metric} versus energy (mean over seeds)", fontsize=10)
+    fig.suptitle(f"{metric} versus energy (mean over seeds)" + (f"\n{shown}" if shown else ""), fontsize=10)
     return _save(fig, path)
 
 
@@ -272,7 +341,8 @@ def plot_pareto(result: OptimalTau, path: Path, channels: list[tuple] | None = N
         panel = tuple(v for k, v in zip(keys, s.channel) if k != ALGORITHM)
         panels.setdefault(panel, []).append((s.channel[i_alg] if i_alg is not None else None, s))
     cost = {p: float(np.mean([s.transmit_mean / s.rounds_mean for _, s in v])) for p, v in panels.items()}
-    picks = [p for p in (channels or representative(list(panels), cost)) if p in panels]
+    picks, shown = (channels, "") if channels else _panels(list(panels), cost)
+    picks = [p for p in picks if p in panels]
     fig, axes = _grid(max(1, len(picks)))
     markers = ["o", "s", "^", "D", "v"]
     for ax, panel in zip(axes, picks):
@@ -293,5 +363,6 @@ def plot_pareto(result: OptimalTau, path: Path, channels: list[tuple] | None = N
         ax.set_title(_label(panel_keys, panel) or "Pareto front", fontsize=10)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
-    fig.suptitle(f"energy versus rounds to {result.target} (means over seeds)", fontsize=10)
+    fig.suptitle(f"energy versus rounds to {result.target} (means over seeds)" + (f"\n{shown}" if shown else ""),
+                 fontsize=10)
     return _save(fig, path)
