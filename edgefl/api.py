@@ -54,36 +54,32 @@ class Result:
         return write_results(self.raw, Path(out), plots=plots, force=force)
 
     def plot(self, kind: str = "accuracy"):
-        """A matplotlib Figure: ``accuracy`` (mean, worst client over rounds), ``energy`` (cumulative energy by
-        category over rounds), ``accuracy-energy`` (worst-client accuracy against cumulative energy), or the
-        plots of docs/run-plots.md: ``gantt``, ``energy-rounds``, ``energy-snr``, ``cell-map``,
-        ``uploads-missed``."""
+        """A matplotlib Figure: ``accuracy`` (mean, mean ± std and worst client over rounds) and
+        ``accuracy-energy`` (the same against cumulative energy): the figures accuracy.png and
+        accuracy_energy.png of `edgefl run`, drawn by the same function (edgefl.plots.draw_accuracy);
+        ``energy`` (cumulative energy by category over rounds); or the plots of docs/run-plots.md: ``gantt``,
+        ``energy-rounds``, ``energy-snr``, ``cell-map``, ``uploads-missed``."""
         import matplotlib.pyplot as plt
 
         if kind not in PLOT_KINDS:
             raise ValueError(f"unknown plot kind {kind!r}; known: {', '.join(PLOT_KINDS)}")
         if kind in EVENT_PLOT_KINDS:
             return self._event_plot(kind)
+        from edgefl.runner import run_title
+
+        title = run_title(self.scenario)
+        if kind in ("accuracy", "accuracy-energy"):  # the figures `edgefl run` writes, drawn by the same function
+            from edgefl.plots import draw_accuracy
+
+            metrics = self.raw.metrics if self.raw is not None else self.metrics.to_dict("records")
+            return draw_accuracy(metrics, kind, title)
         m = self.metrics
         fig, ax = plt.subplots(figsize=(6, 4))
-        title = (f"{self.scenario.algorithm.name}, N = {self.scenario.data.num_clients}, "
-                 f"τ = {self.scenario.algorithm.local_steps}")
-        if kind == "accuracy":
-            evaluated = m.dropna(subset=["acc_mean"])
-            ax.plot(evaluated["round"], evaluated["acc_mean"], label="mean over clients")
-            ax.plot(evaluated["round"], evaluated["acc_worst"], label="worst client")
-            ax.set(xlabel="round", ylabel="accuracy", ylim=(0, 1))
-        elif kind == "energy":
-            categories = [c for c in ("compute", "uplink", "downlink", "idle") if f"{c}_energy_j" in m]
-            ax.stackplot(m["round"], *[m[f"{c}_energy_j"] for c in categories], labels=categories)
-            ax.set(xlabel="round", ylabel="cumulative energy, all clients (J)")
-        else:
-            evaluated = m.dropna(subset=["acc_worst"])
-            ax.plot(evaluated["energy_j"], evaluated["acc_worst"], marker=".")
-            ax.set(xlabel="cumulative energy, all clients (J)", ylabel="worst-client accuracy", ylim=(0, 1))
-        ax.set_title(title, fontsize=10)
-        if kind != "accuracy-energy":
-            ax.legend(fontsize=8)
+        categories = [c for c in ("compute", "uplink", "downlink", "idle") if f"{c}_energy_j" in m]
+        ax.stackplot(m["round"], *[m[f"{c}_energy_j"] for c in categories], labels=categories)
+        ax.set(xlabel="round", ylabel="cumulative energy, all clients (J)")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=8)
         fig.tight_layout()
         return fig
 

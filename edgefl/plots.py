@@ -5,6 +5,7 @@ docs/run-plots.md shows each."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -24,7 +25,25 @@ CATEGORY_COLORS = {"compute": "#4c72b0", "uplink": "#dd8452", "downlink": "#55a8
 
 
 def _evaluated(metrics):
-    return [r for r in metrics if r.get("acc_mean") is not None]
+    """The evaluated rounds' rows (acc_mean set: not None, nor NaN as in a DataFrame's records)."""
+    return [r for r in metrics if r.get("acc_mean") is not None and not math.isnan(r["acc_mean"])]
+
+
+# accuracy.png and accuracy_energy.png, and Result.plot("accuracy") / ("accuracy-energy"): one drawing each
+ACCURACY_FIGURES = {"accuracy": ("round", "round"),
+                    "accuracy-energy": ("energy_j", "cumulative energy, all clients (J)")}
+
+
+def draw_accuracy(metrics, kind: str = "accuracy", title: str = ""):
+    """Mean, mean ± std across clients and worst-client accuracy against the round (``accuracy``) or the
+    cumulative energy (``accuracy-energy``); the legend below the axes, where it hides no curve. A Figure."""
+    x_key, xlabel = ACCURACY_FIGURES[kind]
+    fig, ax = plt.subplots(figsize=(6, 4.4), dpi=DPI)
+    plot_accuracy(ax, metrics, x_key, xlabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=8, frameon=False)
+    tight(fig)
+    return fig
 
 
 def plot_accuracy(ax, metrics, x_key: str, xlabel: str, label_prefix: str = ""):
@@ -59,8 +78,8 @@ def plot_battery(path: Path, battery: list[dict], title: str = "") -> Path:
     ax.set_xlabel("round")
     ax.set_ylabel("battery level (J)")
     ax.set_ylim(bottom=0)
-    ax.set_title(f"{title}: battery per device")
-    ax.legend(fontsize=8)
+    ax.set_title(f"{title}\nbattery level per device" if title else "battery level per device", fontsize=9)
+    ax.legend(fontsize=8, title="device class", title_fontsize=8, loc="lower left")  # levels fall from the top
     tight(fig)
     return _save(fig, path)
 
@@ -107,16 +126,8 @@ def plot_run(out_dir: Path, metrics: list[dict], clients: list[dict], title: str
                            deadline_s=getattr(net, "deadline_s", None),
                            cell_radius_m=getattr(net, "cell_radius_m", None))
     if _evaluated(metrics):
-        for name, x_key, xlabel in (
-            ("accuracy.png", "round", "round"),
-            ("accuracy_energy.png", "energy_j", "cumulative energy, all clients (J)"),
-        ):
-            fig, ax = plt.subplots(figsize=(6, 4), dpi=DPI)
-            plot_accuracy(ax, metrics, x_key, xlabel)
-            ax.set_title(title, fontsize=9)
-            ax.legend(loc="lower right", fontsize=8)
-            tight(fig)
-            written.append(_save(fig, out_dir / name))
+        for kind in ACCURACY_FIGURES:
+            written.append(_save(draw_accuracy(metrics, kind, title), out_dir / f"{kind.replace('-', '_')}.png"))
     many = len(clients) > MAX_BARS  # one bar per client up to MAX_BARS; beyond, the mean per device class
     groups = ([(str(c["client"]), [c]) for c in clients] if not many else
               [(name, [c for c in clients if c["device_class"] == name])

@@ -279,6 +279,12 @@ def draw_energy_snr(clients, title: str = "", fig=None):
     panels = [("uplink_snr", snr, "mean uplink SNR over the band, before fading (dB)")]
     if np.isfinite(distance).any():
         panels.append(("distance", distance, "distance to the base station (m)"))
+    same = [(name, x) for name, x, _ in panels if np.nanmax(x) == np.nanmin(x)]
+    if len(same) == len(panels):  # every device on the same link (e.g. one scenario SNR): one vertical strip;
+        # instead, energy by client, the common link said on the axis
+        words = {"uplink_snr": "mean uplink SNR {:g} dB", "distance": "distance {:g} m"}
+        link = ", ".join(words[name].format(float(np.nanmax(x))) for name, x in same)
+        panels = [("client", ids.astype(float), f"client (every device has the same link: {link})")]
     keep, note = _sample(len(clients))
     colors = _class_colors(classes)
     fig = _new_figure(fig, (5.2 * len(panels), 4))
@@ -294,7 +300,8 @@ def draw_energy_snr(clients, title: str = "", fig=None):
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8, title="device class", title_fontsize=8)
-    _suptitle(fig, title, "energy per device against its link" + note)
+    _suptitle(fig, title, ("energy per device, all on the same link" if panels[0][0] == "client" else
+                           "energy per device against its link") + note)
     tight(fig)
     return fig
 

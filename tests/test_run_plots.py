@@ -186,3 +186,49 @@ def test_a_hundred_thousand_events_plot_quickly(tmp_path):
     assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == run_plots.MAX_SCATTER
     plt.close(fig)
     assert time.perf_counter() - started < 8
+
+
+def _box(artist, fig):
+    return artist.get_window_extent(fig.canvas.get_renderer())
+
+
+def _overlap(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+@pytest.mark.parametrize("kind", ["accuracy", "accuracy-energy"])
+def test_accuracy_figures_are_one_drawing_with_the_legend_off_the_curves(quickstart, tmp_path, kind):
+    from edgefl.plots import _save
+
+    quickstart.save(tmp_path / "out")
+    fig = quickstart.plot(kind)  # the Python API's figure is the file `edgefl run` writes, byte for byte
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    assert not _overlap(_box(ax.get_legend(), fig), _box(ax.patch, fig))  # below the axes: hides no curve
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "mean", "mean ± std across clients (within [0, 1])", "worst client"]
+    _save(fig, tmp_path / "api.png")
+    name = kind.replace("-", "_") + ".png"
+    assert (tmp_path / "api.png").read_bytes() == (tmp_path / "out" / name).read_bytes()
+
+
+def test_energy_snr_with_one_snr_for_every_device_draws_energy_by_client(quickstart):
+    fig = run_plots.draw_energy_snr(quickstart.raw.clients)  # the quickstart: every device at 20 dB
+    (ax,) = [ax for ax in fig.axes if ax.get_xlabel()]
+    assert ax.get_xlabel() == "client (every device has the same link: mean uplink SNR 20 dB)"
+    x = np.concatenate([c.get_offsets()[:, 0] for c in ax.collections])
+    assert sorted(x) == list(range(len(quickstart.raw.clients)))  # one point per client, not one strip
+    plt.close(fig)
+
+
+def test_battery_title_is_inside_the_figure(tmp_path):
+    from edgefl.plots import plot_battery
+
+    title = "fedavg: N = 30, m = 10, τ = 10, η = 0.05; SNR 20 dB, 1 MHz fdma"
+    rows = [{"round": r, "client": c, "device_class": "phone", "level_j": 2.0 - 0.01 * r * c}
+            for r in range(1, 5) for c in range(3)]
+    path = plot_battery(tmp_path / "battery.png", rows, title)
+    image = matplotlib.image.imread(path)
+    # the title's text is drawn (dark pixels) in the top rows, and no dark pixel touches the left or right edge
+    top = image[: image.shape[0] // 10, :, :3].mean(axis=2)
+    assert (top < 0.5).any() and not (top[:, :3] < 0.5).any() and not (top[:, -3:] < 0.5).any()
