@@ -82,8 +82,13 @@ def cmd_run(args) -> int:
     from edgefl.target import parse_target
 
     targets = [parse_target(text) for text in args.target]
-    log.info("%s: %s on %s, %d clients, %d rounds, engine %s", args.scenario, scenario.algorithm.name,
-             scenario.data.name, scenario.data.num_clients, scenario.run.rounds, scenario.run.engine)
+    log.info("%s: %s on %s, %d clients, %d rounds, engine %s, controller %s", args.scenario, scenario.algorithm.name,
+             scenario.data.name, scenario.data.num_clients, scenario.run.rounds, scenario.run.engine,
+             scenario.control.name)
+    every = scenario.run.checkpoint_every
+    args.on_interrupt = (f"nothing was written to {out} (a results folder is written only once its run completes)"
+                         + (f"; the checkpoint of the last multiple of {every} rounds is kept: rerun the same command "
+                            "with --resume to go on from it" if every else ""))
     try:
         result = simulate(scenario, out, resume=args.resume, progress=not args.quiet, targets=targets)
     except DataError as exc:  # e.g. data.dir exists but holds no dataset files
@@ -102,7 +107,8 @@ def cmd_run(args) -> int:
     ran = result.summary["rounds_run"]
     rounds = f"{ran} rounds" if ran == scenario.run.rounds else f"{ran} of {scenario.run.rounds} rounds"
     print(f"{scenario.algorithm.name}: {rounds}, N={scenario.data.num_clients}, "
-          f"m={scenario.algorithm.clients_per_round}, tau={scenario.algorithm.local_steps}")
+          f"m={scenario.algorithm.clients_per_round}, tau={scenario.algorithm.local_steps}, "
+          f"controller {scenario.control.name}")
     if final.get("acc_mean") is not None:
         print(f"  accuracy: mean {final['acc_mean']:.4f}, worst {final['acc_worst']:.4f}, std {final['acc_std']:.4f}")
     print(f"  energy: {result.summary['energy_j']:.4g} J (" + ", ".join(f"{k} {v:.3g}" for k, v in energy.items())
@@ -180,8 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, DataError) as exc:
         print(f"edgefl: error: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", EXIT_USAGE)
-    except KeyboardInterrupt:
-        print("edgefl: interrupted", file=sys.stderr)
+    except KeyboardInterrupt:  # the command says what it kept (args.on_interrupt, set before its long work)
+        kept = getattr(args, "on_interrupt", None)
+        print("edgefl: interrupted" + (f": {kept}" if kept else ""), file=sys.stderr)
         return 130
     except Exception as exc:  # a bug of edgefl: one line, the traceback on request
         if args.verbose >= 2:

@@ -245,3 +245,47 @@ def test_killed_sweep_resumes_without_recomputing_and_matches_an_uninterrupted_r
     assert len(resumed) == 1 + total * 8
     assert all(len(row) == len(resumed[0]) for row in resumed)  # no torn row
     assert resumed == straight
+
+
+def _interrupted(command: list, wait_for, tmp_path) -> subprocess.CompletedProcess:
+    """Start ``edgefl COMMAND``, send it SIGINT (Ctrl-C) once ``wait_for()`` is true; its exit code and output."""
+    proc = subprocess.Popen([sys.executable, "-m", "edgefl", *map(str, command)], cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.time() + 120
+    while time.time() < deadline and not wait_for() and proc.poll() is None:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def test_ctrl_c_says_what_was_kept(tmp_path):
+    path = tmp_path / "long.toml"
+    path.write_text(SCENARIO.format(rounds=400))
+    out = tmp_path / "sweep"
+    done = _interrupted(["sweep", path, "--out", out, "--quiet", "--grid", "algorithm.local_steps=1,2,3,4"],
+                        lambda: (out / COMPUTED_LOG).exists(), tmp_path)
+    assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
+    assert (f"edgefl: interrupted: the finished sweep points are kept in {out / 'points'}; rerun the same command "
+            "to compute the rest") in done.stderr
+    kept = len(computed_ids(out))
+    assert 1 <= kept < 4
+    run = tmp_path / "run"
+    checkpoint = tmp_path / ".run.checkpoint"
+    done = _interrupted(["run", path, "--out", run, "--quiet", "--set", "run.checkpoint_every=5"],
+                        checkpoint.exists, tmp_path)
+    assert done.returncode == 130 and not run.exists()
+    assert (f"edgefl: interrupted: nothing was written to {run} (a results folder is written only once its run "
+            "completes); the checkpoint of the last multiple of 5 rounds is kept: rerun the same command with "
+            "--resume") in done.stderr
+
+
+def test_the_run_header_names_the_controller(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(SCENARIO.format(rounds=2))
+    for controller in ("static", "adaptive_tau"):
+        done = subprocess.run([sys.executable, "-m", "edgefl", "run", str(path), "--out", str(tmp_path / controller),
+                               "--quiet", "--no-plots", "--set", f"control.name={controller}"],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines()[0] == f"fedavg: 2 rounds, N=6, m=4, tau=2, controller {controller}"

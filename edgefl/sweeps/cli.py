@@ -17,7 +17,7 @@ from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows,
 from edgefl.sweeps.jobs import BACKENDS
 from edgefl.sweeps.plan import SweepError, parse_grid, plan_sweep
 from edgefl.sweeps.run import run_sweep, user_errors
-from edgefl.sweeps.store import RESULTS, grid_keys
+from edgefl.sweeps.store import POINTS_DIR, RESULTS, grid_keys
 from edgefl.target import DEFAULT_WINDOW, parse_target
 
 
@@ -107,6 +107,7 @@ def _user_errors(fn):
 def cmd_sweep(args) -> int:
     out = args.out or Path("results") / f"{args.scenario.stem}-sweep"
     plan = _user_errors(lambda: plan_sweep(args.scenario, args.overrides, args.grid, args.seeds))
+    args.on_interrupt = _kept_on_interrupt(out)
     summary = _user_errors(lambda: run_sweep(plan, out, workers=args.workers, backend=args.backend, address=args.address,
                                              force=args.force, progress=not args.quiet))
     shape = " x ".join(f"{len(v)} {k}" for k, v in plan.grid.items()) or "no grid"
@@ -117,6 +118,12 @@ def cmd_sweep(args) -> int:
         print(note)
     print(f"results in {summary.results}")
     return 0
+
+
+def _kept_on_interrupt(out: Path) -> str:
+    """What `edgefl: interrupted` adds for a sweep (edgefl.cli.main)."""
+    return (f"the finished sweep points are kept in {out / POINTS_DIR}; rerun the same command to compute the rest "
+            "(nothing finished is computed again)")
 
 
 def _output_folder(out: Path) -> Path:
@@ -135,6 +142,7 @@ def cmd_compare(args) -> int:
     plan = _user_errors(lambda: plan_sweep(args.scenario, args.overrides, [f"algorithm.name={','.join(names)}"],
                                            args.seeds))
     settings = {name: comparison.own_settings(plan.base, name) for name in names}
+    args.on_interrupt = _kept_on_interrupt(out)
     written: list[Path] = []
     reports: list[str] = []
     folder = comparison.report_folder(out, target)  # one per target, as optimal-tau's
