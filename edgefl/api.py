@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 import pandas as pd
 
@@ -151,12 +151,21 @@ def sweep(scenario: str | Path, grid: Mapping[str, list] | None = None, seeds: i
     return pd.read_csv(summary.results)
 
 
+class OptimalTauTables(NamedTuple):
+    """The two tables of ``edgefl optimal-tau``, as DataFrames."""
+
+    per_channel: pd.DataFrame  # optimal_tau.csv: one row per channel point (τ*, τ set, rounds and energy, CIs)
+    per_tau: pd.DataFrame  # tau_energy.csv: one row per (channel point, τ): rounds and energy to target, CIs,
+    # eligibility and the paired comparison with τ*
+
+
 def optimal_tau(sweep_dir: str | Path, target: str, window: int | None = None,
-                confidence: float = 0.95) -> pd.DataFrame:
-    """``edgefl optimal-tau`` on a finished sweep: one row per channel point (τ*, the set of τ not
-    significantly worse, rounds and energy to target with CIs). Writes nothing."""
+                confidence: float = 0.95) -> OptimalTauTables:
+    """``edgefl optimal-tau`` on a finished sweep: ``(per_channel, per_tau)``, the tables optimal_tau.csv (τ*,
+    the set of τ not significantly worse, rounds and energy to target with CIs, per channel point) and
+    tau_energy.csv (every τ of every channel point). Writes nothing."""
     from edgefl.sweeps.analysis import optimal_tau as analyse
-    from edgefl.sweeps.analysis import per_channel_rows, read_results
+    from edgefl.sweeps.analysis import per_channel_rows, per_tau_rows, read_results
     from edgefl.sweeps.store import grid_keys
     from edgefl.target import DEFAULT_WINDOW, parse_target
 
@@ -164,4 +173,5 @@ def optimal_tau(sweep_dir: str | Path, target: str, window: int | None = None,
     _, rows = read_results(folder / "results.csv")
     result = analyse(rows, grid_keys(folder), parse_target(target), window or DEFAULT_WINDOW, confidence)
     header, table = per_channel_rows(result)
-    return pd.DataFrame(table, columns=header)
+    tau_header, tau_table = per_tau_rows(result)
+    return OptimalTauTables(pd.DataFrame(table, columns=header), pd.DataFrame(tau_table, columns=tau_header))

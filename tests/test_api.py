@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import edgefl
+from edgefl.cli import main
 from edgefl.scenario import ScenarioError
 
 matplotlib.use("Agg")
@@ -62,8 +63,18 @@ def test_sweep_and_optimal_tau_return_dataframes(tmp_path):
     rows = edgefl.sweep(tmp_path / "tiny.toml", grid={"algorithm.local_steps": [1, 3], "network.snr_db": [0, 20]},
                         seeds=2, out=tmp_path / "sweep", progress=False)
     assert len(rows) == 2 * 2 * 2 * 3  # tau x snr x seeds x rounds
-    table = edgefl.optimal_tau(tmp_path / "sweep", target="loss=5.0")
+    table, per_tau = edgefl.optimal_tau(tmp_path / "sweep", target="loss=5.0")
     assert set(table["network.snr_db"]) == {0, 20} and "tau_set" in table.columns
+    # the per-τ energy table too, as optimal-tau writes it (tau_energy.csv)
+    assert len(per_tau) == 2 * 2 and set(per_tau["tau"]) == {1, 3}
+    assert {"energy_j_mean", "energy_j_ci95", "eligible", "is_optimal"} <= set(per_tau.columns)
+    for _, best in table.iterrows():
+        at = per_tau[per_tau["network.snr_db"] == best["network.snr_db"]]
+        assert at.loc[at["is_optimal"], "tau"].tolist() == [best["tau_star"]]
+        assert at.loc[at["is_optimal"], "energy_j_mean"].item() == best["energy_j_mean"]
+    assert main(["optimal-tau", str(tmp_path / "sweep"), "--target", "loss=5.0", "--no-plots"]) == 0
+    assert pd.read_csv(tmp_path / "sweep" / "optimal-tau_loss=5" / "tau_energy.csv")["energy_j_mean"].tolist() == \
+        pytest.approx(per_tau["energy_j_mean"].tolist())
 
 
 def test_version_and_python_m():
