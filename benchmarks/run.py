@@ -20,7 +20,7 @@
 5. reprice: the 60-round DRDM trace of scenarios/energy-tau-sweep.toml re-priced on its 35
    SNR x bandwidth points (the same SimPy model, no training), one core: channel points per
    minute; the engine's SimPy events/s next to a bare SimPy timeout loop (the ceiling).
-6. fig4 (only when named): the Figure-4 study of scenarios/energy-tau-sweep.toml with 10 seeds
+6. fig4 (only when named, or with --smoke): the Figure-4 study of scenarios/energy-tau-sweep.toml with 10 seeds
    (2,100 points) end to end: ``edgefl sweep`` (2 workers), ``optimal-tau``, ``plot``.
 7. quickstart: whole-process wall time of ``edgefl run scenarios/quickstart.toml``, and whether
    torch._dynamo is imported on the way.

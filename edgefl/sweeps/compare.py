@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -32,8 +33,6 @@ ALGORITHM_KEY = "algorithm.name"
 def report_folder(out, target: Target | None):
     """Where a comparison's tables and figure go: one folder per target, so that a second target never
     overwrites the first (as ``optimal-tau_<target>``)."""
-    from pathlib import Path
-
     return Path(out) / (f"compare_{target}" if target is not None else "compare")
 
 
