@@ -173,7 +173,7 @@ def check_manifest(out: Path, plan: SweepPlan, force: bool) -> ManifestChange:
         except (json.JSONDecodeError, AttributeError, KeyError, TypeError):
             old, old_ids = None, set()
         new_ids = {p.id for p in plan.points}
-        grown = old is not None and old != new and old_ids <= new_ids
+        grown = old is not None and old != new and bool(old_ids) and old_ids <= new_ids
         if old != new and not force and not grown:
             if old is None:
                 raise SweepError(f"{path} is not a sweep manifest; use --force to replace it or choose another --out")
