@@ -58,7 +58,7 @@ from edgefl.compression import build_compressor
 from edgefl.errors import UserError
 from edgefl.logs import get_logger
 from edgefl.sim.physics import PhasePhysics
-from energy import compute_energy_j, compute_time_s, cycles_per_step, downlink_energy_j, idle_energy_j, uplink_energy_j
+from energy import compute_energy_j, compute_time_s, cycles_per_step, downlink_energy_j, promotion_energy_j, uplink_energy_j
 
 log = get_logger(__name__)
 
@@ -123,7 +123,7 @@ class _Nominal:
                 "compute": np.asarray(compute_energy_j(self.cycles, pop.cpu_hz, pop.kappa, pop.static_power_w)),
                 "upload": np.asarray(uplink_energy_j(self.time["upload"], pop.tx_power_w, pop.circuit_power_w)),
             }
-            self.latency_j = np.asarray(idle_energy_j(self.latency_s, pop.idle_power_w))
+            self.latency_j = np.asarray(promotion_energy_j(self.latency_s, pop.promotion_power_w))  # from an idle radio
             self.round_s = self.time["download"] + self.time["compute"] + self.time["upload"] + 2 * self.latency_s
         self.n = n
 
@@ -244,7 +244,7 @@ class _Nominal:
         """Each part's energy, with a deadline only the fraction done before it (the chain: latency,
         download, compute, latency, upload; energies are linear in the time spent)."""
         parts = {"download": self.energy["download"], "compute": self.energy["compute"],
-                 "upload": self.energy["upload"], "idle": 2 * self.latency_j}
+                 "upload": self.energy["upload"], "promotion": 2 * self.latency_j}
         deadline = self.net.deadline_s
         if deadline is None:
             return parts
@@ -256,7 +256,7 @@ class _Nominal:
                 fraction = np.where(t > 0, np.clip((deadline - start) / t, 0.0, 1.0), (start <= deadline) * 1.0)
                 done[part] = np.where(fraction > 0, parts[part] * fraction, 0.0)
                 start = start + t + (self.latency_s if part == "compute" else 0.0)
-        done["idle"] = parts["idle"]  # at most two access latencies: an upper bound, small
+        done["promotion"] = parts["promotion"]  # at most two promotions: an upper bound
         return done
 
     def _value(self, key: str, i: int) -> str:

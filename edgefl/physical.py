@@ -35,7 +35,7 @@ class NetworkParams:
     mcs_efficiency: tuple[float, ...] = CQI_EFFICIENCY  # ... and their spectral efficiencies (bit/s/Hz)
     coherence_s: float | None = None  # block fading: a new draw every coherence_s seconds of a message
     max_retransmissions: int = 0  # ARQ: attempts after a failed one
-    access_latency_s: float = 0.0  # before every message
+    access_latency_s: float = 0.0  # the radio's promotion from idle before a message (s)
     downlink: str = "broadcast"  # broadcast | multicast | unicast
 
 
@@ -73,9 +73,12 @@ class Population:
     cell: tuple | None = None  # (d_min m, R m, path_loss_db(distance_m) of the scenario's model, BS power W)
     cpu_hz_min: np.ndarray | None = None  # a controller's lower bounds (Hz, W); the upper: cpu_hz, tx_power_w
     tx_power_w_min: np.ndarray | None = None
+    promotion_power_w: np.ndarray | None = None  # while the radio connects from idle (W); None: idle_power_w
 
     def __post_init__(self) -> None:
         n = len(self.cpu_hz)
+        if self.promotion_power_w is None:
+            self.promotion_power_w = np.array(self.idle_power_w, dtype=np.float64)
         if self.battery_j is None:
             self.battery_j = np.full(n, np.inf)
         if self.battery_reserve_j is None:
@@ -96,7 +99,7 @@ class Population:
 
 DEVICE_FIELDS = (
     "cpu_ghz", "kappa", "static_power_w", "tx_power_dbm", "circuit_power_w",
-    "rx_power_w", "idle_power_w", "tail_s", "tail_power_w", "battery_j", "battery_reserve_j", "harvest_w", "speed_mps",
+    "rx_power_w", "idle_power_w", "promotion_power_w", "tail_s", "tail_power_w", "battery_j", "battery_reserve_j", "harvest_w", "speed_mps",
     "cycles_per_flop", "cycles_per_sample", "cpu_ghz_min", "tx_power_dbm_min",
 )
 
@@ -209,6 +212,8 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
         circuit_power_w=column("circuit_power_w"),
         rx_power_w=column("rx_power_w"),
         idle_power_w=column("idle_power_w"),
+        promotion_power_w=np.array([p["idle_power_w"] if p["promotion_power_w"] is None else p["promotion_power_w"]
+                                    for p in profiles], dtype=float),
         tail_s=column("tail_s"),
         tail_power_w=column("tail_power_w"),
         train_cycles_per_sample=train_cycles,

@@ -254,7 +254,9 @@ class NetworkSection(Strict):
         "broadcast", description="broadcast: one transmission, each receiver at its own rate; multicast: one "
         "transmission at the weakest receiver's rate; unicast: base-station power and band split among the receivers.")
     access_latency_s: Seconds = Field(
-        0.0, ge=0, description="Random access + scheduling grant before every message (s), spent waiting (idle).")
+        0.0, ge=0, description="The radio's promotion before a message from idle (s): random access, connection "
+        "set-up, grant, at devices.promotion_power_w; none while the radio is still in its tail (LTE: ~0.26 s, "
+        "Huang et al. 2012).")
     distance_m: Optional[Metres] = Field(None, description="Link budget: every client at this distance (m, up to 10^5).")
     cell_radius_m: Optional[Metres] = Field(None, description="Link budget: clients uniform in a disk (m, up to 10^5).")
     min_distance_m: Metres = Field(
@@ -328,6 +330,7 @@ class DeviceClass(Strict):
     circuit_power_w: Optional[Watts] = None
     rx_power_w: Optional[Watts] = None
     idle_power_w: Optional[Watts] = None
+    promotion_power_w: Optional[Watts] = None
     tail_s: Optional[Seconds] = None
     tail_power_w: Optional[Watts] = None
     battery_j: Optional[PositiveJoules] = None
@@ -348,8 +351,12 @@ class DevicesSection(Strict):
     circuit_power_w: Watts = Field(0.0, description="Radio circuit power added while transmitting.")
     rx_power_w: Watts = Field(0.1, description="Power while receiving (downlink).")
     idle_power_w: Watts = Field(0.01, description="Power while waiting inside a phase (e.g. TDMA queue).")
-    tail_s: Seconds = Field(0.0, description="Radio tail after each message: the radio stays in its high-power "
-                          "state this long unless the next message starts first (LTE RRC tail: ~11.6 s).")
+    promotion_power_w: Optional[Watts] = Field(
+        None, description="Power (W) while the radio connects before a message from idle, for "
+        "network.access_latency_s (LTE RRC promotion: ~1.2 W for ~0.26 s, Huang et al. 2012). Unset: idle_power_w.")
+    tail_s: Seconds = Field(0.0, description="Radio tail after each message: the radio stays connected at "
+                          "tail_power_w this long unless the next message starts first, which then needs no "
+                          "promotion (LTE RRC tail: ~11.6 s).")
     tail_power_w: Watts = Field(0.0, description="Power during the radio tail (LTE: ~1.06 W; Huang et al. 2012).")
     slowdown: Literal["none", "exponential", "lognormal"] = Field(
         "none", description="Stragglers: a random per-round factor on every client's compute time. exponential: "
