@@ -33,7 +33,8 @@ _LEDGER_CATEGORY = np.array([*range(len(CATEGORIES)), CAT_UPLINK, CAT_DOWNLINK, 
 # What each code's log amount is (cycles for compute, seconds otherwise), and its energy in J.
 _CHARGES = {
     CAT_COMPUTE: lambda pop, c, cycles: compute_energy_j(cycles, pop.cpu_hz[c], pop.kappa[c], pop.static_power_w[c]),
-    CAT_UPLINK: lambda pop, c, seconds: uplink_energy_j(seconds, pop.tx_power_w[c], pop.circuit_power_w[c]),
+    CAT_UPLINK: lambda pop, c, seconds: uplink_energy_j(seconds, pop.tx_power_w[c], pop.circuit_power_w[c],
+                                                        pop.pa_efficiency[c]),
     CAT_DOWNLINK: lambda pop, c, seconds: downlink_energy_j(seconds, pop.rx_power_w[c]),
     CAT_IDLE: lambda pop, c, seconds: idle_energy_j(seconds, pop.idle_power_w[c]),
     CAT_UPLINK_TAIL: lambda pop, c, seconds: tail_energy_j(seconds, pop.tail_power_w[c]),
