@@ -96,7 +96,7 @@ class RoundProblem:
     rate_model: RateModel
     # A radio tail after the phase's download (ours, not in Yang et al.): the radio stays at
     # tail_power_w until the upload starts, at most tail_s, i.e. for min(tail_s, t_c + tail_gap_s)
-    # (tail_gap_s: the wait between compute and upload, e.g. the access latency). None: no tail.
+    # (tail_gap_s: a wait between compute and upload; none in the engine, docs/model.md §8). None: no tail.
     tail_power_w: np.ndarray | None = None
     tail_s: np.ndarray | None = None
     tail_gap_s: np.ndarray | None = None

@@ -66,7 +66,7 @@ class MinEnergy(Controller):
                 noise_scales_with_band=obs.noise_scales_with_band[i], p_min_w=limits.tx_power_w_min[i] / eta[i],
                 p_max_w=limits.tx_power_w_max[i] / eta[i], circuit_power_w=limits.circuit_power_w[i], rate_model=rate_model,
                 tail_power_w=np.where(work.download_bits[i] > 0, limits.tail_power_w[i], 0.0),
-                tail_s=limits.tail_s[i], tail_gap_s=np.full(len(i), net.access_latency_s))
+                tail_s=limits.tail_s[i], tail_gap_s=np.zeros(len(i)))  # an upload asked for in the tail starts at once
 
         cpu_hz, power_w = limits.cpu_hz_max.copy(), limits.tx_power_w_max.copy()
         share = np.zeros(ctx.num_clients)
