@@ -32,31 +32,48 @@ def shannon_rate_bps(bandwidth_hz, snr_linear, efficiency=1.0, snr_gap_db=0.0):
 
 
 def link_rate_bps(bandwidth_hz, snr_linear, rate="shannon", efficiency=1.0, snr_gap_db=0.0,
-                  max_spectral_efficiency=None, mcs_snr_db=CQI_SNR_DB, mcs_efficiency=CQI_EFFICIENCY):
+                  max_spectral_efficiency=None, mcs_snr_db=CQI_SNR_DB, mcs_efficiency=CQI_EFFICIENCY,
+                  modulation_cap_bits_per_hz=None, overhead_fraction=0.0):
     """Rate in bit/s at ``bandwidth_hz`` [Hz] and linear SNR under the configured rate adaptation
-    (channel/mcs.py): shannon, R = min(η·B·log2(1 + SNR/Γ), B·cap) (no cap if
-    ``max_spectral_efficiency`` is None); mcs, R = B·se_MCS(SNR), 0 in outage."""
+    (channel/mcs.py), R = (1 − o) · min(R_mode, B·m):
+
+    - R_mode: shannon, min(η·B·log2(1 + SNR/Γ), B·cap) (no cap if ``max_spectral_efficiency`` is None);
+      mcs, B·se_MCS(SNR), 0 in outage;
+    - m = ``modulation_cap_bits_per_hz``: the highest spectral efficiency the link's modulation allows
+      (e.g. a phone's uplink capped at 16QAM: about 2.4 bit/s/Hz, the CQI table's 16QAM entries), None:
+      no cap; it does not change when a message is in outage;
+    - o = ``overhead_fraction`` in [0, 1): the share of the resource taken by control channels and
+      reference signals, not data (LTE: roughly 15-25 %)."""
     if rate == "shannon":
         r = shannon_rate_bps(bandwidth_hz, snr_linear, efficiency, snr_gap_db)
-        if max_spectral_efficiency is None:
-            return r
-        return out(np.minimum(r, np.asarray(bandwidth_hz, dtype=np.float64) * float(max_spectral_efficiency)))
-    if rate == "mcs":
+        if max_spectral_efficiency is not None:
+            r = np.minimum(r, np.asarray(bandwidth_hz, dtype=np.float64) * float(max_spectral_efficiency))
+    elif rate == "mcs":
         bandwidth_hz = require_nonnegative(bandwidth_hz, "bandwidth_hz")
-        return out(bandwidth_hz * np.asarray(mcs_spectral_efficiency(snr_linear, mcs_snr_db, mcs_efficiency)))
-    raise ValueError(f"unknown rate adaptation {rate!r}; expected one of {RATE_MODES}")
+        r = bandwidth_hz * np.asarray(mcs_spectral_efficiency(snr_linear, mcs_snr_db, mcs_efficiency))
+    else:
+        raise ValueError(f"unknown rate adaptation {rate!r}; expected one of {RATE_MODES}")
+    if modulation_cap_bits_per_hz is not None:
+        r = np.minimum(r, np.asarray(bandwidth_hz, dtype=np.float64) * float(modulation_cap_bits_per_hz))
+    if overhead_fraction:
+        if not 0 <= overhead_fraction < 1:
+            raise ValueError(f"overhead_fraction must be in [0, 1), got {overhead_fraction}")
+        r = (1.0 - overhead_fraction) * np.asarray(r)
+    return out(r)
 
 
 def snr_for_rate(rate_bps, bandwidth_hz, rate="shannon", efficiency=1.0, snr_gap_db=0.0,
-                 max_spectral_efficiency=None, mcs_snr_db=CQI_SNR_DB, mcs_efficiency=CQI_EFFICIENCY):
+                 max_spectral_efficiency=None, mcs_snr_db=CQI_SNR_DB, mcs_efficiency=CQI_EFFICIENCY,
+                 modulation_cap_bits_per_hz=None, overhead_fraction=0.0):
     """The least linear SNR at which :func:`link_rate_bps` gives at least ``rate_bps`` [bit/s] over
-    ``bandwidth_hz`` [Hz]: its inverse. shannon: SNR = Γ · (2^(R / (η·B)) − 1), inf above the cap
-    R > B·cap; mcs: the threshold of the lowest table entry with B·se >= R, inf above the top entry.
-    0 where R <= 0; inf where B = 0 and R > 0."""
+    ``bandwidth_hz`` [Hz]: its inverse. With s = R / ((1 − o)·B) the spectral efficiency needed: inf
+    above the modulation cap (s > m); shannon: SNR = Γ · (2^(s/η) − 1), inf above the cap s > cap; mcs:
+    the threshold of the lowest table entry with se >= s, inf above the top entry. 0 where R <= 0; inf
+    where B = 0 and R > 0."""
     rate_bps = np.asarray(rate_bps, dtype=np.float64)
     bandwidth_hz = np.asarray(bandwidth_hz, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        needed = np.where(bandwidth_hz > 0, rate_bps / bandwidth_hz, np.inf)  # bit/s/Hz
+        needed = np.where(bandwidth_hz > 0, rate_bps / ((1.0 - overhead_fraction) * bandwidth_hz), np.inf)  # bit/s/Hz
         if rate == "shannon":
             gap = np.asarray(db_to_linear(snr_gap_db))
             snr = gap * np.expm1(needed / efficiency * np.log(2.0))
@@ -69,6 +86,8 @@ def snr_for_rate(rate_bps, bandwidth_hz, rate="shannon", efficiency=1.0, snr_gap
             snr = np.where(index < len(table), thresholds[np.minimum(index, len(table) - 1)], np.inf)
         else:
             raise ValueError(f"unknown rate adaptation {rate!r}; expected one of {RATE_MODES}")
+        if modulation_cap_bits_per_hz is not None:
+            snr = np.where(needed > modulation_cap_bits_per_hz, np.inf, snr)
     return out(np.where(rate_bps <= 0, 0.0, snr))
 
 

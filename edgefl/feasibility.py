@@ -4,9 +4,9 @@ Every scenario key has bounds, but combinations can still make a run meaningless
 over a 1 kHz band uploads a model in years; a 10 kHz CPU running 10^5 local steps of a large batch
 computes for centuries; a deadline shorter than any device's phase cuts every upload. This module
 computes, for every device at once (numpy over N), its *nominal* round: one model down, τ local steps
-of a minibatch, one model up, each preceded by the access latency, at the device's mean channel (no
-fading), alone on the whole band, at its nominal CPU frequency and powers (no stragglers, queueing,
-retransmissions, radio tails or idle waits). That is a lower bound of what any algorithm's round costs
+of a minibatch, one model up, each preceded by the access latency unless a radio tail can still run then,
+at the device's mean channel (no fading), alone on the whole band, at its nominal CPU frequency and powers
+(no stragglers, queueing, retransmissions, radio tails or idle waits). That is a lower bound of what any algorithm's round costs
 (DRDM or SCAFFOLD send more, a shared band is slower), so what it rejects is infeasible whatever happens
 in the run. The formulas are the engine's (``channel/``, ``energy/``, :class:`edgefl.sim.physics.PhasePhysics`).
 
@@ -58,7 +58,7 @@ from edgefl.compression import build_compressor
 from edgefl.errors import UserError
 from edgefl.logs import get_logger
 from edgefl.sim.physics import PhasePhysics
-from energy import compute_energy_j, compute_time_s, cycles_per_step, downlink_energy_j, idle_energy_j, uplink_energy_j
+from energy import compute_energy_j, compute_time_s, cycles_per_step, downlink_energy_j, promotion_energy_j, uplink_energy_j
 
 log = get_logger(__name__)
 
@@ -107,8 +107,8 @@ class _Nominal:
         self.up_snr = physics._up(net.bandwidth_hz)
         self.down_snr = physics._down(net.downlink_bandwidth_hz)
         with np.errstate(all="ignore"):
-            up_airtime_rate = physics._nominal_rate(net.bandwidth_hz, self.up_snr)
-            down_airtime_rate = physics._nominal_rate(net.downlink_bandwidth_hz, self.down_snr)
+            up_airtime_rate = physics._nominal_rate(net.bandwidth_hz, self.up_snr, "up")
+            down_airtime_rate = physics._nominal_rate(net.downlink_bandwidth_hz, self.down_snr, "down")
         self.steps = a.local_steps
         self.cycles = np.asarray(cycles_per_step(a.batch_size, cycles_per_sample=pop.train_cycles_per_sample)) * self.steps
         self.time = {
@@ -121,10 +121,15 @@ class _Nominal:
             self.energy = {
                 "download": np.asarray(downlink_energy_j(self.time["download"], pop.rx_power_w)),
                 "compute": np.asarray(compute_energy_j(self.cycles, pop.cpu_hz, pop.kappa, pop.static_power_w)),
-                "upload": np.asarray(uplink_energy_j(self.time["upload"], pop.tx_power_w, pop.circuit_power_w)),
+                "upload": np.asarray(uplink_energy_j(self.time["upload"], pop.tx_power_w, pop.circuit_power_w,
+                                                      pop.pa_efficiency)),
             }
-            self.latency_j = np.asarray(idle_energy_j(self.latency_s, pop.idle_power_w))
-            self.round_s = self.time["download"] + self.time["compute"] + self.time["upload"] + 2 * self.latency_s
+            self.latency_j = np.asarray(promotion_energy_j(self.latency_s, pop.promotion_power_w))  # from an idle radio
+            # Promotions (docs/model.md §8), at least: the download's unless a radio tail can still run from the
+            # previous round (tail_s > 0), the upload's unless the download's tail outlasts the compute.
+            self.promotions = (pop.tail_s <= 0) + (pop.tail_s <= self.time["compute"]) * 1.0
+            self.round_s = (self.time["download"] + self.time["compute"] + self.time["upload"]
+                            + self.promotions * self.latency_s)
         self.n = n
 
     # -- the checks ---------------------------------------------------------------------------
@@ -221,7 +226,7 @@ class _Nominal:
         deadline = self.net.deadline_s
         if deadline is None:
             return
-        parts = dict(self.time, **{"access latency": np.full(self.n, 2 * self.latency_s)})
+        parts = dict(self.time, **{"access latency": self.promotions * self.latency_s})
         steps_set_by_controller = self.s.control.name != "static"
         if steps_set_by_controller:  # e.g. deadline_fit: as few as one local step
             parts["compute"] = parts["compute"] / self.steps
@@ -242,21 +247,22 @@ class _Nominal:
     # -- helpers ------------------------------------------------------------------------------
     def _energy_until_deadline(self) -> dict[str, np.ndarray]:
         """Each part's energy, with a deadline only the fraction done before it (the chain: latency,
-        download, compute, latency, upload; energies are linear in the time spent)."""
+        download, compute, latency unless the radio's tail covers the compute, upload; energies are linear in
+        the time spent)."""
         parts = {"download": self.energy["download"], "compute": self.energy["compute"],
-                 "upload": self.energy["upload"], "idle": 2 * self.latency_j}
+                 "upload": self.energy["upload"], "promotion": self.promotions * self.latency_j}
         deadline = self.net.deadline_s
         if deadline is None:
             return parts
-        start = np.full(self.n, self.latency_s)
+        start = (self.pop.tail_s <= 0) * self.latency_s  # the download's promotion
         done: dict[str, np.ndarray] = {}
         with np.errstate(divide="ignore", invalid="ignore"):
             for part in self.PARTS:
                 t = self.time[part]
                 fraction = np.where(t > 0, np.clip((deadline - start) / t, 0.0, 1.0), (start <= deadline) * 1.0)
                 done[part] = np.where(fraction > 0, parts[part] * fraction, 0.0)
-                start = start + t + (self.latency_s if part == "compute" else 0.0)
-        done["idle"] = parts["idle"]  # at most two access latencies: an upper bound, small
+                start = start + t + ((self.pop.tail_s <= t) * self.latency_s if part == "compute" else 0.0)
+        done["promotion"] = parts["promotion"]  # at most two promotions: an upper bound
         return done
 
     def _value(self, key: str, i: int) -> str:
@@ -333,8 +339,11 @@ class _Nominal:
                  else f"network.cell_radius_m = {n.cell_radius_m:g}")
         power = (f"devices.tx_power_dbm = {self.s.devices.tx_power_dbm:g}" if part == "upload"
                  else f"network.bs_tx_power_dbm = {n.bs_tx_power_dbm:g}")
-        return (f"a link budget: {where}, network.path_loss = {n.path_loss!r}, {power}, network.noise_figure_db = "
-                f"{n.noise_figure_db:g}, network.shadowing_std_db = {n.shadowing_std_db:g}")
+        own = n.bs_noise_figure_db if part == "upload" else n.device_noise_figure_db
+        noise = (f"network.noise_figure_db = {n.noise_figure_db:g}" if own is None else
+                 f"network.{'bs' if part == 'upload' else 'device'}_noise_figure_db = {own:g}")
+        return (f"a link budget: {where}, network.path_loss = {n.path_loss!r}, {power}, {noise}, "
+                f"network.shadowing_std_db = {n.shadowing_std_db:g}")
 
     def _rate_keys(self, up: bool) -> str:
         n = self.s.network
@@ -343,6 +352,10 @@ class _Nominal:
             keys += [f"network.shannon_efficiency = {n.shannon_efficiency:g}", f"network.snr_gap_db = {n.snr_gap_db:g}"]
         if up and n.outage_snr_db is not None:
             keys.append(f"network.outage_snr_db = {n.outage_snr_db:g}")
+        if up and n.uplink_max_bits_per_hz is not None:
+            keys.append(f"network.uplink_max_bits_per_hz = {n.uplink_max_bits_per_hz:g}")
+        if n.overhead_fraction:
+            keys.append(f"network.overhead_fraction = {n.overhead_fraction:g}")
         return ", " + ", ".join(keys)
 
     def _raise_snr(self, part: str) -> str:

@@ -35,8 +35,10 @@ class NetworkParams:
     mcs_efficiency: tuple[float, ...] = CQI_EFFICIENCY  # ... and their spectral efficiencies (bit/s/Hz)
     coherence_s: float | None = None  # block fading: a new draw every coherence_s seconds of a message
     max_retransmissions: int = 0  # ARQ: attempts after a failed one
-    access_latency_s: float = 0.0  # before every message
+    access_latency_s: float = 0.0  # the radio's promotion from idle before a message (s)
     downlink: str = "broadcast"  # broadcast | multicast | unicast
+    uplink_max_bits_per_hz: float | None = None  # the uplink modulation's highest spectral efficiency (bit/s/Hz)
+    overhead_fraction: float = 0.0  # of every link's resource: control channels and reference signals
 
 
 @dataclass
@@ -73,9 +75,15 @@ class Population:
     cell: tuple | None = None  # (d_min m, R m, path_loss_db(distance_m) of the scenario's model, BS power W)
     cpu_hz_min: np.ndarray | None = None  # a controller's lower bounds (Hz, W); the upper: cpu_hz, tx_power_w
     tx_power_w_min: np.ndarray | None = None
+    promotion_power_w: np.ndarray | None = None  # while the radio connects from idle (W); None: idle_power_w
+    pa_efficiency: np.ndarray | None = None  # of the transmit power amplifier, in (0, 1]; None: 1
 
     def __post_init__(self) -> None:
         n = len(self.cpu_hz)
+        if self.pa_efficiency is None:
+            self.pa_efficiency = np.ones(n)
+        if self.promotion_power_w is None:
+            self.promotion_power_w = np.array(self.idle_power_w, dtype=np.float64)
         if self.battery_j is None:
             self.battery_j = np.full(n, np.inf)
         if self.battery_reserve_j is None:
@@ -95,8 +103,8 @@ class Population:
 
 
 DEVICE_FIELDS = (
-    "cpu_ghz", "kappa", "static_power_w", "tx_power_dbm", "circuit_power_w",
-    "rx_power_w", "idle_power_w", "tail_s", "tail_power_w", "battery_j", "battery_reserve_j", "harvest_w", "speed_mps",
+    "cpu_ghz", "kappa", "static_power_w", "tx_power_dbm", "circuit_power_w", "pa_efficiency",
+    "rx_power_w", "idle_power_w", "promotion_power_w", "tail_s", "tail_power_w", "battery_j", "battery_reserve_j", "harvest_w", "speed_mps",
     "cycles_per_flop", "cycles_per_sample", "cpu_ghz_min", "tx_power_dbm_min",
 )
 
@@ -121,6 +129,8 @@ def network_params(network) -> NetworkParams:
         max_retransmissions=network.max_retransmissions,
         access_latency_s=network.access_latency_s,
         downlink=network.downlink,
+        uplink_max_bits_per_hz=network.uplink_max_bits_per_hz,
+        overhead_fraction=network.overhead_fraction,
     )
 
 
@@ -188,15 +198,17 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
             raise UserError(f"network.path_loss = {network.path_loss!r} gave a loss that is not a finite number "
                             f"(dB) for some devices, e.g. {loss[~np.isfinite(loss)][0]} at {distance[~np.isfinite(loss)][0]:g} m")
         bs_power_w = float(dbm_to_w(network.bs_tx_power_dbm))
+        # Each link's noise figure is its receiver's: the base station's on the uplink, the device's on the downlink.
+        up_nf_db, down_nf_db = receiver_noise_figures_db(network)
         uplink = [
-            Link.from_budget(tx_power_w[i], loss[i], network.noise_figure_db, shadowing[i])
+            Link.from_budget(tx_power_w[i], loss[i], up_nf_db, shadowing[i])
             for i in range(num_clients)
         ]
         if network.downlink_snr_db is not None:
             downlink = [Link.from_snr_db(network.downlink_snr_db) for _ in range(num_clients)]
         else:
             downlink = [
-                Link.from_budget(bs_power_w, loss[i], network.noise_figure_db, shadowing[i])
+                Link.from_budget(bs_power_w, loss[i], down_nf_db, shadowing[i])
                 for i in range(num_clients)
             ]
     return Population(
@@ -207,8 +219,11 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
         static_power_w=column("static_power_w"),
         tx_power_w=tx_power_w,
         circuit_power_w=column("circuit_power_w"),
+        pa_efficiency=column("pa_efficiency"),
         rx_power_w=column("rx_power_w"),
         idle_power_w=column("idle_power_w"),
+        promotion_power_w=np.array([p["idle_power_w"] if p["promotion_power_w"] is None else p["promotion_power_w"]
+                                    for p in profiles], dtype=float),
         tail_s=column("tail_s"),
         tail_power_w=column("tail_power_w"),
         train_cycles_per_sample=train_cycles,
@@ -235,6 +250,13 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
             network.min_distance_m, network.cell_radius_m, functools.partial(path_loss_model, network=network),
             float(dbm_to_w(network.bs_tx_power_dbm))),
     )
+
+
+def receiver_noise_figures_db(network) -> tuple[float, float]:
+    """The noise figures (dB) of the uplink's receiver (the base station) and of the downlink's (a device):
+    ``network.bs_noise_figure_db`` and ``device_noise_figure_db``, each ``noise_figure_db`` when unset."""
+    pick = lambda own: network.noise_figure_db if own is None else own  # noqa: E731
+    return pick(network.bs_noise_figure_db), pick(network.device_noise_figure_db)
 
 
 def read_availability_trace(path: str, num_clients: int) -> dict[int, list[tuple[float, float]]]:

@@ -57,6 +57,8 @@ NOT_APPLICABLE: dict[str, Callable[[Scenario], bool]] = {  # dotted key -> "does
     "network.line_of_sight": lambda s: not _geometry(s) or _other_builtin_loss(s, "umi_street_canyon"),
     "network.shadowing_std_db": lambda s: not _geometry(s),
     "network.noise_figure_db": lambda s: not _geometry(s),
+    "network.bs_noise_figure_db": lambda s: not _geometry(s),
+    "network.device_noise_figure_db": lambda s: not _geometry(s) or s.network.downlink_snr_db is not None,
     "network.bs_tx_power_dbm": lambda s: not _geometry(s) or s.network.downlink_snr_db is not None,
     "model.hidden": lambda s: s.model.name != "mlp",
     "devices.slowdown_mean": lambda s: s.devices.slowdown != "exponential",

@@ -30,7 +30,7 @@ from energy import CATEGORIES  # noqa: E402
 
 CATEGORY_COLORS = {"compute": "#4c72b0", "uplink": "#dd8452", "downlink": "#55a868", "idle": "#8c8c8c"}
 KIND_COLORS = {"download": "#55a868", "compute": "#4c72b0", "upload": "#dd8452", "idle": "#d9d9d9",
-               "tail": "#c9a0dc"}
+               "tail": "#c9a0dc", "promotion": "#8172b3"}
 MAX_GANTT_ROWS = 40  # devices per Gantt panel; beyond, the most interesting ones (cut/lost, then slowest)
 MAX_GANTT_ROUNDS = 3
 MAX_SCATTER = 10_000  # energy_snr / cell_map: above this many devices, a fixed random sample of this size
@@ -143,7 +143,7 @@ def _suptitle(fig, title: str, what: str) -> None:
 def _missed_status(ev: EventArrays) -> np.ndarray:
     """Per event: 0 ok (or a radio tail / idle wait), 1 cut (deadline), 2 lost (every attempt failed:
     outage or packet error), 3 any other stop (offline, failed, stopped by over-selection)."""
-    work = (ev.kind != "tail") & (ev.kind != "idle") & (ev.status != "ok")
+    work = (ev.kind != "tail") & (ev.kind != "idle") & (ev.status != "ok")  # a cut promotion: its message missed
     return np.where(~work, 0, np.where(ev.status == "cut", 1, np.where(ev.status == "lost", 2, 3)))
 
 
@@ -466,8 +466,8 @@ def draw_gantt(events, title: str = "", rounds=None, deadline_s: float | None = 
     rows = max(len(shown) for _, _, shown, _ in panels)
     fig = _new_figure(fig, (5.4 * len(panels), max(3.2, 0.2 * rows + 1.9)))
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    heights = {"idle": 0.84, "tail": 0.22, "download": 0.6, "compute": 0.6, "upload": 0.6}
-    zorders = {"idle": 1, "tail": 2, "download": 3, "compute": 3, "upload": 3}
+    heights = {"idle": 0.84, "tail": 0.22, "promotion": 0.22, "download": 0.6, "compute": 0.6, "upload": 0.6}
+    zorders = {"idle": 1, "tail": 2, "promotion": 2, "download": 3, "compute": 3, "upload": 3}
     code_all = _missed_status(ev)
     seen_codes: set[int] = set()
     for ax, (r, mask, shown, participants) in zip(axes, panels):
@@ -511,7 +511,7 @@ def draw_gantt(events, title: str = "", rounds=None, deadline_s: float | None = 
                      fontsize=8)
     drawn = set(np.unique(ev.kind[np.isin(ev.round, picks)]).tolist())
     handles = [Patch(color=KIND_COLORS[k], label=k if k != "idle" else "idle (waiting)") for k in
-               ("download", "compute", "upload", "idle", "tail") if k in drawn]
+               ("download", "compute", "upload", "idle", "promotion", "tail") if k in drawn]
     names = {1: "cut (deadline)", 2: "lost", 3: _other_statuses(ev)}
     for c in sorted(seen_codes):
         handles.append(Patch(facecolor="white", edgecolor="#c44e52", hatch=HATCHES[c], label=names[c]))

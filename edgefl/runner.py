@@ -212,6 +212,9 @@ class Simulation:
                 save_checkpoint(self, checkpoint)
                 log.debug("checkpoint after round %d: %s", r + 1, checkpoint)
         bar.close()
+        if not diverged and rows:  # radio tails still running are charged in full (docs/model.md §8): in the last row too
+            self.pricer.finish()
+            rows[-1].update(self._energy_fields())
         wall_s = done.wall_s + time.perf_counter() - started
         final = evaluate_global(self.model, self.data, before.model if diverged else self.algorithm.model)
         clients = self._client_rows(final)
@@ -270,7 +273,8 @@ class Simulation:
         limits = DeviceLimits(
             cpu_hz_min=pop.cpu_hz_min.copy(), cpu_hz_max=pop.cpu_hz.copy(), tx_power_w_min=pop.tx_power_w_min.copy(),
             tx_power_w_max=pop.tx_power_w.copy(), kappa=pop.kappa, static_power_w=pop.static_power_w,
-            circuit_power_w=pop.circuit_power_w, rx_power_w=pop.rx_power_w, idle_power_w=pop.idle_power_w,
+            circuit_power_w=pop.circuit_power_w, pa_efficiency=pop.pa_efficiency, rx_power_w=pop.rx_power_w,
+            idle_power_w=pop.idle_power_w,
             tail_s=pop.tail_s, tail_power_w=pop.tail_power_w,
             train_cycles_per_sample=pop.train_cycles_per_sample, eval_cycles_per_sample=pop.eval_cycles_per_sample)
         ctx = ControlContext(
@@ -283,13 +287,16 @@ class Simulation:
         return controller, observer
 
     # -- rows ---------------------------------------------------------------------------
-    def _metrics_row(self, r: int, record, evaluate: bool) -> dict:
+    def _energy_fields(self) -> dict:
+        """The energy so far, in total and by category (metrics.csv's energy columns)."""
         by_cat = self.pricer.ledger.by_category()
+        return {"energy_j": float(sum(by_cat.values())), **{f"{c}_energy_j": float(by_cat[c]) for c in CATEGORIES}}
+
+    def _metrics_row(self, r: int, record, evaluate: bool) -> dict:
         row = {
             "round": r + 1,
             "sim_time_s": float(record.end_s),
-            "energy_j": float(sum(by_cat.values())),
-            **{f"{c}_energy_j": float(by_cat[c]) for c in CATEGORIES},
+            **self._energy_fields(),
             "acc_mean": None, "acc_worst": None, "acc_std": None, "loss": None,
             "uploads_arrived": record.uploads_arrived,
             "uploads_missed": record.uploads_missed,

@@ -71,10 +71,12 @@ PositiveJoules = Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)]
 Speed = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]  # m/s: up to a fast train
 SnrDb = Annotated[float, Field(ge=-50, le=60, allow_inf_nan=False)]  # a mean SNR beyond is a typo
 PowerDbm = Annotated[float, Field(ge=-60, le=70, allow_inf_nan=False)]  # 1 nW .. 10 kW
+NoiseFigureDb = Annotated[float, Field(ge=0, le=30, allow_inf_nan=False)]
 Megahertz = Annotated[float, Field(ge=1e-3, le=1e4, allow_inf_nan=False)]  # 1 kHz (below an NB-IoT tone) .. 10 GHz
 Metres = Annotated[float, Field(ge=1, le=1e5, allow_inf_nan=False)]  # 1 m (path-loss models start there) .. 100 km
 Gigahertz = Annotated[float, Field(ge=1e-5, le=100, allow_inf_nan=False)]  # CPU clock: 10 kHz .. 100 GHz
 Capacitance = Annotated[float, Field(ge=1e-40, le=1e-20, allow_inf_nan=False)]  # kappa; phones ~1e-28
+PaEfficiency = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]  # a power amplifier's output / input power
 CyclesPerFlop = Annotated[float, Field(gt=0, le=1e4, allow_inf_nan=False)]
 CyclesPerSample = Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)]
 
@@ -255,7 +257,9 @@ class NetworkSection(Strict):
         "broadcast", description="broadcast: one transmission, each receiver at its own rate; multicast: one "
         "transmission at the weakest receiver's rate; unicast: base-station power and band split among the receivers.")
     access_latency_s: Seconds = Field(
-        0.0, ge=0, description="Random access + scheduling grant before every message (s), spent waiting (idle).")
+        0.0, ge=0, description="The radio's promotion before a message from idle (s): random access, connection "
+        "set-up, grant, at devices.promotion_power_w; none while the radio is still in its tail (LTE: ~0.26 s, "
+        "Huang et al. 2012).")
     distance_m: Optional[Metres] = Field(None, description="Link budget: every client at this distance (m, up to 10^5).")
     cell_radius_m: Optional[Metres] = Field(None, description="Link budget: clients uniform in a disk (m, up to 10^5).")
     min_distance_m: Metres = Field(
@@ -275,8 +279,23 @@ class NetworkSection(Strict):
         1.5, description="umi_street_canyon: device height (m; 38.901: 1.5-22.5).")
     line_of_sight: StrictBool = Field(False, description="umi_street_canyon: the LOS formula (default NLOS).")
     shadowing_std_db: float = Field(0.0, ge=0, le=30, description="Log-normal shadowing, drawn once per client.")
-    noise_figure_db: float = Field(0.0, ge=0, le=30, description="Receiver noise figure (noise = N0*B*NF, N0 = -174 dBm/Hz).")
-    bs_tx_power_dbm: PowerDbm = Field(33.0, description="Base-station power for the downlink link budget.")
+    noise_figure_db: float = Field(0.0, ge=0, le=30, description="Receiver noise figure (noise = N0*B*NF, N0 = -174 dBm/Hz), "
+                                   "of both links unless bs_noise_figure_db / device_noise_figure_db say otherwise.")
+    bs_noise_figure_db: Optional[NoiseFigureDb] = Field(
+        None, description="Noise figure of the base station's receiver (the uplink; 3GPP TR 36.814: 5 dB). Unset: "
+        "noise_figure_db.")
+    device_noise_figure_db: Optional[NoiseFigureDb] = Field(
+        None, description="Noise figure of the devices' receivers (the downlink; 3GPP TR 36.814: 9 dB for a UE). "
+        "Unset: noise_figure_db.")
+    bs_tx_power_dbm: PowerDbm = Field(33.0, description="Base-station power for the downlink link budget (3GPP TR 36.814 "
+                                      "macro cell: 46 dBm over 10 MHz, i.e. 43 dBm over 5 MHz).")
+    uplink_max_bits_per_hz: Optional[Annotated[float, Field(gt=0, le=30, allow_inf_nan=False)]] = Field(
+        None, description="Highest spectral efficiency of the uplink's modulation (bit/s/Hz), with either rate model "
+        "(e.g. phones limited to 16QAM: ~2.4, the CQI table's best 16QAM entry 2.41). Unset: no cap beyond the "
+        "rate model's.")
+    overhead_fraction: Annotated[float, Field(ge=0, le=0.9, allow_inf_nan=False)] = Field(
+        0.0, description="Share of every link's resource taken by control channels and reference signals, not data: "
+        "rates are (1 - overhead_fraction) x the rate model's (LTE: roughly 0.15-0.25).")
     downlink_snr_db: Optional[SnrDb] = Field(None, description="Mean downlink SNR; default: uplink snr_db, or the budget.")
     downlink_bandwidth_mhz: Optional[Megahertz] = Field(None, description="Default: bandwidth_mhz.")
     deadline_s: Optional[PositiveSeconds] = Field(None, description="Per communication phase; late clients are cut.")
@@ -327,8 +346,10 @@ class DeviceClass(Strict):
     static_power_w: Optional[Watts] = None
     tx_power_dbm: Optional[PowerDbm] = None
     circuit_power_w: Optional[Watts] = None
+    pa_efficiency: Optional[PaEfficiency] = None
     rx_power_w: Optional[Watts] = None
     idle_power_w: Optional[Watts] = None
+    promotion_power_w: Optional[Watts] = None
     tail_s: Optional[Seconds] = None
     tail_power_w: Optional[Watts] = None
     battery_j: Optional[PositiveJoules] = None
@@ -346,11 +367,19 @@ class DevicesSection(Strict):
     kappa: Capacitance = Field(1e-28, description="Effective switched capacitance (energy = kappa*C*f^2).")
     static_power_w: Watts = Field(0.0, description="CPU static power while computing.")
     tx_power_dbm: PowerDbm = Field(23.0, description="Uplink transmit power (23 dBm = 0.2 W).")
-    circuit_power_w: Watts = Field(0.0, description="Radio circuit power added while transmitting.")
+    circuit_power_w: Watts = Field(0.0, description="Radio circuit power added while transmitting (uplink power "
+                                   "drawn = tx power / pa_efficiency + circuit_power_w).")
+    pa_efficiency: PaEfficiency = Field(
+        1.0, description="Efficiency of the transmitter's power amplifier, in (0, 1]: it draws tx power / pa_efficiency "
+        "(a phone's at 23 dBm: ~0.2-0.4). 1 (with circuit_power_w = 0): the radiated power only, as Yang et al. 2021.")
     rx_power_w: Watts = Field(0.1, description="Power while receiving (downlink).")
     idle_power_w: Watts = Field(0.01, description="Power while waiting inside a phase (e.g. TDMA queue).")
-    tail_s: Seconds = Field(0.0, description="Radio tail after each message: the radio stays in its high-power "
-                          "state this long unless the next message starts first (LTE RRC tail: ~11.6 s).")
+    promotion_power_w: Optional[Watts] = Field(
+        None, description="Power (W) while the radio connects before a message from idle, for "
+        "network.access_latency_s (LTE RRC promotion: ~1.2 W for ~0.26 s, Huang et al. 2012). Unset: idle_power_w.")
+    tail_s: Seconds = Field(0.0, description="Radio tail after each message: the radio stays connected at "
+                          "tail_power_w this long unless the next message starts first, which then needs no "
+                          "promotion (LTE RRC tail: ~11.6 s).")
     tail_power_w: Watts = Field(0.0, description="Power during the radio tail (LTE: ~1.06 W; Huang et al. 2012).")
     slowdown: Literal["none", "exponential", "lognormal"] = Field(
         "none", description="Stragglers: a random per-round factor on every client's compute time. exponential: "
@@ -379,7 +408,10 @@ class DevicesSection(Strict):
         "row (relative to the scenario file).")
     p_fail: float = Field(0.0, ge=0, lt=1, description="Probability that a participating device fails in a round "
                           "(at a uniform time within its work in the phase); its work of that round is lost.")
-    cycles_per_flop: CyclesPerFlop = Field(1.0, description="CPU cycles per measured FLOP.")
+    cycles_per_flop: CyclesPerFlop = Field(1.0, description="CPU cycles per measured FLOP. The default 1 is a "
+                                           "convention, not a measurement (one FP32 operation per cycle): a phone core's "
+                                           "SIMD units do 8-16 FLOPs per cycle at peak, training runs far below peak; "
+                                           "calibrate it to the device (docs/model.md §7).")
     cycles_per_sample: Optional[CyclesPerSample] = Field(None, description="Override the measured FLOPs (training).")
     cpu_ghz_min: Optional[Gigahertz] = Field(
         None, description="Lowest CPU frequency a controller may set ([control]); cpu_ghz is the highest. "

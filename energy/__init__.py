@@ -7,7 +7,7 @@ from .battery import BatteryBank
 from .compute import DEFAULT_KAPPA, compute_energy_j, compute_time_s, cycles_per_step
 from .drdm import drdm_total_energy_j
 from .ledger import CATEGORIES, EnergyLedger
-from .radio import downlink_energy_j, idle_energy_j, tail_energy_j, uplink_energy_j
+from .radio import downlink_energy_j, idle_energy_j, promotion_energy_j, tail_energy_j, uplink_energy_j
 
 __all__ = [
     "CATEGORIES",
@@ -20,6 +20,7 @@ __all__ = [
     "downlink_energy_j",
     "drdm_total_energy_j",
     "idle_energy_j",
+    "promotion_energy_j",
     "tail_energy_j",
     "uplink_energy_j",
 ]

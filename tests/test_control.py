@@ -217,14 +217,16 @@ def test_a_sweep_cosimulates_the_points_of_a_controller():
 
 
 # -- min_energy ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("access", ["fdma", "dedicated"])
-@pytest.mark.parametrize("seed", [0, 1])
-def test_min_energy_keeps_the_learning_meets_the_deadline_and_spends_no_more_than_static(access, seed):
+@pytest.mark.parametrize("access,seed,pa_efficiency", [("fdma", 0, 1.0), ("fdma", 1, 1.0), ("dedicated", 0, 1.0),
+                                                        ("dedicated", 1, 1.0), ("fdma", 0, 0.3)])
+def test_min_energy_keeps_the_learning_meets_the_deadline_and_spends_no_more_than_static(access, seed, pa_efficiency):
     """Only f, p and b change and the deadline is met: the same accuracy every round as static
-    (whose phases end well before the deadline), every phase within it, and less energy in total."""
+    (whose phases end well before the deadline), every phase within it, and less energy in total (also with a
+    power amplifier: the device draws p / pa_efficiency)."""
     net = {"access": access, "deadline_s": 3.0, "cell_radius_m": 400.0, "distance_m": None,
            "shadowing_std_db": 6.0}
-    dev = {"cycles_per_sample": 5e6, "circuit_power_w": 0.05, "cpu_ghz_min": 0.1, "tx_power_dbm_min": -10.0}
+    dev = {"cycles_per_sample": 5e6, "circuit_power_w": 0.05, "cpu_ghz_min": 0.1, "tx_power_dbm_min": -10.0,
+           "pa_efficiency": pa_efficiency}
     static = run(scenario(network=net, devices=dev, seed=seed, rounds=5))
     fitted = run(scenario(control={"name": "min_energy"}, network=net, devices=dev, seed=seed, rounds=5))
     assert sum(r["uploads_missed"] for r in static.metrics) == 0

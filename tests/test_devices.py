@@ -297,7 +297,9 @@ NEW_KEYS = [("network", "max_spectral_efficiency"), ("network", "coherence_s"), 
             ("devices", "tail_s"), ("devices", "tail_power_w"), ("devices", "slowdown_mean"),
             ("devices", "slowdown_sigma"), ("devices", "battery_j"), ("devices", "battery_reserve_j"),
             ("devices", "harvest_w"), ("devices", "speed_mps"), ("devices", "mean_on_s"), ("devices", "mean_off_s"),
-            ("devices", "p_fail")]
+            ("devices", "p_fail"), ("devices", "promotion_power_w"), ("devices", "pa_efficiency"),
+            ("network", "bs_noise_figure_db"), ("network", "device_noise_figure_db"),
+            ("network", "uplink_max_bits_per_hz"), ("network", "overhead_fraction")]
 
 
 @pytest.mark.parametrize("section,key", NEW_KEYS)

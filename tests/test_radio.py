@@ -149,17 +149,22 @@ def test_fdma_packet_errors_are_judged_on_the_share_the_client_holds():
     assert completed == {0: False, 1: True}
 
 
-def test_a_download_lost_in_outage_fails_the_chain():
+def test_a_download_lost_in_outage_ends_the_chain():
     network, population = world(snr_db=-10.0, rate="mcs")  # below the lowest CQI entry: outage
     pricer = SimPyPricer(network, population, 0)
     completed = pricer.price_phase(PhaseRecord(0, 0, {0: [Activity("download", "broadcast", bits=1e4),
+                                                          Activity("compute", "train", samples=10.0),
                                                           Activity("upload", "upload", bits=1e4)]}))
     assert completed == {0: False}
-    assert [e.status for e in pricer.events] == ["lost", "lost"]
+    # the compute and the upload after the lost download are not run, not logged, not charged
+    assert [(e.kind, e.status) for e in pricer.events] == [("download", "lost")]
+    assert pricer.ledger.by_category()["compute"] == pricer.ledger.by_category()["uplink"] == 0.0
 
 
 # -- per-message overhead --------------------------------------------------------------------
-def test_access_latency_delays_every_message_and_is_idle_time():
+def test_access_latency_is_a_promotion_before_every_message_from_an_idle_radio():
+    """No tail: the radio is idle before each message, which waits the access latency first, charged at the
+    promotion power (by default the idle power) to the message's category."""
     network, population = world(snr_db=20.0, access_latency_s=0.05, devices={"idle_power_w": 0.2})
     pricer = SimPyPricer(network, population, 0)
     chain = [Activity("download", "broadcast", bits=1e4), Activity("compute", "train", samples=10.0),
@@ -168,7 +173,16 @@ def test_access_latency_delays_every_message_and_is_idle_time():
     rate = B * math.log2(101.0)
     end = 0.05 + 1e4 / rate + 0.01 + 0.05 + 1e4 / rate  # 10 samples x 1e6 cycles at 1 GHz = 10 ms
     assert pricer.now == pytest.approx(end, rel=1e-12)
-    assert pricer.ledger.by_category()["idle"] == pytest.approx(0.2 * 0.1, rel=1e-9)
+    promotions = [e for e in pricer.events if e.kind == "promotion"]
+    assert [(e.label, e.category, e.energy_j) for e in promotions] == [
+        ("broadcast", "downlink", pytest.approx(0.2 * 0.05, rel=1e-12)),
+        ("upload", "uplink", pytest.approx(0.2 * 0.05, rel=1e-12))]
+    assert pricer.ledger.by_category()["idle"] == 0.0
+    network, population = world(snr_db=20.0, access_latency_s=0.05,
+                                devices={"idle_power_w": 0.2, "promotion_power_w": 1.2})
+    pricer = SimPyPricer(network, population, 0)
+    pricer.price_phase(PhaseRecord(0, 0, {0: chain}))
+    assert sum(e.energy_j for e in pricer.events if e.kind == "promotion") == pytest.approx(2 * 1.2 * 0.05, rel=1e-12)
 
 
 def test_radio_tail_after_each_message_until_the_next_one_starts():
@@ -177,6 +191,7 @@ def test_radio_tail_after_each_message_until_the_next_one_starts():
     chain = [Activity("download", "broadcast", bits=1e4), Activity("compute", "train", samples=100.0),
              Activity("upload", "upload", bits=1e4)]
     pricer.price_phase(PhaseRecord(0, 0, {0: chain}))
+    pricer.finish()  # the run ends: the upload's tail, still running, is charged in full
     tails = [e for e in pricer.events if e.kind == "tail"]
     # the download's tail is cut after the 0.1 s computation by the upload; the upload's runs out
     assert [round(e.end_s - e.start_s, 12) for e in tails] == [0.1, 0.5]

@@ -63,14 +63,18 @@ class RateModel:
     max_spectral_efficiency: float | None = None
     mcs_snr_db: tuple[float, ...] = CQI_SNR_DB
     mcs_efficiency: tuple[float, ...] = CQI_EFFICIENCY
+    modulation_cap_bits_per_hz: float | None = None  # the uplink's (network.uplink_max_bits_per_hz)
+    overhead_fraction: float = 0.0
 
     def rate_bps(self, band_hz, snr):
         return np.asarray(link_rate_bps(band_hz, snr, self.rate, self.efficiency, self.snr_gap_db,
-                                        self.max_spectral_efficiency, self.mcs_snr_db, self.mcs_efficiency))
+                                        self.max_spectral_efficiency, self.mcs_snr_db, self.mcs_efficiency,
+                                        self.modulation_cap_bits_per_hz, self.overhead_fraction))
 
     def snr_for(self, rate_bps, band_hz):
         return np.asarray(snr_for_rate(rate_bps, band_hz, self.rate, self.efficiency, self.snr_gap_db,
-                                       self.max_spectral_efficiency, self.mcs_snr_db, self.mcs_efficiency))
+                                       self.max_spectral_efficiency, self.mcs_snr_db, self.mcs_efficiency,
+                                       self.modulation_cap_bits_per_hz, self.overhead_fraction))
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ class RoundProblem:
     rate_model: RateModel
     # A radio tail after the phase's download (ours, not in Yang et al.): the radio stays at
     # tail_power_w until the upload starts, at most tail_s, i.e. for min(tail_s, t_c + tail_gap_s)
-    # (tail_gap_s: the wait between compute and upload, e.g. the access latency). None: no tail.
+    # (tail_gap_s: a wait between compute and upload; none in the engine, docs/model.md §8). None: no tail.
     tail_power_w: np.ndarray | None = None
     tail_s: np.ndarray | None = None
     tail_gap_s: np.ndarray | None = None

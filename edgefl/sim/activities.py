@@ -47,7 +47,7 @@ class Event(NamedTuple):
     round: int
     phase: int
     client: int
-    kind: str  # download | compute | upload | idle | tail (the radio's tail after a message)
+    kind: str  # download | compute | upload | idle (a wait) | promotion (the radio connecting) | tail (after a message)
     label: str
     start_s: float
     end_s: float
@@ -55,7 +55,7 @@ class Event(NamedTuple):
     cycles: float
     energy_j: float
     category: str  # compute | uplink | downlink | idle
-    status: str  # ok | cut (deadline) | lost (every attempt failed: outage or packet error)
+    status: str  # ok | cut (deadline) | lost (every attempt failed) | offline | failed | battery | stopped
 
     def row(self) -> tuple:
         """The CSV row; quantities as floats (SimPy's clock starts at the integer 0); rounds numbered from 1,

@@ -17,25 +17,30 @@ from energy import (
     compute_energy_j,
     downlink_energy_j,
     idle_energy_j,
+    promotion_energy_j,
     tail_energy_j,
     uplink_energy_j,
 )
 
 # Charge codes of the log rows: the four ledger categories, then radio tails (charged to the
-# category of the message they follow).
+# category of the message they follow) and radio promotions (to the category of the message they precede).
 CAT_COMPUTE, CAT_UPLINK, CAT_DOWNLINK, CAT_IDLE = (CATEGORIES.index(name) for name in
                                                    ("compute", "uplink", "downlink", "idle"))
 CAT_UPLINK_TAIL, CAT_DOWNLINK_TAIL = len(CATEGORIES), len(CATEGORIES) + 1
-_LEDGER_CATEGORY = np.array([*range(len(CATEGORIES)), CAT_UPLINK, CAT_DOWNLINK])
+CAT_UPLINK_PROMOTION, CAT_DOWNLINK_PROMOTION = len(CATEGORIES) + 2, len(CATEGORIES) + 3
+_LEDGER_CATEGORY = np.array([*range(len(CATEGORIES)), CAT_UPLINK, CAT_DOWNLINK, CAT_UPLINK, CAT_DOWNLINK])
 
 # What each code's log amount is (cycles for compute, seconds otherwise), and its energy in J.
 _CHARGES = {
     CAT_COMPUTE: lambda pop, c, cycles: compute_energy_j(cycles, pop.cpu_hz[c], pop.kappa[c], pop.static_power_w[c]),
-    CAT_UPLINK: lambda pop, c, seconds: uplink_energy_j(seconds, pop.tx_power_w[c], pop.circuit_power_w[c]),
+    CAT_UPLINK: lambda pop, c, seconds: uplink_energy_j(seconds, pop.tx_power_w[c], pop.circuit_power_w[c],
+                                                        pop.pa_efficiency[c]),
     CAT_DOWNLINK: lambda pop, c, seconds: downlink_energy_j(seconds, pop.rx_power_w[c]),
     CAT_IDLE: lambda pop, c, seconds: idle_energy_j(seconds, pop.idle_power_w[c]),
     CAT_UPLINK_TAIL: lambda pop, c, seconds: tail_energy_j(seconds, pop.tail_power_w[c]),
     CAT_DOWNLINK_TAIL: lambda pop, c, seconds: tail_energy_j(seconds, pop.tail_power_w[c]),
+    CAT_UPLINK_PROMOTION: lambda pop, c, seconds: promotion_energy_j(seconds, pop.promotion_power_w[c]),
+    CAT_DOWNLINK_PROMOTION: lambda pop, c, seconds: promotion_energy_j(seconds, pop.promotion_power_w[c]),
 }
 
 

@@ -47,6 +47,10 @@ class Pricer(Protocol):
 
     def allocate(self, allocation) -> None: ...  # a controller's knobs for the next phase (None: nominal)
 
+    def end_round(self, round_: int) -> None: ...  # the round ends: what runs on (radio tails) is charged so far
+
+    def finish(self) -> None: ...  # the run ends: what still runs on (radio tails) is charged
+
 
 @dataclass
 class RoundRecord:
@@ -94,6 +98,7 @@ class Engine:
                 break
             reply = self._handle(op)
         self._close_phase()  # trailing broadcasts etc.
+        self.pricer.end_round(r)
         self._record.end_s = self.pricer.now
         return self._record
 
@@ -269,6 +274,9 @@ def reprice_rounds(trace: list[PhaseRecord], pricer: Pricer) -> list[RoundCost]:
     for k, phase in enumerate(trace):
         pricer.price_phase(phase)
         if k + 1 == len(trace) or trace[k + 1].round != phase.round:  # the round's last phase
+            pricer.end_round(phase.round)  # as the co-simulation's Engine does
+            if k + 1 == len(trace):  # the run's end: radio tails still running are charged, as a co-simulation does
+                pricer.finish()
             costs[phase.round] = RoundCost(phase.round, pricer.now, pricer.ledger.by_category())
     return [costs[r] for r in sorted(costs)]
 

@@ -25,5 +25,11 @@ class IdealPricer:
     def allocate(self, allocation) -> None:  # knobs cost nothing here
         pass
 
+    def end_round(self, round_: int) -> None:
+        pass
+
+    def finish(self) -> None:  # nothing runs on after the run
+        pass
+
     def price_phase(self, phase) -> dict[int, bool]:
         return {client: True for client in phase.chains}

@@ -55,7 +55,7 @@ class BlockRates:
         net = self.physics.net
         gain = self.first_gain if block == 0 else float(
             fading_power_gain(net.fading, self.rng, size=1, rician_k=net.rician_k)[0])
-        return self.physics._rate(self.shares, faded(self.mean, gain)).tolist()
+        return self.physics._rate(self.shares, faded(self.mean, gain), "up").tolist()
 
 
 class MeanSnr:
@@ -249,11 +249,11 @@ class PhasePhysics:
                 mean = np.where(self._up.scales_with_band[clients], mean * (snr_bandwidth_hz / band), mean)
             bandwidth_hz = band[:, None]  # against [M, attempts]
         if fixed_rate:
-            nominal = self._nominal_rate(band, mean)
+            nominal = self._nominal_rate(band, mean, link)
             fails = mean[:, None] * g < db_to_linear(net.outage_snr_db)
             per_attempt = np.broadcast_to((bits / nominal)[:, None], g.shape)
         elif net.coherence_s is not None and net.fading != "none":
-            airtime = self._block_fading_airtime(bits, mean, band, g[:, 0])
+            airtime = self._block_fading_airtime(bits, mean, band, g[:, 0], link)
             for (_, step, _), seconds in zip(messages, airtime.tolist()):
                 step.duration_s = seconds
             return
@@ -261,10 +261,10 @@ class PhasePhysics:
             if net.fading == "none" and share is None:  # every gain is 1: the rate only depends on the client
                 rate = self._rates_without_fading(link, bandwidth_hz, snr_bandwidth_hz)[0][clients][:, None]
             else:
-                rate = self._rate(bandwidth_hz, faded(mean[:, None], g))
+                rate = self._rate(bandwidth_hz, faded(mean[:, None], g), link)
             nominal = None
             if groups is not None:  # the weakest receiver of each group sets its rate
-                nominal = self._nominal_rate(band, mean)
+                nominal = self._nominal_rate(band, mean, link)
                 for group in np.unique(groups):
                     rows = groups == group
                     rate[rows] = rate[rows].min(axis=0)
@@ -273,7 +273,7 @@ class PhasePhysics:
             with np.errstate(divide="ignore"):
                 per_attempt = bits[:, None] / rate
             if fails.any():
-                nominal = self._nominal_rate(band, mean) if nominal is None else nominal
+                nominal = self._nominal_rate(band, mean, link) if nominal is None else nominal
                 per_attempt = np.where(fails, (bits / nominal)[:, None], per_attempt)
         if not fails.any():  # the usual case: every message gets through at its first attempt
             for (_, step, _), seconds in zip(messages, per_attempt[:, 0].tolist()):
@@ -288,7 +288,7 @@ class PhasePhysics:
             step.duration_s, step.attempts, step.lost = seconds, n, flag
 
     def _block_fading_airtime(self, bits: np.ndarray, mean: np.ndarray, bandwidth_hz: float,
-                              first_gain: np.ndarray) -> np.ndarray:
+                              first_gain: np.ndarray, link: str) -> np.ndarray:
         """Airtime of messages cut into coherence blocks, each block at the rate of its own draw:
         a block of coherence_s seconds carries rate(g_k) * coherence_s bits (0 in outage); the last
         one carries what is left. New draws (in message order, block after block) only for the
@@ -302,7 +302,7 @@ class PhasePhysics:
             if not len(active):
                 return airtime
             band = bandwidth_hz if np.ndim(bandwidth_hz) == 0 else bandwidth_hz[active]
-            rate = self._rate(band, faded(mean[active], gain))
+            rate = self._rate(band, faded(mean[active], gain), link)
             capacity = rate * block_s
             last = capacity >= remaining[active]
             done = active[last]
@@ -341,14 +341,14 @@ class PhasePhysics:
                 step.rates_bps = step.block_rates(0)
             return
         if net.outage_snr_db is not None:
-            nominal = self._nominal_rate(shares[None, :], mean)  # [U, sharers]
+            nominal = self._nominal_rate(shares[None, :], mean, "up")  # [U, sharers]
             fails = mean[:, None, :] * g[:, :, None] < db_to_linear(net.outage_snr_db)  # [U, attempts, sharers]
             rates = np.broadcast_to(nominal[:, None, :], fails.shape)
         else:
             if net.fading == "none":  # every gain is 1
                 rates = np.repeat(self._shared_rates_without_fading(n)[0][clients][:, None, :], g.shape[1], axis=1)
             else:
-                rates = self._rate(shares[None, None, :], faded(mean[:, None, :], g[:, :, None]))
+                rates = self._rate(shares[None, None, :], faded(mean[:, None, :], g[:, :, None]), "up")
             fails = rates == 0
             nominal = None  # needed only if an attempt fails
         if not fails.any():  # the usual case: every upload gets through at its first attempt
@@ -356,19 +356,20 @@ class PhasePhysics:
                 step.rates_bps = table
             return
         if nominal is None:  # a failed attempt is sent at the mean SNR's rates
-            nominal = self._nominal_rate(shares[None, :], mean)  # [U, sharers]
+            nominal = self._nominal_rate(shares[None, :], mean, "up")  # [U, sharers]
             rates = np.where(fails, nominal[:, None, :], rates)
         for (_, step, _), ok_rates, fail_flags, nominal_rates in zip(up, rates.tolist(), fails.tolist(),
                                                                       nominal.tolist()):
             step.fdma_attempts = [(ok, nominal_rates, flags) for ok, flags in zip(ok_rates, fail_flags)]
             step.rates_bps = ok_rates[0]
 
-    def _nominal_rate(self, bandwidth_hz, mean_snr: np.ndarray) -> np.ndarray:
+    def _nominal_rate(self, bandwidth_hz, mean_snr: np.ndarray, link: str) -> np.ndarray:
         """The rate at the mean SNR (fixed-rate transmission, or a failed attempt's airtime); with mcs
         a mean SNR below the table is sent at its lowest entry (the most robust scheme)."""
-        rate = self._rate(bandwidth_hz, mean_snr)
+        rate = self._rate(bandwidth_hz, mean_snr, link)
         if self.net.rate == "mcs":
-            rate = np.where(rate == 0, np.asarray(bandwidth_hz) * self.net.mcs_efficiency[0], rate)
+            lowest = np.full(np.shape(mean_snr), db_to_linear(self.net.mcs_snr_db[0]))  # the lowest entry's SNR
+            rate = np.where(rate == 0, self._rate(bandwidth_hz, lowest, link), rate)
         return rate
 
     def _rates_without_fading(self, link: str, bandwidth_hz: float, snr_bandwidth_hz: float):
@@ -379,7 +380,7 @@ class PhasePhysics:
         key = (link, bandwidth_hz, snr_bandwidth_hz)
         if key not in self._rates_at_mean:
             mean = (self._up if link == "up" else self._down)(snr_bandwidth_hz)
-            self._rates_at_mean[key] = _with_list(self._rate(bandwidth_hz, mean))
+            self._rates_at_mean[key] = _with_list(self._rate(bandwidth_hz, mean, link))
         return self._rates_at_mean[key]
 
     def _shared_rates_without_fading(self, sharers: int):
@@ -389,13 +390,16 @@ class PhasePhysics:
         key = ("shared", sharers)
         if key not in self._rates_at_mean:
             shares, mean = self._up.shared(self.net.bandwidth_hz, sharers)
-            self._rates_at_mean[key] = _with_list(self._rate(shares[None, :], mean))
+            self._rates_at_mean[key] = _with_list(self._rate(shares[None, :], mean, "up"))
         return self._rates_at_mean[key]
 
-    def _rate(self, bandwidth_hz, snr: np.ndarray) -> np.ndarray:
+    def _rate(self, bandwidth_hz, snr: np.ndarray, link: str) -> np.ndarray:
+        """The rate (bit/s) of the ``link`` ("up" or "down"): the rate model, the uplink's modulation cap, the
+        overhead of control and reference signals (channel.rate.link_rate_bps)."""
         net = self.net
         return np.asarray(link_rate_bps(bandwidth_hz, snr, net.rate, net.efficiency, net.snr_gap_db,
-                                        net.max_spectral_efficiency, net.mcs_snr_db, net.mcs_efficiency))
+                                        net.max_spectral_efficiency, net.mcs_snr_db, net.mcs_efficiency,
+                                        net.uplink_max_bits_per_hz if link == "up" else None, net.overhead_fraction))
 
     def _plan_compute(self, round_: int, compute: list) -> None:
         """Cycles and time of compute steps; a straggler factor (``devices.slowdown``) stretches the

@@ -34,6 +34,8 @@ from edgefl.sim.booking import (
     CAT_DOWNLINK_TAIL,
     CAT_IDLE,
     CAT_UPLINK,
+    CAT_UPLINK_PROMOTION,
+    CAT_DOWNLINK_PROMOTION,
     CAT_UPLINK_TAIL,
     book,
     energies_j,
@@ -41,6 +43,13 @@ from edgefl.sim.booking import (
 )
 from edgefl.sim.physics import COMPUTE, DOWNLOAD, UPLOAD, PhasePhysics, Step
 from energy import BatteryBank, EnergyLedger
+
+
+# What a client is doing within a step (for what an interrupt cuts): waiting, its radio promoting, working.
+_WAIT, _PROMOTION, _WORK = range(3)
+_CATEGORY = {DOWNLOAD: CAT_DOWNLINK, UPLOAD: CAT_UPLINK}  # charge codes of a message ...
+_TAIL_CODE = {DOWNLOAD: CAT_DOWNLINK_TAIL, UPLOAD: CAT_UPLINK_TAIL}  # ... of its tail ...
+_PROMOTION_CODE = {DOWNLOAD: CAT_DOWNLINK_PROMOTION, UPLOAD: CAT_UPLINK_PROMOTION}  # ... and of the promotion before it
 
 
 class NoDeviceAvailable(RuntimeError):
@@ -86,6 +95,13 @@ class SimPyPricer:
         self._ledger = EnergyLedger(population.num_clients)
         self._events: list[Event] | None = [] if record_events else None
         self._unbooked: list[tuple[int, int, list]] = []  # phases simulated, energy not yet booked
+        self._phases_unbooked = 0
+        # Every device's radio tail still running: client -> [start s, charged until s, charge code, label of the
+        # message it follows]; charged when it ends (the next transfer starts, it runs out, finish()) and up to
+        # the end of every round (end_round).
+        self._tails: dict[int, list] = {}
+        self._at = (0, 0)  # the round and phase being priced (or the last priced): where tails are logged
+        self._phase_log: list | None = None  # the log of the phase running
         self.band = SharedBand(self.env, network.coherence_s)
         self.tdma = simpy.Resource(self.env, capacity=1)
         self.batteries = None  # devices.battery_j: levels, drawn from the ledger, harvesting
@@ -211,9 +227,11 @@ class SimPyPricer:
         return online if self.batteries is None else online & self.batteries.available()
 
     def _update_batteries(self) -> None:
-        """Harvest since the last update, then draw what the ledger charged since (levels >= 0)."""
+        """Harvest since the last update, then draw what the ledger charged since (levels >= 0), radio tails
+        that have run out included."""
         if self.batteries is None:
             return
+        self._expire_tails()
         spent = self.ledger.client_totals()
         self.batteries.harvest(self.env.now - self._battery_time)
         self.batteries.draw(spent - self._battery_spent)
@@ -255,6 +273,7 @@ class SimPyPricer:
         return self._events
 
     def _book(self) -> None:
+        self._phases_unbooked = 0
         if self._unbooked:
             unbooked, self._unbooked = self._unbooked, []
             book(self.pop, self._ledger, self._events, unbooked)
@@ -268,13 +287,14 @@ class SimPyPricer:
         plans = self.physics.plan(phase, clients)
         completed: dict[int, bool] = {}
         log: list[tuple] = []
-        start = env.now
+        self._at = (phase.round, phase.phase)
+        self._expire_tails()
         failed = self._failed_earlier(phase.round) if self.pop.p_fail > 0 else set()
         if self.batteries is not None:
             self._update_batteries()
             empty = self.batteries.empty()
             failed |= {c for c in clients if empty[c]}  # an empty device does nothing
-        procs = [env.process(self._client(c, plans[c], start, completed, log, c in failed)) for c in clients]
+        procs = [env.process(self._client(c, plans[c], completed, log, c in failed)) for c in clients]
         self._running = dict(zip(clients, procs))
         self._needed, self._arrived = phase.needed, 0
         if self.pop.p_fail > 0:
@@ -284,6 +304,7 @@ class SimPyPricer:
         # A process (not a bare AllOf condition): AnyOf would strip a nested condition's callbacks
         # when the deadline fires first, and the AllOf would never trigger.
         everyone = env.process(self._wait_all(procs))
+        self._phase_log = log  # tails charged while the phase runs
         if self.net.deadline_s is None:
             env.run(until=everyone)
         else:
@@ -294,10 +315,12 @@ class SimPyPricer:
             if not everyone.processed:
                 env.run(until=everyone)
         self._running = {}
+        self._phase_log = None
         if log:
             self._unbooked.append((phase.round, phase.phase, log))
-            if len(self._unbooked) >= 16:
-                self._book()
+        self._phases_unbooked += 1
+        if self._phases_unbooked >= 16:
+            self._book()
         return completed
 
     def _wait_all(self, procs):
@@ -323,8 +346,8 @@ class SimPyPricer:
 
     def _schedule_depletion(self, clients: list[int], plans: dict, procs: list) -> None:
         """A device whose battery cannot pay for its chain stops when it is empty (status
-        ``battery``): at the moment its nominal schedule (steps back to back, waits excluded) has
-        spent its level; its work is lost, its energy counted. The steps' energies: the ledger's
+        ``battery``): at the moment its nominal schedule (steps back to back, each message after a
+        promotion, waits and tails excluded) has spent its level; its work is lost, its energy counted. The steps' energies: the ledger's
         formulas, one vectorised call for the phase."""
         level = self.batteries.level_j
         mortal = [c for c in clients if np.isfinite(level[c])]
@@ -339,17 +362,22 @@ class SimPyPricer:
             amounts += step_amount
         joules = energies_j(self.pop, np.array(owner), np.array(codes), np.array(amounts, dtype=np.float64)).tolist()
         latency_s, proc_of, k = self.net.access_latency_s, dict(zip(clients, procs)), 0
+        promotion_w = self.pop.promotion_power_w
         for c in mortal:
             spent = elapsed = 0.0
             steps = plans[c]
+            segments = []  # (seconds, joules): each message after a promotion (nominal: from an idle radio)
             for step, step_s, step_j in zip(steps, seconds[c], joules[k:k + len(steps)]):
-                elapsed += latency_s if step.kind != COMPUTE else 0.0
-                if spent + step_j > level[c]:
-                    fraction = (level[c] - spent) / step_j
-                    self.env.process(self._fail_at(proc_of[c], elapsed + fraction * step_s, "battery"))
+                if step.kind != COMPUTE and latency_s > 0:
+                    segments.append((latency_s, latency_s * float(promotion_w[c])))
+                segments.append((step_s, step_j))
+            for segment_s, segment_j in segments:
+                if spent + segment_j > level[c]:
+                    fraction = (level[c] - spent) / segment_j
+                    self.env.process(self._fail_at(proc_of[c], elapsed + fraction * segment_s, "battery"))
                     break
-                spent += step_j
-                elapsed += step_s
+                spent += segment_j
+                elapsed += segment_s
             k += len(steps)
 
     def _nominal_seconds(self, steps: list[Step]) -> list[float]:
@@ -364,104 +392,175 @@ class SimPyPricer:
         if proc.is_alive:
             proc.interrupt(cause)
 
-    def _client(self, client: int, steps: list[Step], phase_start: float, completed: dict, log: list,
-                failed: bool = False):
-        """One client's chain. Log rows: (client, kind, label, start, end, bits, category,
-        cycles or seconds to charge, cycles, status)."""
+    def _client(self, client: int, steps: list[Step], completed: dict, log: list, failed: bool = False):
+        """One client's chain: its steps one after another; the chain ends at its first step that does not
+        complete (a lost message, or an interrupt: deadline, offline, failure, battery, stopped), and the
+        steps after it are neither run nor logged. Log rows: (client, kind, label, start, end, bits, charge
+        code, cycles or seconds to charge, cycles, status)."""
         env = self.env
-        busy_s = 0.0
-        ok = True
         if failed or (self.availability is not None and not self.availability.online[client]):
             completed[client] = False  # failed earlier in this round, or offline: does nothing
             return
         before_step = self.before_step
         latency_s = self.net.access_latency_s
-        tail = None  # (start, charge code, label) of the radio tail after the last message, if any
+        ok = True
         for step in steps:
             kind, activity = step.kind, step.activity
-            radio_on = [None]  # when the radio (or CPU) switched on; None while waiting
+            doing = [_WAIT, env.now]  # what the client is doing (waiting, promoting its radio, working) since when
             try:
                 if before_step is not None:
                     yield from before_step(client, step)
-                if kind != COMPUTE:
-                    if tail is not None:  # a new message ends the previous one's tail
-                        self._log_tail(log, client, tail, env.now)
-                        tail = None
-                    if latency_s > 0:  # random access and scheduling grant: waiting, idle
-                        yield env.timeout(latency_s)
-                radio_on[0] = env.now
                 if kind == COMPUTE:
+                    self._log_wait(log, client, doing[1], env.now)
+                    doing[:] = [_WORK, env.now]
                     yield env.timeout(step.duration_s)
-                    log.append((client, "compute", activity.label, radio_on[0], env.now, 0.0, CAT_COMPUTE,
+                    log.append((client, "compute", activity.label, doing[1], env.now, 0.0, CAT_COMPUTE,
                                 step.cycles, step.cycles, "ok"))
-                elif kind == DOWNLOAD:
+                    continue
+                if not self._radio_connected(client, env.now) and latency_s > 0:  # idle radio: promotion first
+                    self._log_wait(log, client, doing[1], env.now)
+                    doing[:] = [_PROMOTION, env.now]
+                    yield env.timeout(latency_s)
+                    log.append((client, "promotion", activity.label, doing[1], env.now, 0.0,
+                                _PROMOTION_CODE[kind], latency_s, 0.0, "ok"))
+                    doing[:] = [_WAIT, env.now]
+                if kind == DOWNLOAD:
+                    self._start_transfer(log, client, doing)
                     yield env.timeout(step.duration_s)
-                    log.append((client, "download", activity.label, radio_on[0], env.now, step.bits, CAT_DOWNLINK,
-                                env.now - radio_on[0], 0.0, "lost" if step.lost else "ok"))
-                    ok = ok and not step.lost
-                    tail = (env.now, CAT_DOWNLINK_TAIL, activity.label)
+                    lost = step.lost
                 else:
-                    lost = yield from self._upload(client, step, radio_on)
-                    log.append((client, "upload", activity.label, radio_on[0], env.now, step.bits, CAT_UPLINK,
-                                env.now - radio_on[0], 0.0, "lost" if lost else "ok"))
-                    ok = ok and not lost
-                    tail = (env.now, CAT_UPLINK_TAIL, activity.label)
-                    if self._needed is not None and not lost:
-                        self._upload_arrived()
-            except simpy.Interrupt as stop:  # the deadline, the device going offline or failing
+                    lost = yield from self._upload(client, step, log, doing)
+                log.append((client, activity.kind, activity.label, doing[1], env.now, step.bits, _CATEGORY[kind],
+                            env.now - doing[1], 0.0, "lost" if lost else "ok"))
+                self._transfer_ended(client, _TAIL_CODE[kind], activity.label)
+                if lost:  # the chain ends here: what follows would be wasted (docs/model.md §6)
+                    ok = False
+                    break
+                if kind == UPLOAD and self._needed is not None:
+                    self._upload_arrived()
+            except simpy.Interrupt as stop:  # the deadline, the device going offline, failing, empty, or stopped
                 ok = False
                 status = "cut" if stop.cause == "deadline" else stop.cause
-                at = radio_on[0]
-                if at is not None:  # nothing to charge if cut while waiting (TDMA queue, access, before_step)
-                    if kind == COMPUTE:
-                        done = (env.now - at) * (step.cycles_per_s or self._cpu_hz[client])
-                        log.append((client, "compute", activity.label, at, env.now, 0.0, CAT_COMPUTE, done, done, status))
-                    else:  # the message did not get through: no bits delivered
-                        category = CAT_DOWNLINK if kind == DOWNLOAD else CAT_UPLINK
-                        log.append((client, activity.kind, activity.label, at, env.now, 0.0, category,
-                                    env.now - at, 0.0, status))
-                        tail = (env.now, CAT_DOWNLINK_TAIL if kind == DOWNLOAD else CAT_UPLINK_TAIL, activity.label)
-                    busy_s += env.now - at
+                what, since = doing
+                if what == _WAIT:  # in a plug-in's wait or the TDMA queue
+                    self._log_wait(log, client, since, env.now)
+                elif what == _PROMOTION:  # the radio falls back to idle
+                    log.append((client, "promotion", activity.label, since, env.now, 0.0, _PROMOTION_CODE[kind],
+                                env.now - since, 0.0, status))
+                elif kind == COMPUTE:
+                    done = (env.now - since) * (step.cycles_per_s or self._cpu_hz[client])
+                    log.append((client, "compute", activity.label, since, env.now, 0.0, CAT_COMPUTE, done, done, status))
+                else:  # the message did not get through: no bits delivered; the radio's tail follows
+                    log.append((client, activity.kind, activity.label, since, env.now, 0.0, _CATEGORY[kind],
+                                env.now - since, 0.0, status))
+                    self._transfer_ended(client, _TAIL_CODE[kind], activity.label)
                 break
-            busy_s += env.now - radio_on[0]
-        if tail is not None:  # the last message's tail runs out after the chain
-            self._log_tail(log, client, tail, None)
-        # Time inside the phase spent waiting (e.g. queued for the TDMA channel).
-        idle_s = (env.now - phase_start) - busy_s
-        if idle_s > 1e-12 and self._idle_power_w[client] > 0:
-            log.append((client, "idle", "wait", phase_start, env.now, 0.0, CAT_IDLE, idle_s, 0.0, "ok"))
         completed[client] = ok
 
-    def _log_tail(self, log: list, client: int, tail: tuple, cut_at: float | None) -> None:
-        """The radio's tail after a message: ``tail_s`` at ``tail_power_w``, or less if the next
-        message started first (``cut_at``)."""
-        tail_s = self._tail_s[client]
-        if tail_s > 0 and self._tail_power_w[client] > 0:
-            start, code, label = tail
-            seconds = tail_s if cut_at is None else min(tail_s, cut_at - start)
-            if seconds > 0:
-                log.append((client, "tail", label, start, start + seconds, 0.0, code, seconds, 0.0, "ok"))
+    # -- the radio of each device: a state machine that lives across phases and rounds ------------
+    # idle --(a message: promotion, network.access_latency_s at promotion_power_w)--> connected (transfer)
+    # --(transfer ends)--> tail (tail_s at tail_power_w) --(tail_s without a transfer)--> idle;
+    # a transfer asked for in the tail needs no promotion, and the tail ends when it starts (docs/model.md §8).
+    def _radio_connected(self, client: int, now: float) -> bool:
+        """Whether the client's radio is still connected (in the tail of its last transfer) at ``now``; a tail
+        that ran out before is charged in full."""
+        tail = self._tails.get(client)
+        if tail is None:
+            return False
+        if now < tail[0] + self._tail_s[client]:
+            return True
+        self._end_tail(client, None)
+        return False
+
+    def _start_transfer(self, log: list, client: int, doing: list) -> None:
+        """A transfer starts now: the wait before it is logged (idle where no tail covers it), the radio's tail
+        ends (charged until now, at most tail_s)."""
+        now = self.env.now
+        if doing[0] == _WAIT:
+            self._log_wait(log, client, doing[1], now)
+        if client in self._tails:
+            self._end_tail(client, now)
+        doing[:] = [_WORK, now]
+
+    def _transfer_ended(self, client: int, code: int, label: str) -> None:
+        """A transfer ended now: the radio's tail starts (no tail if ``tail_s`` is 0: the radio is idle)."""
+        if self._tail_s[client] > 0:
+            now = self.env.now
+            self._tails[client] = [now, now, code, label]
+
+    def _charge_tail(self, client: int, until: float) -> None:
+        """Log the client's tail from where it was last charged until ``until`` (at most tail_s after it began),
+        under the round and phase being priced (at a round's end: its last phase)."""
+        tail = self._tails[client]
+        end = min(until, tail[0] + self._tail_s[client])
+        seconds = end - tail[1]
+        if seconds > 0 and self._tail_power_w[client] > 0:
+            row = (client, "tail", tail[3], tail[1], end, 0.0, tail[2], seconds, 0.0, "ok")
+            if self._phase_log is not None:
+                self._phase_log.append(row)
+            else:
+                self._unbooked.append((*self._at, [row]))
+        tail[1] = max(tail[1], end)
+
+    def _end_tail(self, client: int, cut_at: float | None) -> None:
+        """The client's tail ends: cut by a transfer starting at ``cut_at``, or run out in full (None)."""
+        self._charge_tail(client, float("inf") if cut_at is None else cut_at)
+        del self._tails[client]
+
+    def _expire_tails(self) -> None:
+        """Charge in full every tail that has run out by now (called at the start of every phase and wherever
+        batteries are read: journaled calls only, so a replayed pricer books the same rows in the same order)."""
+        now = self.env.now
+        tail_s = self._tail_s
+        for client in [c for c, tail in self._tails.items() if tail[0] + tail_s[c] <= now]:
+            self._end_tail(client, None)
+
+    @journaled
+    def end_round(self, round_: int) -> None:
+        """The round ends (its metrics are read next): the tails still running are charged up to now, and go on
+        (the rest is charged in the rounds they run in), so that a round's energy is what it spent."""
+        self._at = (round_, self._at[1] if self._at[0] == round_ else 0)
+        self._expire_tails()
+        for client in self._tails:
+            self._charge_tail(client, self.env.now)
+
+    @journaled
+    def finish(self) -> None:
+        """The run ends: every radio tail still running is charged in full (it runs out after the last
+        message, as it would on the device), under the last round."""
+        for client in list(self._tails):
+            self._end_tail(client, None)
+
+    def _log_wait(self, log: list, client: int, start: float, end: float) -> None:
+        """A wait inside the chain (a plug-in's before_step, the TDMA queue, before a promotion): idle power,
+        except the part inside the radio's tail, which the tail pays for (never both)."""
+        tail = self._tails.get(client)
+        if tail is not None:
+            start = max(start, tail[0] + self._tail_s[client])
+        if end - start > 1e-12 and self._idle_power_w[client] > 0:
+            log.append((client, "idle", "wait", start, end, 0.0, CAT_IDLE, end - start, 0.0, "ok"))
 
     # -- uplink access (each returns whether the message was lost) ----------------------------
-    def _timed_upload(self, client: int, step: Step, radio_on: list):
+    def _timed_upload(self, client: int, step: Step, log: list, doing: list):
         """Dedicated band: the upload (all its attempts) takes its airtime."""
+        self._start_transfer(log, client, doing)
         yield self.env.timeout(step.duration_s)
         return step.lost
 
-    def _queued_upload(self, client: int, step: Step, radio_on: list):
-        """TDMA: wait for the channel (idle, not transmission), then send at the full band's rate,
-        keeping the channel for every attempt."""
-        radio_on[0] = None
+    def _queued_upload(self, client: int, step: Step, log: list, doing: list):
+        """TDMA: wait for the channel (idle, or the radio's tail: not transmission), then send at the full
+        band's rate, keeping the channel for every attempt."""
         with self.tdma.request() as slot:
             yield slot
-            radio_on[0] = self.env.now
+            self._start_transfer(log, client, doing)
             yield self.env.timeout(step.duration_s)
         return step.lost
 
-    def _shared_upload(self, client: int, step: Step, radio_on: list):
+    def _shared_upload(self, client: int, step: Step, log: list, doing: list):
         """FDMA: share the band with the uploads in progress. With retransmissions (or attempts that
         can fail), each attempt is a flow; whether it fails is decided on the share it holds when it
         starts."""
+        self._start_transfer(log, client, doing)
         if step.rates_bps is None:  # a band share of its own (a controller's allocation): timed
             yield self.env.timeout(step.duration_s)
             return step.lost
