@@ -7,14 +7,14 @@ here on). Pure data; the SimPy pricer reads it.
 from __future__ import annotations
 
 import csv
-import functools
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
 from channel import CQI_EFFICIENCY, CQI_SNR_DB, Link, dbm_to_w, path_loss
-from edgefl.errors import UserError
+from edgefl.plugins import checked_path_loss
 
 
 @dataclass(frozen=True)
@@ -182,11 +182,8 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
             r_min, r_max = network.min_distance_m, network.cell_radius_m
             distance = np.sqrt(rng.uniform(r_min**2, r_max**2, size=num_clients))
         shadowing = rng.normal(0.0, network.shadowing_std_db, size=num_clients)
-        path_loss_model = path_loss.get(network.path_loss)
-        loss = np.asarray(path_loss_model(distance, network), dtype=np.float64)
-        if not np.isfinite(loss).all():  # a plug-in's mistake: name the key, not a NaN deep in the rate
-            raise UserError(f"network.path_loss = {network.path_loss!r} gave a loss that is not a finite number "
-                            f"(dB) for some devices, e.g. {loss[~np.isfinite(loss)][0]} at {distance[~np.isfinite(loss)][0]:g} m")
+        path_loss_db = path_loss_function(network)
+        loss = path_loss_db(distance)
         bs_power_w = float(dbm_to_w(network.bs_tx_power_dbm))
         uplink = [
             Link.from_budget(tx_power_w[i], loss[i], network.noise_figure_db, shadowing[i])
@@ -232,9 +229,18 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
                                          if devices.harvest == "uniform" else 1.0),
         speed_mps=column("speed_mps"),
         cell=None if network.cell_radius_m is None else (
-            network.min_distance_m, network.cell_radius_m, functools.partial(path_loss_model, network=network),
+            network.min_distance_m, network.cell_radius_m, path_loss_db,
             float(dbm_to_w(network.bs_tx_power_dbm))),
     )
+
+
+def path_loss_function(network) -> Callable[[np.ndarray], np.ndarray]:
+    """``loss_db(distance_m)`` of the scenario's path-loss model, called positionally as documented,
+    ``model(distance_m, network)``; a plug-in's result is checked (edgefl.plugins.checked_path_loss)."""
+    model = path_loss.get(network.path_loss)
+    if network.path_loss in path_loss.MODELS:
+        return lambda distance_m: np.asarray(model(distance_m, network), dtype=np.float64)
+    return checked_path_loss(network.path_loss, model, network)
 
 
 def read_availability_trace(path: str, num_clients: int) -> dict[int, list[tuple[float, float]]]:

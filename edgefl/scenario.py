@@ -42,7 +42,7 @@ import algorithms
 from channel import check_mcs_table, path_loss
 from edgefl.physical import read_availability_trace
 from edgefl.data import DEFAULT_DATASET, DataParams
-from edgefl import control, shipped
+from edgefl import control, plugins, shipped
 from edgefl.errors import UserError
 from edgefl.models import fits_cnn
 from edgefl.numbers import NumbersOnly, bools_as_text
@@ -184,7 +184,7 @@ class AlgorithmSection(NumbersOnly):
     @model_validator(mode="after")
     def _known_algorithm(self):
         try:
-            algorithms.get(self.name)
+            plugins.check_algorithm_class(self.name, algorithms.get(self.name))
         except KeyError as exc:
             hint = difflib.get_close_matches(self.name, algorithms.names(), n=1)
             message = exc.args[0]
@@ -288,7 +288,9 @@ class NetworkSection(Strict):
     @field_validator("path_loss")
     @classmethod
     def _known_path_loss(cls, name):
-        path_loss.get(name)  # ValueError naming the known models
+        model = path_loss.get(name)  # ValueError naming the known models
+        if name not in path_loss.MODELS:  # a plug-in: only a function model(distance_m, network) passes
+            plugins.check_path_loss_function(name, model)
         return name
 
     @model_validator(mode="after")
@@ -653,6 +655,8 @@ def format_validation_error(err: ValidationError, source: str, prefix: tuple[str
             lines.append(f"{source}: {path} is required{where}")
         else:
             msg = item["msg"].removeprefix("Value error, ")
+            if "cannot import" in msg and "No module named" in msg:
+                msg += "; " + plugins.not_found_hint()
             got = item.get("input")
             shown = "" if isinstance(got, dict) or item["type"] == "value_error" else f" (got {got!r})"
             names_key = msg.startswith(f"{path}.") or (not loc and msg.split(".")[0] in Scenario.model_fields)
@@ -763,6 +767,7 @@ def read_toml(path: Path) -> dict:
 
 
 def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
+    plugins.import_plugins(raw)  # the user's own code first: its faults are PluginErrors, not the scenario's
     algorithm_section = raw.get("algorithm")
     name = algorithm_section.get("name", "fedavg") if isinstance(algorithm_section, dict) else None
     data_section = raw.get("data")

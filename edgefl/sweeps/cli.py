@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgefl.errors import UserError
+from edgefl.plugins import PluginError
 from edgefl.results import atomic_write_csv, atomic_write_text
 from edgefl.sweeps import compare as comparison
 from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
@@ -99,6 +100,8 @@ def _user_errors(fn):
     """Run ``fn`` turning sweep/scenario/data mistakes into UserError (exit 2, no traceback)."""
     try:
         return fn()
+    except PluginError:
+        raise  # a plug-in's fault keeps its own exit code (edgefl.plugins)
     except user_errors() as exc:
         raise UserError(str(exc)) from None
 
