@@ -160,12 +160,11 @@ def optimal_tau(sweep_dir: str | Path, target: str, window: int | None = None,
     """``edgefl optimal-tau`` on a finished sweep: one row per channel point (τ*, the set of τ not
     significantly worse, rounds and energy to target with CIs). Writes nothing."""
     from edgefl.sweeps.analysis import optimal_tau as analyse
-    from edgefl.sweeps.analysis import per_channel_rows, read_results
-    from edgefl.sweeps.store import grid_keys
+    from edgefl.sweeps.analysis import per_channel_rows
+    from edgefl.sweeps.folder import read_sweep
     from edgefl.target import DEFAULT_WINDOW, parse_target
 
-    folder = Path(sweep_dir)
-    _, rows = read_results(folder / "results.csv")
-    result = analyse(rows, grid_keys(folder), parse_target(target), window or DEFAULT_WINDOW, confidence)
+    keys, _, rows = read_sweep(Path(sweep_dir))
+    result = analyse(rows, keys, parse_target(target), window or DEFAULT_WINDOW, confidence)
     header, table = per_channel_rows(result)
     return pd.DataFrame(table, columns=header)

@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from channel import CQI_EFFICIENCY, CQI_SNR_DB, Link, dbm_to_w, path_loss
+from edgefl.files import special_file
 from edgefl.plugins import checked_path_loss
 
 
@@ -247,11 +248,19 @@ def read_availability_trace(path: str, num_clients: int) -> dict[int, list[tuple
     """Online intervals per client from a CSV ``client,start_s,end_s`` (one interval per row).
     Raises ValueError naming the file and line of the first bad row."""
     intervals: dict[int, list[tuple[float, float]]] = {}
+    special = special_file(path)  # before open(): a named pipe would block it
+    if special is not None:
+        raise ValueError(f"devices.availability_trace: {path} is {special}, not a CSV file; give a regular file")
     try:
         with open(path, newline="") as handle:
             rows = list(csv.reader(handle))
     except OSError as exc:
         raise ValueError(f"devices.availability_trace: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"devices.availability_trace: {path} is not UTF-8 text (byte {exc.start}); expected a CSV "
+                         "file client,start_s,end_s") from None
+    except csv.Error as exc:  # e.g. a cell longer than the csv module's limit (131,072 characters)
+        raise ValueError(f"devices.availability_trace: {path} is not a CSV file of client,start_s,end_s ({exc})") from None
     if not rows or [h.strip() for h in rows[0]] != ["client", "start_s", "end_s"]:
         raise ValueError(f"{path}: line 1: expected the header client,start_s,end_s")
     for line, row in enumerate(rows[1:], start=2):

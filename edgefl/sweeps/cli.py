@@ -18,7 +18,7 @@ from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows,
 from edgefl.sweeps.jobs import BACKENDS
 from edgefl.sweeps.plan import SweepError, parse_grid, plan_sweep
 from edgefl.sweeps.run import run_sweep, user_errors
-from edgefl.sweeps.store import RESULTS, grid_keys
+from edgefl.sweeps.folder import read_sweep
 from edgefl.target import DEFAULT_WINDOW, parse_target
 
 
@@ -170,15 +170,14 @@ def target_folder(sweep_dir: Path, target: str, window: int | None, confidence: 
 def cmd_optimal_tau(args) -> int:
     def analyse():
         target = parse_target(args.target)
-        keys = grid_keys(args.dir)
-        _, rows = read_results(args.dir / RESULTS)
+        keys, _, rows = read_sweep(args.dir)
         return optimal_tau(rows, keys, target, args.window, args.confidence)
 
     result = _user_errors(analyse)
+    report, channel_table, tau_table = format_report(result), per_channel_rows(result), per_tau_rows(result)
     out = _output_folder(args.out or target_folder(args.dir, args.target, args.window, args.confidence))
-    report = format_report(result)
-    atomic_write_csv(out / "optimal_tau.csv", *per_channel_rows(result))
-    atomic_write_csv(out / "tau_energy.csv", *per_tau_rows(result))
+    atomic_write_csv(out / "optimal_tau.csv", *channel_table)
+    atomic_write_csv(out / "tau_energy.csv", *tau_table)
     atomic_write_text(out / "optimal_tau.txt", report)
     print(report, end="")
     written = [out / "optimal_tau.csv", out / "tau_energy.csv", out / "optimal_tau.txt"]
@@ -208,8 +207,7 @@ def cmd_plot(args) -> int:
     from edgefl.sweeps.plots import channel_panel_keys, plot_accuracy_energy, plot_pareto  # lazy: matplotlib
 
     def prepare():
-        keys = grid_keys(args.dir)
-        header, rows = read_results(args.dir / RESULTS)
+        keys, header, rows = read_sweep(args.dir)
         if args.metric not in header:
             raise SweepError(f"--metric {args.metric!r}: no such column in results.csv")
         wanted = _channel_filter(args.at, keys)
