@@ -96,6 +96,7 @@ def import_plugins(raw) -> None:
     folder on the Python path, and remember their files. A module that is not found is left to the scenario's
     check (a ScenarioError that says where edgefl looks); any exception raised by the module's own code,
     SystemExit included, is a :class:`PluginError`."""
+    _ROOTS.clear()  # the plug-ins of this scenario are the ones that run next
     for key, value in plugin_values(raw).items():
         module = target_of(key, value).partition(":")[0]
         add_current_folder()
@@ -113,11 +114,18 @@ def import_plugins(raw) -> None:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:
             if exc.name is None or not module_missing(module, exc.name):
-                raise plugin_fault(exc) or as_plugin_error(key, value, exc, "while importing it") from None
+                raise import_fault(key, value, exc) from None
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - the plug-in's own code: SystemExit, any error
-            raise plugin_fault(exc) or as_plugin_error(key, value, exc, "while importing it") from None
+            raise import_fault(key, value, exc) from None
+
+
+def import_fault(key: str, value: str, exc: BaseException) -> PluginError:
+    """The PluginError of an exception raised while importing the plug-in of ``key``: where in its code."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if _owner(f.filename) is not None]
+    where = f"while importing it, at {frames[-1].filename}:{frames[-1].lineno}" if frames else "while importing it"
+    return as_plugin_error(key, value, exc, where)
 
 
 def module_missing(module: str, missing: str) -> bool:
@@ -145,7 +153,7 @@ def remember_root(key: str, value: str, spec) -> None:
     folders = list(spec.submodule_search_locations or [])
     roots = folders or ([spec.origin] if spec.origin and os.path.isfile(spec.origin) else [])
     for root in roots:
-        _ROOTS.setdefault(str(Path(root).resolve()), (key, value))
+        _ROOTS[str(Path(root).resolve())] = (key, value)
 
 
 def _owner(filename: str) -> tuple[str, str] | None:
