@@ -460,8 +460,8 @@ def check_sweep_key(key: str, data_keys: list[str] | tuple[str, ...] = ()) -> No
 class SweepSection(Strict):
     """Grids for `edgefl sweep`: every combination of the grid values, each run with `seeds` seeds."""
 
-    seeds: PositiveInt = Field(1, le=1000, description="Seeds per grid point: run.seed + 0..seeds-1 (at most 1000; "
-                               "a sweep has at most 100,000 points, grid points x seeds).")
+    seeds: PositiveInt = Field(1, le=1000, description="Seeds per grid point: run.seed + 0..seeds-1 (a sweep has at "
+                               "most 100,000 points: grid points x seeds).")
     grid: dict[str, list[GridValue]] = Field(
         default_factory=dict,
         description='[sweep.grid] "section.key" = [values], e.g. "network.snr_db" = [0, 10, 20].')
