@@ -44,6 +44,7 @@ from edgefl.physical import read_availability_trace
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl import control, plugins, shipped
 from edgefl.errors import UserError
+from edgefl.files import special_file
 from edgefl.models import fits_cnn
 from edgefl.numbers import NumbersOnly, bools_as_text
 from edgefl.target import parse_target
@@ -745,6 +746,9 @@ def absolute_path(base: Path, value: str, key: str, source) -> str:
 
 
 def read_toml(path: Path) -> dict:
+    special = special_file(path)  # before open(): a named pipe would block it
+    if special is not None and special != "a folder":
+        raise ScenarioError(f"{path}: is {special}, expected a .toml scenario file")
     try:
         with open(path, "rb") as handle:
             return tomllib.load(handle)

@@ -390,6 +390,15 @@ def test_a_special_file_as_availability_trace_is_refused_not_read(folder, capsys
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_named_pipe_as_scenario_file_is_refused_not_read(folder, capsys):
+    fifo = folder / "scenario.fifo"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    code, err = cli(capsys, "run", str(fifo), "--out", "out")
+    assert code == 2 and "is a named pipe (FIFO), expected a .toml scenario file" in err, err
+
+
 @pytest.mark.parametrize("args, fragment", [
     (["--seeds", "1000000000"], "--seeds must be an integer from 1 to 1000"),
     (["--grid", "network.snr_db=" + ",".join(map(str, range(1000))),
