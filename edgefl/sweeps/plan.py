@@ -147,7 +147,7 @@ def load_raw(path: Path, overrides: list[str]) -> dict:
 
 
 MAX_SEEDS = 1_000  # seeds per grid point ([sweep] seeds, --seeds)
-MAX_POINTS = 100_000  # grid points x seeds: planning alone takes ~1 ms per grid point
+MAX_POINTS = 100_000  # grid points x seeds: each is a learning run of seconds or more
 
 
 def plan_sweep(path: Path, overrides: list[str] | None = None, grids: list[str] | None = None,
