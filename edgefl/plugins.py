@@ -187,10 +187,10 @@ def plugin_fault(exc: BaseException) -> PluginError | None:
 def as_plugin_error(key: str, value: str, exc: BaseException, where: str) -> PluginError:
     """The one message of a plug-in's fault: key, value, the exception, where it was raised."""
     what = (f"SystemExit({exc.code!r}): it called sys.exit()" if isinstance(exc, SystemExit)
-            else f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+            else f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}" if str(exc).strip() else type(exc).__name__)
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return PluginError(f"the plug-in {key} = {value!r} raised {what} ({where}); this is an error in the plug-in's "
-                       "code, not in edgefl (run with -v for the traceback)", text)
+                       "code, not in edgefl (its traceback: edgefl -v, or the error's traceback_text in Python)", text)
 
 
 @contextmanager
