@@ -100,12 +100,12 @@ class Algorithm:
 
     def round(self, r: int) -> Iterator[Op]:  # pragma: no cover - interface
         """Run round ``r`` (0-based) as a generator of operations."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not define round(r)")
 
     @property
     def model(self) -> torch.Tensor:  # pragma: no cover - interface
         """The current global model [d]: what is evaluated after each round."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not define the property model")
 
     def metrics(self) -> dict[str, float]:
         """Extra per-round numbers for metrics.csv (e.g. the entropy of lambda)."""

@@ -3,8 +3,10 @@
     edgefl [-v|-q] run SCENARIO [--set key=value ...] [--out DIR] [--target METRIC=VALUE] [-v] [-q]
 
 User mistakes (bad scenario, missing data) print one clear message and exit with code 2,
-without a traceback and without writing anything. Anything else that goes wrong is a bug of
-edgefl: one line ("internal error: ..."), exit code 70 (EX_SOFTWARE), the traceback with -vv.
+without a traceback and without writing anything. An exception raised by a plug-in (the user's own
+code named in the scenario: edgefl.plugins) is named as the plug-in's: exit code 4, the traceback
+with -v. Anything else that goes wrong is a bug of edgefl: one line ("internal error: ..."), exit
+code 70 (EX_SOFTWARE), the traceback with -vv.
 """
 
 from __future__ import annotations
@@ -177,13 +179,17 @@ def _extra_commands():
 
 def main(argv: list[str] | None = None) -> int:
     from edgefl.data import DataError
+    from edgefl.plugins import PluginError, faults_named
 
     parser = build_parser()
     args = parser.parse_args(argv)
     logs.configure(args.verbose, args.quiet)
     try:
-        return int(args.func(args) or 0)
+        with faults_named():  # an exception raised in a plug-in's code: a PluginError naming it
+            return int(args.func(args) or 0)
     except (UserError, DataError) as exc:
+        if isinstance(exc, PluginError) and args.verbose >= 1 and exc.traceback_text:
+            print(exc.traceback_text, file=sys.stderr, end="")
         print(f"edgefl: error: {exc}", file=sys.stderr)
         return getattr(exc, "exit_code", EXIT_USAGE)
     except KeyboardInterrupt:  # the command says what it kept (args.on_interrupt, set before its long work)

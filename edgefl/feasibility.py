@@ -40,8 +40,6 @@ Warnings (``edgefl.logs``; the run goes on):
   an empty run either: every round is simulated and charged, and the outputs say what was cut;
 - some devices (not all) whose messages practically never get through (probability < :data:`MIN_DELIVERY`,
   10^-6; e.g. at a cell's edge without fading);
-- a trace that never has ``clients_per_round`` devices online at the same time (rounds go on with those
-  online, as the engine documents), while it lists enough devices in total.
 
 ``run.engine = "ideal"`` charges neither time nor energy: only the trace is checked. Cost: one pass over
 the devices' links (as the pricer makes) and a few numpy operations over N.
@@ -383,7 +381,8 @@ def _hz(hz: float) -> str:
 
 # -- availability ---------------------------------------------------------------------------------
 def _check_trace(s, pop) -> None:
-    """A trace that lists fewer than m devices: error; one that never has m online at once: warning."""
+    """A trace that lists fewer than m devices, or never has m online at once: error (each round waits for m
+    devices online, so the first round would wait through the whole trace and find nobody at its end)."""
     if s.devices.availability != "trace":
         return
     m = s.algorithm.clients_per_round
@@ -408,6 +407,8 @@ def _check_trace(s, pop) -> None:
     deltas = np.array([d for _, d in events], dtype=np.int64)
     most = int(np.cumsum(deltas).max()) if len(deltas) else 0
     if most < m:
-        log.warning("devices.availability_trace = %r never has algorithm.clients_per_round = %d devices online at "
-                    "the same time (at most %d): rounds go on with the devices online", s.devices.availability_trace,
-                    m, most)
+        raise UserError(
+            f"devices.availability_trace = {s.devices.availability_trace!r} never has algorithm.clients_per_round = "
+            f"{m} devices online at the same time (at most {most}): each round waits until m devices are online, so "
+            f"no round could start before the trace ends. Lower algorithm.clients_per_round to {max(most, 1)} or "
+            "less, or give the trace intervals in which m devices are online together")

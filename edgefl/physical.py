@@ -7,14 +7,15 @@ here on). Pure data; the SimPy pricer reads it.
 from __future__ import annotations
 
 import csv
-import functools
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
 from channel import CQI_EFFICIENCY, CQI_SNR_DB, Link, dbm_to_w, path_loss
-from edgefl.errors import UserError
+from edgefl.files import special_file
+from edgefl.plugins import checked_path_loss
 
 
 @dataclass(frozen=True)
@@ -192,11 +193,8 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
             r_min, r_max = network.min_distance_m, network.cell_radius_m
             distance = np.sqrt(rng.uniform(r_min**2, r_max**2, size=num_clients))
         shadowing = rng.normal(0.0, network.shadowing_std_db, size=num_clients)
-        path_loss_model = path_loss.get(network.path_loss)
-        loss = np.asarray(path_loss_model(distance, network), dtype=np.float64)
-        if not np.isfinite(loss).all():  # a plug-in's mistake: name the key, not a NaN deep in the rate
-            raise UserError(f"network.path_loss = {network.path_loss!r} gave a loss that is not a finite number "
-                            f"(dB) for some devices, e.g. {loss[~np.isfinite(loss)][0]} at {distance[~np.isfinite(loss)][0]:g} m")
+        path_loss_db = path_loss_function(network)
+        loss = path_loss_db(distance)
         bs_power_w = float(dbm_to_w(network.bs_tx_power_dbm))
         # Each link's noise figure is its receiver's: the base station's on the uplink, the device's on the downlink.
         up_nf_db, down_nf_db = receiver_noise_figures_db(network)
@@ -247,7 +245,7 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
                                          if devices.harvest == "uniform" else 1.0),
         speed_mps=column("speed_mps"),
         cell=None if network.cell_radius_m is None else (
-            network.min_distance_m, network.cell_radius_m, functools.partial(path_loss_model, network=network),
+            network.min_distance_m, network.cell_radius_m, path_loss_db,
             float(dbm_to_w(network.bs_tx_power_dbm))),
     )
 
@@ -259,15 +257,32 @@ def receiver_noise_figures_db(network) -> tuple[float, float]:
     return pick(network.bs_noise_figure_db), pick(network.device_noise_figure_db)
 
 
+def path_loss_function(network) -> Callable[[np.ndarray], np.ndarray]:
+    """``loss_db(distance_m)`` of the scenario's path-loss model, called positionally as documented,
+    ``model(distance_m, network)``; a plug-in's result is checked (edgefl.plugins.checked_path_loss)."""
+    model = path_loss.get(network.path_loss)
+    if network.path_loss in path_loss.MODELS:
+        return lambda distance_m: np.asarray(model(distance_m, network), dtype=np.float64)
+    return checked_path_loss(network.path_loss, model, network)
+
+
 def read_availability_trace(path: str, num_clients: int) -> dict[int, list[tuple[float, float]]]:
     """Online intervals per client from a CSV ``client,start_s,end_s`` (one interval per row).
     Raises ValueError naming the file and line of the first bad row."""
     intervals: dict[int, list[tuple[float, float]]] = {}
+    special = special_file(path)  # before open(): a named pipe would block it
+    if special is not None:
+        raise ValueError(f"devices.availability_trace: {path} is {special}, not a CSV file; give a regular file")
     try:
         with open(path, newline="") as handle:
             rows = list(csv.reader(handle))
     except OSError as exc:
         raise ValueError(f"devices.availability_trace: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"devices.availability_trace: {path} is not UTF-8 text (byte {exc.start}); expected a CSV "
+                         "file client,start_s,end_s") from None
+    except csv.Error as exc:  # e.g. a cell longer than the csv module's limit (131,072 characters)
+        raise ValueError(f"devices.availability_trace: {path} is not a CSV file of client,start_s,end_s ({exc})") from None
     if not rows or [h.strip() for h in rows[0]] != ["client", "start_s", "end_s"]:
         raise ValueError(f"{path}: line 1: expected the header client,start_s,end_s")
     for line, row in enumerate(rows[1:], start=2):

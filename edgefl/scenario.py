@@ -42,8 +42,9 @@ import algorithms
 from channel import check_mcs_table, path_loss
 from edgefl.physical import read_availability_trace
 from edgefl.data import DEFAULT_DATASET, DataParams
-from edgefl import control, shipped
+from edgefl import control, plugins, shipped
 from edgefl.errors import UserError
+from edgefl.files import special_file
 from edgefl.models import fits_cnn
 from edgefl.numbers import NumbersOnly, bools_as_text
 from edgefl.target import parse_target
@@ -187,7 +188,7 @@ class AlgorithmSection(NumbersOnly):
     @model_validator(mode="after")
     def _known_algorithm(self):
         try:
-            algorithms.get(self.name)
+            plugins.check_algorithm_class(self.name, algorithms.get(self.name))
         except KeyError as exc:
             hint = difflib.get_close_matches(self.name, algorithms.names(), n=1)
             message = exc.args[0]
@@ -308,7 +309,9 @@ class NetworkSection(Strict):
     @field_validator("path_loss")
     @classmethod
     def _known_path_loss(cls, name):
-        path_loss.get(name)  # ValueError naming the known models
+        model = path_loss.get(name)  # ValueError naming the known models
+        if name not in path_loss.MODELS:  # a plug-in: only a function model(distance_m, network) passes
+            plugins.check_path_loss_function(name, model)
         return name
 
     @model_validator(mode="after")
@@ -491,7 +494,8 @@ def check_sweep_key(key: str, data_keys: list[str] | tuple[str, ...] = ()) -> No
 class SweepSection(Strict):
     """Grids for `edgefl sweep`: every combination of the grid values, each run with `seeds` seeds."""
 
-    seeds: PositiveInt = Field(1, description="Seeds per grid point: run.seed + 0..seeds-1.")
+    seeds: PositiveInt = Field(1, le=1000, description="Seeds per grid point: run.seed + 0..seeds-1 (a sweep has at "
+                               "most 100,000 points: grid points x seeds).")
     grid: dict[str, list[GridValue]] = Field(
         default_factory=dict,
         description='[sweep.grid] "section.key" = [values], e.g. "network.snr_db" = [0, 10, 20].')
@@ -686,6 +690,8 @@ def format_validation_error(err: ValidationError, source: str, prefix: tuple[str
             lines.append(f"{source}: {path} is required{where}")
         else:
             msg = item["msg"].removeprefix("Value error, ")
+            if "cannot import" in msg and "No module named" in msg:
+                msg += "; " + plugins.not_found_hint()
             got = item.get("input")
             shown = "" if isinstance(got, dict) or item["type"] == "value_error" else f" (got {got!r})"
             names_key = msg.startswith(f"{path}.") or (not loc and msg.split(".")[0] in Scenario.model_fields)
@@ -773,6 +779,9 @@ def absolute_path(base: Path, value: str, key: str, source) -> str:
 
 
 def read_toml(path: Path) -> dict:
+    special = special_file(path)  # before open(): a named pipe would block it
+    if special is not None and special != "a folder":
+        raise ScenarioError(f"{path}: is {special}, expected a .toml scenario file")
     try:
         with open(path, "rb") as handle:
             return tomllib.load(handle)
@@ -796,6 +805,7 @@ def read_toml(path: Path) -> dict:
 
 
 def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
+    plugins.import_plugins(raw)  # the user's own code first: its faults are PluginErrors, not the scenario's
     algorithm_section = raw.get("algorithm")
     name = algorithm_section.get("name", "fedavg") if isinstance(algorithm_section, dict) else None
     data_section = raw.get("data")

@@ -10,6 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from edgefl.plugins import PluginError
 from edgefl.runner import Simulation
 from edgefl.scenario import ScenarioError, scenario_from_dict
 
@@ -108,7 +109,7 @@ def test_equal_band_shares_equal_processor_sharing_for_identical_uploads(plugin)
 
 
 def test_a_knob_outside_the_device_bounds_is_a_clear_error(plugin):
-    with pytest.raises(ValueError, match=r"controller TooFast: cpu_hz\[\d+\] = .* outside"):
+    with pytest.raises(PluginError, match=r"controller TooFast: cpu_hz\[\d+\] = .* outside"):
         run(scenario(control={"name": f"{plugin}:TooFast"}))
 
 

@@ -100,13 +100,15 @@ def test_a_deadline_that_cuts_everything_is_a_warning_and_the_run_goes_on(tmp_pa
     assert (out / "metrics.csv").exists()
 
 
-def test_a_trace_that_never_has_m_online_at_once_is_a_warning(tmp_path, caplog):
+def test_a_trace_that_never_has_m_online_at_once_is_an_error(tmp_path):
+    # each round waits for m devices online: the first round would wait through the whole trace (before, the
+    # warning said rounds go on, then SimPy stopped with "No scheduled events left": exit 70)
     trace = tmp_path / "trace.csv"
     rows = "".join(f"{c},{10 * c},{10 * c + 5}\n" for c in range(10))  # ten devices, one at a time
     trace.write_text("client,start_s,end_s\n" + rows + "0,2,4\n")  # and an overlapping interval of device 0
-    with caplog.at_level(logging.WARNING, logger="edgefl"):
+    with pytest.raises(UserError, match=r"never has algorithm.clients_per_round = 10 devices online at the same "
+                                        r"time \(at most 1\).*Lower algorithm.clients_per_round to 1"):
         check_feasible(*parts(QUICKSTART, {"devices.availability": "trace", "devices.availability_trace": str(trace)}))
-    assert "never has algorithm.clients_per_round = 10 devices online at the same time (at most 1)" in caplog.text
 
 
 def test_some_devices_in_permanent_outage_is_a_warning(caplog):

@@ -160,7 +160,9 @@ def test_missing_tau_in_grid_is_a_user_error():
 
 def write_fake_sweep(directory, rows, grid_keys):
     directory.mkdir()
-    manifest = {"format": 1, "definition": {"grid": [[k, sorted({r[k] for r in rows})] for k in grid_keys]}}
+    points = {(tuple(r[k] for k in grid_keys), r["seed"]) for r in rows}
+    manifest = {"format": 1, "definition": {"grid": [[k, sorted({r[k] for r in rows})] for k in grid_keys]},
+                "points": [{"values": dict(zip(grid_keys, values)), "seed": seed} for values, seed in sorted(points)]}
     (directory / "sweep.json").write_text(json.dumps(manifest))
     header = list(rows[0])
     with open(directory / "results.csv", "w", newline="") as handle:

@@ -107,7 +107,7 @@ def test_bad_sweep_section_names_the_field(tmp_path):
     (["--grid", "network.snr=1,2"], "did you mean 'network.snr_db'"),
     (["--grid", "network.bandwidth_mhz=1,0"], "network.bandwidth_mhz: Input should be greater than or equal to 0.001"),
     (["--grid", "network.access=dedicated,cdma"], "network.access"),
-    (["--seeds", "0"], "--seeds must be >= 1"),
+    (["--seeds", "0"], "--seeds must be an integer from 1 to 1000"),
     (["--workers", "0"], "--workers must be >= 1"),
     (["--address", "auto"], "is for --backend ray"),
     (["--set", "algorithm.lr=-1"], "algorithm.lr"),

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from edgefl.data.errors import DataError
+from edgefl.files import special_file
 
 # IDX element type code -> numpy dtype (big-endian, as stored).
 IDX_DTYPES: dict[int, np.dtype] = {
@@ -72,6 +73,9 @@ NUM_CLASSES = 10  # all three datasets have ten classes
 
 
 def _read_bytes(path: Path) -> bytes:
+    special = special_file(path)  # before reading: a named pipe would block, a device never end
+    if special is not None:
+        raise DataError(f"IDX file '{path}' is {special}, not a regular file; put the data set's files there")
     try:
         return path.read_bytes()
     except OSError as exc:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import dataclasses
+import inspect
 
 import numpy as np
 import torch
@@ -23,6 +24,7 @@ from algorithms.base import Algorithm
 from algorithms.ops import Broadcast, Evaluate, Query, Train, Upload
 from edgefl.control.observe import phase_work
 from edgefl.executor import Executor
+from edgefl.plugins import PluginError
 from edgefl.sim.activities import Activity, Event, PhaseRecord
 from energy import EnergyLedger
 
@@ -84,12 +86,16 @@ class Engine:
         # Devices move; where they can be offline, the server waits until enough are online, and
         # the algorithm samples among them (Context.online).
         self._ctx = algorithm.ctx
+        self._algorithm = algorithm
         algorithm.ctx.online = self.pricer.start_round(algorithm.ctx.clients_per_round)
         if self.controller is not None:
             self._plan_round(algorithm.ctx, r)
         self._record = RoundRecord(round=r, end_s=self.pricer.now)
         self._phase = PhaseRecord(round=r, phase=0)
         rounds = algorithm.round(r)
+        if not inspect.isgenerator(rounds):  # a plug-in's round() that returns instead of yielding
+            raise PluginError(f"the plug-in {_named(algorithm)}: its round({r}) returned {type(rounds).__name__}, expected a "
+                              "generator of operations (round(r) yields Broadcast, Train, Upload, ... of algorithms.ops)")
         reply = None
         while True:
             try:
@@ -143,7 +149,8 @@ class Engine:
             self._handle(broadcast)
             values = self._handle(evaluate)
             return values, self._handle(upload)
-        raise TypeError(f"unknown operation {type(op).__name__}")
+        raise PluginError(f"the plug-in {_named(getattr(self, '_algorithm', None))}: its round(r) yielded {type(op).__name__} ({op!r:.80}), not an "
+                          "operation: round(r) yields Broadcast, Train, Evaluate, Upload or Query (algorithms.ops)")
 
     def _compress(self, op: Train, result) -> None:
         """The server receives start + C(v − start), not v, for every vector v the clients upload
@@ -201,7 +208,7 @@ class Engine:
         n = ctx.num_clients
         if plan.local_steps is not None:
             if int(plan.local_steps) < 1:
-                raise ValueError(f"controller {type(self.controller).__name__}: local_steps = {plan.local_steps} < 1")
+                raise PluginError(f"controller {type(self.controller).__name__}: local_steps = {plan.local_steps} < 1")
             ctx.local_steps = int(plan.local_steps)
         if plan.steps is not None:
             plan.steps = _check_array(self.controller, "steps", plan.steps, n, 0, np.inf)
@@ -281,14 +288,19 @@ def reprice_rounds(trace: list[PhaseRecord], pricer: Pricer) -> list[RoundCost]:
     return [costs[r] for r in sorted(costs)]
 
 
+def _named(algorithm) -> str:
+    cls = type(algorithm)
+    return f"algorithm.name = '{cls.__module__}:{cls.__qualname__}'"
+
+
 def _check_array(controller, name: str, values, n: int, low, high) -> np.ndarray:
     """A controller's knob as a float array [n] within [low, high] (a relative tolerance of 1e-9)."""
     arr = np.asarray(values, dtype=np.float64).reshape(-1)
     who = type(controller).__name__
     if arr.shape != (n,) or not np.isfinite(arr).all():
-        raise ValueError(f"controller {who}: {name} must be {n} finite numbers")
+        raise PluginError(f"controller {who}: {name} must be {n} finite numbers")
     low, high = np.broadcast_to(low, (n,)), np.broadcast_to(high, (n,))
     if (arr < low * (1 - 1e-9)).any() or (arr > high * (1 + 1e-9)).any():
         bad = int(np.flatnonzero((arr < low * (1 - 1e-9)) | (arr > high * (1 + 1e-9)))[0])
-        raise ValueError(f"controller {who}: {name}[{bad}] = {arr[bad]:.6g} is outside [{low[bad]:.6g}, {high[bad]:.6g}]")
+        raise PluginError(f"controller {who}: {name}[{bad}] = {arr[bad]:.6g} is outside [{low[bad]:.6g}, {high[bad]:.6g}]")
     return np.clip(arr, low, high)

@@ -220,7 +220,12 @@ class SimPyPricer:
                 raise NoDeviceAvailable(
                     f"no device can take part any more (simulated time {self.env.now:.4g} s): every battery is "
                     f"empty or under its reserve and nothing harvests, or no device will be online again")
-            self.env.run(until=self.env.any_of(waits))
+            until = self.env.any_of(waits)
+            try:
+                self.env.run(until=until)
+            except RuntimeError:  # SimPy: no event left, none of `waits` can come (e.g. the trace has ended)
+                if until.triggered or self.env.peek() != float("inf"):
+                    raise
 
     def _available(self) -> np.ndarray:
         online = np.ones(self.pop.num_clients, dtype=bool) if self.availability is None else self.availability.online.copy()

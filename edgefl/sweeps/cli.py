@@ -11,13 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgefl.errors import UserError
+from edgefl.plugins import PluginError
 from edgefl.results import atomic_write_csv, atomic_write_text
 from edgefl.sweeps import compare as comparison
 from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
 from edgefl.sweeps.jobs import BACKENDS
 from edgefl.sweeps.plan import SweepError, parse_grid, plan_sweep
 from edgefl.sweeps.run import run_sweep, user_errors
-from edgefl.sweeps.store import POINTS_DIR, RESULTS, grid_keys
+from edgefl.sweeps.store import POINTS_DIR
+from edgefl.sweeps.folder import read_sweep
 from edgefl.target import DEFAULT_WINDOW, parse_target
 
 
@@ -100,6 +102,8 @@ def _user_errors(fn):
     """Run ``fn`` turning sweep/scenario/data mistakes into UserError (exit 2, no traceback)."""
     try:
         return fn()
+    except PluginError:
+        raise  # a plug-in's fault keeps its own exit code (edgefl.plugins)
     except user_errors() as exc:
         raise UserError(str(exc)) from None
 
@@ -183,15 +187,14 @@ def target_folder(sweep_dir: Path, target: str, window: int | None, confidence: 
 def cmd_optimal_tau(args) -> int:
     def analyse():
         target = parse_target(args.target)
-        keys = grid_keys(args.dir)
-        _, rows = read_results(args.dir / RESULTS)
+        keys, _, rows = read_sweep(args.dir)
         return optimal_tau(rows, keys, target, args.window, args.confidence)
 
     result = _user_errors(analyse)
+    report, channel_table, tau_table = format_report(result), per_channel_rows(result), per_tau_rows(result)
     out = _output_folder(args.out or target_folder(args.dir, args.target, args.window, args.confidence))
-    report = format_report(result)
-    atomic_write_csv(out / "optimal_tau.csv", *per_channel_rows(result))
-    atomic_write_csv(out / "tau_energy.csv", *per_tau_rows(result))
+    atomic_write_csv(out / "optimal_tau.csv", *channel_table)
+    atomic_write_csv(out / "tau_energy.csv", *tau_table)
     atomic_write_text(out / "optimal_tau.txt", report)
     print(report, end="")
     written = [out / "optimal_tau.csv", out / "tau_energy.csv", out / "optimal_tau.txt"]
@@ -222,8 +225,7 @@ def cmd_plot(args) -> int:
     from edgefl.sweeps.plots import channel_panel_keys, plot_accuracy_energy, plot_pareto  # lazy: matplotlib
 
     def prepare():
-        keys = grid_keys(args.dir)
-        header, rows = read_results(args.dir / RESULTS)
+        keys, header, rows = read_sweep(args.dir)
         if args.metric not in header:
             raise SweepError(f"--metric {args.metric!r}: no such column in results.csv")
         wanted = _channel_filter(args.at, keys)

@@ -15,6 +15,7 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +146,10 @@ def load_raw(path: Path, overrides: list[str]) -> dict:
     return apply_overrides(raw, overrides)
 
 
+MAX_SEEDS = 1_000  # seeds per grid point ([sweep] seeds, --seeds)
+MAX_POINTS = 100_000  # grid points x seeds: each is a learning run of seconds or more
+
+
 def plan_sweep(path: Path, overrides: list[str] | None = None, grids: list[str] | None = None,
                seeds: int | None = None) -> SweepPlan:
     """Validate the scenario, the grid and every point's scenario. Raises ScenarioError/SweepError."""
@@ -157,8 +162,14 @@ def plan_sweep(path: Path, overrides: list[str] | None = None, grids: list[str] 
         key, values = parse_grid(text, data_keys=tuple(type(base.data).model_fields))
         grid[key] = values  # a --grid replaces the file's grid for that key
     num_seeds = base.sweep.seeds if seeds is None else seeds
-    if num_seeds < 1:
-        raise SweepError(f"--seeds must be >= 1, got {num_seeds}")
+    if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or not 1 <= num_seeds <= MAX_SEEDS:
+        raise SweepError(f"--seeds must be an integer from 1 to {MAX_SEEDS}, got {num_seeds!r}")
+    count = math.prod(len(v) for v in grid.values()) * num_seeds
+    if count > MAX_POINTS:
+        sizes = " x ".join(f"{len(v)} {k}" for k, v in grid.items())
+        raise SweepError(f"the sweep has {count:,} points ({sizes} x {num_seeds} seeds), more than {MAX_POINTS:,}: "
+                         "at a second or more per learning run it would not end; sweep fewer values or seeds "
+                         "(several smaller sweeps can be analysed one by one)")
     seed_values = [base.run.seed + k for k in range(num_seeds)]
     point_raw = copy.deepcopy({k: v for k, v in raw.items() if k != "sweep"})
     points = []

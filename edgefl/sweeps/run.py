@@ -26,6 +26,7 @@ import torch
 from edgefl.data import DataError
 from edgefl.errors import WorkerDied
 from edgefl.physical import build_population, network_params
+from edgefl.plugins import PluginError, faults_named, import_plugins
 from edgefl.runner import Simulation
 from edgefl.scenario import Scenario, ScenarioError
 from edgefl.sim import SimPyPricer
@@ -89,13 +90,16 @@ def price_point(point: SweepPoint, trace, model) -> list[RoundCost]:
 
 def run_task(task: Task) -> list[list[dict]]:
     """Compute a task's points: the metrics rows of each of ``task.points``, in order.
-    Runs in a worker (process or Ray task) as well as in the main process (same numbers)."""
+    Runs in a worker (process or Ray task) as well as in the main process (same numbers). A plug-in's
+    exception is a PluginError here, where its traceback is (a worker sends back only the exception)."""
     torch.set_num_threads(task.scenario.run.threads or 1)
-    if task.mode == COSIMULATED:
-        return [Simulation(task.points[0].scenario).run(progress=False).metrics]
-    sim = Simulation(task.scenario, record_trace=True)
-    result = sim.run(progress=False)
-    return [repriced_rows(result.metrics, price_point(point, result.trace, sim.model)) for point in task.points]
+    with faults_named():
+        import_plugins(task.scenario)  # a fresh worker: the plug-ins' files, to tell their faults
+        if task.mode == COSIMULATED:
+            return [Simulation(task.points[0].scenario).run(progress=False).metrics]
+        sim = Simulation(task.scenario, record_trace=True)
+        result = sim.run(progress=False)
+        return [repriced_rows(result.metrics, price_point(point, result.trace, sim.model)) for point in task.points]
 
 
 @dataclass
@@ -113,7 +117,7 @@ class SweepSummary:
 
 def user_errors() -> tuple[type[Exception], ...]:
     """The exceptions that mean a user mistake (for the CLI)."""
-    return (SweepError, ScenarioError, DataError)
+    return (SweepError, ScenarioError, DataError, PluginError)
 
 
 def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, backend: str = "local", address: str | None = None,
