@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from edgefl.results import check_target
 from edgefl.runner import RunResult, simulate, write_results
 from edgefl.scenario import Scenario, format_override
 from edgefl.scenario import load_scenario as _load
@@ -126,6 +127,8 @@ def run(scenario: str | Path | Scenario, overrides: Mapping[str, Any] | None = N
         scenario = load_scenario(scenario, overrides)
     elif overrides:
         raise ValueError("overrides apply to a scenario file; pass the path, or change the loaded Scenario")
+    if out is not None:
+        check_target(Path(out))  # before the work: a folder in the way is an error now, not after the run
     result = simulate(scenario, Path(out) if out is not None else None, resume=resume, progress=progress,
                       targets=[parse_target(t) for t in targets or []])
     frame = Result(

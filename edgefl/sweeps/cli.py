@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgefl.errors import UserError
-from edgefl.results import atomic_write_csv, atomic_write_text
+from edgefl.results import atomic_write_csv, atomic_write_text, open_folder
 from edgefl.sweeps import compare as comparison
 from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
 from edgefl.sweeps.jobs import BACKENDS
@@ -116,10 +116,10 @@ def cmd_sweep(args) -> int:
     return 0
 
 
-def _output_folder(out: Path) -> Path:
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
+def _output_folder(out: Path, given: bool) -> Path:
+    """The folder optimal-tau or plot writes into, made ready by the ownership rule (edgefl.results.claim): a folder
+    edgefl wrote, or a new or empty one; ``given``: named by --out (else the command's default)."""
+    open_folder(out, "analysis", option="--out" if given else "", force_option=False)
     return out
 
 
@@ -172,7 +172,8 @@ def cmd_optimal_tau(args) -> int:
         return optimal_tau(rows, keys, target, args.window, args.confidence)
 
     result = _user_errors(analyse)
-    out = _output_folder(args.out or target_folder(args.dir, args.target, args.window, args.confidence))
+    out = _output_folder(args.out or target_folder(args.dir, args.target, args.window, args.confidence),
+                         args.out is not None)
     report = format_report(result)
     atomic_write_csv(out / "optimal_tau.csv", *per_channel_rows(result))
     atomic_write_csv(out / "tau_energy.csv", *per_tau_rows(result))
@@ -219,13 +220,14 @@ def cmd_plot(args) -> int:
         return keys, rows, wanted, result
 
     keys, rows, wanted, result = _user_errors(prepare)
-    out = _output_folder(args.out or args.dir)
+    out = _output_folder(args.out or args.dir, args.out is not None)
+    if result is not None:  # the Pareto front depends on the target: beside optimal-tau's outputs for it
+        pareto_dir = _output_folder(args.out or target_folder(args.dir, args.target, args.window), args.out is not None)
     panels = None
     if wanted:  # every matching channel point, up to 6 panels
         panels = list(dict.fromkeys(tuple(r[k] for k in channel_panel_keys(keys)) for r in rows))[:6]
     written = [plot_accuracy_energy(rows, keys, args.metric, out / "tau-accuracy-energy.png", panels)]
-    if result is not None:  # depends on the target: beside optimal-tau's outputs for it
-        pareto_dir = _output_folder(args.out or target_folder(args.dir, args.target, args.window))
+    if result is not None:
         written.append(plot_pareto(result, pareto_dir / "tau-pareto.png", panels))
     else:
         print("(no Pareto front: pass --target METRIC=VALUE, e.g. --target acc_worst=0.8)")
