@@ -28,6 +28,7 @@ from __future__ import annotations
 import io
 import pickle
 import random
+import sys
 import zlib
 from pathlib import Path
 
@@ -91,11 +92,11 @@ def _storage_from_bytes(data: bytes):
     return torch.load(io.BytesIO(data), weights_only=True)
 
 
-def plugin_modules(scenario) -> tuple[str, ...]:
-    """The modules of the scenario's plug-ins whose objects a run holds between rounds (an algorithm's, a
-    controller's): their classes may be in a checkpoint."""
-    names = (getattr(getattr(scenario, section, None), "name", None) for section in ("algorithm", "control"))
-    return tuple(name.partition(":")[0] for name in names if isinstance(name, str) and ":" in name)
+def plugin_modules(simulation) -> tuple[str, ...]:
+    """The modules of the run's algorithm and controller, as the fresh ``simulation`` built them from the scenario
+    (a plug-in's, named "module:Class" or by an entry point): their classes may be in a checkpoint."""
+    objects = (getattr(simulation, "algorithm", None), getattr(simulation, "controller", None))
+    return tuple(type(obj).__module__ for obj in objects if obj is not None)
 
 
 class _Unpickler(pickle.Unpickler):
@@ -121,7 +122,7 @@ class _Unpickler(pickle.Unpickler):
         if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
             return getattr(torch, name)
         own = any(module == m or module.startswith(m + ".") for m in self._modules)
-        if own and "__main__" not in module.split("."):
+        if own and (module in sys.modules or "__main__" not in module.split(".")):  # importing __main__ runs it
             found = super().find_class(module, name)
             if isinstance(found, type) and found.__module__ == module:  # a class of its own, not one it imports
                 return found
@@ -156,7 +157,8 @@ def restore(simulation, path: Path) -> int:
     ``path``; returns the number of rounds the checkpoint had run."""
     path = Path(path)
     scenario = simulation.scenario
-    saved = _load(path, {name: getattr(simulation, name) for name in REBUILT}, plugin_modules(scenario))
+    modules = plugin_modules(simulation)  # before the saved state replaces the fresh one
+    saved = _load(path, {name: getattr(simulation, name) for name in REBUILT}, modules)
     if saved["version"] != __version__:
         raise CheckpointError(f"{path}: written by edgefl {saved['version']}, this is {__version__} (the run could "
                               "not continue identically); run without --resume to start again")
@@ -184,7 +186,6 @@ def restore(simulation, path: Path) -> int:
                 for call in journal):
             raise _not_a_checkpoint(path, "its journal is not a list of calls")
         simulation.keep_checkpoints()
-        modules = plugin_modules(scenario)
         try:
             replay(simulation.pricer, journal, loads=lambda packed: restricted_loads(zlib.decompress(packed), modules))
         except (pickle.UnpicklingError, zlib.error, EOFError, ValueError, TypeError) as exc:

@@ -201,3 +201,32 @@ def test_the_python_api_follows_the_same_rule(tmp_path):
     result.save(tmp_path / "new")
     result.save(tmp_path / "new")  # edgefl's own folder: replaced
     assert (tmp_path / "new" / "metrics.csv").exists()
+
+
+DAMPED = '''
+from algorithms.fedavg import FedAvg
+
+
+class DampedFedAvg(FedAvg):
+    def round(self, r):
+        before = self.w.clone()
+        yield from super().round(r)
+        self.w = before + 0.5 * (self.w - before)
+'''
+
+
+def test_a_plug_in_algorithm_still_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    """The restricted unpickler lets in the classes of the run's own plug-in (its module is the user's code)."""
+    from edgefl.results import checkpoint_file
+    from edgefl.runner import Simulation
+    from edgefl.scenario import load_scenario
+    from test_checkpoint import interrupted_and_resumed
+
+    (tmp_path / "my_damped.py").write_text(DAMPED)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    scenario = load_scenario(Q, ["algorithm.name=my_damped:DampedFedAvg", "run.rounds=3", "run.checkpoint_every=1",
+                                 "data.num_clients=10", "algorithm.clients_per_round=3"])
+    straight = Simulation(scenario).run(progress=False)
+    resumed = interrupted_and_resumed(scenario, tmp_path / "res", stop_after=2)
+    assert type(resumed.summary) is dict and resumed.metrics == straight.metrics
+    assert checkpoint_file(tmp_path / "res").read_bytes().startswith(edgefl.results.CHECKPOINT_MAGIC)

@@ -43,7 +43,8 @@ def register_commands(sub) -> None:
                         "(pip install 'edgefl[ray]'; docs/scale.md)")
     p.add_argument("--address", default=None, metavar="ADDR",
                    help="with --backend ray: a running Ray cluster, e.g. auto or ray://head:10001")
-    p.add_argument("--force", action="store_true", help="replace a different sweep already in --out")
+    p.add_argument("--force", action="store_true", help="replace a different sweep already in --out, or a folder "
+                   "edgefl did not write (with everything in it)")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser(
@@ -58,7 +59,8 @@ def register_commands(sub) -> None:
                    help="override a scenario key for every run (repeatable)")
     p.add_argument("--out", type=Path, default=None, help="folder (default: results/<scenario>-compare)")
     p.add_argument("--workers", type=int, default=1, metavar="N", help="local worker processes (default 1)")
-    p.add_argument("--force", action="store_true", help="replace a different comparison already in --out")
+    p.add_argument("--force", action="store_true", help="replace a different comparison already in --out, or a "
+                   "folder edgefl did not write (with everything in it)")
     p.add_argument("--no-plots", action="store_true", help="tables only")
     p.set_defaults(func=cmd_compare)
 
