@@ -225,4 +225,6 @@ def _load(path: Path, rebuilt: dict[str, object], modules: tuple[str, ...]) -> d
         raise _not_a_checkpoint(path, f"{type(exc).__name__}: {exc}") from None
     if not isinstance(saved, dict) or set(saved) != KEYS or saved["format"] != FORMAT:
         raise _not_a_checkpoint(path, f"not a checkpoint of format {FORMAT}")
+    if not isinstance(saved["version"], str) or not isinstance(saved["scenario"], dict):
+        raise _not_a_checkpoint(path, "its version or scenario is not one edgefl writes")
     return saved

@@ -236,7 +236,11 @@ def _ownership(target: Path, kind: str, force: bool, option: str, force_option: 
                 raise OutputError(f"{where}: {held}; choose another {option or '--out'}"
                                   + (", or pass --force to replace the folder and everything in it"
                                      if force_option else ""))
-    parent = target.parent
+    if state != NEW and kind != "run":  # written in place: the folder itself must be writable
+        if not os.access(target, os.W_OK | os.X_OK):
+            raise OutputError(f"{where}: cannot write in it (permission denied); choose another {option or '--out'}")
+        return state
+    parent = target.parent  # a run's folder is created or replaced by a rename in its parent
     while not parent.exists():  # the first existing ancestor must let us create the folder
         parent = parent.parent
     if not parent.is_dir():

@@ -90,6 +90,9 @@ CASES = {
         [*RUN, "--out", "mine"], 0, "", {".mine.old/u.txt": "mine\n", f".mine.999999999.old/{MARKER}": ""}),
     "run --out a folder of summary.json and fig1.png (was: taken for edgefl's)": Case(
         [*RUN, "--out", "fake"], 2, "not an edgefl results folder", {"fake/summary.json": "{}\n", "fake/fig1.png": "x"}),
+    "run --out a run's folder of the previous edgefl (its marker names no kind): replaced": Case(
+        [*RUN, "--out", "old"], 0, "", {"old/" + MARKER: "written by edgefl; edgefl may replace this folder\n",
+                                        "old/metrics.csv": "round\n"}, survive=()),
     "run --out a sweep's folder": Case([*RUN, "--out", "sw"], 2, "holds a sweep written by edgefl, not a run's"),
     "sweep --out a run's folder": Case([*SWEEP, "--out", "rn"], 2, "holds a run's results written by edgefl"),
     "run with checkpoints beside the user's file .mine.checkpoint": Case(
@@ -169,6 +172,11 @@ def test_edgefl_never_touches_what_it_did_not_write(case: Case, finished, tmp_pa
             assert not (work / name).exists(), name
     if code == 2:  # refused: nothing written, nothing moved, nothing removed
         assert snapshot(tmp_path) == before
+    elif "run" in case.args:  # the run's results are in place, and nothing of edgefl's is left beside them
+        out = work / case.args[case.args.index("--out") + 1]
+        assert (out / "metrics.csv").read_text().startswith("round,") and "kind: run" in (out / MARKER).read_text()
+        assert not [p.name for p in work.iterdir() if p.name.startswith(f".{out.name}.") and p.name not in case.files
+                    and not any(f.startswith(p.name + "/") for f in case.files)]
 
 
 def test_force_replaces_a_folder_of_the_users_files(finished, tmp_path, monkeypatch, capsys):
