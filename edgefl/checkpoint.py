@@ -177,7 +177,7 @@ def restore(simulation, path: Path) -> int:
         for rng, rng_state in zip((simulation.executor.rng, simulation.executor.eval_rng), saved["executor_rngs"],
                                   strict=True):
             rng.bit_generator.state = rng_state
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise _not_a_checkpoint(path, f"its random states do not load: {type(exc).__name__}: {exc}") from None
     journal = saved["journal"]
     if journal is not None:  # the co-simulation: its calls replayed on the fresh pricer
@@ -195,7 +195,7 @@ def restore(simulation, path: Path) -> int:
         torch.set_rng_state(torch_state)
         np.random.set_state(numpy_state)
         random.setstate(python_state)
-    except (TypeError, ValueError, RuntimeError) as exc:
+    except (TypeError, ValueError, OverflowError, RuntimeError) as exc:
         raise _not_a_checkpoint(path, f"its random states do not load: {type(exc).__name__}: {exc}") from None
     return simulation.record.rounds_done
 
