@@ -160,10 +160,13 @@ def claim_checkpoint(target: Path) -> Path:
 
 def marker_kind(folder: Path) -> str | None:
     """The kind named in ``folder``'s marker (:data:`ANY_KIND` if it names none), or None without a marker."""
+    marker = Path(folder) / MARKER
+    if not marker.is_file():  # absent, a folder; never open() a pipe (it would block)
+        return None
     try:
-        with open(Path(folder) / MARKER, encoding="utf-8", errors="replace") as handle:
+        with open(marker, encoding="utf-8", errors="replace") as handle:
             text = handle.read(4096)
-    except OSError:  # absent, a folder, unreadable
+    except OSError:  # unreadable
         return None
     for line in text.splitlines():
         key, _, value = line.partition(":")
@@ -228,7 +231,8 @@ def _ownership(target: Path, kind: str, force: bool, option: str, force_option: 
                 state = REPLACE
             else:
                 if found is not None:
-                    held = f"holds {KIND_WORDS.get(found, found)} written by edgefl, not {KIND_WORDS[kind]}"
+                    what = KIND_WORDS.get(found, f"a folder of kind {found}")
+                    held = f"holds {what} written by edgefl, not {KIND_WORDS[kind]}"
                 else:
                     held = (f"not an edgefl results folder (it holds files edgefl did not write: "
                             f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''}, and no {MARKER} marker); "
@@ -322,6 +326,8 @@ def _writer_text(target: Path) -> str:
 def _dead_writer(path: Path, target: Path, pid: int) -> bool:
     """Whether ``path`` (a hidden folder beside ``target`` whose name carries ``pid``) holds edgefl's writer file
     for ``target`` with that pid, and that process is gone: only then is it a killed writer's."""
+    if not (path / WRITER).is_file():  # never open() a pipe (it would block)
+        return False
     try:
         text = (path / WRITER).read_text(errors="replace")[:1000]
     except OSError:

@@ -89,7 +89,8 @@ CASES = {
     "run --out an absent mine beside the user's .mine.old/ (was: renamed to mine/)": Case(
         [*RUN, "--out", "mine"], 0, "", {".mine.old/u.txt": "mine\n", f".mine.999999999.old/{MARKER}": ""}),
     "run --out a folder of summary.json and fig1.png (was: taken for edgefl's)": Case(
-        [*RUN, "--out", "fake"], 2, "not an edgefl results folder", {"fake/summary.json": "{}\n", "fake/fig1.png": "x"}),
+        [*RUN, "--out", "fake"], 2, "not an edgefl results folder",
+        {"fake/summary.json": "{}\n", "fake/fig1.png": "x"}),
     "run --out a run's folder of the previous edgefl (its marker names no kind): replaced": Case(
         [*RUN, "--out", "old"], 0, "", {"old/" + MARKER: "written by edgefl; edgefl may replace this folder\n",
                                         "old/metrics.csv": "round\n"}, survive=()),

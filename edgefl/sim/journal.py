@@ -40,7 +40,11 @@ def journaled(method):
     return record
 
 
-def replay(pricer, journal: list[tuple[str, bytes]], loads=lambda packed: pickle.loads(zlib.decompress(packed))) -> None:
+def _unpack(packed: bytes):
+    return pickle.loads(zlib.decompress(packed))
+
+
+def replay(pricer, journal: list[tuple[str, bytes]], loads=_unpack) -> None:
     """Make ``pricer`` (fresh, built as the journal's pricer was) receive the journal's calls again; it keeps
     recording into its own journal, so a resumed run's next checkpoint holds the whole history. Only methods
     marked :func:`journaled` are called (ValueError otherwise); ``loads``: how a call's packed arguments are read
