@@ -237,6 +237,9 @@ def _ownership(target: Path, kind: str, force: bool, option: str, force_option: 
                     held = (f"not an edgefl results folder (it holds files edgefl did not write: "
                             f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''}, and no {MARKER} marker); "
                             "edgefl writes only into a new or empty folder or one it wrote")
+                if found is None and (target / "sweep.json").is_file():  # only a hint: the rule does not guess
+                    held += (f" (if it is a sweep of an edgefl from before the marker, mark it as one: "
+                             f"echo 'kind: sweep' > {target / MARKER})")
                 raise OutputError(f"{where}: {held}; choose another {option or '--out'}"
                                   + (", or pass --force to replace the folder and everything in it"
                                      if force_option else ""))
