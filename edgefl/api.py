@@ -25,6 +25,7 @@ from typing import Any, Mapping, NamedTuple
 
 import pandas as pd
 
+from edgefl.results import check_target
 from edgefl.runner import RunResult, simulate, write_results
 from edgefl.scenario import Scenario, ScenarioError, _drop_none, format_override, scenario_from_dict
 from edgefl.sweeps.plan import SweepError
@@ -141,6 +142,8 @@ def run(scenario: str | Path | Scenario, overrides: Mapping[str, Any] | None = N
         else:
             scenario = revalidated(scenario)
         parsed = [parse_target(t) for t in targets or []]
+        if out is not None:
+            check_target(Path(out))  # before the work: a folder in the way is an error now, not after the run
         result = simulate(scenario, Path(out) if out is not None else None, resume=resume, progress=progress,
                           targets=parsed)
         frame = Result(

@@ -15,12 +15,21 @@ A checkpoint is the state of a run between two rounds, in one file beside the re
 What a fresh :class:`~edgefl.runner.Simulation` of the same scenario rebuilds identically from the seed (the
 data, the model's structure, the devices, the network, the executor's buffers) is not stored: the pickle
 refers to those objects by name (pickle's persistent IDs) and gets the fresh ones back.
+
+A checkpoint runs no code when it is loaded: the file must begin with edgefl's header line, and it is read
+with a restricted unpickler (:class:`_Unpickler`) that gives a pickle only the project's own classes (and the
+scenario's plug-ins'), numpy's arrays and random generators, torch's tensors, and a few plain containers; a
+pickle naming anything else (``os.system``, ``builtins.eval``, a function of edgefl) is "not an edgefl
+checkpoint" (exit 2) before anything of it runs. The journal's calls are read the same way.
 """
 
 from __future__ import annotations
 
+import io
 import pickle
 import random
+import sys
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -28,11 +37,11 @@ import torch
 
 from edgefl import __version__
 from edgefl.errors import UserError
-from edgefl.results import atomic_file
+from edgefl.results import CHECKPOINT_MAGIC, atomic_file, checkpoint_header
 from edgefl.scenario import describe_differences
 from edgefl.sim.journal import replay
 
-FORMAT = 2  # 2: the scenario's values nested, as model_dump gives them
+FORMAT = 3  # 2: the scenario's values nested, as model_dump gives them; 3: a header line before the pickle
 # The Simulation's attributes rebuilt from the scenario (referred to by name), and those saved.
 REBUILT = ("scenario", "data", "model", "network", "population", "pricer", "executor")
 SAVED = ("algorithm", "context", "engine", "controller", "record")
@@ -58,13 +67,72 @@ class _Pickler(pickle.Pickler):
         return self._rebuilt.get(id(obj))
 
 
+# What a checkpoint's pickle may name besides the project's own classes: numpy's and torch's arrays, tensors
+# and random generators, and plain containers; nothing that runs code given to it.
+PROJECT_PACKAGES = ("edgefl", "algorithms", "channel", "energy")
+ALLOWED = frozenset({
+    ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "complex"), ("builtins", "bytearray"),
+    ("builtins", "slice"), ("builtins", "range"),
+    ("collections", "OrderedDict"), ("collections", "defaultdict"), ("collections", "deque"),
+    ("numpy", "dtype"), ("numpy", "ndarray"),
+    *((f"numpy.{core}.multiarray", name) for core in ("_core", "core") for name in ("_reconstruct", "scalar")),
+    *((f"numpy.{core}.numeric", "_frombuffer") for core in ("_core", "core")),
+    ("numpy.random._pickle", "__bit_generator_ctor"), ("numpy.random._pickle", "__generator_ctor"),
+    ("numpy.random._pickle", "__randomstate_ctor"), ("numpy.random.bit_generator", "SeedSequence"),
+    ("numpy.random.bit_generator", "__pyx_unpickle_SeedSequence"), ("numpy.random._pcg64", "PCG64"),
+    ("numpy.random._pcg64", "PCG64DXSM"), ("numpy.random._mt19937", "MT19937"), ("numpy.random._philox", "Philox"),
+    ("numpy.random._sfc64", "SFC64"),
+    ("torch._utils", "_rebuild_tensor_v2"), ("torch", "device"), ("torch", "Size"), ("torch._C", "Generator"),
+})
+
+
+def _storage_from_bytes(data: bytes):
+    """A tensor's storage, as pickled (torch.storage._load_from_bytes, whose torch.load(weights_only=False) would run
+    any code): read with torch's own restricted loader instead."""
+    return torch.load(io.BytesIO(data), weights_only=True)
+
+
+def plugin_modules(simulation) -> tuple[str, ...]:
+    """The modules of the run's algorithm and controller, as the fresh ``simulation`` built them from the scenario
+    (a plug-in's, named "module:Class" or by an entry point): their classes may be in a checkpoint."""
+    objects = (getattr(simulation, "algorithm", None), getattr(simulation, "controller", None))
+    return tuple(type(obj).__module__ for obj in objects if obj is not None)
+
+
 class _Unpickler(pickle.Unpickler):
-    def __init__(self, handle, rebuilt: dict[str, object]):
+    """Loads only what :data:`ALLOWED` names, torch dtypes, and classes defined in the project's packages or in
+    ``modules`` (never a function of theirs, never a ``__main__``); anything else is an UnpicklingError before it
+    is imported or called. ``rebuilt``: the objects a checkpoint refers to by name (pickle's persistent IDs)."""
+
+    def __init__(self, handle, rebuilt: dict[str, object] | None = None, modules: tuple[str, ...] = ()):
         super().__init__(handle)
-        self._rebuilt = rebuilt
+        self._rebuilt = rebuilt or {}
+        self._modules = PROJECT_PACKAGES + tuple(modules)
 
     def persistent_load(self, name):
+        if not isinstance(name, str) or name not in self._rebuilt:
+            raise pickle.UnpicklingError(f"it refers to {name!r}, which is not part of a run")
         return self._rebuilt[name]
+
+    def find_class(self, module, name):
+        if (module, name) == ("torch.storage", "_load_from_bytes"):
+            return _storage_from_bytes
+        if (module, name) in ALLOWED:
+            return super().find_class(module, name)
+        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+            return getattr(torch, name)
+        own = any(module == m or module.startswith(m + ".") for m in self._modules)
+        if own and (module in sys.modules or "__main__" not in module.split(".")):  # importing __main__ runs it
+            found = super().find_class(module, name)
+            if isinstance(found, type) and found.__module__ == module:  # a class of its own, not one it imports
+                return found
+        raise pickle.UnpicklingError(f"it names {module}.{name}, which a checkpoint may not (only edgefl's own "
+                                     "classes, the scenario's plug-ins', numpy arrays and torch tensors)")
+
+
+def restricted_loads(data: bytes, modules: tuple[str, ...] = ()):
+    """``pickle.loads`` with :class:`_Unpickler`'s restrictions (the journal's calls)."""
+    return _Unpickler(io.BytesIO(data), modules=modules).load()
 
 
 def save(simulation, path: Path) -> None:
@@ -74,6 +142,7 @@ def save(simulation, path: Path) -> None:
         raise RuntimeError("the pricer keeps no journal: call Simulation.keep_checkpoints() before the first round")
     rebuilt = {id(getattr(simulation, name)): name for name in REBUILT}
     with atomic_file(path, durable=True) as tmp, open(tmp, "wb") as handle:
+        handle.write(checkpoint_header())  # first: what proves the file a checkpoint (edgefl.results.recover)
         _Pickler(handle, rebuilt).dump({
             "format": FORMAT, "version": __version__, "scenario": _fingerprint(simulation.scenario),
             "state": {name: getattr(simulation, name) for name in SAVED},
@@ -87,32 +156,75 @@ def restore(simulation, path: Path) -> int:
     """Bring a fresh ``simulation`` (built from the same scenario, no round run) to the state saved in
     ``path``; returns the number of rounds the checkpoint had run."""
     path = Path(path)
-    try:
-        with open(path, "rb") as handle:
-            names = {name: getattr(simulation, name) for name in REBUILT}
-            saved = _Unpickler(handle, names).load()
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, KeyError, ValueError) as exc:
-        raise CheckpointError(f"{path}: not a readable edgefl checkpoint ({type(exc).__name__}: {exc}); "
-                              "delete it, or run without --resume to start again") from None
-    if not isinstance(saved, dict) or saved.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not an edgefl checkpoint of format {FORMAT}; delete it, or run without --resume")
+    scenario = simulation.scenario
+    modules = plugin_modules(simulation)  # before the saved state replaces the fresh one
+    saved = _load(path, {name: getattr(simulation, name) for name in REBUILT}, modules)
     if saved["version"] != __version__:
         raise CheckpointError(f"{path}: written by edgefl {saved['version']}, this is {__version__} (the run could "
                               "not continue identically); run without --resume to start again")
-    now = _fingerprint(simulation.scenario)
+    now = _fingerprint(scenario)
     if saved["scenario"] != now:
         raise CheckpointError(f"{path}: the checkpoint is of another scenario "
                               f"({describe_differences(saved['scenario'], now)}); resume with the same scenario and "
                               "--set values, or run without --resume")
-    for name, value in saved["state"].items():
-        setattr(simulation, name, value)
-    for rng, state in zip((simulation.executor.rng, simulation.executor.eval_rng), saved["executor_rngs"]):
-        rng.bit_generator.state = state
-    if saved["journal"] is not None:  # the co-simulation: its calls replayed on the fresh pricer
+    state = saved["state"]
+    if not isinstance(state, dict) or set(state) != set(SAVED) or any(
+            type(state[name]) is not type(getattr(simulation, name)) for name in SAVED):
+        raise _not_a_checkpoint(path, "its saved state is not this run's")
+    for name in SAVED:
+        setattr(simulation, name, state[name])
+    try:
+        for rng, rng_state in zip((simulation.executor.rng, simulation.executor.eval_rng), saved["executor_rngs"],
+                                  strict=True):
+            rng.bit_generator.state = rng_state
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise _not_a_checkpoint(path, f"its random states do not load: {type(exc).__name__}: {exc}") from None
+    journal = saved["journal"]
+    if journal is not None:  # the co-simulation: its calls replayed on the fresh pricer
+        if not isinstance(journal, list) or not all(
+                isinstance(call, tuple) and len(call) == 2 and isinstance(call[0], str) and isinstance(call[1], bytes)
+                for call in journal):
+            raise _not_a_checkpoint(path, "its journal is not a list of calls")
         simulation.keep_checkpoints()
-        replay(simulation.pricer, saved["journal"])
-    torch_state, numpy_state, python_state = saved["process_rngs"]
-    torch.set_rng_state(torch_state)
-    np.random.set_state(numpy_state)
-    random.setstate(python_state)
+        try:
+            replay(simulation.pricer, journal, loads=lambda packed: restricted_loads(zlib.decompress(packed), modules))
+        except (pickle.UnpicklingError, zlib.error, EOFError, ValueError, TypeError) as exc:
+            raise _not_a_checkpoint(path, f"its journal does not replay: {type(exc).__name__}: {exc}") from None
+    try:
+        torch_state, numpy_state, python_state = saved["process_rngs"]
+        torch.set_rng_state(torch_state)
+        np.random.set_state(numpy_state)
+        random.setstate(python_state)
+    except (TypeError, ValueError, OverflowError, RuntimeError) as exc:
+        raise _not_a_checkpoint(path, f"its random states do not load: {type(exc).__name__}: {exc}") from None
     return simulation.record.rounds_done
+
+
+KEYS = frozenset({"format", "version", "scenario", "state", "executor_rngs", "journal", "process_rngs"})
+
+
+def _not_a_checkpoint(path: Path, why: str) -> CheckpointError:
+    return CheckpointError(f"{path}: not an edgefl checkpoint ({why}); delete it, or run without --resume to start "
+                           "again")
+
+
+def _load(path: Path, rebuilt: dict[str, object], modules: tuple[str, ...]) -> dict:
+    """The checkpoint in ``path``, read without running any of its code (:class:`_Unpickler`), as a dict of
+    :data:`KEYS` of this :data:`FORMAT`; CheckpointError (exit 2) for anything else."""
+    if not path.is_file():  # a folder, a pipe (open() would block), a device
+        raise _not_a_checkpoint(path, "not a regular file")
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(200)
+            if not first.startswith(CHECKPOINT_MAGIC):
+                raise _not_a_checkpoint(path, "it does not begin with edgefl's checkpoint header")
+            saved = _Unpickler(handle, rebuilt, modules).load()
+    except CheckpointError:
+        raise
+    except Exception as exc:  # noqa: BLE001  whatever a damaged or crafted file makes the unpickler raise
+        raise _not_a_checkpoint(path, f"{type(exc).__name__}: {exc}") from None
+    if not isinstance(saved, dict) or set(saved) != KEYS or saved["format"] != FORMAT:
+        raise _not_a_checkpoint(path, f"not a checkpoint of format {FORMAT}")
+    if not isinstance(saved["version"], str) or not isinstance(saved["scenario"], dict):
+        raise _not_a_checkpoint(path, "its version or scenario is not one edgefl writes")
+    return saved

@@ -38,8 +38,9 @@ def _add_run(sub) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key, e.g. --set network.snr_db=5 (repeatable)")
     p.add_argument("--out", type=Path, default=None, help="results folder (default: results/<scenario name>); "
-                   "replaced only if edgefl wrote it")
-    p.add_argument("--force", action="store_true", help="replace --out even if it is not an edgefl results folder")
+                   "new, empty, or an earlier run's (edgefl replaces only what it wrote)")
+    p.add_argument("--force", action="store_true", help="replace --out with everything in it even if edgefl did not "
+                   "write it (never /, the home or the current folder)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--resume", action="store_true", help="go on from the checkpoint a killed run left beside --out "
                    "(run.checkpoint_every); the results are identical to an uninterrupted run's")

@@ -34,7 +34,7 @@ from edgefl.metrics import evaluate_global
 from edgefl.models import build_model
 from edgefl.physical import build_population, network_params
 from edgefl.resolved import resolved_dict
-from edgefl.results import atomic_directory, checkpoint_file, write_csv, write_json
+from edgefl.results import atomic_directory, checkpoint_file, claim_checkpoint, is_checkpoint, write_csv, write_json
 from edgefl.scenario import Scenario
 from edgefl.sim import Engine, IdealPricer, NoDeviceAvailable, SimPyPricer
 from edgefl.sim.activities import EVENT_FIELDS
@@ -409,6 +409,8 @@ def simulate(scenario: Scenario, out: Path | None = None, resume: bool = False, 
         simulation = Simulation(scenario)
     log.info("data and model built; simulating")
     every = scenario.run.checkpoint_every
+    if every and out is not None:
+        claim_checkpoint(out)  # before the first round: a file of the user's there is never replaced
     return simulation.run(progress=progress, targets=targets, checkpoint=checkpoint if every else None)
 
 
@@ -452,5 +454,6 @@ def write_results(result: RunResult, out_dir: Path, plots: bool = True, force: b
             plot_run(tmp, result.metrics, result.clients, title=run_title(result.scenario),
                      battery=result.battery, events=result.events, positions=result.positions,
                      scenario=result.scenario)
-    checkpoint_file(out_dir).unlink(missing_ok=True)  # the run's checkpoint, if any: the results are complete
+    if is_checkpoint(checkpoint_file(out_dir)):  # the run's checkpoint, if any: the results are complete
+        checkpoint_file(out_dir).unlink(missing_ok=True)
     return out_dir

@@ -116,7 +116,7 @@ def test_a_checkpoint_of_another_scenario_is_refused_naming_the_keys(tmp_path, c
     checkpoint_file(out).write_bytes(b"not a pickle")
     code = main(["run", str(QUICKSTART), "--out", str(out), "--resume", "--quiet", "--no-plots", "--set", "run.rounds=4"])
     err = capsys.readouterr().err
-    assert code == 2 and "not a readable edgefl checkpoint" in err and "Traceback" not in err
+    assert code == 2 and "not an edgefl checkpoint" in err and "Traceback" not in err
 
 
 def test_resume_without_a_checkpoint_starts_from_round_1(tmp_path, capsys):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from edgefl.cli import main
-from edgefl.results import MARKER, check_target, recover
+from edgefl.results import CHECKPOINT_MAGIC, MARKER, WRITER, check_target, open_folder, recover
 from edgefl.sweeps.store import lock_folder
 from test_sweep import SCENARIO as SWEEP_SCENARIO
 
@@ -81,18 +81,22 @@ def test_kill_9_of_a_run_leaves_the_old_or_the_new_results(tmp_path, capsys):
 
 def test_recover_puts_the_previous_results_back_and_cleans_dead_writers(tmp_path):
     out = tmp_path / "res"
-    old = tmp_path / ".res.old"  # a kill between the two renames: only the previous results, moved aside
-    old.mkdir()
+    dead_pid = 999999999  # no such process
+
+    def writers(path: Path, pid: int) -> Path:  # what edgefl's writer puts in its hidden folders
+        path.mkdir()
+        (path / WRITER).write_text(f"edgefl writer\npid {pid}\ntarget res\n")
+        return path
+
+    old = writers(tmp_path / f".res.{dead_pid}.old", dead_pid)  # a kill between the two renames: moved aside
     (old / MARKER).write_text("x")
-    dead = tmp_path / ".res.999999999.abc.tmp"  # a temporary folder of a writer that is gone
-    dead.mkdir()
-    alive = tmp_path / f".res.{os.getpid()}.abc.tmp"  # ours: still being written
-    alive.mkdir()
-    dead_checkpoint = tmp_path / "..res.checkpoint.999999999.abc.tmp"  # a checkpoint its writer did not finish
-    dead_checkpoint.write_bytes(b"half")
-    recover(out)
-    assert (out / MARKER).exists() and not old.exists() and not dead.exists() and alive.exists()
-    assert not dead_checkpoint.exists()
+    dead = writers(tmp_path / f".res.{dead_pid}.abc.tmp", dead_pid)  # a temporary folder of a writer that is gone
+    alive = writers(tmp_path / f".res.{os.getpid()}.abc.tmp", os.getpid())  # ours: still being written
+    dead_checkpoint = tmp_path / f"..res.checkpoint.{dead_pid}.abc.tmp"  # a checkpoint its writer did not finish
+    dead_checkpoint.write_bytes(CHECKPOINT_MAGIC + f"; pid {dead_pid}\nhalf".encode())
+    assert recover(out)
+    assert (out / MARKER).exists() and not (out / WRITER).exists() and not old.exists() and not dead.exists()
+    assert alive.exists() and not dead_checkpoint.exists()
 
 
 def test_a_folder_edgefl_did_not_write_is_never_replaced(tmp_path, capsys):
@@ -167,6 +171,7 @@ def test_two_sweeps_on_one_folder_the_second_refuses(tmp_path):
     out = tmp_path / "out"
     command = [sys.executable, "-m", "edgefl", "sweep", str(scenario), "--grid", "algorithm.local_steps=1,2",
                "--out", str(out), "--quiet"]
+    open_folder(out, "sweep")  # what a sweep does before taking the lock
     lock = lock_folder(out)
     try:
         second = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)

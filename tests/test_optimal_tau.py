@@ -21,6 +21,7 @@ from edgefl.cli import main
 from edgefl.sweeps.analysis import mean_ci, optimal_tau, pareto_front
 from edgefl.sweeps.plan import SweepError
 from edgefl.errors import UserError
+from edgefl.results import mark
 from edgefl.target import Target, centred_moving_average, parse_target, rounds_to_target
 
 SNRS = [0, 10, 20, 30]
@@ -160,6 +161,7 @@ def test_missing_tau_in_grid_is_a_user_error():
 
 def write_fake_sweep(directory, rows, grid_keys):
     directory.mkdir()
+    mark(directory, "sweep")  # as `edgefl sweep` does: plot may add its figures to the folder
     points = {(tuple(r[k] for k in grid_keys), r["seed"]) for r in rows}
     manifest = {"format": 1, "definition": {"grid": [[k, sorted({r[k] for r in rows})] for k in grid_keys]},
                 "points": [{"values": dict(zip(grid_keys, values)), "seed": seed} for values, seed in sorted(points)]}

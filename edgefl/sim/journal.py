@@ -36,12 +36,21 @@ def journaled(method):
         finally:
             self._journal_depth -= 1
 
+    record.journaled = True
     return record
 
 
-def replay(pricer, journal: list[tuple[str, bytes]]) -> None:
+def _unpack(packed: bytes):
+    return pickle.loads(zlib.decompress(packed))
+
+
+def replay(pricer, journal: list[tuple[str, bytes]], loads=_unpack) -> None:
     """Make ``pricer`` (fresh, built as the journal's pricer was) receive the journal's calls again; it keeps
-    recording into its own journal, so a resumed run's next checkpoint holds the whole history."""
+    recording into its own journal, so a resumed run's next checkpoint holds the whole history. Only methods
+    marked :func:`journaled` are called (ValueError otherwise); ``loads``: how a call's packed arguments are read
+    (edgefl.checkpoint: without running code)."""
     for name, packed in journal:
-        args, kwargs = pickle.loads(zlib.decompress(packed))
+        if not getattr(getattr(type(pricer), name, None), "journaled", False):
+            raise ValueError(f"{name!r} is not a journaled method of {type(pricer).__name__}")
+        args, kwargs = loads(packed)
         getattr(pricer, name)(*args, **kwargs)

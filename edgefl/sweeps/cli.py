@@ -12,7 +12,7 @@ from pathlib import Path
 
 from edgefl.errors import UserError
 from edgefl.plugins import PluginError
-from edgefl.results import atomic_write_csv, atomic_write_text
+from edgefl.results import atomic_write_csv, atomic_write_text, open_folder
 from edgefl.sweeps import compare as comparison
 from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
 from edgefl.sweeps.jobs import BACKENDS
@@ -46,7 +46,8 @@ def register_commands(sub) -> None:
     p.add_argument("--address", default=None, metavar="ADDR",
                    help="with --backend ray: a running Ray cluster, e.g. auto or ray://head:10001")
     p.add_argument("--force", action="store_true",
-                   help="replace a different sweep already in --out (values or seeds added to its grid need no --force)")
+                   help="replace a different sweep already in --out (values or seeds added to its grid need no "
+                   "--force), or a folder edgefl did not write (with everything in it)")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser(
@@ -61,7 +62,8 @@ def register_commands(sub) -> None:
                    help="override a scenario key for every run (repeatable)")
     p.add_argument("--out", type=Path, default=None, help="folder (default: results/<scenario>-compare)")
     p.add_argument("--workers", type=int, default=1, metavar="N", help="local worker processes (default 1)")
-    p.add_argument("--force", action="store_true", help="replace a different comparison already in --out")
+    p.add_argument("--force", action="store_true", help="replace a different comparison already in --out, or a "
+                   "folder edgefl did not write (with everything in it)")
     p.add_argument("--no-plots", action="store_true", help="tables only")
     p.set_defaults(func=cmd_compare)
 
@@ -130,10 +132,10 @@ def _kept_on_interrupt(out: Path) -> str:
             "(nothing finished is computed again)")
 
 
-def _output_folder(out: Path) -> Path:
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out}: exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
+def _output_folder(out: Path, given: bool) -> Path:
+    """The folder optimal-tau or plot writes into, made ready by the ownership rule (edgefl.results.claim): a folder
+    edgefl wrote, or a new or empty one; ``given``: named by --out (else the command's default)."""
+    open_folder(out, "analysis", option="--out" if given else "", force_option=False)
     return out
 
 
@@ -155,7 +157,7 @@ def cmd_compare(args) -> int:
         _, rows = read_results(summary.results)
         outcomes = comparison.compare(rows, target)
         reports.append(comparison.format_report(outcomes, target, DEFAULT_WINDOW, 0.95, settings))
-        folder.mkdir(exist_ok=True)
+        open_folder(folder, "analysis", force_option=False)  # the ownership rule (edgefl.results.claim)
         atomic_write_csv(folder / "compare.csv", *comparison.table_rows(outcomes, settings))
         atomic_write_text(folder / "compare.txt", reports[0])
         written.extend([folder / "compare.csv", folder / "compare.txt"])
@@ -192,7 +194,8 @@ def cmd_optimal_tau(args) -> int:
 
     result = _user_errors(analyse)
     report, channel_table, tau_table = format_report(result), per_channel_rows(result), per_tau_rows(result)
-    out = _output_folder(args.out or target_folder(args.dir, args.target, args.window, args.confidence))
+    out = _output_folder(args.out or target_folder(args.dir, args.target, args.window, args.confidence),
+                         args.out is not None)
     atomic_write_csv(out / "optimal_tau.csv", *channel_table)
     atomic_write_csv(out / "tau_energy.csv", *tau_table)
     atomic_write_text(out / "optimal_tau.txt", report)
@@ -238,13 +241,14 @@ def cmd_plot(args) -> int:
         return keys, rows, wanted, result
 
     keys, rows, wanted, result = _user_errors(prepare)
-    out = _output_folder(args.out or args.dir)
+    out = _output_folder(args.out or args.dir, args.out is not None)
+    if result is not None:  # the Pareto front depends on the target: beside optimal-tau's outputs for it
+        pareto_dir = _output_folder(args.out or target_folder(args.dir, args.target, args.window), args.out is not None)
     panels = None
     if wanted:  # every matching channel point, up to 6 panels
         panels = list(dict.fromkeys(tuple(r[k] for k in channel_panel_keys(keys)) for r in rows))[:6]
     written = [plot_accuracy_energy(rows, keys, args.metric, out / "tau-accuracy-energy.png", panels)]
-    if result is not None:  # depends on the target: beside optimal-tau's outputs for it
-        pareto_dir = _output_folder(args.out or target_folder(args.dir, args.target, args.window))
+    if result is not None:
         written.append(plot_pareto(result, pareto_dir / "tau-pareto.png", panels))
     else:
         print("(no Pareto front: pass --target METRIC=VALUE, e.g. --target acc_worst=0.8)")

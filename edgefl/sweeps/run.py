@@ -14,7 +14,6 @@ returns its points' rows and this process writes them into the sweep folder
 from __future__ import annotations
 
 import os
-import shutil
 from concurrent.futures.process import BrokenProcessPool
 import time
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from edgefl.data import DataError
 from edgefl.errors import WorkerDied
 from edgefl.physical import build_population, network_params
 from edgefl.plugins import PluginError, faults_named, import_plugins
+from edgefl.results import empty_again, open_folder
 from edgefl.runner import Simulation
 from edgefl.scenario import Scenario, ScenarioError
 from edgefl.sim import SimPyPricer
@@ -132,15 +132,13 @@ def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, backend: str = "loca
         check_options(workers, backend, address)
     except (ValueError, ImportError) as exc:
         raise SweepError(str(exc)) from None
-    created = not out.exists()
-    if out.exists() and not out.is_dir():
-        raise SweepError(f"--out {out}: exists and is not a folder")
+    claimed = open_folder(out, "sweep", force)  # edgefl's sweep folder, or a new or empty one (else exit 2)
     try:
         lock = lock_folder(out)
     except OSError as exc:
         raise SweepError(f"--out {out}: cannot write: {exc.strerror or exc}") from None
     try:
-        summary = _run_locked(plan, out, workers, backend, address, force, progress, created, started)
+        summary = _run_locked(plan, out, workers, backend, address, force, progress, claimed, started)
         if then is not None:
             then(summary)
         return summary
@@ -154,7 +152,7 @@ def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, backend: str = "loca
         os.close(lock)  # releases the flock
 
 
-def _run_locked(plan, out, workers, backend, address, force, progress, created, started) -> SweepSummary:
+def _run_locked(plan, out, workers, backend, address, force, progress, claimed, started) -> SweepSummary:
     remove_stale_temps(out)  # of a writer killed before its rename (we hold the lock: no writer is alive)
     change = check_manifest(out, plan, force)
     (out / POINTS_DIR).mkdir(exist_ok=True)
@@ -170,8 +168,8 @@ def _run_locked(plan, out, workers, backend, address, force, progress, created, 
                  size=lambda task: len(task.points), progress=progress, desc="sweep", unit="point")
         results = assemble_results(out, plan)
     except user_errors():
-        if created and not any((out / POINTS_DIR).iterdir()):
-            shutil.rmtree(out, ignore_errors=True)  # e.g. missing data: leave nothing behind (created by us)
+        if not (out / POINTS_DIR).is_dir() or not any((out / POINTS_DIR).iterdir()):
+            empty_again(out, claimed)  # e.g. missing data: leave nothing behind in a folder that was new or empty
         raise
     return SweepSummary(
         points=len(plan.points), reused=len(plan.points) - len(missing), computed=len(missing),

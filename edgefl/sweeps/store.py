@@ -6,6 +6,8 @@ Layout::
     points/ID.json  one finished point (its per-round metrics rows), written atomically
     computed.log    one line per point computed, appended after its file is in place
     results.csv     every point's rows, assembled (atomically) from points/ when all are done
+    .edgefl-results edgefl's marker, kind sweep (edgefl.results.open_folder: the folder may be written)
+    .lock           held by the sweep writing the folder
 
 Resuming is rerunning: a point whose file exists is not computed again, and the temporary files of a writer
 killed before its rename are removed (:func:`remove_stale_temps`). A grid may grow: a rerun whose points
