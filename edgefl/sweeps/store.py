@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgefl.results import atomic_write_csv, atomic_write_text
+from edgefl.results import MARKER, atomic_write_csv, atomic_write_text
 from edgefl.runner import METRIC_COLUMNS
 from edgefl.scenario import describe_differences
 from edgefl.sweeps.plan import FORMAT, SweepError, SweepPlan, SweepPoint
@@ -129,7 +129,8 @@ def remove_stale_analyses(out: Path) -> list[Path]:
             files = [folder / name for name in names if (folder / name).is_file()]
             for path in files:
                 path.unlink()
-            if folder != out and files and not any(folder.iterdir()):
+            if folder != out and files and {p.name for p in folder.iterdir()} <= {MARKER}:  # nothing but edgefl's
+                (folder / MARKER).unlink(missing_ok=True)
                 folder.rmdir()
                 removed.append(folder)
             elif files:
