@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import edgefl
-from edgefl.errors import UserError
 from edgefl.runner import Simulation
 from edgefl.scenario import ScenarioError
 from edgefl.target import Target, parse_target, rounds_to_target
@@ -67,7 +66,7 @@ def test_an_accuracy_target_outside_0_1_is_refused_with_a_hint(tmp_path, text, h
                           str(tmp_path / "r"), "--quiet"], capture_output=True, text=True)
     assert out.returncode == 2 and hint in out.stderr and "a fraction in [0, 1]" in out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "r").exists()
-    with pytest.raises(UserError, match=re.escape(hint)):  # the Python API: before any work
+    with pytest.raises(ScenarioError, match=re.escape(hint)):  # the Python API (its documented error): before any work
         edgefl.run(QUICKSTART, overrides={"run.rounds": 2}, targets=[text], progress=False)
     with pytest.raises(ScenarioError, match=f"run.stop_at.*{re.escape(hint)}"):
         edgefl.load_scenario(QUICKSTART, {"run.stop_at": text})
