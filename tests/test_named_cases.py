@@ -495,3 +495,14 @@ def test_a_sweep_with_workers_from_an_unguarded_script_says_to_add_the_guard(fol
     assert "unguarded.py, line 2" in out.stderr
     assert "another edgefl sweep" not in out.stderr and "worker process died" not in out.stderr
     assert not (folder / "unguarded").exists()  # refused before any worker started or anything was written
+
+
+@pytest.mark.parametrize("value", ["{ value = 1, nested = { x = 2 } }", "{ d = { d = { leaf = 1 } } }"])
+def test_a_table_as_data_name_is_exit_2(folder, capsys, value):
+    """Found by benchmarks/hostile_campaign.py: a table where data.name's text belongs was an internal error
+    (TypeError: unhashable type: 'dict') in the plug-in lookup."""
+    (folder / "t.toml").write_text(TINY.replace("[data]\n", f"[data]\nname = {value}\n"))
+    assert main(["run", str(folder / "t.toml"), "--out", str(folder / "out"), "--no-plots", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "data.name: expected a text" in err and "Traceback" not in err
+    assert not (folder / "out").exists()

@@ -73,7 +73,9 @@ def unknown_name_message(name: object) -> str:
 def plugin_class(name: str) -> type[DataParams]:
     """The DataParams subclass of a plug-in: an installed entry point or ``"package.module:Class"``
     (DataError saying what is wrong otherwise)."""
-    target = _plugins().get(name) or (name if isinstance(name, str) and ":" in name else None)
+    if not isinstance(name, str):
+        raise DataError(f"data.name: expected a text (a data set's name or \"package.module:Class\"), got {name!r}")
+    target = _plugins().get(name) or (name if ":" in name else None)
     if target is None:
         raise DataError(f"data.name: {unknown_name_message(name)}")
     module, _, attribute = target.partition(":")
