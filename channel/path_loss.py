@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from ._util import out, require_positive
+from arraychecks import out, require_positive
 
 SPEED_OF_LIGHT_MPS = 299_792_458.0
 

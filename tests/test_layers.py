@@ -1,6 +1,7 @@
 """Dependency direction between the layers, read from the source with ``ast`` (nothing is imported).
 
-- ``channel/`` and ``energy/``: numpy, scipy, the standard library and their own package only;
+- ``channel/`` and ``energy/``: numpy, scipy, the standard library, their own package and
+  ``arraychecks`` (their shared argument checks) only; ``arraychecks``: numpy and the standard library;
 - ``algorithms/``: torch, numpy, pydantic (the hyperparameter models), the standard library and
   its own package; nothing of ``edgefl``, ``channel`` or ``energy`` (the numerics of an
   algorithm do not know the simulator, and its costs are charged by the engine, not computed
@@ -26,8 +27,9 @@ REPO = Path(__file__).resolve().parents[1]
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 
 ALLOWED_ROOTS = {
-    "channel": {"numpy", "scipy", "channel"} | STDLIB,
-    "energy": {"numpy", "scipy", "energy"} | STDLIB,
+    "channel": {"numpy", "scipy", "channel", "arraychecks"} | STDLIB,
+    "energy": {"numpy", "scipy", "energy", "arraychecks"} | STDLIB,
+    "arraychecks": {"numpy", "arraychecks"} | STDLIB,
     "algorithms": {"torch", "numpy", "pydantic", "algorithms"} | STDLIB,
 }
 # Layers the engine must not reach; a name forbids the module and everything under it.
