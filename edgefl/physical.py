@@ -41,6 +41,12 @@ class NetworkParams:
     uplink_max_bits_per_hz: float | None = None  # the uplink modulation's highest spectral efficiency (bit/s/Hz)
     overhead_fraction: float = 0.0  # of every link's resource: control channels and reference signals
 
+    @property
+    def block_fading(self) -> bool:
+        """Whether block fading is on: a message sees a new fading draw every ``coherence_s`` seconds
+        (unset coherence, or no fading: one draw per attempt, or none)."""
+        return self.coherence_s is not None and self.fading != "none"
+
 
 @dataclass
 class Population:
