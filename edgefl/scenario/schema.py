@@ -7,7 +7,6 @@ from pydantic import Field, ValidationError, model_validator
 import algorithms
 from edgefl.data import DEFAULT_DATASET
 from edgefl.data import REGISTRY as DATA_REGISTRY
-from edgefl.physical import read_availability_trace
 from edgefl.scenario.sections import (
     AlgorithmSection,
     CompressionSection,
@@ -54,8 +53,6 @@ class Scenario(Strict):
                 raise ValueError(f"control.name = {self.control.name!r} needs run.engine = \"simpy\" (it sets knobs "
                                  "the ideal engine does not charge)")
             self.control.controller_class().check_scenario(self)
-        if self.devices.availability_trace is not None:
-            read_availability_trace(self.devices.availability_trace, self.data.num_clients)  # errors name the line
         layout = self.data.layout()
         if layout is not None:
             why = model_misfit(self.model.name, *layout)

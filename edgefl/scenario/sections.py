@@ -400,6 +400,14 @@ class DevicesSection(Strict):
         "Unset: tx_power_dbm - 30 dB.")
     classes: list[DeviceClass] = Field(default_factory=list, description="[[devices.classes]] tables.")
 
+    @field_validator("availability_trace")
+    @classmethod
+    def _a_path(cls, value):
+        """The value's shape only: the file is read once, when the run is built (edgefl.physical)."""
+        if value is not None and (not value.strip() or "\0" in value):
+            raise ValueError(f"expected the path of a CSV file (client,start_s,end_s), got {value!r}")
+        return value
+
     @model_validator(mode="after")
     def _shares(self):
         total = sum(c.share for c in self.classes)
