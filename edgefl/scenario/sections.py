@@ -1,6 +1,6 @@
 """The scenario's sections ([run], [data], [model], [algorithm], [network], [devices], [control],
 [compression]): pydantic models, every field typed, bounded and described (docs/scenario.md is
-rendered from them, edgefl.scenario_doc). Validators check values, never files: a file a key names
+rendered from them, edgefl.scenario_doc). Validators check values, never read files: a file a key names
 (``data.dir``, ``devices.availability_trace``) is read once, when the run is built.
 """
 
