@@ -6,9 +6,8 @@ imported only when used.
 
 from __future__ import annotations
 
-import importlib
-
 from algorithms.base import Algorithm, Context, HyperParams
+from plugin_registry import Registry, UnknownPlugin, subclass_of
 
 REGISTRY: dict[str, str] = {
     "fedavg": "algorithms.fedavg:FedAvg",
@@ -31,43 +30,25 @@ REGISTRY: dict[str, str] = {
 
 
 ENTRY_POINT_GROUP = "edgefl.algorithms"  # installed plug-ins: name = "package.module:Class"
-
-
-def _plugins() -> dict[str, str]:
-    """Algorithms installed by other packages under the entry-point group ``edgefl.algorithms``."""
-    from importlib.metadata import entry_points
-
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+ALGORITHMS = Registry("algorithm", dict(sorted(REGISTRY.items())), ENTRY_POINT_GROUP, subclass_of(Algorithm),
+                      "an algorithms.Algorithm subclass")
 
 
 def names() -> list[str]:
     """The built-in algorithms and the installed plug-ins."""
-    return sorted({**_plugins(), **REGISTRY})
+    return sorted(ALGORITHMS.names())
 
 
 def get(name: str) -> type[Algorithm]:
     """The Algorithm class of ``name``: a built-in, an installed plug-in (entry point ``edgefl.algorithms``)
-    or ``"package.module:Class"`` (any module on the Python path). KeyError with a message otherwise."""
-    target = REGISTRY.get(name) or _plugins().get(name) or (name if ":" in name else None)
-    if target is None:
-        raise KeyError(f"unknown algorithm {name!r}; known: {', '.join(names())}, or \"package.module:Class\"")
-    module, _, cls = target.partition(":")
-    try:
-        found = getattr(importlib.import_module(module), cls, None)
-    except ImportError as exc:
-        raise KeyError(f"algorithm {name!r}: cannot import {module!r} ({exc})") from None
-    if not (isinstance(found, type) and issubclass(found, Algorithm)):
-        raise KeyError(f"algorithm {name!r}: {module}.{cls} is not an algorithms.Algorithm subclass")
-    return found
+    or ``"package.module:Class"`` (any module on the Python path). UnknownPlugin with a message otherwise."""
+    return ALGORITHMS.get(name)
 
 
 def is_algorithm(name: str) -> bool:
     """Whether ``name`` names an algorithm :func:`get` can load."""
-    try:
-        get(name)
-    except KeyError:
-        return False
-    return True
+    return name in ALGORITHMS
 
 
-__all__ = ["Algorithm", "Context", "HyperParams", "REGISTRY", "get", "is_algorithm", "names"]
+__all__ = ["ALGORITHMS", "Algorithm", "Context", "HyperParams", "REGISTRY", "UnknownPlugin", "get", "is_algorithm",
+           "names"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._util import out, require_nonnegative
+from arraychecks import out, require_nonnegative
 
 ACCESS_SCHEMES = ("dedicated", "fdma", "tdma")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._util import out
+from arraychecks import out
 
 FADING_KINDS = ("none", "rayleigh", "rician")
 

@@ -9,13 +9,12 @@ signature) or a name an installed package registers under the entry-point group
 
 from __future__ import annotations
 
-import importlib
-from importlib.metadata import entry_points
 from typing import Callable
 
 import numpy as np
 
-from ._util import out, require_positive
+from arraychecks import out, require_positive
+from plugin_registry import Registry
 
 SPEED_OF_LIGHT_MPS = 299_792_458.0
 
@@ -87,30 +86,16 @@ DEFAULT_MODEL = "log_distance"
 ENTRY_POINT_GROUP = "edgefl.path_loss"  # installed plug-ins: name = "package.module:function"
 
 
-def _plugins() -> dict[str, str]:
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+PATH_LOSS_MODELS = Registry("path-loss model", MODELS, ENTRY_POINT_GROUP, callable,
+                            "a function model(distance_m, network) -> loss_db", form="package.module:function")
 
 
 def names() -> list[str]:
     """The built-in models and the installed plug-ins."""
-    return list(dict.fromkeys([*MODELS, *sorted(_plugins())]))
+    return PATH_LOSS_MODELS.names()
 
 
 def get(name: str) -> Callable:
     """The model called ``name``: a built-in, an installed plug-in or ``"package.module:function"``.
-    ValueError saying what is wrong otherwise."""
-    if name in MODELS:
-        return MODELS[name]
-    target = _plugins().get(name) or (name if ":" in name else None)
-    if target is None:
-        raise ValueError(f"unknown path-loss model {name!r}; known: {', '.join(names())}, "
-                         "or \"package.module:function\"")
-    module, _, attribute = target.partition(":")
-    try:
-        found = getattr(importlib.import_module(module), attribute, None)
-    except ImportError as exc:
-        raise ValueError(f"path-loss model {name!r}: cannot import {module!r} ({exc})") from None
-    if not callable(found):
-        raise ValueError(f"path-loss model {name!r}: {module}.{attribute} is not a function "
-                         "model(distance_m, network) -> loss_db")
-    return found
+    UnknownPlugin (a ValueError) saying what is wrong otherwise."""
+    return PATH_LOSS_MODELS.get(name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._util import out
+from arraychecks import out
 
 
 def db_to_linear(db):

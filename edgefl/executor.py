@@ -40,7 +40,7 @@ from torch.func import functional_call, grad, vmap
 from torch.overrides import TorchFunctionMode
 
 from algorithms.ops import Evaluate, Train, TrainResult
-from edgefl.models import FlatModel
+from edgefl.models import FlatModel, output_loss
 
 ExecutorMode = Literal["batched", "loop"]
 
@@ -122,16 +122,12 @@ class VmapGrad:
 
     def loss_grad(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, need_grad: bool = True):
         """(loss [C], grad [C, d] or None) of the mean minibatch loss of each client."""
-        model, C, B = self.model, w.shape[0], x.shape[1]
+        model, C = self.model, w.shape[0]
         leaves = [w[:, lo:hi].reshape(C, *shape).detach().requires_grad_(need_grad)
                   for lo, hi, shape in zip(model.offsets[:-1], model.offsets[1:], model.shapes)]
         with torch.set_grad_enabled(need_grad):
             out = self.forward(dict(zip(model.names, leaves)), x)  # [C, B, outputs]
-            if model.loss_name == "mse":
-                per_sample = (out.squeeze(-1) - y) ** 2
-            else:
-                per_sample = nn.functional.cross_entropy(out.flatten(0, 1), y.flatten(), reduction="none").view(C, B)
-            loss = per_sample.mean(dim=1)
+            loss = output_loss(out, y, model.loss_name, reduction="none").mean(dim=1)  # y [C, B]
         if not need_grad:
             return loss, None
         grads = torch.autograd.grad(loss.sum(), leaves)
@@ -150,10 +146,7 @@ def leaf_grad(model: FlatModel):
     def grad_fn(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         leaves = [t.detach().requires_grad_(True) for t in model.unflatten(w).values()]
         out = functional_call(model.module, dict(zip(model.names, leaves)), (x,))
-        if model.loss_name == "mse":
-            loss = torch.mean((out.squeeze(-1) - y) ** 2)
-        else:
-            loss = nn.functional.cross_entropy(out, y)
+        loss = output_loss(out, y, model.loss_name)
         return torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, leaves)])
 
     return grad_fn

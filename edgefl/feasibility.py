@@ -140,8 +140,7 @@ class _Nominal:
         attempts. Error: fewer than one message expected to arrive in the whole run even if every device
         took part in every round; warning: some devices that practically never deliver (< MIN_DELIVERY)."""
         net, s = self.net, self.s
-        if net.fading not in ("none", "rayleigh") or (net.fading != "none" and net.coherence_s is not None
-                                                       and net.outage_snr_db is None):
+        if net.fading not in ("none", "rayleigh") or (net.block_fading and net.outage_snr_db is None):
             return  # rician: not modelled here; block fading waits out outage blocks (nothing fails)
         up_snr = self.up_snr
         if net.access == "fdma":  # a link budget over a share B/n has an n times higher SNR

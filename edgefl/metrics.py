@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from edgefl.models import output_loss
+
 CHUNK = 8192
 
 
@@ -21,10 +23,8 @@ def per_sample(model, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor):
     for lo in range(0, len(x), CHUNK):
         out = model.forward(w, x[lo:lo + CHUNK])
         yy = y[lo:lo + CHUNK]
-        if model.loss_name == "mse":
-            losses.append((out - yy) ** 2)
-        else:
-            losses.append(torch.nn.functional.cross_entropy(out, yy, reduction="none"))
+        losses.append(output_loss(out, yy, model.loss_name, reduction="none"))
+        if model.loss_name != "mse":
             correct.append((out.argmax(dim=1) == yy).to(torch.float64))
     loss = torch.cat(losses).to(torch.float64) if losses else torch.zeros(0, dtype=torch.float64)
     return loss, (torch.cat(correct) if correct else None)

@@ -62,6 +62,17 @@ class _FlopCounter(TorchDispatchMode):
         return out
 
 
+def output_loss(out: torch.Tensor, y: torch.Tensor, loss: LossName, reduction: Literal["mean", "none"] = "mean"):
+    """The training loss of a model's outputs on labels ``y`` (the one home of the loss): cross-entropy
+    on logits ``out`` [..., classes], or the squared error of a regression's ``out`` [..., 1] (or [...]).
+    ``reduction`` "mean": one number, the mean over every sample; "none": per sample, ``y``'s shape."""
+    if loss == "mse":
+        squared = (out.squeeze(-1) - y) ** 2
+        return torch.mean(squared) if reduction == "mean" else squared
+    per_sample = nn.functional.cross_entropy(out.flatten(0, -2), y.flatten(), reduction=reduction)
+    return per_sample if reduction == "mean" else per_sample.view(y.shape)
+
+
 class FlatModel:
     """A module evaluated from a flat parameter vector ``w`` of length ``dim``."""
 
@@ -95,17 +106,11 @@ class FlatModel:
         return out.squeeze(-1) if self.loss_name == "mse" else out
 
     def loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Mean minibatch loss (cross-entropy on logits, or mean squared error)."""
-        out = self.forward(w, x)
-        if self.loss_name == "mse":
-            return torch.mean((out - y) ** 2)
-        return nn.functional.cross_entropy(out, y)
+        """Mean minibatch loss (cross-entropy on logits, or mean squared error: :func:`output_loss`)."""
+        return output_loss(self.forward(w, x), y, self.loss_name)
 
     def per_sample_loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        out = self.forward(w, x)
-        if self.loss_name == "mse":
-            return (out - y) ** 2
-        return nn.functional.cross_entropy(out, y, reduction="none")
+        return output_loss(self.forward(w, x), y, self.loss_name, reduction="none")
 
     # -- compute cost, measured once (torch.utils.flop_counter's formulas) ---------------
     def _measure_flops(self, batch: int = 8) -> None:

@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from channel import CQI_EFFICIENCY, CQI_SNR_DB, Link, dbm_to_w, path_loss
+from edgefl.data.errors import DataError
 from edgefl.files import special_file
 from edgefl.plugins import checked_path_loss
 
@@ -40,6 +41,12 @@ class NetworkParams:
     downlink: str = "broadcast"  # broadcast | multicast | unicast
     uplink_max_bits_per_hz: float | None = None  # the uplink modulation's highest spectral efficiency (bit/s/Hz)
     overhead_fraction: float = 0.0  # of every link's resource: control channels and reference signals
+
+    @property
+    def block_fading(self) -> bool:
+        """Whether block fading is on: a message sees a new fading draw every ``coherence_s`` seconds
+        (unset coherence, or no fading: one draw per attempt, or none)."""
+        return self.coherence_s is not None and self.fading != "none"
 
 
 @dataclass
@@ -268,34 +275,35 @@ def path_loss_function(network) -> Callable[[np.ndarray], np.ndarray]:
 
 def read_availability_trace(path: str, num_clients: int) -> dict[int, list[tuple[float, float]]]:
     """Online intervals per client from a CSV ``client,start_s,end_s`` (one interval per row).
-    Raises ValueError naming the file and line of the first bad row."""
+    Read once, when the run is built (a scenario's validators only check the value's shape). Raises
+    DataError (a user mistake: the CLI exits 2) naming the file and the line of the first bad row."""
     intervals: dict[int, list[tuple[float, float]]] = {}
     special = special_file(path)  # before open(): a named pipe would block it
     if special is not None:
-        raise ValueError(f"devices.availability_trace: {path} is {special}, not a CSV file; give a regular file")
+        raise DataError(f"devices.availability_trace: {path} is {special}, not a CSV file; give a regular file")
     try:
         with open(path, newline="") as handle:
             rows = list(csv.reader(handle))
     except OSError as exc:
-        raise ValueError(f"devices.availability_trace: cannot read {path}: {exc.strerror or exc}") from None
+        raise DataError(f"devices.availability_trace: cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise ValueError(f"devices.availability_trace: {path} is not UTF-8 text (byte {exc.start}); expected a CSV "
-                         "file client,start_s,end_s") from None
+        raise DataError(f"devices.availability_trace: {path} is not UTF-8 text (byte {exc.start}); expected a CSV "
+                        "file client,start_s,end_s") from None
     except csv.Error as exc:  # e.g. a cell longer than the csv module's limit (131,072 characters)
-        raise ValueError(f"devices.availability_trace: {path} is not a CSV file of client,start_s,end_s ({exc})") from None
+        raise DataError(f"devices.availability_trace: {path} is not a CSV file of client,start_s,end_s ({exc})") from None
     if not rows or [h.strip() for h in rows[0]] != ["client", "start_s", "end_s"]:
-        raise ValueError(f"{path}: line 1: expected the header client,start_s,end_s")
+        raise DataError(f"{path}: line 1: expected the header client,start_s,end_s")
     for line, row in enumerate(rows[1:], start=2):
         if not row:
             continue
         try:
             client, start_s, end_s = int(row[0]), float(row[1]), float(row[2])
         except (ValueError, IndexError):
-            raise ValueError(f"{path}: line {line}: expected client,start_s,end_s (an integer and two numbers), "
-                             f"got {','.join(row)!r}") from None
+            raise DataError(f"{path}: line {line}: expected client,start_s,end_s (an integer and two numbers), "
+                            f"got {','.join(row)!r}") from None
         if not 0 <= client < num_clients:
-            raise ValueError(f"{path}: line {line}: client {client} is not in 0..{num_clients - 1}")
+            raise DataError(f"{path}: line {line}: client {client} is not in 0..{num_clients - 1}")
         if not (0 <= start_s < end_s and math.isfinite(end_s)):
-            raise ValueError(f"{path}: line {line}: expected 0 <= start_s < end_s, both finite, got {start_s}, {end_s}")
+            raise DataError(f"{path}: line {line}: expected 0 <= start_s < end_s, both finite, got {start_s}, {end_s}")
         intervals.setdefault(client, []).append((start_s, end_s))
     return intervals

@@ -30,7 +30,7 @@ from edgefl.errors import UserError
 PLUGIN_KEYS: dict[str, str | None] = {
     "algorithm.name": "edgefl.algorithms",
     "data.name": "edgefl.datasets",
-    "control.name": None,
+    "control.name": "edgefl.controllers",
     "network.path_loss": "edgefl.path_loss",
 }
 # edgefl's own packages: code in them is never a plug-in's, even when named as "package.module:attribute"

@@ -32,7 +32,7 @@ from edgefl.logs import get_logger
 from edgefl.memory import check_memory
 from edgefl.metrics import evaluate_global
 from edgefl.models import build_model
-from edgefl.physical import build_population, network_params
+from edgefl.physical import NetworkParams, Population, build_population, network_params
 from edgefl.resolved import resolved_dict
 from edgefl.results import atomic_directory, checkpoint_file, claim_checkpoint, is_checkpoint, write_csv, write_json
 from edgefl.scenario import Scenario
@@ -89,6 +89,17 @@ class RoundState(NamedTuple):
     missed_count: np.ndarray
 
 
+def build_pricer(s: Scenario, model) -> tuple[NetworkParams, Population, SimPyPricer | IdealPricer]:
+    """A run's network, devices and pricer, built from its scenario (their one home: a run and a sweep's
+    re-pricing build them alike): the SimPy pricer that co-simulates time and energy, or the ideal
+    engine's, which charges nothing. ``model``'s FLOPs per sample set the devices' compute cycles."""
+    network = network_params(s.network)
+    population = build_population(s.network, s.devices, s.data.num_clients, model.train_flops_per_sample,
+                                  model.eval_flops_per_sample, s.run.seed)
+    pricer = SimPyPricer(network, population, s.run.seed) if s.run.engine == "simpy" else IdealPricer(s.data.num_clients)
+    return network, population, pricer
+
+
 class Simulation:
     """Everything one run needs, built from a validated scenario."""
 
@@ -101,15 +112,7 @@ class Simulation:
         self.data = s.data.build(seed)  # s.data: the data set's validated params (edgefl.data.registry)
         self.model = build_model(s.model.name, self.data.input_shape, self.data.num_classes, seed,
                                  hidden=s.model.hidden)
-        self.network = network_params(s.network)
-        self.population = build_population(
-            s.network, s.devices, s.data.num_clients, self.model.train_flops_per_sample,
-            self.model.eval_flops_per_sample, seed,
-        )
-        if s.run.engine == "simpy":
-            self.pricer = SimPyPricer(self.network, self.population, seed)
-        else:
-            self.pricer = IdealPricer(s.data.num_clients)
+        self.network, self.population, self.pricer = build_pricer(s, self.model)
         # a meaningless run: an error now, before any work (at the pricer's mean rates)
         check_feasible(s, self.network, self.population, self.model, getattr(self.pricer, "physics", None))
         a = s.algorithm

@@ -8,7 +8,7 @@ analysis" (FEDL), INFOCOM 2019): dynamic CMOS energy κ·C·f².
 
 from __future__ import annotations
 
-from ._util import out, require_nonnegative, require_positive
+from arraychecks import out, require_nonnegative, require_positive
 
 DEFAULT_KAPPA = 1e-28  # effective switched capacitance [J/(cycle·Hz²)], Yang et al. 2021
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from edgefl.runner import Simulation
-from edgefl.scenario import ScenarioError, load_scenario
+from edgefl.data import DataError
+from edgefl.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted(p.name for p in (ROOT / "scenarios").glob("*.toml"))
@@ -68,13 +69,14 @@ def check_events(events, metrics: list[dict], clients: list[dict]) -> None:
 
 
 def run(name: str, overrides: dict):
+    scenario = load_scenario(ROOT / "scenarios" / name, overrides)
     try:
-        scenario = load_scenario(ROOT / "scenarios" / name, overrides)
-    except ScenarioError as exc:
+        simulation = Simulation(scenario)  # the data files are read here
+    except DataError as exc:
         if "data.dir" in str(exc) and "does not exist" in str(exc):
             pytest.skip(f"{name}: its data files are absent ({exc})")
         raise
-    return Simulation(scenario).run(progress=False)
+    return simulation.run(progress=False)
 
 
 @pytest.mark.parametrize("name", SCENARIOS)

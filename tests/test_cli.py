@@ -89,7 +89,8 @@ BAD = {
     "m_greater_than_n": (TINY.replace("clients_per_round = 3", "clients_per_round = 7"), [],
                          "algorithm.clients_per_round = 7 exceeds data.num_clients = 6"),
     "missing_data_dir": (MNIST_TINY.replace('name = "mnist"', 'name = "mnist"\ndir = "/no/such/folder"'), [],
-                         "data.dir: '/no/such/folder' does not exist"),
+                         "data.dir '/no/such/folder' does not exist or is not a directory: expected a directory holding the "
+                         "MNIST IDX files"),
     "mnist_without_dir": (MNIST_TINY, [], "data.dir is required for data.name = 'mnist'"),
     "unknown_data_set": (TINY.replace('name = "synthetic"', 'name = "mnits"'), [],
                          "data.name: unknown data set 'mnits' (did you mean 'mnist'?)"),

@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 import simpy
 
+import edgefl
+from edgefl import physical
 from edgefl.cli import main
+from edgefl.data import DataError
 from edgefl.physical import build_population, network_params
 from edgefl.runner import Simulation
 from edgefl.scenario import ScenarioError, load_scenario, scenario_from_dict
@@ -109,10 +112,32 @@ def test_a_bad_trace_line_is_a_clear_error_exit_2(tmp_path, capsys):
     trace = tmp_path / "trace.csv"
     trace.write_text("client,start_s,end_s\n0,0,10\n1,5,oops\n")
     path = _scenario_file(tmp_path, trace)
-    with pytest.raises(ScenarioError, match=r"trace.csv: line 3: expected client,start_s,end_s"):
-        load_scenario(path)
+    scenario = load_scenario(path)  # validation checks the value's shape; the file is read when the run is built
+    with pytest.raises(DataError, match=r"trace.csv: line 3: expected client,start_s,end_s"):
+        Simulation(scenario)
     assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 2
-    assert "line 3" in capsys.readouterr().err and not (tmp_path / "out").exists()
+    err = capsys.readouterr().err
+    assert f"{path}: {trace}: line 3: expected client,start_s,end_s" in err and not (tmp_path / "out").exists()
+    with pytest.raises(ScenarioError, match="line 3"):  # the Python API: its one exception for a user mistake
+        edgefl.run(path, progress=False)
+
+
+def test_the_trace_is_read_once_when_the_run_is_built_not_by_validation(tmp_path, monkeypatch):
+    path = _scenario_file(tmp_path, tmp_path / "absent.csv")
+    scenario = load_scenario(path)  # no file yet: validation does not open it
+    assert scenario.devices.availability_trace == str(tmp_path / "absent.csv")
+    (tmp_path / "absent.csv").write_text("client,start_s,end_s\n0,0,100\n1,0,100\n2,0,100\n")
+    reads = []
+    read = physical.read_availability_trace
+    monkeypatch.setattr(physical, "read_availability_trace", lambda *a: reads.append(a) or read(*a))
+    Simulation(scenario).run(progress=False)
+    assert len(reads) == 1
+
+
+@pytest.mark.parametrize("value", ["", "  ", "a\0b.csv"])
+def test_a_trace_path_that_cannot_name_a_file_is_a_scenario_error(value):
+    with pytest.raises(ScenarioError, match="devices.availability_trace: expected the path of a CSV file"):
+        scenario_from_dict({"devices": {"availability": "trace", "availability_trace": value}})
 
 
 def test_failures_happen_at_the_configured_rate():
@@ -313,8 +338,8 @@ def test_new_keys_reject_nan_inf_and_out_of_range_values_naming_the_field(sectio
 def test_a_trace_interval_must_be_finite(tmp_path, end):
     trace = tmp_path / "trace.csv"
     trace.write_text(f"client,start_s,end_s\n0,0,{end}\n")
-    with pytest.raises(ScenarioError, match="line 2: expected 0 <= start_s < end_s, both finite"):
-        load_scenario(_scenario_file(tmp_path, trace))
+    with pytest.raises(DataError, match="line 2: expected 0 <= start_s < end_s, both finite"):
+        Simulation(load_scenario(_scenario_file(tmp_path, trace)))
 
 
 def test_battery_outputs_hold_only_devices_with_a_battery_and_no_inf(tmp_path):

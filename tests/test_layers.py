@@ -1,8 +1,10 @@
 """Dependency direction between the layers, read from the source with ``ast`` (nothing is imported).
 
-- ``channel/`` and ``energy/``: numpy, scipy, the standard library and their own package only;
-- ``algorithms/``: torch, numpy, pydantic (the hyperparameter models), the standard library and
-  its own package; nothing of ``edgefl``, ``channel`` or ``energy`` (the numerics of an
+- ``channel/`` and ``energy/``: numpy, scipy, the standard library, their own package and
+  ``arraychecks`` (their shared argument checks) only, and ``channel/`` ``plugin_registry`` (the one
+  plug-in lookup); ``arraychecks``: numpy and the standard library; ``plugin_registry``: the standard library;
+- ``algorithms/``: torch, numpy, pydantic (the hyperparameter models), the standard library,
+  ``plugin_registry`` and its own package; nothing of ``edgefl``, ``channel`` or ``energy`` (the numerics of an
   algorithm do not know the simulator, and its costs are charged by the engine, not computed
   by it);
 - ``edgefl/sim/`` (the engine): never the layers above it (the runner, the CLI, the sweeps).
@@ -26,9 +28,11 @@ REPO = Path(__file__).resolve().parents[1]
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 
 ALLOWED_ROOTS = {
-    "channel": {"numpy", "scipy", "channel"} | STDLIB,
-    "energy": {"numpy", "scipy", "energy"} | STDLIB,
-    "algorithms": {"torch", "numpy", "pydantic", "algorithms"} | STDLIB,
+    "channel": {"numpy", "scipy", "channel", "arraychecks", "plugin_registry"} | STDLIB,
+    "energy": {"numpy", "scipy", "energy", "arraychecks"} | STDLIB,
+    "arraychecks": {"numpy", "arraychecks"} | STDLIB,
+    "algorithms": {"torch", "numpy", "pydantic", "algorithms", "plugin_registry"} | STDLIB,
+    "plugin_registry": {"plugin_registry"} | STDLIB,
 }
 # Layers the engine must not reach; a name forbids the module and everything under it.
 ENGINE_FORBIDDEN = ("edgefl.sweeps", "edgefl.cli", "edgefl.runner", "experiments", "benchmarks")

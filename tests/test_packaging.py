@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_package_of_the_tree_is_listed():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = {".".join(p.parent.relative_to(ROOT).parts) for top in ("edgefl", "channel", "energy", "algorithms")
+    found = {".".join(p.parent.relative_to(ROOT).parts) for top in ("edgefl", "channel", "energy", "arraychecks", "plugin_registry", "algorithms")
              for p in (ROOT / top).rglob("__init__.py")}
     assert found | {"edgefl.scenarios"} == listed
 

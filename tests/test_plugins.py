@@ -109,9 +109,10 @@ def test_a_data_set_of_ones_own(plugins):
         load_scenario(scenario, {**overrides, "data.spred": 1.0})
     with pytest.raises(ScenarioError, match=r"data.spread: Input should be greater than 0"):
         load_scenario(scenario, {**overrides, "data.spread": -1.0})
-    with pytest.raises(ScenarioError, match=r"data.name: 'my_datasets:np': my_datasets.np is not an edgefl.data"):
+    with pytest.raises(ScenarioError, match=r"data.name: data set 'my_datasets:np': my_datasets.np is not an "
+                                            r"edgefl.data"):
         load_scenario(scenario, {**overrides, "data.name": "my_datasets:np"})
-    with pytest.raises(ScenarioError, match=r"data.name: 'no_such_module:X': cannot import 'no_such_module'"):
+    with pytest.raises(ScenarioError, match=r"data.name: data set 'no_such_module:X': cannot import 'no_such_module'"):
         load_scenario(scenario, {**overrides, "data.name": "no_such_module:X"})
 
 

@@ -1,9 +1,8 @@
 """Controllers of per-device knobs (docs/control.md). ``[control] name`` picks one: a built-in below,
-or a user's class as ``"package.module:Class"`` (a :class:`~edgefl.control.base.Controller` subclass)."""
+a user's class as ``"package.module:Class"`` (a :class:`~edgefl.control.base.Controller` subclass), or
+a name an installed package registers under the entry-point group ``edgefl.controllers``."""
 
 from __future__ import annotations
-
-import importlib
 
 from edgefl.control.base import (
     Allocation,
@@ -15,6 +14,7 @@ from edgefl.control.base import (
     RoundPlan,
     Work,
 )
+from plugin_registry import Registry, subclass_of
 
 REGISTRY: dict[str, str] = {
     "static": "edgefl.control.base:Controller",
@@ -24,26 +24,21 @@ REGISTRY: dict[str, str] = {
 }
 
 
+ENTRY_POINT_GROUP = "edgefl.controllers"  # installed plug-ins: name = "package.module:Class"
+CONTROLLERS = Registry("controller", dict(sorted(REGISTRY.items())), ENTRY_POINT_GROUP, subclass_of(Controller),
+                       "an edgefl.control.Controller subclass")
+
+
 def names() -> list[str]:
-    return sorted(REGISTRY)
+    return CONTROLLERS.names()
 
 
 def get(name: str) -> type[Controller]:
-    """The controller class of ``name``: a built-in, or ``"package.module:Class"``. ValueError with a
-    message for the scenario's error (unknown name, module not importable, not a Controller)."""
-    target = REGISTRY.get(name, name)
-    if ":" not in target:
-        raise ValueError(f"unknown controller {name!r}; known: {', '.join(names())}, or \"package.module:Class\"")
-    module_name, _, class_name = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"controller {name!r}: cannot import {module_name!r} ({exc})") from None
-    cls = getattr(module, class_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, Controller)):
-        raise ValueError(f"controller {name!r}: {module_name}.{class_name} is not an edgefl.control.Controller subclass")
-    return cls
+    """The controller class of ``name``: a built-in, an installed plug-in (entry point ``edgefl.controllers``)
+    or ``"package.module:Class"``. UnknownPlugin (a ValueError) with a message for the scenario's error
+    (unknown name, module not importable, not a Controller)."""
+    return CONTROLLERS.get(name)
 
 
-__all__ = ["Allocation", "ControlContext", "ControlParams", "Controller", "DeviceLimits", "Observation",
+__all__ = ["CONTROLLERS", "Allocation", "ControlContext", "ControlParams", "Controller", "DeviceLimits", "Observation",
            "REGISTRY", "RoundPlan", "Work", "get", "names"]

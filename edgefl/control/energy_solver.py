@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from channel import CQI_EFFICIENCY, CQI_SNR_DB, link_rate_bps, snr_for_rate
+from energy import compute_energy_j, tail_energy_j, uplink_energy_j
 
 GOLDEN = 30  # golden-section iterations for p_ee
 GOLDEN_SPLIT = 40  # ... and for the compute/upload split (interval shrinks by 0.618^40 ~ 4e-9)
@@ -120,7 +121,7 @@ def _tail_j(problem: RoundProblem, compute_s: np.ndarray, ndim: int) -> np.ndarr
     if problem.tail_power_w is None:
         return np.zeros_like(compute_s)
     gap = 0.0 if problem.tail_gap_s is None else _column(problem.tail_gap_s, ndim)
-    return _column(problem.tail_power_w, ndim) * np.minimum(_column(problem.tail_s, ndim), compute_s + gap)
+    return tail_energy_j(np.minimum(_column(problem.tail_s, ndim), compute_s + gap), _column(problem.tail_power_w, ndim))
 
 
 def _column(x, ndim: int) -> np.ndarray:
@@ -138,11 +139,12 @@ def device_energy_j(problem: RoundProblem, f_hz, p_w, b) -> tuple[np.ndarray, np
     scales = _column(problem.noise_scales_with_band, ndim) > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         compute_s = np.where(P["cycles"] > 0, P["cycles"] / f_hz, 0.0)
-        compute_j = P["kappa"] * P["cycles"] * f_hz ** 2 + P["static_power_w"] * compute_s + _tail_j(problem, compute_s, ndim)
+        compute_j = (compute_energy_j(P["cycles"], f_hz, P["kappa"], P["static_power_w"])
+                     + _tail_j(problem, compute_s, ndim))
         snr = P["snr_per_w"] * p_w * np.where(scales, 1.0 / b, 1.0)
         rate = problem.rate_model.rate_bps(problem.rate_model.bandwidth_hz * b, np.nan_to_num(snr, posinf=0.0))
         upload_s = np.where(P["upload_bits"] > 0, P["upload_bits"] / rate, 0.0)
-        upload_j = (p_w + P["circuit_power_w"]) * upload_s
+        upload_j = uplink_energy_j(upload_s, p_w, P["circuit_power_w"])
     return compute_j + upload_j, compute_s + upload_s
 
 
@@ -182,12 +184,13 @@ class _Device:
         return x
 
     def compute_j(self, compute_s: np.ndarray, extra: int = 1) -> np.ndarray:
-        """E_c(t_c) = κC³/t_c² + P_static t_c + P_tail min(t_tail, t_c + gap), i.e. at f = C/t_c (J)."""
+        """E_c(t_c) = κC³/t_c² + P_static t_c + P_tail min(t_tail, t_c + gap): energy's compute and tail
+        energies at f = C/t_c (J; no cycles: no compute energy, at any f)."""
         C, kappa, ps = (self._expand(x, extra) for x in (self.C, self.kappa, self.ps))
         with np.errstate(divide="ignore", invalid="ignore"):
-            f = np.where(C > 0, C / compute_s, 0.0)
+            f = np.where(C > 0, C / compute_s, 1.0)
         seconds = np.where(C > 0, compute_s, 0.0)
-        return kappa * C * f ** 2 + ps * seconds + _tail_j(self.P, seconds, seconds.ndim)
+        return compute_energy_j(C, f, kappa, ps) + _tail_j(self.P, seconds, seconds.ndim)
 
     def best_compute(self, hi: np.ndarray, extra: int) -> tuple[np.ndarray, np.ndarray]:
         """The least compute energy with t_c in [t_lo, hi] and its t_c, in closed form (ours): E_c is
@@ -237,7 +240,7 @@ class _Device:
         hi = np.minimum(self.t_hi[..., None], self.T[..., None] - airtime)
         ok = hi >= self.t_lo[..., None] * (1 - 1e-12)
         comp_j, t_c = self.best_compute(hi, 1)
-        energy = np.where(ok, comp_j + np.where(S > 0, (p + self.pc[..., None]) * airtime, 0.0), np.inf)
+        energy = np.where(ok, comp_j + np.where(S > 0, uplink_energy_j(airtime, p, self.pc[..., None]), 0.0), np.inf)
         k = np.argmin(energy, axis=-1)[..., None]
         pick = lambda x: np.take_along_axis(x, k, -1)[..., 0]  # noqa: E731
         return pick(energy), pick(t_c), pick(p)
@@ -279,7 +282,8 @@ class _Device:
             S_ = self._expand(S, extra)
             with np.errstate(divide="ignore", invalid="ignore"):
                 airtime = np.where(S_ > 0, S_ / self._rate(p, extra), 0.0)
-            energy = self.compute_j(t_c, extra) + np.where(S_ > 0, (p + self._expand(self.pc, extra)) * airtime, 0.0)
+            energy = self.compute_j(t_c, extra) + np.where(S_ > 0, uplink_energy_j(airtime, p, self._expand(self.pc, extra)),
+                                                           0.0)
             late = t_c + airtime > self._expand(T, extra) * (1 + 1e-10)
             return np.where(late, np.inf, energy)
 

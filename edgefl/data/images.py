@@ -23,7 +23,7 @@ from typing import Literal, Optional
 
 import numpy as np
 import torch
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import Field, PositiveInt, model_validator
 
 from edgefl.data.errors import DataError
 from edgefl.data.federated import (
@@ -61,13 +61,6 @@ class IdxParams(DataParams):
 
     def estimated_samples(self) -> float:
         return 70_000.0  # at most the full MNIST-family files (60k + 10k images)
-
-    @field_validator("dir")
-    @classmethod
-    def _is_folder(cls, value: Path) -> Path:
-        if not Path(value).is_dir():
-            raise ValueError(f"'{value}' does not exist or is not a folder (expected the folder with the IDX files)")
-        return value
 
 
 def load_pools(dataset: str, directory: Path, test_fraction: float, split_rng: np.random.Generator):

@@ -15,10 +15,7 @@ keys like a built-in's.
 
 from __future__ import annotations
 
-import difflib
-import importlib
 import typing
-from importlib.metadata import entry_points
 
 from pydantic import ValidationError
 
@@ -28,6 +25,7 @@ from edgefl.data.images import ImageData
 from edgefl.data.priority import ImagePriorityData, SyntheticPriorityData
 from edgefl.data.regression import LowRankMatrixData, SparseRegressionData
 from edgefl.data.synthetic import SyntheticData
+from plugin_registry import Registry, UnknownPlugin, subclass_of
 
 FAMILIES: tuple[type[DataParams], ...] = (
     SyntheticData,
@@ -53,21 +51,17 @@ DEFAULT_DATASET = "synthetic"  # a [data] section without a name
 ENTRY_POINT_GROUP = "edgefl.datasets"  # installed plug-ins: name = "package.module:Class"
 
 
-def _plugins() -> dict[str, str]:
-    """Data sets installed by other packages under the entry-point group ``edgefl.datasets``."""
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+DATA_SETS = Registry("data set", REGISTRY, ENTRY_POINT_GROUP, subclass_of(DataParams),
+                     "an edgefl.data.DataParams subclass")
 
 
 def names() -> list[str]:
     """The built-in data sets and the installed plug-ins."""
-    return list(dict.fromkeys([*DATASET_NAMES, *sorted(_plugins())]))
+    return DATA_SETS.names()
 
 
 def unknown_name_message(name: object) -> str:
-    known = names()
-    hint = difflib.get_close_matches(str(name), known, n=1)
-    extra = f" (did you mean {hint[0]!r}?)" if hint else ""
-    return f"unknown data set {name!r}{extra}; known: {', '.join(known)}, or \"package.module:Class\""
+    return DATA_SETS.unknown_message(name)
 
 
 def plugin_class(name: str) -> type[DataParams]:
@@ -75,30 +69,23 @@ def plugin_class(name: str) -> type[DataParams]:
     (DataError saying what is wrong otherwise)."""
     if not isinstance(name, str):
         raise DataError(f"data.name: expected a text (a data set's name or \"package.module:Class\"), got {name!r}")
-    target = _plugins().get(name) or (name if ":" in name else None)
-    if target is None:
+    if not is_plugin(name):
         raise DataError(f"data.name: {unknown_name_message(name)}")
-    module, _, attribute = target.partition(":")
-    try:
-        found = getattr(importlib.import_module(module), attribute, None)
-    except ImportError as exc:
-        raise DataError(f"data.name: {name!r}: cannot import {module!r} ({exc})") from None
-    if not (isinstance(found, type) and issubclass(found, DataParams)):
-        raise DataError(f"data.name: {name!r}: {module}.{attribute} is not an edgefl.data.DataParams subclass")
-    return found
+    return get(name)
 
 
 def is_plugin(name: object) -> bool:
     """Whether ``name`` is not a built-in but looks like a plug-in (an entry point or "module:Class")."""
-    return isinstance(name, str) and name not in REGISTRY and (":" in name or name in _plugins())
+    return DATA_SETS.is_plugin(name)
 
 
 def get(name: str) -> type[DataParams]:
     """The params class of ``name``: a built-in, an installed plug-in or ``"package.module:Class"``
-    (DataError with the known names)."""
-    if isinstance(name, str) and name in REGISTRY:
-        return REGISTRY[name]
-    return plugin_class(name)
+    (DataError with the known names: the registry's UnknownPlugin, as the data package's user error)."""
+    try:
+        return DATA_SETS.get(name)
+    except UnknownPlugin as exc:
+        raise DataError(f"data.name: {exc}") from None
 
 
 def data_params(name: str, num_clients: int, **keys) -> DataParams:

@@ -3,8 +3,8 @@ recorded op trace for every channel point of a group, resumable.
 
 Points that share a training (:mod:`edgefl.sweeps.plan`) are trained once, on the ideal engine
 with ``record_trace``; the trace is then re-priced for each of them with
-``edgefl.sim.engine.reprice_rounds(trace, SimPyPricer(network, population, seed))``, the same pricer
-and random draws a co-simulation of that point uses (so the numbers are those of a
+``edgefl.sim.engine.reprice_rounds(trace, pricer)``, the pricer ``edgefl.runner.build_pricer`` builds
+for that point: the same pricer and random draws a co-simulation of that point uses (so the numbers are those of a
 co-simulation). Every other point is co-simulated in full. The learning runs are jobs of
 :func:`edgefl.sweeps.jobs.run_jobs` (in this process, a local process pool, or Ray tasks); each
 returns its points' rows and this process writes them into the sweep folder
@@ -24,12 +24,10 @@ import torch
 
 from edgefl.data import DataError
 from edgefl.errors import WorkerDied
-from edgefl.physical import build_population, network_params
 from edgefl.plugins import PluginError, faults_named, import_plugins
 from edgefl.results import empty_again, open_folder
-from edgefl.runner import Simulation
+from edgefl.runner import Simulation, build_pricer
 from edgefl.scenario import Scenario, ScenarioError
-from edgefl.sim import SimPyPricer
 from edgefl.sim.engine import RoundCost, reprice_rounds
 from edgefl.sweeps.jobs import check_options, run_jobs
 from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError, SweepPlan, SweepPoint
@@ -82,10 +80,8 @@ def repriced_rows(metrics: list[dict], costs: list[RoundCost]) -> list[dict]:
 def price_point(point: SweepPoint, trace, model) -> list[RoundCost]:
     """Re-price a training's trace for one channel point: the SimPy pricer a co-simulation of
     the point would use (same population, same seed), fed the recorded phases."""
-    s = point.scenario
-    population = build_population(s.network, s.devices, s.data.num_clients, model.train_flops_per_sample,
-                                  model.eval_flops_per_sample, s.run.seed)
-    return reprice_rounds(trace, SimPyPricer(network_params(s.network), population, s.run.seed))
+    _, _, pricer = build_pricer(point.scenario, model)  # a re-priced point runs on the SimPy engine (plan.pricing_mode)
+    return reprice_rounds(trace, pricer)
 
 
 def run_task(task: Task) -> list[list[dict]]:

@@ -1,26 +1,15 @@
-"""Scenario files: TOML (stdlib ``tomllib``), validated with pydantic.
-
-Every field is typed and bounded; unknown sections and keys are errors with a
-suggestion; each error names the file and the field path. ``--set key=value``
-overrides go through the same validation. Units are in the key names (``snr_db``,
-``bandwidth_mhz``, ``cpu_ghz``); SI units are used from the engine on.
-
-Relative paths in a file (``data.dir``) are relative to that file's folder; in
-``--set`` they are relative to the working directory.
+"""The scenario's sections ([run], [data], [model], [algorithm], [network], [devices], [control],
+[compression]): pydantic models, every field typed, bounded and described (docs/scenario.md is
+rendered from them, edgefl.scenario_doc). Validators check values, never read files: a file a key names
+(``data.dir``, ``devices.availability_trace``) is read once, when the run is built.
 """
 
 from __future__ import annotations
 
 import difflib
-import re
-import tomllib
-from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
-import tomli_w
-
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Discriminator,
     Field,
@@ -29,39 +18,26 @@ from pydantic import (
     PositiveInt,
     SerializeAsAny,
     StrictBool,
-    StrictFloat,
-    StrictInt,
-    StrictStr,
     Tag,
-    ValidationError,
     field_validator,
     model_validator,
 )
 
 import algorithms
 from channel import check_mcs_table, path_loss
-from edgefl.physical import read_availability_trace
+from edgefl import control, plugins
 from edgefl.data import DEFAULT_DATASET, DataParams
-from edgefl import control, plugins, shipped
+from edgefl.data import REGISTRY as DATA_REGISTRY
+from edgefl.data import registry as data_registry
 from edgefl.errors import UserError
-from edgefl.files import special_file
 from edgefl.models import fits_cnn
 from edgefl.numbers import NumbersOnly, bools_as_text
 from edgefl.target import parse_target
-from edgefl.data import REGISTRY as DATA_REGISTRY
-from edgefl.data import registry as data_registry
-from edgefl.data.registry import unknown_name_message
-
-
-class ScenarioError(ValueError):
-    """A user mistake in a scenario file or override. The CLI prints it and exits 2."""
 
 
 class Strict(NumbersOnly):
     model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
-
-NonNegativeFloat = Field(ge=0)
 
 # Finite, physically bounded quantities of the radio and device model (NaN and inf rejected).
 Seconds = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]  # up to ~11 days
@@ -187,14 +163,8 @@ class AlgorithmSection(NumbersOnly):
 
     @model_validator(mode="after")
     def _known_algorithm(self):
-        try:
-            plugins.check_algorithm_class(self.name, algorithms.get(self.name))
-        except KeyError as exc:
-            hint = difflib.get_close_matches(self.name, algorithms.names(), n=1)
-            message = exc.args[0]
-            if hint and message.startswith("unknown algorithm"):
-                message = message.replace(f"{self.name!r};", f"{self.name!r} (did you mean {hint[0]!r}?);", 1)
-            raise ValueError(message) from None
+        # algorithms.get: UnknownPlugin (a ValueError) naming what is wrong, with the nearest known name
+        plugins.check_algorithm_class(self.name, algorithms.get(self.name))
         for key, value in (self.model_extra or {}).items():
             if key in algorithms.REGISTRY or (":" in key and algorithms.is_algorithm(key)):  # a plug-in's table
                 if not isinstance(value, dict):
@@ -424,6 +394,14 @@ class DevicesSection(Strict):
         "Unset: tx_power_dbm - 30 dB.")
     classes: list[DeviceClass] = Field(default_factory=list, description="[[devices.classes]] tables.")
 
+    @field_validator("availability_trace")
+    @classmethod
+    def _a_path(cls, value):
+        """The value's shape only: the file is read once, when the run is built (edgefl.physical)."""
+        if value is not None and (not value.strip() or "\0" in value):
+            raise ValueError(f"expected the path of a CSV file (client,start_s,end_s), got {value!r}")
+        return value
+
     @model_validator(mode="after")
     def _shares(self):
         total = sum(c.share for c in self.classes)
@@ -453,62 +431,6 @@ class DevicesSection(Strict):
                              "availability_trace needs availability = \"trace\"")
         return self
 
-
-GridValue = Union[StrictBool, StrictInt, StrictFloat, StrictStr]
-
-
-def check_sweep_key(key: str, data_keys: list[str] | tuple[str, ...] = ()) -> None:
-    """Raise ValueError unless ``key`` ("section.key") is a scenario key a sweep may vary. ``data`` keys
-    may be any built-in data set's or one of ``data_keys`` (the keys of the scenario's own data set,
-    e.g. a plug-in's); each point is validated in full later."""
-    parts = key.split(".")
-    if len(parts) == 3 and parts[0] == "algorithm" and all(parts):  # an algorithm's own key
-        if not algorithms.is_algorithm(parts[1]):
-            raise ValueError(f"{key!r}: unknown algorithm {parts[1]!r}; known: {', '.join(algorithms.names())}")
-        own = list(algorithms.get(parts[1]).Params.model_fields)
-        if parts[2] not in own:
-            hint = difflib.get_close_matches(parts[2], own, n=1)
-            raise ValueError(f"{key!r}: not a key of {parts[1]}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
-        return
-    if len(parts) != 2 or not all(parts):
-        raise ValueError(f"{key!r}: expected section.key (or algorithm.<name>.key), e.g. network.snr_db")
-    section, name = parts
-    if section not in SECTION_MODELS:
-        hint = difflib.get_close_matches(section, list(SECTION_MODELS), n=1)
-        raise ValueError(f"{key!r}: unknown section {section!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
-    if key == "run.seed":
-        raise ValueError("'run.seed' is not a grid key: seeds are run.seed + 0..K-1 (sweep.seeds or --seeds K)")
-    if key == "devices.classes":
-        raise ValueError("'devices.classes' cannot be swept (sweep a device key instead, e.g. devices.cpu_ghz)")
-    known = list(SECTION_MODELS[section].model_fields)
-    if section == "data":
-        known = list(dict.fromkeys([*(k for cls in DATA_REGISTRY.values() for k in cls.model_fields), *data_keys]))
-    if section == "control":  # any controller's own keys
-        for controller_name in control.names():
-            known += list(control.get(controller_name).Params.model_fields)
-    if name not in known:
-        hint = difflib.get_close_matches(name, known, n=1)
-        raise ValueError(f"{key!r}: unknown key" + (f" (did you mean '{section}.{hint[0]}'?)" if hint else ""))
-
-
-class SweepSection(Strict):
-    """Grids for `edgefl sweep`: every combination of the grid values, each run with `seeds` seeds."""
-
-    seeds: PositiveInt = Field(1, le=1000, description="Seeds per grid point: run.seed + 0..seeds-1 (a sweep has at "
-                               "most 100,000 points: grid points x seeds).")
-    grid: dict[str, list[GridValue]] = Field(
-        default_factory=dict,
-        description='[sweep.grid] "section.key" = [values], e.g. "network.snr_db" = [0, 10, 20].')
-
-    @field_validator("grid")
-    @classmethod
-    def _grid_keys_and_values(cls, grid):
-        for key, values in grid.items():  # the keys: Scenario._consistent (data keys depend on data.name)
-            if not values:
-                raise ValueError(f"{key!r}: empty list of values")
-            if len({repr(v) for v in values}) != len(values):
-                raise ValueError(f"{key!r}: repeated values {values}")
-        return grid
 
 
 class ControlSection(NumbersOnly):
@@ -564,279 +486,10 @@ class CompressionSection(Strict):
         return self
 
 
-class Scenario(Strict):
-    run: RunSection = Field(default_factory=RunSection)
-    data: DataSection = Field(default_factory=DATA_REGISTRY[DEFAULT_DATASET])
-    model: ModelSection = Field(default_factory=ModelSection)
-    algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection)
-    network: NetworkSection = Field(default_factory=NetworkSection)
-    devices: DevicesSection = Field(default_factory=DevicesSection)
-    control: ControlSection = Field(default_factory=ControlSection)
-    compression: CompressionSection = Field(default_factory=CompressionSection)
-    sweep: "SweepSection" = Field(default_factory=lambda: SweepSection(), description="Grids for `edgefl sweep`.")
 
-    @model_validator(mode="after")
-    def _consistent(self):
-        moving = self.devices.speed_mps > 0 or any((c.speed_mps or 0) > 0 for c in self.devices.classes)
-        if moving and self.network.cell_radius_m is None:
-            raise ValueError("devices.speed_mps > 0 needs a cell: set network.cell_radius_m (a link budget)")
-        for key in self.sweep.grid:
-            try:
-                check_sweep_key(key, tuple(type(self.data).model_fields))
-            except ValueError as exc:
-                raise ValueError(f"sweep.grid: {exc}") from None
-        if self.algorithm.clients_per_round > self.data.num_clients:
-            raise ValueError(
-                f"algorithm.clients_per_round = {self.algorithm.clients_per_round} exceeds "
-                f"data.num_clients = {self.data.num_clients}"
-            )
-        if self.control.name != "static":
-            if self.run.engine != "simpy":
-                raise ValueError(f"control.name = {self.control.name!r} needs run.engine = \"simpy\" (it sets knobs "
-                                 "the ideal engine does not charge)")
-            self.control.controller_class().check_scenario(self)
-        if self.devices.availability_trace is not None:
-            read_availability_trace(self.devices.availability_trace, self.data.num_clients)  # errors name the line
-        layout = self.data.layout()
-        if layout is not None:
-            why = model_misfit(self.model.name, *layout)
-            if why:
-                raise ValueError(f"model.name = {self.model.name!r} does not fit data.name = {self.data.name!r}: {why}")
-        if algorithms.is_algorithm(self.algorithm.name) and self._own_keys_valid():
-            algorithms.get(self.algorithm.name).check_scenario(self)
-        if self.compression.name != "none" and algorithms.is_algorithm(self.algorithm.name):
-            why = getattr(algorithms.get(self.algorithm.name), "no_compression", None)
-            if why:
-                raise ValueError(f"compression.name = {self.compression.name!r} does not apply to "
-                                 f"{self.algorithm.name}: {why}")
-        return self
-
-    def _own_keys_valid(self) -> bool:
-        """Whether the selected algorithm's own keys validate (if not, scenario_from_dict reports them by name)."""
-        try:
-            self.algorithm.hyperparams()
-        except ValidationError:
-            return False
-        return True
-
-    def to_dict(self) -> dict:
-        """Plain dict (TOML-writable: no None, paths as strings)."""
-        return _drop_none(self.model_dump(mode="json"))
-
-
-def _drop_none(value):
-    if isinstance(value, dict):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_drop_none(v) for v in value]
-    return value
-
-
-# -- loading ---------------------------------------------------------------------------
 SECTION_MODELS = {  # data: the keys every data set has; each data set's own are in its class
     "run": RunSection, "data": DataParams, "model": ModelSection, "algorithm": AlgorithmSection,
     "network": NetworkSection, "devices": DevicesSection, "control": ControlSection,
     "compression": CompressionSection,
 }
 
-
-def _known_keys(parent: list[str], algorithm_name: str | None, data_name: str | None = None) -> list[str]:
-    """The keys allowed under ``parent`` (a field path), for suggestions."""
-    if not parent:
-        return list(Scenario.model_fields)
-    if parent == ["algorithm"]:
-        return [*AlgorithmSection.model_fields, *algorithms.names()]
-    if len(parent) == 2 and parent[0] == "algorithm" and algorithms.is_algorithm(parent[1]):
-        return list(algorithms.get(parent[1]).Params.model_fields)
-    if parent == ["data"]:
-        try:
-            return list(data_registry.get(data_name).model_fields)
-        except ValueError:
-            return list(DataParams.model_fields)
-    if parent[0] == "devices" and len(parent) == 3 and parent[1] == "classes":
-        return list(DeviceClass.model_fields)
-    if len(parent) == 1 and parent[0] in SECTION_MODELS:
-        return list(SECTION_MODELS[parent[0]].model_fields)
-    return []
-
-
-def _unknown_key_message(loc: list[str], algorithm_name: str | None, data_name: str | None) -> str:
-    known = _known_keys(loc[:-1], algorithm_name, data_name)
-    if loc[:-1] == ["data"]:  # a key of another data set?
-        owners = [name for name, cls in DATA_REGISTRY.items() if loc[-1] in cls.model_fields]
-        if owners:
-            return (f"not a key of data.name = {data_name!r} (it belongs to {', '.join(owners)}); "
-                    f"known: {', '.join(known)}")
-    hint = difflib.get_close_matches(loc[-1], known, n=1)
-    if hint:
-        return f"unknown {'section' if len(loc) == 1 else 'key'} (did you mean {hint[0]!r}?)"
-    return f"unknown {'section' if len(loc) == 1 else 'key'}" + (f"; known: {', '.join(known)}" if known else "")
-
-
-def format_validation_error(err: ValidationError, source: str, prefix: tuple[str, ...] = (),
-                            algorithm_name: str | None = None, data_name: str | None = None) -> str:
-    lines = []
-    for item in err.errors():
-        loc = [*prefix, *(str(p) for p in item["loc"])]
-        if len(loc) >= 2 and loc[0] == "data" and (loc[1] in DATA_REGISTRY or loc[1] == PLUGIN_DATA_TAG):
-            del loc[1]  # the tag of the data set's class, not a key
-        path = ".".join(loc) if loc else "(scenario)"
-        if item["type"] == "union_tag_invalid" and loc == ["data"]:
-            lines.append(f"{source}: data.name: {unknown_name_message(item['ctx']['tag'])}")
-        elif item["type"] == "extra_forbidden":
-            lines.append(f"{source}: {path}: {_unknown_key_message(loc, algorithm_name, data_name)}")
-        elif item["type"] == "missing":
-            where = f" for data.name = {data_name!r}" if loc[0] == "data" else ""
-            lines.append(f"{source}: {path} is required{where}")
-        else:
-            msg = item["msg"].removeprefix("Value error, ")
-            if "cannot import" in msg and "No module named" in msg:
-                msg += "; " + plugins.not_found_hint()
-            got = item.get("input")
-            shown = "" if isinstance(got, dict) or item["type"] == "value_error" else f" (got {got!r})"
-            names_key = msg.startswith(f"{path}.") or (not loc and msg.split(".")[0] in Scenario.model_fields)
-            where = "" if names_key else f"{path}: "  # the message names the key itself
-            lines.append(f"{source}: {where}{msg}{shown}")
-    return "\n".join(lines)
-
-
-def split_key(key: str) -> list[str]:
-    """``algorithm."pkg.mod:Class".mu`` -> ['algorithm', 'pkg.mod:Class', 'mu'] (TOML's dotted keys: a quoted
-    part may hold dots)."""
-    return [part.strip('"') for part in re.findall(r'"[^"]*"|[^.]+', key.strip()) if part.strip('"')]
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """``section.key=value`` -> (['section', 'key'], value). Values are TOML literals;
-    anything that is not one is taken as a string (``--set data.dir=/x``)."""
-    if "=" not in text:
-        raise ScenarioError(f"--set {text!r}: expected key=value, e.g. --set network.snr_db=10")
-    key, raw = text.split("=", 1)
-    path = split_key(key)
-    if not path:
-        raise ScenarioError(f"--set {text!r}: empty key")
-    try:
-        value = tomllib.loads(f"v = {raw.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw.strip()
-    except RecursionError:
-        raise ScenarioError(f"--set {key}=...: the value is nested too deeply (arrays thousands of levels deep)") from None
-    return path, value
-
-
-def flat_keys(obj, prefix: str = "") -> dict[str, Any]:
-    """A nested dict as {dotted key: value} (``{"run": {"seed": 0}}`` -> ``{"run.seed": 0}``)."""
-    if isinstance(obj, dict):
-        items: dict[str, Any] = {}
-        for key, value in obj.items():
-            items.update(flat_keys(value, f"{prefix}{key}."))
-        return items
-    return {prefix.rstrip("."): obj}
-
-
-def describe_differences(old: dict, new: dict, limit: int = 5) -> str:
-    """The dotted keys whose values differ between two nested dicts, ``key: old -> new`` (the first ``limit``)."""
-    a, b = flat_keys(old), flat_keys(new)
-    shown = lambda d, k: repr(d[k]) if k in d else "(unset)"  # noqa: E731
-    diffs = [f"{k}: {shown(a, k)} -> {shown(b, k)}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
-    return "; ".join(diffs[:limit]) + (f"; ... ({len(diffs) - limit} more)" if len(diffs) > limit else "")
-
-
-def format_override(key: str, value: Any) -> str:
-    """``key=value`` with the value as a TOML literal (the inverse of :func:`parse_override`)."""
-    return f"{key}={tomli_w.dumps({'v': value}).strip()[len('v = '):]}"
-
-
-def apply_overrides(raw: dict, overrides: list[str] | dict[str, Any]) -> dict:
-    """Set dotted keys: ``--set`` texts (``["network.snr_db=5"]``) or a dict (``{"network.snr_db": 5}``)."""
-    raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
-    if isinstance(overrides, dict):
-        items = [(split_key(str(key)), value, f"override {key!r}") for key, value in overrides.items()]
-    else:
-        items = [(*parse_override(text), f"--set {text!r}") for text in overrides]
-    for path, value, text in items:
-        if not path:
-            raise ScenarioError(f"{text}: empty key")
-        if len(path) == 2 and tuple(path) in (("data", "dir"), ("devices", "availability_trace")) and isinstance(value, str):
-            value = absolute_path(Path.cwd(), value, ".".join(path), text)
-        node = raw
-        for part in path[:-1]:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ScenarioError(f"{text}: {part!r} is not a section")
-            node = child
-        node[path[-1]] = value
-    return raw
-
-
-def absolute_path(base: Path, value: str, key: str, source) -> str:
-    """``value`` (a path in a scenario, relative to ``base``) made absolute, symbolic links followed."""
-    try:
-        return str((base / Path(value).expanduser()).resolve())
-    except (OSError, RuntimeError) as exc:  # a loop of symbolic links (RuntimeError before Python 3.13)
-        raise ScenarioError(f"{source}: {key} = {value!r}: cannot follow the path ({exc}); check its symbolic "
-                            "links") from None
-
-
-def read_toml(path: Path) -> dict:
-    special = special_file(path)  # before open(): a named pipe would block it
-    if special is not None and special != "a folder":
-        raise ScenarioError(f"{path}: is {special}, expected a .toml scenario file")
-    try:
-        with open(path, "rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such scenario file") from None
-    except IsADirectoryError:
-        raise ScenarioError(f"{path}: is a folder, expected a .toml scenario file") from None
-    except OSError as exc:  # permission denied, a loop of symbolic links, an I/O error
-        raise ScenarioError(f"{path}: cannot read the scenario file: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        start = exc.object[:2]
-        what = ("a gzip-compressed file: decompress it first" if start == b"\x1f\x8b" else
-                "UTF-16 text: save it as UTF-8" if start in (b"\xff\xfe", b"\xfe\xff") else
-                "save it as UTF-8 (in a comment too)")
-        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.object[exc.start]:#04x}); TOML files "
-                            f"are UTF-8: {what}") from None
-    except RecursionError:
-        raise ScenarioError(f"{path}: nested too deeply (arrays or tables thousands of levels deep)") from None
-
-
-def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
-    plugins.import_plugins(raw)  # the user's own code first: its faults are PluginErrors, not the scenario's
-    algorithm_section = raw.get("algorithm")
-    name = algorithm_section.get("name", "fedavg") if isinstance(algorithm_section, dict) else None
-    data_section = raw.get("data")
-    data_name = _data_name(data_section) if isinstance(data_section, dict) else None
-    try:
-        scenario = Scenario.model_validate(raw)
-    except ValidationError as exc:
-        raise ScenarioError(format_validation_error(exc, source, algorithm_name=name, data_name=data_name)) from None
-    for table in sorted({scenario.algorithm.name, *scenario.algorithm.tables()}):
-        try:
-            scenario.algorithm.hyperparams(table)  # every algorithm's own keys, used or not
-        except ValidationError as exc:
-            raise ScenarioError(format_validation_error(exc, source, ("algorithm", table), table)) from None
-    try:
-        scenario.control.params()  # the controller's own keys
-    except ValidationError as exc:
-        raise ScenarioError(format_validation_error(exc, source, ("control",))) from None
-    return scenario
-
-
-def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> Scenario:
-    """Read, override (``--set`` texts or a dict of dotted keys) and validate a scenario file (a path,
-    or the name of a scenario shipped with edgefl: :mod:`edgefl.shipped`). Raises ScenarioError."""
-    path = shipped.resolve(path)
-    raw = read_toml(path)
-    data = raw.get("data")
-    if isinstance(data, dict) and isinstance(data.get("dir"), str):
-        data["dir"] = absolute_path(path.parent, data["dir"], "data.dir", path)
-    devices = raw.get("devices")
-    if isinstance(devices, dict) and isinstance(devices.get("availability_trace"), str):
-        devices["availability_trace"] = absolute_path(path.parent, devices["availability_trace"],
-                                                      "devices.availability_trace", path)
-    raw = apply_overrides(raw, overrides or [])
-    return scenario_from_dict(raw, source=str(path))

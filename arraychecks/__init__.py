@@ -1,4 +1,8 @@
-"""Small helpers shared by the energy modules (private)."""
+"""Argument checks and result unwrapping shared by ``channel/`` and ``energy/``.
+
+Their one home: both packages import only numpy, scipy and this package (which imports only numpy),
+so the layering rule holds (docs/architecture.md).
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,82 @@
+"""Error messages of a scenario that does not validate: each names the file and the key, and
+suggests the nearest known key (did you mean ...?)."""
+
+from __future__ import annotations
+
+import difflib
+
+from pydantic import ValidationError
+
+import algorithms
+from edgefl import plugins
+from edgefl.data import DataParams
+from edgefl.data import REGISTRY as DATA_REGISTRY
+from edgefl.data import registry as data_registry
+from edgefl.data.registry import unknown_name_message
+from edgefl.scenario.schema import Scenario
+from edgefl.scenario.sections import PLUGIN_DATA_TAG, SECTION_MODELS, AlgorithmSection, DeviceClass
+
+
+class ScenarioError(ValueError):
+    """A user mistake in a scenario file or override. The CLI prints it and exits 2."""
+
+
+def _known_keys(parent: list[str], algorithm_name: str | None, data_name: str | None = None) -> list[str]:
+    """The keys allowed under ``parent`` (a field path), for suggestions."""
+    if not parent:
+        return list(Scenario.model_fields)
+    if parent == ["algorithm"]:
+        return [*AlgorithmSection.model_fields, *algorithms.names()]
+    if len(parent) == 2 and parent[0] == "algorithm" and algorithms.is_algorithm(parent[1]):
+        return list(algorithms.get(parent[1]).Params.model_fields)
+    if parent == ["data"]:
+        try:
+            return list(data_registry.get(data_name).model_fields)
+        except ValueError:
+            return list(DataParams.model_fields)
+    if parent[0] == "devices" and len(parent) == 3 and parent[1] == "classes":
+        return list(DeviceClass.model_fields)
+    if len(parent) == 1 and parent[0] in SECTION_MODELS:
+        return list(SECTION_MODELS[parent[0]].model_fields)
+    return []
+
+
+def _unknown_key_message(loc: list[str], algorithm_name: str | None, data_name: str | None) -> str:
+    known = _known_keys(loc[:-1], algorithm_name, data_name)
+    if loc[:-1] == ["data"]:  # a key of another data set?
+        owners = [name for name, cls in DATA_REGISTRY.items() if loc[-1] in cls.model_fields]
+        if owners:
+            return (f"not a key of data.name = {data_name!r} (it belongs to {', '.join(owners)}); "
+                    f"known: {', '.join(known)}")
+    hint = difflib.get_close_matches(loc[-1], known, n=1)
+    if hint:
+        return f"unknown {'section' if len(loc) == 1 else 'key'} (did you mean {hint[0]!r}?)"
+    return f"unknown {'section' if len(loc) == 1 else 'key'}" + (f"; known: {', '.join(known)}" if known else "")
+
+
+def format_validation_error(err: ValidationError, source: str, prefix: tuple[str, ...] = (),
+                            algorithm_name: str | None = None, data_name: str | None = None) -> str:
+    lines = []
+    for item in err.errors():
+        loc = [*prefix, *(str(p) for p in item["loc"])]
+        if len(loc) >= 2 and loc[0] == "data" and (loc[1] in DATA_REGISTRY or loc[1] == PLUGIN_DATA_TAG):
+            del loc[1]  # the tag of the data set's class, not a key
+        path = ".".join(loc) if loc else "(scenario)"
+        if item["type"] == "union_tag_invalid" and loc == ["data"]:
+            lines.append(f"{source}: data.name: {unknown_name_message(item['ctx']['tag'])}")
+        elif item["type"] == "extra_forbidden":
+            lines.append(f"{source}: {path}: {_unknown_key_message(loc, algorithm_name, data_name)}")
+        elif item["type"] == "missing":
+            where = f" for data.name = {data_name!r}" if loc[0] == "data" else ""
+            lines.append(f"{source}: {path} is required{where}")
+        else:
+            msg = item["msg"].removeprefix("Value error, ")
+            if "cannot import" in msg and "No module named" in msg:
+                msg += "; " + plugins.not_found_hint()
+            got = item.get("input")
+            shown = "" if isinstance(got, dict) or item["type"] == "value_error" else f" (got {got!r})"
+            names_key = msg.startswith(f"{path}.") or (not loc and msg.split(".")[0] in Scenario.model_fields)
+            where = "" if names_key else f"{path}: "  # the message names the key itself
+            lines.append(f"{source}: {where}{msg}{shown}")
+    return "\n".join(lines)
+

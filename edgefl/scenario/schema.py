@@ -1,0 +1,89 @@
+"""The whole scenario: its sections, and the checks that need more than one of them."""
+
+from __future__ import annotations
+
+from pydantic import Field, ValidationError, model_validator
+
+import algorithms
+from edgefl.data import DEFAULT_DATASET
+from edgefl.data import REGISTRY as DATA_REGISTRY
+from edgefl.scenario.sections import (
+    AlgorithmSection,
+    CompressionSection,
+    ControlSection,
+    DataSection,
+    DevicesSection,
+    ModelSection,
+    NetworkSection,
+    RunSection,
+    Strict,
+    model_misfit,
+)
+from edgefl.scenario.sweep_keys import SweepSection, check_sweep_key
+
+
+class Scenario(Strict):
+    run: RunSection = Field(default_factory=RunSection)
+    data: DataSection = Field(default_factory=DATA_REGISTRY[DEFAULT_DATASET])
+    model: ModelSection = Field(default_factory=ModelSection)
+    algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection)
+    network: NetworkSection = Field(default_factory=NetworkSection)
+    devices: DevicesSection = Field(default_factory=DevicesSection)
+    control: ControlSection = Field(default_factory=ControlSection)
+    compression: CompressionSection = Field(default_factory=CompressionSection)
+    sweep: SweepSection = Field(default_factory=SweepSection, description="Grids for `edgefl sweep`.")
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        moving = self.devices.speed_mps > 0 or any((c.speed_mps or 0) > 0 for c in self.devices.classes)
+        if moving and self.network.cell_radius_m is None:
+            raise ValueError("devices.speed_mps > 0 needs a cell: set network.cell_radius_m (a link budget)")
+        for key in self.sweep.grid:
+            try:
+                check_sweep_key(key, tuple(type(self.data).model_fields))
+            except ValueError as exc:
+                raise ValueError(f"sweep.grid: {exc}") from None
+        if self.algorithm.clients_per_round > self.data.num_clients:
+            raise ValueError(
+                f"algorithm.clients_per_round = {self.algorithm.clients_per_round} exceeds "
+                f"data.num_clients = {self.data.num_clients}"
+            )
+        if self.control.name != "static":
+            if self.run.engine != "simpy":
+                raise ValueError(f"control.name = {self.control.name!r} needs run.engine = \"simpy\" (it sets knobs "
+                                 "the ideal engine does not charge)")
+            self.control.controller_class().check_scenario(self)
+        layout = self.data.layout()
+        if layout is not None:
+            why = model_misfit(self.model.name, *layout)
+            if why:
+                raise ValueError(f"model.name = {self.model.name!r} does not fit data.name = {self.data.name!r}: {why}")
+        if algorithms.is_algorithm(self.algorithm.name) and self._own_keys_valid():
+            algorithms.get(self.algorithm.name).check_scenario(self)
+        if self.compression.name != "none" and algorithms.is_algorithm(self.algorithm.name):
+            why = getattr(algorithms.get(self.algorithm.name), "no_compression", None)
+            if why:
+                raise ValueError(f"compression.name = {self.compression.name!r} does not apply to "
+                                 f"{self.algorithm.name}: {why}")
+        return self
+
+    def _own_keys_valid(self) -> bool:
+        """Whether the selected algorithm's own keys validate (if not, scenario_from_dict reports them by name)."""
+        try:
+            self.algorithm.hyperparams()
+        except ValidationError:
+            return False
+        return True
+
+    def to_dict(self) -> dict:
+        """Plain dict (TOML-writable: no None, paths as strings)."""
+        return _drop_none(self.model_dump(mode="json"))
+
+
+def _drop_none(value):
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
