@@ -181,6 +181,40 @@ def test_deadline_fit_runs_what_fits_instead_of_being_cut():
         assert e.end_s <= math.ceil(e.end_s / 0.9) * 0.9 + 1e-9
 
 
+def test_deadline_fit_plans_a_promotion_only_for_an_idle_radio():
+    """A message asked for in the radio's tail pays no promotion (docs/model.md section 8): with a 0.3 s promotion
+    and a 0.4 s deadline, planning one before every message fitted nobody (issue 19's re-run of docs/control.md).
+    The first round starts with every radio idle (one promotion each: little fits); from the second the radios are still in
+    their 20 s tails, no promotion is planned, and τ = 6 steps of 20 ms fit in each phase."""
+    s = scenario(control={"name": "deadline_fit", "margin": 0.95}, local_steps=6, rounds=3, num_clients=4, m=4,
+                 network={"deadline_s": 0.4, "access": "dedicated", "distance_m": 100.0, "access_latency_s": 0.3},
+                 devices={"cycles_per_sample": 2.5e6, "cpu_ghz": 1.0, "tail_s": 20.0, "tail_power_w": 1.0})
+    result = run(s, record=True)
+    promotions = [e for e in result.events if e.kind == "promotion"]
+    assert len(promotions) == 4 and {e.round for e in promotions} == {0}  # before each device's first message
+    later = [e for e in events_of(result, "compute") if e.round > 0]
+    assert later and all(round(e.cycles / (8 * 2.5e6)) == 6 for e in later)  # all of τ fits without promotions
+    assert sum(r["uploads_missed"] for r in result.metrics) == 0
+
+
+def test_promotion_estimate_by_hand():
+    from types import SimpleNamespace
+
+    from edgefl.control.base import Observation
+    from edgefl.control.estimate import promotion_s
+
+    ctx = SimpleNamespace(num_clients=3, network=SimpleNamespace(access_latency_s=0.25, deadline_s=1.0),
+                          devices=SimpleNamespace(tail_s=np.array([5.0, 5.0, 0.5])))
+    obs = Observation(round=0, now_s=10.0, online=np.ones(3, bool), uplink_snr_per_w=np.ones(3),
+                      noise_scales_with_band=np.zeros(3, bool), downlink_rate_bps=np.ones(3), battery_j=None,
+                      energy_j=np.zeros(3), history=[], work=None,
+                      radio_connected_until_s=np.array([12.0, -np.inf, 10.2]))
+    # in its tail: none; idle: the first message only (the 5 s tail covers the phase); a 0.5 s tail < the 1 s
+    # deadline: every later message may need one
+    assert promotion_s(ctx, obs, np.array([2.0, 2.0, 3.0])).tolist() == [0.0, 0.25, 0.5]
+    assert promotion_s(ctx, obs, np.array([0.0, 0.0, 0.0])).tolist() == [0.0, 0.0, 0.0]
+
+
 # -- adaptive_tau ------------------------------------------------------------------------------------
 def test_adaptive_tau_explores_then_commits_within_its_bounds():
     s = scenario(control={"name": "adaptive_tau", "tau_min": 2, "tau_max": 8, "tau_step": 2, "tau_first": 4,

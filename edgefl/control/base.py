@@ -84,6 +84,10 @@ class Observation:
     history: list[dict]  # metrics.csv rows of the rounds so far (loss, accuracy, energy, ...)
     work: "Work"  # each device's work in its last phase (what a round asks of it)
     cpu_hz: np.ndarray | None = None  # the knobs of the previous allocation (None: nominal)
+    # When each device's radio tail runs out (s of simulated time; -inf: its radio is idle): a message asked for
+    # before then needs no promotion (docs/model.md section 8; the base station knows each device's RRC state).
+    # None: no tails.
+    radio_connected_until_s: np.ndarray | None = None
 
 
 @dataclass

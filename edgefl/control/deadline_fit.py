@@ -5,11 +5,12 @@ steps and the deadline cuts the slow ones: their work and upload are lost, their
 Here the server plans each device's step budget from what it knows at the start of the round
 (the mean channel, the device's CPU, the work of its last phase; Observation):
 
-    t_comm,i = D_i / r_down,i + S_i / r_up,i + M_i · t_access          (s)
+    t_comm,i = D_i / r_down,i + S_i / r_up,i + P_i · t_access          (s)
     t_step,i = B · c_i / f_i                                            (s; B samples of c_i cycles)
     τ_i      = min(τ, floor((margin · T − t_comm,i − t_other,i) / t_step,i))
 
-D_i, S_i: bits down and up; M_i messages; r_up,i the rate over the uplink share a device gets when
+D_i, S_i: bits down and up; P_i the promotions its M_i messages need (none for a message asked for
+in the radio's tail: estimate.promotion_s); r_up,i the rate over the uplink share a device gets when
 the m selected devices share the band equally (FDMA or TDMA; the whole band when dedicated), at the
 device's nominal power; t_other,i the phase's other compute (evaluations). A device that fits fewer
 than ``min_steps`` is not sampled this round (it would only spend energy). Stragglers and fading are
@@ -22,7 +23,7 @@ import numpy as np
 from pydantic import Field
 
 from edgefl.control.base import ControlParams, Controller, Observation, RoundPlan
-from edgefl.control.estimate import download_s, equal_share, uplink_rate_bps
+from edgefl.control.estimate import download_s, equal_share, promotion_s, uplink_rate_bps
 
 
 class DeadlineFit(Controller):
@@ -48,7 +49,7 @@ class DeadlineFit(Controller):
         with np.errstate(divide="ignore"):
             up_s = work.upload_bits / uplink_rate_bps(ctx, obs, limits.tx_power_w_max, equal_share(ctx))
             comm_s = (download_s(ctx, obs, work.download_bits, ctx.clients_per_round) + up_s
-                      + work.messages * net.access_latency_s)
+                      + promotion_s(ctx, obs, work.messages))
         budget_s = self.params.margin * net.deadline_s - comm_s - other_s
         steps = np.clip(np.floor(np.maximum(budget_s, 0.0) / step_s), 0, ctx.local_steps)
         steps = np.where(np.isfinite(steps), steps, 0.0)

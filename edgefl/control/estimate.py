@@ -37,3 +37,23 @@ def download_s(ctx: ControlContext, obs: Observation, download_bits: np.ndarray,
         rate = np.full_like(rate, rate.min())
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(download_bits > 0, download_bits / rate, 0.0)
+
+
+def promotion_s(ctx: ControlContext, obs: Observation, messages: np.ndarray) -> np.ndarray:
+    """The access latency (s) each device is expected to wait in a phase of ``messages`` [N] messages
+    (docs/model.md section 8): a promotion, ``network.access_latency_s``, before a message asked for while
+    its radio is idle. The first message needs one unless the device's radio is still in its tail now
+    (:attr:`Observation.radio_connected_until_s`); each later one unless the tail lasts at least the
+    deadline (the gap between two messages of a phase is shorter than the phase). Without a deadline
+    every later message is counted (an upper bound)."""
+    latency_s = ctx.network.access_latency_s
+    if latency_s == 0:
+        return np.zeros(ctx.num_clients)
+    connected = (np.zeros(ctx.num_clients, dtype=bool) if obs.radio_connected_until_s is None
+                 else obs.radio_connected_until_s > obs.now_s)
+    deadline_s = ctx.network.deadline_s
+    tail_covers_gaps = (np.zeros(ctx.num_clients, dtype=bool) if deadline_s is None
+                        else ctx.devices.tail_s >= deadline_s)
+    first = np.where(connected, 0.0, 1.0)
+    later = np.where(tail_covers_gaps, 0.0, np.maximum(messages - 1.0, 0.0))
+    return np.where(messages > 0, first + later, 0.0) * latency_s

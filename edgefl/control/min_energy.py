@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import Field
 
 from edgefl.control.base import Allocation, ControlParams, Controller, Observation, Work
-from edgefl.control.estimate import download_s
+from edgefl.control.estimate import download_s, promotion_s
 from edgefl.control.energy_solver import RateModel, RoundProblem, solve_min_energy
 
 
@@ -46,7 +46,7 @@ class MinEnergy(Controller):
         c = work.clients
         receivers = int(np.count_nonzero(work.download_bits[c]))
         budget_s = (self.params.margin * net.deadline_s - download_s(ctx, obs, work.download_bits, receivers)[c]
-                    - work.messages[c] * net.access_latency_s)
+                    - promotion_s(ctx, obs, work.messages)[c])
         rate_model = RateModel(bandwidth_hz=net.bandwidth_hz, rate=net.rate, efficiency=net.efficiency,
                                snr_gap_db=net.snr_gap_db, max_spectral_efficiency=net.max_spectral_efficiency,
                                mcs_snr_db=net.mcs_snr_db, mcs_efficiency=net.mcs_efficiency,

@@ -65,7 +65,8 @@ class Observer:
         return Observation(
             round=round_, now_s=pricer.now, online=np.ones(n, dtype=bool) if online is None else online.copy(),
             uplink_snr_per_w=snr_per_w * factor, noise_scales_with_band=scales, downlink_rate_bps=down_bps * factor,
-            battery_j=levels, energy_j=pricer.ledger.client_totals(), history=self.history, work=self.last_work)
+            battery_j=levels, energy_j=pricer.ledger.client_totals(), history=self.history, work=self.last_work,
+            radio_connected_until_s=pricer.radio_connected_until_s())
 
     def remember(self, work: Work) -> None:
         """A phase's work: devices that trained in it keep it as their 'last work'."""

@@ -466,6 +466,14 @@ class SimPyPricer:
     # idle --(a message: promotion, network.access_latency_s at promotion_power_w)--> connected (transfer)
     # --(transfer ends)--> tail (tail_s at tail_power_w) --(tail_s without a transfer)--> idle;
     # a transfer asked for in the tail needs no promotion, and the tail ends when it starts (docs/model.md §8).
+    def radio_connected_until_s(self) -> np.ndarray:
+        """When each device's radio tail runs out (s; -inf: its radio is idle): a message asked for before then
+        needs no promotion. What a base station knows of its devices' RRC states; changes nothing."""
+        until = np.full(self.pop.num_clients, -np.inf)
+        for client, tail in self._tails.items():
+            until[client] = tail[0] + self._tail_s[client]
+        return until
+
     def _radio_connected(self, client: int, now: float) -> bool:
         """Whether the client's radio is still connected (in the tail of its last transfer) at ``now``; a tail
         that ran out before is charged in full."""
