@@ -41,6 +41,7 @@ from edgefl.sim.booking import (
     CAT_UPLINK_TAIL,
     LogRow,
     book,
+    new_row,
 )
 from edgefl.sim.component import HOOKS, Component, overriding
 from edgefl.sim.components import Knobs, default_components
@@ -118,6 +119,8 @@ class SimPyPricer:
         self.components.append(component)
         component.attach(self)
         self._hooks = {hook: overriding(self.components, hook) for hook in HOOKS}
+        self._may_start, self._on_upload = self._hooks["chain_may_start"], self._hooks["upload_arrived"]
+        self._on_compute_start, self._on_compute_end = self._hooks["compute_start"], self._hooks["compute_end"]
         self.before_step = self._user_wait
 
     @property
@@ -340,8 +343,8 @@ class SimPyPricer:
         """One client's chain: its steps one after another; the chain ends at its first step that does not
         complete (a lost message, or an interrupt: deadline, offline, failure, battery, stopped), and the
         steps after it are neither run nor logged."""
-        env, radio = self.env, self.radio
-        for may_start in self._hooks["chain_may_start"]:
+        env, radio, cpu_hz, knob_hz, tx_power_w = self.env, self.radio, self._cpu_hz, self._knob_hz, self._tx_power_w
+        for may_start in self._may_start:
             skipped = skipped or not may_start(client)
         if skipped:
             completed[client] = False  # failed earlier in this round, empty, or offline: does nothing
@@ -355,16 +358,42 @@ class SimPyPricer:
             try:
                 for wait in before_step:
                     yield from wait(client, step)
-                if kind == COMPUTE:
+                if kind == COMPUTE:  # its cycles at the CPU's speed, re-timed when the frequency changes (set_cpu_hz)
                     radio.log_wait(log, client, doing[1], env.now)
-                    yield from self._compute(client, step, log, doing)
+                    hz, planned_hz = cpu_hz[client], knob_hz[client]
+                    if hz == planned_hz:  # as planned (a straggler computes slower than its clock)
+                        speed, seconds = step.cycles_per_s or hz, step.duration_s
+                    else:  # the CPU runs at another frequency than the plan's (a component set it)
+                        speed = (step.cycles_per_s or planned_hz) * hz / planned_hz
+                        seconds = step.cycles / speed
+                    doing[:] = [WORK, env.now, speed, hz]  # the segment running: since, cycles per s, Hz
+                    left = step.cycles
+                    self._computing[client] = env.active_process
+                    for hook in self._on_compute_start:
+                        hook(client)
+                    while True:
+                        try:
+                            yield env.timeout(seconds)
+                            break
+                        except simpy.Interrupt as change:
+                            if change.cause is not _RETIME:
+                                del self._computing[client]
+                                for hook in self._on_compute_end:
+                                    hook(client)
+                                raise
+                            left, seconds = self._retime(client, activity.label, left, log, doing)
+                    del self._computing[client]
+                    for hook in self._on_compute_end:
+                        hook(client)
+                    log.append(new_row((client, "compute", activity.label, doing[1], env.now, 0.0, CAT_COMPUTE, left,
+                                        left, "ok", doing[3], 0.0)))
                     continue
                 if not radio.connected(client, env.now) and latency_s > 0:  # idle radio: promotion first
                     radio.log_wait(log, client, doing[1], env.now)
                     doing[:] = [PROMOTION, env.now]
                     yield env.timeout(latency_s)
-                    log.append(LogRow(client, "promotion", activity.label, doing[1], env.now, 0.0,
-                                      _PROMOTION_CODE[kind], latency_s, 0.0, "ok"))
+                    log.append(new_row((client, "promotion", activity.label, doing[1], env.now, 0.0,
+                                        _PROMOTION_CODE[kind], latency_s, 0.0, "ok", 0.0, 0.0)))
                     doing[:] = [WAIT, env.now]
                 if kind == DOWNLOAD:
                     radio.start_transfer(log, client, doing)
@@ -372,14 +401,14 @@ class SimPyPricer:
                     lost = step.lost
                 else:
                     lost = yield from self._upload(client, step, log, doing)
-                log.append(LogRow(client, activity.kind, activity.label, doing[1], env.now, step.bits, _CATEGORY[kind],
-                                  env.now - doing[1], 0.0, "lost" if lost else "ok", 0.0, self._tx_power_w[client]))
+                log.append(new_row((client, activity.kind, activity.label, doing[1], env.now, step.bits, _CATEGORY[kind],
+                                    env.now - doing[1], 0.0, "lost" if lost else "ok", 0.0, tx_power_w[client])))
                 radio.transfer_ended(client, _TAIL_CODE[kind], activity.label)
                 if lost:  # the chain ends here: what follows would be wasted (docs/model.md §6)
                     ok = False
                     break
                 if kind == UPLOAD:
-                    for hook in self._hooks["upload_arrived"]:
+                    for hook in self._on_upload:
                         hook(client)
             except simpy.Interrupt as stop:  # the deadline, the device going offline, failing, empty, or stopped
                 ok = False
@@ -401,43 +430,17 @@ class SimPyPricer:
                 break
         completed[client] = ok
 
-    def _compute(self, client: int, step: Step, log: list, doing: list):
-        """A computation: its cycles at the CPU's speed, re-timed whenever the CPU's frequency changes
-        (:meth:`set_cpu_hz`); one log row per segment, each at the frequency it ran at. ``doing`` holds
-        [WORK, since, cycles per s, Hz] of the segment running."""
-        env = self.env
-        hz, planned_hz = self._cpu_hz[client], self._knob_hz[client]
-        left = step.cycles
-        if hz == planned_hz:  # as planned (a straggler computes slower than its clock)
-            speed, seconds = step.cycles_per_s or hz, step.duration_s
-        else:  # the CPU runs at another frequency than the plan's (a component set it)
-            speed = (step.cycles_per_s or planned_hz) * hz / planned_hz
-            seconds = left / speed
-        doing[:] = [WORK, env.now, speed, hz]
-        self._computing[client] = env.active_process
-        for hook in self._hooks["compute_start"]:
-            hook(client)
-        try:
-            while True:
-                try:
-                    yield env.timeout(seconds)
-                    break
-                except simpy.Interrupt as change:
-                    if change.cause is not _RETIME:
-                        raise
-                    since = doing[1]
-                    if env.now > since:
-                        done = (env.now - since) * speed
-                        log.append(LogRow(client, "compute", step.activity.label, since, env.now, 0.0, CAT_COMPUTE,
-                                          done, done, "ok", hz))
-                        left -= done
-                    new_hz = self._cpu_hz[client]
-                    speed, hz = speed * new_hz / hz, new_hz
-                    seconds = max(left, 0.0) / speed
-                    doing[:] = [WORK, env.now, speed, hz]
-        finally:
-            del self._computing[client]
-            for hook in self._hooks["compute_end"]:
-                hook(client)
-        log.append(LogRow(client, "compute", step.activity.label, doing[1], env.now, 0.0, CAT_COMPUTE, left, left,
-                          "ok", hz))
+    def _retime(self, client: int, label: str, cycles: float, log: list, doing: list) -> tuple[float, float]:
+        """The CPU's frequency changed in the middle of a computation: log the segment so far at the
+        frequency it ran at, and return the cycles left and their time at the new speed (``doing``:
+        [WORK, since, cycles per s, Hz] of the segment running, updated)."""
+        now = self.env.now
+        _, since, speed, hz = doing
+        if now > since:
+            done = (now - since) * speed
+            log.append(LogRow(client, "compute", label, since, now, 0.0, CAT_COMPUTE, done, done, "ok", hz))
+            cycles -= done
+        new_hz = self._cpu_hz[client]
+        speed = speed * new_hz / hz
+        doing[:] = [WORK, now, speed, new_hz]
+        return cycles, max(cycles, 0.0) / speed

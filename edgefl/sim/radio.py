@@ -8,7 +8,7 @@ A wait inside a chain is idle time, except the part inside the radio's tail, whi
 
 from __future__ import annotations
 
-from edgefl.sim.booking import CAT_IDLE, LogRow
+from edgefl.sim.booking import CAT_IDLE, LogRow, new_row
 from edgefl.sim.component import Component
 
 # What a client is doing within a step (for what an interrupt cuts): waiting, its radio promoting, working.
@@ -24,6 +24,10 @@ class RadioStates(Component):
         # the end of every round (round_end).
         self._tails: dict[int, list] = {}
         self._at = (0, 0)  # the round and phase being priced (or the last priced): where tails are logged
+
+    def attach(self, core) -> None:
+        super().attach(core)
+        self.env = core.env
 
     def phase_start(self, phase, clients, plans) -> set[int]:
         self._at = (phase.round, phase.phase)
@@ -44,7 +48,7 @@ class RadioStates(Component):
     def start_transfer(self, log: list, client: int, doing: list) -> None:
         """A transfer starts now: the wait before it is logged (idle where no tail covers it), the radio's tail
         ends (charged until now, at most tail_s)."""
-        now = self.core.env.now
+        now = self.env.now
         if doing[0] == WAIT:
             self.log_wait(log, client, doing[1], now)
         if client in self._tails:
@@ -54,7 +58,7 @@ class RadioStates(Component):
     def transfer_ended(self, client: int, code: int, label: str) -> None:
         """A transfer ended now: the radio's tail starts (no tail if ``tail_s`` is 0: the radio is idle)."""
         if self._tail_s[client] > 0:
-            now = self.core.env.now
+            now = self.env.now
             self._tails[client] = [now, now, code, label]
 
     def _charge_tail(self, client: int, until: float) -> None:
@@ -75,7 +79,7 @@ class RadioStates(Component):
     def expire_tails(self) -> None:
         """Charge in full every tail that has run out by now (called at the start of every phase and wherever
         batteries are read: journaled calls only, so a replayed pricer books the same rows in the same order)."""
-        now = self.core.env.now
+        now = self.env.now
         tail_s = self._tail_s
         for client in [c for c, tail in self._tails.items() if tail[0] + tail_s[c] <= now]:
             self._end_tail(client, None)
@@ -86,7 +90,7 @@ class RadioStates(Component):
         self._at = (round_, self._at[1] if self._at[0] == round_ else 0)
         self.expire_tails()
         for client in self._tails:
-            self._charge_tail(client, self.core.env.now)
+            self._charge_tail(client, self.env.now)
 
     def run_end(self) -> None:
         """The run ends: every radio tail still running is charged in full (it runs out after the last
@@ -101,4 +105,4 @@ class RadioStates(Component):
         if tail is not None:
             start = max(start, tail[0] + self._tail_s[client])
         if end - start > 1e-12 and self._idle_power_w[client] > 0:
-            log.append(LogRow(client, "idle", "wait", start, end, 0.0, CAT_IDLE, end - start, 0.0, "ok"))
+            log.append(new_row((client, "idle", "wait", start, end, 0.0, CAT_IDLE, end - start, 0.0, "ok", 0.0, 0.0)))
