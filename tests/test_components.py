@@ -128,3 +128,37 @@ def test_the_core_calls_only_the_hooks_a_component_overrides_in_component_order(
     assert calls == [("a", "phase_start", 0), ("b", "phase_start", 0), ("a", "round_end", 0), ("b", "round_end", 0)]
     assert completed == {0: True, 1: True, 2: True, 3: False}  # b's phase_start: client 3 does nothing
     assert pricer.online_clients(N) is None  # no component restricts who takes part
+
+
+class SlowLink(Component):
+    """Halves client 0's uplink rate at ``at_s``."""
+
+    def __init__(self, at_s: float):
+        self.at_s = at_s
+
+    def attach(self, core) -> None:
+        super().attach(core)
+        core.env.process(self._fade())
+
+    def _fade(self):
+        yield self.core.env.timeout(self.at_s)
+        self.core.set_uplink_rate_factor(0, 0.5)
+
+
+@pytest.mark.parametrize("access", ["dedicated", "tdma", "fdma"])
+def test_an_uplink_rate_halved_mid_upload_re_times_the_rest(access):
+    network, population = world()
+    network = replace(network, access=access)
+    chains = {0: [Activity("upload", "upload", bits=1e6)]}
+    plain = SimPyPricer(network, population, 0)
+    plain.price_phase(PhaseRecord(0, 0, chains))
+    (ref,) = plain.events
+    airtime = ref.end_s - ref.start_s
+    slow = SimPyPricer(network, population, 0, components=[*default_components(network, population, 0),
+                                                           SlowLink(airtime / 4)])
+    slow.price_phase(PhaseRecord(0, 0, chains))
+    (row,) = slow.events
+    # a quarter at the planned rate, the three quarters left at half of it
+    assert row.end_s - row.start_s == pytest.approx(airtime / 4 + 2 * 3 * airtime / 4, rel=1e-12)
+    assert row.energy_j == pytest.approx(ref.energy_j * 1.75 / 1.0, rel=1e-12)  # its airtime at its transmit power
+    assert row.status == "ok" and row.bits == ref.bits

@@ -6,6 +6,10 @@ client's, and returns whether the message was lost.
 - fdma: processor sharing of one band (:class:`~edgefl.sim.band.SharedBand`, re-planned when an
   upload starts or ends).
 - tdma: one channel (a ``simpy.Resource`` of capacity 1), first come first served.
+
+A component can scale a client's uplink rate while it sends (:meth:`rate_changed`, through
+``core.set_uplink_rate_factor``): a timed upload's airtime left is re-timed (left · old / new), an
+FDMA flow's rates are scaled and the band re-planned. Its energy is its airtime at its transmit power.
 """
 
 from __future__ import annotations
@@ -16,15 +20,48 @@ from edgefl.sim.band import SharedBand
 from edgefl.sim.physics import Step
 
 
+RETIME = object()  # the interrupt cause of a rate change in the middle of an activity
+
+
 class DedicatedUplink:
     def __init__(self, env: simpy.Environment, radio, coherence_s: float | None = None):
         self.env, self.radio = env, radio
+        self.rate_factor: dict[int, float] = {}  # client -> its uplink rate / the planned one (absent: 1)
+        self._sending: dict[int, simpy.Process] = {}  # client -> its process, while a timed upload is on the air
 
     def send(self, client: int, step: Step, log: list, doing: list):
         """Dedicated band: the upload (all its attempts) takes its airtime."""
         self.radio.start_transfer(log, client, doing)
-        yield self.env.timeout(step.duration_s)
+        yield from self._on_air(client, step.duration_s)
         return step.lost
+
+    def _on_air(self, client: int, seconds: float):
+        """A timed transmission's airtime, re-timed when a component scales the client's rate meanwhile."""
+        factor = self.rate_factor.get(client, 1.0)
+        if factor != 1.0:
+            seconds /= factor
+        self._sending[client] = self.env.active_process
+        try:
+            while True:
+                start = self.env.now
+                try:
+                    yield self.env.timeout(seconds)
+                    return
+                except simpy.Interrupt as change:
+                    if change.cause is not RETIME:
+                        raise
+                    new = self.rate_factor.get(client, 1.0)
+                    seconds = (seconds - (self.env.now - start)) * factor / new
+                    factor = new
+        finally:
+            del self._sending[client]
+
+    def rate_changed(self, client: int, factor: float) -> None:
+        """The client's uplink rate is ``factor`` times the planned one from now on."""
+        self.rate_factor[client] = factor
+        proc = self._sending.get(client)
+        if proc is not None and proc.is_alive:
+            proc.interrupt(RETIME)
 
 
 class TdmaUplink(DedicatedUplink):
@@ -38,7 +75,7 @@ class TdmaUplink(DedicatedUplink):
         with self.channel.request() as slot:
             yield slot
             self.radio.start_transfer(log, client, doing)
-            yield self.env.timeout(step.duration_s)
+            yield from self._on_air(client, step.duration_s)
         return step.lost
 
 
@@ -53,7 +90,7 @@ class FdmaUplink(DedicatedUplink):
         starts."""
         self.radio.start_transfer(log, client, doing)
         if step.rates_bps is None:  # a band share of its own (a controller's allocation): timed
-            yield self.env.timeout(step.duration_s)
+            yield from self._on_air(client, step.duration_s)
             return step.lost
         if step.fdma_attempts is None:  # one attempt that gets through
             yield from self._flow(client, step.bits, step.rates_bps, step.block_rates)
@@ -65,8 +102,12 @@ class FdmaUplink(DedicatedUplink):
                 return False
         return True
 
+    def rate_changed(self, client: int, factor: float) -> None:
+        super().rate_changed(client, factor)
+        self.band.rescale(client, factor)
+
     def _flow(self, client: int, bits: float, rates_bps: list[float], block_rates=None):
-        flow = self.band.transmit(client, bits, rates_bps, block_rates)
+        flow = self.band.transmit(client, bits, rates_bps, block_rates, self.rate_factor.get(client, 1.0))
         try:
             yield flow.done
         except simpy.Interrupt:

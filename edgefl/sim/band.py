@@ -15,10 +15,11 @@ import simpy
 
 
 class Flow:
-    __slots__ = ("client", "remaining_bits", "rates_bps", "rate_bps", "done", "block_rates", "block", "block_end")
+    __slots__ = ("client", "remaining_bits", "rates_bps", "rate_bps", "done", "block_rates", "block", "block_end",
+                 "scale")
 
     def __init__(self, client: int, bits: float, rates_bps: list[float], done: simpy.Event,
-                 block_rates=None, block_end: float = math.inf):
+                 block_rates=None, block_end: float = math.inf, scale: float = 1.0):
         self.client = client
         self.remaining_bits = bits
         self.rates_bps = rates_bps  # rate with n sharers at rates_bps[n - 1]
@@ -26,6 +27,7 @@ class Flow:
         self.done = done  # succeeds when the last bit is through
         self.block_rates = block_rates  # block fading: rates of block k (None: one draw)
         self.block, self.block_end = 0, block_end
+        self.scale = scale  # its rates x scale (a component changed the link's rate: Flow's rate_factor)
 
 
 class SharedBand:
@@ -36,12 +38,13 @@ class SharedBand:
         self._last = env.now
         self._version = 0
 
-    def transmit(self, client: int, bits: float, rates_bps: list[float], block_rates=None) -> Flow:
+    def transmit(self, client: int, bits: float, rates_bps: list[float], block_rates=None, scale: float = 1.0) -> Flow:
         """Start an upload; ``flow.done`` succeeds when its last bit is through. With
-        ``block_rates`` (block fading), its rates change every ``coherence_s`` seconds."""
+        ``block_rates`` (block fading), its rates change every ``coherence_s`` seconds; ``scale``: its
+        rates times this (a component changed the link's rate)."""
         self._advance()
         block_end = math.inf if block_rates is None else self.env.now + self.coherence_s
-        flow = Flow(client, float(bits), rates_bps, self.env.event(), block_rates, block_end)
+        flow = Flow(client, float(bits), rates_bps, self.env.event(), block_rates, block_end, scale)
         self.flows.append(flow)
         self._reschedule()
         return flow
@@ -51,6 +54,15 @@ class SharedBand:
         if flow in self.flows:
             self._advance()
             self.flows.remove(flow)
+            self._reschedule()
+
+    def rescale(self, client: int, scale: float) -> None:
+        """The client's uploads in progress send at ``scale`` times their rates from now on: re-planned."""
+        flows = [flow for flow in self.flows if flow.client == client]
+        if flows:
+            self._advance()
+            for flow in flows:
+                flow.scale = scale
             self._reschedule()
 
     def _advance(self) -> None:
@@ -69,7 +81,7 @@ class SharedBand:
         wait = float("inf")
         now = self.env.now
         for flow in flows:
-            flow.rate_bps = rate = flow.rates_bps[n - 1]
+            flow.rate_bps = rate = flow.rates_bps[n - 1] if flow.scale == 1.0 else flow.rates_bps[n - 1] * flow.scale
             remaining = flow.remaining_bits
             t = (remaining if remaining > 0.0 else 0.0) / rate if rate > 0 else math.inf  # outage block: waits
             if flow.block_end - now < t:  # its block ends first: re-plan then

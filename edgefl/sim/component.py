@@ -39,7 +39,8 @@ the calls it received: draw random numbers only from a stream seeded from the pr
 Rates while an activity runs: ``core.set_cpu_hz(client, hz)`` changes a device's CPU frequency at
 once, also in the middle of a computation (the rest is re-timed; each segment is charged at its own
 frequency), ``core.cpu_hz_of(client)`` reads it and ``core.knob_cpu_hz(client)`` the frequency the scenario
-or the controller set.
+or the controller set. ``core.set_uplink_rate_factor(client, factor)`` scales a client's uplink rate from
+now on, also in the middle of an upload (its airtime left is re-timed; FDMA: the band re-planned).
 """
 
 from __future__ import annotations

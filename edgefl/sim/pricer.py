@@ -30,6 +30,7 @@ import simpy
 
 from edgefl.physical import NetworkParams, Population
 from edgefl.sim.activities import Event, PhaseRecord
+from edgefl.sim.access import RETIME as _RETIME  # the interrupt cause of a rate change (set_cpu_hz)
 from edgefl.sim.access import UPLINKS
 from edgefl.sim.booking import (
     CAT_COMPUTE,
@@ -50,7 +51,6 @@ from edgefl.sim.physics import COMPUTE, DOWNLOAD, UPLOAD, PhasePhysics, Step
 from edgefl.sim.radio import PROMOTION, WAIT, WORK, RadioStates
 from energy import EnergyLedger
 
-_RETIME = object()  # the interrupt cause of a rate change in the middle of an activity (set_cpu_hz)
 _CATEGORY = {DOWNLOAD: CAT_DOWNLINK, UPLOAD: CAT_UPLINK}  # charge codes of a message ...
 _TAIL_CODE = {DOWNLOAD: CAT_DOWNLINK_TAIL, UPLOAD: CAT_UPLINK_TAIL}  # ... of its tail ...
 _PROMOTION_CODE = {DOWNLOAD: CAT_DOWNLINK_PROMOTION, UPLOAD: CAT_UPLINK_PROMOTION}  # ... and of the promotion before it
@@ -107,7 +107,8 @@ class SimPyPricer:
         # What components report (runner.py reads them): None where no component keeps it.
         self.reports = {"positions_m": lambda: None, "battery_levels": lambda: None}
         self.radio = RadioStates(population)
-        self._upload = UPLINKS[network.access](self.env, self.radio, network.coherence_s).send  # edgefl.sim.access
+        self.uplink = UPLINKS[network.access](self.env, self.radio, network.coherence_s)  # edgefl.sim.access
+        self._upload = self.uplink.send
         self.components: list[Component] = []
         for component in [self.radio, *(default_components(network, population, seed) if components is None
                                         else components)]:
@@ -163,6 +164,11 @@ class SimPyPricer:
         proc = self._computing.get(client)
         if proc is not None and proc.is_alive:
             proc.interrupt(_RETIME)
+
+    def set_uplink_rate_factor(self, client: int, factor: float) -> None:
+        """The client's uplink rate is ``factor`` times the planned one from now on (e.g. interference); an
+        upload in progress is re-timed (FDMA: the band re-planned)."""
+        self.uplink.rate_changed(client, factor)
 
     def log_row(self, at: tuple[int, int], row: LogRow) -> None:
         """Log a row outside a chain (a radio tail): in the phase running, or under ``at`` (round, phase)."""
