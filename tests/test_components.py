@@ -133,6 +133,8 @@ def test_the_core_calls_only_the_hooks_a_component_overrides_in_component_order(
 class SlowLink(Component):
     """Halves client 0's uplink rate at ``at_s``."""
 
+    changes_uplink_rate = True
+
     def __init__(self, at_s: float):
         self.at_s = at_s
 
@@ -162,3 +164,10 @@ def test_an_uplink_rate_halved_mid_upload_re_times_the_rest(access):
     assert row.end_s - row.start_s == pytest.approx(airtime / 4 + 2 * 3 * airtime / 4, rel=1e-12)
     assert row.energy_j == pytest.approx(ref.energy_j * 1.75 / 1.0, rel=1e-12)  # its airtime at its transmit power
     assert row.status == "ok" and row.bits == ref.bits
+
+
+def test_an_uplink_rate_change_needs_a_component_that_declares_it():
+    network, population = world()
+    pricer = SimPyPricer(network, population, 0)
+    with pytest.raises(RuntimeError, match="changes_uplink_rate"):
+        pricer.set_uplink_rate_factor(0, 0.5)

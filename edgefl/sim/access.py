@@ -28,36 +28,48 @@ class DedicatedUplink:
         self.env, self.radio = env, radio
         self.rate_factor: dict[int, float] = {}  # client -> its uplink rate / the planned one (absent: 1)
         self._sending: dict[int, simpy.Process] = {}  # client -> its process, while a timed upload is on the air
+        # Whether a component may change rates (Component.changes_uplink_rate): only then is a timed upload
+        # watched for changes (a few bookkeeping steps per upload: the engine's overhead, benchmarks [3]).
+        self.retimable = False
 
     def send(self, client: int, step: Step, log: list, doing: list):
         """Dedicated band: the upload (all its attempts) takes its airtime."""
         self.radio.start_transfer(log, client, doing)
-        yield from self._on_air(client, step.duration_s)
-        return step.lost
-
-    def _on_air(self, client: int, seconds: float):
-        """A timed transmission's airtime, re-timed when a component scales the client's rate meanwhile."""
-        factor = self.rate_factor.get(client, 1.0)
-        if factor != 1.0:
-            seconds /= factor
-        self._sending[client] = self.env.active_process
+        env = self.env
+        if not self.retimable:
+            yield env.timeout(step.duration_s)
+            return step.lost
+        seconds, factor = self._airtime(client, step.duration_s)
+        self._sending[client] = env.active_process
         try:
-            while True:
-                start = self.env.now
+            while True:  # (inline, not a generator of its own: one per upload, the engine's overhead)
+                start = env.now
                 try:
-                    yield self.env.timeout(seconds)
-                    return
+                    yield env.timeout(seconds)
+                    break
                 except simpy.Interrupt as change:
-                    if change.cause is not RETIME:
-                        raise
-                    new = self.rate_factor.get(client, 1.0)
-                    seconds = (seconds - (self.env.now - start)) * factor / new
-                    factor = new
+                    seconds, factor = self._retimed(client, change, seconds - (env.now - start), factor)
         finally:
             del self._sending[client]
+        return step.lost
+
+    def _airtime(self, client: int, seconds: float) -> tuple[float, float]:
+        """The planned airtime at the client's rate now, and its rate factor."""
+        factor = self.rate_factor.get(client, 1.0)
+        return (seconds, factor) if factor == 1.0 else (seconds / factor, factor)
+
+    def _retimed(self, client: int, change: simpy.Interrupt, left_s: float, factor: float) -> tuple[float, float]:
+        """The airtime left at the client's new rate (a rate change); any other interrupt goes on up."""
+        if change.cause is not RETIME:
+            raise change
+        new = self.rate_factor.get(client, 1.0)
+        return left_s * factor / new, new
 
     def rate_changed(self, client: int, factor: float) -> None:
         """The client's uplink rate is ``factor`` times the planned one from now on."""
+        if not self.retimable:
+            raise RuntimeError("an uplink rate changed, but no component declared changes_uplink_rate = True "
+                               "(edgefl.sim.component): set it on the component's class")
         self.rate_factor[client] = factor
         proc = self._sending.get(client)
         if proc is not None and proc.is_alive:
@@ -75,7 +87,22 @@ class TdmaUplink(DedicatedUplink):
         with self.channel.request() as slot:
             yield slot
             self.radio.start_transfer(log, client, doing)
-            yield from self._on_air(client, step.duration_s)
+            env = self.env
+            if not self.retimable:
+                yield env.timeout(step.duration_s)
+                return step.lost
+            seconds, factor = self._airtime(client, step.duration_s)
+            self._sending[client] = env.active_process
+            try:
+                while True:
+                    start = env.now
+                    try:
+                        yield env.timeout(seconds)
+                        break
+                    except simpy.Interrupt as change:
+                        seconds, factor = self._retimed(client, change, seconds - (env.now - start), factor)
+            finally:
+                del self._sending[client]
         return step.lost
 
 
@@ -88,10 +115,9 @@ class FdmaUplink(DedicatedUplink):
         """FDMA: share the band with the uploads in progress. With retransmissions (or attempts that
         can fail), each attempt is a flow; whether it fails is decided on the share it holds when it
         starts."""
-        self.radio.start_transfer(log, client, doing)
         if step.rates_bps is None:  # a band share of its own (a controller's allocation): timed
-            yield from self._on_air(client, step.duration_s)
-            return step.lost
+            return (yield from super().send(client, step, log, doing))
+        self.radio.start_transfer(log, client, doing)
         if step.fdma_attempts is None:  # one attempt that gets through
             yield from self._flow(client, step.bits, step.rates_bps, step.block_rates)
             return False

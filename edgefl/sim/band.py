@@ -27,7 +27,9 @@ class Flow:
         self.done = done  # succeeds when the last bit is through
         self.block_rates = block_rates  # block fading: rates of block k (None: one draw)
         self.block, self.block_end = 0, block_end
-        self.scale = scale  # its rates x scale (a component changed the link's rate: Flow's rate_factor)
+        self.scale = scale  # rates_bps are the planned rates x scale (a component changed the link's rate)
+        if scale != 1.0:
+            self.rates_bps = [rate * scale for rate in rates_bps]
 
 
 class SharedBand:
@@ -62,6 +64,7 @@ class SharedBand:
         if flows:
             self._advance()
             for flow in flows:
+                flow.rates_bps = [rate * scale / flow.scale for rate in flow.rates_bps]
                 flow.scale = scale
             self._reschedule()
 
@@ -81,7 +84,7 @@ class SharedBand:
         wait = float("inf")
         now = self.env.now
         for flow in flows:
-            flow.rate_bps = rate = flow.rates_bps[n - 1] if flow.scale == 1.0 else flow.rates_bps[n - 1] * flow.scale
+            flow.rate_bps = rate = flow.rates_bps[n - 1]
             remaining = flow.remaining_bits
             t = (remaining if remaining > 0.0 else 0.0) / rate if rate > 0 else math.inf  # outage block: waits
             if flow.block_end - now < t:  # its block ends first: re-plan then
@@ -100,6 +103,8 @@ class SharedBand:
         for flow in block_ended:  # block fading: the next block's draw
             flow.block += 1
             flow.rates_bps = flow.block_rates(flow.block)
+            if flow.scale != 1.0:
+                flow.rates_bps = [rate * flow.scale for rate in flow.rates_bps]
             flow.block_end += self.coherence_s
         if not finished and not block_ended:  # rounding left a sliver: finish the closest one
             finished = [min((f for f in self.flows if f.rate_bps > 0), key=lambda f: f.remaining_bits / f.rate_bps)]

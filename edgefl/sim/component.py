@@ -40,7 +40,8 @@ Rates while an activity runs: ``core.set_cpu_hz(client, hz)`` changes a device's
 once, also in the middle of a computation (the rest is re-timed; each segment is charged at its own
 frequency), ``core.cpu_hz_of(client)`` reads it and ``core.knob_cpu_hz(client)`` the frequency the scenario
 or the controller set. ``core.set_uplink_rate_factor(client, factor)`` scales a client's uplink rate from
-now on, also in the middle of an upload (its airtime left is re-timed; FDMA: the band re-planned).
+now on, also in the middle of an upload (its airtime left is re-timed; FDMA: the band re-planned); a
+component that does declares ``changes_uplink_rate = True``.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ import numpy as np
 
 class Component:
     """A process of the co-simulation; see the module's docstring for the hooks."""
+
+    changes_uplink_rate = False  # True: it calls core.set_uplink_rate_factor (uploads are then watched for it)
 
     def attach(self, core) -> None:
         self.core = core

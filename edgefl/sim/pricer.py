@@ -42,10 +42,9 @@ from edgefl.sim.booking import (
     CAT_UPLINK_TAIL,
     LogRow,
     book,
-    new_row,
 )
 from edgefl.sim.component import HOOKS, Component, overriding
-from edgefl.sim.components import Knobs, default_components
+from edgefl.sim.components import default_components
 from edgefl.sim.journal import journaled
 from edgefl.sim.physics import COMPUTE, DOWNLOAD, UPLOAD, PhasePhysics, Step
 from edgefl.sim.radio import PROMOTION, WAIT, WORK, RadioStates
@@ -118,6 +117,7 @@ class SimPyPricer:
         """Attach a component (edgefl.sim.component) after those there are; the core calls its hooks from
         now on. (Not part of a checkpoint: a resumed run is built with the components of its scenario.)"""
         self.components.append(component)
+        self.uplink.retimable |= component.changes_uplink_rate
         component.attach(self)
         self._hooks = {hook: overriding(self.components, hook) for hook in HOOKS}
         self._may_start, self._on_upload = self._hooks["chain_may_start"], self._hooks["upload_arrived"]
@@ -362,8 +362,9 @@ class SimPyPricer:
             kind, activity = step.kind, step.activity
             doing = [WAIT, env.now]  # what the client is doing (waiting, promoting its radio, working) since when
             try:
-                for wait in before_step:
-                    yield from wait(client, step)
+                if before_step:
+                    for wait in before_step:
+                        yield from wait(client, step)
                 if kind == COMPUTE:  # its cycles at the CPU's speed, re-timed when the frequency changes (set_cpu_hz)
                     radio.log_wait(log, client, doing[1], env.now)
                     hz, planned_hz = cpu_hz[client], knob_hz[client]
@@ -375,8 +376,9 @@ class SimPyPricer:
                     doing[:] = [WORK, env.now, speed, hz]  # the segment running: since, cycles per s, Hz
                     left = step.cycles
                     self._computing[client] = env.active_process
-                    for hook in self._on_compute_start:
-                        hook(client)
+                    if self._on_compute_start:
+                        for hook in self._on_compute_start:
+                            hook(client)
                     while True:
                         try:
                             yield env.timeout(seconds)
@@ -389,17 +391,19 @@ class SimPyPricer:
                                 raise
                             left, seconds = self._retime(client, activity.label, left, log, doing)
                     del self._computing[client]
-                    for hook in self._on_compute_end:
-                        hook(client)
-                    log.append(new_row((client, "compute", activity.label, doing[1], env.now, 0.0, CAT_COMPUTE, left,
-                                        left, "ok", doing[3], 0.0)))
+                    if self._on_compute_end:
+                        for hook in self._on_compute_end:
+                            hook(client)
+                    # (each log row: a LogRow's fields in order; a plain tuple in the hot paths, see LogRow)
+                    log.append((client, "compute", activity.label, doing[1], env.now, 0.0, CAT_COMPUTE, left,
+                                left, "ok", doing[3], 0.0))
                     continue
                 if not radio.connected(client, env.now) and latency_s > 0:  # idle radio: promotion first
                     radio.log_wait(log, client, doing[1], env.now)
                     doing[:] = [PROMOTION, env.now]
                     yield env.timeout(latency_s)
-                    log.append(new_row((client, "promotion", activity.label, doing[1], env.now, 0.0,
-                                        _PROMOTION_CODE[kind], latency_s, 0.0, "ok", 0.0, 0.0)))
+                    log.append((client, "promotion", activity.label, doing[1], env.now, 0.0,
+                                _PROMOTION_CODE[kind], latency_s, 0.0, "ok", 0.0, 0.0))
                     doing[:] = [WAIT, env.now]
                 if kind == DOWNLOAD:
                     radio.start_transfer(log, client, doing)
@@ -407,8 +411,8 @@ class SimPyPricer:
                     lost = step.lost
                 else:
                     lost = yield from self._upload(client, step, log, doing)
-                log.append(new_row((client, activity.kind, activity.label, doing[1], env.now, step.bits, _CATEGORY[kind],
-                                    env.now - doing[1], 0.0, "lost" if lost else "ok", 0.0, tx_power_w[client])))
+                log.append((client, activity.kind, activity.label, doing[1], env.now, step.bits, _CATEGORY[kind],
+                            env.now - doing[1], 0.0, "lost" if lost else "ok", 0.0, tx_power_w[client]))
                 radio.transfer_ended(client, _TAIL_CODE[kind], activity.label)
                 if lost:  # the chain ends here: what follows would be wasted (docs/model.md §6)
                     ok = False

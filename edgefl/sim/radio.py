@@ -8,7 +8,7 @@ A wait inside a chain is idle time, except the part inside the radio's tail, whi
 
 from __future__ import annotations
 
-from edgefl.sim.booking import CAT_IDLE, LogRow, new_row
+from edgefl.sim.booking import CAT_IDLE, LogRow
 from edgefl.sim.component import Component
 
 # What a client is doing within a step (for what an interrupt cuts): waiting, its radio promoting, working.
@@ -105,4 +105,4 @@ class RadioStates(Component):
         if tail is not None:
             start = max(start, tail[0] + self._tail_s[client])
         if end - start > 1e-12 and self._idle_power_w[client] > 0:
-            log.append(new_row((client, "idle", "wait", start, end, 0.0, CAT_IDLE, end - start, 0.0, "ok", 0.0, 0.0)))
+            log.append((client, "idle", "wait", start, end, 0.0, CAT_IDLE, end - start, 0.0, "ok", 0.0, 0.0))
