@@ -37,6 +37,8 @@ def train(samples=25_000.0):  # 25,000 samples x 2e4 cycles = 5e8 cycles: 0.5 s 
 class Throttle(Component):
     """Sets client 0's CPU to ``hz`` at ``at_s`` (a process of its own, started at attach)."""
 
+    changes_cpu_rate = True
+
     def __init__(self, at_s: float, hz: float):
         self.at_s, self.hz = at_s, hz
 
@@ -70,7 +72,8 @@ def test_a_cpu_frequency_changed_mid_computation_re_times_it_and_charges_each_se
 
 def test_a_cpu_frequency_set_between_phases_times_the_next_computation_at_it():
     network, population = world()
-    pricer = SimPyPricer(network, population, 0)
+    pricer = SimPyPricer(network, population, 0, components=[*default_components(network, population, 0),
+                                                             Throttle(1e9, 1e9)])
     pricer.set_cpu_hz(2, 2e9)
     pricer.price_phase(PhaseRecord(0, 0, train()))
     (row,) = [e for e in pricer.events if e.client == 2]
@@ -166,8 +169,10 @@ def test_an_uplink_rate_halved_mid_upload_re_times_the_rest(access):
     assert row.status == "ok" and row.bits == ref.bits
 
 
-def test_an_uplink_rate_change_needs_a_component_that_declares_it():
+def test_a_rate_change_needs_a_component_that_declares_it():
     network, population = world()
     pricer = SimPyPricer(network, population, 0)
     with pytest.raises(RuntimeError, match="changes_uplink_rate"):
         pricer.set_uplink_rate_factor(0, 0.5)
+    with pytest.raises(RuntimeError, match="changes_cpu_rate"):
+        pricer.set_cpu_hz(0, 2e9)

@@ -36,7 +36,8 @@ State: a component's state is rebuilt on ``--resume`` by replaying the pricer's 
 fresh pricer (edgefl.sim.journal), so it must be a deterministic function of the pricer's seed and
 the calls it received: draw random numbers only from a stream seeded from the pricer's seed.
 
-Rates while an activity runs: ``core.set_cpu_hz(client, hz)`` changes a device's CPU frequency at
+Rates while an activity runs (for a component that declares ``changes_cpu_rate = True``):
+``core.set_cpu_hz(client, hz)`` changes a device's CPU frequency at
 once, also in the middle of a computation (the rest is re-timed; each segment is charged at its own
 frequency), ``core.cpu_hz_of(client)`` reads it and ``core.knob_cpu_hz(client)`` the frequency the scenario
 or the controller set. ``core.set_uplink_rate_factor(client, factor)`` scales a client's uplink rate from
@@ -52,6 +53,7 @@ import numpy as np
 class Component:
     """A process of the co-simulation; see the module's docstring for the hooks."""
 
+    changes_cpu_rate = False  # True: it calls core.set_cpu_hz (computations are then watched for it)
     changes_uplink_rate = False  # True: it calls core.set_uplink_rate_factor (uploads are then watched for it)
 
     def attach(self, core) -> None:

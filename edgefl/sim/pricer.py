@@ -100,7 +100,8 @@ class SimPyPricer:
         self._phases_unbooked = 0
         self._phase_log: list | None = None  # the log of the phase running
         self._running: dict = {}  # client -> its process, during a phase
-        self._computing: dict = {}  # client -> its process, while it computes (set_cpu_hz re-times it)
+        self._computing: dict = {}  # client -> its process, while it computes (set_cpu_hz re-times it) ...
+        self._watch_cpu = False  # ... kept only when a component declares changes_cpu_rate (the engine's overhead)
         self._user_wait = None
         self.knobs_changed()
         # What components report (runner.py reads them): None where no component keeps it.
@@ -118,6 +119,7 @@ class SimPyPricer:
         now on. (Not part of a checkpoint: a resumed run is built with the components of its scenario.)"""
         self.components.append(component)
         self.uplink.retimable |= component.changes_uplink_rate
+        self._watch_cpu |= component.changes_cpu_rate
         component.attach(self)
         self._hooks = {hook: overriding(self.components, hook) for hook in HOOKS}
         self._may_start, self._on_upload = self._hooks["chain_may_start"], self._hooks["upload_arrived"]
@@ -160,6 +162,9 @@ class SimPyPricer:
     def set_cpu_hz(self, client: int, hz: float) -> None:
         """The client's CPU runs at ``hz`` from now on; a computation in progress is re-timed (the cycles
         left at the new speed), each segment charged at its own frequency."""
+        if not self._watch_cpu:
+            raise RuntimeError("a CPU frequency changed, but no component declared changes_cpu_rate = True "
+                               "(edgefl.sim.component): set it on the component's class")
         self._cpu_hz[client] = hz
         proc = self._computing.get(client)
         if proc is not None and proc.is_alive:
@@ -355,7 +360,7 @@ class SimPyPricer:
         if skipped:
             completed[client] = False  # failed earlier in this round, empty, or offline: does nothing
             return
-        before_step = self._before_step
+        before_step, watch_cpu = self._before_step, self._watch_cpu
         latency_s = self.net.access_latency_s
         ok = True
         for step in steps:
@@ -375,7 +380,8 @@ class SimPyPricer:
                         seconds = step.cycles / speed
                     doing[:] = [WORK, env.now, speed, hz]  # the segment running: since, cycles per s, Hz
                     left = step.cycles
-                    self._computing[client] = env.active_process
+                    if watch_cpu:
+                        self._computing[client] = env.active_process
                     if self._on_compute_start:
                         for hook in self._on_compute_start:
                             hook(client)
@@ -385,12 +391,13 @@ class SimPyPricer:
                             break
                         except simpy.Interrupt as change:
                             if change.cause is not _RETIME:
-                                del self._computing[client]
+                                self._computing.pop(client, None)
                                 for hook in self._on_compute_end:
                                     hook(client)
                                 raise
                             left, seconds = self._retime(client, activity.label, left, log, doing)
-                    del self._computing[client]
+                    if watch_cpu:
+                        del self._computing[client]
                     if self._on_compute_end:
                         for hook in self._on_compute_end:
                             hook(client)

@@ -21,6 +21,8 @@ from energy.thermal import compute_power_w, temperature_c, time_to_temperature_s
 
 
 class Thermal(Component):
+    changes_cpu_rate = True
+
     def __init__(self, population, ambient_c: float = 25.0, thermal_resistance_k_per_w: float = 10.0,
                  thermal_capacitance_j_per_k: float = 5.0, throttle_c: float = 45.0, resume_c: float = 40.0,
                  throttle_factor: float = 0.5):
