@@ -8,8 +8,10 @@
 
 Cases: every committed scenario (scenarios/*.toml, ``run.rounds`` cut to --rounds, phones-in-a-cell at its
 full 60 rounds with --full-phones) and the engine cases of the SimPy issue's old-vs-new table on the
-quickstart scenario: deadline, TDMA, FDMA, Rayleigh, Rician, outage, link budget, everything on (plus a
-controller that sets knobs, failures and over-selection, which the pricer's components serve).
+quickstart scenario: deadline, TDMA, FDMA, Rayleigh, Rician, outage, link budget, everything on (plus block
+fading, radio states, batteries that run out mid-chain, a controller that sets knobs, failures and
+over-selection, which the pricer's components serve). Each engine case exercises what it names (deadline:
+27 cuts; outage: 12 lost messages; batteries: 39 chains stopped empty; failures: 23 failed, 5 stopped).
 """
 
 from __future__ import annotations
@@ -42,12 +44,14 @@ EVERYTHING = [
 ]
 ENGINE_CASES = {
     "default": BASE,
-    "deadline": BASE + ["network.deadline_s=0.05", "devices.slowdown=exponential"],
+    "deadline": BASE + ["network.deadline_s=0.02", "devices.slowdown=exponential"],
     "tdma": BASE[1:] + ["network.access=tdma", "devices.tail_s=0.5", "devices.tail_power_w=0.5"],
     "fdma": BASE[1:] + ["network.access=fdma"],
     "rayleigh": ["network.access=fdma", "network.fading=rayleigh", "network.rate=shannon"],
     "rician": ["network.access=fdma", "network.fading=rician", "network.rician_k=3", "network.rate=mcs"],
-    "outage": BASE + ["network.fading=rayleigh", "network.outage_snr_db=10", "network.max_retransmissions=2"],
+    "outage": BASE + ["network.fading=rayleigh", "network.outage_snr_db=17", "network.max_retransmissions=1"],
+    "batteries": BASE + ["devices.battery_j=0.008", "devices.battery_reserve_j=0.001", "devices.harvest_w=0.0001",
+                         "network.access_latency_s=0.01", "devices.tail_s=0.2", "devices.tail_power_w=0.5"],
     "block-fading": ["network.coherence_s=0.01", "network.access=fdma", "network.fading=rayleigh"],
     "link-budget": BASE + ["network.cell_radius_m=300", "network.noise_figure_db=9",
                            "network.shadowing_std_db=8"],
