@@ -15,10 +15,11 @@ import simpy
 
 
 class Flow:
-    __slots__ = ("client", "remaining_bits", "rates_bps", "rate_bps", "done", "block_rates", "block", "block_end")
+    __slots__ = ("client", "remaining_bits", "rates_bps", "rate_bps", "done", "block_rates", "block", "block_end",
+                 "scale")
 
     def __init__(self, client: int, bits: float, rates_bps: list[float], done: simpy.Event,
-                 block_rates=None, block_end: float = math.inf):
+                 block_rates=None, block_end: float = math.inf, scale: float = 1.0):
         self.client = client
         self.remaining_bits = bits
         self.rates_bps = rates_bps  # rate with n sharers at rates_bps[n - 1]
@@ -26,6 +27,9 @@ class Flow:
         self.done = done  # succeeds when the last bit is through
         self.block_rates = block_rates  # block fading: rates of block k (None: one draw)
         self.block, self.block_end = 0, block_end
+        self.scale = scale  # rates_bps are the planned rates x scale (a component changed the link's rate)
+        if scale != 1.0:
+            self.rates_bps = [rate * scale for rate in rates_bps]
 
 
 class SharedBand:
@@ -36,12 +40,13 @@ class SharedBand:
         self._last = env.now
         self._version = 0
 
-    def transmit(self, client: int, bits: float, rates_bps: list[float], block_rates=None) -> Flow:
+    def transmit(self, client: int, bits: float, rates_bps: list[float], block_rates=None, scale: float = 1.0) -> Flow:
         """Start an upload; ``flow.done`` succeeds when its last bit is through. With
-        ``block_rates`` (block fading), its rates change every ``coherence_s`` seconds."""
+        ``block_rates`` (block fading), its rates change every ``coherence_s`` seconds; ``scale``: its
+        rates times this (a component changed the link's rate)."""
         self._advance()
         block_end = math.inf if block_rates is None else self.env.now + self.coherence_s
-        flow = Flow(client, float(bits), rates_bps, self.env.event(), block_rates, block_end)
+        flow = Flow(client, float(bits), rates_bps, self.env.event(), block_rates, block_end, scale)
         self.flows.append(flow)
         self._reschedule()
         return flow
@@ -51,6 +56,16 @@ class SharedBand:
         if flow in self.flows:
             self._advance()
             self.flows.remove(flow)
+            self._reschedule()
+
+    def rescale(self, client: int, scale: float) -> None:
+        """The client's uploads in progress send at ``scale`` times their rates from now on: re-planned."""
+        flows = [flow for flow in self.flows if flow.client == client]
+        if flows:
+            self._advance()
+            for flow in flows:
+                flow.rates_bps = [rate * scale / flow.scale for rate in flow.rates_bps]
+                flow.scale = scale
             self._reschedule()
 
     def _advance(self) -> None:
@@ -88,6 +103,8 @@ class SharedBand:
         for flow in block_ended:  # block fading: the next block's draw
             flow.block += 1
             flow.rates_bps = flow.block_rates(flow.block)
+            if flow.scale != 1.0:
+                flow.rates_bps = [rate * flow.scale for rate in flow.rates_bps]
             flow.block_end += self.coherence_s
         if not finished and not block_ended:  # rounding left a sliver: finish the closest one
             finished = [min((f for f in self.flows if f.rate_bps > 0), key=lambda f: f.remaining_bits / f.rate_bps)]

@@ -1,0 +1,106 @@
+"""The component protocol: how a physical or control process joins the co-simulation.
+
+The core (:class:`edgefl.sim.pricer.SimPyPricer`) runs client chains in phases on one SimPy
+environment and nothing else. Everything else (availability, batteries and harvesting, mobility,
+failures, over-selection, a controller's knobs, the radio's states) is a component: a small class
+with its own state and its own SimPy processes on ``core.env``, which the core calls at a few
+hooks, in the order the components were given (docs/architecture.md, "Adding a physical process").
+Every hook has a no-op default here; a component overrides those it needs, and the core calls only
+the overridden ones.
+
+Hooks, in the order a run meets them:
+
+- ``attach(core)``: run start; keep ``core``, start background processes, register
+  ``core.reports`` (e.g. ``"positions_m"``, ``"battery_levels"``).
+- ``round_start()``: a round starts, before the server waits for devices (devices move).
+- ``settle()``, ``restrict(online)``, ``wakeups()``: while the server waits for enough devices:
+  bring the state to now; narrow the bool mask of devices that can take part; the SimPy events
+  after which that may change (a component that overrides ``restrict`` gates the round).
+- ``round_ready()``: the server has its devices (after the wait; time may have passed).
+- ``phase_start(phase, clients, plans)``: a phase's chains are about to start; return the
+  clients that do nothing in it (failed earlier, empty).
+- ``chain_may_start(client)``: inside the client's process, when it starts: False: it does
+  nothing (offline).
+- ``before_step(client, step)``: a generator: the SimPy events the client waits for before each step
+  of its chain (idle time; e.g. a foreground app holding the CPU).
+- ``compute_start(client)``, ``compute_end(client)``: a computation starts / ends or is cut (the
+  CPU's power changes).
+- ``chains_started(clients, plans, procs)``: the chains' processes exist (a component may
+  schedule interrupts: ``core.interrupt(client, cause)``).
+- ``upload_arrived(client)``: an upload got through.
+- ``allocate(allocation)``: a controller's knobs for the next phase (edgefl.control.Allocation, or
+  None: the scenario's values).
+- ``round_end(round_)`` and ``run_end()``: what runs on is charged so far / in full.
+
+State: a component's state is rebuilt on ``--resume`` by replaying the pricer's journaled calls on a
+fresh pricer (edgefl.sim.journal), so it must be a deterministic function of the pricer's seed and
+the calls it received: draw random numbers only from a stream seeded from the pricer's seed.
+
+Rates while an activity runs (for a component that declares ``changes_cpu_rate = True``):
+``core.set_cpu_hz(client, hz)`` changes a device's CPU frequency at
+once, also in the middle of a computation (the rest is re-timed; each segment is charged at its own
+frequency), ``core.cpu_hz_of(client)`` reads it and ``core.knob_cpu_hz(client)`` the frequency the scenario
+or the controller set. ``core.set_uplink_rate_factor(client, factor)`` scales a client's uplink rate from
+now on, also in the middle of an upload (its airtime left is re-timed; FDMA: the band re-planned); a
+component that does declares ``changes_uplink_rate = True``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Component:
+    """A process of the co-simulation; see the module's docstring for the hooks."""
+
+    changes_cpu_rate = False  # True: it calls core.set_cpu_hz (computations are then watched for it)
+    changes_uplink_rate = False  # True: it calls core.set_uplink_rate_factor (uploads are then watched for it)
+
+    def attach(self, core) -> None:
+        self.core = core
+
+    def round_start(self) -> None: ...
+
+    def settle(self) -> None: ...
+
+    def restrict(self, online: np.ndarray) -> np.ndarray:
+        return online
+
+    def wakeups(self) -> list:
+        return []
+
+    def round_ready(self) -> None: ...
+
+    def phase_start(self, phase, clients: list[int], plans: dict) -> set[int]:
+        return set()
+
+    def chain_may_start(self, client: int) -> bool:
+        return True
+
+    def before_step(self, client: int, step):
+        return
+        yield
+
+    def compute_start(self, client: int) -> None: ...
+
+    def compute_end(self, client: int) -> None: ...
+
+    def chains_started(self, clients: list[int], plans: dict, procs: list) -> None: ...
+
+    def upload_arrived(self, client: int) -> None: ...
+
+    def allocate(self, allocation) -> None: ...
+
+    def round_end(self, round_: int) -> None: ...
+
+    def run_end(self) -> None: ...
+
+
+HOOKS = ("round_start", "settle", "restrict", "wakeups", "round_ready", "phase_start", "chain_may_start",
+         "before_step", "compute_start", "compute_end", "chains_started", "upload_arrived", "allocate",
+         "round_end", "run_end")
+
+
+def overriding(components: list[Component], hook: str) -> list:
+    """The bound ``hook`` of every component that overrides it (the core calls only these)."""
+    return [getattr(c, hook) for c in components if getattr(type(c), hook) is not getattr(Component, hook)]

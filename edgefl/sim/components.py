@@ -1,0 +1,239 @@
+"""The built-in components of the co-simulation (edgefl.sim.component): each a small class with its own
+state and SimPy processes. :func:`default_components` picks those a population and network need."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from edgefl.physical import NetworkParams, Population
+from edgefl.sim.availability import Availability
+from edgefl.sim.booking import energies_j, step_codes
+from edgefl.sim.component import Component
+from edgefl.sim.mobility import RandomWaypoint
+from edgefl.sim.physics import COMPUTE
+from energy import BatteryBank
+
+
+def _rng(seed: int, stream: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([seed, stream]))
+
+
+class Failures(Component):
+    """``devices.p_fail``: each device fails in a round with that probability (drawn once per round for
+    every device, its own stream), at a uniform fraction of its work (nominal durations) in its first
+    phase of the round; the rest of its round is lost (status ``failed``)."""
+
+    def __init__(self, population: Population, seed: int):
+        self.p_fail, self.n = population.p_fail, population.num_clients
+        self._rng = _rng(seed, 0xFA11)
+        self._failures: tuple[int, np.ndarray, np.ndarray] | None = None  # (round, fails, when in [0, 1))
+        self._crashed: set[int] = set()  # clients that failed in the current round
+
+    def phase_start(self, phase, clients, plans) -> set[int]:
+        if self._failures is None or self._failures[0] != phase.round:
+            n = self.n
+            self._failures = (phase.round, self._rng.random(n) < self.p_fail, self._rng.random(n))
+            self._crashed = set()
+        return set(self._crashed)
+
+    def chains_started(self, clients, plans, procs) -> None:
+        _, fails, when = self._failures
+        core = self.core
+        for client, proc in zip(clients, procs):
+            if fails[client] and client not in self._crashed:
+                self._crashed.add(client)
+                core.interrupt_after(proc, when[client] * sum(core.nominal_seconds(plans[client])), "failed")
+
+
+class Batteries(Component):
+    """``devices.battery_j``: levels drawn from the ledger, harvesting; an empty device does nothing, one
+    whose battery cannot pay for its chain stops when it is empty (status ``battery``); under its reserve
+    it cannot take part until it has harvested back."""
+
+    def __init__(self, population: Population):
+        self.pop = population
+        self.bank = BatteryBank(population.battery_j, population.battery_reserve_j, population.harvest_w)
+        self._time, self._spent = 0.0, np.zeros(population.num_clients)
+
+    def attach(self, core) -> None:
+        super().attach(core)
+        core.reports["battery_levels"] = self.levels
+
+    def settle(self) -> None:
+        """Harvest since the last update, then draw what the ledger charged since (levels >= 0), radio tails
+        that have run out included."""
+        core = self.core
+        core.radio.expire_tails()
+        spent = core.ledger.client_totals()
+        self.bank.harvest(core.env.now - self._time)
+        self.bank.draw(spent - self._spent)
+        self._time, self._spent = core.env.now, spent
+
+    def levels(self) -> np.ndarray:
+        self.settle()
+        return self.bank.level_j.copy()
+
+    def restrict(self, online: np.ndarray) -> np.ndarray:
+        return online & self.bank.available()
+
+    def wakeups(self) -> list:
+        env = self.core.env
+        recharge_s = self.bank.seconds_to_reserve()
+        recharge_s = recharge_s[(recharge_s > 0) & np.isfinite(recharge_s)]
+        if len(recharge_s):  # at least a few ulps of the clock: a wait that does not move it would spin
+            return [env.timeout(max(float(recharge_s.min()), 4 * float(np.spacing(env.now))))]
+        return []
+
+    def phase_start(self, phase, clients, plans) -> set[int]:
+        self.settle()
+        empty = self.bank.empty()
+        return {c for c in clients if empty[c]}  # an empty device does nothing
+
+    def chains_started(self, clients, plans, procs) -> None:
+        """A device whose battery cannot pay for its chain stops when it is empty: at the moment its nominal
+        schedule (steps back to back, each message after a promotion, waits and tails excluded) has spent its
+        level; its work is lost, its energy counted. The steps' energies: the ledger's formulas, one
+        vectorised call for the phase."""
+        level = self.bank.level_j
+        mortal = [c for c in clients if np.isfinite(level[c])]
+        if not mortal:
+            return
+        core = self.core
+        seconds = {c: core.nominal_seconds(plans[c]) for c in mortal}
+        owner, codes, amounts = [], [], []
+        for c in mortal:
+            step_code, step_amount = step_codes(plans[c], seconds[c])
+            owner += [c] * len(step_code)
+            codes += step_code
+            amounts += step_amount
+        joules = energies_j(self.pop, np.array(owner), np.array(codes), np.array(amounts, dtype=np.float64)).tolist()
+        latency_s, proc_of, k = core.net.access_latency_s, dict(zip(clients, procs)), 0
+        promotion_w = self.pop.promotion_power_w
+        for c in mortal:
+            spent = elapsed = 0.0
+            steps = plans[c]
+            segments = []  # (seconds, joules): each message after a promotion (nominal: from an idle radio)
+            for step, step_s, step_j in zip(steps, seconds[c], joules[k:k + len(steps)]):
+                if step.kind != COMPUTE and latency_s > 0:
+                    segments.append((latency_s, latency_s * float(promotion_w[c])))
+                segments.append((step_s, step_j))
+            for segment_s, segment_j in segments:
+                if spent + segment_j > level[c]:
+                    fraction = (level[c] - spent) / segment_j
+                    core.interrupt_after(proc_of[c], elapsed + fraction * segment_s, "battery")
+                    break
+                spent += segment_j
+                elapsed += segment_s
+            k += len(steps)
+
+
+class DeviceAvailability(Component):
+    """``devices.availability``: devices online and offline (edgefl.sim.availability); a device that goes
+    offline while it works is interrupted (status ``offline``); an offline device does nothing."""
+
+    def __init__(self, population: Population, seed: int):
+        self.pop, self.seed = population, seed
+
+    def attach(self, core) -> None:
+        super().attach(core)
+        pop = self.pop
+        self.states = Availability(core.env, pop.num_clients, _rng(self.seed, 0xA7A1), pop.availability,
+                                   pop.mean_on_s, pop.mean_off_s, pop.availability_intervals,
+                                   on_offline=lambda client: core.interrupt(client, "offline"))
+
+    def restrict(self, online: np.ndarray) -> np.ndarray:
+        return online & self.states.online
+
+    def wakeups(self) -> list:
+        return [self.states.changed]
+
+    def chain_may_start(self, client: int) -> bool:
+        return bool(self.states.online[client])
+
+
+class Mobility(Component):
+    """``devices.speed_mps``: devices walk (random waypoint) and their links are rebuilt at the start of
+    every round, and again after the server waited for devices."""
+
+    def __init__(self, population: Population, seed: int):
+        self.pop = population
+        self.walk = RandomWaypoint(population.distance_m, population.speed_mps, *population.cell[:2], _rng(seed, 0x30B1))
+
+    def attach(self, core) -> None:
+        super().attach(core)
+        core.reports["positions_m"] = lambda: self.walk.position_m.copy()
+
+    def _move(self) -> None:
+        pop = self.pop
+        self.walk.advance(self.core.env.now)
+        *_, path_loss_db, bs_w = pop.cell
+        pop.uplink, pop.downlink = self.walk.links(pop.uplink, pop.downlink, path_loss_db, bs_w)
+        pop.distance_m = self.walk.distance_m
+        self.core.physics.links_changed()
+
+    def round_start(self) -> None:
+        self._move()
+
+    def round_ready(self) -> None:
+        if self.core.env.now > self.walk.time_s:  # time passed while waiting
+            self._move()
+
+
+class OverSelection(Component):
+    """``algorithm.over_selection``: once a phase has the uploads it needs (``PhaseRecord.needed``), the
+    clients still working are told to stop (status ``stopped``; their energy until now counts)."""
+
+    _needed, _arrived = None, 0
+
+    def phase_start(self, phase, clients, plans) -> set[int]:
+        self._needed, self._arrived = phase.needed, 0
+        return set()
+
+    def upload_arrived(self, client: int) -> None:
+        if self._needed is not None:
+            self._arrived += 1
+            if self._arrived == self._needed:
+                self.core.interrupt_all("stopped")
+
+
+class Knobs(Component):
+    """A controller's knobs (``allocate``): CPU frequencies, transmit powers (the uplink SNR of a configured
+    link scales with p / p_nominal) and FDMA band shares; the scenario's values are the nominal ones."""
+
+    def __init__(self, population: Population):
+        self.pop = population
+        self._nominal_cpu_hz, self._nominal_tx_power_w = population.cpu_hz.copy(), population.tx_power_w.copy()
+        self._nominal_snr_db = [lk.snr_db for lk in population.uplink]  # configured-SNR links: at nominal power
+        self._allocated = False
+
+    def allocate(self, allocation) -> None:
+        if allocation is None and not self._allocated:
+            return
+        core, pop = self.core, self.pop
+        cpu = getattr(allocation, "cpu_hz", None)
+        power = getattr(allocation, "tx_power_w", None)
+        pop.cpu_hz = np.array(self._nominal_cpu_hz if cpu is None else cpu, dtype=np.float64)
+        power = np.array(self._nominal_tx_power_w if power is None else power, dtype=np.float64)
+        if not np.array_equal(power, pop.tx_power_w):
+            pop.uplink = [replace(lk, tx_power_w=float(p)) if lk.mode == "budget" else
+                          replace(lk, snr_db=float(snr_db + 10 * np.log10(p / p0)))
+                          for lk, p, p0, snr_db in zip(pop.uplink, power, self._nominal_tx_power_w,
+                                                       self._nominal_snr_db)]
+            pop.tx_power_w = power
+        core.physics.resources_changed(getattr(allocation, "band_share", None))
+        core.knobs_changed()
+        self._allocated = allocation is not None
+
+
+def default_components(network: NetworkParams, population: Population, seed: int) -> list[Component]:
+    """The components a scenario's population and network need, in the order the core calls them."""
+    components: list[Component] = [Failures(population, seed)] if population.p_fail > 0 else []
+    if np.isfinite(population.battery_j).any():
+        components.append(Batteries(population))
+    if population.cell is not None and (population.speed_mps > 0).any():
+        components.append(Mobility(population, seed))
+    if population.availability != "always":
+        components.append(DeviceAvailability(population, seed))
+    return components + [OverSelection(), Knobs(population)]
