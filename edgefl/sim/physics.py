@@ -252,7 +252,7 @@ class PhasePhysics:
             nominal = self._nominal_rate(band, mean, link)
             fails = mean[:, None] * g < db_to_linear(net.outage_snr_db)
             per_attempt = np.broadcast_to((bits / nominal)[:, None], g.shape)
-        elif net.coherence_s is not None and net.fading != "none":
+        elif net.block_fading:
             airtime = self._block_fading_airtime(bits, mean, band, g[:, 0], link)
             for (_, step, _), seconds in zip(messages, airtime.tolist()):
                 step.duration_s = seconds
@@ -332,7 +332,7 @@ class PhasePhysics:
         g = gains[[k for _, _, k in up]]  # [U, attempts]
         shares, mean_by_share = self._up.shared(net.bandwidth_hz, n)
         mean = mean_by_share[clients]  # [U, sharers]
-        if net.coherence_s is not None and net.fading != "none" and net.outage_snr_db is None:
+        if net.block_fading and net.outage_snr_db is None:
             # Block fading: the band re-plans at every block end; block k's rates come from the
             # upload's own stream (spawned in upload order), so draws do not depend on timing.
             streams = self.rng.spawn(len(up))

@@ -68,7 +68,7 @@ def can_change_participation(network: NetworkParams, availability: str = "always
     the first uploads to arrive. When it cannot,
     the learning trajectory does not depend on the channel, and re-pricing a recorded op trace on
     another channel is exact."""
-    mcs_outage = network.rate == "mcs" and not (network.coherence_s is not None and network.fading != "none")
+    mcs_outage = network.rate == "mcs" and not network.block_fading
     return (network.deadline_s is not None or network.outage_snr_db is not None or mcs_outage
             or availability != "always" or p_fail > 0 or over_selection > 0)
 
