@@ -28,6 +28,7 @@ if str(REPO) not in sys.path:
 
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
 from edgefl.target import Target, rounds_to_target  # noqa: E402
+from experiments import provenance  # noqa: E402
 
 SCENARIO = REPO / "scenarios" / "algorithms-on-one-network.toml"
 EXPECTED = ["fedavg", "fedprox", "scaffold", "feddyn", "drdm", "drfa", "scaff_pd", "partial_avg", "periodic_avg",
@@ -107,7 +108,7 @@ def main(argv=None):
                         describe=lambda job, res: f"  {res['key']}: {res['wall_s']:.0f} s")
     total = time.time() - started
     doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(render(results, jobs, names, missing, args, fig_dir, total))
+    doc.write_text(render(results, jobs, names, missing, args, fig_dir, provenance.current(command(args), total)))
     print(f"wrote {doc} ({total / 60:.1f} min)")
     return 0
 
@@ -153,20 +154,24 @@ def plot(results, jobs, names, path):
     plt.close(fig)
 
 
-def render(results, jobs, names, missing, args, fig_dir, total_s):
+def command(args) -> str:
+    text = ".venv/bin/python experiments/algorithms_on_one_network.py"
+    if args.seeds != [0]:
+        text += " --seeds " + " ".join(map(str, args.seeds))
+    if args.rounds != 60:
+        text += f" --rounds {args.rounds}"
+    return text
+
+
+def render(results, jobs, names, missing, args, fig_dir, produced):
     rel = "figures" if not args.quick else "."
     plot(results, jobs, names, fig_dir / "network-accuracy-energy.png")
     target = 0.80
-    command = ".venv/bin/python experiments/algorithms_on_one_network.py"
-    if args.seeds != [0]:
-        command += " --seeds " + " ".join(map(str, args.seeds))
-    if args.rounds != 60:
-        command += f" --rounds {args.rounds}"
-    out = ["# All algorithms on one wireless network", "",
-           "Regenerate this page:", "", f"    {command}", "",
+    out = ["# All algorithms on one wireless network", "", provenance.line(produced), "",
+           "Regenerate this page:", "", f"    {command(args)}", "",
            f"Scenario `scenarios/algorithms-on-one-network.toml`, {args.rounds} rounds, seed(s) "
            f"{', '.join(map(str, args.seeds))}, SimPy co-simulation (every message of every algorithm is charged: "
-           f"time and energy per client). Total wall time: {total_s / 60:.1f} min.", "",
+           "time and energy per client).", "",
            "MNIST-10k (8,000 training images) over 30 clients with Dirichlet(0.5) class mixes, softmax regression "
            "(7,850 parameters, 251 kbit per model), 10 clients per round, τ = 10 local steps of batch 32, lr 0.05; "
            "clients uniform in a 400 m cell (path loss 128.1 + 37.6 log10 d[km], 8 dB shadowing, Rayleigh fading, "
