@@ -32,11 +32,13 @@ def current(command: str, wall_s: float) -> dict:
 
 
 def line(produced: dict, machine: str = "a 2-core machine shared with other jobs") -> str:
-    """The page's first line under its title."""
+    """The page's first line under its title; a stored `note` (e.g. why the page was not re-run when
+    the code changed) follows it."""
     wall = produced["wall_s"]
     wall_text = f"{wall / 60:.1f} min" if wall >= 60 else f"{wall} s"
-    return (f"*Produced at commit {produced['commit']} by `{produced['command']}` "
-            f"({produced['date']}, {wall_text} of wall time on {machine}).*")
+    text = (f"*Produced at commit {produced['commit']} by `{produced['command']}` "
+            f"({produced['date']}, {wall_text} of wall time on {machine}).")
+    return text + (f" {produced['note']}*" if produced.get("note") else "*")
 
 
 def write(path: Path, produced: dict) -> None:
