@@ -184,7 +184,7 @@ def plot(summary: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 5.5))
     colours = plt.get_cmap("tab20").colors
     for index, (name, what, _) in enumerate(CONFIGURATIONS):
         points = [(tau, summary["table"][(name, tau)]["energy"][0]) for tau in TAUS
@@ -195,10 +195,15 @@ def plot(summary: dict) -> None:
     ax.set_xlabel("local steps τ")
     ax.set_ylabel(f"energy to {TARGET} (J, all clients)")
     ax.set_xscale("log")
-    ax.set_yscale("log")  # without radio tails the energy is ~40x lower
+    ax.set_yscale("log")  # without radio tails the energy is several times lower
     ax.set_xticks(TAUS, [str(t) for t in TAUS])
+    low, high = ax.get_ylim()  # labelled ticks at 1, 2, 5 x 10^k: a log axis over one decade has one at most
+    ticks = [m * 10.0 ** k for k in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+             for m in (1, 2, 5) if low <= m * 10.0 ** k <= high]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
     ax.minorticks_off()
-    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.13))  # below: covers no curve
     ax.set_title("phones-in-a-cell: one effect changed at a time")
     fig.tight_layout()
     FIGURE.parent.mkdir(parents=True, exist_ok=True)
