@@ -75,7 +75,7 @@ def run_job(job):
 def overrides(name, seed, rounds):
     out = [f"algorithm.name={name}", f"run.seed={seed}", f"run.rounds={rounds}"]
     for k, v in EXTRA.get(name, {}).items():
-        out.append(f"algorithm.{k}={json.dumps(v)}")
+        out.append(f"algorithm.{name}.{k}={json.dumps(v)}")  # an algorithm's own keys sit in its own table
     return out
 
 
