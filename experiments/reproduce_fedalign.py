@@ -33,6 +33,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
+from experiments.algorithm_keys import with_own_table  # noqa: E402
 from experiments import provenance  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
@@ -78,7 +79,7 @@ def run_job(job: dict) -> dict:
     from edgefl.scenario import scenario_from_dict
 
     started = time.time()
-    sim = Simulation(scenario_from_dict(job["scenario"]))
+    sim = Simulation(scenario_from_dict(with_own_table(job["scenario"])))
     result = sim.run(progress=False)
     rows = [{"round": r["round"], **{k: r.get(k) for k in KEEP}} for r in result.metrics]
     alg = sim.algorithm

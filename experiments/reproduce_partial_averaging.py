@@ -34,6 +34,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
+from experiments.algorithm_keys import with_own_table  # noqa: E402
 from experiments import provenance  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
@@ -73,7 +74,7 @@ def run_job(job):
     from edgefl.scenario import scenario_from_dict
 
     started = time.time()
-    s = scenario_from_dict(job["scenario"])
+    s = scenario_from_dict(with_own_table(job["scenario"]))
     sim = Simulation(s)
     result = sim.run(progress=False)
     tau = s.algorithm.local_steps
