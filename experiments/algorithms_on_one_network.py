@@ -28,6 +28,7 @@ if str(REPO) not in sys.path:
 
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
 from edgefl.target import Target, rounds_to_target  # noqa: E402
+from experiments import provenance  # noqa: E402
 
 SCENARIO = REPO / "scenarios" / "algorithms-on-one-network.toml"
 EXPECTED = ["fedavg", "fedprox", "scaffold", "feddyn", "drdm", "drfa", "scaff_pd", "partial_avg", "periodic_avg",
@@ -74,7 +75,7 @@ def run_job(job):
 def overrides(name, seed, rounds):
     out = [f"algorithm.name={name}", f"run.seed={seed}", f"run.rounds={rounds}"]
     for k, v in EXTRA.get(name, {}).items():
-        out.append(f"algorithm.{k}={json.dumps(v)}")
+        out.append(f"algorithm.{name}.{k}={json.dumps(v)}")  # an algorithm's own keys sit in its own table
     return out
 
 
@@ -107,7 +108,7 @@ def main(argv=None):
                         describe=lambda job, res: f"  {res['key']}: {res['wall_s']:.0f} s")
     total = time.time() - started
     doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(render(results, jobs, names, missing, args, fig_dir, total))
+    doc.write_text(render(results, jobs, names, missing, args, fig_dir, provenance.current(command(args), total)))
     print(f"wrote {doc} ({total / 60:.1f} min)")
     return 0
 
@@ -153,20 +154,24 @@ def plot(results, jobs, names, path):
     plt.close(fig)
 
 
-def render(results, jobs, names, missing, args, fig_dir, total_s):
+def command(args) -> str:
+    text = ".venv/bin/python experiments/algorithms_on_one_network.py"
+    if args.seeds != [0]:
+        text += " --seeds " + " ".join(map(str, args.seeds))
+    if args.rounds != 60:
+        text += f" --rounds {args.rounds}"
+    return text
+
+
+def render(results, jobs, names, missing, args, fig_dir, produced):
     rel = "figures" if not args.quick else "."
     plot(results, jobs, names, fig_dir / "network-accuracy-energy.png")
     target = 0.80
-    command = ".venv/bin/python experiments/algorithms_on_one_network.py"
-    if args.seeds != [0]:
-        command += " --seeds " + " ".join(map(str, args.seeds))
-    if args.rounds != 60:
-        command += f" --rounds {args.rounds}"
-    out = ["# All algorithms on one wireless network", "",
-           "Regenerate this page:", "", f"    {command}", "",
+    out = ["# All algorithms on one wireless network", "", provenance.line(produced), "",
+           "Regenerate this page:", "", f"    {command(args)}", "",
            f"Scenario `scenarios/algorithms-on-one-network.toml`, {args.rounds} rounds, seed(s) "
            f"{', '.join(map(str, args.seeds))}, SimPy co-simulation (every message of every algorithm is charged: "
-           f"time and energy per client). Total wall time: {total_s / 60:.1f} min.", "",
+           "time and energy per client).", "",
            "MNIST-10k (8,000 training images) over 30 clients with Dirichlet(0.5) class mixes, softmax regression "
            "(7,850 parameters, 251 kbit per model), 10 clients per round, τ = 10 local steps of batch 32, lr 0.05; "
            "clients uniform in a 400 m cell (path loss 128.1 + 37.6 log10 d[km], 8 dB shadowing, Rayleigh fading, "
@@ -200,6 +205,12 @@ def render(results, jobs, names, missing, args, fig_dir, total_s):
     out += ["", f"Energy to {int(100 * target)} % accuracy: the cumulative energy at the first evaluated round at "
             f"which the seed-mean accuracy and its centred 5-evaluation moving average both reach "
             f"{int(100 * target)} % (the definition `edgefl optimal-tau` uses, `edgefl.target.rounds_to_target`).",
+            "", "Changes since the previous version of this page (issue 19, 2026-11-25): energy to 80 % was 1.7 J "
+            "(round 2, the first evaluation) for most algorithms under the old definition, the centred average "
+            "alone, which claimed the target there although the seed-mean accuracy at round 2 was below 80 % "
+            "(≈ 0.79 for FedAvg: figure above); now it is the energy of round 4 (3.5 J) or later. A lost download "
+            "now ends the client's chain (no compute or upload after it): a few uploads fewer (partial_avg 6060 "
+            "→ 6057 on average) and at most 0.3 % less energy and time; the accuracies are unchanged.",
             "", "## Reading the comparison", "",
             "- All algorithms see the same data, devices, channel draws' law, τ and number of clients per round; "
             "each runs with its defaults plus the keys listed below — none was tuned for this scenario, so the "

@@ -31,11 +31,13 @@ if str(ROOT) not in sys.path:
 from edgefl.results import atomic_write_text  # noqa: E402
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
 from edgefl.target import Target, definition, rounds_to_target  # noqa: E402
+from experiments import provenance  # noqa: E402
 
 SCENARIO = ROOT / "scenarios" / "phones-in-a-cell.toml"
 PAGE = ROOT / "docs" / "realistic-network.md"
 FIGURE = ROOT / "docs" / "figures" / "realistic-network-energy.png"
 DATA = ROOT / "docs" / "data" / "realistic-network-runs.csv"  # one line per run: what the page is rendered from
+PRODUCED = ROOT / "docs" / "data" / "realistic-network-produced.json"  # the commit and command of those runs
 TAUS = (2, 5, 10, 20)
 SEEDS = (0, 1, 2, 3, 4)
 TARGET = Target("acc_mean", 0.85)
@@ -182,7 +184,7 @@ def plot(summary: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 5.5))
     colours = plt.get_cmap("tab20").colors
     for index, (name, what, _) in enumerate(CONFIGURATIONS):
         points = [(tau, summary["table"][(name, tau)]["energy"][0]) for tau in TAUS
@@ -193,10 +195,15 @@ def plot(summary: dict) -> None:
     ax.set_xlabel("local steps τ")
     ax.set_ylabel(f"energy to {TARGET} (J, all clients)")
     ax.set_xscale("log")
-    ax.set_yscale("log")  # without radio tails the energy is ~40x lower
+    ax.set_yscale("log")  # without radio tails the energy is several times lower
     ax.set_xticks(TAUS, [str(t) for t in TAUS])
+    low, high = ax.get_ylim()  # labelled ticks at 1, 2, 5 x 10^k: a log axis over one decade has one at most
+    ticks = [m * 10.0 ** k for k in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+             for m in (1, 2, 5) if low <= m * 10.0 ** k <= high]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
     ax.minorticks_off()
-    ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.13))  # below: covers no curve
     ax.set_title("phones-in-a-cell: one effect changed at a time")
     fig.tight_layout()
     FIGURE.parent.mkdir(parents=True, exist_ok=True)
@@ -204,12 +211,18 @@ def plot(summary: dict) -> None:
     plt.close(fig)
 
 
-def render(summary: dict, runs: list[dict], workers: int, why: str) -> str:
+def command(workers: int) -> str:
+    return f".venv/bin/python experiments/realistic_network.py --workers {workers}"
+
+
+def render(summary: dict, runs: list[dict], workers: int, why: str, produced: dict) -> str:
     table, optimum = summary["table"], summary["optimum"]
     wall_s = sum(run["wall_s"] for run in runs)
     stopped = sorted({f"{run['config']} τ={run['tau']} seed={run['seed']}" for run in runs if run["stopped"]})
     lines = [
         "# The realistic radio and device model: what each effect does",
+        "",
+        provenance.line(produced),
         "",
         "Baseline: `scenarios/phones-in-a-cell.toml` (FedAvg; 50 phones in a 500 m cell, two device",
         "classes with batteries, Markov availability, walking users, MCS + Rayleigh + ARQ, access",
@@ -219,7 +232,7 @@ def render(summary: dict, runs: list[dict], workers: int, why: str) -> str:
         "scenario leaves off.",
         "",
         "```",
-        f".venv/bin/python experiments/realistic_network.py --workers {workers}",
+        command(workers),
         "```",
         "",
         f"τ ∈ {{{', '.join(map(str, TAUS))}}}, seeds {SEEDS[0]}..{SEEDS[-1]}, 60 rounds, evaluation every 2 rounds. "
@@ -268,14 +281,16 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     if args.from_data:
-        runs = read_runs(DATA)
+        runs, produced = read_runs(DATA), provenance.read(PRODUCED)
     else:
         runs = compute(args.workers, args.cache)
         write_runs(runs, DATA)
+        produced = provenance.current(command(args.workers), time.perf_counter() - started)
+        provenance.write(PRODUCED, produced)
     summary = summarise(runs)
     plot(summary)
-    atomic_write_text(PAGE, render(summary, runs, args.workers, args.why.read_text()))
-    written = f"{PAGE}, {FIGURE}" + ("" if args.from_data else f" and {DATA}")
+    atomic_write_text(PAGE, render(summary, runs, args.workers, args.why.read_text(), produced))
+    written = f"{PAGE}, {FIGURE}" + ("" if args.from_data else f", {DATA} and {PRODUCED}")
     print(f"wrote {written} in {time.perf_counter() - started:.0f} s")
 
 

@@ -36,6 +36,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
+from experiments.algorithm_keys import with_own_table  # noqa: E402
+from experiments import provenance  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = ["fast_fedda", "c_fedda", "mc_fedda", "fedda", "fedmid"]
@@ -124,7 +126,7 @@ def run_job(job: dict) -> dict:
     from edgefl.scenario import scenario_from_dict
 
     started = time.time()
-    sim = Simulation(scenario_from_dict(job["scenario"]))
+    sim = Simulation(scenario_from_dict(with_own_table(job["scenario"])))
     result = sim.run(progress=False)
     rows = []
     for row in result.metrics:
@@ -230,6 +232,8 @@ def render(results, jobs, exps, rounds, seeds, fig_dir, total_s, args) -> str:
     rel = "figures" if not args.quick else "."
     run_min = sum(results[j["key"]]["wall_s"] for j in jobs) / 60
     out = ["# Reproduction: Fast-FedDA, C-FedDA, MC-FedDA (Bao et al., ICML 2022)", "",
+           provenance.line(provenance.current(".venv/bin/python experiments/reproduce_fast_fedda.py"
+                                              + (" --quick" if args.quick else ""), total_s)), "",
            "Regenerate this page (`--cache DIR` reuses finished runs, `--jobs N` sets the worker processes):", "",
            "    .venv/bin/python experiments/reproduce_fast_fedda.py", "",
            f"Seeds {', '.join(map(str, seeds))}; values are mean ± standard deviation over the seeds; "

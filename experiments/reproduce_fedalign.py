@@ -33,6 +33,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
+from experiments.algorithm_keys import with_own_table  # noqa: E402
+from experiments import provenance  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = {"fedalign": "FedALIGN", "fedavg_p": "FedAvg-P", "fedavg_all": "FedAvg-All"}
@@ -77,7 +79,7 @@ def run_job(job: dict) -> dict:
     from edgefl.scenario import scenario_from_dict
 
     started = time.time()
-    sim = Simulation(scenario_from_dict(job["scenario"]))
+    sim = Simulation(scenario_from_dict(with_own_table(job["scenario"])))
     result = sim.run(progress=False)
     rows = [{"round": r["round"], **{k: r.get(k) for k in KEEP}} for r in result.metrics]
     alg = sim.algorithm
@@ -201,6 +203,8 @@ def render(results, jobs, exps, r_syn, r_noise, r_img, fig_dir, total_s, args):
     W = max(1, round(0.1 * r_syn))
     run_min = sum(results[j["key"]]["wall_s"] for j in jobs) / 60
     out = ["# Reproduction: FedALIGN (Ravi & Shomorony, prioritized FL with free clients)", "",
+           provenance.line(provenance.current(".venv/bin/python experiments/reproduce_fedalign.py"
+                                              + (" --quick" if args.quick else ""), total_s)), "",
            "Regenerate this page (`--cache DIR` reuses finished runs, `--jobs N` sets the worker processes):", "",
            "    .venv/bin/python experiments/reproduce_fedalign.py", "",
            f"Values are mean ± standard deviation over seeds (the seeds are listed per table); learning only "

@@ -34,6 +34,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
+from experiments.algorithm_keys import with_own_table  # noqa: E402
+from experiments import provenance  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = {"partial_avg": "partial", "periodic_avg": "periodic"}
@@ -72,7 +74,7 @@ def run_job(job):
     from edgefl.scenario import scenario_from_dict
 
     started = time.time()
-    s = scenario_from_dict(job["scenario"])
+    s = scenario_from_dict(with_own_table(job["scenario"]))
     sim = Simulation(s)
     result = sim.run(progress=False)
     tau = s.algorithm.local_steps
@@ -193,6 +195,8 @@ def render(results, grid, jobs, chosen, iters, taus, seeds, fig_dir, total_s, ar
     used = {j["key"] for j in grid} | {j["key"] for j in jobs}
     run_min = sum(results[k]["wall_s"] for k in used) / 60
     out = ["# Reproduction: partial model averaging (Lee, Sahu, He, Avestimehr)", "",
+           provenance.line(provenance.current(".venv/bin/python experiments/reproduce_partial_averaging.py"
+                                              + (" --quick" if args.quick else ""), total_s)), "",
            "Regenerate this page (`--cache DIR` reuses finished runs, `--jobs N` sets the worker processes):", "",
            "    .venv/bin/python experiments/reproduce_partial_averaging.py", "",
            f"Seeds {', '.join(map(str, seeds))}; values are mean ± standard deviation over the seeds, accuracies in %. "

@@ -17,7 +17,8 @@ def test_the_page_is_rendered_from_its_runs():
     mod = experiment()
     runs = mod.read_runs(mod.DATA)
     assert len(runs) == len(mod.CONFIGURATIONS) * len(mod.TAUS) * len(mod.SEEDS)
-    page = mod.render(mod.summarise(runs), runs, 2, (REPO / "experiments" / "realistic_network_why.md").read_text())
+    page = mod.render(mod.summarise(runs), runs, 2, (REPO / "experiments" / "realistic_network_why.md").read_text(),
+                      mod.provenance.read(mod.PRODUCED))
     assert page == mod.PAGE.read_text()  # no hand edits: regenerate with --from-data
     assert mod.FIGURE.is_file()
 
@@ -58,5 +59,7 @@ def test_table_never_reached_tau_star_and_ties():
     assert half > abs(100.0 / second - 100.0 / last)  # seed spread hides the tau=10/20 gap
     assert summary["ties"]["no-tail"] == [second] and summary["ties"]["baseline"] == []
     assert mod.fmt(summary["table"][("baseline", last)], "energy", 1).endswith(f"({n - 1}/{n})")
-    page = mod.render(summary, runs, 2, "why")
+    page = mod.render(summary, runs, 2, "why", {"commit": "abc1234", "command": "cmd", "date": "2026-01-01", "wall_s": 90})
+    assert page.splitlines()[2] == ("*Produced at commit abc1234 by `cmd` (2026-01-01, 1.5 min of wall time on a "
+                                    "2-core machine shared with other jobs).*")
     assert f"| {last} (tie: {second}) |" in page  # no-tail's first row
