@@ -161,6 +161,13 @@ def test_bad_process_keys_exit_2_naming_the_key_and_writing_nothing(thermal_file
     assert not (tmp_path / "out").exists()
 
 
+def test_a_single_bracket_process_table_is_explained(tmp_path, capsys):
+    path = tmp_path / "single.toml"
+    path.write_text(SCENARIO + '[process]\nname = "thermal"\n')
+    code, _, err = run_cli(capsys, "run", path, "--out", tmp_path / "out", "--no-plots", "-q")
+    assert code == 2 and "process: expected an array of tables, one [[process]] (double brackets)" in err
+
+
 def test_a_plugin_component_from_the_current_folder(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # as edgefl adds the current folder (edgefl.plugins)

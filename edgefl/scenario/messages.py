@@ -69,6 +69,9 @@ def format_validation_error(err: ValidationError, source: str, prefix: tuple[str
         path = ".".join(loc) if loc else "(scenario)"
         if item["type"] == "union_tag_invalid" and loc == ["data"]:
             lines.append(f"{source}: data.name: {unknown_name_message(item['ctx']['tag'])}")
+        elif loc == ["process"] and item["type"] == "list_type":
+            lines.append(f"{source}: process: expected an array of tables, one [[process]] (double brackets) per "
+                         "component, e.g. [[process]] name = \"thermal\"")
         elif item["type"] == "extra_forbidden":
             lines.append(f"{source}: {path}: {_unknown_key_message(loc, algorithm_name, data_name, known_keys)}")
         elif item["type"] == "missing":
