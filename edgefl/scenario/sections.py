@@ -32,6 +32,7 @@ from edgefl.data import registry as data_registry
 from edgefl.errors import UserError
 from edgefl.models import fits_cnn
 from edgefl.numbers import NumbersOnly, bools_as_text
+from edgefl.sim import processes
 from edgefl.target import parse_target
 
 
@@ -499,14 +500,10 @@ class ProcessSection(NumbersOnly):
     @field_validator("name")
     @classmethod
     def _known_process(cls, name):
-        from edgefl.sim import processes
-
         processes.get(name)  # ValueError with the known names
         return name
 
     def component_class(self):
-        from edgefl.sim import processes
-
         return processes.get(self.name)
 
     def params(self):
