@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from edgefl.cli import main
 from edgefl.results import checkpoint_file
 from edgefl.runner import Simulation, write_results
 from edgefl.scenario import load_scenario
-from edgefl.sweeps.plan import REPRICED, SweepError, plan_sweep
+from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError, plan_sweep
 from edgefl.sweeps.run import run_sweep
 from edgefl.sweeps.store import read_point
 
@@ -83,6 +82,10 @@ class Slow(Component):
 class Boom(Component):
     def __init__(self):
         raise RuntimeError("boom")
+
+
+class Quiet(Component):
+    """Does nothing, and does not say whether it may change who takes part."""
 '''
 
 
@@ -226,6 +229,15 @@ def test_a_sweep_over_a_process_key_re_prices_exactly(thermal_file, tmp_path):
             assert a["energy_j"] == pytest.approx(b["energy_j"], rel=1e-9)
         times[tuple(point.values.values())] = rows[-1]["sim_time_s"]
     assert times[(26.0, 20.0)] > times[(100.0, 20.0)]  # throttled: slower
+
+
+def test_sweep_points_of_a_process_that_may_change_participation_are_cosimulated(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "my_quiet_process.py").write_text(PLUGIN)
+    (tmp_path / "quiet.toml").write_text(SCENARIO + '[[process]]\nname = "my_quiet_process:Quiet"\n')
+    plan = plan_sweep(tmp_path / "quiet.toml", grids=["network.snr_db=0,20"])
+    assert {p.mode for p in plan.points} == {COSIMULATED}
 
 
 @pytest.mark.parametrize("grid, message", [

@@ -52,7 +52,7 @@ class Scenario(Strict):
         if moving and self.network.cell_radius_m is None:
             raise ValueError("devices.speed_mps > 0 needs a cell: set network.cell_radius_m (a link budget)")
         if self.process and self.run.engine != "simpy":
-            raise ValueError(f"process (a [[process]] table) needs run.engine = \"simpy\" (the ideal engine charges "
+            raise ValueError("process (a [[process]] table) needs run.engine = \"simpy\" (the ideal engine charges "
                              "no time or energy a process could change)")
         for key in self.sweep.grid:
             try:
