@@ -33,6 +33,7 @@ PLUGIN_KEYS: dict[str, str | None] = {
     "control.name": "edgefl.controllers",
     "network.path_loss": "edgefl.path_loss",
 }
+PROCESS_GROUP = "edgefl.processes"  # the entry-point group of components named in [[process]] tables
 # edgefl's own packages: code in them is never a plug-in's, even when named as "package.module:attribute"
 OWN_PACKAGES = ("edgefl", "algorithms", "channel", "energy")
 # A path loss (dB) outside these bounds is no radio link: below 0 dB the channel would amplify the signal
@@ -65,7 +66,7 @@ def plugin_values(raw) -> dict[str, str]:
     if not isinstance(raw, dict):
         raw = {"algorithm": {"name": raw.algorithm.name, **(raw.algorithm.model_extra or {})},
                "data": {"name": raw.data.name}, "control": {"name": raw.control.name},
-               "network": {"path_loss": raw.network.path_loss}}
+               "network": {"path_loss": raw.network.path_loss}, "process": [{"name": p.name} for p in raw.process]}
     found = {}
     for key in PLUGIN_KEYS:
         section, name = key.split(".")
@@ -77,6 +78,11 @@ def plugin_values(raw) -> dict[str, str]:
         for table, value in algorithm.items():
             if isinstance(value, dict) and ":" in table and "algorithm.name" not in found:
                 found["algorithm.name"] = table
+    processes = raw.get("process")
+    for index, table in enumerate(processes if isinstance(processes, list) else []):
+        value = table.get("name") if isinstance(table, dict) else None
+        if isinstance(value, str) and target_of(f"process[{index}].name", value) is not None:
+            found[f"process[{index}].name"] = value
     return found
 
 
@@ -84,7 +90,7 @@ def target_of(key: str, value: str) -> str | None:
     """``"package.module:attribute"`` that ``value`` of ``key`` names, or None (a built-in, or no plug-in)."""
     if ":" in value:
         return value
-    group = PLUGIN_KEYS[key]
+    group = PROCESS_GROUP if key.startswith("process[") else PLUGIN_KEYS[key]
     if group is None:
         return None
     match = [ep.value for ep in entry_points(group=group) if ep.name == value]

@@ -32,12 +32,15 @@ from edgefl.logs import get_logger
 from edgefl.memory import check_memory
 from edgefl.metrics import evaluate_global
 from edgefl.models import build_model
+from edgefl.plugins import faults_named
 from edgefl.physical import NetworkParams, Population, build_population, network_params
 from edgefl.resolved import resolved_dict
 from edgefl.results import atomic_directory, checkpoint_file, claim_checkpoint, is_checkpoint, write_csv, write_json
 from edgefl.scenario import Scenario
 from edgefl.sim import Engine, IdealPricer, NoDeviceAvailable, SimPyPricer
 from edgefl.sim.activities import EVENT_FIELDS
+from edgefl.sim.components import default_components
+from edgefl.sim.processes import build_processes
 from edgefl.target import DEFAULT_WINDOW, Target, definition, parse_target, rounds_to_target
 from energy import CATEGORIES
 
@@ -96,8 +99,14 @@ def build_pricer(s: Scenario, model) -> tuple[NetworkParams, Population, SimPyPr
     network = network_params(s.network)
     population = build_population(s.network, s.devices, s.data.num_clients, model.train_flops_per_sample,
                                   model.eval_flops_per_sample, s.run.seed)
-    pricer = SimPyPricer(network, population, s.run.seed) if s.run.engine == "simpy" else IdealPricer(s.data.num_clients)
-    return network, population, pricer
+    if s.run.engine != "simpy":
+        return network, population, IdealPricer(s.data.num_clients)
+    if not s.process:
+        return network, population, SimPyPricer(network, population, s.run.seed)
+    with faults_named():  # a plug-in component's constructor: its exception is a PluginError
+        processes = build_processes(s.process, network, population, s.run.seed)
+    components = [*default_components(network, population, s.run.seed), *processes]  # [[process]]: after the built-ins
+    return network, population, SimPyPricer(network, population, s.run.seed, components=components)
 
 
 class Simulation:

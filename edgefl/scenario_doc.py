@@ -22,7 +22,8 @@ from edgefl import control
 from edgefl.data import DATASET_NAMES as DATA_NAMES
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl.data.registry import FAMILIES, family_names
-from edgefl.scenario import SECTION_MODELS, DeviceClass, Scenario
+from edgefl.scenario import SECTION_MODELS, DeviceClass, ProcessSection, Scenario
+from edgefl.sim import processes
 
 INTRO = """# Scenario reference
 
@@ -150,7 +151,12 @@ def render() -> str:
     for name in extra:
         field = Scenario.model_fields[name]
         annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if name == "process":
+            out.append("## [[process]]\n")
+            out.append(f"{field.description}\n")
+            out.extend(table(ProcessSection))
+            out.append("")
+        elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
             out.append(f"## [{name}]\n")
             out.extend(table(annotation))
             out.append("")
@@ -159,6 +165,9 @@ def render() -> str:
     out.extend(own_keys("Algorithm", "algorithm", algorithms.names(), algorithms.get,
                         ", in a table of its own (`[algorithm.<name>]`; `--set algorithm.<name>.<key>=...`):"))
     out.extend(own_keys("Controller", "control", control.names(), control.get, " (docs/control.md):"))
+    out.extend(own_keys("Process", "[process]", processes.names(), processes.get,
+                        " in its table (docs/architecture.md, \"Adding a physical process\"; sweep keys "
+                        "`process.<i>.<key>`):"))
     return "\n".join(out).rstrip() + "\n"
 
 

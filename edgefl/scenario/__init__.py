@@ -42,6 +42,7 @@ from edgefl.scenario.sections import (
     DevicesSection,
     ModelSection,
     NetworkSection,
+    ProcessSection,
     RunSection,
     Strict,
     model_misfit,
@@ -50,7 +51,7 @@ from edgefl.scenario.sweep_keys import GridValue, SweepSection, check_sweep_key
 
 __all__ = [
     "SECTION_MODELS", "AlgorithmSection", "CompressionSection", "ControlSection", "DataSection", "DeviceClass",
-    "DevicesSection", "GridValue", "ModelSection", "NetworkSection", "RunSection", "Scenario", "ScenarioError",
+    "DevicesSection", "GridValue", "ModelSection", "NetworkSection", "ProcessSection", "RunSection", "Scenario", "ScenarioError",
     "Strict", "SweepSection", "absolute_path", "apply_overrides", "check_sweep_key", "describe_differences",
     "flat_keys", "format_override", "format_validation_error", "load_scenario", "model_misfit", "parse_override",
     "read_toml", "scenario_from_dict", "split_key", "_drop_none",

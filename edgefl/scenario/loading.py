@@ -79,10 +79,22 @@ def apply_overrides(raw: dict, overrides: list[str] | dict[str, Any]) -> dict:
             value = absolute_path(Path.cwd(), value, ".".join(path), text)
         node = raw
         for part in path[:-1]:
+            if isinstance(node, list):  # [[process]]: process.<i>.<key>
+                if not (part.isdigit() and int(part) < len(node) and isinstance(node[int(part)], dict)):
+                    raise ScenarioError(f"{text}: expected process.<i>.<key>, the key of the i-th [[process]] table "
+                                        f"(from 0), and the scenario has {len(node)}")
+                table = node[int(part)] = dict(node[int(part)])  # a copy: the caller's dict is left as it was
+                node = table
+                continue
+            if isinstance(node.get(part), list) and part == "process":
+                node[part] = list(node[part])  # copied: the caller's dict is left as it was
             child = node.setdefault(part, {})
-            if not isinstance(child, dict):
+            if not isinstance(child, (dict, list)) or (isinstance(child, list) and part != "process"):
                 raise ScenarioError(f"{text}: {part!r} is not a section")
             node = child
+        if isinstance(node, list):
+            raise ScenarioError(f"{text}: expected process.<i>.<key>, the key of the i-th [[process]] table (from 0), "
+                                f"and the scenario has {len(node)}")
         node[path[-1]] = value
     return raw
 
@@ -141,6 +153,14 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
         scenario.control.params()  # the controller's own keys
     except ValidationError as exc:
         raise ScenarioError(format_validation_error(exc, source, ("control",))) from None
+    for index, process in enumerate(scenario.process):
+        where = f"process[{index}]"
+        try:
+            process.params()  # the component's own keys
+        except ValidationError as exc:
+            raise ScenarioError(format_validation_error(exc, source, (where,), known_keys=process.own_keys())) from None
+        except ValueError as exc:
+            raise ScenarioError(f"{source}: {where}: {exc}") from None
     return scenario
 
 

@@ -41,8 +41,9 @@ def _known_keys(parent: list[str], algorithm_name: str | None, data_name: str | 
     return []
 
 
-def _unknown_key_message(loc: list[str], algorithm_name: str | None, data_name: str | None) -> str:
-    known = _known_keys(loc[:-1], algorithm_name, data_name)
+def _unknown_key_message(loc: list[str], algorithm_name: str | None, data_name: str | None,
+                         known_keys: list[str] | None = None) -> str:
+    known = _known_keys(loc[:-1], algorithm_name, data_name) if known_keys is None else known_keys
     if loc[:-1] == ["data"]:  # a key of another data set?
         owners = [name for name, cls in DATA_REGISTRY.items() if loc[-1] in cls.model_fields]
         if owners:
@@ -55,17 +56,24 @@ def _unknown_key_message(loc: list[str], algorithm_name: str | None, data_name: 
 
 
 def format_validation_error(err: ValidationError, source: str, prefix: tuple[str, ...] = (),
-                            algorithm_name: str | None = None, data_name: str | None = None) -> str:
+                            algorithm_name: str | None = None, data_name: str | None = None,
+                            known_keys: list[str] | None = None) -> str:
+    """``known_keys``: the keys allowed where an unknown key was found (default: looked up from its path)."""
     lines = []
     for item in err.errors():
         loc = [*prefix, *(str(p) for p in item["loc"])]
+        if len(loc) >= 2 and loc[0] == "process" and loc[1].isdigit():
+            loc[:2] = [f"process[{loc[1]}]"]  # the i-th [[process]] table
         if len(loc) >= 2 and loc[0] == "data" and (loc[1] in DATA_REGISTRY or loc[1] == PLUGIN_DATA_TAG):
             del loc[1]  # the tag of the data set's class, not a key
         path = ".".join(loc) if loc else "(scenario)"
         if item["type"] == "union_tag_invalid" and loc == ["data"]:
             lines.append(f"{source}: data.name: {unknown_name_message(item['ctx']['tag'])}")
+        elif loc == ["process"] and item["type"] == "list_type":
+            lines.append(f"{source}: process: expected an array of tables, one [[process]] (double brackets) per "
+                         "component, e.g. [[process]] name = \"thermal\"")
         elif item["type"] == "extra_forbidden":
-            lines.append(f"{source}: {path}: {_unknown_key_message(loc, algorithm_name, data_name)}")
+            lines.append(f"{source}: {path}: {_unknown_key_message(loc, algorithm_name, data_name, known_keys)}")
         elif item["type"] == "missing":
             where = f" for data.name = {data_name!r}" if loc[0] == "data" else ""
             lines.append(f"{source}: {path} is required{where}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_serializer, model_validator
 
 import algorithms
 from edgefl.data import DEFAULT_DATASET
@@ -15,6 +15,7 @@ from edgefl.scenario.sections import (
     DevicesSection,
     ModelSection,
     NetworkSection,
+    ProcessSection,
     RunSection,
     Strict,
     model_misfit,
@@ -32,15 +33,30 @@ class Scenario(Strict):
     control: ControlSection = Field(default_factory=ControlSection)
     compression: CompressionSection = Field(default_factory=CompressionSection)
     sweep: SweepSection = Field(default_factory=SweepSection, description="Grids for `edgefl sweep`.")
+    process: list[ProcessSection] = Field(
+        default_factory=list, description="Components from the scenario file, one `[[process]]` table each: "
+        "`name` and the component's own keys (see \"Process-specific keys\" below).")
+
+    @model_serializer(mode="wrap")
+    def _without_empty_process(self, handler):
+        """No ``process`` key when there is none: a scenario without [[process]] dumps (and hashes: checkpoints,
+        sweep points) as before processes existed."""
+        dumped = handler(self)
+        if isinstance(dumped, dict) and not self.process:
+            dumped.pop("process", None)
+        return dumped
 
     @model_validator(mode="after")
     def _consistent(self):
         moving = self.devices.speed_mps > 0 or any((c.speed_mps or 0) > 0 for c in self.devices.classes)
         if moving and self.network.cell_radius_m is None:
             raise ValueError("devices.speed_mps > 0 needs a cell: set network.cell_radius_m (a link budget)")
+        if self.process and self.run.engine != "simpy":
+            raise ValueError("process (a [[process]] table) needs run.engine = \"simpy\" (the ideal engine charges "
+                             "no time or energy a process could change)")
         for key in self.sweep.grid:
             try:
-                check_sweep_key(key, tuple(type(self.data).model_fields))
+                check_sweep_key(key, tuple(type(self.data).model_fields), self.process_keys())
             except ValueError as exc:
                 raise ValueError(f"sweep.grid: {exc}") from None
         if self.algorithm.clients_per_round > self.data.num_clients:
@@ -66,6 +82,10 @@ class Scenario(Strict):
                 raise ValueError(f"compression.name = {self.compression.name!r} does not apply to "
                                  f"{self.algorithm.name}: {why}")
         return self
+
+    def process_keys(self) -> list[list[str]]:
+        """The own keys of each [[process]] table's component, in order (for sweep keys ``process.<i>.<key>``)."""
+        return [p.own_keys() for p in self.process]
 
     def _own_keys_valid(self) -> bool:
         """Whether the selected algorithm's own keys validate (if not, scenario_from_dict reports them by name)."""

@@ -32,6 +32,7 @@ from edgefl.data import registry as data_registry
 from edgefl.errors import UserError
 from edgefl.models import fits_cnn
 from edgefl.numbers import NumbersOnly, bools_as_text
+from edgefl.sim import processes
 from edgefl.target import parse_target
 
 
@@ -485,6 +486,39 @@ class CompressionSection(Strict):
             self.error_feedback = True if self.error_feedback is None else self.error_feedback
         return self
 
+
+
+class ProcessSection(NumbersOnly):
+    """A component from the scenario file: a table of the array ``[[process]]``, with ``name`` and the
+    component's own keys (checked against its Params: docs/architecture.md, "Adding a physical process")."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    name: str = Field(description="The process: a built-in (thermal), an installed plug-in (entry point "
+                      "`edgefl.processes`) or a user's \"package.module:Class\" (an edgefl.sim.component.Component "
+                      "subclass).")
+
+    @field_validator("name")
+    @classmethod
+    def _known_process(cls, name):
+        processes.get(name)  # ValueError with the known names
+        return name
+
+    def component_class(self):
+        return processes.get(self.name)
+
+    def params(self):
+        """The component's own keys, validated by its Params (None: it has none)."""
+        params_model = self.component_class().Params
+        extra = self.model_extra or {}
+        if params_model is None:
+            if extra:
+                raise ValueError(f"{', '.join(extra)}: {self.name} has no keys of its own (its class defines no Params)")
+            return None
+        return params_model(**extra)
+
+    def own_keys(self) -> list[str]:
+        params_model = self.component_class().Params
+        return list(params_model.model_fields) if params_model is not None else []
 
 
 SECTION_MODELS = {  # data: the keys every data set has; each data set's own are in its class

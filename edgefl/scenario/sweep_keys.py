@@ -16,11 +16,16 @@ from edgefl.scenario.sections import SECTION_MODELS, Strict
 GridValue = Union[StrictBool, StrictInt, StrictFloat, StrictStr]
 
 
-def check_sweep_key(key: str, data_keys: list[str] | tuple[str, ...] = ()) -> None:
+def check_sweep_key(key: str, data_keys: list[str] | tuple[str, ...] = (),
+                    process_keys: list[list[str]] = ()) -> None:
     """Raise ValueError unless ``key`` ("section.key") is a scenario key a sweep may vary. ``data`` keys
     may be any built-in data set's or one of ``data_keys`` (the keys of the scenario's own data set,
-    e.g. a plug-in's); each point is validated in full later."""
+    e.g. a plug-in's); ``process.<i>.<key>``: a key of the scenario's i-th [[process]] table (``process_keys``:
+    each table's own keys); each point is validated in full later."""
     parts = key.split(".")
+    if parts[0] == "process":
+        check_process_key(key, parts, process_keys)
+        return
     if len(parts) == 3 and parts[0] == "algorithm" and all(parts):  # an algorithm's own key
         if not algorithms.is_algorithm(parts[1]):
             raise ValueError(f"{key!r}: unknown algorithm {parts[1]!r}; known: {', '.join(algorithms.names())}")
@@ -48,6 +53,23 @@ def check_sweep_key(key: str, data_keys: list[str] | tuple[str, ...] = ()) -> No
     if name not in known:
         hint = difflib.get_close_matches(name, known, n=1)
         raise ValueError(f"{key!r}: unknown key" + (f" (did you mean '{section}.{hint[0]}'?)" if hint else ""))
+
+
+def check_process_key(key: str, parts: list[str], process_keys: list[list[str]]) -> None:
+    """``process.<i>.<key>``: a key of the scenario's i-th [[process]] table (counted from 0)."""
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2]:
+        raise ValueError(f"{key!r}: expected process.<i>.<key>, the key of the i-th [[process]] table (from 0), "
+                         "e.g. process.0.throttle_c")
+    index = int(parts[1])
+    if index >= len(process_keys):
+        raise ValueError(f"{key!r}: the scenario has {len(process_keys)} [[process]] table(s) (process.0 is the first)")
+    own = process_keys[index]
+    if parts[2] == "name":
+        raise ValueError(f"{key!r}: a process's name cannot be swept (sweep one of its keys: {', '.join(own) or 'none'})")
+    if parts[2] not in own:
+        hint = difflib.get_close_matches(parts[2], own, n=1)
+        raise ValueError(f"{key!r}: not a key of process {index}" + (f" (did you mean 'process.{index}.{hint[0]}'?)"
+                                                                     if hint else f"; its keys: {', '.join(own) or 'none'}"))
 
 
 class SweepSection(Strict):

@@ -43,6 +43,12 @@ frequency), ``core.cpu_hz_of(client)`` reads it and ``core.knob_cpu_hz(client)``
 or the controller set. ``core.set_uplink_rate_factor(client, factor)`` scales a client's uplink rate from
 now on, also in the middle of an upload (its airtime left is re-timed; FDMA: the band re-planned); a
 component that does declares ``changes_uplink_rate = True``.
+
+From the scenario file (``[[process]]``, edgefl.sim.processes): a component class named there has ``Params``,
+a pydantic model of its own keys (units in the names, bounds, descriptions; None: no keys), and is built by
+``from_scenario(params, network, population, seed)`` (default: ``cls(**params)``). It declares
+``may_change_participation = False`` if it never decides who takes part in a round (it only changes
+timing or energy): a sweep may then re-price a recorded trace for it rather than co-simulate.
 """
 
 from __future__ import annotations
@@ -55,6 +61,13 @@ class Component:
 
     changes_cpu_rate = False  # True: it calls core.set_cpu_hz (computations are then watched for it)
     changes_uplink_rate = False  # True: it calls core.set_uplink_rate_factor (uploads are then watched for it)
+    Params = None  # from the scenario file: a pydantic model of the component's own keys (None: it has none)
+    may_change_participation = True  # False: it never decides who takes part (a sweep may re-price for it)
+
+    @classmethod
+    def from_scenario(cls, params, network, population, seed: int) -> "Component":
+        """The component a scenario's ``[[process]]`` table asks for (``params``: its validated Params, or None)."""
+        return cls(**(params.model_dump() if params is not None else {}))
 
     def attach(self, core) -> None:
         self.core = core

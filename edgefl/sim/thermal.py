@@ -15,13 +15,48 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from pydantic import ConfigDict, Field, model_validator
 
+from edgefl.numbers import NumbersOnly
 from edgefl.sim.component import Component
 from energy.thermal import compute_power_w, temperature_c, time_to_temperature_s
 
 
+class ThermalParams(NumbersOnly):
+    """``[[process]] name = "thermal"``: every device a lumped RC thermal node that throttles its CPU."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    ambient_c: float = Field(25.0, ge=-40, le=60, description="Ambient temperature (°C); a device starts at it.")
+    thermal_resistance_k_per_w: float = Field(10.0, gt=0, le=1000, description="Thermal resistance R_th from the "
+                                              "device to the ambient (K/W).")
+    thermal_capacitance_j_per_k: float = Field(5.0, gt=0, le=1e6, description="Heat capacity C_th of the device "
+                                               "(J/K); time constant R_th·C_th.")
+    throttle_c: float = Field(45.0, ge=-40, le=150, description="The CPU throttles when the device reaches this "
+                              "temperature (°C).")
+    resume_c: float = Field(40.0, ge=-40, le=150, description="A throttled CPU runs at full frequency again when "
+                            "the device cools to this temperature (°C); ambient_c <= resume_c < throttle_c.")
+    throttle_factor: float = Field(0.5, gt=0, le=1, description="A throttled CPU runs at this fraction of its "
+                                   "frequency (the scenario's or the controller's).")
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if not self.resume_c < self.throttle_c:
+            raise ValueError(f"resume_c = {self.resume_c:g} must be below throttle_c = {self.throttle_c:g} (°C): the CPU "
+                             "throttles at throttle_c and resumes once cooled to resume_c")
+        if not self.ambient_c <= self.resume_c:
+            raise ValueError(f"resume_c = {self.resume_c:g} must be at least ambient_c = {self.ambient_c:g} (°C): a "
+                             "device never cools below the ambient, so its CPU would stay throttled")
+        return self
+
+
 class Thermal(Component):
     changes_cpu_rate = True
+    Params = ThermalParams
+    may_change_participation = False  # it changes how long computing takes, never who computes
+
+    @classmethod
+    def from_scenario(cls, params, network, population, seed: int) -> "Thermal":
+        return cls(population, **params.model_dump())
 
     def __init__(self, population, ambient_c: float = 25.0, thermal_resistance_k_per_w: float = 10.0,
                  thermal_capacitance_j_per_k: float = 5.0, throttle_c: float = 45.0, resume_c: float = 40.0,

@@ -81,14 +81,15 @@ def _hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def parse_grid(text: str, option: str = "--grid", data_keys: tuple[str, ...] = ()) -> tuple[str, list]:
+def parse_grid(text: str, option: str = "--grid", data_keys: tuple[str, ...] = (),
+               process_keys: list[list[str]] = ()) -> tuple[str, list]:
     """``key=v1,v2,...`` -> (key, [values]); each value a TOML literal, else a string.
     ``option`` names the command-line option in error messages; ``data_keys``: the scenario's data set's."""
     if "=" not in text:
         raise SweepError(f"{option} {text!r}: expected key=v1,v2,..., e.g. {option} network.snr_db=0,10,20")
     key, raw = (part.strip() for part in text.split("=", 1))
     try:
-        check_sweep_key(key, data_keys)
+        check_sweep_key(key, data_keys, process_keys)
     except ValueError as exc:
         raise SweepError(f"{option} {text!r}: {exc}") from None
     values = []
@@ -111,6 +112,8 @@ def pricing_mode(scenario: Scenario) -> str:
     devices = scenario.devices
     if scenario.control.name != "static":
         return COSIMULATED
+    if any(p.component_class().may_change_participation for p in scenario.process):
+        return COSIMULATED  # a process that may decide who takes part (thermal does not: it changes timing only)
     if scenario.run.engine != "simpy" or can_change_participation(network_params(scenario.network),
                                                                   devices.availability, devices.p_fail,
                                                                   scenario.algorithm.over_selection):
@@ -123,17 +126,23 @@ def learning_config(scenario: Scenario) -> dict:
     dump = scenario.model_dump(mode="json", exclude={"sweep", "devices"})
     dump["network"] = {k: dump["network"][k] for k in TRACE_NETWORK_KEYS}
     dump["run"].pop("engine")
+    dump.pop("process", None)  # a re-priced point's processes change timing only (pricing_mode), not the learning
     return dump
 
 
 def _set_key(raw: dict, key: str, value) -> None:
-    """Set ``section.key`` (or ``algorithm.<name>.key``) in the raw scenario."""
+    """Set ``section.key`` (or ``algorithm.<name>.key``, ``process.<i>.key``) in the raw scenario."""
     *tables, name = key.split(".")
     node = raw
     for table in tables:
-        node = node.setdefault(table, {})
-        if not isinstance(node, dict):
+        if isinstance(node, list) and table.isdigit() and int(table) < len(node):
+            node = node[int(table)]  # the i-th table of an array of tables ([[process]])
+        else:
+            node = node.setdefault(table, {})
+        if not isinstance(node, (dict, list)):
             raise SweepError(f"{table!r} is not a section")
+    if not isinstance(node, dict):
+        raise SweepError(f"{key!r}: expected process.<i>.<key>")
     node[name] = value
 
 
@@ -159,7 +168,7 @@ def plan_sweep(path: Path, overrides: list[str] | None = None, grids: list[str] 
     base = scenario_from_dict(raw, source=source)
     grid = {k: list(v) for k, v in base.sweep.grid.items()}
     for text in grids or []:
-        key, values = parse_grid(text, data_keys=tuple(type(base.data).model_fields))
+        key, values = parse_grid(text, data_keys=tuple(type(base.data).model_fields), process_keys=base.process_keys())
         grid[key] = values  # a --grid replaces the file's grid for that key
     num_seeds = base.sweep.seeds if seeds is None else seeds
     if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or not 1 <= num_seeds <= MAX_SEEDS:

@@ -1,0 +1,27 @@
+"""Components named in the scenario file: ``[[process]]`` tables (docs/architecture.md, "Adding a physical
+process"). ``name`` is a built-in below, an installed package's entry point (group ``edgefl.processes``) or
+``"package.module:Class"`` (an :class:`~edgefl.sim.component.Component` subclass); the table's other keys
+are the class's own (its ``Params``)."""
+
+from __future__ import annotations
+
+from edgefl.sim.component import Component
+from plugin_registry import Registry, subclass_of
+
+ENTRY_POINT_GROUP = "edgefl.processes"
+PROCESSES = Registry("process", {"thermal": "edgefl.sim.thermal:Thermal"}, ENTRY_POINT_GROUP,
+                     subclass_of(Component), "an edgefl.sim.component.Component subclass")
+
+
+def names() -> list[str]:
+    return PROCESSES.names()
+
+
+def get(name: str) -> type[Component]:
+    """The component class of ``name``; UnknownPlugin (a ValueError) saying why there is none."""
+    return PROCESSES.get(name)
+
+
+def build_processes(sections, network, population, seed: int) -> list[Component]:
+    """The components of a scenario's ``[[process]]`` tables (``sections``: its ProcessSections), in their order."""
+    return [get(p.name).from_scenario(p.params(), network, population, seed) for p in sections]
