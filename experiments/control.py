@@ -375,9 +375,9 @@ def main() -> None:
     elif args.experiment == "deadline-fit":
         versus_static(args, "deadline-fit", PHONES, PHONES_TARGET, {"name": "deadline_fit"}, {}, list(range(args.seeds)))
         print()
-        # deadline_fit plans a promotion (network.access_latency_s) before every message, but a radio still in
-        # its tail needs none: with phones-in-a-cell's 0.26 s promotions it fits no device into the 0.4 s
-        # deadline. The same comparison without promotions shows what its plan does when it is not infeasible.
+        # With phones-in-a-cell's 0.26 s promotions, the first round (every radio idle) fits no device into the
+        # 0.4 s deadline, so no radio ever connects (docs/control.md). The same comparison without promotions
+        # shows what its plan does when it is not infeasible.
         versus_static(args, "deadline-fit-no-promotion", PHONES, PHONES_TARGET, {"name": "deadline_fit"},
                       {"network": {"access_latency_s": 0.0}}, list(range(args.seeds)))
     else:  # FDMA, a link budget, no fading: the deadline (2 s) does not bind static (its phases take < 1 s)
