@@ -70,6 +70,31 @@ def test_a_cpu_frequency_changed_mid_computation_re_times_it_and_charges_each_se
     assert other.end_s == pytest.approx(0.5) and other.energy_j == pytest.approx(KAPPA * 5e8 * 1e18 + 0.1 * 0.5)
 
 
+class SlowStart(Component):
+    """Sets client 0's CPU to ``hz`` from its compute_start hook (from inside the client's own chain)."""
+
+    changes_cpu_rate = True
+
+    def __init__(self, hz: float):
+        self.hz = hz
+
+    def compute_start(self, client: int) -> None:
+        if client == 0:
+            self.core.set_cpu_hz(0, self.hz)
+
+
+def test_a_cpu_frequency_set_in_a_compute_start_hook_times_that_computation_at_it():
+    """Found by the [[process]] work: set_cpu_hz from the chain's own hook interrupted the running process
+    ("A process is not allowed to interrupt itself", exit 70)."""
+    network, population = world()
+    pricer = SimPyPricer(network, population, 0, components=[*default_components(network, population, 0),
+                                                             SlowStart(0.5e9)])
+    assert all(pricer.price_phase(PhaseRecord(0, 0, train())).values())
+    (row,) = [e for e in pricer.events if e.client == 0]  # 5e8 cycles at 0.5 GHz: 1 s, one segment
+    assert (row.start_s, row.end_s) == (0, pytest.approx(1.0))
+    assert row.energy_j == pytest.approx(KAPPA * 5e8 * 0.5e9**2 + 0.1 * 1.0, rel=1e-12)
+
+
 def test_a_cpu_frequency_set_between_phases_times_the_next_computation_at_it():
     network, population = world()
     pricer = SimPyPricer(network, population, 0, components=[*default_components(network, population, 0),

@@ -167,8 +167,8 @@ class SimPyPricer:
                                "(edgefl.sim.component): set it on the component's class")
         self._cpu_hz[client] = hz
         proc = self._computing.get(client)
-        if proc is not None and proc.is_alive:
-            proc.interrupt(_RETIME)
+        if proc is not None and proc.is_alive and proc is not self.env.active_process:
+            proc.interrupt(_RETIME)  # (from the chain itself, e.g. a compute_start hook: it re-times after the hooks)
 
     def set_uplink_rate_factor(self, client: int, factor: float) -> None:
         """The client's uplink rate is ``factor`` times the planned one from now on (e.g. interference); an
@@ -389,6 +389,8 @@ class SimPyPricer:
                     if self._on_compute_start:
                         for hook in self._on_compute_start:
                             hook(client)
+                        if cpu_hz[client] != hz:  # a hook set the frequency: the computation starts at it
+                            left, seconds = self._retime(client, activity.label, left, log, doing)
                     while True:
                         try:
                             yield env.timeout(seconds)
