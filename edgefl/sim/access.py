@@ -35,14 +35,20 @@ class DedicatedUplink:
     def send(self, client: int, step: Step, log: list, doing: list):
         """Dedicated band: the upload (all its attempts) takes its airtime."""
         self.radio.start_transfer(log, client, doing)
-        env = self.env
         if not self.retimable:
-            yield env.timeout(step.duration_s)
-            return step.lost
-        seconds, factor = self._airtime(client, step.duration_s)
+            yield self.env.timeout(step.duration_s)
+        else:
+            yield from self._on_air(client, step.duration_s)
+        return step.lost
+
+    def _on_air(self, client: int, seconds: float):
+        """A timed upload of ``seconds`` planned airtime, re-timed whenever the client's rate changes (only when
+        a component may change rates: a generator of its own costs per upload, benchmarks [3])."""
+        env = self.env
+        seconds, factor = self._airtime(client, seconds)
         self._sending[client] = env.active_process
         try:
-            while True:  # (inline, not a generator of its own: one per upload, the engine's overhead)
+            while True:
                 start = env.now
                 try:
                     yield env.timeout(seconds)
@@ -51,7 +57,6 @@ class DedicatedUplink:
                     seconds, factor = self._retimed(client, change, seconds - (env.now - start), factor)
         finally:
             del self._sending[client]
-        return step.lost
 
     def _airtime(self, client: int, seconds: float) -> tuple[float, float]:
         """The planned airtime at the client's rate now, and its rate factor."""
@@ -87,22 +92,10 @@ class TdmaUplink(DedicatedUplink):
         with self.channel.request() as slot:
             yield slot
             self.radio.start_transfer(log, client, doing)
-            env = self.env
             if not self.retimable:
-                yield env.timeout(step.duration_s)
-                return step.lost
-            seconds, factor = self._airtime(client, step.duration_s)
-            self._sending[client] = env.active_process
-            try:
-                while True:
-                    start = env.now
-                    try:
-                        yield env.timeout(seconds)
-                        break
-                    except simpy.Interrupt as change:
-                        seconds, factor = self._retimed(client, change, seconds - (env.now - start), factor)
-            finally:
-                del self._sending[client]
+                yield self.env.timeout(step.duration_s)
+            else:
+                yield from self._on_air(client, step.duration_s)
         return step.lost
 
 
