@@ -30,8 +30,13 @@ REGISTRY: dict[str, str] = {
 
 
 ENTRY_POINT_GROUP = "edgefl.algorithms"  # installed plug-ins: name = "package.module:Class"
-ALGORITHMS = Registry("algorithm", dict(sorted(REGISTRY.items())), ENTRY_POINT_GROUP, subclass_of(Algorithm),
-                      "an algorithms.Algorithm subclass")
+ALGORITHMS = Registry(
+    "algorithm",
+    dict(sorted(REGISTRY.items())),
+    ENTRY_POINT_GROUP,
+    subclass_of(Algorithm),
+    "an algorithms.Algorithm subclass",
+)
 
 
 def names() -> list[str]:
@@ -50,5 +55,14 @@ def is_algorithm(name: str) -> bool:
     return name in ALGORITHMS
 
 
-__all__ = ["ALGORITHMS", "Algorithm", "Context", "HyperParams", "REGISTRY", "UnknownPlugin", "get", "is_algorithm",
-           "names"]
+__all__ = [
+    "ALGORITHMS",
+    "Algorithm",
+    "Context",
+    "HyperParams",
+    "REGISTRY",
+    "UnknownPlugin",
+    "get",
+    "is_algorithm",
+    "names",
+]

@@ -49,11 +49,16 @@ class CFedDAParams(CompositeParams):
     gamma: Optional[float] = Field(None, gt=0, description="gamma (paper convention; default 600 / E).")
     preset: Literal["constant", "theory"] = Field("constant", description="alpha_r = 1, or (r + a)^2 with a = 4L/mu.")
     smoothness: float = Field(600.0, gt=0, description="L, for the theory preset's a = 4L/mu.")
-    epsilon: float = Field(5000.0, gt=0, allow_inf_nan=True, description="eps, radius of R(w - w0) <= eps (inf: unconstrained).")
+    epsilon: float = Field(
+        5000.0, gt=0, allow_inf_nan=True, description="eps, radius of R(w - w0) <= eps (inf: unconstrained)."
+    )
     cprox_mode: Literal["exact", "reference"] = Field(
-        "exact", description="exact constrained prox, or the reference code's threshold-then-project.")
+        "exact", description="exact constrained prox, or the reference code's threshold-then-project."
+    )
     cprox_iters: int = Field(100, ge=1, description="Dykstra iterations inside a client step (nuclear norm / ball).")
-    output: Literal["last", "average"] = Field("last", description="Model: last server iterate or alpha-weighted average.")
+    output: Literal["last", "average"] = Field(
+        "last", description="Model: last server iterate or alpha-weighted average."
+    )
 
 
 class Stage:
@@ -82,8 +87,9 @@ def c_fedda_step(w, grad, carry, client, shared, k):
     if k == shared["E"] - 1:  # the server does the round's last prox
         return w, {"g": g, "boundary": carry["boundary"]}
     centre, tau = _centre_and_threshold(g, shared)
-    u, active = cprox(centre, tau, shared["anchor"], shared["eps"], shared["reg"], shared["mode"], shared["iters"],
-                      return_active=True)
+    u, active = cprox(
+        centre, tau, shared["anchor"], shared["eps"], shared["reg"], shared["mode"], shared["iters"], return_active=True
+    )
     # steps where the constraint was active (the iterate sits on its boundary)
     return u.to(w.dtype), {"g": g, "boundary": carry["boundary"] + active.to(F64)}
 
@@ -139,13 +145,24 @@ class CFedDA(Algorithm):
         st.has_anchor.update(int(c) for c in selected)
         rr = st.rounds
         shared = {
-            "alpha_r": alpha(rr, hp.preset, self.a), "A_r": alpha_sum(rr, hp.preset, self.a), "mu": hp.mu,
-            "gamma": self.gamma, "E": E, "anchor": st.anchor, "wt": st.wt, "lam": st.lam, "eps": st.eps,
-            "reg": self.reg, "mode": hp.cprox_mode, "iters": hp.cprox_iters, "grad_scale": hp.grad_scale,
+            "alpha_r": alpha(rr, hp.preset, self.a),
+            "A_r": alpha_sum(rr, hp.preset, self.a),
+            "mu": hp.mu,
+            "gamma": self.gamma,
+            "E": E,
+            "anchor": st.anchor,
+            "wt": st.wt,
+            "lam": st.lam,
+            "eps": st.eps,
+            "reg": self.reg,
+            "mode": hp.cprox_mode,
+            "iters": hp.cprox_iters,
+            "grad_scale": hp.grad_scale,
         }
         carry = {"g": st.g.expand(len(selected), -1).clone(), "boundary": st.g.new_zeros(len(selected))}
-        result = yield Train(selected, st.w.float(), E, c_fedda_step, shared=shared, carry=carry,
-                             uploads=("g",))  # the server aggregates the dual sums g_i
+        result = yield Train(
+            selected, st.w.float(), E, c_fedda_step, shared=shared, carry=carry, uploads=("g",)
+        )  # the server aggregates the dual sums g_i
         arrived = yield Upload(selected, ctx.model_bits)
         st.rounds += 1
         self.client_boundary_steps += int(result.carry["boundary"].sum())
@@ -165,5 +182,9 @@ class CFedDA(Algorithm):
     def metrics(self):
         st = self.stage
         used = float(reg_value(st.w - st.anchor, self.reg)) / st.eps
-        return {"reg": regularizer_value(st.w, self.reg, st.lam), "stage": st.index, "constraint_used": used,
-                "client_boundary_steps": self.client_boundary_steps}
+        return {
+            "reg": regularizer_value(st.w, self.reg, st.lam),
+            "stage": st.index,
+            "constraint_used": used,
+            "client_boundary_steps": self.client_boundary_steps,
+        }

@@ -28,12 +28,18 @@ class CompositeParams(HyperParams):
     lam: float = Field(1e-4, ge=0, description="lambda, weight of the regulariser R.")
     regularizer: Literal["l1", "nuclear"] = Field("l1", description="R: entrywise l1 or nuclear norm.")
     matrix_shape: Optional[tuple[int, int]] = Field(
-        None, description="nuclear: (rows, cols) of the leading block; default: square, from the first tensor.")
-    reg_coords: Optional[int] = Field(None, ge=1, description="l1: penalise only the first k coordinates (default all).")
-    radius: float = Field(math.inf, gt=0, allow_inf_nan=True, description="rho of the ball ||w|| <= rho (inf: no ball).")
+        None, description="nuclear: (rows, cols) of the leading block; default: square, from the first tensor."
+    )
+    reg_coords: Optional[int] = Field(
+        None, ge=1, description="l1: penalise only the first k coordinates (default all)."
+    )
+    radius: float = Field(
+        math.inf, gt=0, allow_inf_nan=True, description="rho of the ball ||w|| <= rho (inf: no ball)."
+    )
     grad_scale: float = Field(1.0, gt=0, description="Multiplies every gradient (0.5: the papers' 1/2 squared loss).")
     init_std: Optional[float] = Field(
-        None, ge=0, description="w0 ~ N(0, init_std^2) (seeded; 0: w0 = 0) instead of the model's init.")
+        None, ge=0, description="w0 ~ N(0, init_std^2) (seeded; 0: w0 = 0) instead of the model's init."
+    )
     weighting: Literal["data_size", "uniform"] = Field("data_size", description="pi_k = n_k / N, or uniform.")
 
 
@@ -44,8 +50,9 @@ def make_regularizer(ctx: Context, hp: CompositeParams) -> Regularizer:
             first = int(np.prod(ctx.param_layout[0][1])) if ctx.param_layout else ctx.dim
             side = math.isqrt(first)
             if side * side != first:
-                raise ValueError(f"nuclear norm: the first tensor has {first} entries, not a square; "
-                                 f"set algorithm.matrix_shape")
+                raise ValueError(
+                    f"nuclear norm: the first tensor has {first} entries, not a square; set algorithm.matrix_shape"
+                )
             shape = (side, side)
         return Regularizer("nuclear", shape=tuple(shape), radius=hp.radius)
     return Regularizer("l1", coords=hp.reg_coords, radius=hp.radius)

@@ -50,12 +50,21 @@ class DRDMParams(HyperParams):
     sampling: Literal["with_replacement", "without_replacement", "uniform"] = Field(
         "with_replacement",
         description="D ~ lambda i.i.d. (default); without replacement from max(lambda, 1e-3); "
-                    "or uniform without replacement (ablation).",
+        "or uniform without replacement (ablation).",
     )
     lambda_init: Literal["uniform", "data_size"] = Field("uniform", description="lambda^(0): 1/N or d_i/d.")
-    gamma_decay: float = Field(1.0, gt=0, le=1, description="gamma <- gamma_decay * gamma after each round (ref. code: 0.9).")
-    lambda_floor: float = Field(0.0, ge=0, lt=1, description="After each dual step lambda <- max(lambda, floor), renormalised (ref. code: 1e-3).")
-    dual_loss: Literal["batch", "full"] = Field("batch", description="L_i on one local batch or the whole local training set.")
+    gamma_decay: float = Field(
+        1.0, gt=0, le=1, description="gamma <- gamma_decay * gamma after each round (ref. code: 0.9)."
+    )
+    lambda_floor: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="After each dual step lambda <- max(lambda, floor), renormalised (ref. code: 1e-3).",
+    )
+    dual_loss: Literal["batch", "full"] = Field(
+        "batch", description="L_i on one local batch or the whole local training set."
+    )
     radius: Optional[float] = Field(None, gt=0, description="Pi_W: l2 ball of this radius (None: unconstrained).")
     dynamic: bool = Field(True, description="False switches off g_i, mu (w - w_bar) and c/mu: DRFA.")
 
@@ -102,9 +111,13 @@ class DRDM(Algorithm):
         if how == "uniform":
             D = ctx.sample(ctx.clients_per_round)
             return D, np.ones(len(D), np.int64)
-        return sample_by_lambda(ctx.rng, self.lam, ctx.selection_size(ctx.clients_per_round),
-                                replace=(how == "with_replacement"),
-                                online=ctx.online)
+        return sample_by_lambda(
+            ctx.rng,
+            self.lam,
+            ctx.selection_size(ctx.clients_per_round),
+            replace=(how == "with_replacement"),
+            online=ctx.online,
+        )
 
     def round(self, r):
         ctx, hp = self.ctx, self.hp
@@ -117,8 +130,9 @@ class DRDM(Algorithm):
             shared["radius"] = hp.radius
         if hp.dynamic:
             g = self.g.get(D)
-            result = yield Train(D, self.w, tau, drdm_step, shared=shared, client_args={"g": g},
-                                 record_at=k_snap)  # Alg. 1 l.5, Alg. 2
+            result = yield Train(
+                D, self.w, tau, drdm_step, shared=shared, client_args={"g": g}, record_at=k_snap
+            )  # Alg. 1 l.5, Alg. 2
         else:
             result = yield Train(D, self.w, tau, sgd_ball_step, shared=shared, record_at=k_snap)
         arrived = yield Upload(D, 2 * ctx.model_bits)  # Alg. 1 l.7: w_i^+ and w_i^snap
@@ -138,8 +152,9 @@ class DRDM(Algorithm):
             c_new = self.c
             w_snap = weighted_mean(w_snaps, k)
             w_new = weighted_mean(w_plus, k)
-        lam = yield from dual_variable_update(ctx, self.lam, w_snap, tau * self.gamma, self.aux_rng,
-                                              full=hp.dual_loss == "full")  # Alg. 1 l.21, Alg. 3
+        lam = yield from dual_variable_update(
+            ctx, self.lam, w_snap, tau * self.gamma, self.aux_rng, full=hp.dual_loss == "full"
+        )  # Alg. 1 l.21, Alg. 3
         if hp.lambda_floor > 0:
             lam = np.maximum(lam, hp.lambda_floor)
             lam = lam / lam.sum()

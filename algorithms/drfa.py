@@ -28,11 +28,15 @@ from algorithms.simplex import dual_variable_update, initial_lambda, lambda_metr
 
 
 class DRFAParams(HyperParams):
-    gamma: float = Field(3e-4, ge=0, description="gamma, dual step (lambda moves by tau*gamma*v; tuned: docs/reproduce-drdm.md).")
+    gamma: float = Field(
+        3e-4, ge=0, description="gamma, dual step (lambda moves by tau*gamma*v; tuned: docs/reproduce-drdm.md)."
+    )
     sampling: Literal["with_replacement", "without_replacement"] = "with_replacement"
     lambda_init: Literal["uniform", "data_size"] = "uniform"
     gamma_decay: float = Field(1.0, gt=0, le=1, description="gamma <- gamma_decay * gamma after each round.")
-    lambda_floor: float = Field(0.0, ge=0, lt=1, description="After each dual step lambda <- max(lambda, floor), renormalised.")
+    lambda_floor: float = Field(
+        0.0, ge=0, lt=1, description="After each dual step lambda <- max(lambda, floor), renormalised."
+    )
     dual_loss: Literal["batch", "full"] = "batch"
     radius: Optional[float] = Field(None, gt=0, description="Pi_W: l2 ball of this radius (None: unconstrained).")
 
@@ -52,9 +56,13 @@ class DRFA(Algorithm):
     def round(self, r):
         ctx, hp = self.ctx, self.hp
         tau = ctx.local_steps
-        D, k = sample_by_lambda(ctx.rng, self.lam, ctx.selection_size(ctx.clients_per_round),
-                                replace=hp.sampling == "with_replacement",
-                                online=ctx.online)
+        D, k = sample_by_lambda(
+            ctx.rng,
+            self.lam,
+            ctx.selection_size(ctx.clients_per_round),
+            replace=hp.sampling == "with_replacement",
+            online=ctx.online,
+        )
         k_snap = int(self.aux_rng.integers(1, tau + 1))  # snapshot index t' - s*tau
         yield Broadcast(D, ctx.model_bits + ctx.scalar_bits)  # w_bar and k'
         shared = {"lr": ctx.lr} if hp.radius is None else {"lr": ctx.lr, "radius": hp.radius}
@@ -65,8 +73,9 @@ class DRFA(Algorithm):
             return
         w_new = weighted_mean(result.params[arrived], k[arrived])
         w_snap = weighted_mean(result.snapshot[arrived], k[arrived])
-        lam = yield from dual_variable_update(ctx, self.lam, w_snap, tau * self.gamma, self.aux_rng,
-                                              full=hp.dual_loss == "full")
+        lam = yield from dual_variable_update(
+            ctx, self.lam, w_snap, tau * self.gamma, self.aux_rng, full=hp.dual_loss == "full"
+        )
         if hp.lambda_floor > 0:
             lam = np.maximum(lam, hp.lambda_floor)
             lam = lam / lam.sum()

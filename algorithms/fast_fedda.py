@@ -47,7 +47,8 @@ class FastFedDAParams(CompositeParams):
     preset: Literal["constant", "theory"] = Field("constant", description="alpha_t = 1, or (t + a)^2 with a = 4L/mu.")
     smoothness: float = Field(550.0, gt=0, description="L, for the theory preset's a = 4L/mu.")
     downlink_vectors: Literal[2, 3] = Field(
-        3, description="Vectors sent down per client: 3 (w, g_bar, w~) or 2 (clients recompute the server prox).")
+        3, description="Vectors sent down per client: 3 (w, g_bar, w~) or 2 (clients recompute the server prox)."
+    )
 
 
 def dual_prox(g, wt, t, shared):
@@ -81,8 +82,17 @@ class FastFedDA(Algorithm):
             raise ValueError("fast_fedda: the theory preset needs mu > 0")
         self.a = 4 * hp.smoothness / hp.mu if hp.preset == "theory" else 0.0
         gamma = hp.gamma if hp.gamma is not None else (2 * hp.mu * self.a**3 if hp.preset == "theory" else 550.0)
-        self.shared = {"mu": hp.mu, "gamma": gamma, "preset": hp.preset, "a": self.a, "lam": hp.lam,
-                       "reg": self.reg, "w0": self.w0, "grad_scale": hp.grad_scale, "E": ctx.local_steps}
+        self.shared = {
+            "mu": hp.mu,
+            "gamma": gamma,
+            "preset": hp.preset,
+            "a": self.a,
+            "lam": hp.lam,
+            "reg": self.reg,
+            "w0": self.w0,
+            "grad_scale": hp.grad_scale,
+            "E": ctx.local_steps,
+        }
         self.g = torch_zeros_like(self.w0)
         self.wt = alpha(0, hp.preset, self.a) * self.w0
         self.w = self.w0.clone()
@@ -94,8 +104,9 @@ class FastFedDA(Algorithm):
         yield Broadcast(selected, hp.downlink_vectors * ctx.model_bits)
         carry = {"g": self.g.expand(len(selected), -1).clone(), "wt": self.wt.expand(len(selected), -1).clone()}
         shared = {**self.shared, "t0": r * E}
-        result = yield Train(selected, self.w.float(), E, fast_fedda_step, shared=shared, carry=carry,
-                             uploads=("g", "wt"))  # the server aggregates g_i and w~_i
+        result = yield Train(
+            selected, self.w.float(), E, fast_fedda_step, shared=shared, carry=carry, uploads=("g", "wt")
+        )  # the server aggregates g_i and w~_i
         arrived = yield Upload(selected, 2 * ctx.model_bits)
         if not arrived.any():
             return

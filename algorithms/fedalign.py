@@ -50,22 +50,32 @@ PRIORITY = "priority"
 
 
 class FedAlignParams(HyperParams):
-    epsilon: float = Field(0.2, ge=0, allow_inf_nan=True, description="eps: accept j iff |F(w_r) - F_j(w_r)| <= eps "
-                           "(0: priority only = FedAvg-P; inf: FedAvg-All after warm-up).")
+    epsilon: float = Field(
+        0.2,
+        ge=0,
+        allow_inf_nan=True,
+        description="eps: accept j iff |F(w_r) - F_j(w_r)| <= eps "
+        "(0: priority only = FedAvg-P; inf: FedAvg-All after warm-up).",
+    )
     epsilon_schedule: Literal["constant", "linear_decay"] = Field(
-        "constant", description="linear_decay: eps for r < R/2, then eps (R - r)/(R/2), R = decay_rounds.")
+        "constant", description="linear_decay: eps for r < R/2, then eps (R - r)/(R/2), R = decay_rounds."
+    )
     decay_rounds: Optional[int] = Field(None, ge=2, description="R of the linear_decay schedule.")
     warmup_rounds: int = Field(20, ge=0, description="W rounds of priority-only training first.")
     local_epochs: Optional[float] = Field(
-        None, gt=0, description="E epochs of local SGD (ceil(E D_k / B) steps); unset: algorithm.local_steps.")
+        None, gt=0, description="E epochs of local SGD (ceil(E D_k / B) steps); unset: algorithm.local_steps."
+    )
     participation: Optional[float] = Field(
-        None, gt=0, le=1, description="c: sample round(c|P|) priority and round(c|Q|) other clients (unset: all).")
+        None, gt=0, le=1, description="c: sample round(c|P|) priority and round(c|Q|) other clients (unset: all)."
+    )
     prox_mu: float = Field(0.0, ge=0, description="FedProx variant: mu of (mu/2)||w - w_r||^2 (0: plain SGD).")
     priority_clients: Optional[list[int]] = Field(
-        None, description="Priority client ids (default: the data set's client roles).")
+        None, description="Priority client ids (default: the data set's client roles)."
+    )
     verdict_bits: int = Field(8, ge=0, description="Size of the accept/reject verdict message.")
     report: Literal["query", "opt_in"] = Field(
-        "query", description="query: every evaluated client reports its loss; opt_in: only if L_j <= F_r + eps.")
+        "query", description="query: every evaluated client reports its loss; opt_in: only if L_j <= F_r + eps."
+    )
 
 
 def prox_sgd_step(w, grad, carry, client, shared, k):
@@ -85,11 +95,15 @@ class FedAlign(Algorithm):
             if not hp.priority_clients or min(hp.priority_clients) < 0 or max(hp.priority_clients) >= n:
                 raise ValueError(f"algorithm.fedalign.priority_clients must be client ids in 0..{n - 1}")
         elif not type(scenario.data).has_client_roles:
-            raise ValueError(f"fedalign needs priority clients: data.name = {scenario.data.name!r} has no client "
-                             "roles; use a prioritized data set (e.g. data.name = \"synthetic_priority\") or set "
-                             "algorithm.fedalign.priority_clients = [0, 1, ...]")
+            raise ValueError(
+                f"fedalign needs priority clients: data.name = {scenario.data.name!r} has no client "
+                'roles; use a prioritized data set (e.g. data.name = "synthetic_priority") or set '
+                "algorithm.fedalign.priority_clients = [0, 1, ...]"
+            )
         if hp.epsilon_schedule == "linear_decay" and hp.decay_rounds is None:
-            raise ValueError("algorithm.fedalign.epsilon_schedule = \"linear_decay\" needs algorithm.fedalign.decay_rounds")
+            raise ValueError(
+                'algorithm.fedalign.epsilon_schedule = "linear_decay" needs algorithm.fedalign.decay_rounds'
+            )
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -101,8 +115,10 @@ class FedAlign(Algorithm):
         elif ctx.client_roles is not None:
             priority = np.flatnonzero(np.asarray(ctx.client_roles) == PRIORITY)
         else:
-            raise ValueError("fedalign needs priority clients: a data set with client roles "
-                             "(e.g. data.name = 'synthetic_priority') or algorithm.fedalign.priority_clients")
+            raise ValueError(
+                "fedalign needs priority clients: a data set with client roles "
+                "(e.g. data.name = 'synthetic_priority') or algorithm.fedalign.priority_clients"
+            )
         if priority.size == 0:
             raise ValueError("fedalign: no priority client")
         if hp.epsilon_schedule == "linear_decay" and hp.decay_rounds is None:

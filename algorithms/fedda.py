@@ -57,8 +57,9 @@ class FedDA(Algorithm):
         start = prox(self.z, hp.lam * elapsed0, self.reg)
         shared = {"lr": ctx.lr, "lam": hp.lam, "reg": self.reg, "grad_scale": hp.grad_scale, "elapsed0": elapsed0}
         carry = {"z": self.z.expand(len(selected), -1).clone()}
-        result = yield Train(selected, start.float(), ctx.local_steps, fedda_step, shared=shared, carry=carry,
-                             uploads=("z",))  # the server aggregates the duals z_i
+        result = yield Train(
+            selected, start.float(), ctx.local_steps, fedda_step, shared=shared, carry=carry, uploads=("z",)
+        )  # the server aggregates the duals z_i
         arrived = yield Upload(selected, ctx.model_bits)
         if arrived.any():
             done = selected[arrived]

@@ -50,8 +50,14 @@ class FedDyn(Algorithm):
         P = ctx.sample(ctx.clients_per_round)
         yield Broadcast(P, ctx.model_bits)
         g = self.g.get(P)
-        result = yield Train(P, self.theta, ctx.local_steps, feddyn_step,
-                             shared={"lr": ctx.lr, "alpha": alpha, "theta": self.theta}, client_args={"g": g})
+        result = yield Train(
+            P,
+            self.theta,
+            ctx.local_steps,
+            feddyn_step,
+            shared={"lr": ctx.lr, "alpha": alpha, "theta": self.theta},
+            client_args={"g": g},
+        )
         arrived = yield Upload(P, ctx.model_bits)
         if not arrived.any():
             return

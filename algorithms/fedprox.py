@@ -39,8 +39,9 @@ class FedProx(Algorithm):
         ctx, hp = self.ctx, self.hp
         S = ctx.sample(ctx.clients_per_round)
         yield Broadcast(S, ctx.model_bits)
-        result = yield Train(S, self.x, ctx.local_steps, fedprox_step,
-                             shared={"lr": ctx.lr, "mu_p": hp.mu_p, "x": self.x})
+        result = yield Train(
+            S, self.x, ctx.local_steps, fedprox_step, shared={"lr": ctx.lr, "mu_p": hp.mu_p, "x": self.x}
+        )
         arrived = yield Upload(S, ctx.model_bits)
         if arrived.any():
             weights = ctx.train_sizes[S[arrived]] if hp.weighting == "data_size" else None

@@ -24,9 +24,12 @@ from algorithms.c_fedda import CFedDA, CFedDAParams
 
 class MCFedDAParams(CFedDAParams):
     stage_lambdas: tuple[float, ...] = Field(
-        (0.125, 0.0625, 0.03125), description="lam_m per stage (default: the reference code's Lasso 0.5^3, 0.5^4, 0.5^5).")
+        (0.125, 0.0625, 0.03125),
+        description="lam_m per stage (default: the reference code's Lasso 0.5^3, 0.5^4, 0.5^5).",
+    )
     stage_rounds: tuple[int, ...] = Field(
-        (250, 250), description="Rounds of every stage but the last (the last runs to the end).")
+        (250, 250), description="Rounds of every stage but the last (the last runs to the end)."
+    )
     stage_epsilons: Optional[tuple[float, ...]] = Field(None, description="eps_m per stage (default epsilon * 2^-m).")
 
     @model_validator(mode="after")
@@ -35,7 +38,9 @@ class MCFedDAParams(CFedDAParams):
         if m < 1:
             raise ValueError("stage_lambdas needs at least one stage")
         if len(self.stage_rounds) != m - 1:
-            raise ValueError(f"stage_rounds needs {m - 1} entries (all stages but the last), got {len(self.stage_rounds)}")
+            raise ValueError(
+                f"stage_rounds needs {m - 1} entries (all stages but the last), got {len(self.stage_rounds)}"
+            )
         if any(r < 1 for r in self.stage_rounds):
             raise ValueError("stage_rounds must be positive")
         if self.stage_epsilons is not None and len(self.stage_epsilons) != m:

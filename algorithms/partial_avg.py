@@ -49,21 +49,27 @@ from algorithms.ops import Broadcast, Train, Upload
 
 
 class PartialAvgParams(HyperParams):
-    scheme: Literal["partial", "periodic"] = Field("partial", description="partial: 1/tau of the values every "
-                                                   "iteration; periodic: all values every tau iterations.")
+    scheme: Literal["partial", "periodic"] = Field(
+        "partial",
+        description="partial: 1/tau of the values every iteration; periodic: all values every tau iterations.",
+    )
     partition: Literal["channel", "layer"] = Field("channel", description="How the values are split into tau subsets.")
     momentum: float = Field(0.0, ge=0, lt=1, description="Local SGD momentum (kept local, never sent).")
     weight_decay: float = Field(0.0, ge=0, description="L2 weight decay added to the gradient.")
     weighting: Literal["uniform", "data_size"] = Field("uniform", description="Average weights: 1/m or n_i/n.")
     redistribution: Literal["replica", "average"] = Field(
-        "replica", description="m < N: hand replicas over un-averaged (design 2) or averaged (design 1).")
+        "replica", description="m < N: hand replicas over un-averaged (design 2) or averaged (design 1)."
+    )
     redistribute_every: Optional[int] = Field(
-        None, ge=1, description="m < N, partial: rounds between active-set changes (default tau - 1, at least 1).")
+        None, ge=1, description="m < N, partial: rounds between active-set changes (default tau - 1, at least 1)."
+    )
 
 
 class PeriodicAvgParams(PartialAvgParams):
-    scheme: Literal["partial", "periodic"] = Field("periodic", description="partial: 1/tau of the values every "
-                                                   "iteration; periodic: all values every tau iterations.")
+    scheme: Literal["partial", "periodic"] = Field(
+        "periodic",
+        description="partial: 1/tau of the values every iteration; periodic: all values every tau iterations.",
+    )
 
 
 def momentum_step(w, grad, carry, client, shared, k):
@@ -161,8 +167,10 @@ def build_partition(kind: str, layout, dim: int, tau: int) -> list[np.ndarray]:
 
 class PartialAvg(Algorithm):
     name = "partial_avg"
-    no_compression = ("its workers upload coordinates of the models they keep training (no update relative to "
-                      "a model the server knows)")
+    no_compression = (
+        "its workers upload coordinates of the models they keep training (no update relative to "
+        "a model the server knows)"
+    )
     Params = PartialAvgParams
 
     def __init__(self, ctx):
@@ -192,8 +200,9 @@ class PartialAvg(Algorithm):
         return {"lr": self.ctx.lr, "momentum": self.hp.momentum, "weight_decay": self.hp.weight_decay}
 
     def _train(self, steps):
-        result = yield Train(self.active, self.x, steps, momentum_step, shared=self._shared(), carry={"m": self.mom},
-                             uploads=())  # the workers keep their models
+        result = yield Train(
+            self.active, self.x, steps, momentum_step, shared=self._shared(), carry={"m": self.mom}, uploads=()
+        )  # the workers keep their models
         self.x, self.mom = result.params, result.carry["m"]
 
     def _discrepancy(self) -> float:
@@ -276,8 +285,12 @@ class PartialAvg(Algorithm):
     def metrics(self):
         """discrepancy: at the end of the round (periodic: right after averaging, 0); discrepancy_peak:
         the largest value in the round, measured after the local steps and before averaging."""
-        return {"discrepancy": self._discrepancy(), "discrepancy_peak": self.peak,
-                "partition_imbalance": self.imbalance, "iterations": self.iteration}
+        return {
+            "discrepancy": self._discrepancy(),
+            "discrepancy_peak": self.peak,
+            "partition_imbalance": self.imbalance,
+            "iterations": self.iteration,
+        }
 
 
 class PeriodicAvg(PartialAvg):

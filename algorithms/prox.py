@@ -61,8 +61,10 @@ class Regularizer:
             if self.shape is None or len(self.shape) != 2:
                 raise ValueError("the nuclear norm needs the matrix shape (rows, cols)")
             if self.coords is not None and self.coords != self.shape[0] * self.shape[1]:
-                raise ValueError(f"nuclear block of shape {self.shape} has {self.shape[0] * self.shape[1]} "
-                                 f"coordinates, not coords = {self.coords}")
+                raise ValueError(
+                    f"nuclear block of shape {self.shape} has {self.shape[0] * self.shape[1]} "
+                    f"coordinates, not coords = {self.coords}"
+                )
         if not self.radius > 0:
             raise ValueError(f"radius must be > 0 (inf for no ball), got {self.radius}")
 
@@ -179,6 +181,7 @@ def _l1_solution(v: Tensor, c: Tensor, tau, beta) -> Tensor:
     x1 = torch.minimum(v + tau + beta, lo)
     x2 = torch.minimum(torch.maximum(v - kappa, lo), hi)
     x3 = torch.maximum(v - tau - beta, hi)
+
     def obj(x):
         return 0.5 * (x - v) ** 2 + tau * x.abs() + beta * (x - c).abs()
 
@@ -208,8 +211,9 @@ def l1_multiplier(v: Tensor, c: Tensor, tau, eps) -> Tensor:
     return torch.where(d0 > eps, torch.clamp(beta, min=0), torch.zeros_like(beta)).squeeze(-1)
 
 
-def dykstra(v: Tensor, tau, anchor: Tensor, eps, reg: Regularizer, iters: int = 200,
-            tol: float | None = None) -> Tensor:
+def dykstra(
+    v: Tensor, tau, anchor: Tensor, eps, reg: Regularizer, iters: int = 200, tol: float | None = None
+) -> Tensor:
     """prox of tau R + i_W + i_{R(. - anchor) <= eps} by the Dykstra-like proximal iteration
     (x = v, p = q = 0; y = Pi_C(x + p); p += x - y; x = P_tau(y + q); q += y - x).
 

@@ -35,9 +35,15 @@ from algorithms.simplex import initial_lambda, lambda_metrics, project_simplex
 
 
 class ScaffPDParams(HyperParams):
-    gamma: float = Field(1e-4, ge=0, description="Dual step per local step: sigma = tau * gamma (as DRDM; tuned: docs/reproduce-drdm.md).")
+    gamma: float = Field(
+        1e-4,
+        ge=0,
+        description="Dual step per local step: sigma = tau * gamma (as DRDM; tuned: docs/reproduce-drdm.md).",
+    )
     theta: float = Field(1.0, ge=0, description="theta, dual extrapolation.")
-    rho: float = Field(0.0, ge=0, description="rho, weight of psi(lambda) = (rho/2)||lambda - 1/N||^2 (0: eq. 2 exactly).")
+    rho: float = Field(
+        0.0, ge=0, description="rho, weight of psi(lambda) = (rho/2)||lambda - 1/N||^2 (0: eq. 2 exactly)."
+    )
     eta_g: float = Field(1.0, gt=0, description="eta_g, global step size.")
     lambda_init: Literal["uniform", "data_size"] = "uniform"
 
@@ -85,8 +91,14 @@ class ScaffPD(Algorithm):
         lam_S = torch.as_tensor(self.lam[S], dtype=c_i.dtype)
         c = (N / len(S)) * (lam_S[:, None] * c_i).sum(dim=0)  # l.5
         yield Broadcast(S, ctx.model_bits + ctx.scalar_bits)  # (lambda_i, c)
-        result = yield Train(S, self.x, tau, scaff_pd_step, shared={"lr": ctx.lr, "c": c},
-                             client_args={"n_lambda": N * lam_S, "c_i": c_i})  # l.6
+        result = yield Train(
+            S,
+            self.x,
+            tau,
+            scaff_pd_step,
+            shared={"lr": ctx.lr, "c": c},
+            client_args={"n_lambda": N * lam_S, "c_i": c_i},
+        )  # l.6
         arrived = yield Upload(S, ctx.model_bits)  # du_i
         if not arrived.any():
             return

@@ -24,7 +24,9 @@ from algorithms.state import ClientStore
 
 
 class ScaffoldParams(HyperParams):
-    eta_g: float = Field(2.0, gt=0, description="eta_g, global step size (tuned: docs/reproduce-drdm.md; the paper's usual value is 1).")
+    eta_g: float = Field(
+        2.0, gt=0, description="eta_g, global step size (tuned: docs/reproduce-drdm.md; the paper's usual value is 1)."
+    )
 
 
 def scaffold_step(w, grad, carry, client, shared, k):
@@ -48,8 +50,7 @@ class Scaffold(Algorithm):
         S = ctx.sample(ctx.clients_per_round)
         yield Broadcast(S, 2 * ctx.model_bits)  # x and c
         c_i = self.c_i.get(S)
-        result = yield Train(S, self.x, tau, scaffold_step, shared={"lr": lr, "c": self.c},
-                             client_args={"c_i": c_i})
+        result = yield Train(S, self.x, tau, scaffold_step, shared={"lr": lr, "c": self.c}, client_args={"c_i": c_i})
         arrived = yield Upload(S, 2 * ctx.model_bits)  # dy_i and dc_i
         if not arrived.any():
             return

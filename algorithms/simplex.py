@@ -27,9 +27,9 @@ LAMBDA_FLOOR = 1e-3  # the authors' reference-code floor for sampling without re
 def project_simplex(y: np.ndarray) -> np.ndarray:
     """argmin_{x in simplex} ||x - y||_2 (sort-based)::
 
-        u <- sort(y) descending; cs <- cumsum(u)
-        rho <- max{ j : u_j - (cs_j - 1)/j > 0 };  shift <- (cs_rho - 1)/rho
-        return max(y - shift, 0)
+    u <- sort(y) descending; cs <- cumsum(u)
+    rho <- max{ j : u_j - (cs_j - 1)/j > 0 };  shift <- (cs_rho - 1)/rho
+    return max(y - shift, 0)
     """
     y = np.asarray(y, dtype=np.float64)
     if y.ndim != 1 or y.size == 0:
@@ -51,7 +51,11 @@ def initial_lambda(init: Literal["uniform", "data_size"], train_sizes: np.ndarra
 
 
 def sample_by_lambda(
-    rng: np.random.Generator, lam: np.ndarray, m: int, replace: bool = True, floor: float = LAMBDA_FLOOR,
+    rng: np.random.Generator,
+    lam: np.ndarray,
+    m: int,
+    replace: bool = True,
+    floor: float = LAMBDA_FLOOR,
     online: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """D ~ lambda. Returns (distinct clients sorted, k_i = how many of the m draws chose each).
@@ -80,8 +84,9 @@ def sample_by_lambda(
     return np.sort(draws), np.ones(m, dtype=np.int64)
 
 
-def dual_variable_update(ctx, lam: np.ndarray, w_snap: torch.Tensor, step: float, rng: np.random.Generator,
-                         full: bool = False):
+def dual_variable_update(
+    ctx, lam: np.ndarray, w_snap: torch.Tensor, step: float, rng: np.random.Generator, full: bool = False
+):
     """Algorithm 3 as a generator: ``lam_new = yield from dual_variable_update(...)``.
 
     1  U <- m clients uniformly at random, without replacement
@@ -95,8 +100,9 @@ def dual_variable_update(ctx, lam: np.ndarray, w_snap: torch.Tensor, step: float
     """
     N, m = ctx.num_clients, ctx.clients_per_round
     U = ctx.sample(m, rng)  # Alg. 3 l.1 (among the clients online)
-    losses, arrived = yield Query(U, w_snap, down_bits=ctx.model_bits, up_bits=ctx.scalar_bits,
-                                  what="loss", full=full)  # Alg. 3 l.2-3
+    losses, arrived = yield Query(
+        U, w_snap, down_bits=ctx.model_bits, up_bits=ctx.scalar_bits, what="loss", full=full
+    )  # Alg. 3 l.2-3
     if not arrived.any():
         return lam
     v = np.zeros(N)

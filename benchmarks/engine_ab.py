@@ -32,9 +32,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 import engine_identity  # noqa: E402
 from edgefl.runner import Simulation  # noqa: E402
 
-CASES = {"default": engine_identity.BASE,
-         "fdma-rayleigh": ["network.access=fdma", "network.fading=rayleigh", "network.rate=shannon"],
-         "everything": engine_identity.EVERYTHING}
+CASES = {
+    "default": engine_identity.BASE,
+    "fdma-rayleigh": ["network.access=fdma", "network.fading=rayleigh", "network.rate=shannon"],
+    "everything": engine_identity.EVERYTHING,
+}
 
 
 def export_as_base(rev: str, folder: Path) -> None:
@@ -78,8 +80,12 @@ def main() -> None:
         tmp = Path(tmp)
         export_as_base(args.rev, tmp)
         sys.path.insert(0, str(tmp))
-        sides = {name: tuple(importlib.import_module(f"{package}.{module}") for module in ("physical", "sim.pricer", "scenario"))
-                 for name, package in (("base", "edgefl_base"), ("new", "edgefl"))}
+        sides = {
+            name: tuple(
+                importlib.import_module(f"{package}.{module}") for module in ("physical", "sim.pricer", "scenario")
+            )
+            for name, package in (("base", "edgefl_base"), ("new", "edgefl"))
+        }
         scenario_path = tmp / "engine-base.toml"
         engine_identity.cases(1, False, scenario_path)  # writes the engine cases' scenario
         for case, sets in CASES.items():
@@ -88,14 +94,16 @@ def main() -> None:
             trace, flops = sim.engine.trace, (sim.model.train_flops_per_sample, sim.model.eval_flops_per_sample)
             times = {"base": [], "new": []}
             for r in range(args.repeats + 1):
-                for side in (("base", "new") if r % 2 else ("new", "base")):
+                for side in ("base", "new") if r % 2 else ("new", "base"):
                     seconds = price(sides[side], scenario_path, sets, trace, flops)
                     if r:  # the first round of each: warm-up
                         times[side].append(seconds)
             base, new = float(np.median(times["base"])), float(np.median(times["new"]))
-            print(f"{case:14s} {args.rev} {base * 1e3:7.2f} ms | this checkout {new * 1e3:7.2f} ms | "
-                  f"{100 * (new / base - 1):+.1f} %  ({len(trace)} phases; medians of {args.repeats}, interleaved)",
-                  flush=True)
+            print(
+                f"{case:14s} {args.rev} {base * 1e3:7.2f} ms | this checkout {new * 1e3:7.2f} ms | "
+                f"{100 * (new / base - 1):+.1f} %  ({len(trace)} phases; medians of {args.repeats}, interleaved)",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -35,12 +35,28 @@ DATA = {"drdm-mnist-linear": [f"data.dir={MNIST}"], "drdm-kmnist-cnn": [f"data.d
 # (the default is the same 20 dB, and a link budget can then replace it).
 BASE = ["network.access=dedicated", "network.fading=none", "network.rate=shannon"]
 EVERYTHING = [
-    "network.cell_radius_m=500", "network.shadowing_std_db=8", "network.noise_figure_db=9",
-    "network.bandwidth_mhz=10", "network.access=fdma", "network.fading=rayleigh", "network.rate=mcs",
-    "network.max_retransmissions=3", "network.access_latency_s=0.05", "network.deadline_s=2.0",
-    "network.header_bits=800", "devices.tail_s=1.0", "devices.tail_power_w=1.0", "devices.battery_j=300",
-    "devices.battery_reserve_j=10", "devices.harvest_w=0.02", "devices.availability=markov", "devices.mean_on_s=30",
-    "devices.mean_off_s=15", "devices.speed_mps=1.4", "devices.slowdown=exponential", "devices.slowdown_mean=0.5",
+    "network.cell_radius_m=500",
+    "network.shadowing_std_db=8",
+    "network.noise_figure_db=9",
+    "network.bandwidth_mhz=10",
+    "network.access=fdma",
+    "network.fading=rayleigh",
+    "network.rate=mcs",
+    "network.max_retransmissions=3",
+    "network.access_latency_s=0.05",
+    "network.deadline_s=2.0",
+    "network.header_bits=800",
+    "devices.tail_s=1.0",
+    "devices.tail_power_w=1.0",
+    "devices.battery_j=300",
+    "devices.battery_reserve_j=10",
+    "devices.harvest_w=0.02",
+    "devices.availability=markov",
+    "devices.mean_on_s=30",
+    "devices.mean_off_s=15",
+    "devices.speed_mps=1.4",
+    "devices.slowdown=exponential",
+    "devices.slowdown_mean=0.5",
 ]
 ENGINE_CASES = {
     "default": BASE,
@@ -50,13 +66,24 @@ ENGINE_CASES = {
     "rayleigh": ["network.access=fdma", "network.fading=rayleigh", "network.rate=shannon"],
     "rician": ["network.access=fdma", "network.fading=rician", "network.rician_k=3", "network.rate=mcs"],
     "outage": BASE + ["network.fading=rayleigh", "network.outage_snr_db=17", "network.max_retransmissions=1"],
-    "batteries": BASE + ["devices.battery_j=0.008", "devices.battery_reserve_j=0.001", "devices.harvest_w=0.0001",
-                         "network.access_latency_s=0.01", "devices.tail_s=0.2", "devices.tail_power_w=0.5"],
+    "batteries": BASE
+    + [
+        "devices.battery_j=0.008",
+        "devices.battery_reserve_j=0.001",
+        "devices.harvest_w=0.0001",
+        "network.access_latency_s=0.01",
+        "devices.tail_s=0.2",
+        "devices.tail_power_w=0.5",
+    ],
     "block-fading": ["network.coherence_s=0.01", "network.access=fdma", "network.fading=rayleigh"],
-    "link-budget": BASE + ["network.cell_radius_m=300", "network.noise_figure_db=9",
-                           "network.shadowing_std_db=8"],
-    "radio-states": ["network.access_latency_s=0.1", "devices.tail_s=2", "devices.tail_power_w=1",
-                     "devices.promotion_power_w=1.2", "network.deadline_s=0.6"],
+    "link-budget": BASE + ["network.cell_radius_m=300", "network.noise_figure_db=9", "network.shadowing_std_db=8"],
+    "radio-states": [
+        "network.access_latency_s=0.1",
+        "devices.tail_s=2",
+        "devices.tail_power_w=1",
+        "devices.promotion_power_w=1.2",
+        "network.deadline_s=0.6",
+    ],
     "failures-overselect": ["devices.p_fail=0.2", "algorithm.over_selection=0.3"],
     "control-min-energy": BASE[1:] + ["network.access=fdma", "control.name=min_energy", "network.deadline_s=1.0"],
     "everything": EVERYTHING,
@@ -66,8 +93,9 @@ ENGINE_CASES = {
 
 def cases(rounds: int, full_phones: bool, base: Path) -> dict[str, list[str]]:
     """case -> the edgefl run arguments (scenario, --set ...); ``base``: where the engine cases' scenario is written."""
-    base.write_text("".join(line for line in QUICK.read_text().splitlines(keepends=True)
-                            if not line.startswith("snr_db")))
+    base.write_text(
+        "".join(line for line in QUICK.read_text().splitlines(keepends=True) if not line.startswith("snr_db"))
+    )
     out = {}
     for path in sorted((ROOT / "scenarios").glob("*.toml")):
         n = None if (full_phones and path.stem == "phones-in-a-cell") else rounds
@@ -90,8 +118,13 @@ def run(out: Path, rounds: int, only: set[str] | None, full_phones: bool) -> Non
             continue
         folder = out / case.replace(":", "_")
         t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "edgefl", "run", *args, "--out", str(folder), "--force",
-                               "--no-plots", "-q"], cwd=out, capture_output=True, text=True, env=os.environ)
+        proc = subprocess.run(
+            [sys.executable, "-m", "edgefl", "run", *args, "--out", str(folder), "--force", "--no-plots", "-q"],
+            cwd=out,
+            capture_output=True,
+            text=True,
+            env=os.environ,
+        )
         status = "ok" if proc.returncode == 0 else f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}"
         print(f"{case:40s} {time.perf_counter() - t:6.1f} s  {status}", flush=True)
 

@@ -93,17 +93,52 @@ def shrink(doc: dict) -> dict:
     return doc
 
 
-WEIRD = [math.nan, math.inf, -math.inf, 1e300, -1e300, -1, 0, True, "x", "", [], [1, "a"], {}, {"a": {"b": 1}},
-         2**62, 1e-300, [[1]], "../../../etc/passwd", "\x00", "é" * 3]
+WEIRD = [
+    math.nan,
+    math.inf,
+    -math.inf,
+    1e300,
+    -1e300,
+    -1,
+    0,
+    True,
+    "x",
+    "",
+    [],
+    [1, "a"],
+    {},
+    {"a": {"b": 1}},
+    2**62,
+    1e-300,
+    [[1]],
+    "../../../etc/passwd",
+    "\x00",
+    "é" * 3,
+]
 
 
 def mutate(doc: dict, rng: random.Random) -> tuple[str, dict | str]:
     """One structural mutation of a parsed scenario; returns (what, new document or raw text)."""
     doc = shrink(doc)
     sections = [k for k, v in doc.items() if isinstance(v, dict)]
-    op = rng.choice(["drop_section", "section_to_value", "value_to_table", "unknown_key", "unknown_section",
-                     "weird_value", "list_of_tables", "nest_deep", "rename_key", "empty", "truncate", "flip",
-                     "swap_sections", "classes"])
+    op = rng.choice(
+        [
+            "drop_section",
+            "section_to_value",
+            "value_to_table",
+            "unknown_key",
+            "unknown_section",
+            "weird_value",
+            "list_of_tables",
+            "nest_deep",
+            "rename_key",
+            "empty",
+            "truncate",
+            "flip",
+            "swap_sections",
+            "classes",
+        ]
+    )
     if op == "empty":
         return op, ""
     if op in ("truncate", "flip"):
@@ -145,24 +180,47 @@ def mutate(doc: dict, rng: random.Random) -> tuple[str, dict | str]:
         doc[a], doc[b] = doc[b], doc[a]
     elif op == "classes":
         devices = doc.setdefault("devices", {})
-        devices["classes"] = rng.choice([[{"name": "a", "share": 0.5}], [{"share": 2.0}], [{}], "phones",
-                                         [{"name": "a", "share": 1.0, "cpu_ghz": -1}],
-                                         [{"name": "a", "share": 1.0, "nosuch": 1}]])
+        devices["classes"] = rng.choice(
+            [
+                [{"name": "a", "share": 0.5}],
+                [{"share": 2.0}],
+                [{}],
+                "phones",
+                [{"name": "a", "share": 1.0, "cpu_ghz": -1}],
+                [{"name": "a", "share": 1.0, "nosuch": 1}],
+            ]
+        )
     return op, doc
 
 
 # -- plug-in sources ----------------------------------------------------------------------------------
-IMPORT_FAULTS = ["raise RuntimeError('boom at import')", "raise ImportError('inner import failed')",
-                 "import sys; sys.exit(0)", "import sys; sys.exit(3)", "raise SyntaxError('bad')",
-                 "x = 1 / 0", "raise MemoryError('no memory')", "raise KeyError('k')",
-                 "raise RecursionError('deep')", "import nosuchmodule_xyz"]
+IMPORT_FAULTS = [
+    "raise RuntimeError('boom at import')",
+    "raise ImportError('inner import failed')",
+    "import sys; sys.exit(0)",
+    "import sys; sys.exit(3)",
+    "raise SyntaxError('bad')",
+    "x = 1 / 0",
+    "raise MemoryError('no memory')",
+    "raise KeyError('k')",
+    "raise RecursionError('deep')",
+    "import nosuchmodule_xyz",
+]
 
 PATH_LOSS_BODIES = [
-    "return 3.0", "return None", "return ['a'] * len(distance_m)", "return distance_m * 1j",
-    "return -1e300 + 0 * distance_m", "return float('nan') + 0 * distance_m",
+    "return 3.0",
+    "return None",
+    "return ['a'] * len(distance_m)",
+    "return distance_m * 1j",
+    "return -1e300 + 0 * distance_m",
+    "return float('nan') + 0 * distance_m",
     "import numpy as np; return np.concatenate([distance_m, distance_m[:5]])",
-    "raise ValueError('my model failed')", "import sys; sys.exit(0)", "return distance_m.reshape(-1, 1)",
-    "return {'a': 1}", "return 'abc'", "import numpy as np; return np.full(len(distance_m), np.inf)",
+    "raise ValueError('my model failed')",
+    "import sys; sys.exit(0)",
+    "return distance_m.reshape(-1, 1)",
+    "return {'a': 1}",
+    "return 'abc'",
+    "import numpy as np; return np.full(len(distance_m), np.inf)",
     "return 100.0 + 0 * distance_m",  # valid
 ]
 
@@ -173,8 +231,7 @@ ALGORITHM_CLASSES = [
     "        raise ValueError('my round failed')\n",
     "import algorithms\nclass Alg(algorithms.get('fedavg')):\n    def round(self, *a, **k):\n"
     "        yield 'not an operation'\n",
-    "import algorithms\nclass Alg(algorithms.get('fedavg')):\n    def round(self, *a, **k):\n"
-    "        return 42\n",
+    "import algorithms\nclass Alg(algorithms.get('fedavg')):\n    def round(self, *a, **k):\n        return 42\n",
     "Alg = 42\n",
     "def Alg(*a, **k):\n    return None\n",
 ]
@@ -204,8 +261,16 @@ def structural_cases(rng: random.Random, count: int) -> list[Case]:
         doc = tomllib.loads(texts[name])
         op, new = mutate(doc, rng)
         text = new if isinstance(new, str) else toml_dump(new)
-        cases.append(Case("structure", f"{name}:{op}:{i}", "cli", ["run", "s.toml", "--out", "out", "--no-plots", "-q"],
-                          files={"s.toml": text.encode("utf-8", errors="surrogateescape")}, user_files=["s.toml"]))
+        cases.append(
+            Case(
+                "structure",
+                f"{name}:{op}:{i}",
+                "cli",
+                ["run", "s.toml", "--out", "out", "--no-plots", "-q"],
+                files={"s.toml": text.encode("utf-8", errors="surrogateescape")},
+                user_files=["s.toml"],
+            )
+        )
     return cases
 
 
@@ -234,51 +299,153 @@ def plugin_cases(rng: random.Random) -> list[Case]:
     doc = quick_doc()
     run = ["run", "s.toml", "--out", "out", "--no-plots", "-q"]
     for i, fault in enumerate(IMPORT_FAULTS):
-        for key, attr in (("algorithm.name", "Alg"), ("data.name", "Data"), ("control.name", "Ctl"),
-                          ("network.path_loss", "pl")):
+        for key, attr in (
+            ("algorithm.name", "Alg"),
+            ("data.name", "Data"),
+            ("control.name", "Ctl"),
+            ("network.path_loss", "pl"),
+        ):
             section, k = key.split(".")
             scen = with_keys(doc, **{section: {k: f"myplug{i}:{attr}"}})
-            cases.append(Case("plugin", f"import-fault:{key}:{fault[:30]}", "cli", run,
-                              files={"s.toml": scen, f"myplug{i}.py": (fault + "\n").encode()}, user_files=["s.toml"]))
+            cases.append(
+                Case(
+                    "plugin",
+                    f"import-fault:{key}:{fault[:30]}",
+                    "cli",
+                    run,
+                    files={"s.toml": scen, f"myplug{i}.py": (fault + "\n").encode()},
+                    user_files=["s.toml"],
+                )
+            )
     link_budget = json.loads(json.dumps(doc))
     link_budget["network"].pop("snr_db", None)  # a link budget replaces the configured SNR
     budget = with_keys(link_budget, network={"distance_m": 200.0, "path_loss": "mypl:pl"})
     for i, body in enumerate(PATH_LOSS_BODIES):
         src = f"def pl(distance_m, network):\n    {body}\n"
-        cases.append(Case("plugin", f"path-loss:{body[:40]}", "cli", run,
-                          files={"s.toml": budget, "mypl.py": src.encode()}, user_files=["s.toml", "mypl.py"]))
-        moving = with_keys(tomllib.loads(budget.decode()), devices={"speed_mps": 1.4},
-                           network={"cell_radius_m": 300.0, "path_loss": "mypl:pl"})
+        cases.append(
+            Case(
+                "plugin",
+                f"path-loss:{body[:40]}",
+                "cli",
+                run,
+                files={"s.toml": budget, "mypl.py": src.encode()},
+                user_files=["s.toml", "mypl.py"],
+            )
+        )
+        moving = with_keys(
+            tomllib.loads(budget.decode()),
+            devices={"speed_mps": 1.4},
+            network={"cell_radius_m": 300.0, "path_loss": "mypl:pl"},
+        )
         moving_doc = tomllib.loads(moving.decode())
         moving_doc["network"].pop("distance_m", None)
-        cases.append(Case("plugin", f"path-loss-moving:{body[:40]}", "cli", run,
-                          files={"s.toml": toml_dump(moving_doc).encode(), "mypl.py": src.encode()},
-                          user_files=["s.toml"]))
-    for target in ("os:system", "builtins:print", "os.path:join", "collections:OrderedDict", "math:pi", "json",
-                   "nosuch_mod:f", "os:nosuch", ":", "a:b:c"):
-        cases.append(Case("plugin", f"wrong-kind:path_loss={target}", "cli", run,
-                          files={"s.toml": with_keys(link_budget, network={"distance_m": 200.0, "path_loss": target})}))
-        cases.append(Case("plugin", f"wrong-kind:algorithm={target}", "cli", run,
-                          files={"s.toml": with_keys(doc, algorithm={"name": target})}))
-        cases.append(Case("plugin", f"wrong-kind:control={target}", "cli", run,
-                          files={"s.toml": with_keys(doc, control={"name": target})}))
-        cases.append(Case("plugin", f"wrong-kind:data={target}", "cli", run,
-                          files={"s.toml": with_keys(doc, data={"name": target})}))
+        cases.append(
+            Case(
+                "plugin",
+                f"path-loss-moving:{body[:40]}",
+                "cli",
+                run,
+                files={"s.toml": toml_dump(moving_doc).encode(), "mypl.py": src.encode()},
+                user_files=["s.toml"],
+            )
+        )
+    for target in (
+        "os:system",
+        "builtins:print",
+        "os.path:join",
+        "collections:OrderedDict",
+        "math:pi",
+        "json",
+        "nosuch_mod:f",
+        "os:nosuch",
+        ":",
+        "a:b:c",
+    ):
+        cases.append(
+            Case(
+                "plugin",
+                f"wrong-kind:path_loss={target}",
+                "cli",
+                run,
+                files={"s.toml": with_keys(link_budget, network={"distance_m": 200.0, "path_loss": target})},
+            )
+        )
+        cases.append(
+            Case(
+                "plugin",
+                f"wrong-kind:algorithm={target}",
+                "cli",
+                run,
+                files={"s.toml": with_keys(doc, algorithm={"name": target})},
+            )
+        )
+        cases.append(
+            Case(
+                "plugin",
+                f"wrong-kind:control={target}",
+                "cli",
+                run,
+                files={"s.toml": with_keys(doc, control={"name": target})},
+            )
+        )
+        cases.append(
+            Case(
+                "plugin",
+                f"wrong-kind:data={target}",
+                "cli",
+                run,
+                files={"s.toml": with_keys(doc, data={"name": target})},
+            )
+        )
     for i, src in enumerate(ALGORITHM_CLASSES):
-        cases.append(Case("plugin", f"algorithm-class:{i}", "cli", run,
-                          files={"s.toml": with_keys(doc, algorithm={"name": f"myalg{i}:Alg"}),
-                                 f"myalg{i}.py": src.encode()}))
+        cases.append(
+            Case(
+                "plugin",
+                f"algorithm-class:{i}",
+                "cli",
+                run,
+                files={"s.toml": with_keys(doc, algorithm={"name": f"myalg{i}:Alg"}), f"myalg{i}.py": src.encode()},
+            )
+        )
     for i, src in enumerate(CONTROLLER_CLASSES):
-        cases.append(Case("plugin", f"controller-class:{i}", "cli", run,
-                          files={"s.toml": with_keys(doc, control={"name": f"myctl{i}:Ctl"}), f"myctl{i}.py": src.encode()}))
+        cases.append(
+            Case(
+                "plugin",
+                f"controller-class:{i}",
+                "cli",
+                run,
+                files={"s.toml": with_keys(doc, control={"name": f"myctl{i}:Ctl"}), f"myctl{i}.py": src.encode()},
+            )
+        )
     for i, src in enumerate(DATA_CLASSES):
-        cases.append(Case("plugin", f"data-class:{i}", "cli", run,
-                          files={"s.toml": with_keys(doc, data={"name": f"mydata{i}:Data"}), f"mydata{i}.py": src.encode()}))
+        cases.append(
+            Case(
+                "plugin",
+                f"data-class:{i}",
+                "cli",
+                run,
+                files={"s.toml": with_keys(doc, data={"name": f"mydata{i}:Data"}), f"mydata{i}.py": src.encode()},
+            )
+        )
     return cases
 
 
-USER_NAMES = ["results.csv", "summary.json", "fig1.png", "sweep.json", "computed.log", "compare.csv", "compare.txt",
-              "optimal_tau.csv", "metrics.csv", "notes.txt", "accuracy.png", "scenario.toml", ".lock", "points/x.csv"]
+USER_NAMES = [
+    "results.csv",
+    "summary.json",
+    "fig1.png",
+    "sweep.json",
+    "computed.log",
+    "compare.csv",
+    "compare.txt",
+    "optimal_tau.csv",
+    "metrics.csv",
+    "notes.txt",
+    "accuracy.png",
+    "scenario.toml",
+    ".lock",
+    "points/x.csv",
+]
 
 
 class Evil:
@@ -292,8 +459,15 @@ class Evil:
 
 
 def evil_pickles(marker: str) -> list[bytes]:
-    payloads = [Evil(marker), {"format": 2, "state": Evil(marker)}, [Evil(marker)], {"format": 2},
-                {"format": 2, "version": "0.1.0"}, "not a checkpoint", 42]
+    payloads = [
+        Evil(marker),
+        {"format": 2, "state": Evil(marker)},
+        [Evil(marker)],
+        {"format": 2},
+        {"format": 2, "version": "0.1.0"},
+        "not a checkpoint",
+        42,
+    ]
     out = [pickle.dumps(p, protocol=proto) for p in payloads for proto in (2, 5)]
     out += [b"", b"\x80\x05garbage", os.urandom(64)]
     return out
@@ -311,8 +485,10 @@ def placement_cases(rng: random.Random) -> list[Case]:
         "sweep": (sweep + ["--out", "mine"], None),
         "optimal-tau": (["optimal-tau", "done", "--target", "acc_mean=0.3", "--out", "mine", "-q"], "quick_sweep"),
         "plot": (["plot", "done", "--out", "mine", "-q"], "quick_sweep"),
-        "compare": (["compare", "s.toml", "--algorithms", "fedavg,fedprox", "--seeds", "1", "--out", "mine", "-q"],
-                    None),
+        "compare": (
+            ["compare", "s.toml", "--algorithms", "fedavg,fedprox", "--seeds", "1", "--out", "mine", "-q"],
+            None,
+        ),
     }
     for cmd, (argv, prepare) in commands.items():
         for user in USER_NAMES + ["__several__"]:
@@ -322,29 +498,77 @@ def placement_cases(rng: random.Random) -> list[Case]:
                 files[f"mine/{n}"] = f"the user's own {n}\n".encode()
             if cmd == "run-force":  # --force replaces, as documented: only check nothing outside mine/ is touched
                 files["beside.txt"] = b"keep me"
-                cases.append(Case("placement", f"{cmd}:user-{user}", "cli", argv, files=files,
-                                  user_files=["s.toml", "beside.txt"], prepare=prepare))
+                cases.append(
+                    Case(
+                        "placement",
+                        f"{cmd}:user-{user}",
+                        "cli",
+                        argv,
+                        files=files,
+                        user_files=["s.toml", "beside.txt"],
+                        prepare=prepare,
+                    )
+                )
                 continue
-            cases.append(Case("placement", f"{cmd}:user-{user}", "cli", argv, files=files,
-                              user_files=[k for k in files], prepare=prepare))
+            cases.append(
+                Case(
+                    "placement",
+                    f"{cmd}:user-{user}",
+                    "cli",
+                    argv,
+                    files=files,
+                    user_files=[k for k in files],
+                    prepare=prepare,
+                )
+            )
     # hidden folders beside --out
-    for hidden in (".mine.old/backup.txt", ".mine.2024.tmp/x.txt", ".mine.123.tmp/y", ".mine.checkpoint.d/z",
-                   ".mine.old/deep/er.txt", ".mine.99999999.tmp/w"):
+    for hidden in (
+        ".mine.old/backup.txt",
+        ".mine.2024.tmp/x.txt",
+        ".mine.123.tmp/y",
+        ".mine.checkpoint.d/z",
+        ".mine.old/deep/er.txt",
+        ".mine.99999999.tmp/w",
+    ):
         for with_out in (False, True):
             files = {"s.toml": q, hidden: b"user data"}
             if with_out:
                 files["mine/notes.txt"] = b"user"
-            cases.append(Case("placement", f"run:hidden-{hidden}:{with_out}", "cli", run + ["--out", "mine"],
-                              files=files, user_files=list(files)))
-            cases.append(Case("placement", f"sweep:hidden-{hidden}:{with_out}", "cli", sweep + ["--out", "mine"],
-                              files=dict(files), user_files=list(files)))
+            cases.append(
+                Case(
+                    "placement",
+                    f"run:hidden-{hidden}:{with_out}",
+                    "cli",
+                    run + ["--out", "mine"],
+                    files=files,
+                    user_files=list(files),
+                )
+            )
+            cases.append(
+                Case(
+                    "placement",
+                    f"sweep:hidden-{hidden}:{with_out}",
+                    "cli",
+                    sweep + ["--out", "mine"],
+                    files=dict(files),
+                    user_files=list(files),
+                )
+            )
     # --out that can never be a results folder
     home = os.path.expanduser("~")
     for out in ("/", home, ".", "./", "s.toml", "/dev/null", "mine/../", "/proc", "/etc"):
         for cmd, argv in (("run", run), ("sweep", sweep)):
-            cases.append(Case("placement", f"{cmd}:out={out}", "cli", argv + ["--out", out],
-                              files={"s.toml": q, "user.txt": b"mine"}, user_files=["s.toml", "user.txt"],
-                              refuse=True))
+            cases.append(
+                Case(
+                    "placement",
+                    f"{cmd}:out={out}",
+                    "cli",
+                    argv + ["--out", out],
+                    files={"s.toml": q, "user.txt": b"mine"},
+                    user_files=["s.toml", "user.txt"],
+                    refuse=True,
+                )
+            )
     # inputs that are special files
     for target in ("fifo", "/dev/zero", "/dev/null", "dir", "missing"):
         path = {"fifo": "trace.fifo", "dir": "adir"}.get(target, target)
@@ -353,56 +577,129 @@ def placement_cases(rng: random.Random) -> list[Case]:
         files = {"s.toml": toml_dump(doc).encode()}
         if target == "dir":
             files["adir/x"] = b""
-        cases.append(Case("placement", f"input:{target}", "cli", run + ["--out", "o"], files=files,
-                          fifos=["trace.fifo"] if target == "fifo" else []))
-        cases.append(Case("placement", f"scenario-input:{target}", "cli",
-                          ["run", path if target != "missing" else "nosuch.toml", "--out", "o", "-q"],
-                          files={} if target != "dir" else {"adir/x": b""},
-                          fifos=["trace.fifo"] if target == "fifo" else []))
+        cases.append(
+            Case(
+                "placement",
+                f"input:{target}",
+                "cli",
+                run + ["--out", "o"],
+                files=files,
+                fifos=["trace.fifo"] if target == "fifo" else [],
+            )
+        )
+        cases.append(
+            Case(
+                "placement",
+                f"scenario-input:{target}",
+                "cli",
+                ["run", path if target != "missing" else "nosuch.toml", "--out", "o", "-q"],
+                files={} if target != "dir" else {"adir/x": b""},
+                fifos=["trace.fifo"] if target == "fifo" else [],
+            )
+        )
     # crafted checkpoints
     for i, blob in enumerate(evil_pickles("PWNED")):
         doc = quick_doc()
         doc["run"]["checkpoint_every"] = 1
         files = {"s.toml": toml_dump(doc).encode(), ".mine.checkpoint": blob}
-        cases.append(Case("checkpoint", f"resume:pickle-{i}", "cli", run + ["--out", "mine", "--resume"],
-                          files=files, user_files=["s.toml"], marker="PWNED"))
+        cases.append(
+            Case(
+                "checkpoint",
+                f"resume:pickle-{i}",
+                "cli",
+                run + ["--out", "mine", "--resume"],
+                files=files,
+                user_files=["s.toml"],
+                marker="PWNED",
+            )
+        )
     # damaged results folders for optimal-tau and plot
-    damages = ["truncate", "drop-column", "header-only", "nan-cell", "inf-cell", "empty", "sweep-json-list",
-               "sweep-json-garbage", "no-sweep-json", "results-dir", "binary"]
+    damages = [
+        "truncate",
+        "drop-column",
+        "header-only",
+        "nan-cell",
+        "inf-cell",
+        "empty",
+        "sweep-json-list",
+        "sweep-json-garbage",
+        "no-sweep-json",
+        "results-dir",
+        "binary",
+    ]
     for damage in damages:
         for cmd in ("optimal-tau", "plot"):
             argv = [cmd, "done", "-q"] + (["--target", "acc_mean=0.3"] if cmd == "optimal-tau" else [])
-            cases.append(Case("damaged", f"{cmd}:{damage}", "cli", argv, files={"damage": damage.encode()},
-                              prepare="quick_sweep"))
+            cases.append(
+                Case(
+                    "damaged", f"{cmd}:{damage}", "cli", argv, files={"damage": damage.encode()}, prepare="quick_sweep"
+                )
+            )
     # grids and seeds too large
-    for extra in (["--seeds", "1000000000"], ["--grid", "network.snr_db=" + ",".join(str(i) for i in range(1000)),
-                                                  "--grid", "algorithm.local_steps=" + ",".join(map(str, range(1, 1001)))],
-                  ["--seeds", "0"], ["--seeds", "-3"], ["--grid", "nosuch.key=1,2"], ["--grid", "network.snr_db="],
-                  ["--grid", "algorithm.local_steps=1,1,1"]):
-        cases.append(Case("placement", f"sweep:size:{' '.join(extra)[:40]}", "cli",
-                          ["sweep", "s.toml", "--out", "big", "-q", *extra], files={"s.toml": q}))
+    for extra in (
+        ["--seeds", "1000000000"],
+        [
+            "--grid",
+            "network.snr_db=" + ",".join(str(i) for i in range(1000)),
+            "--grid",
+            "algorithm.local_steps=" + ",".join(map(str, range(1, 1001))),
+        ],
+        ["--seeds", "0"],
+        ["--seeds", "-3"],
+        ["--grid", "nosuch.key=1,2"],
+        ["--grid", "network.snr_db="],
+        ["--grid", "algorithm.local_steps=1,1,1"],
+    ):
+        cases.append(
+            Case(
+                "placement",
+                f"sweep:size:{' '.join(extra)[:40]}",
+                "cli",
+                ["sweep", "s.toml", "--out", "big", "-q", *extra],
+                files={"s.toml": q},
+            )
+        )
     return cases
 
 
 API_CALLS = [
-    "edgefl.run(None)", "edgefl.run(123)", "edgefl.run('nosuch.toml')", "edgefl.run('s.toml', overrides=['x'])",
-    "edgefl.run('s.toml', overrides={'nosuch.key': 1})", "edgefl.run('s.toml', overrides={'run.rounds': -5})",
-    "edgefl.run('s.toml', out='/')", "edgefl.run('s.toml', overrides={'network.snr_db': float('nan')})",
-    "edgefl.sweep('s.toml', grid=['algorithm.local_steps'])", "edgefl.sweep('s.toml', grid={'algorithm.local_steps': 3})",
+    "edgefl.run(None)",
+    "edgefl.run(123)",
+    "edgefl.run('nosuch.toml')",
+    "edgefl.run('s.toml', overrides=['x'])",
+    "edgefl.run('s.toml', overrides={'nosuch.key': 1})",
+    "edgefl.run('s.toml', overrides={'run.rounds': -5})",
+    "edgefl.run('s.toml', out='/')",
+    "edgefl.run('s.toml', overrides={'network.snr_db': float('nan')})",
+    "edgefl.sweep('s.toml', grid=['algorithm.local_steps'])",
+    "edgefl.sweep('s.toml', grid={'algorithm.local_steps': 3})",
     "edgefl.sweep('s.toml', grid={'algorithm.local_steps': [1]}, seeds='3')",
     "edgefl.sweep('s.toml', grid={'algorithm.local_steps': [1]}, seeds=-1)",
     "edgefl.sweep('s.toml', grid={'algorithm.local_steps': [1]}, seeds=10**9)",
-    "edgefl.sweep(None)", "edgefl.sweep('s.toml', grid={'nosuch': [1]})",
-    "edgefl.optimal_tau('nosuch', target=None)", "edgefl.optimal_tau('nosuch', target='acc_mean=0.5')",
-    "edgefl.optimal_tau(None, target='acc_mean=0.5')", "edgefl.optimal_tau('.', target='acc_mean=0.5', window=0)",
-    "edgefl.optimal_tau('.', target='acc_mean=85')", "edgefl.optimal_tau('.', target=5)",
-    "edgefl.load_scenario(None)", "edgefl.load_scenario('s.toml', overrides=[1, 2])",
+    "edgefl.sweep(None)",
+    "edgefl.sweep('s.toml', grid={'nosuch': [1]})",
+    "edgefl.optimal_tau('nosuch', target=None)",
+    "edgefl.optimal_tau('nosuch', target='acc_mean=0.5')",
+    "edgefl.optimal_tau(None, target='acc_mean=0.5')",
+    "edgefl.optimal_tau('.', target='acc_mean=0.5', window=0)",
+    "edgefl.optimal_tau('.', target='acc_mean=85')",
+    "edgefl.optimal_tau('.', target=5)",
+    "edgefl.load_scenario(None)",
+    "edgefl.load_scenario('s.toml', overrides=[1, 2])",
 ]
 
 MUTATIONS = [
-    "s.algorithm.name = 'nosuch'", "s.algorithm.clients_per_round = 1000", "s.network = None",
-    "s.run.rounds = -5", "s.run = None", "s.data.num_clients = 0", "s.algorithm.lr = float('nan')",
-    "s.devices = 'phones'", "s.network.snr_db = 1e300", "s.algorithm.local_steps = 'ten'", "s.model.name = 'gpt'",
+    "s.algorithm.name = 'nosuch'",
+    "s.algorithm.clients_per_round = 1000",
+    "s.network = None",
+    "s.run.rounds = -5",
+    "s.run = None",
+    "s.data.num_clients = 0",
+    "s.algorithm.lr = float('nan')",
+    "s.devices = 'phones'",
+    "s.network.snr_db = 1e300",
+    "s.algorithm.local_steps = 'ten'",
+    "s.model.name = 'gpt'",
     "s.algorithm = {}",
 ]
 
@@ -435,8 +732,21 @@ def make_prepared_sweep() -> Path:
 
             (folder / "base.toml").write_bytes(quick_toml())
             with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
-                code = main(["sweep", str(folder / "base.toml"), "--grid", "algorithm.local_steps=1,2", "--seeds",
-                             "1", "--out", str(folder / "done"), "-q", "--workers", "1"])
+                code = main(
+                    [
+                        "sweep",
+                        str(folder / "base.toml"),
+                        "--grid",
+                        "algorithm.local_steps=1,2",
+                        "--seeds",
+                        "1",
+                        "--out",
+                        str(folder / "done"),
+                        "-q",
+                        "--workers",
+                        "1",
+                    ]
+                )
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
@@ -481,9 +791,14 @@ def damage(folder: Path, how: str) -> None:
 
 SYSTEM_FOLDERS = ("/", "/etc", os.path.expanduser("~"))
 # The documented exceptions of the Python API (docs/python-api.md, "Errors"): module -> names
-API_ERRORS = {"edgefl.scenario": ("ScenarioError",), "edgefl.sweeps.plan": ("SweepError",),
-              "edgefl.plugins": ("PluginError",), "edgefl.results": ("OutputError",),
-              "edgefl.checkpoint": ("CheckpointError",), "edgefl.errors": ("WorkerDied",)}
+API_ERRORS = {
+    "edgefl.scenario": ("ScenarioError",),
+    "edgefl.sweeps.plan": ("SweepError",),
+    "edgefl.plugins": ("PluginError",),
+    "edgefl.results": ("OutputError",),
+    "edgefl.checkpoint": ("CheckpointError",),
+    "edgefl.errors": ("WorkerDied",),
+}
 
 
 def child(case: Case, folder: Path, err_path: Path) -> int:
@@ -510,8 +825,9 @@ def child(case: Case, folder: Path, err_path: Path) -> int:
     except BaseException as exc:  # judged by type: documented errors only
         import importlib
 
-        documented = tuple(getattr(importlib.import_module(module), name)
-                           for module, names in API_ERRORS.items() for name in names)
+        documented = tuple(
+            getattr(importlib.import_module(module), name) for module, names in API_ERRORS.items() for name in names
+        )
         if isinstance(exc, documented):
             print(f"documented {type(exc).__name__}: {exc}", file=sys.stderr)
             return 2
@@ -585,8 +901,14 @@ def run_case(case: Case, limit_s: float) -> dict:
                 broken.append(f"user file lost or changed: wrote {name} into {system}")
                 target = Path(system) / name
                 shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
-        return {"family": case.family, "name": case.name, "code": code, "seconds": round(elapsed, 2),
-                "broken": broken, "stderr": err.strip().splitlines()[-1][:300] if err.strip() else ""}
+        return {
+            "family": case.family,
+            "name": case.name,
+            "code": code,
+            "seconds": round(elapsed, 2),
+            "broken": broken,
+            "stderr": err.strip().splitlines()[-1][:300] if err.strip() else "",
+        }
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -608,8 +930,9 @@ def main() -> int:
     cases = all_cases(args.seed, args.cases)
     if args.only:
         cases = [c for c in cases if args.only in c.name]
-    print(f"{len(cases)} cases: " + ", ".join(f"{k} {v}" for k, v in Counter(c.family for c in cases).items()),
-          flush=True)
+    print(
+        f"{len(cases)} cases: " + ", ".join(f"{k} {v}" for k, v in Counter(c.family for c in cases).items()), flush=True
+    )
     if args.list:
         for c in cases:
             print(c.family, c.name)
@@ -642,10 +965,14 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|---:|")
     for fam, n in sorted(by_family.items()):
         fam_o = [o for o in outcomes if o["family"] == fam]
-        print(f"| {fam} | {n} | {sum(o['code'] == 0 for o in fam_o)} | {sum(o['code'] == 2 for o in fam_o)} | "
-              f"{sum(o['code'] not in (0, 2) for o in fam_o)} | {sum(bool(o['broken']) for o in fam_o)} |")
-    print(f"| total | {len(outcomes)} | {codes[0]} | {codes[2]} | {len(outcomes) - codes[0] - codes[2]} | "
-          f"{sum(bool(o['broken']) for o in outcomes)} |")
+        print(
+            f"| {fam} | {n} | {sum(o['code'] == 0 for o in fam_o)} | {sum(o['code'] == 2 for o in fam_o)} | "
+            f"{sum(o['code'] not in (0, 2) for o in fam_o)} | {sum(bool(o['broken']) for o in fam_o)} |"
+        )
+    print(
+        f"| total | {len(outcomes)} | {codes[0]} | {codes[2]} | {len(outcomes) - codes[0] - codes[2]} | "
+        f"{sum(bool(o['broken']) for o in outcomes)} |"
+    )
     print("\nexit codes:", dict(sorted(codes.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))))
     for rule in ("user file lost or changed", "internal error", "hang", "code ran from a checkpoint"):
         print(f"{rule}: {sum(n for (f, b), n in broken.items() if b == rule)}")
@@ -657,8 +984,11 @@ def _show(outcome: dict, report, i: int, n: int) -> None:
         report.write(json.dumps(outcome) + "\n")
         report.flush()
     if outcome["broken"]:
-        print(f"[{i + 1}/{n}] {outcome['family']} {outcome['name']}: {'; '.join(outcome['broken'])} "
-              f"(exit {outcome['code']}) {outcome['stderr'][:200]}", flush=True)
+        print(
+            f"[{i + 1}/{n}] {outcome['family']} {outcome['name']}: {'; '.join(outcome['broken'])} "
+            f"(exit {outcome['code']}) {outcome['stderr'][:200]}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

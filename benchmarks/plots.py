@@ -80,15 +80,26 @@ def per_figure(plot_run, result, out: Path) -> dict[str, float]:
 
 
 def plot(plot_run, result, out: Path) -> None:
-    plot_run(out, result.metrics, result.clients, title=run_title(result.scenario), battery=result.battery,
-             events=result.events, positions=result.positions, scenario=result.scenario)
+    plot_run(
+        out,
+        result.metrics,
+        result.clients,
+        title=run_title(result.scenario),
+        battery=result.battery,
+        events=result.events,
+        positions=result.positions,
+        scenario=result.scenario,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="writes with and without plots, each (default 5)")
-    parser.add_argument("--smoke", action="store_true",
-                        help=f"{', '.join(SMOKE_OVERRIDES)} and one repeat: checks that it runs; measures nothing")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"{', '.join(SMOKE_OVERRIDES)} and one repeat: checks that it runs; measures nothing",
+    )
     args = parser.parse_args()
     overrides = SMOKE_OVERRIDES if args.smoke else OVERRIDES
     if args.smoke:
@@ -102,11 +113,15 @@ def main() -> None:
     started, cpu = time.perf_counter(), time.process_time()
     result = Simulation(scenario).run(progress=False)
     run_s, run_cpu = time.perf_counter() - started, time.process_time() - cpu
-    print(f"run      quickstart, {', '.join(overrides)}: {run_s:.2f} s (CPU {run_cpu:.2f} s, all threads) "
-          f"({len(result.events):,} events, {len(result.clients):,} clients)", flush=True)
+    print(
+        f"run      quickstart, {', '.join(overrides)}: {run_s:.2f} s (CPU {run_cpu:.2f} s, all threads) "
+        f"({len(result.events):,} events, {len(result.clients):,} clients)",
+        flush=True,
+    )
 
     started, cpu = time.perf_counter(), time.process_time()
     from edgefl.plots import plot_run
+
     import_s, import_cpu = time.perf_counter() - started, time.process_time() - cpu
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -119,7 +134,7 @@ def main() -> None:
         alone, alone_cpu = [], []
         figures = defaultdict(list)
         for i in range(args.repeat):
-            for plots in ((False, True) if i % 2 == 0 else (True, False)):
+            for plots in (False, True) if i % 2 == 0 else (True, False):
                 started = time.perf_counter()
                 write_results(result, tmp / f"out-{plots}", plots=plots, force=True)
                 write[plots].append(time.perf_counter() - started)
@@ -139,16 +154,24 @@ def main() -> None:
     plotting = import_s + plot_s
     whole = run_s + without + plotting
     share = plotting / whole
-    print(f"import   edgefl.plots (matplotlib, pyplot): {import_s:.2f} s (CPU {import_cpu:.2f} s)"
-          + (" (matplotlib was already imported)" if matplotlib_loaded else ""))
-    print(f"plot     first plot_run (cold) {cold_s:.2f} s | plot_run median {plot_s:.2f} s "
-          f"(CPU {median(alone_cpu):.2f} s) over {args.repeat}")
+    print(
+        f"import   edgefl.plots (matplotlib, pyplot): {import_s:.2f} s (CPU {import_cpu:.2f} s)"
+        + (" (matplotlib was already imported)" if matplotlib_loaded else "")
+    )
+    print(
+        f"plot     first plot_run (cold) {cold_s:.2f} s | plot_run median {plot_s:.2f} s "
+        f"(CPU {median(alone_cpu):.2f} s) over {args.repeat}"
+    )
     print("figures  CPU s, medians: " + ", ".join(f"{name} {median(v):.3f}" for name, v in figures.items()))
-    print(f"write    write_results without plots {without:.2f} s | with plots {with_:.2f} s "
-          f"(plots add {with_ - without:.2f} s)")
-    print(f"share    plotting (import + plot_run) {plotting:.2f} s of the whole run {whole:.2f} s "
-          f"(run {run_s:.2f} + writing {without:.2f} + plotting {plotting:.2f}): {100 * share:.1f} % "
-          f"(target < {100 * TARGET:.0f} %) {'OK' if share < TARGET else 'MISS'}")
+    print(
+        f"write    write_results without plots {without:.2f} s | with plots {with_:.2f} s "
+        f"(plots add {with_ - without:.2f} s)"
+    )
+    print(
+        f"share    plotting (import + plot_run) {plotting:.2f} s of the whole run {whole:.2f} s "
+        f"(run {run_s:.2f} + writing {without:.2f} + plotting {plotting:.2f}): {100 * share:.1f} % "
+        f"(target < {100 * TARGET:.0f} %) {'OK' if share < TARGET else 'MISS'}"
+    )
     print(f"done; load average {load_average()}", flush=True)
 
 

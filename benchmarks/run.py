@@ -63,7 +63,9 @@ from edgefl.scenario import load_scenario, scenario_from_dict  # noqa: E402
 from edgefl.sim import SimPyPricer, reprice_rounds  # noqa: E402
 from edgefl.sweeps.store import load_manifest  # noqa: E402
 
-MNIST_DIR = Path(os.environ.get("EDGEFL_MNIST_DIR", Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"))
+MNIST_DIR = Path(
+    os.environ.get("EDGEFL_MNIST_DIR", Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist")
+)
 
 
 # -- timing ------------------------------------------------------------------------------
@@ -75,7 +77,7 @@ def interleaved(candidates: dict, repeats: int, warmup: int = 1) -> dict[str, fl
             candidates[name]()
     times: dict[str, list[float]] = {name: [] for name in names}
     for r in range(repeats):
-        order = names[r % len(names):] + names[:r % len(names)]
+        order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
             t = time.perf_counter()
             candidates[name]()
@@ -101,27 +103,66 @@ def mark(ok: bool) -> str:
 SIZES = {
     #            repeats of linear/cnn/engine/quickstart, rounds of engine, DRDM round (clients, tau),
     #            matmul side, scale (N, m, rounds), reprice (rounds, every k-th channel point, repeats)
-    "full": dict(linear=41, cnn=7, engine=7, quickstart=5, engine_rounds=30, clients=20, tau=10, matmul=2048,
-                 scale=(10_000, 100, 50), reprice=(None, 1, 3)),
-    "quick": dict(linear=15, cnn=3, engine=3, quickstart=3, engine_rounds=10, clients=20, tau=10, matmul=2048,
-                  scale=(10_000, 100, 50), reprice=(None, 5, 2)),
-    "smoke": dict(linear=1, cnn=1, engine=1, quickstart=1, engine_rounds=2, clients=4, tau=2, matmul=256,
-                  scale=(300, 10, 2), reprice=(2, 17, 1), quickstart_set=["--set", "run.rounds=2"]),
+    "full": dict(
+        linear=41,
+        cnn=7,
+        engine=7,
+        quickstart=5,
+        engine_rounds=30,
+        clients=20,
+        tau=10,
+        matmul=2048,
+        scale=(10_000, 100, 50),
+        reprice=(None, 1, 3),
+    ),
+    "quick": dict(
+        linear=15,
+        cnn=3,
+        engine=3,
+        quickstart=3,
+        engine_rounds=10,
+        clients=20,
+        tau=10,
+        matmul=2048,
+        scale=(10_000, 100, 50),
+        reprice=(None, 5, 2),
+    ),
+    "smoke": dict(
+        linear=1,
+        cnn=1,
+        engine=1,
+        quickstart=1,
+        engine_rounds=2,
+        clients=4,
+        tau=2,
+        matmul=256,
+        scale=(300, 10, 2),
+        reprice=(2, 17, 1),
+        quickstart_set=["--set", "run.rounds=2"],
+    ),
 }
 SIZE = SIZES["full"]
 
 
 def drdm_scenario(model: str = "linear", engine: str = "ideal", rounds: int = 1, lr: float = 0.1, **network):
-    return scenario_from_dict({
-        "run": {"seed": 0, "rounds": rounds, "engine": engine, "eval_every": 1},
-        "data": {"name": "mnist", "dir": str(MNIST_DIR), "num_clients": 30},
-        "model": {"name": model},
-        # sampling = uniform: exactly m = 20 distinct clients train (with replacement: ~14)
-        "algorithm": {"name": "drdm", "local_steps": SIZE["tau"], "clients_per_round": SIZE["clients"], "lr": lr,
-                      "batch_size": 32, "drdm": {"mu": 0.01, "sampling": "uniform"}},
-        "network": {"snr_db": 10.0, "bandwidth_mhz": 1.0, **network},
-        "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 2e4},
-    })
+    return scenario_from_dict(
+        {
+            "run": {"seed": 0, "rounds": rounds, "engine": engine, "eval_every": 1},
+            "data": {"name": "mnist", "dir": str(MNIST_DIR), "num_clients": 30},
+            "model": {"name": model},
+            # sampling = uniform: exactly m = 20 distinct clients train (with replacement: ~14)
+            "algorithm": {
+                "name": "drdm",
+                "local_steps": SIZE["tau"],
+                "clients_per_round": SIZE["clients"],
+                "lr": lr,
+                "batch_size": 32,
+                "drdm": {"mu": 0.01, "sampling": "uniform"},
+            },
+            "network": {"snr_db": 10.0, "bandwidth_mhz": 1.0, **network},
+            "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 2e4},
+        }
+    )
 
 
 def everything_scenario(engine: str, rounds: int):
@@ -165,7 +206,7 @@ class LeanLoop:
     def split(self, flat: torch.Tensor) -> list[torch.Tensor]:
         out, start = [], 0
         for p in self.params:
-            out.append(flat[start:start + p.numel()].view_as(p))
+            out.append(flat[start : start + p.numel()].view_as(p))
             start += p.numel()
         return out
 
@@ -231,10 +272,13 @@ def bench_linear() -> None:
     candidates["generic vmap"] = vmapped
     t = interleaved(candidates, repeats=SIZE["linear"], warmup=min(3, SIZE["linear"]))
     ratio = t["lean loop"] / t["batched"]
-    print(f"[1] linear  DRDM round (C={len(op.clients)}, tau={op.steps}, B=32, MNIST 784->10): "
-          f"batched {t['batched'] * 1e3:.2f} ms | lean loop {t['lean loop'] * 1e3:.2f} ms | "
-          f"{ratio:.1f}x (target >= 6x) {mark(ratio >= 6)}   "
-          f"[generic vmap path {t['generic vmap'] * 1e3:.2f} ms; max|dw| batched vs loop {diff:.1e}]", flush=True)
+    print(
+        f"[1] linear  DRDM round (C={len(op.clients)}, tau={op.steps}, B=32, MNIST 784->10): "
+        f"batched {t['batched'] * 1e3:.2f} ms | lean loop {t['lean loop'] * 1e3:.2f} ms | "
+        f"{ratio:.1f}x (target >= 6x) {mark(ratio >= 6)}   "
+        f"[generic vmap path {t['generic vmap'] * 1e3:.2f} ms; max|dw| batched vs loop {diff:.1e}]",
+        flush=True,
+    )
 
 
 # -- 2. cnn ------------------------------------------------------------------------------
@@ -256,11 +300,14 @@ def bench_cnn() -> None:
     loop_rate = flops / t["lean loop"] / 1e9
     ratio = t["lean loop"] / t["batched"]
     share = achieved / peak
-    print(f"[2] cnn     DRDM round (C={len(op.clients)}, tau={op.steps}, B=32, {flops / 1e9:.1f} GFLOP): "
-          f"batched {t['batched']:.2f} s | lean loop {t['lean loop']:.2f} s | {ratio:.2f}x (target >= 1.5x) "
-          f"{mark(ratio >= 1.5)} | {achieved:.1f} GFLOP/s = {100 * share:.0f}% of matmul peak {peak:.1f} "
-          f"(target >= 30%) {mark(share >= 0.3)}   [lean loop {loop_rate:.1f} GFLOP/s; strategy "
-          f"{sim.executor.strategy}; max|dw| {diff:.1e}]", flush=True)
+    print(
+        f"[2] cnn     DRDM round (C={len(op.clients)}, tau={op.steps}, B=32, {flops / 1e9:.1f} GFLOP): "
+        f"batched {t['batched']:.2f} s | lean loop {t['lean loop']:.2f} s | {ratio:.2f}x (target >= 1.5x) "
+        f"{mark(ratio >= 1.5)} | {achieved:.1f} GFLOP/s = {100 * share:.0f}% of matmul peak {peak:.1f} "
+        f"(target >= 30%) {mark(share >= 0.3)}   [lean loop {loop_rate:.1f} GFLOP/s; strategy "
+        f"{sim.executor.strategy}; max|dw| {diff:.1e}]",
+        flush=True,
+    )
 
 
 # -- 3. engine overhead --------------------------------------------------------------------
@@ -286,20 +333,38 @@ class Timed:
                 if self.depth == 0:  # _book may run inside price_phase: count it once
                     self.wall += time.perf_counter() - t
                     self.cpu += time.process_time() - c
+
         return wrapper
 
 
 # Every effect of the realistic radio and device model at once (as scenarios/phones-in-a-cell.toml,
 # on the benchmark's DRDM MNIST run): for the engine's overhead with everything on.
 EVERYTHING = {
-    "cell_radius_m": 500.0, "shadowing_std_db": 8.0, "noise_figure_db": 9.0, "bandwidth_mhz": 10.0,
-    "access": "fdma", "fading": "rayleigh", "rate": "mcs", "max_retransmissions": 3, "access_latency_s": 0.05,
-    "deadline_s": 2.0, "header_bits": 800, "snr_db": None,
+    "cell_radius_m": 500.0,
+    "shadowing_std_db": 8.0,
+    "noise_figure_db": 9.0,
+    "bandwidth_mhz": 10.0,
+    "access": "fdma",
+    "fading": "rayleigh",
+    "rate": "mcs",
+    "max_retransmissions": 3,
+    "access_latency_s": 0.05,
+    "deadline_s": 2.0,
+    "header_bits": 800,
+    "snr_db": None,
 }
 EVERYTHING_DEVICES = {
-    "tail_s": 1.0, "tail_power_w": 1.0, "battery_j": 1e4, "battery_reserve_j": 10.0, "harvest_w": 0.02,
-    "availability": "markov", "mean_on_s": 30.0, "mean_off_s": 15.0, "speed_mps": 1.4,
-    "slowdown": "exponential", "slowdown_mean": 0.5,
+    "tail_s": 1.0,
+    "tail_power_w": 1.0,
+    "battery_j": 1e4,
+    "battery_reserve_j": 10.0,
+    "harvest_w": 0.02,
+    "availability": "markov",
+    "mean_on_s": 30.0,
+    "mean_off_s": 15.0,
+    "speed_mps": 1.4,
+    "slowdown": "exponential",
+    "slowdown_mean": 0.5,
 }
 
 
@@ -311,8 +376,11 @@ def bench_engine() -> None:
 
     def one(network: str, kind: str, warm_up: bool = False) -> None:
         engine = "ideal" if kind == "ideal" else "simpy"
-        sim = Simulation(drdm_scenario(engine=engine, rounds=rounds, **networks[network])
-                         if network != "everything" else everything_scenario(engine, rounds))
+        sim = Simulation(
+            drdm_scenario(engine=engine, rounds=rounds, **networks[network])
+            if network != "everything"
+            else everything_scenario(engine, rounds)
+        )
         timer = Timed(sim.pricer)
         t, c = time.perf_counter(), time.process_time()
         sim.run(progress=False)
@@ -320,13 +388,14 @@ def bench_engine() -> None:
             events_per_round[network] = next(sim.pricer.env._eid) / rounds  # SimPy numbers every event it schedules
         if not warm_up:
             runs.setdefault((network, kind), []).append(
-                (time.perf_counter() - t, time.process_time() - c, timer.wall, timer.cpu))
+                (time.perf_counter() - t, time.process_time() - c, timer.wall, timer.cpu)
+            )
 
     repeats = SIZE["engine"]
     for network in networks:
         one(network, "ideal", warm_up=True), one(network, "simpy", warm_up=True)
         for r in range(repeats):
-            for kind in (("ideal", "simpy") if r % 2 == 0 else ("simpy", "ideal")):
+            for kind in ("ideal", "simpy") if r % 2 == 0 else ("simpy", "ideal"):
                 one(network, kind)
 
     def median(network, kind, field):
@@ -336,18 +405,23 @@ def bench_engine() -> None:
         spent, total = (2, 0) if wall else (3, 1)
         return float(np.median([run[spent] / (run[total] - run[spent]) for run in runs[(network, kind)]]))
 
-    for network, label, target in (("default", "default network (dedicated band, no fading)", 0.05),
-                                   ("fdma", "FDMA + Rayleigh", 0.10),
-                                   ("everything", "every radio and device effect on (see EVERYTHING)", None)):
+    for network, label, target in (
+        ("default", "default network (dedicated band, no fading)", 0.05),
+        ("fdma", "FDMA + Rayleigh", 0.10),
+        ("everything", "every radio and device effect on (see EVERYTHING)", None),
+    ):
         ideal, cosim = median(network, "ideal", 0), median(network, "simpy", 0)
         headline = share(network, "simpy")
-        print(f"[3] engine  DRDM MNIST linear run ({rounds} rounds, N=30, m={SIZE['clients']}, eval every round), {label}: "
-              f"ideal {ideal / rounds * 1e3:.1f} ms/round | SimPy co-simulation {cosim / rounds * 1e3:.1f} ms/round | "
-              f"co-simulation = +{100 * headline:.1f}% over the ideal engine's work "
-              + (f"(target <= {100 * target:.0f}%) {mark(headline <= target)} " if target else "(no target) ")
-              + f"[CPU time +{100 * share(network, 'simpy', wall=False):.1f}%; wall-clock "
-              f"ratio of separate runs {100 * (cosim / ideal - 1):+.1f}%; {events_per_round[network]:.0f} SimPy "
-              f"events/round]", flush=True)
+        print(
+            f"[3] engine  DRDM MNIST linear run ({rounds} rounds, N=30, m={SIZE['clients']}, eval every round), {label}: "
+            f"ideal {ideal / rounds * 1e3:.1f} ms/round | SimPy co-simulation {cosim / rounds * 1e3:.1f} ms/round | "
+            f"co-simulation = +{100 * headline:.1f}% over the ideal engine's work "
+            + (f"(target <= {100 * target:.0f}%) {mark(headline <= target)} " if target else "(no target) ")
+            + f"[CPU time +{100 * share(network, 'simpy', wall=False):.1f}%; wall-clock "
+            f"ratio of separate runs {100 * (cosim / ideal - 1):+.1f}%; {events_per_round[network]:.0f} SimPy "
+            f"events/round]",
+            flush=True,
+        )
 
 
 # -- 5. re-pricing -----------------------------------------------------------------------
@@ -386,8 +460,14 @@ def bench_reprice() -> None:
     for snr, bw in channels:
         s = scenario.model_copy(deep=True)
         s.network.snr_db, s.network.bandwidth_mhz = float(snr), float(bw)
-        population = build_population(s.network, s.devices, s.data.num_clients, sim.model.train_flops_per_sample,
-                                      sim.model.eval_flops_per_sample, s.run.seed)
+        population = build_population(
+            s.network,
+            s.devices,
+            s.data.num_clients,
+            sim.model.train_flops_per_sample,
+            sim.model.eval_flops_per_sample,
+            s.run.seed,
+        )
         pricers.append((network_params(s.network), population))
     activities = sum(len(chain) for phase in trace for chain in phase.chains.values())
     engine_times, engine_events, bare_rates = [], [], []
@@ -406,12 +486,15 @@ def bench_reprice() -> None:
     points_per_min = 60.0 / per_point
     engine_rate = engine_events[best] / engine_times[best]
     bare = float(np.median(bare_rates))
-    print(f"[5] reprice {scenario.run.rounds}-round DRDM trace of energy-tau-sweep.toml ({len(trace)} phases, {activities} activities) "
-          f"on {len(pricers)} channel points, 1 core: {per_point * 1e3:.1f} ms/point = {points_per_min:,.0f} "
-          f"channel points/min (target >= 1,000) {mark(points_per_min >= 1000)} | engine "
-          f"{engine_rate / 1e3:.0f}k SimPy events/s incl. physics and energy vs bare SimPy timeout loop "
-          f"{bare / 1e3:.0f}k events/s (ceiling): {100 * engine_rate / bare:.0f}%   "
-          f"[{engine_events[best] / len(pricers):.0f} events/point]", flush=True)
+    print(
+        f"[5] reprice {scenario.run.rounds}-round DRDM trace of energy-tau-sweep.toml ({len(trace)} phases, {activities} activities) "
+        f"on {len(pricers)} channel points, 1 core: {per_point * 1e3:.1f} ms/point = {points_per_min:,.0f} "
+        f"channel points/min (target >= 1,000) {mark(points_per_min >= 1000)} | engine "
+        f"{engine_rate / 1e3:.0f}k SimPy events/s incl. physics and energy vs bare SimPy timeout loop "
+        f"{bare / 1e3:.0f}k events/s (ceiling): {100 * engine_rate / bare:.0f}%   "
+        f"[{engine_events[best] / len(pricers):.0f} events/point]",
+        flush=True,
+    )
 
 
 # -- 6. the Figure-4 study end to end ---------------------------------------------------
@@ -422,13 +505,38 @@ def bench_figure4(seeds: int, workers: int, smoke: bool = False) -> None:
     import tempfile
 
     cli = [sys.executable, "-m", "edgefl.cli"]
-    tiny = (["--set", "run.rounds=2", "--grid", "network.snr_db=0,20", "--grid", "network.bandwidth_mhz=1",
-             "--grid", "algorithm.local_steps=2,4"] if smoke else [])
+    tiny = (
+        [
+            "--set",
+            "run.rounds=2",
+            "--grid",
+            "network.snr_db=0,20",
+            "--grid",
+            "network.bandwidth_mhz=1",
+            "--grid",
+            "algorithm.local_steps=2,4",
+        ]
+        if smoke
+        else []
+    )
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "sweep"
         steps = {
-            "sweep": [*cli, "sweep", str(SWEEP_SCENARIO), "--seeds", str(seeds), "--out", str(out),
-                      "--workers", str(workers), "--quiet", "--set", f"data.dir={MNIST_DIR}", *tiny],
+            "sweep": [
+                *cli,
+                "sweep",
+                str(SWEEP_SCENARIO),
+                "--seeds",
+                str(seeds),
+                "--out",
+                str(out),
+                "--workers",
+                str(workers),
+                "--quiet",
+                "--set",
+                f"data.dir={MNIST_DIR}",
+                *tiny,
+            ],
             "optimal-tau": [*cli, "optimal-tau", str(out), "--target", "acc_worst=0.70"],
             "plot": [*cli, "plot", str(out), "--target", "acc_worst=0.70"],
         }
@@ -439,10 +547,12 @@ def bench_figure4(seeds: int, workers: int, smoke: bool = False) -> None:
             times[name] = time.perf_counter() - t
         points = len(load_manifest(out)["points"])
     total = sum(times.values())
-    print(f"[6] fig4    Figure-4 study, energy-tau-sweep.toml x {seeds} seeds ({points} points, {workers} workers), "
-          f"end to end: {total:.0f} s = {total / 60:.1f} min (target < 3 min) {mark(total < 180)} "
-          f"[sweep {times['sweep']:.0f} s, optimal-tau {times['optimal-tau']:.1f} s, plot {times['plot']:.1f} s]",
-          flush=True)
+    print(
+        f"[6] fig4    Figure-4 study, energy-tau-sweep.toml x {seeds} seeds ({points} points, {workers} workers), "
+        f"end to end: {total:.0f} s = {total / 60:.1f} min (target < 3 min) {mark(total < 180)} "
+        f"[sweep {times['sweep']:.0f} s, optimal-tau {times['optimal-tau']:.1f} s, plot {times['plot']:.1f} s]",
+        flush=True,
+    )
 
 
 # -- 7. quickstart process ----------------------------------------------------------------
@@ -454,15 +564,41 @@ def bench_quickstart() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(SIZE["quickstart"]):
             t = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "edgefl.cli", "run", str(ROOT / "scenarios" / "quickstart.toml"),
-                            "--out", str(Path(tmp) / f"q{k}"), "--quiet", *SIZE.get("quickstart_set", [])],
-                           check=True, capture_output=True, cwd=ROOT)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "edgefl.cli",
+                    "run",
+                    str(ROOT / "scenarios" / "quickstart.toml"),
+                    "--out",
+                    str(Path(tmp) / f"q{k}"),
+                    "--quiet",
+                    *SIZE.get("quickstart_set", []),
+                ],
+                check=True,
+                capture_output=True,
+                cwd=ROOT,
+            )
             times.append(time.perf_counter() - t)
-        imports = subprocess.run([sys.executable, "-X", "importtime", "-c", "import edgefl.cli, edgefl.runner; "
-                                  "from edgefl.runner import Simulation"], capture_output=True, text=True, cwd=ROOT)
+        imports = subprocess.run(
+            [
+                sys.executable,
+                "-X",
+                "importtime",
+                "-c",
+                "import edgefl.cli, edgefl.runner; from edgefl.runner import Simulation",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
     dynamo = "torch._dynamo" in imports.stderr
-    print(f"[7] quick   edgefl run scenarios/quickstart.toml, whole process: median {np.median(times):.2f} s "
-          f"(min {min(times):.2f} s) | torch._dynamo imported: {'yes' if dynamo else 'no'}", flush=True)
+    print(
+        f"[7] quick   edgefl run scenarios/quickstart.toml, whole process: median {np.median(times):.2f} s "
+        f"(min {min(times):.2f} s) | torch._dynamo imported: {'yes' if dynamo else 'no'}",
+        flush=True,
+    )
 
 
 # -- 4. scale ----------------------------------------------------------------------------
@@ -485,50 +621,87 @@ def peak_rss_bytes() -> int:
 def scale_child(num_clients: int, clients_per_round: int, rounds: int) -> None:
     """Runs in a fresh process; prints one JSON line."""
     t0 = time.perf_counter()
-    scenario = scenario_from_dict({
-        "run": {"seed": 0, "rounds": rounds, "engine": "simpy", "eval_every": 1},
-        "data": {"name": "synthetic", "num_clients": num_clients, "samples_per_client": SAMPLES_PER_CLIENT},
-        "model": {"name": "linear"},
-        # uniform sampling: the m clients change every round, so ~N(1 - (1 - m/N)^rounds) of them
-        # get a g_i row (lambda-driven sampling soon concentrates on a few clients)
-        "algorithm": {"name": "drdm", "local_steps": 10, "clients_per_round": clients_per_round,
-                      "lr": 0.05, "batch_size": 32, "drdm": {"sampling": "uniform"}},
-        "network": {"snr_db": 10.0, "bandwidth_mhz": 1.0, "access": "fdma", "fading": "rayleigh"},
-        "devices": {"cycles_per_sample": 2e4},
-    })
+    scenario = scenario_from_dict(
+        {
+            "run": {"seed": 0, "rounds": rounds, "engine": "simpy", "eval_every": 1},
+            "data": {"name": "synthetic", "num_clients": num_clients, "samples_per_client": SAMPLES_PER_CLIENT},
+            "model": {"name": "linear"},
+            # uniform sampling: the m clients change every round, so ~N(1 - (1 - m/N)^rounds) of them
+            # get a g_i row (lambda-driven sampling soon concentrates on a few clients)
+            "algorithm": {
+                "name": "drdm",
+                "local_steps": 10,
+                "clients_per_round": clients_per_round,
+                "lr": 0.05,
+                "batch_size": 32,
+                "drdm": {"sampling": "uniform"},
+            },
+            "network": {"snr_db": 10.0, "bandwidth_mhz": 1.0, "access": "fdma", "fading": "rayleigh"},
+            "devices": {"cycles_per_sample": 2e4},
+        }
+    )
     sim = Simulation(scenario)
     built = time.perf_counter() - t0
     result = sim.run(progress=False)
     total = time.perf_counter() - t0
     rss_gib = peak_rss_bytes() / 2**30
-    print(json.dumps({"build_s": built, "total_s": total, "rss_gib": rss_gib, "rounds": rounds,
-                      "store_rows": len(sim.algorithm.g), "store_mib": sim.algorithm.g.nbytes() / 2**20,
-                      "acc_mean": result.metrics[-1]["acc_mean"]}))
+    print(
+        json.dumps(
+            {
+                "build_s": built,
+                "total_s": total,
+                "rss_gib": rss_gib,
+                "rounds": rounds,
+                "store_rows": len(sim.algorithm.g),
+                "store_mib": sim.algorithm.g.nbytes() / 2**20,
+                "acc_mean": result.metrics[-1]["acc_mean"],
+            }
+        )
+    )
 
 
 def bench_scale(threads: int) -> None:
     num_clients, clients_per_round, rounds = SIZE["scale"]
-    out = subprocess.run([sys.executable, __file__, "--scale-child", f"{num_clients},{clients_per_round},{rounds}",
-                          "--threads", str(threads)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--scale-child",
+            f"{num_clients},{clients_per_round},{rounds}",
+            "--threads",
+            str(threads),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     r = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"[4] scale   DRDM, N={num_clients:,}, m={clients_per_round}, {rounds} rounds, "
-          f"linear, full co-simulation: {r['total_s']:.1f} s (target < 60 s) {mark(r['total_s'] < 60)} | "
-          f"peak RSS {r['rss_gib']:.2f} GiB (target < 4 GiB) {mark(r['rss_gib'] < 4)}   "
-          f"[data+setup {r['build_s']:.1f} s; g_i rows stored {r['store_rows']} = {r['store_mib']:.0f} MiB]",
-          flush=True)
+    print(
+        f"[4] scale   DRDM, N={num_clients:,}, m={clients_per_round}, {rounds} rounds, "
+        f"linear, full co-simulation: {r['total_s']:.1f} s (target < 60 s) {mark(r['total_s'] < 60)} | "
+        f"peak RSS {r['rss_gib']:.2f} GiB (target < 4 GiB) {mark(r['rss_gib'] < 4)}   "
+        f"[data+setup {r['build_s']:.1f} s; g_i rows stored {r['store_rows']} = {r['store_mib']:.0f} MiB]",
+        flush=True,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sizes = parser.add_mutually_exclusive_group()
     sizes.add_argument("--quick", action="store_true", help="fewer repeats and rounds (under 2 minutes)")
-    sizes.add_argument("--smoke", action="store_true",
-                       help="every benchmark, fig4 included, on tiny sizes (under a minute): checks that they run; "
-                            "the numbers measure nothing")
+    sizes.add_argument(
+        "--smoke",
+        action="store_true",
+        help="every benchmark, fig4 included, on tiny sizes (under a minute): checks that they run; "
+        "the numbers measure nothing",
+    )
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
-    parser.add_argument("--only", default=None,
-                        help="comma-separated subset of linear,cnn,engine,scale,reprice,fig4,quickstart "
-                             "(fig4, about 2 minutes, runs only when named, or with --smoke)")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated subset of linear,cnn,engine,scale,reprice,fig4,quickstart "
+        "(fig4, about 2 minutes, runs only when named, or with --smoke)",
+    )
     parser.add_argument("--fig4-seeds", type=int, default=10, help="seeds of the Figure-4 study (default 10)")
     parser.add_argument("--workers", type=int, default=2, help="sweep workers of the Figure-4 study (default 2)")
     parser.add_argument("--scale-child", default=None, help=argparse.SUPPRESS)  # N,m,rounds
@@ -540,14 +713,20 @@ def main() -> None:
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     SIZE.update(SIZES[mode])
     started = time.perf_counter()
-    print(f"edgefl benchmarks{'' if mode == 'full' else f' ({mode})'}: torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads (OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}), "
-          f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, load average {load_average()}",
-          flush=True)
+    print(
+        f"edgefl benchmarks{'' if mode == 'full' else f' ({mode})'}: torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads (OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}), "
+        f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, load average {load_average()}",
+        flush=True,
+    )
     if mode == "smoke":
-        print("smoke mode: tiny sizes, to check that every benchmark runs; the numbers and OK/MISS measure nothing",
-              flush=True)
-    wanted = (args.only or "linear,cnn,engine,scale,reprice,quickstart" + (",fig4" if mode == "smoke" else "")).split(",")
+        print(
+            "smoke mode: tiny sizes, to check that every benchmark runs; the numbers and OK/MISS measure nothing",
+            flush=True,
+        )
+    wanted = (args.only or "linear,cnn,engine,scale,reprice,quickstart" + (",fig4" if mode == "smoke" else "")).split(
+        ","
+    )
     if "linear" in wanted:
         bench_linear()
     if "cnn" in wanted:
@@ -559,8 +738,9 @@ def main() -> None:
     if "reprice" in wanted:
         bench_reprice()
     if "fig4" in wanted:
-        bench_figure4(1 if mode == "smoke" else args.fig4_seeds, 1 if mode == "smoke" else args.workers,
-                      smoke=mode == "smoke")
+        bench_figure4(
+            1 if mode == "smoke" else args.fig4_seeds, 1 if mode == "smoke" else args.workers, smoke=mode == "smoke"
+        )
     if "quickstart" in wanted:
         bench_quickstart()
     print(f"done in {time.perf_counter() - started:.0f} s; load average {load_average()}", flush=True)

@@ -46,8 +46,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    plan = plan_sweep(args.scenario, overrides=[f"run.rounds={args.rounds}"], grids=[f"{TAU_KEY}={args.taus}"],
-                      seeds=args.seeds)
+    plan = plan_sweep(
+        args.scenario, overrides=[f"run.rounds={args.rounds}"], grids=[f"{TAU_KEY}={args.taus}"], seeds=args.seeds
+    )
     taus = plan.grid[TAU_KEY]
     channel_points = len(plan.points) // (len(taus) * len(plan.seeds))
     first_of_tau = {}
@@ -70,19 +71,32 @@ def main() -> None:
     trace = sim.run(progress=False).trace
     t_reprice, _ = timed(lambda: [price_point(p, trace, sim.model) for p in group])
 
-    print(f"scenario            {args.scenario.relative_to(ROOT)} (rounds = {args.rounds}, "
-          f"{plan.base.algorithm.name}, {plan.base.model.name}, N = {plan.base.data.num_clients})")
-    print(f"grid                {channel_points} channel points x {len(taus)} τ x {len(plan.seeds)} seeds "
-          f"= {len(plan.points)} points; {summary.repriced} re-priced, {summary.cosimulated} co-simulated")
+    print(
+        f"scenario            {args.scenario.relative_to(ROOT)} (rounds = {args.rounds}, "
+        f"{plan.base.algorithm.name}, {plan.base.model.name}, N = {plan.base.data.num_clients})"
+    )
+    print(
+        f"grid                {channel_points} channel points x {len(taus)} τ x {len(plan.seeds)} seeds "
+        f"= {len(plan.points)} points; {summary.repriced} re-priced, {summary.cosimulated} co-simulated"
+    )
     print(f"(τ, seed) trainings {plan.num_trainings}")
-    print("one training run    " + ", ".join(f"τ={tau}: {t:.2f} s" for tau, t in one_runs.items())
-          + f"; mean {t_one:.2f} s (full SimPy co-simulation of one point)")
+    print(
+        "one training run    "
+        + ", ".join(f"τ={tau}: {t:.2f} s" for tau, t in one_runs.items())
+        + f"; mean {t_one:.2f} s (full SimPy co-simulation of one point)"
+    )
     print(f"whole grid          {t_grid:.2f} s (serial, 1 thread)")
-    print(f"ratio grid / one    {t_grid / t_one:.2f}   (trainings: {plan.num_trainings}, grid points: {len(plan.points)})")
-    print(f"re-pricing          {t_reprice / len(group) * 1e3:.1f} ms per channel point (SimPy pricer, "
-          f"{len(group)} channel points of one training)")
-    print(f"co-simulating every point instead would cost about {len(plan.points)} x {t_one:.2f} s = "
-          f"{len(plan.points) * t_one:.0f} s")
+    print(
+        f"ratio grid / one    {t_grid / t_one:.2f}   (trainings: {plan.num_trainings}, grid points: {len(plan.points)})"
+    )
+    print(
+        f"re-pricing          {t_reprice / len(group) * 1e3:.1f} ms per channel point (SimPy pricer, "
+        f"{len(group)} channel points of one training)"
+    )
+    print(
+        f"co-simulating every point instead would cost about {len(plan.points)} x {t_one:.2f} s = "
+        f"{len(plan.points) * t_one:.0f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -157,6 +157,4 @@ class Link:
 
     def rate_bps(self, bandwidth_hz, fading_gain=1.0, efficiency=1.0, snr_gap_db=0.0):
         """Achievable rate [bit/s] over ``bandwidth_hz``: see :func:`channel.rate.shannon_rate_bps`."""
-        return shannon_rate_bps(
-            bandwidth_hz, self.snr_linear(bandwidth_hz, fading_gain), efficiency, snr_gap_db
-        )
+        return shannon_rate_bps(bandwidth_hz, self.snr_linear(bandwidth_hz, fading_gain), efficiency, snr_gap_db)

@@ -24,8 +24,23 @@ from arraychecks import out, require_nonnegative
 from .units import db_to_linear
 
 # 3GPP TS 36.213 Table 7.2.3-1, CQI 1..15 (bit/s/Hz), and the SNR (dB) for 10 % BLER of each.
-CQI_EFFICIENCY = (0.1523, 0.2344, 0.3770, 0.6016, 0.8770, 1.1758, 1.4766, 1.9141,
-                  2.4063, 2.7305, 3.3223, 3.9023, 4.5234, 5.1152, 5.5547)
+CQI_EFFICIENCY = (
+    0.1523,
+    0.2344,
+    0.3770,
+    0.6016,
+    0.8770,
+    1.1758,
+    1.4766,
+    1.9141,
+    2.4063,
+    2.7305,
+    3.3223,
+    3.9023,
+    4.5234,
+    5.1152,
+    5.5547,
+)
 CQI_SNR_DB = (-6.7, -4.7, -2.3, 0.2, 2.4, 4.3, 5.9, 8.1, 10.3, 11.7, 14.1, 16.3, 18.7, 21.0, 22.7)
 RATE_MODES = ("shannon", "mcs")
 

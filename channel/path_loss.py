@@ -51,8 +51,12 @@ def umi_street_canyon_db(distance_m, carrier_ghz, bs_height_m=10.0, ue_height_m=
     d3d = np.sqrt(distance_m**2 + (bs_height_m - ue_height_m) ** 2)
     breakpoint_m = 4.0 * (bs_height_m - 1.0) * (ue_height_m - 1.0) * fc * 1e9 / SPEED_OF_LIGHT_MPS
     pl1 = 32.4 + 21.0 * np.log10(d3d) + 20.0 * np.log10(fc)
-    pl2 = (32.4 + 40.0 * np.log10(d3d) + 20.0 * np.log10(fc)
-           - 9.5 * np.log10(breakpoint_m**2 + (bs_height_m - ue_height_m) ** 2))
+    pl2 = (
+        32.4
+        + 40.0 * np.log10(d3d)
+        + 20.0 * np.log10(fc)
+        - 9.5 * np.log10(breakpoint_m**2 + (bs_height_m - ue_height_m) ** 2)
+    )
     los = np.where(distance_m <= breakpoint_m, pl1, pl2)
     if line_of_sight:
         return out(los)
@@ -73,8 +77,9 @@ def free_space(distance_m, network):
 
 def umi_street_canyon(distance_m, network):
     """3GPP UMi - Street Canyon at network.carrier_ghz, bs_height_m, ue_height_m, line_of_sight."""
-    return umi_street_canyon_db(distance_m, network.carrier_ghz, network.bs_height_m, network.ue_height_m,
-                                network.line_of_sight)
+    return umi_street_canyon_db(
+        distance_m, network.carrier_ghz, network.bs_height_m, network.ue_height_m, network.line_of_sight
+    )
 
 
 MODELS: dict[str, Callable] = {
@@ -86,8 +91,14 @@ DEFAULT_MODEL = "log_distance"
 ENTRY_POINT_GROUP = "edgefl.path_loss"  # installed plug-ins: name = "package.module:function"
 
 
-PATH_LOSS_MODELS = Registry("path-loss model", MODELS, ENTRY_POINT_GROUP, callable,
-                            "a function model(distance_m, network) -> loss_db", form="package.module:function")
+PATH_LOSS_MODELS = Registry(
+    "path-loss model",
+    MODELS,
+    ENTRY_POINT_GROUP,
+    callable,
+    "a function model(distance_m, network) -> loss_db",
+    form="package.module:function",
+)
 
 
 def names() -> list[str]:

@@ -31,9 +31,18 @@ def shannon_rate_bps(bandwidth_hz, snr_linear, efficiency=1.0, snr_gap_db=0.0):
     return out(np.where(bandwidth_hz == 0, 0.0, rate))
 
 
-def link_rate_bps(bandwidth_hz, snr_linear, rate="shannon", efficiency=1.0, snr_gap_db=0.0,
-                  max_spectral_efficiency=None, mcs_snr_db=CQI_SNR_DB, mcs_efficiency=CQI_EFFICIENCY,
-                  modulation_cap_bits_per_hz=None, overhead_fraction=0.0):
+def link_rate_bps(
+    bandwidth_hz,
+    snr_linear,
+    rate="shannon",
+    efficiency=1.0,
+    snr_gap_db=0.0,
+    max_spectral_efficiency=None,
+    mcs_snr_db=CQI_SNR_DB,
+    mcs_efficiency=CQI_EFFICIENCY,
+    modulation_cap_bits_per_hz=None,
+    overhead_fraction=0.0,
+):
     """Rate in bit/s at ``bandwidth_hz`` [Hz] and linear SNR under the configured rate adaptation
     (channel/mcs.py), R = (1 − o) · min(R_mode, B·m):
 
@@ -62,9 +71,18 @@ def link_rate_bps(bandwidth_hz, snr_linear, rate="shannon", efficiency=1.0, snr_
     return out(r)
 
 
-def snr_for_rate(rate_bps, bandwidth_hz, rate="shannon", efficiency=1.0, snr_gap_db=0.0,
-                 max_spectral_efficiency=None, mcs_snr_db=CQI_SNR_DB, mcs_efficiency=CQI_EFFICIENCY,
-                 modulation_cap_bits_per_hz=None, overhead_fraction=0.0):
+def snr_for_rate(
+    rate_bps,
+    bandwidth_hz,
+    rate="shannon",
+    efficiency=1.0,
+    snr_gap_db=0.0,
+    max_spectral_efficiency=None,
+    mcs_snr_db=CQI_SNR_DB,
+    mcs_efficiency=CQI_EFFICIENCY,
+    modulation_cap_bits_per_hz=None,
+    overhead_fraction=0.0,
+):
     """The least linear SNR at which :func:`link_rate_bps` gives at least ``rate_bps`` [bit/s] over
     ``bandwidth_hz`` [Hz]: its inverse. With s = R / ((1 − o)·B) the spectral efficiency needed: inf
     above the modulation cap (s > m); shannon: SNR = Γ · (2^(s/η) − 1), inf above the cap s > cap; mcs:

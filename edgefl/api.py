@@ -32,8 +32,16 @@ from edgefl.sweeps.plan import SweepError
 from edgefl.scenario import load_scenario as _load
 from edgefl.sim.activities import EVENT_FIELDS
 
-PLOT_KINDS = ("accuracy", "energy", "accuracy-energy", "gantt", "energy-rounds", "energy-snr", "cell-map",
-              "uploads-missed")
+PLOT_KINDS = (
+    "accuracy",
+    "energy",
+    "accuracy-energy",
+    "gantt",
+    "energy-rounds",
+    "energy-snr",
+    "cell-map",
+    "uploads-missed",
+)
 EVENT_PLOT_KINDS = PLOT_KINDS[3:]  # drawn by edgefl.run_plots from the run's events and clients (docs/run-plots.md)
 
 
@@ -103,7 +111,9 @@ class Result:
         metrics = raw.metrics if raw is not None else self.metrics.to_dict("records")
         title, net = run_title(self.scenario), self.scenario.network
         if kind == "gantt":
-            fig = run_plots.draw_gantt(events, title, deadline_s=net.deadline_s, round_ends=run_plots.round_ends(metrics))
+            fig = run_plots.draw_gantt(
+                events, title, deadline_s=net.deadline_s, round_ends=run_plots.round_ends(metrics)
+            )
         elif kind == "energy-rounds":
             fig = run_plots.draw_energy_rounds(events, title, len(metrics))
         elif kind == "uploads-missed":
@@ -113,14 +123,25 @@ class Result:
         else:
             fig = run_plots.draw_cell_map(clients, positions, net.cell_radius_m, title)
         if fig is None:
-            raise ValueError(f"no {kind} plot for this run: " + (
-                "its devices have no distance (the scenario gives the SNR)" if kind == "cell-map" else
-                "it has no events or clients to draw"))
+            raise ValueError(
+                f"no {kind} plot for this run: "
+                + (
+                    "its devices have no distance (the scenario gives the SNR)"
+                    if kind == "cell-map"
+                    else "it has no events or clients to draw"
+                )
+            )
         return fig
 
 
-def run(scenario: str | Path | Scenario, overrides: Mapping[str, Any] | None = None, out: str | Path | None = None,
-        progress: bool = True, targets: list[str] | None = None, resume: bool = False) -> Result:
+def run(
+    scenario: str | Path | Scenario,
+    overrides: Mapping[str, Any] | None = None,
+    out: str | Path | None = None,
+    progress: bool = True,
+    targets: list[str] | None = None,
+    resume: bool = False,
+) -> Result:
     """Co-simulate a scenario (a path or a loaded :class:`Scenario`, validated again here: a Scenario changed in
     Python is checked like a file); ``out``: also write the results folder there (None: nothing is written);
     ``targets`` (e.g. ``["acc_worst=0.8"]``): rounds, energy and time to each in ``summary["targets"]``. With
@@ -144,22 +165,38 @@ def run(scenario: str | Path | Scenario, overrides: Mapping[str, Any] | None = N
         parsed = [parse_target(t) for t in targets or []]
         if out is not None:
             check_target(Path(out))  # before the work: a folder in the way is an error now, not after the run
-        result = simulate(scenario, Path(out) if out is not None else None, resume=resume, progress=progress,
-                          targets=parsed)
+        result = simulate(
+            scenario, Path(out) if out is not None else None, resume=resume, progress=progress, targets=parsed
+        )
         frame = Result(
-            scenario=scenario, metrics=pd.DataFrame(result.metrics), clients=pd.DataFrame(result.clients),
-            events=pd.DataFrame([e.row() for e in sorted(result.events or [], key=lambda e: e.timeline_key())],
-                                columns=list(EVENT_FIELDS)),
-            summary=result.summary, battery=pd.DataFrame(result.battery), positions=pd.DataFrame(result.positions),
-            raw=result)
+            scenario=scenario,
+            metrics=pd.DataFrame(result.metrics),
+            clients=pd.DataFrame(result.clients),
+            events=pd.DataFrame(
+                [e.row() for e in sorted(result.events or [], key=lambda e: e.timeline_key())],
+                columns=list(EVENT_FIELDS),
+            ),
+            summary=result.summary,
+            battery=pd.DataFrame(result.battery),
+            positions=pd.DataFrame(result.positions),
+            raw=result,
+        )
         if out is not None:
             frame.save(out)
     return frame
 
 
-def sweep(scenario: str | Path, grid: Mapping[str, list] | None = None, seeds: int | None = None,
-          out: str | Path | None = None, overrides: Mapping[str, Any] | None = None, workers: int = 1,
-          backend: str = "local", address: str | None = None, progress: bool = True) -> pd.DataFrame:
+def sweep(
+    scenario: str | Path,
+    grid: Mapping[str, list] | None = None,
+    seeds: int | None = None,
+    out: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    workers: int = 1,
+    backend: str = "local",
+    address: str | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
     """``edgefl sweep``: every grid point × seed (resumable in ``out``); returns results.csv as a DataFrame.
     ``out=None`` is ``results/<scenario name>-sweep``, as on the command line: unlike a run, a sweep always
     has a folder (its points are saved as they finish, so an interrupted sweep resumes).
@@ -185,8 +222,14 @@ def sweep(scenario: str | Path, grid: Mapping[str, list] | None = None, seeds: i
         path = Path(scenario)
         grids = [f"{key}={','.join(map(str, values))}" for key, values in (grid or {}).items()]
         plan = plan_sweep(path, [format_override(k, v) for k, v in (overrides or {}).items()], grids, seeds)
-        summary = run_sweep(plan, Path(out) if out is not None else Path("results") / f"{path.stem}-sweep",
-                            workers=workers, backend=backend, address=address, progress=progress)
+        summary = run_sweep(
+            plan,
+            Path(out) if out is not None else Path("results") / f"{path.stem}-sweep",
+            workers=workers,
+            backend=backend,
+            address=address,
+            progress=progress,
+        )
         return pd.read_csv(summary.results)
 
 
@@ -198,8 +241,9 @@ class OptimalTauTables(NamedTuple):
     # eligibility and the paired comparison with τ*
 
 
-def optimal_tau(sweep_dir: str | Path, target: str, window: int | None = None,
-                confidence: float = 0.95) -> OptimalTauTables:
+def optimal_tau(
+    sweep_dir: str | Path, target: str, window: int | None = None, confidence: float = 0.95
+) -> OptimalTauTables:
     """``edgefl optimal-tau`` on a finished sweep: ``(per_channel, per_tau)``, the tables optimal_tau.csv (τ*,
     the set of τ not significantly worse, rounds and energy to target with CIs, per channel point) and
     tau_energy.csv (every τ of every channel point). Writes nothing."""
@@ -269,17 +313,26 @@ def refuse_unguarded_main(workers: int) -> None:
     Checked in the script's process, from its source, before any worker starts; and, should a worker still
     import such a script, there too."""
     if _in_worker_importing_main():
-        raise SweepError(UNGUARDED.format(where="a sweep worker process imported the main script, which runs "
-                                                "edgefl.sweep() at import"))
+        raise SweepError(
+            UNGUARDED.format(
+                where="a sweep worker process imported the main script, which runs edgefl.sweep() at import"
+            )
+        )
     if workers > 1:
         line = unguarded_main_line()
         if line is not None:
-            raise SweepError(UNGUARDED.format(where=f"{sys.modules['__main__'].__file__}, line {line}, calls "
-                                                    "edgefl.sweep(workers > 1) outside `if __name__ == \"__main__\":`"))
+            raise SweepError(
+                UNGUARDED.format(
+                    where=f"{sys.modules['__main__'].__file__}, line {line}, calls "
+                    'edgefl.sweep(workers > 1) outside `if __name__ == "__main__":`'
+                )
+            )
 
 
-UNGUARDED = ("{where}: put the call under `if __name__ == \"__main__\":` (workers > 1 are fresh Python processes "
-             "that import the main script, and would run the sweep again; docs/python-api.md)")
+UNGUARDED = (
+    '{where}: put the call under `if __name__ == "__main__":` (workers > 1 are fresh Python processes '
+    "that import the main script, and would run the sweep again; docs/python-api.md)"
+)
 
 
 def _in_worker_importing_main() -> bool:
@@ -300,7 +353,9 @@ def unguarded_main_line() -> int | None:
 
     path = getattr(sys.modules.get("__main__"), "__file__", None)
     frame = sys._getframe()
-    while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__main__"):
+    while frame is not None and not (
+        frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__main__"
+    ):
         frame = frame.f_back
     if frame is None or not path or not str(path).endswith(".py"):
         return None
@@ -314,33 +369,43 @@ def unguarded_main_line() -> int | None:
         if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
             return False
         sides = [test.left, test.comparators[0]]
-        return (any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
-                and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
+        return any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides) and any(
+            isinstance(x, ast.Constant) and x.value == "__main__" for x in sides
+        )
 
-    guarded = any(isinstance(node, ast.If) and is_main_test(node.test) and node.lineno < line <= node.end_lineno
-                  for node in ast.walk(tree))
+    guarded = any(
+        isinstance(node, ast.If) and is_main_test(node.test) and node.lineno < line <= node.end_lineno
+        for node in ast.walk(tree)
+    )
     return None if guarded else line
 
 
 def _check_path(value, name: str, kind: type[Exception], *also: type) -> None:
     if isinstance(value, (str, os.PathLike, *also)) and value != "":
         return
-    expected = "a path (str or pathlib.Path)" + (" or a Scenario (edgefl.load_scenario)" if Scenario in also else "") \
+    expected = (
+        "a path (str or pathlib.Path)"
+        + (" or a Scenario (edgefl.load_scenario)" if Scenario in also else "")
         + (" or None" if type(None) in also else "")
+    )
     raise kind(f"{name}: expected {expected}, got {value!r}")
 
 
 def _check_mapping(value, name: str, kind: type[Exception], example: str = "{'network.snr_db': 5}") -> None:
     if value is None or (isinstance(value, Mapping) and all(isinstance(k, str) for k in value)):
         return
-    raise kind(f"{name}: expected a dict of dotted keys, e.g. {example}, or None; got {type(value).__name__} {value!r:.80}")
+    raise kind(
+        f"{name}: expected a dict of dotted keys, e.g. {example}, or None; got {type(value).__name__} {value!r:.80}"
+    )
 
 
 def _check_texts(value, name: str, example: str, kind: type[Exception]) -> None:
     if value is None or (isinstance(value, (list, tuple)) and all(isinstance(t, str) for t in value)):
         return
-    raise kind(f"{name}: expected {'a list of texts like ' if name == 'targets' else 'a text like '}{example}, "
-               f"got {value!r:.80}")
+    raise kind(
+        f"{name}: expected {'a list of texts like ' if name == 'targets' else 'a text like '}{example}, "
+        f"got {value!r:.80}"
+    )
 
 
 def _check_bool(value, name: str, kind: type[Exception]) -> None:

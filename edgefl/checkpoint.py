@@ -70,20 +70,37 @@ class _Pickler(pickle.Pickler):
 # What a checkpoint's pickle may name besides the project's own classes: numpy's and torch's arrays, tensors
 # and random generators, and plain containers; nothing that runs code given to it.
 PROJECT_PACKAGES = ("edgefl", "algorithms", "channel", "energy")
-ALLOWED = frozenset({
-    ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "complex"), ("builtins", "bytearray"),
-    ("builtins", "slice"), ("builtins", "range"),
-    ("collections", "OrderedDict"), ("collections", "defaultdict"), ("collections", "deque"),
-    ("numpy", "dtype"), ("numpy", "ndarray"),
-    *((f"numpy.{core}.multiarray", name) for core in ("_core", "core") for name in ("_reconstruct", "scalar")),
-    *((f"numpy.{core}.numeric", "_frombuffer") for core in ("_core", "core")),
-    ("numpy.random._pickle", "__bit_generator_ctor"), ("numpy.random._pickle", "__generator_ctor"),
-    ("numpy.random._pickle", "__randomstate_ctor"), ("numpy.random.bit_generator", "SeedSequence"),
-    ("numpy.random.bit_generator", "__pyx_unpickle_SeedSequence"), ("numpy.random._pcg64", "PCG64"),
-    ("numpy.random._pcg64", "PCG64DXSM"), ("numpy.random._mt19937", "MT19937"), ("numpy.random._philox", "Philox"),
-    ("numpy.random._sfc64", "SFC64"),
-    ("torch._utils", "_rebuild_tensor_v2"), ("torch", "device"), ("torch", "Size"), ("torch._C", "Generator"),
-})
+ALLOWED = frozenset(
+    {
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("builtins", "complex"),
+        ("builtins", "bytearray"),
+        ("builtins", "slice"),
+        ("builtins", "range"),
+        ("collections", "OrderedDict"),
+        ("collections", "defaultdict"),
+        ("collections", "deque"),
+        ("numpy", "dtype"),
+        ("numpy", "ndarray"),
+        *((f"numpy.{core}.multiarray", name) for core in ("_core", "core") for name in ("_reconstruct", "scalar")),
+        *((f"numpy.{core}.numeric", "_frombuffer") for core in ("_core", "core")),
+        ("numpy.random._pickle", "__bit_generator_ctor"),
+        ("numpy.random._pickle", "__generator_ctor"),
+        ("numpy.random._pickle", "__randomstate_ctor"),
+        ("numpy.random.bit_generator", "SeedSequence"),
+        ("numpy.random.bit_generator", "__pyx_unpickle_SeedSequence"),
+        ("numpy.random._pcg64", "PCG64"),
+        ("numpy.random._pcg64", "PCG64DXSM"),
+        ("numpy.random._mt19937", "MT19937"),
+        ("numpy.random._philox", "Philox"),
+        ("numpy.random._sfc64", "SFC64"),
+        ("torch._utils", "_rebuild_tensor_v2"),
+        ("torch", "device"),
+        ("torch", "Size"),
+        ("torch._C", "Generator"),
+    }
+)
 
 
 def _storage_from_bytes(data: bytes):
@@ -126,8 +143,10 @@ class _Unpickler(pickle.Unpickler):
             found = super().find_class(module, name)
             if isinstance(found, type) and found.__module__ == module:  # a class of its own, not one it imports
                 return found
-        raise pickle.UnpicklingError(f"it names {module}.{name}, which a checkpoint may not (only edgefl's own "
-                                     "classes, the scenario's plug-ins', numpy arrays and torch tensors)")
+        raise pickle.UnpicklingError(
+            f"it names {module}.{name}, which a checkpoint may not (only edgefl's own "
+            "classes, the scenario's plug-ins', numpy arrays and torch tensors)"
+        )
 
 
 def restricted_loads(data: bytes, modules: tuple[str, ...] = ()):
@@ -143,13 +162,19 @@ def save(simulation, path: Path) -> None:
     rebuilt = {id(getattr(simulation, name)): name for name in REBUILT}
     with atomic_file(path, durable=True) as tmp, open(tmp, "wb") as handle:
         handle.write(checkpoint_header())  # first: what proves the file a checkpoint (edgefl.results.recover)
-        _Pickler(handle, rebuilt).dump({
-            "format": FORMAT, "version": __version__, "scenario": _fingerprint(simulation.scenario),
-            "state": {name: getattr(simulation, name) for name in SAVED},
-            "executor_rngs": [rng.bit_generator.state for rng in (simulation.executor.rng, simulation.executor.eval_rng)],
-            "journal": getattr(simulation.pricer, "journal", None),  # None: a stateless pricer (IdealPricer)
-            "process_rngs": (torch.get_rng_state(), np.random.get_state(), random.getstate()),
-        })
+        _Pickler(handle, rebuilt).dump(
+            {
+                "format": FORMAT,
+                "version": __version__,
+                "scenario": _fingerprint(simulation.scenario),
+                "state": {name: getattr(simulation, name) for name in SAVED},
+                "executor_rngs": [
+                    rng.bit_generator.state for rng in (simulation.executor.rng, simulation.executor.eval_rng)
+                ],
+                "journal": getattr(simulation.pricer, "journal", None),  # None: a stateless pricer (IdealPricer)
+                "process_rngs": (torch.get_rng_state(), np.random.get_state(), random.getstate()),
+            }
+        )
 
 
 def restore(simulation, path: Path) -> int:
@@ -160,30 +185,39 @@ def restore(simulation, path: Path) -> int:
     modules = plugin_modules(simulation)  # before the saved state replaces the fresh one
     saved = _load(path, {name: getattr(simulation, name) for name in REBUILT}, modules)
     if saved["version"] != __version__:
-        raise CheckpointError(f"{path}: written by edgefl {saved['version']}, this is {__version__} (the run could "
-                              "not continue identically); run without --resume to start again")
+        raise CheckpointError(
+            f"{path}: written by edgefl {saved['version']}, this is {__version__} (the run could "
+            "not continue identically); run without --resume to start again"
+        )
     now = _fingerprint(scenario)
     if saved["scenario"] != now:
-        raise CheckpointError(f"{path}: the checkpoint is of another scenario "
-                              f"({describe_differences(saved['scenario'], now)}); resume with the same scenario and "
-                              "--set values, or run without --resume")
+        raise CheckpointError(
+            f"{path}: the checkpoint is of another scenario "
+            f"({describe_differences(saved['scenario'], now)}); resume with the same scenario and "
+            "--set values, or run without --resume"
+        )
     state = saved["state"]
-    if not isinstance(state, dict) or set(state) != set(SAVED) or any(
-            type(state[name]) is not type(getattr(simulation, name)) for name in SAVED):
+    if (
+        not isinstance(state, dict)
+        or set(state) != set(SAVED)
+        or any(type(state[name]) is not type(getattr(simulation, name)) for name in SAVED)
+    ):
         raise _not_a_checkpoint(path, "its saved state is not this run's")
     for name in SAVED:
         setattr(simulation, name, state[name])
     try:
-        for rng, rng_state in zip((simulation.executor.rng, simulation.executor.eval_rng), saved["executor_rngs"],
-                                  strict=True):
+        for rng, rng_state in zip(
+            (simulation.executor.rng, simulation.executor.eval_rng), saved["executor_rngs"], strict=True
+        ):
             rng.bit_generator.state = rng_state
     except (TypeError, ValueError, OverflowError) as exc:
         raise _not_a_checkpoint(path, f"its random states do not load: {type(exc).__name__}: {exc}") from None
     journal = saved["journal"]
     if journal is not None:  # the co-simulation: its calls replayed on the fresh pricer
         if not isinstance(journal, list) or not all(
-                isinstance(call, tuple) and len(call) == 2 and isinstance(call[0], str) and isinstance(call[1], bytes)
-                for call in journal):
+            isinstance(call, tuple) and len(call) == 2 and isinstance(call[0], str) and isinstance(call[1], bytes)
+            for call in journal
+        ):
             raise _not_a_checkpoint(path, "its journal is not a list of calls")
         simulation.keep_checkpoints()
         try:
@@ -204,8 +238,9 @@ KEYS = frozenset({"format", "version", "scenario", "state", "executor_rngs", "jo
 
 
 def _not_a_checkpoint(path: Path, why: str) -> CheckpointError:
-    return CheckpointError(f"{path}: not an edgefl checkpoint ({why}); delete it, or run without --resume to start "
-                           "again")
+    return CheckpointError(
+        f"{path}: not an edgefl checkpoint ({why}); delete it, or run without --resume to start again"
+    )
 
 
 def _load(path: Path, rebuilt: dict[str, object], modules: tuple[str, ...]) -> dict:

@@ -35,24 +35,51 @@ log = logs.get_logger(__name__)
 def _add_run(sub) -> None:
     p = sub.add_parser("run", help="co-simulate one scenario", description="Co-simulate one scenario file.")
     p.add_argument("scenario", type=Path, help="scenario TOML file, e.g. scenarios/quickstart.toml")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scenario key, e.g. --set network.snr_db=5 (repeatable)")
-    p.add_argument("--out", type=Path, default=None, help="results folder (default: results/<scenario name>); "
-                   "new, empty, or an earlier run's (edgefl replaces only what it wrote)")
-    p.add_argument("--force", action="store_true", help="replace --out with everything in it even if edgefl did not "
-                   "write it (never /, the home or the current folder)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key, e.g. --set network.snr_db=5 (repeatable)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results folder (default: results/<scenario name>); "
+        "new, empty, or an earlier run's (edgefl replaces only what it wrote)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace --out with everything in it even if edgefl did not "
+        "write it (never /, the home or the current folder)",
+    )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
-    p.add_argument("--resume", action="store_true", help="go on from the checkpoint a killed run left beside --out "
-                   "(run.checkpoint_every); the results are identical to an uninterrupted run's")
-    p.add_argument("--target", action="append", default=[], metavar="METRIC=VALUE",
-                   help="report rounds, energy and time to this target in summary.json, e.g. acc_worst=0.8 (repeatable)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on from the checkpoint a killed run left beside --out "
+        "(run.checkpoint_every); the results are identical to an uninterrupted run's",
+    )
+    p.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        metavar="METRIC=VALUE",
+        help="report rounds, energy and time to this target in summary.json, e.g. acc_worst=0.8 (repeatable)",
+    )
     p.set_defaults(func=cmd_run)
 
 
 def _add_scenarios(sub) -> None:
-    p = sub.add_parser("scenarios", help="list the scenarios shipped with edgefl, or print one",
-                       description="Without a name: the scenarios shipped with edgefl (usable by name: edgefl run "
-                                   "quickstart). With a name: its file, e.g. edgefl scenarios quickstart > my.toml.")
+    p = sub.add_parser(
+        "scenarios",
+        help="list the scenarios shipped with edgefl, or print one",
+        description="Without a name: the scenarios shipped with edgefl (usable by name: edgefl run "
+        "quickstart). With a name: its file, e.g. edgefl scenarios quickstart > my.toml.",
+    )
     p.add_argument("name", nargs="?", default=None, help="a shipped scenario to print")
     p.set_defaults(func=cmd_scenarios)
 
@@ -85,13 +112,23 @@ def cmd_run(args) -> int:
     from edgefl.target import parse_target
 
     targets = [parse_target(text) for text in args.target]
-    log.info("%s: %s on %s, %d clients, %d rounds, engine %s, controller %s", args.scenario, scenario.algorithm.name,
-             scenario.data.name, scenario.data.num_clients, scenario.run.rounds, scenario.run.engine,
-             scenario.control.name)
+    log.info(
+        "%s: %s on %s, %d clients, %d rounds, engine %s, controller %s",
+        args.scenario,
+        scenario.algorithm.name,
+        scenario.data.name,
+        scenario.data.num_clients,
+        scenario.run.rounds,
+        scenario.run.engine,
+        scenario.control.name,
+    )
     every = scenario.run.checkpoint_every
-    args.on_interrupt = (f"nothing was written to {out} (a results folder is written only once its run completes)"
-                         + (f"; the checkpoint of the last multiple of {every} rounds is kept: rerun the same command "
-                            "with --resume to go on from it" if every else ""))
+    args.on_interrupt = f"nothing was written to {out} (a results folder is written only once its run completes)" + (
+        f"; the checkpoint of the last multiple of {every} rounds is kept: rerun the same command "
+        "with --resume to go on from it"
+        if every
+        else ""
+    )
     try:
         result = simulate(scenario, out, resume=args.resume, progress=not args.quiet, targets=targets)
     except DataError as exc:  # e.g. data.dir exists but holds no dataset files
@@ -99,34 +136,53 @@ def cmd_run(args) -> int:
     except (MemoryError, RuntimeError, ValueError) as exc:
         if not is_out_of_memory(exc):
             raise
-        raise UserError(f"{args.scenario}: the run needs more memory than this machine has ({type(exc).__name__}: "
-                        f"{str(exc).splitlines()[0][:120]}); reduce what sets its size: data.num_clients, the samples "
-                        "per client, the model's size (model.hidden, the data's dimension), algorithm.batch_size or "
-                        "algorithm.clients_per_round") from None
+        raise UserError(
+            f"{args.scenario}: the run needs more memory than this machine has ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:120]}); reduce what sets its size: data.num_clients, the samples "
+            "per client, the model's size (model.hidden, the data's dimension), algorithm.batch_size or "
+            "algorithm.clients_per_round"
+        ) from None
     log.info("writing results to %s", out)
     write_results(result, out, plots=not args.no_plots, force=args.force)
     final = result.summary["final"]
     energy = result.summary["energy_by_category_j"]
     ran = result.summary["rounds_run"]
     rounds = f"{ran} rounds" if ran == scenario.run.rounds else f"{ran} of {scenario.run.rounds} rounds"
-    print(f"{scenario.algorithm.name}: {rounds}, N={scenario.data.num_clients}, "
-          f"m={scenario.algorithm.clients_per_round}, tau={scenario.algorithm.local_steps}, "
-          f"controller {scenario.control.name}")
+    print(
+        f"{scenario.algorithm.name}: {rounds}, N={scenario.data.num_clients}, "
+        f"m={scenario.algorithm.clients_per_round}, tau={scenario.algorithm.local_steps}, "
+        f"controller {scenario.control.name}"
+    )
     if final.get("acc_mean") is not None:
         print(f"  accuracy: mean {final['acc_mean']:.4f}, worst {final['acc_worst']:.4f}, std {final['acc_std']:.4f}")
-    print(f"  energy: {result.summary['energy_j']:.4g} J (" + ", ".join(f"{k} {v:.3g}" for k, v in energy.items())
-          + f"); simulated time {result.summary['sim_time_s']:.4g} s; wall {result.summary['wall_time_s']:.1f} s")
+    print(
+        f"  energy: {result.summary['energy_j']:.4g} J ("
+        + ", ".join(f"{k} {v:.3g}" for k, v in energy.items())
+        + f"); simulated time {result.summary['sim_time_s']:.4g} s; wall {result.summary['wall_time_s']:.1f} s"
+    )
     for t in result.summary.get("targets", []):
-        print(f"  target {t['target']}: " + (f"round {t['rounds']}, {t['energy_j']:.4g} J, {t['sim_time_s']:.4g} s"
-                                             if t["reached"] else "not reached"))
+        print(
+            f"  target {t['target']}: "
+            + (
+                f"round {t['rounds']}, {t['energy_j']:.4g} J, {t['sim_time_s']:.4g} s"
+                if t["reached"]
+                else "not reached"
+            )
+        )
     if result.summary.get("stopped"):
         print(f"  {result.summary['stopped']}")
     arrived, missed = result.summary["uploads_arrived"], result.summary["uploads_missed"]
     if missed > arrived:
-        log.warning("%d of %d uploads were cut or lost (deadline, outage, devices offline or failing): check "
-                    "network.deadline_s and the link budget", missed, arrived + missed)
-    print(f"results in {out}/ (metrics.csv, clients.csv, events.csv, summary.json, scenario.toml"
-          + (", *.png)" if not args.no_plots else ")"))
+        log.warning(
+            "%d of %d uploads were cut or lost (deadline, outage, devices offline or failing): check "
+            "network.deadline_s and the link budget",
+            missed,
+            arrived + missed,
+        )
+    print(
+        f"results in {out}/ (metrics.csv, clients.csv, events.csv, summary.json, scenario.toml"
+        + (", *.png)" if not args.no_plots else ")")
+    )
     if result.summary["status"] == "diverged":
         print(f"edgefl: {result.summary['diverged']}", file=sys.stderr)
         return EXIT_DIVERGED
@@ -136,9 +192,16 @@ def cmd_run(args) -> int:
 def is_out_of_memory(exc: BaseException) -> bool:
     """Whether ``exc`` is numpy's or torch's way of saying an allocation is too large for this machine."""
     text = str(exc)
-    return isinstance(exc, MemoryError) or any(s in text for s in (
-        "Maximum allowed dimension exceeded", "can't allocate memory", "not enough memory", "out of memory",
-        "array is too big"))
+    return isinstance(exc, MemoryError) or any(
+        s in text
+        for s in (
+            "Maximum allowed dimension exceeded",
+            "can't allocate memory",
+            "not enough memory",
+            "out of memory",
+            "array is too big",
+        )
+    )
 
 
 def load(path: Path, overrides: list[str]):
@@ -201,8 +264,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose >= 2:
             traceback.print_exc()
         where = "" if args.verbose >= 2 else " (run with -vv for the traceback)"
-        print(f"edgefl: internal error: {type(exc).__name__}: {exc}; please report it with the scenario{where}",
-              file=sys.stderr)
+        print(
+            f"edgefl: internal error: {type(exc).__name__}: {exc}; please report it with the scenario{where}",
+            file=sys.stderr,
+        )
         return EXIT_INTERNAL
 
 

@@ -84,8 +84,9 @@ class QSGD(Compressor):
 class TopK(Compressor):
     name = "topk"
 
-    def __init__(self, num_clients: int, seed: int, fraction: float, error_feedback: bool = True,
-                 bits_per_param: int = 32):
+    def __init__(
+        self, num_clients: int, seed: int, fraction: float, error_feedback: bool = True, bits_per_param: int = 32
+    ):
         super().__init__(num_clients, seed, bits_per_param)
         self.fraction, self.error_feedback = float(fraction), bool(error_feedback)
         self.residual: dict[str, torch.Tensor] = {}  # slot -> [N, d], what each client has not sent yet

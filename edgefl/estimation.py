@@ -83,7 +83,7 @@ def _pooled(model, w, x, y, offsets, clients) -> tuple[float, float | None]:
     rows = torch.from_numpy(np.asarray(rows, dtype=np.int64))
     loss_sum, correct = 0.0, 0.0
     for lo in range(0, len(rows), CHUNK):
-        idx = rows[lo:lo + CHUNK]
+        idx = rows[lo : lo + CHUNK]
         xb, yb = x[idx], y[idx]
         loss_sum += float(model.per_sample_loss(w, xb, yb).sum())
         if model.loss_name != "mse":

@@ -63,8 +63,13 @@ class LinearGrad:
     def of(cls, model: FlatModel) -> "LinearGrad | None":
         """The fast path for ``model`` if it is flatten -> Linear with CE or MSE, else None."""
         mod = model.module
-        if not (isinstance(mod, nn.Sequential) and len(mod) == 2 and isinstance(mod[0], nn.Flatten)
-                and isinstance(mod[1], nn.Linear) and mod[1].bias is not None):
+        if not (
+            isinstance(mod, nn.Sequential)
+            and len(mod) == 2
+            and isinstance(mod[0], nn.Flatten)
+            and isinstance(mod[1], nn.Linear)
+            and mod[1].bias is not None
+        ):
             return None
         if model.names != ["1.weight", "1.bias"] or model.loss_name not in ("cross_entropy", "mse"):
             return None
@@ -123,8 +128,10 @@ class VmapGrad:
     def loss_grad(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, need_grad: bool = True):
         """(loss [C], grad [C, d] or None) of the mean minibatch loss of each client."""
         model, C = self.model, w.shape[0]
-        leaves = [w[:, lo:hi].reshape(C, *shape).detach().requires_grad_(need_grad)
-                  for lo, hi, shape in zip(model.offsets[:-1], model.offsets[1:], model.shapes)]
+        leaves = [
+            w[:, lo:hi].reshape(C, *shape).detach().requires_grad_(need_grad)
+            for lo, hi, shape in zip(model.offsets[:-1], model.offsets[1:], model.shapes)
+        ]
         with torch.set_grad_enabled(need_grad):
             out = self.forward(dict(zip(model.names, leaves)), x)  # [C, B, outputs]
             loss = output_loss(out, y, model.loss_name, reduction="none").mean(dim=1)  # y [C, B]
@@ -182,8 +189,11 @@ def _allowed(func) -> bool:
     name = getattr(func, "__name__", "")
     if name not in _ELEMENTWISE:
         return False
-    return func is getattr(torch, name, None) or func is getattr(torch.Tensor, name, None) \
+    return (
+        func is getattr(torch, name, None)
+        or func is getattr(torch.Tensor, name, None)
         or func is getattr(torch._C.TensorBase, name, None)
+    )
 
 
 class _ElementwiseOnly(TorchFunctionMode):
@@ -275,8 +285,15 @@ class StepApplier:
 
 
 class Executor:
-    def __init__(self, model: FlatModel, data, batch_size: int, seed: int, mode: ExecutorMode = "batched",
-                 fast_linear: bool = True):
+    def __init__(
+        self,
+        model: FlatModel,
+        data,
+        batch_size: int,
+        seed: int,
+        mode: ExecutorMode = "batched",
+        fast_linear: bool = True,
+    ):
         if mode not in ("batched", "loop"):
             raise ValueError(f"unknown executor {mode!r}; use 'batched' or 'loop'")
         self.model = model
@@ -453,9 +470,7 @@ class Executor:
             else:
                 x, y = self.data.train_x[rows], self.data.train_y[rows]
                 loss = torch.stack([self.model.loss(params[c], x[c], y[c]).detach() for c in range(num)])
-                gradient = (
-                    torch.stack([self._grad(params[c], x[c], y[c]) for c in range(num)]) if need_grad else None
-                )
+                gradient = torch.stack([self._grad(params[c], x[c], y[c]) for c in range(num)]) if need_grad else None
         if op.what == "loss":
             return loss
         if op.what == "grad":

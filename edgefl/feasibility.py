@@ -56,7 +56,14 @@ from edgefl.compression import build_compressor
 from edgefl.errors import UserError
 from edgefl.logs import get_logger
 from edgefl.sim.physics import PhasePhysics
-from energy import compute_energy_j, compute_time_s, cycles_per_step, downlink_energy_j, promotion_energy_j, uplink_energy_j
+from energy import (
+    compute_energy_j,
+    compute_time_s,
+    cycles_per_step,
+    downlink_energy_j,
+    promotion_energy_j,
+    uplink_energy_j,
+)
 
 log = get_logger(__name__)
 
@@ -108,7 +115,9 @@ class _Nominal:
             up_airtime_rate = physics._nominal_rate(net.bandwidth_hz, self.up_snr, "up")
             down_airtime_rate = physics._nominal_rate(net.downlink_bandwidth_hz, self.down_snr, "down")
         self.steps = a.local_steps
-        self.cycles = np.asarray(cycles_per_step(a.batch_size, cycles_per_sample=pop.train_cycles_per_sample)) * self.steps
+        self.cycles = (
+            np.asarray(cycles_per_step(a.batch_size, cycles_per_sample=pop.train_cycles_per_sample)) * self.steps
+        )
         self.time = {
             "download": np.asarray(transmission_time_s(self.down_bits, down_airtime_rate)),
             "compute": np.asarray(compute_time_s(self.cycles, pop.cpu_hz)),
@@ -119,15 +128,17 @@ class _Nominal:
             self.energy = {
                 "download": np.asarray(downlink_energy_j(self.time["download"], pop.rx_power_w)),
                 "compute": np.asarray(compute_energy_j(self.cycles, pop.cpu_hz, pop.kappa, pop.static_power_w)),
-                "upload": np.asarray(uplink_energy_j(self.time["upload"], pop.tx_power_w, pop.circuit_power_w,
-                                                      pop.pa_efficiency)),
+                "upload": np.asarray(
+                    uplink_energy_j(self.time["upload"], pop.tx_power_w, pop.circuit_power_w, pop.pa_efficiency)
+                ),
             }
             self.latency_j = np.asarray(promotion_energy_j(self.latency_s, pop.promotion_power_w))  # from an idle radio
             # Promotions (docs/model.md §8), at least: the download's unless a radio tail can still run from the
             # previous round (tail_s > 0), the upload's unless the download's tail outlasts the compute.
             self.promotions = (pop.tail_s <= 0) + (pop.tail_s <= self.time["compute"]) * 1.0
-            self.round_s = (self.time["download"] + self.time["compute"] + self.time["upload"]
-                            + self.promotions * self.latency_s)
+            self.round_s = (
+                self.time["download"] + self.time["compute"] + self.time["upload"] + self.promotions * self.latency_s
+            )
         self.n = n
 
     # -- the checks ---------------------------------------------------------------------------
@@ -148,8 +159,9 @@ class _Nominal:
                 up_snr = None  # a controller may allocate any share: nothing is certain
             else:
                 sharers = min(self.n, math.ceil(s.algorithm.clients_per_round * (1 + s.algorithm.over_selection)))
-                up_snr = np.where(self.physics._up.scales_with_band, self.physics._up(net.bandwidth_hz / sharers),
-                                  self.up_snr)
+                up_snr = np.where(
+                    self.physics._up.scales_with_band, self.physics._up(net.bandwidth_hz / sharers), self.up_snr
+                )
         mcs_db = net.mcs_snr_db[0] if net.rate == "mcs" else None
         up_db = net.outage_snr_db if net.outage_snr_db is not None else mcs_db
         for direction, snr, threshold_db in (("upload", up_snr, up_db), ("download", self.down_snr, mcs_db)):
@@ -160,22 +172,35 @@ class _Nominal:
             floor = self._floor(direction)
             if expected < 1:
                 keys = self._link_keys(direction) + self._rate_keys(direction == "upload")
-                how = ("without fading (network.fading = \"none\") every attempt sees the mean SNR and fails"
-                       if net.fading == "none" else "under Rayleigh fading an attempt then succeeds with probability "
-                       "exp(-threshold / mean SNR), practically never")
+                how = (
+                    'without fading (network.fading = "none") every attempt sees the mean SNR and fails'
+                    if net.fading == "none"
+                    else "under Rayleigh fading an attempt then succeeds with probability "
+                    "exp(-threshold / mean SNR), practically never"
+                )
                 raise UserError(
                     f"no {direction} can be expected to arrive: every device's mean {direction} SNR is at most "
                     f"{float(linear_to_db(snr.max())):.3g} dB, below {floor}, and {how} (expected arrivals in the whole "
                     f"run, were every device to take part in all run.rounds = {s.run.rounds} rounds with "
                     f"network.max_retransmissions = {net.max_retransmissions}: {expected:.3g}). Keys: {keys}. Expected "
                     f"a mean SNR near or above the threshold: raise the SNR ({self._raise_snr(direction)}) or lower the "
-                    f"threshold")
+                    f"threshold"
+                )
             dead = delivered < MIN_DELIVERY
             if dead.any():
                 i = int(np.argmax(dead))
-                log.warning("%d of %d devices practically never %s (a message gets through with probability < %g: mean "
-                            "SNR far below %s; e.g. device %d at %.3g dB%s)", int(dead.sum()), self.n, direction,
-                            MIN_DELIVERY, floor, i, float(linear_to_db(snr[i])), self._where(i))
+                log.warning(
+                    "%d of %d devices practically never %s (a message gets through with probability < %g: mean "
+                    "SNR far below %s; e.g. device %d at %.3g dB%s)",
+                    int(dead.sum()),
+                    self.n,
+                    direction,
+                    MIN_DELIVERY,
+                    floor,
+                    i,
+                    float(linear_to_db(snr[i])),
+                    self._where(i),
+                )
 
     def _delivery_probability(self, snr: np.ndarray, threshold_db: float) -> np.ndarray:
         """Probability that a message gets through within its 1 + max_retransmissions attempts."""
@@ -192,7 +217,8 @@ class _Nominal:
                     i = int(np.argmax(bad))
                     raise UserError(
                         f"the nominal {part} {what} of device {i} is not a finite number ({values[i]}; a rate of 0 "
-                        f"never delivers): {self._explain(part, i)}. Expected a finite {what}: {self._suggest(part)}")
+                        f"never delivers): {self._explain(part, i)}. Expected a finite {what}: {self._suggest(part)}"
+                    )
 
     def check_time(self) -> None:
         if self.net.deadline_s is not None:  # phases are cut at the deadline: long nominal times are no error
@@ -205,7 +231,8 @@ class _Nominal:
             f"the nominal round of device {i} lasts {self.round_s[i]:.3g} s of simulated time, more than "
             f"{MAX_ROUND_S:.0e} s (about {MAX_ROUND_S / 86400:.0f} days; a lower bound: the device alone on the band, at "
             f"its mean SNR): its {part} takes {self.time[part][i]:.3g} s, {self._explain(part, i)}. Expected at most "
-            f"{MAX_ROUND_S:.0e} s: {self._suggest(part)}, or set network.deadline_s to cut such devices")
+            f"{MAX_ROUND_S:.0e} s: {self._suggest(part)}, or set network.deadline_s to cut such devices"
+        )
 
     def check_energy(self) -> None:
         energy = self._energy_until_deadline()
@@ -217,7 +244,8 @@ class _Nominal:
         raise UserError(
             f"the nominal round of device {i} costs {total[i]:.3g} J, more than {MAX_ROUND_J:.0e} J (the largest battery "
             f"a scenario may declare): its {part} costs {energy[part][i]:.3g} J, {self._explain(part, i, energy=True)}. "
-            f"Expected at most {MAX_ROUND_J:.0e} J per device and round: {self._suggest(part, energy=True)}")
+            f"Expected at most {MAX_ROUND_J:.0e} J per device and round: {self._suggest(part, energy=True)}"
+        )
 
     def check_deadline(self) -> None:
         deadline = self.net.deadline_s
@@ -235,19 +263,33 @@ class _Nominal:
             log.warning(
                 "network.deadline_s = %g is shorter than every device's nominal phase (the fastest, device %d, needs "
                 "%.3g s%s, mostly its %s of %.3g s): expect every upload to be cut (only fading or stragglers can let "
-                "some through). Raise network.deadline_s if that is not the experiment", deadline, i, float(phase_s[i]),
-                " with one local step" if steps_set_by_controller else "", part, float(parts[part][i]))
+                "some through). Raise network.deadline_s if that is not the experiment",
+                deadline,
+                i,
+                float(phase_s[i]),
+                " with one local step" if steps_set_by_controller else "",
+                part,
+                float(parts[part][i]),
+            )
         elif late.any():
-            log.info("%d of %d devices cannot finish a nominal phase within network.deadline_s = %g", int(late.sum()),
-                     self.n, deadline)
+            log.info(
+                "%d of %d devices cannot finish a nominal phase within network.deadline_s = %g",
+                int(late.sum()),
+                self.n,
+                deadline,
+            )
 
     # -- helpers ------------------------------------------------------------------------------
     def _energy_until_deadline(self) -> dict[str, np.ndarray]:
         """Each part's energy, with a deadline only the fraction done before it (the chain: latency,
         download, compute, latency unless the radio's tail covers the compute, upload; energies are linear in
         the time spent)."""
-        parts = {"download": self.energy["download"], "compute": self.energy["compute"],
-                 "upload": self.energy["upload"], "promotion": self.promotions * self.latency_j}
+        parts = {
+            "download": self.energy["download"],
+            "compute": self.energy["compute"],
+            "upload": self.energy["upload"],
+            "promotion": self.promotions * self.latency_j,
+        }
         deadline = self.net.deadline_s
         if deadline is None:
             return parts
@@ -280,11 +322,16 @@ class _Nominal:
         s, net, pop = self.s, self.net, self.pop
         if part == "compute":
             per_sample = float(pop.train_cycles_per_sample[i])
-            source = (self._value("cycles_per_sample", i) if self._explicit_cycles(i) else
-                      f"model.name = {s.model.name!r} measured FLOPs x {self._value('cycles_per_flop', i)}")
-            text = (f"{self.cycles[i]:.3g} cycles (algorithm.local_steps = {s.algorithm.local_steps} x "
-                    f"algorithm.batch_size = {s.algorithm.batch_size} x {per_sample:.3g} cycles per sample: {source}) "
-                    f"at {self._value('cpu_ghz', i)}")
+            source = (
+                self._value("cycles_per_sample", i)
+                if self._explicit_cycles(i)
+                else f"model.name = {s.model.name!r} measured FLOPs x {self._value('cycles_per_flop', i)}"
+            )
+            text = (
+                f"{self.cycles[i]:.3g} cycles (algorithm.local_steps = {s.algorithm.local_steps} x "
+                f"algorithm.batch_size = {s.algorithm.batch_size} x {per_sample:.3g} cycles per sample: {source}) "
+                f"at {self._value('cpu_ghz', i)}"
+            )
             if energy:
                 text += f", {self._value('kappa', i)}, {self._value('static_power_w', i)}"
             return text
@@ -292,23 +339,32 @@ class _Nominal:
         bits = self.up_bits if up else self.down_bits
         snr = (self.up_snr if up else self.down_snr)[i]
         band = net.bandwidth_hz if up else net.downlink_bandwidth_hz
-        text = (f"{bits:.3g} bits (model.name = {s.model.name!r}: d = {self.d:,} parameters x network.bits_per_param = "
-                f"{s.network.bits_per_param}{self._compression()} + network.header_bits = {s.network.header_bits}) "
-                f"at a mean SNR of {float(linear_to_db(snr)):.3g} dB{self._where(i)} over {_hz(band)} "
-                f"({self._band_key(up)}); keys: {self._link_keys(part) + self._rate_keys(up)}")
+        text = (
+            f"{bits:.3g} bits (model.name = {s.model.name!r}: d = {self.d:,} parameters x network.bits_per_param = "
+            f"{s.network.bits_per_param}{self._compression()} + network.header_bits = {s.network.header_bits}) "
+            f"at a mean SNR of {float(linear_to_db(snr)):.3g} dB{self._where(i)} over {_hz(band)} "
+            f"({self._band_key(up)}); keys: {self._link_keys(part) + self._rate_keys(up)}"
+        )
         if energy:
-            text += (f"; {self._value('tx_power_dbm', i)}, {self._value('circuit_power_w', i)}" if up
-                     else f"; {self._value('rx_power_w', i)}")
+            text += (
+                f"; {self._value('tx_power_dbm', i)}, {self._value('circuit_power_w', i)}"
+                if up
+                else f"; {self._value('rx_power_w', i)}"
+            )
         return text
 
     def _suggest(self, part: str, energy: bool = False) -> str:
         if part == "compute":
-            text = ("lower algorithm.local_steps or algorithm.batch_size, raise devices.cpu_ghz, or use a smaller model "
-                    "or devices.cycles_per_sample")
+            text = (
+                "lower algorithm.local_steps or algorithm.batch_size, raise devices.cpu_ghz, or use a smaller model "
+                "or devices.cycles_per_sample"
+            )
             return text + (", or lower devices.kappa or devices.static_power_w" if energy else "")
         up = part == "upload"
-        text = (f"raise {self._band_key(up).split(' =')[0]} or the SNR ({self._raise_snr(part)}), or use a smaller model"
-                + (" or compression" if up else ""))
+        text = (
+            f"raise {self._band_key(up).split(' =')[0]} or the SNR ({self._raise_snr(part)}), or use a smaller model"
+            + (" or compression" if up else "")
+        )
         return text + (f", or lower {'devices.tx_power_dbm' if up else 'devices.rx_power_w'}" if energy else "")
 
     def _explicit_cycles(self, i: int) -> bool:
@@ -332,15 +388,26 @@ class _Nominal:
             return f"network.downlink_snr_db = {n.downlink_snr_db:g}"
         if n.snr_db is not None:
             return f"network.snr_db = {n.snr_db:g}"
-        where = (f"network.distance_m = {n.distance_m:g}" if n.distance_m is not None
-                 else f"network.cell_radius_m = {n.cell_radius_m:g}")
-        power = (f"devices.tx_power_dbm = {self.s.devices.tx_power_dbm:g}" if part == "upload"
-                 else f"network.bs_tx_power_dbm = {n.bs_tx_power_dbm:g}")
+        where = (
+            f"network.distance_m = {n.distance_m:g}"
+            if n.distance_m is not None
+            else f"network.cell_radius_m = {n.cell_radius_m:g}"
+        )
+        power = (
+            f"devices.tx_power_dbm = {self.s.devices.tx_power_dbm:g}"
+            if part == "upload"
+            else f"network.bs_tx_power_dbm = {n.bs_tx_power_dbm:g}"
+        )
         own = n.bs_noise_figure_db if part == "upload" else n.device_noise_figure_db
-        noise = (f"network.noise_figure_db = {n.noise_figure_db:g}" if own is None else
-                 f"network.{'bs' if part == 'upload' else 'device'}_noise_figure_db = {own:g}")
-        return (f"a link budget: {where}, network.path_loss = {n.path_loss!r}, {power}, {noise}, "
-                f"network.shadowing_std_db = {n.shadowing_std_db:g}")
+        noise = (
+            f"network.noise_figure_db = {n.noise_figure_db:g}"
+            if own is None
+            else f"network.{'bs' if part == 'upload' else 'device'}_noise_figure_db = {own:g}"
+        )
+        return (
+            f"a link budget: {where}, network.path_loss = {n.path_loss!r}, {power}, {noise}, "
+            f"network.shadowing_std_db = {n.shadowing_std_db:g}"
+        )
 
     def _rate_keys(self, up: bool) -> str:
         n = self.s.network
@@ -361,14 +428,15 @@ class _Nominal:
             return "network.downlink_snr_db"
         if n.snr_db is not None:
             return "network.snr_db"
-        return ("a shorter network.distance_m or network.cell_radius_m, or more "
-                + ("devices.tx_power_dbm" if part == "upload" else "network.bs_tx_power_dbm"))
+        return "a shorter network.distance_m or network.cell_radius_m, or more " + (
+            "devices.tx_power_dbm" if part == "upload" else "network.bs_tx_power_dbm"
+        )
 
     def _floor(self, direction: str) -> str:
         n = self.net
         if direction == "upload" and n.outage_snr_db is not None:
             return f"network.outage_snr_db = {n.outage_snr_db:g} dB"
-        return f"the lowest entry of the MCS table ({n.mcs_snr_db[0]:g} dB; network.rate = \"mcs\", network.mcs_table)"
+        return f'the lowest entry of the MCS table ({n.mcs_snr_db[0]:g} dB; network.rate = "mcs", network.mcs_table)'
 
 
 def _hz(hz: float) -> str:
@@ -391,7 +459,8 @@ def _check_trace(s, pop) -> None:
         raise UserError(
             f"devices.availability_trace = {s.devices.availability_trace!r} lists {listed} device(s) with an online "
             f"interval, fewer than algorithm.clients_per_round = {m}: no round can ever have m participants. Expected "
-            f"at least {m} devices in the trace: lower algorithm.clients_per_round or add devices to the trace")
+            f"at least {m} devices in the trace: lower algorithm.clients_per_round or add devices to the trace"
+        )
     # the most devices online at once: merge each device's intervals, then sweep over the ends
     events = []
     for spans in intervals.values():
@@ -410,4 +479,5 @@ def _check_trace(s, pop) -> None:
             f"devices.availability_trace = {s.devices.availability_trace!r} never has algorithm.clients_per_round = "
             f"{m} devices online at the same time (at most {most}): each round waits until m devices are online, so "
             f"no round could start before the trace ends. Lower algorithm.clients_per_round to {max(most, 1)} or "
-            "less, or give the trace intervals in which m devices are online together")
+            "less, or give the trace intervals in which m devices are online together"
+        )

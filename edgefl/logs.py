@@ -29,10 +29,20 @@ def add_arguments(parser: argparse.ArgumentParser, top_level: bool = False) -> N
     """-v/--verbose (repeatable) and -q/--quiet. On the top-level parser they default to 0/False;
     on a sub-command they are only set when given (so ``edgefl -v run`` keeps its -v)."""
     unset = {} if top_level else {"default": argparse.SUPPRESS}
-    parser.add_argument("-v", "--verbose", action="count", **({"default": 0} if top_level else unset),
-                        help="more messages: -v what is being done, -vv debug lines and tracebacks")
-    parser.add_argument("-q", "--quiet", action="store_true", **({"default": False} if top_level else unset),
-                        help="no progress bar; warnings and errors only")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        **({"default": 0} if top_level else unset),
+        help="more messages: -v what is being done, -vv debug lines and tracebacks",
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        **({"default": False} if top_level else unset),
+        help="no progress bar; warnings and errors only",
+    )
 
 
 class _Formatter(logging.Formatter):

@@ -68,4 +68,5 @@ def check_memory(scenario, available: int | None = None) -> None:
         f"this run needs at least {gib(sum(parts.values()))} of memory ({shown}) and {gib(available)} are available: "
         f"reduce what sizes it: data.num_clients (= {scenario.data.num_clients}), the samples per client, the "
         f"input and model size (model.hidden = {scenario.model.hidden}), algorithm.clients_per_round "
-        f"(= {scenario.algorithm.clients_per_round}) or algorithm.batch_size (= {scenario.algorithm.batch_size})")
+        f"(= {scenario.algorithm.clients_per_round}) or algorithm.batch_size (= {scenario.algorithm.batch_size})"
+    )

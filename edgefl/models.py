@@ -147,8 +147,12 @@ class DRDMCNN(nn.Module):
     def __init__(self, in_channels: int = 1, num_classes: int = 10, side: int = 28):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(in_channels, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(in_channels, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
         )
         self.classifier = nn.Sequential(
             nn.Flatten(), nn.Linear(32 * (side // 4) ** 2, 500), nn.ReLU(), nn.Linear(500, num_classes)

@@ -35,8 +35,13 @@ def bools_as_text(model: type[BaseModel], data: Any) -> Any:
     """``data`` for ``model`` with every boolean given to a numeric field replaced by its TOML text
     ("true"/"false"), which the field's own validation then rejects under the key's name."""
     if isinstance(data, dict):
-        bools = [key for key, value in data.items() if isinstance(value, bool) and key in model.model_fields
-                 and takes_number_not_bool(model.model_fields[key].annotation)]
+        bools = [
+            key
+            for key, value in data.items()
+            if isinstance(value, bool)
+            and key in model.model_fields
+            and takes_number_not_bool(model.model_fields[key].annotation)
+        ]
         if bools:
             data = {**data, **{key: str(data[key]).lower() for key in bools}}
     return data

@@ -111,9 +111,25 @@ class Population:
 
 
 DEVICE_FIELDS = (
-    "cpu_ghz", "kappa", "static_power_w", "tx_power_dbm", "circuit_power_w", "pa_efficiency",
-    "rx_power_w", "idle_power_w", "promotion_power_w", "tail_s", "tail_power_w", "battery_j", "battery_reserve_j", "harvest_w", "speed_mps",
-    "cycles_per_flop", "cycles_per_sample", "cpu_ghz_min", "tx_power_dbm_min",
+    "cpu_ghz",
+    "kappa",
+    "static_power_w",
+    "tx_power_dbm",
+    "circuit_power_w",
+    "pa_efficiency",
+    "rx_power_w",
+    "idle_power_w",
+    "promotion_power_w",
+    "tail_s",
+    "tail_power_w",
+    "battery_j",
+    "battery_reserve_j",
+    "harvest_w",
+    "speed_mps",
+    "cycles_per_flop",
+    "cycles_per_sample",
+    "cpu_ghz_min",
+    "tx_power_dbm_min",
 )
 
 
@@ -152,7 +168,7 @@ def assign_device_classes(devices, num_clients: int, rng: np.random.Generator) -
     for cls in devices.classes:
         count = int(round(cls.share * num_clients))
         overrides = {k: v for k, v in cls.model_dump().items() if k in DEVICE_FIELDS and v is not None}
-        for client in order[cursor:cursor + count]:
+        for client in order[cursor : cursor + count]:
             profiles[client].update(overrides)
             labels[client] = cls.name
         cursor += count
@@ -161,8 +177,9 @@ def assign_device_classes(devices, num_clients: int, rng: np.random.Generator) -
     return profiles
 
 
-def build_population(network, devices, num_clients: int, train_flops_per_sample: float,
-                     eval_flops_per_sample: float, seed: int) -> Population:
+def build_population(
+    network, devices, num_clients: int, train_flops_per_sample: float, eval_flops_per_sample: float, seed: int
+) -> Population:
     """Draw the clients' devices and positions (seeded) and compute their mean links."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x9E0]))
     profiles = assign_device_classes(devices, num_clients, rng)
@@ -175,17 +192,18 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
     # Training a sample costs forward + backward; evaluating it, the forward pass only.
     # With a configured cycles_per_sample (training), evaluation is taken as 1/3 of it,
     # the usual forward : backward = 1 : 2 split.
-    train_cycles = np.array([
-        c if c is not None else train_flops_per_sample * cpf for c, cpf in zip(explicit, cycles_per_flop)
-    ])
-    eval_cycles = np.array([
-        c / 3.0 if c is not None else eval_flops_per_sample * cpf for c, cpf in zip(explicit, cycles_per_flop)
-    ])
+    train_cycles = np.array(
+        [c if c is not None else train_flops_per_sample * cpf for c, cpf in zip(explicit, cycles_per_flop)]
+    )
+    eval_cycles = np.array(
+        [c / 3.0 if c is not None else eval_flops_per_sample * cpf for c, cpf in zip(explicit, cycles_per_flop)]
+    )
     tx_power_w = dbm_to_w(column("tx_power_dbm"))
     # A controller's lower bounds (docs/control.md): unset, a tenth of the frequency and 30 dB below the power.
     cpu_ghz_min = np.array([p["cpu_ghz"] / 10 if p["cpu_ghz_min"] is None else p["cpu_ghz_min"] for p in profiles])
-    tx_dbm_min = np.array([p["tx_power_dbm"] - 30 if p["tx_power_dbm_min"] is None else p["tx_power_dbm_min"]
-                           for p in profiles])
+    tx_dbm_min = np.array(
+        [p["tx_power_dbm"] - 30 if p["tx_power_dbm_min"] is None else p["tx_power_dbm_min"] for p in profiles]
+    )
     rng_harvest = np.random.default_rng(np.random.SeedSequence([seed, 0x4A27]))  # its own stream
 
     distance = None
@@ -205,17 +223,11 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
         bs_power_w = float(dbm_to_w(network.bs_tx_power_dbm))
         # Each link's noise figure is its receiver's: the base station's on the uplink, the device's on the downlink.
         up_nf_db, down_nf_db = receiver_noise_figures_db(network)
-        uplink = [
-            Link.from_budget(tx_power_w[i], loss[i], up_nf_db, shadowing[i])
-            for i in range(num_clients)
-        ]
+        uplink = [Link.from_budget(tx_power_w[i], loss[i], up_nf_db, shadowing[i]) for i in range(num_clients)]
         if network.downlink_snr_db is not None:
             downlink = [Link.from_snr_db(network.downlink_snr_db) for _ in range(num_clients)]
         else:
-            downlink = [
-                Link.from_budget(bs_power_w, loss[i], down_nf_db, shadowing[i])
-                for i in range(num_clients)
-            ]
+            downlink = [Link.from_budget(bs_power_w, loss[i], down_nf_db, shadowing[i]) for i in range(num_clients)]
     return Population(
         cpu_hz=column("cpu_ghz") * 1e9,
         cpu_hz_min=np.minimum(cpu_ghz_min, column("cpu_ghz")) * 1e9,
@@ -227,8 +239,10 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
         pa_efficiency=column("pa_efficiency"),
         rx_power_w=column("rx_power_w"),
         idle_power_w=column("idle_power_w"),
-        promotion_power_w=np.array([p["idle_power_w"] if p["promotion_power_w"] is None else p["promotion_power_w"]
-                                    for p in profiles], dtype=float),
+        promotion_power_w=np.array(
+            [p["idle_power_w"] if p["promotion_power_w"] is None else p["promotion_power_w"] for p in profiles],
+            dtype=float,
+        ),
         tail_s=column("tail_s"),
         tail_power_w=column("tail_power_w"),
         train_cycles_per_sample=train_cycles,
@@ -243,17 +257,18 @@ def build_population(network, devices, num_clients: int, train_flops_per_sample:
         availability=devices.availability,
         mean_on_s=devices.mean_on_s,
         mean_off_s=devices.mean_off_s,
-        availability_intervals=(read_availability_trace(devices.availability_trace, num_clients)
-                                if devices.availability_trace else {}),
+        availability_intervals=(
+            read_availability_trace(devices.availability_trace, num_clients) if devices.availability_trace else {}
+        ),
         p_fail=devices.p_fail,
         battery_j=np.array([np.inf if p["battery_j"] is None else p["battery_j"] for p in profiles]),
         battery_reserve_j=column("battery_reserve_j"),
-        harvest_w=column("harvest_w") * (rng_harvest.uniform(0.0, 2.0, size=num_clients)
-                                         if devices.harvest == "uniform" else 1.0),
+        harvest_w=column("harvest_w")
+        * (rng_harvest.uniform(0.0, 2.0, size=num_clients) if devices.harvest == "uniform" else 1.0),
         speed_mps=column("speed_mps"),
-        cell=None if network.cell_radius_m is None else (
-            network.min_distance_m, network.cell_radius_m, path_loss_db,
-            float(dbm_to_w(network.bs_tx_power_dbm))),
+        cell=None
+        if network.cell_radius_m is None
+        else (network.min_distance_m, network.cell_radius_m, path_loss_db, float(dbm_to_w(network.bs_tx_power_dbm))),
     )
 
 
@@ -287,10 +302,14 @@ def read_availability_trace(path: str, num_clients: int) -> dict[int, list[tuple
     except OSError as exc:
         raise DataError(f"devices.availability_trace: cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise DataError(f"devices.availability_trace: {path} is not UTF-8 text (byte {exc.start}); expected a CSV "
-                        "file client,start_s,end_s") from None
+        raise DataError(
+            f"devices.availability_trace: {path} is not UTF-8 text (byte {exc.start}); expected a CSV "
+            "file client,start_s,end_s"
+        ) from None
     except csv.Error as exc:  # e.g. a cell longer than the csv module's limit (131,072 characters)
-        raise DataError(f"devices.availability_trace: {path} is not a CSV file of client,start_s,end_s ({exc})") from None
+        raise DataError(
+            f"devices.availability_trace: {path} is not a CSV file of client,start_s,end_s ({exc})"
+        ) from None
     if not rows or [h.strip() for h in rows[0]] != ["client", "start_s", "end_s"]:
         raise DataError(f"{path}: line 1: expected the header client,start_s,end_s")
     for line, row in enumerate(rows[1:], start=2):
@@ -299,8 +318,10 @@ def read_availability_trace(path: str, num_clients: int) -> dict[int, list[tuple
         try:
             client, start_s, end_s = int(row[0]), float(row[1]), float(row[2])
         except (ValueError, IndexError):
-            raise DataError(f"{path}: line {line}: expected client,start_s,end_s (an integer and two numbers), "
-                            f"got {','.join(row)!r}") from None
+            raise DataError(
+                f"{path}: line {line}: expected client,start_s,end_s (an integer and two numbers), "
+                f"got {','.join(row)!r}"
+            ) from None
         if not 0 <= client < num_clients:
             raise DataError(f"{path}: line {line}: client {client} is not in 0..{num_clients - 1}")
         if not (0 <= start_s < end_s and math.isfinite(end_s)):

@@ -30,8 +30,10 @@ def _evaluated(metrics):
 
 
 # accuracy.png and accuracy_energy.png, and Result.plot("accuracy") / ("accuracy-energy"): one drawing each
-ACCURACY_FIGURES = {"accuracy": ("round", "round"),
-                    "accuracy-energy": ("energy_j", "cumulative energy, all clients (J)")}
+ACCURACY_FIGURES = {
+    "accuracy": ("round", "round"),
+    "accuracy-energy": ("energy_j", "cumulative energy, all clients (J)"),
+}
 
 
 def draw_accuracy(metrics, kind: str = "accuracy", title: str = ""):
@@ -52,8 +54,13 @@ def plot_accuracy(ax, metrics, x_key: str, xlabel: str, label_prefix: str = ""):
     mean = [r["acc_mean"] for r in rows]
     std = [r["acc_std"] for r in rows]
     ax.plot(x, mean, label=f"{label_prefix}mean")
-    ax.fill_between(x, [max(0.0, m - s) for m, s in zip(mean, std)], [min(1.0, m + s) for m, s in zip(mean, std)],
-                    alpha=0.2, label=f"{label_prefix}mean ± std across clients (within [0, 1])")
+    ax.fill_between(
+        x,
+        [max(0.0, m - s) for m, s in zip(mean, std)],
+        [min(1.0, m + s) for m, s in zip(mean, std)],
+        alpha=0.2,
+        label=f"{label_prefix}mean ± std across clients (within [0, 1])",
+    )
     ax.plot(x, [r["acc_worst"] for r in rows], "--", label=f"{label_prefix}worst client")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("test accuracy (per client)")
@@ -90,9 +97,16 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def plot_events(out_dir: Path, metrics: list[dict], clients: list[dict], events, title: str = "",
-                positions: list[dict] | None = None, deadline_s: float | None = None,
-                cell_radius_m: float | None = None) -> list[Path]:
+def plot_events(
+    out_dir: Path,
+    metrics: list[dict],
+    clients: list[dict],
+    events,
+    title: str = "",
+    positions: list[dict] | None = None,
+    deadline_s: float | None = None,
+    cell_radius_m: float | None = None,
+) -> list[Path]:
     """gantt.png, energy_rounds.png, uploads_missed.png (with an event log), energy_snr.png and
     cell_map.png (devices with a distance only)."""
     out_dir = Path(out_dir)
@@ -105,16 +119,25 @@ def plot_events(out_dir: Path, metrics: list[dict], clients: list[dict], events,
             written.append(_save(fig, out_dir / "gantt.png"))
         written.append(_save(rp.draw_energy_rounds(ev, title, rounds), out_dir / "energy_rounds.png"))
         written.append(_save(rp.draw_uploads_missed(ev, title, rounds), out_dir / "uploads_missed.png"))
-    for name, fig in (("energy_snr.png", rp.draw_energy_snr(clients, title)),
-                      ("cell_map.png", rp.draw_cell_map(clients, positions, cell_radius_m, title))):
+    for name, fig in (
+        ("energy_snr.png", rp.draw_energy_snr(clients, title)),
+        ("cell_map.png", rp.draw_cell_map(clients, positions, cell_radius_m, title)),
+    ):
         if fig is not None:
             written.append(_save(fig, out_dir / name))
     return written
 
 
-def plot_run(out_dir: Path, metrics: list[dict], clients: list[dict], title: str = "",
-             battery: list[dict] | None = None, events=None, positions: list[dict] | None = None,
-             scenario=None) -> list[Path]:
+def plot_run(
+    out_dir: Path,
+    metrics: list[dict],
+    clients: list[dict],
+    title: str = "",
+    battery: list[dict] | None = None,
+    events=None,
+    positions: list[dict] | None = None,
+    scenario=None,
+) -> list[Path]:
     """Every plot of a run into ``out_dir``; ``events`` (RunResult.events), ``positions`` and ``scenario``
     (its deadline and cell radius) for the plots of edgefl.run_plots. energy_clients.png comes last."""
     out_dir = Path(out_dir)
@@ -122,16 +145,28 @@ def plot_run(out_dir: Path, metrics: list[dict], clients: list[dict], title: str
     if battery:
         written.append(plot_battery(out_dir / "battery.png", battery, title))
     net = getattr(scenario, "network", None)
-    written += plot_events(out_dir, metrics, clients, events, title, positions,
-                           deadline_s=getattr(net, "deadline_s", None),
-                           cell_radius_m=getattr(net, "cell_radius_m", None))
+    written += plot_events(
+        out_dir,
+        metrics,
+        clients,
+        events,
+        title,
+        positions,
+        deadline_s=getattr(net, "deadline_s", None),
+        cell_radius_m=getattr(net, "cell_radius_m", None),
+    )
     if _evaluated(metrics):
         for kind in ACCURACY_FIGURES:
             written.append(_save(draw_accuracy(metrics, kind, title), out_dir / f"{kind.replace('-', '_')}.png"))
     many = len(clients) > MAX_BARS  # one bar per client up to MAX_BARS; beyond, the mean per device class
-    groups = ([(str(c["client"]), [c]) for c in clients] if not many else
-              [(name, [c for c in clients if c["device_class"] == name])
-               for name in dict.fromkeys(c["device_class"] for c in clients)])
+    groups = (
+        [(str(c["client"]), [c]) for c in clients]
+        if not many
+        else [
+            (name, [c for c in clients if c["device_class"] == name])
+            for name in dict.fromkeys(c["device_class"] for c in clients)
+        ]
+    )
     fig, ax = plt.subplots(figsize=(min(16, max(6, len(groups) * 0.18 + 2)), 4), dpi=DPI)
     positions = list(range(len(groups)))
     bottom = [0.0] * len(groups)

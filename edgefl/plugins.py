@@ -64,9 +64,13 @@ def plugin_values(raw) -> dict[str, str]:
     """The plug-in keys a scenario (a raw dict, or a Scenario) sets to a plug-in, -> their values. The
     own tables of plug-in algorithms (``[algorithm."pkg.mod:Class"]``) count as ``algorithm.name``."""
     if not isinstance(raw, dict):
-        raw = {"algorithm": {"name": raw.algorithm.name, **(raw.algorithm.model_extra or {})},
-               "data": {"name": raw.data.name}, "control": {"name": raw.control.name},
-               "network": {"path_loss": raw.network.path_loss}, "process": [{"name": p.name} for p in raw.process]}
+        raw = {
+            "algorithm": {"name": raw.algorithm.name, **(raw.algorithm.model_extra or {})},
+            "data": {"name": raw.data.name},
+            "control": {"name": raw.control.name},
+            "network": {"path_loss": raw.network.path_loss},
+            "process": [{"name": p.name} for p in raw.process],
+        }
     found = {}
     for key in PLUGIN_KEYS:
         section, name = key.split(".")
@@ -150,8 +154,10 @@ def add_current_folder() -> None:
 
 def not_found_hint() -> str:
     """Where edgefl looks for a plug-in's module, for a "cannot import" message."""
-    return (f"edgefl looks for plug-in modules in the current folder ({os.getcwd()}) and on the Python path: run "
-            "edgefl from the folder that holds the module's .py file, or add that folder to PYTHONPATH")
+    return (
+        f"edgefl looks for plug-in modules in the current folder ({os.getcwd()}) and on the Python path: run "
+        "edgefl from the folder that holds the module's .py file, or add that folder to PYTHONPATH"
+    )
 
 
 def remember_root(key: str, value: str, spec) -> None:
@@ -192,11 +198,19 @@ def plugin_fault(exc: BaseException) -> PluginError | None:
 
 def as_plugin_error(key: str, value: str, exc: BaseException, where: str) -> PluginError:
     """The one message of a plug-in's fault: key, value, the exception, where it was raised."""
-    what = (f"SystemExit({exc.code!r}): it called sys.exit()" if isinstance(exc, SystemExit)
-            else f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}" if str(exc).strip() else type(exc).__name__)
+    what = (
+        f"SystemExit({exc.code!r}): it called sys.exit()"
+        if isinstance(exc, SystemExit)
+        else f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        if str(exc).strip()
+        else type(exc).__name__
+    )
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return PluginError(f"the plug-in {key} = {value!r} raised {what} ({where}); this is an error in the plug-in's "
-                       "code, not in edgefl (its traceback: edgefl -v, or the error's traceback_text in Python)", text)
+    return PluginError(
+        f"the plug-in {key} = {value!r} raised {what} ({where}); this is an error in the plug-in's "
+        "code, not in edgefl (its traceback: edgefl -v, or the error's traceback_text in Python)",
+        text,
+    )
 
 
 @contextmanager
@@ -224,8 +238,10 @@ def check_path_loss_function(name: str, found) -> None:
     required = [p for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     if len(positional) < 2 or len(required) > 2 or any(p not in positional[:2] for p in required):
         signature = f"{found.__name__}{inspect.signature(found)}"
-        raise ValueError(f"path-loss model {name!r} is {signature}, expected {shape}: two positional parameters, "
-                         "any others with defaults")
+        raise ValueError(
+            f"path-loss model {name!r} is {signature}, expected {shape}: two positional parameters, "
+            "any others with defaults"
+        )
 
 
 def check_algorithm_class(name: str, cls) -> None:
@@ -234,9 +250,11 @@ def check_algorithm_class(name: str, cls) -> None:
 
     missing = [m for m in ("round", "model") if getattr(cls, m, None) is getattr(Algorithm, m)]
     if missing:
-        raise PluginError(f"the plug-in algorithm.name = {name!r}: {cls.__module__}.{cls.__qualname__} does not define "
-                          f"{' and '.join(missing)} (an algorithm defines round(r), a generator of operations, and the "
-                          "property model, the global model: docs/extending.md)")
+        raise PluginError(
+            f"the plug-in algorithm.name = {name!r}: {cls.__module__}.{cls.__qualname__} does not define "
+            f"{' and '.join(missing)} (an algorithm defines round(r), a generator of operations, and the "
+            "property model, the global model: docs/extending.md)"
+        )
 
 
 def checked_path_loss(name: str, model, network):
@@ -253,26 +271,40 @@ def checked_path_loss(name: str, model, network):
 
 
 def check_path_loss_values(name: str, got, distance_m: np.ndarray) -> np.ndarray:
-    rule = (f"a path-loss model returns one real, finite loss in dB per distance ({PATH_LOSS_MIN_DB:g} to "
-            f"{PATH_LOSS_MAX_DB:g} dB: a passive channel does not amplify, and beyond {PATH_LOSS_MAX_DB:g} dB no "
-            "signal is left), as a numpy array of the distances' shape")
+    rule = (
+        f"a path-loss model returns one real, finite loss in dB per distance ({PATH_LOSS_MIN_DB:g} to "
+        f"{PATH_LOSS_MAX_DB:g} dB: a passive channel does not amplify, and beyond {PATH_LOSS_MAX_DB:g} dB no "
+        "signal is left), as a numpy array of the distances' shape"
+    )
     intro = f"the plug-in network.path_loss = {name!r} returned"
     try:
         values = np.asarray(got)
     except Exception:  # noqa: BLE001 - a result numpy cannot read is the plug-in's mistake
         values = np.asarray(None, dtype=object)
     if values.dtype.kind not in "iuf":
-        what = ("complex numbers" if values.dtype.kind == "c" else "None" if got is None else
-                "text" if values.dtype.kind in "US" else "booleans" if values.dtype.kind == "b" else
-                f"a {type(got).__name__}" + (f" of {values.dtype}" if values.dtype != object else ""))
+        what = (
+            "complex numbers"
+            if values.dtype.kind == "c"
+            else "None"
+            if got is None
+            else "text"
+            if values.dtype.kind in "US"
+            else "booleans"
+            if values.dtype.kind == "b"
+            else f"a {type(got).__name__}" + (f" of {values.dtype}" if values.dtype != object else "")
+        )
         raise PluginError(f"{intro} {what}; {rule}")
     if values.shape != distance_m.shape:
-        raise PluginError(f"{intro} an array of shape {values.shape} for {distance_m.size} distances (shape "
-                          f"{distance_m.shape}); {rule}")
+        raise PluginError(
+            f"{intro} an array of shape {values.shape} for {distance_m.size} distances (shape "
+            f"{distance_m.shape}); {rule}"
+        )
     values = values.astype(np.float64)
     bad = ~np.isfinite(values) | (values < PATH_LOSS_MIN_DB) | (values > PATH_LOSS_MAX_DB)
     if bad.any():
         i = np.flatnonzero(bad.ravel())[0]
-        raise PluginError(f"{intro} {float(values.ravel()[i])!r} dB at {distance_m.ravel()[i]:g} m ({bad.sum()} of "
-                          f"{bad.size} values out of bounds); {rule}")
+        raise PluginError(
+            f"{intro} {float(values.ravel()[i])!r} dB at {distance_m.ravel()[i]:g} m ({bad.sum()} of "
+            f"{bad.size} values out of bounds); {rule}"
+        )
     return values

@@ -79,8 +79,10 @@ def resolved_dict(scenario: Scenario, folder: str | Path) -> dict:
     """The scenario as the TOML-writable dict of the file ``folder/scenario.toml``."""
     raw = scenario.to_dict()
     if scenario.process:  # each component's own keys in full, its defaults included
-        raw["process"] = [{"name": p.name, **(params.model_dump() if params is not None else {})}
-                          for p, params in ((p, p.params()) for p in scenario.process)]
+        raw["process"] = [
+            {"name": p.name, **(params.model_dump() if params is not None else {})}
+            for p, params in ((p, p.params()) for p in scenario.process)
+        ]
     for dotted, does_not_apply in NOT_APPLICABLE.items():
         *parents, key = dotted.split(".")
         table = raw

@@ -153,8 +153,10 @@ def claim_checkpoint(target: Path) -> Path:
     not an edgefl checkpoint is in its place (a run saving checkpoints would replace it)."""
     path = checkpoint_file(target)
     if (path.exists() or path.is_symlink()) and not is_checkpoint(path):
-        raise OutputError(f"{path}: is in the place of the run's checkpoint and is not an edgefl checkpoint; move it, "
-                          "or choose another --out")
+        raise OutputError(
+            f"{path}: is in the place of the run's checkpoint and is not an edgefl checkpoint; move it, "
+            "or choose another --out"
+        )
     return path
 
 
@@ -207,13 +209,17 @@ def _ownership(target: Path, kind: str, force: bool, option: str, force_option: 
     where = f"{option} {target}" if option else str(target)
     why = _never_results(target)
     if why is not None:
-        raise OutputError(f"{where}: is {why}, never a results folder; give the results a folder of their own, "
-                          f"e.g. {option or '--out'} results/NAME")
+        raise OutputError(
+            f"{where}: is {why}, never a results folder; give the results a folder of their own, "
+            f"e.g. {option or '--out'} results/NAME"
+        )
     if target.is_symlink() and not target.is_dir():
         raise OutputError(f"{where}: a link to something that is not a folder; choose another {option or '--out'}")
     if target.exists() and not target.is_dir():
-        raise OutputError(f"{where}: is a file, not a results folder; choose another {option or '--out'} (edgefl does "
-                          "not move or delete files)")
+        raise OutputError(
+            f"{where}: is a file, not a results folder; choose another {option or '--out'} (edgefl does "
+            "not move or delete files)"
+        )
     state = NEW
     if target.is_dir():
         found = marker_kind(target)
@@ -223,8 +229,9 @@ def _ownership(target: Path, kind: str, force: bool, option: str, force_option: 
             try:
                 names = sorted(p.name for p in itertools.islice(target.iterdir(), 4))
             except OSError as exc:
-                raise OutputError(f"{where}: cannot read it ({exc.strerror or exc}); choose another "
-                                  f"{option or '--out'}") from None
+                raise OutputError(
+                    f"{where}: cannot read it ({exc.strerror or exc}); choose another {option or '--out'}"
+                ) from None
             if not names:
                 state = EMPTY
             elif force:
@@ -234,15 +241,20 @@ def _ownership(target: Path, kind: str, force: bool, option: str, force_option: 
                     what = KIND_WORDS.get(found, f"a folder of kind {found}")
                     held = f"holds {what} written by edgefl, not {KIND_WORDS[kind]}"
                 else:
-                    held = (f"not an edgefl results folder (it holds files edgefl did not write: "
-                            f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''}, and no {MARKER} marker); "
-                            "edgefl writes only into a new or empty folder or one it wrote")
+                    held = (
+                        f"not an edgefl results folder (it holds files edgefl did not write: "
+                        f"{', '.join(names[:3])}{', ...' if len(names) > 3 else ''}, and no {MARKER} marker); "
+                        "edgefl writes only into a new or empty folder or one it wrote"
+                    )
                 if found is None and (target / "sweep.json").is_file():  # only a hint: the rule does not guess
-                    held += (f" (if it is a sweep of an edgefl from before the marker, mark it as one: "
-                             f"echo 'kind: sweep' > {target / MARKER})")
-                raise OutputError(f"{where}: {held}; choose another {option or '--out'}"
-                                  + (", or pass --force to replace the folder and everything in it"
-                                     if force_option else ""))
+                    held += (
+                        f" (if it is a sweep of an edgefl from before the marker, mark it as one: "
+                        f"echo 'kind: sweep' > {target / MARKER})"
+                    )
+                raise OutputError(
+                    f"{where}: {held}; choose another {option or '--out'}"
+                    + (", or pass --force to replace the folder and everything in it" if force_option else "")
+                )
     if state != NEW and kind != "run":  # written in place: the folder itself must be writable
         if not os.access(target, os.W_OK | os.X_OK):
             raise OutputError(f"{where}: cannot write in it (permission denied); choose another {option or '--out'}")
@@ -374,12 +386,12 @@ def recover(target: Path) -> bool:
     for path in sorted(parent.iterdir()):
         name = path.name
         if name.startswith(checkpoint):
-            found = re.fullmatch(r"(\d{1,9})\.\w+\.tmp", name[len(checkpoint):], re.ASCII)
+            found = re.fullmatch(r"(\d{1,9})\.\w+\.tmp", name[len(checkpoint) :], re.ASCII)
             if found and path.is_file() and not path.is_symlink() and _dead_checkpoint_writer(path, int(found[1])):
                 path.unlink(missing_ok=True)
                 changed = True
         elif name.startswith(results):
-            found = re.fullmatch(r"(\d{1,9})(?:\.\d+)?\.old|(\d{1,9})\.\w+\.tmp", name[len(results):], re.ASCII)
+            found = re.fullmatch(r"(\d{1,9})(?:\.\d+)?\.old|(\d{1,9})\.\w+\.tmp", name[len(results) :], re.ASCII)
             if not found or path.is_symlink() or not path.is_dir():
                 continue
             pid = int(found[1] or found[2])

@@ -29,8 +29,14 @@ from matplotlib.transforms import ScaledTranslation, blended_transform_factory  
 from energy import CATEGORIES  # noqa: E402
 
 CATEGORY_COLORS = {"compute": "#4c72b0", "uplink": "#dd8452", "downlink": "#55a868", "idle": "#8c8c8c"}
-KIND_COLORS = {"download": "#55a868", "compute": "#4c72b0", "upload": "#dd8452", "idle": "#d9d9d9",
-               "tail": "#c9a0dc", "promotion": "#8172b3"}
+KIND_COLORS = {
+    "download": "#55a868",
+    "compute": "#4c72b0",
+    "upload": "#dd8452",
+    "idle": "#d9d9d9",
+    "tail": "#c9a0dc",
+    "promotion": "#8172b3",
+}
 MAX_GANTT_ROWS = 40  # devices per Gantt panel; beyond, the most interesting ones (cut/lost, then slowest)
 MAX_GANTT_ROUNDS = 3
 MAX_SCATTER = 10_000  # energy_snr / cell_map: above this many devices, a fixed random sample of this size
@@ -140,6 +146,7 @@ def _suptitle(fig, title: str, what: str) -> None:
 
 # ------------------------------------------------------------------------------------------------ uploads
 
+
 def _missed_status(ev: EventArrays) -> np.ndarray:
     """Per event: 0 ok (or a radio tail / idle wait), 1 cut (deadline), 2 lost (every attempt failed:
     outage or packet error), 3 any other stop (offline, failed, stopped by over-selection)."""
@@ -162,8 +169,7 @@ def uploads_missed_per_round(events, rounds: int | None = None) -> dict[str, np.
     order = np.lexsort((code[bad], key))  # per (round, client): the first code (cut < lost < other)
     key, first = np.unique(key[order], return_index=True)
     worst = code[bad][order][first]
-    return {name: np.bincount(key[worst == c] // clients, minlength=n)[:n]
-            for c, name in enumerate(MISSED, start=1)}
+    return {name: np.bincount(key[worst == c] // clients, minlength=n)[:n] for c, name in enumerate(MISSED, start=1)}
 
 
 def _other_statuses(events) -> str:
@@ -178,8 +184,7 @@ def draw_uploads_missed(events, title: str = "", rounds: int | None = None, fig=
     ax = fig.add_subplot()
     x = np.arange(1, len(counts["cut"]) + 1)
     colors = {"cut": "#dd8452", "lost": "#c44e52", "other": "#8172b3"}
-    labels = {"cut": "cut (deadline)", "lost": "lost (outage / packet error)",
-              "other": _other_statuses(events)}
+    labels = {"cut": "cut (deadline)", "lost": "lost (outage / packet error)", "other": _other_statuses(events)}
     bottom = np.zeros(len(x))
     for status in MISSED:
         if not counts[status].any() and status == "other":
@@ -187,8 +192,9 @@ def draw_uploads_missed(events, title: str = "", rounds: int | None = None, fig=
         if len(x) <= MAX_ROUND_BARS:
             bars(ax, x, counts[status], bottom, facecolors=colors[status], label=labels[status])
         else:
-            ax.fill_between(x, bottom, bottom + counts[status], step="mid", color=colors[status],
-                            label=labels[status], lw=0)
+            ax.fill_between(
+                x, bottom, bottom + counts[status], step="mid", color=colors[status], label=labels[status], lw=0
+            )
         bottom = bottom + counts[status]
     total = int(bottom.sum())
     ax.set_xlabel("round")
@@ -199,21 +205,29 @@ def draw_uploads_missed(events, title: str = "", rounds: int | None = None, fig=
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8, loc="upper left", ncol=3)
     other = int(counts["other"].sum())
-    _suptitle(fig, title, f"uploads missed per round (clients): {int(counts['cut'].sum())} cut, "
-                          f"{int(counts['lost'].sum())} lost" + (f", {other} {labels['other']}" if other else "")
-                          + (" (none)" if total == 0 else ""))
+    _suptitle(
+        fig,
+        title,
+        f"uploads missed per round (clients): {int(counts['cut'].sum())} cut, "
+        f"{int(counts['lost'].sum())} lost"
+        + (f", {other} {labels['other']}" if other else "")
+        + (" (none)" if total == 0 else ""),
+    )
     tight(fig)
     return fig
 
 
 # ------------------------------------------------------------------------------------------------ energy
 
+
 def energy_per_round(events, rounds: int | None = None) -> dict[str, np.ndarray]:
     """Energy (J) per round and category, summed over devices (index 0 = round 1)."""
     ev = event_arrays(events)
     n = max(rounds or 0, ev.rounds)
-    return {c: np.bincount(ev.round, weights=np.where(ev.category == c, ev.energy_j, 0.0), minlength=n)[:n]
-            for c in CATEGORIES}
+    return {
+        c: np.bincount(ev.round, weights=np.where(ev.category == c, ev.energy_j, 0.0), minlength=n)[:n]
+        for c in CATEGORIES
+    }
 
 
 def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=None):
@@ -229,8 +243,9 @@ def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=N
             bars(ax, x, per[c], bottom, facecolors=CATEGORY_COLORS[c], label=c)
             bottom += per[c]
     else:
-        ax.stackplot(x, *[per[c] for c in CATEGORIES], labels=list(CATEGORIES),
-                     colors=[CATEGORY_COLORS[c] for c in CATEGORIES])
+        ax.stackplot(
+            x, *[per[c] for c in CATEGORIES], labels=list(CATEGORIES), colors=[CATEGORY_COLORS[c] for c in CATEGORIES]
+        )
     total = sum(float(v.sum()) for v in per.values())
     ax.set_xlabel("round")
     ax.set_ylabel("energy in the round, all devices (J)")
@@ -245,8 +260,13 @@ def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=N
 
 
 def _client_columns(clients: list[dict]):
-    energy = np.array([c["energy_j"] if c.get("energy_j") is not None else
-                       sum(c[f"{k}_energy_j"] for k in CATEGORIES) for c in clients], dtype=float)
+    energy = np.array(
+        [
+            c["energy_j"] if c.get("energy_j") is not None else sum(c[f"{k}_energy_j"] for k in CATEGORIES)
+            for c in clients
+        ],
+        dtype=float,
+    )
     snr = np.array([c.get("uplink_snr_db", np.nan) for c in clients], dtype=float)
     distance = np.array([np.nan if c.get("distance_m") is None else c["distance_m"] for c in clients], dtype=float)
     classes = np.array([str(c.get("device_class", "device")) for c in clients])
@@ -293,20 +313,36 @@ def draw_energy_snr(clients, title: str = "", fig=None):
     for ax, (_, x, label) in zip(axes, panels):
         for name, color in colors.items():
             sel = keep[classes[keep] == name]
-            ax.scatter(x[sel], energy[sel], s=size, color=color, alpha=0.75, lw=0,
-                       label=f"{name} ({int((classes == name).sum())})")
+            ax.scatter(
+                x[sel],
+                energy[sel],
+                s=size,
+                color=color,
+                alpha=0.75,
+                lw=0,
+                label=f"{name} ({int((classes == name).sum())})",
+            )
         ax.set_xlabel(label)
         ax.set_ylabel("energy per device, whole run (J)")
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8, title="device class", title_fontsize=8)
-    _suptitle(fig, title, ("energy per device, all on the same link" if panels[0][0] == "client" else
-                           "energy per device against its link") + note)
+    _suptitle(
+        fig,
+        title,
+        (
+            "energy per device, all on the same link"
+            if panels[0][0] == "client"
+            else "energy per device against its link"
+        )
+        + note,
+    )
     tight(fig)
     return fig
 
 
 # ------------------------------------------------------------------------------------------------ cell map
+
 
 def device_positions(clients, positions=None) -> tuple[np.ndarray, np.ndarray, bool] | None:
     """(x, y) in metres of every client in ``clients`` order and whether the angles are real: each moving
@@ -351,8 +387,17 @@ def draw_cell_map(clients, positions=None, cell_radius_m: float | None = None, t
     ax.plot(0, 0, marker="^", color="black", ms=11, ls="none", zorder=4, label="base station")
     reach = float(np.hypot(x, y).max(initial=0.0))
     if cell_radius_m:
-        ax.add_patch(Circle((0, 0), cell_radius_m, fill=False, ls="--", color="#555555", lw=1,
-                            label=f"cell radius {cell_radius_m:g} m"))
+        ax.add_patch(
+            Circle(
+                (0, 0),
+                cell_radius_m,
+                fill=False,
+                ls="--",
+                color="#555555",
+                lw=1,
+                label=f"cell radius {cell_radius_m:g} m",
+            )
+        )
         reach = max(reach, cell_radius_m)
     lim = 1.08 * reach if reach > 0 else 1.0
     ax.set_xlim(-lim, lim)
@@ -362,8 +407,11 @@ def draw_cell_map(clients, positions=None, cell_radius_m: float | None = None, t
     ax.set_ylabel("y (m)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper right")
-    how = ("each device at its last position" if real else
-           "angles not modelled: devices spread evenly, each at its distance")
+    how = (
+        "each device at its last position"
+        if real
+        else "angles not modelled: devices spread evenly, each at its distance"
+    )
     _suptitle(fig, title, f"the cell ({how}){note}")
     tight(fig)
     return fig
@@ -383,15 +431,28 @@ def row_labels(ax, labels: list[str], fontsize: float, ylabel: str) -> None:
     size, pad = matplotlib.rcParams["ytick.major.size"], matplotlib.rcParams["ytick.major.pad"]
     ax.set_yticks([])
     left = blended_transform_factory(ax.transAxes, ax.transData)  # x: axes fraction, y: row
-    ax.plot(np.zeros(len(rows)), rows, ls="none", marker=TICKLEFT, ms=size, mew=matplotlib.rcParams["ytick.major.width"],
-            color=matplotlib.rcParams["ytick.color"], transform=left, clip_on=False)
+    ax.plot(
+        np.zeros(len(rows)),
+        rows,
+        ls="none",
+        marker=TICKLEFT,
+        ms=size,
+        mew=matplotlib.rcParams["ytick.major.width"],
+        color=matplotlib.rcParams["ytick.color"],
+        transform=left,
+        clip_on=False,
+    )
     shift = ScaledTranslation(-(size + pad) / 72, 0, fig.dpi_scale_trans)
     for y, text in zip(rows.tolist(), labels):
         ax.text(0, y, text, transform=left + shift, ha="right", va="center_baseline", fontsize=fontsize)
     width = max((len(t) for t in labels), default=0) * DIGIT_EM * fontsize  # points
     ax.set_ylabel(ylabel)
-    ax.yaxis.set_label_coords(0, 0.5, transform=ax.transAxes + ScaledTranslation(
-        -(size + pad + width + matplotlib.rcParams["axes.labelpad"]) / 72, 0, fig.dpi_scale_trans))
+    ax.yaxis.set_label_coords(
+        0,
+        0.5,
+        transform=ax.transAxes
+        + ScaledTranslation(-(size + pad + width + matplotlib.rcParams["axes.labelpad"]) / 72, 0, fig.dpi_scale_trans),
+    )
 
 
 def round_ends(metrics) -> dict[int, float]:
@@ -447,8 +508,15 @@ def _interesting(ev: EventArrays, mask: np.ndarray, limit: int) -> tuple[np.ndar
     return np.sort(clients[order[:limit]]), len(clients)
 
 
-def draw_gantt(events, title: str = "", rounds=None, deadline_s: float | None = None,
-               round_ends: dict[int, float] | None = None, max_rows: int = MAX_GANTT_ROWS, fig=None):
+def draw_gantt(
+    events,
+    title: str = "",
+    rounds=None,
+    deadline_s: float | None = None,
+    round_ends: dict[int, float] | None = None,
+    max_rows: int = MAX_GANTT_ROWS,
+    fig=None,
+):
     """Gantt chart of a few rounds side by side (:func:`gantt_rounds`): one row per device (at most
     ``max_rows``: :func:`_interesting`), bars for download / compute / upload, its idle wait as a light
     background, radio tails as thin bars; cut, lost (or otherwise stopped) activities hatched and marked with
@@ -485,9 +553,16 @@ def draw_gantt(events, title: str = "", rounds=None, deadline_s: float | None = 
                 x0, x1 = left[pick], left[pick] + width[pick]
                 y0, y1 = row[pick] - h / 2, row[pick] + h / 2
                 corners = np.stack([np.stack(p, axis=1) for p in ((x0, y0), (x0, y1), (x1, y1), (x1, y0))], axis=1)
-                ax.add_collection(PolyCollection(  # one artist per kind and status: cheap for many bars
-                    corners, facecolors=KIND_COLORS[k], zorder=zorders[k], linewidths=0.8 if c else 0,
-                    edgecolors="#c44e52" if c else "none", hatch=HATCHES[c]))
+                ax.add_collection(
+                    PolyCollection(  # one artist per kind and status: cheap for many bars
+                        corners,
+                        facecolors=KIND_COLORS[k],
+                        zorder=zorders[k],
+                        linewidths=0.8 if c else 0,
+                        edgecolors="#c44e52" if c else "none",
+                        hatch=HATCHES[c],
+                    )
+                )
         bad = code > 0
         if bad.any():
             seen_codes |= set(np.unique(code[bad]).tolist())
@@ -496,8 +571,11 @@ def draw_gantt(events, title: str = "", rounds=None, deadline_s: float | None = 
         span = end - start
         if deadline_s is not None:
             for p in np.unique(ev.phase[mask]).tolist():
-                phase_start = start if p == np.min(ev.phase[mask]) else float(
-                    ev.end_s[mask & (ev.phase == p - 1) & (ev.kind != "tail")].max(initial=start))
+                phase_start = (
+                    start
+                    if p == np.min(ev.phase[mask])
+                    else float(ev.end_s[mask & (ev.phase == p - 1) & (ev.kind != "tail")].max(initial=start))
+                )
                 ax.axvline(phase_start - start + deadline_s, color="#c44e52", ls="--", lw=1.2, zorder=6)
                 span = max(span, phase_start - start + deadline_s)
         row_labels(ax, [str(c) for c in shown.tolist()], 7 if len(shown) <= 20 else 5.5, "client")
@@ -505,20 +583,26 @@ def draw_gantt(events, title: str = "", rounds=None, deadline_s: float | None = 
         ax.set_xlim(0, span * 1.04 if span > 0 else 1.0)
         ax.set_xlabel("time since the round started (s)")
         ax.grid(alpha=0.3, axis="x")
-        shown_note = (f"; {len(shown)} of {participants} devices shown (cut/lost, then slowest)"
-                      if len(shown) < participants else f"; {participants} devices")
-        ax.set_title(f"round {r + 1}: {missed_here} upload{'s' if missed_here != 1 else ''} missed{shown_note}",
-                     fontsize=8)
+        shown_note = (
+            f"; {len(shown)} of {participants} devices shown (cut/lost, then slowest)"
+            if len(shown) < participants
+            else f"; {participants} devices"
+        )
+        ax.set_title(
+            f"round {r + 1}: {missed_here} upload{'s' if missed_here != 1 else ''} missed{shown_note}", fontsize=8
+        )
     drawn = set(np.unique(ev.kind[np.isin(ev.round, picks)]).tolist())
-    handles = [Patch(color=KIND_COLORS[k], label=k if k != "idle" else "idle (waiting)") for k in
-               ("download", "compute", "upload", "idle", "promotion", "tail") if k in drawn]
+    handles = [
+        Patch(color=KIND_COLORS[k], label=k if k != "idle" else "idle (waiting)")
+        for k in ("download", "compute", "upload", "idle", "promotion", "tail")
+        if k in drawn
+    ]
     names = {1: "cut (deadline)", 2: "lost", 3: _other_statuses(ev)}
     for c in sorted(seen_codes):
         handles.append(Patch(facecolor="white", edgecolor="#c44e52", hatch=HATCHES[c], label=names[c]))
     if deadline_s is not None:
         handles.append(Line2D([], [], color="#c44e52", ls="--", label=f"deadline {deadline_s:g} s per phase"))
-    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4 * len(panels)), fontsize=7,
-               frameon=False)
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4 * len(panels)), fontsize=7, frameon=False)
     _suptitle(fig, title, "who did what when, in the rounds shown (bars beyond the round end: radio tails)")
     tight(fig, rect=(0, 0.06 if rows > 8 else 0.09, 1, 1))
     return fig

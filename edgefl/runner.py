@@ -48,13 +48,37 @@ log = get_logger(__name__)
 BATTERY_COLUMNS = ("round", "client", "device_class", "level_j")
 POSITION_COLUMNS = ("round", "client", "x_m", "y_m", "distance_m")
 METRIC_COLUMNS = [
-    "round", "sim_time_s", "energy_j", "compute_energy_j", "uplink_energy_j", "downlink_energy_j",
-    "idle_energy_j", "acc_mean", "acc_worst", "acc_std", "loss", "uploads_arrived", "uploads_missed",
+    "round",
+    "sim_time_s",
+    "energy_j",
+    "compute_energy_j",
+    "uplink_energy_j",
+    "downlink_energy_j",
+    "idle_energy_j",
+    "acc_mean",
+    "acc_worst",
+    "acc_std",
+    "loss",
+    "uploads_arrived",
+    "uploads_missed",
 ]
 CLIENT_COLUMNS = [
-    "client", "device_class", "train_samples", "test_samples", "cpu_ghz", "distance_m", "uplink_snr_db",
-    "compute_energy_j", "uplink_energy_j", "downlink_energy_j", "idle_energy_j", "energy_j",
-    "times_trained", "uploads_arrived", "uploads_missed", "final_acc",
+    "client",
+    "device_class",
+    "train_samples",
+    "test_samples",
+    "cpu_ghz",
+    "distance_m",
+    "uplink_snr_db",
+    "compute_energy_j",
+    "uplink_energy_j",
+    "downlink_energy_j",
+    "idle_energy_j",
+    "energy_j",
+    "times_trained",
+    "uploads_arrived",
+    "uploads_missed",
+    "final_acc",
 ]
 
 
@@ -97,8 +121,9 @@ def build_pricer(s: Scenario, model) -> tuple[NetworkParams, Population, SimPyPr
     re-pricing build them alike): the SimPy pricer that co-simulates time and energy, or the ideal
     engine's, which charges nothing. ``model``'s FLOPs per sample set the devices' compute cycles."""
     network = network_params(s.network)
-    population = build_population(s.network, s.devices, s.data.num_clients, model.train_flops_per_sample,
-                                  model.eval_flops_per_sample, s.run.seed)
+    population = build_population(
+        s.network, s.devices, s.data.num_clients, model.train_flops_per_sample, model.eval_flops_per_sample, s.run.seed
+    )
     if s.run.engine != "simpy":
         return network, population, IdealPricer(s.data.num_clients)
     if not s.process:
@@ -119,23 +144,37 @@ class Simulation:
             torch.set_num_threads(s.run.threads)
         seed = s.run.seed
         self.data = s.data.build(seed)  # s.data: the data set's validated params (edgefl.data.registry)
-        self.model = build_model(s.model.name, self.data.input_shape, self.data.num_classes, seed,
-                                 hidden=s.model.hidden)
+        self.model = build_model(
+            s.model.name, self.data.input_shape, self.data.num_classes, seed, hidden=s.model.hidden
+        )
         self.network, self.population, self.pricer = build_pricer(s, self.model)
         # a meaningless run: an error now, before any work (at the pricer's mean rates)
         check_feasible(s, self.network, self.population, self.model, getattr(self.pricer, "physics", None))
         a = s.algorithm
         self.executor = Executor(self.model, self.data, a.batch_size, seed, s.run.executor)
         self.controller, observer = self._controller(s, seed)
-        self.engine = Engine(self.executor, self.pricer, self.network.header_bits, record_trace,
-                             controller=self.controller, observer=observer,
-                             compressor=build_compressor(s.compression, s.data.num_clients, seed, s.network.bits_per_param))
+        self.engine = Engine(
+            self.executor,
+            self.pricer,
+            self.network.header_bits,
+            record_trace,
+            controller=self.controller,
+            observer=observer,
+            compressor=build_compressor(s.compression, s.data.num_clients, seed, s.network.bits_per_param),
+        )
         self.context = Context(
-            num_clients=s.data.num_clients, dim=self.model.dim, init_params=self.model.init_params(),
-            train_sizes=np.asarray(self.data.train_sizes), local_steps=a.local_steps,
-            clients_per_round=a.clients_per_round, lr=a.lr, batch_size=a.batch_size, over_selection=a.over_selection,
+            num_clients=s.data.num_clients,
+            dim=self.model.dim,
+            init_params=self.model.init_params(),
+            train_sizes=np.asarray(self.data.train_sizes),
+            local_steps=a.local_steps,
+            clients_per_round=a.clients_per_round,
+            lr=a.lr,
+            batch_size=a.batch_size,
+            over_selection=a.over_selection,
             bits_per_param=s.network.bits_per_param,
-            rng=np.random.default_rng(np.random.SeedSequence([seed, 0xA160])), hp=a.hyperparams(),
+            rng=np.random.default_rng(np.random.SeedSequence([seed, 0xA160])),
+            hp=a.hyperparams(),
             client_roles=self.data.client_roles,
             param_layout=[(n, tuple(sh)) for n, sh in zip(self.model.names, self.model.shapes)],
         )
@@ -156,8 +195,9 @@ class Simulation:
         if hasattr(self.pricer, "journal") and self.pricer.journal is None:
             self.pricer.journal = []
 
-    def run(self, progress: bool = True, on_round=None, targets: list[Target] | None = None,
-            checkpoint: Path | None = None) -> RunResult:
+    def run(
+        self, progress: bool = True, on_round=None, targets: list[Target] | None = None, checkpoint: Path | None = None
+    ) -> RunResult:
         """Every round (from the first not yet run: a resumed simulation goes on); ``targets``: also report
         rounds, energy and time to each (summary.json "targets"); ``run.stop_at``: end the run once that target
         is reached and confirmed; ``checkpoint``: where to save the run every ``run.checkpoint_every`` rounds."""
@@ -169,9 +209,16 @@ class Simulation:
         done = self.record
         rows, battery, positions = done.rows, done.battery, done.positions
         started = time.perf_counter()
-        bar = tqdm(range(done.rounds_done, s.run.rounds), desc=f"{s.algorithm.name}", unit="round",
-                   initial=done.rounds_done, total=s.run.rounds, disable=not progress or None, dynamic_ncols=True,
-                   leave=False)
+        bar = tqdm(
+            range(done.rounds_done, s.run.rounds),
+            desc=f"{s.algorithm.name}",
+            unit="round",
+            initial=done.rounds_done,
+            total=s.run.rounds,
+            disable=not progress or None,
+            dynamic_ncols=True,
+            leave=False,
+        )
         stopped, diverged = None, None
         for r in bar:
             before = self._round_state()
@@ -188,25 +235,41 @@ class Simulation:
                 break
             where = self.pricer.positions_m()
             if where is not None:  # moving devices: where each was during the round
-                positions.extend({"round": r + 1, "client": c, "x_m": float(x), "y_m": float(y),
-                                  "distance_m": float(np.hypot(x, y))} for c, (x, y) in enumerate(where))
+                positions.extend(
+                    {"round": r + 1, "client": c, "x_m": float(x), "y_m": float(y), "distance_m": float(np.hypot(x, y))}
+                    for c, (x, y) in enumerate(where)
+                )
             levels = self.pricer.battery_levels()
             if levels is not None:  # every level after the round, of the devices with a battery
                 classes = self.population.device_class
-                battery.extend({"round": r + 1, "client": c, "device_class": classes[c], "level_j": float(levels[c])}
-                               for c in np.flatnonzero(np.isfinite(self.population.battery_j)).tolist())
+                battery.extend(
+                    {"round": r + 1, "client": c, "device_class": classes[c], "level_j": float(levels[c])}
+                    for c in np.flatnonzero(np.isfinite(self.population.battery_j)).tolist()
+                )
                 finite = levels[np.isfinite(self.population.battery_j)]
                 row.update(battery_min_j=float(finite.min()), battery_mean_j=float(finite.mean()))
             if row.get("acc_worst") is not None or row.get("loss") is not None:
                 done.last_eval = row
                 worst = row.get("acc_worst")  # None for regression models
-                bar.set_postfix(acc_worst=f"{float('nan') if worst is None else worst:.3f}", energy_j=f"{row['energy_j']:.3g}")
+                bar.set_postfix(
+                    acc_worst=f"{float('nan') if worst is None else worst:.3f}", energy_j=f"{row['energy_j']:.3g}"
+                )
             rows.append(row)
             done.rounds_done = r + 1
-            log.debug("round %d: energy %.4g J, time %.4g s, acc_worst %s, loss %s, uploads %d arrived / %d missed",
-                      r + 1, row["energy_j"], row["sim_time_s"], row.get("acc_worst"), row.get("loss"),
-                      row["uploads_arrived"], row["uploads_missed"])
-            if row is done.last_eval and len([x for x in rows if x.get("acc_worst") is not None or x.get("loss") is not None]) == 1:
+            log.debug(
+                "round %d: energy %.4g J, time %.4g s, acc_worst %s, loss %s, uploads %d arrived / %d missed",
+                r + 1,
+                row["energy_j"],
+                row["sim_time_s"],
+                row.get("acc_worst"),
+                row.get("loss"),
+                row["uploads_arrived"],
+                row["uploads_missed"],
+            )
+            if (
+                row is done.last_eval
+                and len([x for x in rows if x.get("acc_worst") is not None or x.get("loss") is not None]) == 1
+            ):
                 for t in [*(targets or []), *([stop_at] if stop_at else [])]:
                     target_outcome(rows, t)  # a metric the run does not have: an error now, not after the run
             reached = confirmed_round(rows, stop_at) if stop_at is not None else None
@@ -215,8 +278,10 @@ class Simulation:
             if on_round is not None:
                 on_round(row)
             if reached is not None:
-                stopped = (f"target {stop_at} reached at round {reached} (confirmed by the centred {DEFAULT_WINDOW}-round "
-                           f"moving average at round {r + 1})")
+                stopped = (
+                    f"target {stop_at} reached at round {reached} (confirmed by the centred {DEFAULT_WINDOW}-round "
+                    f"moving average at round {r + 1})"
+                )
                 break
             if every and (r + 1) % every == 0 and r + 1 < s.run.rounds:
                 done.wall_s += time.perf_counter() - started
@@ -224,7 +289,9 @@ class Simulation:
                 save_checkpoint(self, checkpoint)
                 log.debug("checkpoint after round %d: %s", r + 1, checkpoint)
         bar.close()
-        if not diverged and rows:  # radio tails still running are charged in full (docs/model.md §8): in the last row too
+        if (
+            not diverged and rows
+        ):  # radio tails still running are charged in full (docs/model.md §8): in the last row too
             self.pricer.finish()
             rows[-1].update(self._energy_fields())
         wall_s = done.wall_s + time.perf_counter() - started
@@ -254,27 +321,41 @@ class Simulation:
             return None
         what = "the global model" if not model_finite else "the loss"
         hint = self._divergence_hint()
-        return (f"diverged in round {r + 1}: {what} is no longer finite; the outputs stop at round {r} "
-                f"(likely cause: {hint})")
+        return (
+            f"diverged in round {r + 1}: {what} is no longer finite; the outputs stop at round {r} "
+            f"(likely cause: {hint})"
+        )
 
     def _divergence_hint(self) -> str:
         a = self.scenario.algorithm
         hp = a.hyperparams().model_dump()
-        step_keys = [f"algorithm.{a.name}.{k}" for k in hp if k in ("eta_g", "gamma", "server_lr", "mu", "mu_p", "alpha")]
-        return (f"a step size too large for this model and data: lower algorithm.lr (now {a.lr:g})"
-                + (f" or {', '.join(step_keys)}" if step_keys else ""))
+        step_keys = [
+            f"algorithm.{a.name}.{k}" for k in hp if k in ("eta_g", "gamma", "server_lr", "mu", "mu_p", "alpha")
+        ]
+        return f"a step size too large for this model and data: lower algorithm.lr (now {a.lr:g})" + (
+            f" or {', '.join(step_keys)}" if step_keys else ""
+        )
 
     def _round_state(self) -> RoundState:
         """The model and what a round adds to the energy ledger and the participation counts, before the round
         (to end the outputs at the last finite round when a round diverges)."""
         eng = self.engine
-        return RoundState(self.algorithm.model.detach().clone(), self.pricer.ledger.per_client(),
-                          eng.selected_count.copy(), eng.arrived_count.copy(), eng.missed_count.copy())
+        return RoundState(
+            self.algorithm.model.detach().clone(),
+            self.pricer.ledger.per_client(),
+            eng.selected_count.copy(),
+            eng.arrived_count.copy(),
+            eng.missed_count.copy(),
+        )
 
     def _restore_round_state(self, state: RoundState) -> None:
         _, per_client, selected, arrived, missed = state
         self.pricer.ledger.restore(per_client)
-        self.engine.selected_count[:], self.engine.arrived_count[:], self.engine.missed_count[:] = selected, arrived, missed
+        self.engine.selected_count[:], self.engine.arrived_count[:], self.engine.missed_count[:] = (
+            selected,
+            arrived,
+            missed,
+        )
 
     def _controller(self, s: Scenario, seed: int):
         """The scenario's controller and its observer (None, None for the static controller: the
@@ -283,19 +364,39 @@ class Simulation:
             return None, None
         pop, a = self.population, s.algorithm
         limits = DeviceLimits(
-            cpu_hz_min=pop.cpu_hz_min.copy(), cpu_hz_max=pop.cpu_hz.copy(), tx_power_w_min=pop.tx_power_w_min.copy(),
-            tx_power_w_max=pop.tx_power_w.copy(), kappa=pop.kappa, static_power_w=pop.static_power_w,
-            circuit_power_w=pop.circuit_power_w, pa_efficiency=pop.pa_efficiency, rx_power_w=pop.rx_power_w,
+            cpu_hz_min=pop.cpu_hz_min.copy(),
+            cpu_hz_max=pop.cpu_hz.copy(),
+            tx_power_w_min=pop.tx_power_w_min.copy(),
+            tx_power_w_max=pop.tx_power_w.copy(),
+            kappa=pop.kappa,
+            static_power_w=pop.static_power_w,
+            circuit_power_w=pop.circuit_power_w,
+            pa_efficiency=pop.pa_efficiency,
+            rx_power_w=pop.rx_power_w,
             idle_power_w=pop.idle_power_w,
-            tail_s=pop.tail_s, tail_power_w=pop.tail_power_w,
-            train_cycles_per_sample=pop.train_cycles_per_sample, eval_cycles_per_sample=pop.eval_cycles_per_sample)
+            tail_s=pop.tail_s,
+            tail_power_w=pop.tail_power_w,
+            train_cycles_per_sample=pop.train_cycles_per_sample,
+            eval_cycles_per_sample=pop.eval_cycles_per_sample,
+        )
         ctx = ControlContext(
-            num_clients=s.data.num_clients, clients_per_round=a.clients_per_round, local_steps=a.local_steps,
-            batch_size=a.batch_size, model_bits=float(self.model.dim * s.network.bits_per_param),
-            network=self.network, devices=limits, rng=np.random.default_rng(np.random.SeedSequence([seed, 0xC011])))
+            num_clients=s.data.num_clients,
+            clients_per_round=a.clients_per_round,
+            local_steps=a.local_steps,
+            batch_size=a.batch_size,
+            model_bits=float(self.model.dim * s.network.bits_per_param),
+            network=self.network,
+            devices=limits,
+            rng=np.random.default_rng(np.random.SeedSequence([seed, 0xC011])),
+        )
         controller = s.control.controller_class()(ctx, s.control.params())
-        observer = Observer(ctx, self.pricer, self.network.header_bits, s.control.channel_error_db,
-                            np.random.default_rng(np.random.SeedSequence([seed, 0xE57])))
+        observer = Observer(
+            ctx,
+            self.pricer,
+            self.network.header_bits,
+            s.control.channel_error_db,
+            np.random.default_rng(np.random.SeedSequence([seed, 0xE57])),
+        )
         return controller, observer
 
     # -- rows ---------------------------------------------------------------------------
@@ -309,7 +410,10 @@ class Simulation:
             "round": r + 1,
             "sim_time_s": float(record.end_s),
             **self._energy_fields(),
-            "acc_mean": None, "acc_worst": None, "acc_std": None, "loss": None,
+            "acc_mean": None,
+            "acc_worst": None,
+            "acc_std": None,
+            "loss": None,
             "uploads_arrived": record.uploads_arrived,
             "uploads_missed": record.uploads_missed,
         }
@@ -330,18 +434,23 @@ class Simulation:
         rows = []
         for i in range(self.scenario.data.num_clients):
             link = pop.uplink[i].snr_linear(self.network.bandwidth_hz, 1.0)
-            rows.append({
-                "client": i, "device_class": pop.device_class[i],
-                "train_samples": int(self.data.train_sizes[i]), "test_samples": int(self.data.test_sizes[i]),
-                "cpu_ghz": float(pop.cpu_hz[i] / 1e9),
-                "distance_m": None if pop.distance_m is None else float(pop.distance_m[i]),  # at the end
-                "uplink_snr_db": float(10 * np.log10(link)),
-                **{f"{c}_energy_j": float(per_client[i, j]) for j, c in enumerate(CATEGORIES)},
-                "energy_j": float(per_client[i].sum()),
-                "times_trained": int(eng.selected_count[i]), "uploads_arrived": int(eng.arrived_count[i]),
-                "uploads_missed": int(eng.missed_count[i]),
-                "final_acc": None if acc is None else float(acc[i]),
-            })
+            rows.append(
+                {
+                    "client": i,
+                    "device_class": pop.device_class[i],
+                    "train_samples": int(self.data.train_sizes[i]),
+                    "test_samples": int(self.data.test_sizes[i]),
+                    "cpu_ghz": float(pop.cpu_hz[i] / 1e9),
+                    "distance_m": None if pop.distance_m is None else float(pop.distance_m[i]),  # at the end
+                    "uplink_snr_db": float(10 * np.log10(link)),
+                    **{f"{c}_energy_j": float(per_client[i, j]) for j, c in enumerate(CATEGORIES)},
+                    "energy_j": float(per_client[i].sum()),
+                    "times_trained": int(eng.selected_count[i]),
+                    "uploads_arrived": int(eng.arrived_count[i]),
+                    "uploads_missed": int(eng.missed_count[i]),
+                    "final_acc": None if acc is None else float(acc[i]),
+                }
+            )
         return rows
 
     def _summary(self, rows: list[dict], last_eval: dict | None, wall_s: float) -> dict:
@@ -379,9 +488,14 @@ def target_outcome(rows: list[dict], target: Target, window: int = DEFAULT_WINDO
         raise UserError(f"target {target}: the run has no metric {target.metric!r} (known: {', '.join(known)})")
     reached = rounds_to_target([row["round"] for row in rows], [row.get(target.metric) for row in rows], target, window)
     at = next((row for row in rows if row["round"] == reached), None)
-    return {"target": str(target), "definition": definition(target, window), "reached": reached is not None,
-            "rounds": reached, "energy_j": None if at is None else at["energy_j"],
-            "sim_time_s": None if at is None else at["sim_time_s"]}
+    return {
+        "target": str(target),
+        "definition": definition(target, window),
+        "reached": reached is not None,
+        "rounds": reached,
+        "energy_j": None if at is None else at["energy_j"],
+        "sim_time_s": None if at is None else at["sim_time_s"],
+    }
 
 
 def confirmed_round(rows: list[dict], target: Target, window: int = DEFAULT_WINDOW) -> int | None:
@@ -390,8 +504,9 @@ def confirmed_round(rows: list[dict], target: Target, window: int = DEFAULT_WIND
     evaluated = [row for row in rows if row.get(target.metric) is not None]
     if not evaluated:
         return None
-    reached = rounds_to_target([row["round"] for row in evaluated], [row[target.metric] for row in evaluated],
-                               target, window)
+    reached = rounds_to_target(
+        [row["round"] for row in evaluated], [row[target.metric] for row in evaluated], target, window
+    )
     if reached is None:
         return None
     after = sum(1 for row in evaluated if row["round"] > reached)
@@ -402,22 +517,36 @@ def run_scenario(scenario: Scenario, progress: bool = True, record_trace: bool =
     return Simulation(scenario, record_trace=record_trace).run(progress=progress)
 
 
-def simulate(scenario: Scenario, out: Path | None = None, resume: bool = False, progress: bool = True,
-             targets: list[Target] | None = None) -> RunResult:
+def simulate(
+    scenario: Scenario,
+    out: Path | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    targets: list[Target] | None = None,
+) -> RunResult:
     """Run ``scenario`` whose results go to ``out``: with ``run.checkpoint_every``, saving a checkpoint beside
     ``out`` as it goes (edgefl.checkpoint); with ``resume``, going on from that checkpoint if there is one."""
     checkpoint = checkpoint_file(out) if out is not None else None
     if resume and checkpoint is not None and checkpoint.exists():
         simulation = Simulation.resume(scenario, checkpoint)
-        log.info("resuming %s after round %d (checkpoint %s)", scenario.algorithm.name,
-                 simulation.record.rounds_done, checkpoint)
+        log.info(
+            "resuming %s after round %d (checkpoint %s)",
+            scenario.algorithm.name,
+            simulation.record.rounds_done,
+            checkpoint,
+        )
     else:
         if resume:
-            log.warning("no checkpoint to resume from%s: starting from round 1",
-                        f" ({checkpoint} does not exist)" if checkpoint is not None else " (no results folder given)")
+            log.warning(
+                "no checkpoint to resume from%s: starting from round 1",
+                f" ({checkpoint} does not exist)" if checkpoint is not None else " (no results folder given)",
+            )
         elif checkpoint is not None and checkpoint.exists() and scenario.run.checkpoint_every:
-            log.warning("%s holds a checkpoint of an earlier run of %s; starting again (pass --resume to go on from "
-                        "it)", checkpoint, out)
+            log.warning(
+                "%s holds a checkpoint of an earlier run of %s; starting again (pass --resume to go on from it)",
+                checkpoint,
+                out,
+            )
         simulation = Simulation(scenario)
     log.info("data and model built; simulating")
     every = scenario.run.checkpoint_every
@@ -434,11 +563,16 @@ def metric_columns(rows: list[dict]) -> list[str]:
 def run_title(s: Scenario) -> str:
     """The key values of a scenario, for plot titles."""
     net = s.network
-    link = f"SNR {net.snr_db:g} dB" if net.snr_db is not None else (
-        f"{net.distance_m:g} m" if net.distance_m is not None else f"cell {net.cell_radius_m:g} m")
-    return (f"{s.algorithm.name}: N = {s.data.num_clients}, m = {s.algorithm.clients_per_round}, "
-            f"τ = {s.algorithm.local_steps}, η = {s.algorithm.lr:g}; {link}, {net.bandwidth_mhz:g} MHz {net.access}"
-            + (f", deadline {net.deadline_s:g} s" if net.deadline_s is not None else ""))
+    link = (
+        f"SNR {net.snr_db:g} dB"
+        if net.snr_db is not None
+        else (f"{net.distance_m:g} m" if net.distance_m is not None else f"cell {net.cell_radius_m:g} m")
+    )
+    return (
+        f"{s.algorithm.name}: N = {s.data.num_clients}, m = {s.algorithm.clients_per_round}, "
+        f"τ = {s.algorithm.local_steps}, η = {s.algorithm.lr:g}; {link}, {net.bandwidth_mhz:g} MHz {net.access}"
+        + (f", deadline {net.deadline_s:g} s" if net.deadline_s is not None else "")
+    )
 
 
 def write_results(result: RunResult, out_dir: Path, plots: bool = True, force: bool = False) -> Path:
@@ -455,17 +589,30 @@ def write_results(result: RunResult, out_dir: Path, plots: bool = True, force: b
         write_csv(tmp / "events.csv", list(EVENT_FIELDS), (e.row() for e in events))
         write_json(tmp / "summary.json", result.summary)
         if result.positions:
-            write_csv(tmp / "positions.csv", list(POSITION_COLUMNS), ([row[c] for c in POSITION_COLUMNS]
-                                                                      for row in result.positions))
+            write_csv(
+                tmp / "positions.csv",
+                list(POSITION_COLUMNS),
+                ([row[c] for c in POSITION_COLUMNS] for row in result.positions),
+            )
         if result.battery:
-            write_csv(tmp / "battery.csv", list(BATTERY_COLUMNS), ([row[c] for c in BATTERY_COLUMNS]
-                                                                   for row in result.battery))
+            write_csv(
+                tmp / "battery.csv",
+                list(BATTERY_COLUMNS),
+                ([row[c] for c in BATTERY_COLUMNS] for row in result.battery),
+            )
         with open(tmp / "scenario.toml", "wb") as handle:  # paths relative to out_dir, where it will be
             tomli_w.dump(resolved_dict(result.scenario, out_dir), handle)
         if plots:
-            plot_run(tmp, result.metrics, result.clients, title=run_title(result.scenario),
-                     battery=result.battery, events=result.events, positions=result.positions,
-                     scenario=result.scenario)
+            plot_run(
+                tmp,
+                result.metrics,
+                result.clients,
+                title=run_title(result.scenario),
+                battery=result.battery,
+                events=result.events,
+                positions=result.positions,
+                scenario=result.scenario,
+            )
     if is_checkpoint(checkpoint_file(out_dir)):  # the run's checkpoint, if any: the results are complete
         checkpoint_file(out_dir).unlink(missing_ok=True)
     return out_dir

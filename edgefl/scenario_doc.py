@@ -97,15 +97,18 @@ def table(model: type[BaseModel], skip: tuple[str, ...] = ()) -> list[str]:
         if name in skip:
             continue
         meaning = (field.description or "").replace("|", "\\|")
-        lines.append(f"| `{name}` | {_type_name(field.annotation)} | {_default(field)} | "
-                     f"{_constraints(field)} | {meaning} |")
+        lines.append(
+            f"| `{name}` | {_type_name(field.annotation)} | {_default(field)} | {_constraints(field)} | {meaning} |"
+        )
     return lines
 
 
 def data_sets() -> list[str]:
     """One table per data set family: its own keys besides the common ones."""
-    out = [f"Without `name`, the data set is `{DEFAULT_DATASET}`. Each data set accepts its own keys "
-           "besides the common ones above; any other key is an error.\n"]
+    out = [
+        f"Without `name`, the data set is `{DEFAULT_DATASET}`. Each data set accepts its own keys "
+        "besides the common ones above; any other key is an error.\n"
+    ]
     for cls in FAMILIES:
         out.append("### " + ", ".join(f"`{name}`" for name in family_names(cls)) + "\n")
         out.append(" ".join(inspect.cleandoc(cls.__doc__ or "").split()).replace("``", "`") + "\n")
@@ -116,8 +119,10 @@ def data_sets() -> list[str]:
 
 def own_keys(kind: str, section: str, names: list[str], get, after: str) -> list[str]:
     """The keys of each algorithm (or controller) besides the common ones of its section."""
-    out = [f"## {kind}-specific keys\n",
-           f"Besides the common keys of `[{section}]`, each {kind.lower()} accepts its own keys{after}\n"]
+    out = [
+        f"## {kind}-specific keys\n",
+        f"Besides the common keys of `[{section}]`, each {kind.lower()} accepts its own keys{after}\n",
+    ]
     for name in names:
         params = get(name).Params
         out.append(f"### `{name}`" + (f" (`[{section}.{name}]`)" if section == "algorithm" else "") + "\n")
@@ -135,16 +140,22 @@ def render() -> str:
         rows = table(model, skip=("classes",))
         if section == "data":  # name: the registry's names (each family narrows it to its own)
             names = ", ".join(f'"{name}"' for name in DATA_NAMES)
-            rows = [f"| `name` | one of {names} | \"{DEFAULT_DATASET}\" |  | {model.model_fields['name'].description} |"
-                    if row.startswith("| `name` |") else row for row in rows]
+            rows = [
+                f'| `name` | one of {names} | "{DEFAULT_DATASET}" |  | {model.model_fields["name"].description} |'
+                if row.startswith("| `name` |")
+                else row
+                for row in rows
+            ]
         out.extend(rows)
         out.append("")
         if section == "data":
             out.extend(data_sets())
         if section == "devices":
             out.append("### [[devices.classes]]\n")
-            out.append("Device classes override the base values for a share of the clients "
-                       "(assigned at random, seeded). Clients not in a class keep the base values.\n")
+            out.append(
+                "Device classes override the base values for a share of the clients "
+                "(assigned at random, seeded). Clients not in a class keep the base values.\n"
+            )
             out.extend(table(DeviceClass))
             out.append("")
     extra = [name for name in Scenario.model_fields if name not in SECTION_MODELS]
@@ -162,12 +173,25 @@ def render() -> str:
             out.append("")
         else:
             out.append(f"## [{name}]\n\n{field.description or ''}\n")
-    out.extend(own_keys("Algorithm", "algorithm", algorithms.names(), algorithms.get,
-                        ", in a table of its own (`[algorithm.<name>]`; `--set algorithm.<name>.<key>=...`):"))
+    out.extend(
+        own_keys(
+            "Algorithm",
+            "algorithm",
+            algorithms.names(),
+            algorithms.get,
+            ", in a table of its own (`[algorithm.<name>]`; `--set algorithm.<name>.<key>=...`):",
+        )
+    )
     out.extend(own_keys("Controller", "control", control.names(), control.get, " (docs/control.md):"))
-    out.extend(own_keys("Process", "[process]", processes.names(), processes.get,
-                        " in its table (docs/architecture.md, \"Adding a physical process\"; sweep keys "
-                        "`process.<i>.<key>`):"))
+    out.extend(
+        own_keys(
+            "Process",
+            "[process]",
+            processes.names(),
+            processes.get,
+            ' in its table (docs/architecture.md, "Adding a physical process"; sweep keys `process.<i>.<key>`):',
+        )
+    )
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -43,8 +43,11 @@ def parse_target(text: str) -> Target:
         raise UserError(f"--target {text!r}: expected metric=value, e.g. --target acc_worst=0.80")
     metric = metric.strip()
     if is_accuracy(metric) and not 0.0 <= value <= 1.0:
-        hint = (f"{value:g} looks like a percentage: write {value / 100:g}" if 1.0 < value <= 100.0
-                else "write a fraction, e.g. 0.8")
+        hint = (
+            f"{value:g} looks like a percentage: write {value / 100:g}"
+            if 1.0 < value <= 100.0
+            else "write a fraction, e.g. 0.8"
+        )
         raise UserError(f"--target {text!r}: {metric} is an accuracy, a fraction in [0, 1]; {hint}")
     return Target(metric, value)
 
@@ -59,7 +62,7 @@ def centred_moving_average(values, window: int) -> np.ndarray:
     """Mean over [i - (w-1)//2, i + w//2], cut at the ends."""
     values = np.asarray(values, dtype=float)
     before, after = (window - 1) // 2, window // 2
-    return np.array([values[max(0, i - before): i + after + 1].mean() for i in range(len(values))])
+    return np.array([values[max(0, i - before) : i + after + 1].mean() for i in range(len(values))])
 
 
 def rounds_to_target(rounds, values, target: Target, window: int = DEFAULT_WINDOW) -> int | None:
@@ -91,5 +94,7 @@ def definition(target: Target, window: int) -> str:
     sense = ">=" if target.higher_is_better else "<="
     if window == 1:
         return f"rounds-to-target = first evaluated round at which {target.metric} is {sense} {target.value:g}"
-    return (f"rounds-to-target = first evaluated round at which {target.metric} and its centred moving average "
-            f"over {window} evaluations are both {sense} {target.value:g}")
+    return (
+        f"rounds-to-target = first evaluated round at which {target.metric} and its centred moving average "
+        f"over {window} evaluations are both {sense} {target.value:g}"
+    )

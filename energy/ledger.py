@@ -56,9 +56,7 @@ class EnergyLedger:
         k = _category_index(category)
         clients = np.asarray(clients).reshape(-1)
         if clients.size and (
-            not np.issubdtype(clients.dtype, np.integer)
-            or clients.min() < 0
-            or clients.max() >= self.num_clients
+            not np.issubdtype(clients.dtype, np.integer) or clients.min() < 0 or clients.max() >= self.num_clients
         ):
             raise IndexError(f"client ids must be integers in [0, {self.num_clients})")
         j = np.broadcast_to(np.asarray(joules, dtype=np.float64), clients.shape)

@@ -27,9 +27,12 @@ def temperature_c(elapsed_s, start_c, ambient_c, power_w, resistance_k_per_w, ca
     """T(t) [°C] after ``elapsed_s`` under a constant power P from T(0) = ``start_c``:
     T(t) = T_ss + (T(0) − T_ss)·exp(−t/τ), T_ss = T_ambient + P·R_th, τ = R_th·C_th."""
     tau_s = require_positive(resistance_k_per_w, "resistance_k_per_w") * require_positive(
-        capacitance_j_per_k, "capacitance_j_per_k")
+        capacitance_j_per_k, "capacitance_j_per_k"
+    )
     steady_c = np.asarray(ambient_c) + require_nonnegative(power_w, "power_w") * resistance_k_per_w
-    return out(steady_c + (np.asarray(start_c) - steady_c) * np.exp(-require_nonnegative(elapsed_s, "elapsed_s") / tau_s))
+    return out(
+        steady_c + (np.asarray(start_c) - steady_c) * np.exp(-require_nonnegative(elapsed_s, "elapsed_s") / tau_s)
+    )
 
 
 def time_to_temperature_s(target_c, start_c, ambient_c, power_w, resistance_k_per_w, capacitance_j_per_k):
@@ -37,7 +40,8 @@ def time_to_temperature_s(target_c, start_c, ambient_c, power_w, resistance_k_pe
     does: the steady state T_ss = T_ambient + P·R_th is not beyond the target): t = τ·ln((T(0) − T_ss) /
     (T_target − T_ss)). From T(0) = T_ambient up to a threshold: −R·C·ln(1 − (T_target − T_ambient)/(P·R))."""
     tau_s = require_positive(resistance_k_per_w, "resistance_k_per_w") * require_positive(
-        capacitance_j_per_k, "capacitance_j_per_k")
+        capacitance_j_per_k, "capacitance_j_per_k"
+    )
     steady_c = np.asarray(ambient_c, dtype=np.float64) + require_nonnegative(power_w, "power_w") * resistance_k_per_w
     start_c, target_c = np.asarray(start_c, dtype=np.float64), np.asarray(target_c, dtype=np.float64)
     gap, left = start_c - steady_c, target_c - steady_c  # T approaches T_ss: reached iff target between them

@@ -13,8 +13,11 @@ def with_own_table(scenario: dict) -> dict:
 
     out = copy.deepcopy(scenario)
     algorithm = out["algorithm"]
-    own = {k: algorithm.pop(k) for k in list(algorithm)
-           if k not in AlgorithmSection.model_fields and k != algorithm["name"]}
+    own = {
+        k: algorithm.pop(k)
+        for k in list(algorithm)
+        if k not in AlgorithmSection.model_fields and k != algorithm["name"]
+    }
     if own:
         algorithm.setdefault(algorithm["name"], {}).update(own)
     return out

@@ -11,6 +11,7 @@ the checkpoint header, and 300 truncated and 300 bit-flipped copies of a real ch
 Result at the commit that added it: 649 checkpoints, about 420 refused and 230 loaded (the split varies with
 the pid in the header, which shifts the bit flips), 0 problems (no code run, no other exception).
 """
+
 import io, os, pickle, random, sys, tempfile, zlib  # noqa: E401
 from pathlib import Path
 
@@ -22,18 +23,25 @@ from edgefl.checkpoint import CheckpointError, restore  # noqa: E402
 from edgefl.results import checkpoint_file  # noqa: E402
 from edgefl.runner import Simulation  # noqa: E402
 from edgefl.scenario import load_scenario  # noqa: E402
+
 work = Path(tempfile.mkdtemp(prefix="ck-campaign-"))
 os.chdir(work)
-scenario = load_scenario(ROOT / "scenarios" / "quickstart.toml",
-                         ["run.rounds=3", "run.checkpoint_every=1", "data.num_clients=10", "algorithm.clients_per_round=3"])
+scenario = load_scenario(
+    ROOT / "scenarios" / "quickstart.toml",
+    ["run.rounds=3", "run.checkpoint_every=1", "data.num_clients=10", "algorithm.clients_per_round=3"],
+)
 good = checkpoint_file(work / "res")
+
 
 class Stop(Exception):
     pass
 
+
 def stop(row):
     if row["round"] == 2:
         raise Stop
+
+
 try:
     Simulation(scenario).run(progress=False, on_round=stop, checkpoint=good)
 except Stop:
@@ -41,13 +49,17 @@ except Stop:
 real = good.read_bytes()
 HEADER = real.split(b"\n", 1)[0] + b"\n"
 
+
 def R(f, *a):  # a pickle that calls f(*a) when loaded
     class X:
         def __reduce__(self):
             return (f, a)
+
     return X()
 
+
 import builtins, subprocess, importlib, operator, functools, numpy, shutil
+
 payloads = {
     "os.system": R(os.system, "touch pwned1"),
     "posix.system via subprocess": R(subprocess.call, ["touch", "pwned2"]),
@@ -75,12 +87,18 @@ raw = {
     "project class __class__": b"\x80\x04\x8c\redgefl.runner\x8c\x1aSimulation.__init__.__globals__\x93.",
 }
 # a tensor storage whose inner torch.save bytes run code (torch.storage._load_from_bytes)
-buf = io.BytesIO(); torch.save(R(os.system, "touch pwned10"), buf)
+buf = io.BytesIO()
+torch.save(R(os.system, "touch pwned10"), buf)
 inner = buf.getvalue()
-raw["torch storage with code inside"] = (b"\x80\x04\x8c\rtorch.storage\x8c\x10_load_from_bytes\x93"
-                                         + b"C" + bytes([len(inner)]) + inner + b"\x85R." if len(inner) < 256 else
-                                         b"\x80\x04\x8c\rtorch.storage\x8c\x10_load_from_bytes\x93" + b"B"
-                                         + len(inner).to_bytes(4, "little") + inner + b"\x85R.")
+raw["torch storage with code inside"] = (
+    b"\x80\x04\x8c\rtorch.storage\x8c\x10_load_from_bytes\x93" + b"C" + bytes([len(inner)]) + inner + b"\x85R."
+    if len(inner) < 256
+    else b"\x80\x04\x8c\rtorch.storage\x8c\x10_load_from_bytes\x93"
+    + b"B"
+    + len(inner).to_bytes(4, "little")
+    + inner
+    + b"\x85R."
+)
 for name, obj in payloads.items():
     raw[name] = pickle.dumps({"format": 3, "state": obj})
 raw["{'format': 2}"] = pickle.dumps({"format": 2})
@@ -91,6 +109,7 @@ raw["journal with code"] = None  # built below from the real checkpoint
 results = {"refused": 0, "loaded": 0}
 bad = []
 
+
 def attempt(label, data):
     good.write_bytes(data)
     try:
@@ -99,26 +118,37 @@ def attempt(label, data):
     except CheckpointError:
         results["refused"] += 1
     except Exception as exc:  # anything else is exit 70
-        import traceback; bad.append(f"{label}: {type(exc).__name__}: {exc} " + traceback.format_exc()[-600:])
+        import traceback
+
+        bad.append(f"{label}: {type(exc).__name__}: {exc} " + traceback.format_exc()[-600:])
     ran = sorted(p.name for p in work.iterdir() if p.name.startswith("pwned"))
     if ran:
         bad.append(f"{label}: RAN CODE {ran}")
         for p in ran:
             (work / p).unlink()
 
+
 # journal gadget: unpickle the real one restrictedly? simpler: replace the journal in a pickled copy
 from edgefl.checkpoint import _Unpickler
+
 sim = Simulation(scenario)
 from edgefl.checkpoint import REBUILT
-d = _Unpickler(io.BytesIO(real[len(HEADER):]), {n: getattr(sim, n) for n in REBUILT}).load()
+
+d = _Unpickler(io.BytesIO(real[len(HEADER) :]), {n: getattr(sim, n) for n in REBUILT}).load()
 d["journal"] = [("start_round", zlib.compress(pickle.dumps(((R(os.system, "touch pwned11"),), {}))))]
+
+
 class P(pickle.Pickler):
     def persistent_id(self, obj):
         return {id(getattr(sim, n)): n for n in REBUILT}.get(id(obj))
-b = io.BytesIO(); P(b, protocol=5).dump(d)
+
+
+b = io.BytesIO()
+P(b, protocol=5).dump(d)
 raw["journal with code"] = b.getvalue()
 d["journal"] = [("__init__", zlib.compress(pickle.dumps(((), {}))))]
-b = io.BytesIO(); P(b, protocol=5).dump(d)
+b = io.BytesIO()
+P(b, protocol=5).dump(d)
 raw["journal calling a method that is not journaled"] = b.getvalue()
 
 for label, data in raw.items():

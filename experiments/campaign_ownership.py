@@ -24,8 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 Q = str(ROOT / "scenarios" / "quickstart.toml")
-FAST = ["--set", "run.rounds=1", "--set", "data.num_clients=10", "--set", "algorithm.clients_per_round=3",
-        "--no-plots"]
+FAST = ["--set", "run.rounds=1", "--set", "data.num_clients=10", "--set", "algorithm.clients_per_round=3", "--no-plots"]
 SWEEP_FAST = FAST[:-1]
 
 from edgefl.cli import main  # noqa: E402  (after sys.path)
@@ -58,32 +57,44 @@ def setup_target(kind, W):
     if kind == "absent":
         return "T", []
     if kind == "empty":
-        T.mkdir(); return "T", []
+        T.mkdir()
+        return "T", []
     if kind == "user_files":
         for n in ("notes.txt", "results.csv", "summary.json", "fig1.png", "compare.csv", "optimal_tau.csv"):
             write(T / n, f"user {n}")
-        return "T", [T / n for n in ("notes.txt", "results.csv", "summary.json", "fig1.png", "compare.csv",
-                                     "optimal_tau.csv")]
+        return "T", [
+            T / n for n in ("notes.txt", "results.csv", "summary.json", "fig1.png", "compare.csv", "optimal_tau.csv")
+        ]
     if kind == "user_hidden":
-        write(T / ".hidden", "user"); return "T", [T / ".hidden"]
+        write(T / ".hidden", "user")
+        return "T", [T / ".hidden"]
     if kind == "user_sweep_json":
-        write(T / "sweep.json", '{"a": 1}'); return "T", [T / "sweep.json"]
+        write(T / "sweep.json", '{"a": 1}')
+        return "T", [T / "sweep.json"]
     if kind == "run_folder":
-        shutil.copytree(base / "rn", T); return "T", []
+        shutil.copytree(base / "rn", T)
+        return "T", []
     if kind == "sweep_folder":
-        shutil.copytree(base / "sw", T); return "T", []
+        shutil.copytree(base / "sw", T)
+        return "T", []
     if kind == "legacy_marker":
-        write(T / MARKER, "written by edgefl; edgefl may replace this folder\n"); write(T / "metrics.csv", "round\n")
+        write(T / MARKER, "written by edgefl; edgefl may replace this folder\n")
+        write(T / "metrics.csv", "round\n")
         return "T", []
     if kind == "analysis_folder":
         write(T / MARKER, "written by edgefl; edgefl may write into or replace this folder\nkind: analysis\n")
-        write(T / "optimal_tau.csv", "x"); return "T", []
+        write(T / "optimal_tau.csv", "x")
+        return "T", []
     if kind == "file":
-        write(T, "user file"); return "T", [T]
+        write(T, "user file")
+        return "T", [T]
     if kind == "symlink_user":
-        write(W / "U" / "mine.txt", "user"); T.symlink_to(W / "U"); return "T", [W / "U" / "mine.txt"]
+        write(W / "U" / "mine.txt", "user")
+        T.symlink_to(W / "U")
+        return "T", [W / "U" / "mine.txt"]
     if kind == "symlink_dangling":
-        T.symlink_to(W / "nowhere"); return "T", []
+        T.symlink_to(W / "nowhere")
+        return "T", []
     if kind == "root":
         return "/", []
     if kind == "home":
@@ -119,15 +130,41 @@ COMMANDS = {
     "run+checkpoints": lambda out: ["run", Q, *FAST, "--set", "run.checkpoint_every=1", "--out", out, "-q"],
     "run --resume": lambda out: ["run", Q, *FAST, "--resume", "--out", out, "-q"],
     "sweep": lambda out: ["sweep", Q, *SWEEP_FAST, "--grid", "algorithm.local_steps=1", "--out", out, "-q"],
-    "compare": lambda out: ["compare", Q, *SWEEP_FAST, "--algorithms", "fedavg", "--seeds", "1", "--no-plots",
-                            "--out", out, "-q"],
+    "compare": lambda out: [
+        "compare",
+        Q,
+        *SWEEP_FAST,
+        "--algorithms",
+        "fedavg",
+        "--seeds",
+        "1",
+        "--no-plots",
+        "--out",
+        out,
+        "-q",
+    ],
     "optimal-tau": lambda out: ["optimal-tau", "sw", "--target", "acc_mean=0.1", "--no-plots", "--out", out],
     "plot": lambda out: ["plot", "sw", "--out", out],
 }
 HAS_FORCE = {"run", "run+checkpoints", "sweep", "compare"}
-TARGETS = ["absent", "empty", "user_files", "user_hidden", "user_sweep_json", "run_folder", "sweep_folder",
-           "legacy_marker", "analysis_folder", "file", "symlink_user", "symlink_dangling", "root", "home", "cwd",
-           "parent"]
+TARGETS = [
+    "absent",
+    "empty",
+    "user_files",
+    "user_hidden",
+    "user_sweep_json",
+    "run_folder",
+    "sweep_folder",
+    "legacy_marker",
+    "analysis_folder",
+    "file",
+    "symlink_user",
+    "symlink_dangling",
+    "root",
+    "home",
+    "cwd",
+    "parent",
+]
 CLUTTER = ["none", "user_old", "user_tmp", "user_checkpoint", "lookalike_backup", "writer_of_other_target"]
 
 
@@ -183,14 +220,27 @@ for target, clutter, command, force in itertools.product(TARGETS, CLUTTER, COMMA
     if code == 2 and snapshot(top) != before:
         bad.append("refused, but the work folder changed")
     if code == 0 and target not in ("root", "home", "cwd", "parent"):
-        leftovers = [p.name for p in W.iterdir() if p.name.startswith(".T.") and str(p) not in before
-                     and p.name != ".T.checkpoint"]
+        leftovers = [
+            p.name
+            for p in W.iterdir()
+            if p.name.startswith(".T.") and str(p) not in before and p.name != ".T.checkpoint"
+        ]
         if leftovers:
             bad.append(f"left beside --out: {leftovers}")
     if target in ("root", "home") and (names(Path("/")) != root_before or names(Path.home()) != home_before):
         new = (set(names(Path("/"))) - set(root_before)) | (set(names(Path.home())) - set(home_before))
-        if new & {"metrics.csv", "sweep.json", "results.csv", ".lock", MARKER, "points", "computed.log",
-                  "compare.csv", "optimal_tau.csv", "tau-accuracy-energy.png"}:
+        if new & {
+            "metrics.csv",
+            "sweep.json",
+            "results.csv",
+            ".lock",
+            MARKER,
+            "points",
+            "computed.log",
+            "compare.csv",
+            "optimal_tau.csv",
+            "tau-accuracy-energy.png",
+        }:
             bad.append(f"wrote into {target}: {new}")
     if target in ("cwd", "parent") and code != 2:
         bad.append("wrote into the current folder or above it")

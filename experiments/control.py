@@ -74,9 +74,20 @@ def run_job(job: dict) -> dict:
     torch.set_num_threads(1)
     started = time.perf_counter()
     result = Simulation(scenario_from_dict(job["scenario"])).run(progress=False)
-    keys = ("round", "sim_time_s", "energy_j", "compute_energy_j", "uplink_energy_j", "downlink_energy_j",
-            "idle_energy_j", "acc_mean", "acc_worst", "uploads_arrived",
-            "uploads_missed", "tau")
+    keys = (
+        "round",
+        "sim_time_s",
+        "energy_j",
+        "compute_energy_j",
+        "uplink_energy_j",
+        "downlink_energy_j",
+        "idle_energy_j",
+        "acc_mean",
+        "acc_worst",
+        "uploads_arrived",
+        "uploads_missed",
+        "tau",
+    )
     rows = [{k: row.get(k) for k in keys} for row in result.metrics]
     return {"rows": rows, "wall_s": time.perf_counter() - started, "control_state": result.summary.get("control_state")}
 
@@ -160,50 +171,80 @@ def adaptive_tau(args) -> None:
         jobs = []
         for snr, bw in TAU_POINTS:
             for seed in seeds:
-                scenario = load(TAU_SCENARIO, run={"seed": seed}, network={"snr_db": snr, "bandwidth_mhz": bw},
-                                control=dict(ADAPTIVE))
-                jobs.append({"key": f"adaptive-{snr}-{bw}-s{seed}", "label": f"adaptive_tau {snr} dB {bw} MHz seed={seed}",
-                             "scenario": scenario, "point": (snr, bw), "seed": seed})
-        results = run_keyed(run_job, jobs, workers=args.workers, cache=args.cache / "adaptive-tau",
-                            desc="adaptive_tau")
+                scenario = load(
+                    TAU_SCENARIO,
+                    run={"seed": seed},
+                    network={"snr_db": snr, "bandwidth_mhz": bw},
+                    control=dict(ADAPTIVE),
+                )
+                jobs.append(
+                    {
+                        "key": f"adaptive-{snr}-{bw}-s{seed}",
+                        "label": f"adaptive_tau {snr} dB {bw} MHz seed={seed}",
+                        "scenario": scenario,
+                        "point": (snr, bw),
+                        "seed": seed,
+                    }
+                )
+        results = run_keyed(run_job, jobs, workers=args.workers, cache=args.cache / "adaptive-tau", desc="adaptive_tau")
         out = []
         for job in jobs:
             res = results[job["key"]]
             point = (float(job["point"][0]), float(job["point"][1]))
             got = outcome(res["rows"], TAU_TARGET)
             state = res["control_state"] or {}
-            out.append({"snr_db": point[0], "bandwidth_mhz": point[1], "seed": job["seed"],
-                        "rounds": got["rounds"], "energy_j": got["energy_j"], "beta": state.get("beta"),
-                        "tau_chosen": state.get("tau_star"), "sweep_tau_star": stars.get(point),
-                        "sweep_energy_at_tau_star_j": per_seed_star.get(point, {}).get(job["seed"]),
-                        "sweep_spent_j": final.get(point), "wall_s": round(res["wall_s"], 2)})
+            out.append(
+                {
+                    "snr_db": point[0],
+                    "bandwidth_mhz": point[1],
+                    "seed": job["seed"],
+                    "rounds": got["rounds"],
+                    "energy_j": got["energy_j"],
+                    "beta": state.get("beta"),
+                    "tau_chosen": state.get("tau_star"),
+                    "sweep_tau_star": stars.get(point),
+                    "sweep_energy_at_tau_star_j": per_seed_star.get(point, {}).get(job["seed"]),
+                    "sweep_spent_j": final.get(point),
+                    "wall_s": round(res["wall_s"], 2),
+                }
+            )
         write_rows(data, out)
     rows = read_rows(data)
     print(f"adaptive_tau versus the offline sweep; target {TAU_TARGET}; {definition(TAU_TARGET, 5)}\n")
-    print("| SNR | bandwidth | sweep τ* | τ chosen (per seed) | E to target, adaptive (J) | E at sweep τ* (J) | "
-          "ratio adaptive / τ* (paired) | the sweep spent (J) |")
+    print(
+        "| SNR | bandwidth | sweep τ* | τ chosen (per seed) | E to target, adaptive (J) | E at sweep τ* (J) | "
+        "ratio adaptive / τ* (paired) | the sweep spent (J) |"
+    )
     print("|---:|---:|---:|---|---|---|---|---:|")
     within = 0
     points = sorted({(r["snr_db"], r["bandwidth_mhz"]) for r in rows})
     for point in points:
         group = [r for r in rows if (r["snr_db"], r["bandwidth_mhz"]) == point]
-        ratios = [r["energy_j"] / r["sweep_energy_at_tau_star_j"] for r in group
-                  if r["energy_j"] is not None and r["sweep_energy_at_tau_star_j"]]
+        ratios = [
+            r["energy_j"] / r["sweep_energy_at_tau_star_j"]
+            for r in group
+            if r["energy_j"] is not None and r["sweep_energy_at_tau_star_j"]
+        ]
         ratio, ratio_ci = mean_ci(ratios)
         within += ratio <= 1.15
         chosen = sorted({r["tau_chosen"] for r in group if r["tau_chosen"] is not None})
         missed = sum(r["energy_j"] is None for r in group)
-        print(f"| {point[0]:g} dB | {point[1]:g} MHz | {group[0]['sweep_tau_star']} | {', '.join(map(str, chosen))} | "
-              f"{fmt(*mean_ci([r['energy_j'] for r in group]))}{f' ({missed} never)' if missed else ''} | "
-              f"{fmt(*mean_ci([r['sweep_energy_at_tau_star_j'] for r in group]))} | {fmt(ratio, ratio_ci)} | "
-              f"{group[0]['sweep_spent_j']:.4g} |")
-    print(f"\nwithin 15 % of the sweep's τ* (mean paired ratio <= 1.15): {within} of {len(points)} points; "
-          f"{len({r['seed'] for r in rows})} seeds; wall {sum(r['wall_s'] for r in rows):.0f} s of runs")
+        print(
+            f"| {point[0]:g} dB | {point[1]:g} MHz | {group[0]['sweep_tau_star']} | {', '.join(map(str, chosen))} | "
+            f"{fmt(*mean_ci([r['energy_j'] for r in group]))}{f' ({missed} never)' if missed else ''} | "
+            f"{fmt(*mean_ci([r['sweep_energy_at_tau_star_j'] for r in group]))} | {fmt(ratio, ratio_ci)} | "
+            f"{group[0]['sweep_spent_j']:.4g} |"
+        )
+    print(
+        f"\nwithin 15 % of the sweep's τ* (mean paired ratio <= 1.15): {within} of {len(points)} points; "
+        f"{len({r['seed'] for r in rows})} seeds; wall {sum(r['wall_s'] for r in rows):.0f} s of runs"
+    )
 
 
 # -- deadline_fit and min_energy versus static ------------------------------------------------------
-def versus_static(args, name: str, scenario_path: Path, target: Target, controller: dict, overrides: dict,
-                  seeds: list[int]) -> None:
+def versus_static(
+    args, name: str, scenario_path: Path, target: Target, controller: dict, overrides: dict, seeds: list[int]
+) -> None:
     data = DATA / f"control-{name}.csv"
     if not args.from_data:
         jobs = []
@@ -212,45 +253,69 @@ def versus_static(args, name: str, scenario_path: Path, target: Target, controll
                 sections = {k: dict(v) for k, v in overrides.items()}
                 sections.setdefault("run", {})["seed"] = seed
                 sections["control"] = {"name": "static"} if control == "static" else dict(controller)
-                jobs.append({"key": f"{name}-{control}-s{seed}", "label": f"{control} seed={seed}",
-                             "scenario": load(scenario_path, **sections), "control": control, "seed": seed})
+                jobs.append(
+                    {
+                        "key": f"{name}-{control}-s{seed}",
+                        "label": f"{control} seed={seed}",
+                        "scenario": load(scenario_path, **sections),
+                        "control": control,
+                        "seed": seed,
+                    }
+                )
         results = run_keyed(run_job, jobs, workers=args.workers, cache=args.cache / name, desc=name)
         out = []
         for job in jobs:
             rows = results[job["key"]]["rows"]
             got = outcome(rows, target)
             last = rows[-1]
-            out.append({"control": job["control"], "seed": job["seed"], "rounds": got["rounds"],
-                        "energy_to_target_j": got["energy_j"], "time_to_target_s": got["time_s"],
-                        "missed_to_target": got["missed"], "energy_j": last["energy_j"], "time_s": last["sim_time_s"],
-                        **{f"{c}_j": last[f"{c}_energy_j"] for c in ("compute", "uplink", "downlink", "idle")},
-                        "uploads_arrived": sum(r["uploads_arrived"] for r in rows),
-                        "uploads_missed": sum(r["uploads_missed"] for r in rows),
-                        "final_acc_mean": next((r["acc_mean"] for r in reversed(rows) if r["acc_mean"] is not None), None),
-                        "final_acc_worst": next((r["acc_worst"] for r in reversed(rows) if r["acc_worst"] is not None), None),
-                        "wall_s": round(results[job["key"]]["wall_s"], 2)})
+            out.append(
+                {
+                    "control": job["control"],
+                    "seed": job["seed"],
+                    "rounds": got["rounds"],
+                    "energy_to_target_j": got["energy_j"],
+                    "time_to_target_s": got["time_s"],
+                    "missed_to_target": got["missed"],
+                    "energy_j": last["energy_j"],
+                    "time_s": last["sim_time_s"],
+                    **{f"{c}_j": last[f"{c}_energy_j"] for c in ("compute", "uplink", "downlink", "idle")},
+                    "uploads_arrived": sum(r["uploads_arrived"] for r in rows),
+                    "uploads_missed": sum(r["uploads_missed"] for r in rows),
+                    "final_acc_mean": next((r["acc_mean"] for r in reversed(rows) if r["acc_mean"] is not None), None),
+                    "final_acc_worst": next(
+                        (r["acc_worst"] for r in reversed(rows) if r["acc_worst"] is not None), None
+                    ),
+                    "wall_s": round(results[job["key"]]["wall_s"], 2),
+                }
+            )
         write_rows(data, out)
     rows = read_rows(data)
     print(f"{name}; target {target}; {definition(target, 5)}; {len({r['seed'] for r in rows})} seeds\n")
-    print("| controller | rounds to target | energy to target (J) | time to target (s) | uploads cut or lost "
-          "(whole run) | uploads arrived | energy, whole run (J) | of which compute / uplink / downlink / idle (J; "
-          "tails with their message) | final acc_mean | final acc_worst |")
+    print(
+        "| controller | rounds to target | energy to target (J) | time to target (s) | uploads cut or lost "
+        "(whole run) | uploads arrived | energy, whole run (J) | of which compute / uplink / downlink / idle (J; "
+        "tails with their message) | final acc_mean | final acc_worst |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for control in dict.fromkeys(r["control"] for r in rows):
         group = [r for r in rows if r["control"] == control]
         never = sum(r["rounds"] is None for r in group)
-        print(f"| {control} | {fmt(*mean_ci([r['rounds'] for r in group]))}{f' ({never} never)' if never else ''} | "
-              f"{fmt(*mean_ci([r['energy_to_target_j'] for r in group]))} | "
-              f"{fmt(*mean_ci([r['time_to_target_s'] for r in group]))} | "
-              f"{fmt(*mean_ci([r['uploads_missed'] for r in group]))} | {fmt(*mean_ci([r['uploads_arrived'] for r in group]))} | "
-              f"{fmt(*mean_ci([r['energy_j'] for r in group]))} | "
-              f"{split(group)} | "
-              f"{fmt(*mean_ci([r['final_acc_mean'] for r in group]))} | "
-              f"{fmt(*mean_ci([r['final_acc_worst'] for r in group]))} |")
+        print(
+            f"| {control} | {fmt(*mean_ci([r['rounds'] for r in group]))}{f' ({never} never)' if never else ''} | "
+            f"{fmt(*mean_ci([r['energy_to_target_j'] for r in group]))} | "
+            f"{fmt(*mean_ci([r['time_to_target_s'] for r in group]))} | "
+            f"{fmt(*mean_ci([r['uploads_missed'] for r in group]))} | {fmt(*mean_ci([r['uploads_arrived'] for r in group]))} | "
+            f"{fmt(*mean_ci([r['energy_j'] for r in group]))} | "
+            f"{split(group)} | "
+            f"{fmt(*mean_ci([r['final_acc_mean'] for r in group]))} | "
+            f"{fmt(*mean_ci([r['final_acc_worst'] for r in group]))} |"
+        )
     for control in dict.fromkeys(r["control"] for r in rows if r["control"] != "static"):
-        print(f"\n{control} / static, paired over seeds: energy to target {paired(rows, control, 'energy_to_target_j')}, "
-              f"time to target {paired(rows, control, 'time_to_target_s')}, energy of the whole run "
-              f"{paired(rows, control, 'energy_j')}")
+        print(
+            f"\n{control} / static, paired over seeds: energy to target {paired(rows, control, 'energy_to_target_j')}, "
+            f"time to target {paired(rows, control, 'time_to_target_s')}, energy of the whole run "
+            f"{paired(rows, control, 'energy_j')}"
+        )
 
 
 def split(group: list[dict]) -> str:
@@ -261,16 +326,22 @@ def split(group: list[dict]) -> str:
 def paired(rows: list[dict], control: str, column: str) -> str:
     """Mean ± CI over seeds of (controller / static) for ``column``, pairing each seed's runs."""
     base = {r["seed"]: r[column] for r in rows if r["control"] == "static"}
-    ratios = [r[column] / base[r["seed"]] for r in rows if r["control"] == control
-              and r[column] is not None and base.get(r["seed"])]
+    ratios = [
+        r[column] / base[r["seed"]]
+        for r in rows
+        if r["control"] == control and r[column] is not None and base.get(r["seed"])
+    ]
     return fmt(*mean_ci(ratios))
 
 
 # -- update compression -------------------------------------------------------------------------------
 COMPRESSION_SETTINGS = {  # label -> [compression]
-    "32 bit (none)": {"name": "none"}, "qsgd 8 bit": {"name": "qsgd", "bits": 8},
-    "qsgd 4 bit": {"name": "qsgd", "bits": 4}, "qsgd 2 bit": {"name": "qsgd", "bits": 2},
-    "top-10 %": {"name": "topk", "fraction": 0.1}, "top-1 %": {"name": "topk", "fraction": 0.01},
+    "32 bit (none)": {"name": "none"},
+    "qsgd 8 bit": {"name": "qsgd", "bits": 8},
+    "qsgd 4 bit": {"name": "qsgd", "bits": 4},
+    "qsgd 2 bit": {"name": "qsgd", "bits": 2},
+    "top-10 %": {"name": "topk", "fraction": 0.1},
+    "top-1 %": {"name": "topk", "fraction": 0.01},
 }
 COMPRESSION_POINTS = ((5, 0.5), (25, 5))  # transmission-dominated, compute-dominated (dB, MHz)
 MNIST_LINEAR_DIM = 28 * 28 * 10 + 10  # d of the linear model on MNIST (784 -> 10)
@@ -288,33 +359,63 @@ def upload_bits(config: dict, d: int = MNIST_LINEAR_DIM, vectors: int = 2) -> fl
 def compression(args) -> None:
     data, curves = DATA / "compression-runs.csv", DATA / "compression-curves.csv"
     if not args.from_data:
-        jobs = [{"key": f"compression-{label}-{snr}-{bw}-s{seed}".replace(" ", "_").replace("%", "pct"),
-                 "label": f"{label} {snr} dB {bw} MHz seed={seed}", "setting": label, "point": (snr, bw), "seed": seed,
-                 "scenario": load(TAU_SCENARIO, run={"seed": seed}, network={"snr_db": snr, "bandwidth_mhz": bw},
-                                  compression=dict(config))}
-                for label, config in COMPRESSION_SETTINGS.items() for snr, bw in COMPRESSION_POINTS
-                for seed in range(args.seeds)]
+        jobs = [
+            {
+                "key": f"compression-{label}-{snr}-{bw}-s{seed}".replace(" ", "_").replace("%", "pct"),
+                "label": f"{label} {snr} dB {bw} MHz seed={seed}",
+                "setting": label,
+                "point": (snr, bw),
+                "seed": seed,
+                "scenario": load(
+                    TAU_SCENARIO,
+                    run={"seed": seed},
+                    network={"snr_db": snr, "bandwidth_mhz": bw},
+                    compression=dict(config),
+                ),
+            }
+            for label, config in COMPRESSION_SETTINGS.items()
+            for snr, bw in COMPRESSION_POINTS
+            for seed in range(args.seeds)
+        ]
         results = run_keyed(run_job, jobs, workers=args.workers, cache=args.cache / "compression", desc="compression")
         out, curve = [], []
         for job in jobs:
             rows = results[job["key"]]["rows"]
             got = outcome(rows, TAU_TARGET)
-            base = {"setting": job["setting"], "snr_db": job["point"][0], "bandwidth_mhz": job["point"][1],
-                    "seed": job["seed"]}
-            out.append({**base, "rounds": got["rounds"], "energy_j": got["energy_j"],
-                        "final_acc_worst": next((r["acc_worst"] for r in reversed(rows) if r["acc_worst"] is not None), None),
-                        "wall_s": round(results[job["key"]]["wall_s"], 2)})
-            curve += [{**base, "round": r["round"], "energy_j": r["energy_j"], "acc_worst": r["acc_worst"]} for r in rows]
+            base = {
+                "setting": job["setting"],
+                "snr_db": job["point"][0],
+                "bandwidth_mhz": job["point"][1],
+                "seed": job["seed"],
+            }
+            out.append(
+                {
+                    **base,
+                    "rounds": got["rounds"],
+                    "energy_j": got["energy_j"],
+                    "final_acc_worst": next(
+                        (r["acc_worst"] for r in reversed(rows) if r["acc_worst"] is not None), None
+                    ),
+                    "wall_s": round(results[job["key"]]["wall_s"], 2),
+                }
+            )
+            curve += [
+                {**base, "round": r["round"], "energy_j": r["energy_j"], "acc_worst": r["acc_worst"]} for r in rows
+            ]
         write_rows(data, out)
         write_rows(curves, curve)
     rows = read_rows(data)
-    print(f"update compression, DRDM on MNIST-10k (tau = 10), target {TAU_TARGET}; {definition(TAU_TARGET, 5)}; "
-          f"{len({r['seed'] for r in rows})} seeds\n")
+    print(
+        f"update compression, DRDM on MNIST-10k (tau = 10), target {TAU_TARGET}; {definition(TAU_TARGET, 5)}; "
+        f"{len({r['seed'] for r in rows})} seeds\n"
+    )
     for point in COMPRESSION_POINTS:
         group = [r for r in rows if (r["snr_db"], r["bandwidth_mhz"]) == point]
         print(f"{point[0]} dB, {point[1]} MHz per device:\n")
-        print("| setting | bits per upload | rounds to target | energy to target (J) | ratio to 32 bit (paired) "
-              "| final acc_worst |")
+        print(
+            "| setting | bits per upload | rounds to target | energy to target (J) | ratio to 32 bit (paired) "
+            "| final acc_worst |"
+        )
         print("|---|---|---|---|---|---|")
         best = None
         base = {r["seed"]: r["energy_j"] for r in group if r["setting"] == "32 bit (none)"}
@@ -325,9 +426,11 @@ def compression(args) -> None:
             ratio = mean_ci([r["energy_j"] / base[r["seed"]] for r in runs if r["energy_j"] and base.get(r["seed"])])
             if not never and (best is None or energy[0] < best[1]):
                 best = (label, energy[0])
-            print(f"| {label} | {upload_bits(COMPRESSION_SETTINGS[label]):,.0f} | "
-                  f"{fmt(*mean_ci([r['rounds'] for r in runs]))}{f' ({never} never)' if never else ''} | "
-                  f"{fmt(*energy)} | {fmt(*ratio)} | {fmt(*mean_ci([r['final_acc_worst'] for r in runs]))} |")
+            print(
+                f"| {label} | {upload_bits(COMPRESSION_SETTINGS[label]):,.0f} | "
+                f"{fmt(*mean_ci([r['rounds'] for r in runs]))}{f' ({never} never)' if never else ''} | "
+                f"{fmt(*energy)} | {fmt(*ratio)} | {fmt(*mean_ci([r['final_acc_worst'] for r in runs]))} |"
+            )
         print(f"\ncheapest to reach the target with every seed: {best[0] if best else 'none'}\n")
     plot_compression(read_rows(curves), ROOT / "docs" / "figures" / "compression-accuracy-energy.png")
 
@@ -361,8 +464,12 @@ def plot_compression(curve: list[dict], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("experiment", choices=["adaptive-tau", "deadline-fit", "min-energy", "compression"])
-    parser.add_argument("--sweep", type=Path, default=ROOT / "results" / "energy-tau-sweep-10",
-                        help="adaptive-tau: the folder of `edgefl sweep scenarios/energy-tau-sweep.toml`")
+    parser.add_argument(
+        "--sweep",
+        type=Path,
+        default=ROOT / "results" / "energy-tau-sweep-10",
+        help="adaptive-tau: the folder of `edgefl sweep scenarios/energy-tau-sweep.toml`",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--cache", type=Path, default=ROOT / "results" / "control")
@@ -373,20 +480,43 @@ def main() -> None:
     elif args.experiment == "compression":
         compression(args)
     elif args.experiment == "deadline-fit":
-        versus_static(args, "deadline-fit", PHONES, PHONES_TARGET, {"name": "deadline_fit"}, {}, list(range(args.seeds)))
+        versus_static(
+            args, "deadline-fit", PHONES, PHONES_TARGET, {"name": "deadline_fit"}, {}, list(range(args.seeds))
+        )
         print()
         # With phones-in-a-cell's 0.26 s promotions, the first round (every radio idle) fits no device into the
         # 0.4 s deadline, so no radio ever connects (docs/control.md). The same comparison without promotions
         # shows what its plan does when it is not infeasible.
-        versus_static(args, "deadline-fit-no-promotion", PHONES, PHONES_TARGET, {"name": "deadline_fit"},
-                      {"network": {"access_latency_s": 0.0}}, list(range(args.seeds)))
+        versus_static(
+            args,
+            "deadline-fit-no-promotion",
+            PHONES,
+            PHONES_TARGET,
+            {"name": "deadline_fit"},
+            {"network": {"access_latency_s": 0.0}},
+            list(range(args.seeds)),
+        )
     else:  # FDMA, a link budget, no fading: the deadline (2 s) does not bind static (its phases take < 1 s)
-        versus_static(args, "min-energy", PHONES, PHONES_TARGET, {"name": "min_energy"}, MIN_ENERGY_NETWORK,
-                      list(range(args.seeds)))
+        versus_static(
+            args,
+            "min-energy",
+            PHONES,
+            PHONES_TARGET,
+            {"name": "min_energy"},
+            MIN_ENERGY_NETWORK,
+            list(range(args.seeds)),
+        )
         print()
         no_tails = {**MIN_ENERGY_NETWORK, "devices": {**MIN_ENERGY_NETWORK["devices"], "tail_power_w": 0.0}}
-        versus_static(args, "min-energy-no-tails", PHONES, PHONES_TARGET, {"name": "min_energy"}, no_tails,
-                      list(range(args.seeds)))
+        versus_static(
+            args,
+            "min-energy-no-tails",
+            PHONES,
+            PHONES_TARGET,
+            {"name": "min_energy"},
+            no_tails,
+            list(range(args.seeds)),
+        )
 
 
 # phones-in-a-cell without what a mean-channel plan cannot foresee (fading, stragglers, availability,

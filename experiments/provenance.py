@@ -18,6 +18,7 @@ CODE = ("edgefl", "algorithms", "experiments", "scenarios")  # what the numbers 
 def current(command: str, wall_s: float) -> dict:
     """This checkout's commit (short sha, with "+ uncommitted changes" when the code differs from it),
     the command, today's date (UTC) and the wall time (s)."""
+
     def git(*args: str) -> str:
         try:
             return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
@@ -27,8 +28,12 @@ def current(command: str, wall_s: float) -> dict:
     commit = git("rev-parse", "--short", "HEAD") or "unknown"
     if git("status", "--porcelain", "--", *CODE):
         commit += " + uncommitted changes"
-    return {"commit": commit, "command": command, "date": time.strftime("%Y-%m-%d", time.gmtime()),
-            "wall_s": round(wall_s)}
+    return {
+        "commit": commit,
+        "command": command,
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "wall_s": round(wall_s),
+    }
 
 
 def line(produced: dict, machine: str = "a 2-core machine shared with other jobs") -> str:
@@ -36,8 +41,10 @@ def line(produced: dict, machine: str = "a 2-core machine shared with other jobs
     the code changed) follows it."""
     wall = produced["wall_s"]
     wall_text = f"{wall / 60:.1f} min" if wall >= 60 else f"{wall} s"
-    text = (f"*Produced at commit {produced['commit']} by `{produced['command']}` "
-            f"({produced['date']}, {wall_text} of wall time on {machine}).")
+    text = (
+        f"*Produced at commit {produced['commit']} by `{produced['command']}` "
+        f"({produced['date']}, {wall_text} of wall time on {machine})."
+    )
     return text + (f" {produced['note']}*" if produced.get("note") else "*")
 
 

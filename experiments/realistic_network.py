@@ -52,22 +52,35 @@ def _no_batteries(raw: dict) -> None:
 # (name, what changes, how); the baseline first, then one effect off at a time, then extras.
 CONFIGURATIONS = [
     ("baseline", "nothing: every effect of phones-in-a-cell on", lambda raw: None),
-    ("shannon", "MCS rate adaptation (Shannon rates, one Rayleigh draw per attempt)",
-     lambda raw: raw["network"].update(rate="shannon")),
+    (
+        "shannon",
+        "MCS rate adaptation (Shannon rates, one Rayleigh draw per attempt)",
+        lambda raw: raw["network"].update(rate="shannon"),
+    ),
     ("no-arq", "retransmissions (max_retransmissions = 0)", lambda raw: raw["network"].update(max_retransmissions=0)),
     ("no-access-latency", "access latency (0 s)", lambda raw: raw["network"].update(access_latency_s=0.0)),
     ("no-tail", "radio tails (tail_power_w = 0)", lambda raw: raw["devices"].update(tail_power_w=0.0)),
     ("no-battery", "batteries and harvesting (mains power)", _no_batteries),
-    ("always-available", "Markov availability (always online)", lambda raw: raw["devices"].update(availability="always")),
+    (
+        "always-available",
+        "Markov availability (always online)",
+        lambda raw: raw["devices"].update(availability="always"),
+    ),
     ("no-stragglers", "stragglers (slowdown = none)", lambda raw: raw["devices"].update(slowdown="none")),
     ("static", "mobility (speed 0 m/s)", lambda raw: raw["devices"].update(speed_mps=0.0)),
     ("no-deadline", "the deadline", lambda raw: raw["network"].pop("deadline_s", None)),
     # Two effects off at once: Shannon rates without the deadline that truncates long uploads.
-    ("shannon-no-deadline", "MCS and the deadline (Shannon rates, no deadline)",
-     lambda raw: (raw["network"].update(rate="shannon"), raw["network"].pop("deadline_s", None))),
+    (
+        "shannon-no-deadline",
+        "MCS and the deadline (Shannon rates, no deadline)",
+        lambda raw: (raw["network"].update(rate="shannon"), raw["network"].pop("deadline_s", None)),
+    ),
     # Switched ON: effects the scenario leaves off.
-    ("over-selection", "ON: over-selection 0.3 (13 selected, the first 10 uploads kept)",
-     lambda raw: raw["algorithm"].update(over_selection=0.3)),
+    (
+        "over-selection",
+        "ON: over-selection 0.3 (13 selected, the first 10 uploads kept)",
+        lambda raw: raw["algorithm"].update(over_selection=0.3),
+    ),
     ("failures", "ON: failures, p_fail = 0.05 per device and round", lambda raw: raw["devices"].update(p_fail=0.05)),
 ]
 
@@ -121,8 +134,16 @@ def run_record(job: dict, result: dict) -> dict:
     where it never reached it), its wall time and why it stopped early, if it did."""
     reached = outcome(result["rows"])
     energy, sim_time, rounds = reached if reached is not None else (None, None, None)
-    return {"config": job["config"], "tau": job["tau"], "seed": job["seed"], "energy_j": energy,
-            "sim_time_s": sim_time, "rounds": rounds, "wall_s": result["wall_s"], "stopped": result.get("stopped")}
+    return {
+        "config": job["config"],
+        "tau": job["tau"],
+        "seed": job["seed"],
+        "energy_j": energy,
+        "sim_time_s": sim_time,
+        "rounds": rounds,
+        "wall_s": result["wall_s"],
+        "stopped": result.get("stopped"),
+    }
 
 
 def write_runs(runs: list[dict], path: Path) -> None:
@@ -130,8 +151,9 @@ def write_runs(runs: list[dict], path: Path) -> None:
     writer = csv.DictWriter(buffer, fieldnames=RUN_FIELDS, lineterminator="\n")
     writer.writeheader()
     for run in runs:
-        writer.writerow({k: ("" if run[k] is None else repr(run[k]) if isinstance(run[k], float) else run[k])
-                         for k in RUN_FIELDS})
+        writer.writerow(
+            {k: ("" if run[k] is None else repr(run[k]) if isinstance(run[k], float) else run[k]) for k in RUN_FIELDS}
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, buffer.getvalue())
 
@@ -140,10 +162,19 @@ def read_runs(path: Path) -> list[dict]:
     def number(text: str, kind):
         return kind(text) if text != "" else None
 
-    return [{"config": row["config"], "tau": int(row["tau"]), "seed": int(row["seed"]),
-             "energy_j": number(row["energy_j"], float), "sim_time_s": number(row["sim_time_s"], float),
-             "rounds": number(row["rounds"], int), "wall_s": float(row["wall_s"]), "stopped": row["stopped"] or None}
-            for row in csv.DictReader(path.open())]
+    return [
+        {
+            "config": row["config"],
+            "tau": int(row["tau"]),
+            "seed": int(row["seed"]),
+            "energy_j": number(row["energy_j"], float),
+            "sim_time_s": number(row["sim_time_s"], float),
+            "rounds": number(row["rounds"], int),
+            "wall_s": float(row["wall_s"]),
+            "stopped": row["stopped"] or None,
+        }
+        for row in csv.DictReader(path.open())
+    ]
 
 
 def summarise(runs: list[dict]) -> dict:
@@ -153,8 +184,11 @@ def summarise(runs: list[dict]) -> dict:
     table = {}
     for name, _, _ in CONFIGURATIONS:
         for tau in TAUS:
-            reached = [(run["energy_j"], run["sim_time_s"], run["rounds"]) for seed in SEEDS
-                       if (run := by_key[(name, tau, seed)])["rounds"] is not None]
+            reached = [
+                (run["energy_j"], run["sim_time_s"], run["rounds"])
+                for seed in SEEDS
+                if (run := by_key[(name, tau, seed)])["rounds"] is not None
+            ]
             cell = {"reached": len(reached)}
             if reached:
                 for k, label in enumerate(("energy", "time", "rounds")):
@@ -162,7 +196,9 @@ def summarise(runs: list[dict]) -> dict:
             table[(name, tau)] = cell
     optimum, ties = {}, {}
     for name, _, _ in CONFIGURATIONS:
-        eligible = [(table[(name, tau)]["energy"][0], tau) for tau in TAUS if table[(name, tau)]["reached"] == len(SEEDS)]
+        eligible = [
+            (table[(name, tau)]["energy"][0], tau) for tau in TAUS if table[(name, tau)]["reached"] == len(SEEDS)
+        ]
         optimum[name] = min(eligible)[1] if eligible else None
         if eligible:  # other tau whose mean energy lies inside tau*'s 95 % interval: not told apart
             mean, half = table[(name, optimum[name])]["energy"]
@@ -187,19 +223,33 @@ def plot(summary: dict) -> None:
     fig, ax = plt.subplots(figsize=(7, 5.5))
     colours = plt.get_cmap("tab20").colors
     for index, (name, what, _) in enumerate(CONFIGURATIONS):
-        points = [(tau, summary["table"][(name, tau)]["energy"][0]) for tau in TAUS
-                  if "energy" in summary["table"][(name, tau)]]
+        points = [
+            (tau, summary["table"][(name, tau)]["energy"][0])
+            for tau in TAUS
+            if "energy" in summary["table"][(name, tau)]
+        ]
         if points:
-            ax.plot(*zip(*points), marker="o", color="black" if name == "baseline" else colours[index],
-                    lw=2.5 if name == "baseline" else 1.2, zorder=3 if name == "baseline" else 2, ls="--" if what.startswith("ON") else "-", label=name)
+            ax.plot(
+                *zip(*points),
+                marker="o",
+                color="black" if name == "baseline" else colours[index],
+                lw=2.5 if name == "baseline" else 1.2,
+                zorder=3 if name == "baseline" else 2,
+                ls="--" if what.startswith("ON") else "-",
+                label=name,
+            )
     ax.set_xlabel("local steps τ")
     ax.set_ylabel(f"energy to {TARGET} (J, all clients)")
     ax.set_xscale("log")
     ax.set_yscale("log")  # without radio tails the energy is several times lower
     ax.set_xticks(TAUS, [str(t) for t in TAUS])
     low, high = ax.get_ylim()  # labelled ticks at 1, 2, 5 x 10^k: a log axis over one decade has one at most
-    ticks = [m * 10.0 ** k for k in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
-             for m in (1, 2, 5) if low <= m * 10.0 ** k <= high]
+    ticks = [
+        m * 10.0**k
+        for k in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+        for m in (1, 2, 5)
+        if low <= m * 10.0**k <= high
+    ]
     ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
     ax.minorticks_off()
     ax.grid(alpha=0.3)
@@ -261,8 +311,10 @@ def render(summary: dict, runs: list[dict], workers: int, why: str, produced: di
                 if summary["ties"].get(name):
                     star += f" (tie: {', '.join(map(str, summary['ties'][name]))})"
             label = f"**{name}** ({what})" if tau == TAUS[0] else ""
-            lines.append(f"| {label} | {tau} | {fmt(cell, 'energy', 1)} | {fmt(cell, 'time', 2)} | "
-                         f"{fmt(cell, 'rounds', 1)} | {star} |")
+            lines.append(
+                f"| {label} | {tau} | {fmt(cell, 'energy', 1)} | {fmt(cell, 'time', 2)} | "
+                f"{fmt(cell, 'rounds', 1)} | {star} |"
+            )
     if stopped:
         lines += ["", "Runs that stopped early because no device could take part any more: " + ", ".join(stopped) + "."]
     lines += ["", "## What each effect does", "", why.strip(), ""]
@@ -272,12 +324,23 @@ def render(summary: dict, runs: list[dict], workers: int, why: str, produced: di
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--cache", type=Path, default=ROOT / "results" / "realistic-network",
-                        help="one JSON per run; a rerun reads them back")
-    parser.add_argument("--from-data", action="store_true",
-                        help=f"render the page and figure from {DATA.relative_to(ROOT)} without running anything")
-    parser.add_argument("--why", type=Path, default=Path(__file__).with_name("realistic_network_why.md"),
-                        help="the page's explanation section (hand-written: it quotes the table)")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=ROOT / "results" / "realistic-network",
+        help="one JSON per run; a rerun reads them back",
+    )
+    parser.add_argument(
+        "--from-data",
+        action="store_true",
+        help=f"render the page and figure from {DATA.relative_to(ROOT)} without running anything",
+    )
+    parser.add_argument(
+        "--why",
+        type=Path,
+        default=Path(__file__).with_name("realistic_network_why.md"),
+        help="the page's explanation section (hand-written: it quotes the table)",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     if args.from_data:
@@ -295,8 +358,18 @@ def main() -> None:
 
 
 def compute(workers: int, cache: Path) -> list[dict]:
-    jobs = [{"key": f"{name}-t{tau}-s{seed}", "label": f"{name} tau={tau} seed={seed}", "config": name, "tau": tau,
-             "seed": seed} for name, _, _ in CONFIGURATIONS for tau in TAUS for seed in SEEDS]
+    jobs = [
+        {
+            "key": f"{name}-t{tau}-s{seed}",
+            "label": f"{name} tau={tau} seed={seed}",
+            "config": name,
+            "tau": tau,
+            "seed": seed,
+        }
+        for name, _, _ in CONFIGURATIONS
+        for tau in TAUS
+        for seed in SEEDS
+    ]
     results = run_keyed(run_job, jobs, workers=workers, cache=cache, desc="realistic network")
     return [run_record(job, results[job["key"]]) for job in jobs]
 

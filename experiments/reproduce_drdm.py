@@ -56,8 +56,15 @@ PRODUCED = "drdm-produced.json"  # the commit and command of those runs (experim
 COMMAND = ".venv/bin/python experiments/reproduce_drdm.py"
 
 ALGORITHMS = ["drdm", "drfa", "scaffold", "scaff_pd", "feddyn", "fedprox", "fedavg"]
-LABELS = {"drdm": "DRDM", "drfa": "DRFA", "scaffold": "SCAFFOLD", "scaff_pd": "SCAFF-PD",
-          "feddyn": "FedDyn", "fedprox": "FedProx", "fedavg": "FedAvg"}
+LABELS = {
+    "drdm": "DRDM",
+    "drfa": "DRFA",
+    "scaffold": "SCAFFOLD",
+    "scaff_pd": "SCAFF-PD",
+    "feddyn": "FedDyn",
+    "fedprox": "FedProx",
+    "fedavg": "FedAvg",
+}
 BASELINES = [a for a in ALGORITHMS if a != "drdm"]
 
 # -- tuning grid: 12 points for every method ------------------------------------------------
@@ -95,12 +102,27 @@ WINDOW = DEFAULT_WINDOW
 # The paper's numbers (avg / worst / std, %), its Sec. IV-B. Table 3: MNIST linear, sigma = 0;
 # Table 4: alpha = 0.1. No FedDyn/FedProx columns, no (alpha 0.5, sigma 0.5) cell.
 PAPER = {
-    (0.1, 0.0): {"drdm": (90.31, 84.81, 2.96), "drfa": (88.67, 82.60, 3.02), "scaffold": (89.32, 83.92, 3.39),
-                 "scaff_pd": (87.49, 82.23, 2.45), "fedavg": (88.46, 80.70, 3.93)},
-    (0.5, 0.0): {"drdm": (90.20, 86.36, 2.37), "drfa": (89.18, 83.86, 2.80), "scaffold": (89.15, 84.77, 2.55),
-                 "scaff_pd": (87.94, 83.22, 2.58), "fedavg": (88.86, 82.99, 2.97)},
-    (0.1, 0.5): {"drdm": (90.05, 82.68, 3.66), "drfa": (88.74, 81.37, 3.70), "scaffold": (89.34, 80.18, 3.70),
-                 "scaff_pd": (86.59, 80.89, 3.02), "fedavg": (88.47, 80.35, 4.29)},
+    (0.1, 0.0): {
+        "drdm": (90.31, 84.81, 2.96),
+        "drfa": (88.67, 82.60, 3.02),
+        "scaffold": (89.32, 83.92, 3.39),
+        "scaff_pd": (87.49, 82.23, 2.45),
+        "fedavg": (88.46, 80.70, 3.93),
+    },
+    (0.5, 0.0): {
+        "drdm": (90.20, 86.36, 2.37),
+        "drfa": (89.18, 83.86, 2.80),
+        "scaffold": (89.15, 84.77, 2.55),
+        "scaff_pd": (87.94, 83.22, 2.58),
+        "fedavg": (88.86, 82.99, 2.97),
+    },
+    (0.1, 0.5): {
+        "drdm": (90.05, 82.68, 3.66),
+        "drfa": (88.74, 81.37, 3.70),
+        "scaffold": (89.34, 80.18, 3.70),
+        "scaff_pd": (86.59, 80.89, 3.02),
+        "fedavg": (88.47, 80.35, 4.29),
+    },
 }
 PAPER_FIG3 = {5: 48, 10: 41, 20: 32, 30: 25}  # rounds to 85% worst-case (KMNIST CNN, assumed)
 
@@ -115,12 +137,16 @@ def ablations(base: dict) -> list[tuple[str, dict]]:
     return [
         ("DRDM, selected", dict(base)),
         ("γ = 0: no dual ascent, λ stays uniform (λ-sampling with replacement kept)", {**base, "gamma": 0.0}),
-        ("γ = 0 and uniform sampling without replacement (= FedDyn with α = μ)",
-         {**base, "gamma": 0.0, "sampling": "uniform"}),
+        (
+            "γ = 0 and uniform sampling without replacement (= FedDyn with α = μ)",
+            {**base, "gamma": 0.0, "sampling": "uniform"},
+        ),
         ("λ-sampling without replacement (floor 1e-3)", {**base, "sampling": "without_replacement"}),
         ("dual loss L_i on the full local training set", {**base, "dual_loss": "full"}),
-        ("reference-code options: γ decay 0.9 per round, λ floor 1e-3",
-         {**base, "gamma_decay": 0.9, "lambda_floor": 1e-3}),
+        (
+            "reference-code options: γ decay 0.9 per round, λ floor 1e-3",
+            {**base, "gamma_decay": 0.9, "lambda_floor": 1e-3},
+        ),
         ("γ × 3", {**base, "gamma": 3 * base["gamma"]}),
         ("μ × 3", {**base, "mu": 3 * base["mu"]}),
         ("μ / 10", {**base, "mu": base["mu"] / 10}),
@@ -141,8 +167,16 @@ def base_raw() -> dict:
 
 
 def make_job(phase, algorithm, hp, alpha, sigma, seed, tau=TAU) -> dict:
-    return {"phase": phase, "algorithm": algorithm, "hp": dict(hp), "alpha": alpha, "sigma": sigma,
-            "seed": seed, "tau": tau, "rounds": ROUNDS}
+    return {
+        "phase": phase,
+        "algorithm": algorithm,
+        "hp": dict(hp),
+        "alpha": alpha,
+        "sigma": sigma,
+        "seed": seed,
+        "tau": tau,
+        "rounds": ROUNDS,
+    }
 
 
 def job_key(job: dict) -> str:
@@ -164,7 +198,9 @@ def run_job(job: dict) -> dict:
     raw["data"].update(dirichlet_alpha=job["alpha"], zipf_sigma=job["sigma"])
     common = {k: v for k, v in job["hp"].items() if k in AlgorithmSection.model_fields}
     own = {k: v for k, v in job["hp"].items() if k not in common}  # [algorithm.<name>]
-    raw["algorithm"].update(name=job["algorithm"], local_steps=job["tau"], **common, **({job["algorithm"]: own} if own else {}))
+    raw["algorithm"].update(
+        name=job["algorithm"], local_steps=job["tau"], **common, **({job["algorithm"]: own} if own else {})
+    )
     started = time.perf_counter()
     sim = Simulation(scenario_from_dict(raw))
     out = dict(job)
@@ -221,13 +257,23 @@ class Runner:
 
     def describe(self, title: str, res: dict) -> str:
         hp = ",".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in res["hp"].items())
-        return (f"[{time.perf_counter() - self.started:6.0f}s] {title}: {res['algorithm']:8s} {hp:28s} "
-                f"a={res['alpha']} s={res['sigma']} tau={res['tau']} seed={res['seed']:3d}  "
-                f"worst={res['acc_worst'][-1]:.3f} mean={res['acc_mean'][-1]:.3f} ({res['wall_s']:.1f}s)")
+        return (
+            f"[{time.perf_counter() - self.started:6.0f}s] {title}: {res['algorithm']:8s} {hp:28s} "
+            f"a={res['alpha']} s={res['sigma']} tau={res['tau']} seed={res['seed']:3d}  "
+            f"worst={res['acc_worst'][-1]:.3f} mean={res['acc_mean'][-1]:.3f} ({res['wall_s']:.1f}s)"
+        )
 
     def run(self, todo: list[dict], title: str) -> list[dict]:
-        results = run_jobs(run_job, todo, workers=self.jobs, cache=self.cache, key=job_key, desc=f"== {title}",
-                           unit="run", describe=lambda job, res: self.describe(title, res))
+        results = run_jobs(
+            run_job,
+            todo,
+            workers=self.jobs,
+            cache=self.cache,
+            key=job_key,
+            desc=f"== {title}",
+            unit="run",
+            describe=lambda job, res: self.describe(title, res),
+        )
         # a cached run may have been computed for another phase (job_key leaves the phase out)
         return [{**res, "phase": job["phase"]} for job, res in zip(todo, results)]
 
@@ -268,9 +314,16 @@ def select(tuning: list[dict]) -> tuple[dict[str, dict], list[dict]]:
             runs = [r for r in tuning if r["algorithm"] == alg and r["hp"] == point]
             if not runs:
                 continue
-            table.append({"algorithm": alg, "hp": point, "score": float(np.mean([tuning_score(r) for r in runs])),
-                          "final_worst": float(np.mean([r["acc_worst"][-1] for r in runs])),
-                          "final_mean": float(np.mean([r["acc_mean"][-1] for r in runs])), "seeds": len(runs)})
+            table.append(
+                {
+                    "algorithm": alg,
+                    "hp": point,
+                    "score": float(np.mean([tuning_score(r) for r in runs])),
+                    "final_worst": float(np.mean([r["acc_worst"][-1] for r in runs])),
+                    "final_mean": float(np.mean([r["acc_mean"][-1] for r in runs])),
+                    "seeds": len(runs),
+                }
+            )
     chosen = {}
     for alg in ALGORITHMS:
         rows = [t for t in table if t["algorithm"] == alg]
@@ -284,12 +337,22 @@ def read_tuning_csv(path: Path) -> list[dict]:
     runs = []
     with open(path) as handle:
         for row in csv.DictReader(handle):
-            runs.append({"phase": "tune", "algorithm": row["algorithm"], "hp": json.loads(row["hp"]),
-                         "alpha": float(row["alpha"]), "sigma": float(row["sigma"]), "seed": int(row["seed"]),
-                         "tau": int(row["tau"]), "rounds": int(row["rounds"]),
-                         "acc_worst": json.loads(row["acc_worst_last"]),  # the last 10 rounds
-                         "acc_mean": [float(row["acc_mean_final"])], "acc_std": [float(row["acc_std_final"])],
-                         "wall_s": float(row["wall_s"])})
+            runs.append(
+                {
+                    "phase": "tune",
+                    "algorithm": row["algorithm"],
+                    "hp": json.loads(row["hp"]),
+                    "alpha": float(row["alpha"]),
+                    "sigma": float(row["sigma"]),
+                    "seed": int(row["seed"]),
+                    "tau": int(row["tau"]),
+                    "rounds": int(row["rounds"]),
+                    "acc_worst": json.loads(row["acc_worst_last"]),  # the last 10 rounds
+                    "acc_mean": [float(row["acc_mean_final"])],
+                    "acc_std": [float(row["acc_std_final"])],
+                    "wall_s": float(row["wall_s"]),
+                }
+            )
     return runs
 
 
@@ -306,8 +369,10 @@ def write_csv(path: Path, header: list[str], rows: list[list]):
 
 def fmt_hp(hp: dict) -> str:
     names = {"lr": "η", "mu": "μ", "gamma": "γ", "mu_p": "μ_p", "alpha": "α", "eta_g": "η_g"}
-    return ", ".join(f"{names.get(k, k)} = {v:g}" if isinstance(v, (int, float)) else f"{names.get(k, k)} = {v}"
-                     for k, v in hp.items())
+    return ", ".join(
+        f"{names.get(k, k)} = {v:g}" if isinstance(v, (int, float)) else f"{names.get(k, k)} = {v}"
+        for k, v in hp.items()
+    )
 
 
 def pct(m, s=None, digits=2):
@@ -349,8 +414,10 @@ def figures(main, fig3, fig_dir: Path):
         written.append(path)
     # Final worst-case per seed at the headline setting.
     fig, ax = plt.subplots(figsize=(8, 4))
-    data = [[100 * r["acc_worst"][-1] for r in main if r["algorithm"] == alg and (r["alpha"], r["sigma"]) == (0.1, 0.0)]
-            for alg in ALGORITHMS]
+    data = [
+        [100 * r["acc_worst"][-1] for r in main if r["algorithm"] == alg and (r["alpha"], r["sigma"]) == (0.1, 0.0)]
+        for alg in ALGORITHMS
+    ]
     ax.boxplot(data, tick_labels=[LABELS[a] for a in ALGORITHMS], showmeans=True)
     for k, d in enumerate(data, 1):
         ax.scatter(np.full(len(d), k) + np.linspace(-0.12, 0.12, len(d)), d, s=10, color="k", alpha=0.6)
@@ -370,13 +437,19 @@ def figures(main, fig3, fig_dir: Path):
             for tau in TAUS:
                 runs = [r for r in fig3 if r["algorithm"] == alg and r["tau"] == tau]
                 ys.append(first_round(np.mean([r["acc_worst"] for r in runs], axis=0), t))
-            axes[0].plot(TAUS, [np.nan if y is None else y for y in ys], style, color=color,
-                         label=f"{LABELS[alg]}, {100 * t:.0f}%")
+            axes[0].plot(
+                TAUS,
+                [np.nan if y is None else y for y in ys],
+                style,
+                color=color,
+                label=f"{LABELS[alg]}, {100 * t:.0f}%",
+            )
     axes[0].plot(list(PAPER_FIG3), list(PAPER_FIG3.values()), ":^", color="gray", label="paper (DRDM, 85%, KMNIST)")
     axes[0].set_xlabel("local steps τ")
     axes[0].set_ylabel("rounds to target")
-    axes[0].set_title(f"rounds until the centred {WINDOW}-round MA of the seed-mean worst-case acc. ≥ target",
-                      fontsize=9)
+    axes[0].set_title(
+        f"rounds until the centred {WINDOW}-round MA of the seed-mean worst-case acc. ≥ target", fontsize=9
+    )
     axes[0].grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     for tau in TAUS:
@@ -399,27 +472,88 @@ def figures(main, fig3, fig_dir: Path):
 
 def write_data(tuning, main, fig3, data_dir: Path):
     if tuning is not None:
-        write_csv(data_dir / "drdm-tuning.csv",
-                  ["algorithm", "hp", "alpha", "sigma", "tau", "seed", "rounds", "score_last10_worst",
-                   "acc_mean_final", "acc_worst_final", "acc_std_final", "acc_worst_last", "wall_s"],
-                  [[r["algorithm"], json.dumps(r["hp"], sort_keys=True), r["alpha"], r["sigma"], r["tau"], r["seed"],
-                    r["rounds"], f"{tuning_score(r):.6f}", f"{r['acc_mean'][-1]:.6f}", f"{r['acc_worst'][-1]:.6f}",
-                    f"{r['acc_std'][-1]:.6f}", json.dumps([round(x, 6) for x in r["acc_worst"][-TUNE_LAST:]]),
-                    f"{r['wall_s']:.2f}"] for r in tuning])
+        write_csv(
+            data_dir / "drdm-tuning.csv",
+            [
+                "algorithm",
+                "hp",
+                "alpha",
+                "sigma",
+                "tau",
+                "seed",
+                "rounds",
+                "score_last10_worst",
+                "acc_mean_final",
+                "acc_worst_final",
+                "acc_std_final",
+                "acc_worst_last",
+                "wall_s",
+            ],
+            [
+                [
+                    r["algorithm"],
+                    json.dumps(r["hp"], sort_keys=True),
+                    r["alpha"],
+                    r["sigma"],
+                    r["tau"],
+                    r["seed"],
+                    r["rounds"],
+                    f"{tuning_score(r):.6f}",
+                    f"{r['acc_mean'][-1]:.6f}",
+                    f"{r['acc_worst'][-1]:.6f}",
+                    f"{r['acc_std'][-1]:.6f}",
+                    json.dumps([round(x, 6) for x in r["acc_worst"][-TUNE_LAST:]]),
+                    f"{r['wall_s']:.2f}",
+                ]
+                for r in tuning
+            ],
+        )
     rows = []
     for r in main + fig3:
-        rows.append([r["phase"], r["algorithm"], json.dumps(r["hp"], sort_keys=True), r["alpha"], r["sigma"], r["tau"],
-                     r["seed"], r["rounds"], f"{r['acc_mean'][-1]:.6f}", f"{r['acc_worst'][-1]:.6f}",
-                     f"{r['acc_std'][-1]:.6f}", f"{np.mean(r['acc_worst'][-10:]):.6f}",
-                     *[first_round(r["acc_worst"], t) or "" for t in TARGETS],
-                     f"{r['lambda_max'][-1]:.6f}" if "lambda_max" in r else "",
-                     f"{r['train_loss_worst']:.6f}" if "train_loss_worst" in r else "",
-                     f"{r['train_loss_mean']:.6f}" if "train_loss_mean" in r else "", f"{r['wall_s']:.2f}"])
-    write_csv(data_dir / "drdm-results.csv",
-              ["experiment", "algorithm", "hp", "alpha", "sigma", "tau", "seed", "rounds", "acc_mean_final",
-               "acc_worst_final", "acc_std_final", "acc_worst_last10",
-               *[f"rounds_to_{int(100 * t)}" for t in TARGETS], "lambda_max_final", "train_loss_worst_client",
-               "train_loss_mean_client", "wall_s"], rows)
+        rows.append(
+            [
+                r["phase"],
+                r["algorithm"],
+                json.dumps(r["hp"], sort_keys=True),
+                r["alpha"],
+                r["sigma"],
+                r["tau"],
+                r["seed"],
+                r["rounds"],
+                f"{r['acc_mean'][-1]:.6f}",
+                f"{r['acc_worst'][-1]:.6f}",
+                f"{r['acc_std'][-1]:.6f}",
+                f"{np.mean(r['acc_worst'][-10:]):.6f}",
+                *[first_round(r["acc_worst"], t) or "" for t in TARGETS],
+                f"{r['lambda_max'][-1]:.6f}" if "lambda_max" in r else "",
+                f"{r['train_loss_worst']:.6f}" if "train_loss_worst" in r else "",
+                f"{r['train_loss_mean']:.6f}" if "train_loss_mean" in r else "",
+                f"{r['wall_s']:.2f}",
+            ]
+        )
+    write_csv(
+        data_dir / "drdm-results.csv",
+        [
+            "experiment",
+            "algorithm",
+            "hp",
+            "alpha",
+            "sigma",
+            "tau",
+            "seed",
+            "rounds",
+            "acc_mean_final",
+            "acc_worst_final",
+            "acc_std_final",
+            "acc_worst_last10",
+            *[f"rounds_to_{int(100 * t)}" for t in TARGETS],
+            "lambda_max_final",
+            "train_loss_worst_client",
+            "train_loss_mean_client",
+            "wall_s",
+        ],
+        rows,
+    )
     # Seed-mean curves per (experiment, algorithm, alpha, sigma, tau, round).
     curves = []
     groups = {}
@@ -427,11 +561,23 @@ def write_data(tuning, main, fig3, data_dir: Path):
         groups.setdefault((r["phase"], r["algorithm"], r["alpha"], r["sigma"], r["tau"]), []).append(r)
     for (phase, alg, alpha, sigma, tau), runs in groups.items():
         for k in range(len(runs[0]["acc_mean"])):
-            curves.append([phase, alg, alpha, sigma, tau, k + 1, len(runs),
-                           *[f"{np.mean([r[key][k] for r in runs]):.5f}" for key in ("acc_mean", "acc_worst", "acc_std")]])
-    write_csv(data_dir / "drdm-curves.csv",
-              ["experiment", "algorithm", "alpha", "sigma", "tau", "round", "seeds", "acc_mean", "acc_worst", "acc_std"],
-              curves)
+            curves.append(
+                [
+                    phase,
+                    alg,
+                    alpha,
+                    sigma,
+                    tau,
+                    k + 1,
+                    len(runs),
+                    *[f"{np.mean([r[key][k] for r in runs]):.5f}" for key in ("acc_mean", "acc_worst", "acc_std")],
+                ]
+            )
+    write_csv(
+        data_dir / "drdm-curves.csv",
+        ["experiment", "algorithm", "alpha", "sigma", "tau", "round", "seeds", "acc_mean", "acc_worst", "acc_std"],
+        curves,
+    )
 
 
 def grid_description(points: list[dict]) -> str:
@@ -463,54 +609,66 @@ def page(chosen, tune_table, main, fig3, timings, args, ablation=(), produced=No
     if produced is not None:
         w(provenance.line(produced))
         w("")
-    w("*Generated by `.venv/bin/python experiments/reproduce_drdm.py` — do not edit by hand.* "
-      f"Compute (sum of the runs' own wall times): tuning {timings['tune'] / 60:.0f} min, tables "
-      f"{timings['main'] / 60:.0f} min, τ sweep {timings['fig3'] / 60:.0f} min, diagnostics "
-      f"{timings['ablation'] / 60:.0f} min, in all {sum(timings.values()) / 60:.0f} worker-minutes, i.e. about "
-      f"{sum(timings.values()) / 60 / args.jobs:.0f} min of wall clock on {args.jobs} worker processes with 1 torch "
-      f"thread each (measured on a 2-core machine shared with other jobs; mean {per_run:.1f} s per 100-round "
-      f"τ = {TAU} table run). "
-      "Raw results: "
-      "[`data/drdm-results.csv`](data/drdm-results.csv) (one row per run), "
-      "[`data/drdm-tuning.csv`](data/drdm-tuning.csv) (every tuning run), "
-      "[`data/drdm-curves.csv`](data/drdm-curves.csv) (seed-mean curves).")
+    w(
+        "*Generated by `.venv/bin/python experiments/reproduce_drdm.py` — do not edit by hand.* "
+        f"Compute (sum of the runs' own wall times): tuning {timings['tune'] / 60:.0f} min, tables "
+        f"{timings['main'] / 60:.0f} min, τ sweep {timings['fig3'] / 60:.0f} min, diagnostics "
+        f"{timings['ablation'] / 60:.0f} min, in all {sum(timings.values()) / 60:.0f} worker-minutes, i.e. about "
+        f"{sum(timings.values()) / 60 / args.jobs:.0f} min of wall clock on {args.jobs} worker processes with 1 torch "
+        f"thread each (measured on a 2-core machine shared with other jobs; mean {per_run:.1f} s per 100-round "
+        f"τ = {TAU} table run). "
+        "Raw results: "
+        "[`data/drdm-results.csv`](data/drdm-results.csv) (one row per run), "
+        "[`data/drdm-tuning.csv`](data/drdm-tuning.csv) (every tuning run), "
+        "[`data/drdm-curves.csv`](data/drdm-curves.csv) (seed-mean curves)."
+    )
     w("")
     w("## Setup")
     w("")
-    w("- **Data: MNIST-10k**, not the paper's MNIST-60k: only the MNIST test split ships with edgefl "
-      "(`/work/shared/datasets/mnist`). It is cut 80/20 (stratified) into an 8,000-image training pool and a "
-      "2,000-image test pool; N = 30 clients get Zipf(σ) sizes (σ = 0: 266-267 images each) and Dirichlet(α) "
-      "class mixes; each client's test set is drawn from the test pool with its training class mix, about "
-      "67 images at σ = 0 (size ∝ d_i; the paper's spec suggests 500). One test image is 1.5 points of a "
-      "client's accuracy, so worst-case accuracy is noisy — hence the seeds and the CIs below.")
-    w(f"- Model: linear 784 → 10 (7,850 parameters). N = 30, m = 20, τ = {TAU} local steps, batch 32, "
-      f"{ROUNDS} rounds, plain SGD. Scenario: [`scenarios/drdm-mnist10k.toml`](../scenarios/drdm-mnist10k.toml), "
-      "run with `run.engine = \"ideal\"` (learning only; no deadline, so the numbers equal a SimPy run's).")
-    w("- Seeds: `run.seed` sets the 80/20 split, the partition, the initial model (the same for every method "
-      "within a seed), minibatches and client sampling. Report seeds 0-4 (0-9 at α = 0.1, σ = 0); tuning "
-      "seeds 100-102. Metrics over **all 30 clients**, final round: average, minimum (worst case), population "
-      "std of per-client test accuracy.")
-    w("- Algorithms as specified in \"Distributionally Robust Federated Learning with Client Drift Minimization\" "
-      "(Sec. II, Algorithms 1-3; baselines Sec. IV-A.1): DRDM samples D by m "
-      "i.i.d. draws from λ (duplicates train once, weight k_i/m), uses λ⁽⁰⁾ uniform, g_i = c = 0, the "
-      "randomised snapshot and the dual step on a uniform U with v_i = (N/m)L_i on one batch of 32; DRFA is DRDM "
-      "without the FedDyn terms; SCAFF-PD, which the paper only names, is our reconstruction "
-      "(`algorithms/scaff_pd.py`); FedAvg/FedProx weight by d_i.")
+    w(
+        "- **Data: MNIST-10k**, not the paper's MNIST-60k: only the MNIST test split ships with edgefl "
+        "(`/work/shared/datasets/mnist`). It is cut 80/20 (stratified) into an 8,000-image training pool and a "
+        "2,000-image test pool; N = 30 clients get Zipf(σ) sizes (σ = 0: 266-267 images each) and Dirichlet(α) "
+        "class mixes; each client's test set is drawn from the test pool with its training class mix, about "
+        "67 images at σ = 0 (size ∝ d_i; the paper's spec suggests 500). One test image is 1.5 points of a "
+        "client's accuracy, so worst-case accuracy is noisy — hence the seeds and the CIs below."
+    )
+    w(
+        f"- Model: linear 784 → 10 (7,850 parameters). N = 30, m = 20, τ = {TAU} local steps, batch 32, "
+        f"{ROUNDS} rounds, plain SGD. Scenario: [`scenarios/drdm-mnist10k.toml`](../scenarios/drdm-mnist10k.toml), "
+        'run with `run.engine = "ideal"` (learning only; no deadline, so the numbers equal a SimPy run\'s).'
+    )
+    w(
+        "- Seeds: `run.seed` sets the 80/20 split, the partition, the initial model (the same for every method "
+        "within a seed), minibatches and client sampling. Report seeds 0-4 (0-9 at α = 0.1, σ = 0); tuning "
+        "seeds 100-102. Metrics over **all 30 clients**, final round: average, minimum (worst case), population "
+        "std of per-client test accuracy."
+    )
+    w(
+        '- Algorithms as specified in "Distributionally Robust Federated Learning with Client Drift Minimization" '
+        "(Sec. II, Algorithms 1-3; baselines Sec. IV-A.1): DRDM samples D by m "
+        "i.i.d. draws from λ (duplicates train once, weight k_i/m), uses λ⁽⁰⁾ uniform, g_i = c = 0, the "
+        "randomised snapshot and the dual step on a uniform U with v_i = (N/m)L_i on one batch of 32; DRFA is DRDM "
+        "without the FedDyn terms; SCAFF-PD, which the paper only names, is our reconstruction "
+        "(`algorithms/scaff_pd.py`); FedAvg/FedProx weight by d_i."
+    )
     w("")
     # -- tuning
     w("## Hyperparameter selection (same budget for every method)")
     w("")
     n_points = len(GRID["drdm"])
-    w(f"Every method gets **{n_points} grid points**, each run on the {len(TUNE_SEEDS)} tuning seeds "
-      f"{list(TUNE_SEEDS)} at α = 0.1, σ = 0, τ = {TAU}, {ROUNDS} rounds ({n_points * len(TUNE_SEEDS) * len(ALGORITHMS)} "
-      f"runs). The score is the worst-case accuracy averaged over the last {TUNE_LAST} rounds and the tuning seeds "
-      "(a less noisy statistic than the final round); the best score wins. The ranges are a second pass: a coarse "
-      "first pass on the same tuning seeds (η ∈ {0.05, 0.1, 0.3}, μ and α ≤ 1, η_g ≤ 2, γ ≤ 1e-2) put the best point "
-      "of almost every method on an edge (η = 0.05; FedDyn α = 1; SCAFFOLD η_g = 2; FedAvg η = 0.02; DRDM μ = 0.1) and "
-      "showed γ = 1e-2 to be the worst dual step for DRDM and DRFA, so every grid was moved the same way. "
-      "The report seeds are never looked at for selection. The selected values are used unchanged for every "
-      "(α, σ, τ) below and are the code defaults of each algorithm's `HyperParams` (η is the common "
-      "`algorithm.lr`).")
+    w(
+        f"Every method gets **{n_points} grid points**, each run on the {len(TUNE_SEEDS)} tuning seeds "
+        f"{list(TUNE_SEEDS)} at α = 0.1, σ = 0, τ = {TAU}, {ROUNDS} rounds ({n_points * len(TUNE_SEEDS) * len(ALGORITHMS)} "
+        f"runs). The score is the worst-case accuracy averaged over the last {TUNE_LAST} rounds and the tuning seeds "
+        "(a less noisy statistic than the final round); the best score wins. The ranges are a second pass: a coarse "
+        "first pass on the same tuning seeds (η ∈ {0.05, 0.1, 0.3}, μ and α ≤ 1, η_g ≤ 2, γ ≤ 1e-2) put the best point "
+        "of almost every method on an edge (η = 0.05; FedDyn α = 1; SCAFFOLD η_g = 2; FedAvg η = 0.02; DRDM μ = 0.1) and "
+        "showed γ = 1e-2 to be the worst dual step for DRDM and DRFA, so every grid was moved the same way. "
+        "The report seeds are never looked at for selection. The selected values are used unchanged for every "
+        "(α, σ, τ) below and are the code defaults of each algorithm's `HyperParams` (η is the common "
+        "`algorithm.lr`)."
+    )
     w("")
     w(f"| method | grid ({n_points} points) | selected | tuning score (worst, %) | runner-up |")
     w("|---|---|---|---|---|")
@@ -523,8 +681,11 @@ def page(chosen, tune_table, main, fig3, timings, args, ablation=(), produced=No
         if not rows:
             continue
         best, second = rows[0], rows[1] if len(rows) > 1 else None
-        w(f"| {LABELS[alg]} | {grid_text[alg]} | {fmt_hp(chosen[alg])} | {pct(best['score'])} | "
-          + (f"{fmt_hp(second['hp'])}: {pct(second['score'])}" if second else "") + " |")
+        w(
+            f"| {LABELS[alg]} | {grid_text[alg]} | {fmt_hp(chosen[alg])} | {pct(best['score'])} | "
+            + (f"{fmt_hp(second['hp'])}: {pct(second['score'])}" if second else "")
+            + " |"
+        )
         own = {k: v for k, v in chosen[alg].items() if k != "lr"}
         if any(abs(defaults[alg].get(k, v) - v) > 1e-12 for k, v in own.items()):
             mismatched.append(f"{LABELS[alg]} (code {defaults[alg]}, selected {own})")
@@ -533,17 +694,25 @@ def page(chosen, tune_table, main, fig3, timings, args, ablation=(), produced=No
         w("**Note:** the selection differs from the code defaults for " + "; ".join(mismatched) + ".")
         w("")
     spread = {alg: [t["score"] for t in tune_table if t["algorithm"] == alg] for alg in ALGORITHMS}
-    w("Spread of the tuning score within each grid (worst-case %, min / median / max over the grid points): "
-      + "; ".join(f"{LABELS[a]} {pct(min(s), digits=1)} / {pct(float(np.median(s)), digits=1)} / {pct(max(s), digits=1)}"
-                  for a, s in spread.items() if s) + ".")
+    w(
+        "Spread of the tuning score within each grid (worst-case %, min / median / max over the grid points): "
+        + "; ".join(
+            f"{LABELS[a]} {pct(min(s), digits=1)} / {pct(float(np.median(s)), digits=1)} / {pct(max(s), digits=1)}"
+            for a, s in spread.items()
+            if s
+        )
+        + "."
+    )
     w("")
     # -- Table 3 shape
     w("## Table 3 shape: final-round per-client test accuracy (%)")
     w("")
-    w("Cells: average / worst-case / std, each mean ± std over seeds. *Paper* is the DRDM paper's "
-      "MNIST-60k number (Table 3 for σ = 0, Table 4 for α = 0.1, σ = 0.5; no paper cell for α = 0.5, σ = 0.5 "
-      "and none for FedDyn/FedProx). The paper's runs use 60k training images and 500 test images per client, "
-      "so absolute numbers are not expected to match; the ordering is what is compared.")
+    w(
+        "Cells: average / worst-case / std, each mean ± std over seeds. *Paper* is the DRDM paper's "
+        "MNIST-60k number (Table 3 for σ = 0, Table 4 for α = 0.1, σ = 0.5; no paper cell for α = 0.5, σ = 0.5 "
+        "and none for FedDyn/FedProx). The paper's runs use 60k training images and 500 test images per client, "
+        "so absolute numbers are not expected to match; the ordering is what is compared."
+    )
     w("")
     for alpha, sigma in SETTINGS:
         runs_here = [r for r in main if (r["alpha"], r["sigma"]) == (alpha, sigma)]
@@ -552,25 +721,32 @@ def page(chosen, tune_table, main, fig3, timings, args, ablation=(), produced=No
         w("")
         w("| method | average | worst-case | std | paper (avg / worst / std) |")
         w("|---|---|---|---|---|")
-        best_worst = max(ALGORITHMS, key=lambda a: np.mean([r["acc_worst"][-1] for r in runs_here if r["algorithm"] == a]))
+        best_worst = max(
+            ALGORITHMS, key=lambda a: np.mean([r["acc_worst"][-1] for r in runs_here if r["algorithm"] == a])
+        )
         for alg in ALGORITHMS:
             runs = [r for r in runs_here if r["algorithm"] == alg]
             cells = [pct(*mean_std([r[k][-1] for r in runs])) for k in ("acc_mean", "acc_worst", "acc_std")]
             if alg == best_worst:
                 cells[1] = f"**{cells[1]}**"
             paper = PAPER.get((alpha, sigma), {}).get(alg)
-            w(f"| {LABELS[alg]} | {cells[0]} | {cells[1]} | {cells[2]} | "
-              + ("{:.2f} / {:.2f} / {:.2f}".format(*paper) if paper else "—") + " |")
+            w(
+                f"| {LABELS[alg]} | {cells[0]} | {cells[1]} | {cells[2]} | "
+                + ("{:.2f} / {:.2f} / {:.2f}".format(*paper) if paper else "—")
+                + " |"
+            )
         w("")
     # -- margins
     w("## Does DRDM beat the baselines on worst-case accuracy?")
     w("")
     w(verdict_line(main))
     w("")
-    w("Paired by seed (same split, partition and initial model): difference DRDM − baseline in final-round "
-      "worst-case accuracy, in points, mean ± 95% t-interval half-width, and the number of seeds where DRDM is "
-      "strictly higher. The last column repeats the comparison on the worst-case accuracy averaged over the "
-      "last 10 rounds (less evaluation noise).")
+    w(
+        "Paired by seed (same split, partition and initial model): difference DRDM − baseline in final-round "
+        "worst-case accuracy, in points, mean ± 95% t-interval half-width, and the number of seeds where DRDM is "
+        "strictly higher. The last column repeats the comparison on the worst-case accuracy averaged over the "
+        "last 10 rounds (less evaluation noise)."
+    )
     w("")
     verdicts = {}
     for alpha, sigma in SETTINGS:
@@ -589,33 +765,49 @@ def page(chosen, tune_table, main, fig3, timings, args, ablation=(), produced=No
             m2, h2 = paired_ci(d_last)
             wins = sum(d > 1e-12 for d in d_final)
             rows.append((alg, m1, h1, m2, h2))
-            w(f"| {LABELS[alg]} | {100 * m1:+.2f} ± {100 * h1:.2f} | {wins}/{len(seeds)} | {100 * m2:+.2f} ± {100 * h2:.2f} |")
+            w(
+                f"| {LABELS[alg]} | {100 * m1:+.2f} ± {100 * h1:.2f} | {wins}/{len(seeds)} | {100 * m2:+.2f} ± {100 * h2:.2f} |"
+            )
         w("")
         verdicts[(alpha, sigma)] = rows
     # -- Figure 3
     w("## Figure 3 analogue: rounds to a worst-case accuracy target versus τ")
     w("")
-    best_final = max(np.mean([r["acc_worst"][-1] for r in main if r["algorithm"] == a and (r["alpha"], r["sigma"]) == (al, si)])
-                     for a in ALGORITHMS for al, si in SETTINGS)
-    reached_all = all(first_round(np.mean([r["acc_worst"] for r in fig3 if r["algorithm"] == "drdm" and r["tau"] == t],
-                                          axis=0), PRIMARY_TARGET) is not None for t in TAUS)
-    w(f"Definition: the first round r at which the worst-case accuracy and its centred {WINDOW}-round moving average "
-      f"(rounds r−{(WINDOW - 1) // 2} … r+{WINDOW // 2}, fewer at the ends of the run) are both at least the target, "
-      "the definition `edgefl optimal-tau` uses (`edgefl.target.rounds_to_target`; never before a measured "
-      "evaluation reached it). "
-      "\"Seed-mean curve\" applies it to the worst-case curve "
-      "averaged over seeds (the spec's §7 procedure); \"per seed\" applies it to each seed and gives mean ± std over "
-      f"the seeds that reached the target within {ROUNDS} rounds (with how many did). Primary target "
-      f"**{100 * PRIMARY_TARGET:.0f}%**, fixed before the report runs because the paper's 85% is not reachable here (the "
-      f"highest seed-mean final worst-case accuracy of any method in any setting above is {pct(best_final)}%); "
-      f"DRDM's seed-mean curve {'reaches' if reached_all else 'does NOT reach'} {100 * PRIMARY_TARGET:.0f}% at every τ. "
-      "Because 70% turned out to be reached within about ten rounds whatever τ, the stricter 75% and 80% targets were "
-      f"added after the runs (same runs, no re-selection). α = 0.1, σ = 0, η as selected, seeds {list(REPORT_SEEDS)}; "
-      "FedAvg with its selected η is shown as a reference. The paper's numbers (85%, KMNIST/CNN assumed) are shown "
-      "for the trend only.")
+    best_final = max(
+        np.mean([r["acc_worst"][-1] for r in main if r["algorithm"] == a and (r["alpha"], r["sigma"]) == (al, si)])
+        for a in ALGORITHMS
+        for al, si in SETTINGS
+    )
+    reached_all = all(
+        first_round(
+            np.mean([r["acc_worst"] for r in fig3 if r["algorithm"] == "drdm" and r["tau"] == t], axis=0),
+            PRIMARY_TARGET,
+        )
+        is not None
+        for t in TAUS
+    )
+    w(
+        f"Definition: the first round r at which the worst-case accuracy and its centred {WINDOW}-round moving average "
+        f"(rounds r−{(WINDOW - 1) // 2} … r+{WINDOW // 2}, fewer at the ends of the run) are both at least the target, "
+        "the definition `edgefl optimal-tau` uses (`edgefl.target.rounds_to_target`; never before a measured "
+        "evaluation reached it). "
+        '"Seed-mean curve" applies it to the worst-case curve '
+        'averaged over seeds (the spec\'s §7 procedure); "per seed" applies it to each seed and gives mean ± std over '
+        f"the seeds that reached the target within {ROUNDS} rounds (with how many did). Primary target "
+        f"**{100 * PRIMARY_TARGET:.0f}%**, fixed before the report runs because the paper's 85% is not reachable here (the "
+        f"highest seed-mean final worst-case accuracy of any method in any setting above is {pct(best_final)}%); "
+        f"DRDM's seed-mean curve {'reaches' if reached_all else 'does NOT reach'} {100 * PRIMARY_TARGET:.0f}% at every τ. "
+        "Because 70% turned out to be reached within about ten rounds whatever τ, the stricter 75% and 80% targets were "
+        f"added after the runs (same runs, no re-selection). α = 0.1, σ = 0, η as selected, seeds {list(REPORT_SEEDS)}; "
+        "FedAvg with its selected η is shown as a reference. The paper's numbers (85%, KMNIST/CNN assumed) are shown "
+        "for the trend only."
+    )
     w("")
-    w("| method | τ | " + " | ".join(f"{100 * t:.0f}%: seed-mean curve | {100 * t:.0f}%: per seed" for t in TARGETS)
-      + " | paper (85%) |")
+    w(
+        "| method | τ | "
+        + " | ".join(f"{100 * t:.0f}%: seed-mean curve | {100 * t:.0f}%: per seed" for t in TARGETS)
+        + " | paper (85%) |"
+    )
     w("|---|---|" + "---|---|" * len(TARGETS) + "---|")
     fig3_summary = {}
     for alg in FIG3_ALGORITHMS:
@@ -629,8 +821,11 @@ def page(chosen, tune_table, main, fig3, timings, args, ablation=(), produced=No
                 per = [first_round(r["acc_worst"], t) for r in runs]
                 hit = [p for p in per if p is not None]
                 cells.append("—" if curve is None else str(curve))
-                cells.append(f"{np.mean(hit):.1f} ± {np.std(hit, ddof=1) if len(hit) > 1 else 0:.1f} ({len(hit)}/{len(runs)})"
-                             if hit else f"— (0/{len(runs)})")
+                cells.append(
+                    f"{np.mean(hit):.1f} ± {np.std(hit, ddof=1) if len(hit) > 1 else 0:.1f} ({len(hit)}/{len(runs)})"
+                    if hit
+                    else f"— (0/{len(runs)})"
+                )
                 fig3_summary[(alg, tau, t)] = curve
             w(f"| {LABELS[alg]} | {tau} | " + " | ".join(cells) + f" | {PAPER_FIG3[tau] if alg == 'drdm' else '—'} |")
     w("")
@@ -659,32 +854,44 @@ def page(chosen, tune_table, main, fig3, timings, args, ablation=(), produced=No
     w(".venv/bin/python experiments/reproduce_drdm.py --reuse-tuning  # keep docs/data/drdm-tuning.csv's selection")
     w("```")
     w("")
-    w("Every run is deterministic given its seed; re-running the command rewrites this page, the CSVs and the "
-      "figures with identical numbers (timings aside). `--from-data` re-renders this page and the figures from "
-      f"`docs/data/{BUNDLE}` (every run with its curves) without running anything; the tests check that the page "
-      "is exactly that rendering and that a stored run reproduces.")
+    w(
+        "Every run is deterministic given its seed; re-running the command rewrites this page, the CSVs and the "
+        "figures with identical numbers (timings aside). `--from-data` re-renders this page and the figures from "
+        f"`docs/data/{BUNDLE}` (every run with its curves) without running anything; the tests check that the page "
+        "is exactly that rendering and that a stored run reproduces."
+    )
     return "\n".join(L) + "\n"
 
 
 def verdict_line(main, alpha=0.1, sigma=0.0) -> str:
     """The headline: does DRDM have the best worst-case accuracy at alpha = 0.1, sigma = 0?"""
-    runs = {a: {r["seed"]: r["acc_worst"][-1] for r in main if r["algorithm"] == a and (r["alpha"], r["sigma"]) == (alpha, sigma)}
-            for a in ALGORITHMS}
+    runs = {
+        a: {
+            r["seed"]: r["acc_worst"][-1]
+            for r in main
+            if r["algorithm"] == a and (r["alpha"], r["sigma"]) == (alpha, sigma)
+        }
+        for a in ALGORITHMS
+    }
     mean = {a: float(np.mean(list(v.values()))) for a, v in runs.items()}
     best = max(BASELINES, key=lambda a: mean[a])
     seeds = sorted(set(runs["drdm"]) & set(runs[best]))
     m, h = paired_ci([runs["drdm"][s] - runs[best][s] for s in seeds])
     if m - h > 0:
-        verdict = "**Yes**: DRDM has the best mean worst-case accuracy and the margin over the best baseline is significant"
+        verdict = (
+            "**Yes**: DRDM has the best mean worst-case accuracy and the margin over the best baseline is significant"
+        )
     elif m > 0:
         verdict = "**Not significantly**: DRDM has the best mean worst-case accuracy, but the margin's 95% interval includes 0"
     elif m + h < 0:
         verdict = f"**No**: {LABELS[best]} is significantly better than DRDM"
     else:
         verdict = f"**No**: {LABELS[best]} has the higher mean; the difference is not significant"
-    return (f"**Headline (α = {alpha}, σ = {sigma}, {len(seeds)} seeds, final round):** {verdict}. DRDM "
-            f"{pct(mean['drdm'])}% vs {LABELS[best]} {pct(mean[best])}%; paired difference DRDM − {LABELS[best]} = "
-            f"{100 * m:+.2f} ± {100 * h:.2f} pp (95% CI).")
+    return (
+        f"**Headline (α = {alpha}, σ = {sigma}, {len(seeds)} seeds, final round):** {verdict}. DRDM "
+        f"{pct(mean['drdm'])}% vs {LABELS[best]} {pct(mean[best])}%; paired difference DRDM − {LABELS[best]} = "
+        f"{100 * m:+.2f} ± {100 * h:.2f} pp (95% CI)."
+    )
 
 
 def agreement(main, verdicts) -> list[str]:
@@ -699,7 +906,9 @@ def agreement(main, verdicts) -> list[str]:
                 agree = "yes" if (m > 0) == (p > 0) else "**no** (opposite, significant)"
             else:
                 agree = "same sign, not significant" if (m > 0) == (p > 0) else "opposite sign, not significant"
-            out.append(f"| α = {alpha}, σ = {sigma} | {LABELS[alg]} | {p:+.2f} | {100 * m:+.2f} ± {100 * h:.2f} | {agree} |")
+            out.append(
+                f"| α = {alpha}, σ = {sigma} | {LABELS[alg]} | {p:+.2f} | {100 * m:+.2f} ± {100 * h:.2f} | {agree} |"
+            )
     return out
 
 
@@ -710,7 +919,9 @@ def discussion(main, verdicts, fig3_summary) -> list[str]:
     out.append("")
 
     def mean_of(alg, alpha, sigma, key):
-        return float(np.mean([r[key][-1] for r in main if r["algorithm"] == alg and (r["alpha"], r["sigma"]) == (alpha, sigma)]))
+        return float(
+            np.mean([r[key][-1] for r in main if r["algorithm"] == alg and (r["alpha"], r["sigma"]) == (alpha, sigma)])
+        )
 
     for alpha, sigma in SETTINGS:
         worst = {a: mean_of(a, alpha, sigma, "acc_worst") for a in ALGORITHMS}
@@ -723,28 +934,46 @@ def discussion(main, verdicts, fig3_summary) -> list[str]:
         best_base = max(BASELINES, key=lambda a: worst[a])
         m, h = next((m, h) for a, m, h, _, _ in rows if a == best_base)
         paper = PAPER.get((alpha, sigma))
-        s = (f"- **α = {alpha}, σ = {sigma}:** DRDM ranks {rank} of 7 on mean final worst-case accuracy "
-             f"({pct(worst['drdm'])}% vs the best baseline {LABELS[best_base]} {pct(worst[best_base])}%; paired "
-             f"difference {100 * m:+.2f} ± {100 * h:.2f} pp). ")
-        s += (f"Significantly (95%) above: {', '.join(sig_better) or 'none'}; significantly below: "
-              f"{', '.join(sig_worse) or 'none'}. ")
-        s += (f"Average accuracy: DRDM {pct(avg['drdm'])}% (rank {sorted(ALGORITHMS, key=lambda a: -avg[a]).index('drdm') + 1}); "
-              f"std: {pct(std['drdm'])} pp (rank {sorted(ALGORITHMS, key=lambda a: std[a]).index('drdm') + 1}, 1 = lowest). ")
+        s = (
+            f"- **α = {alpha}, σ = {sigma}:** DRDM ranks {rank} of 7 on mean final worst-case accuracy "
+            f"({pct(worst['drdm'])}% vs the best baseline {LABELS[best_base]} {pct(worst[best_base])}%; paired "
+            f"difference {100 * m:+.2f} ± {100 * h:.2f} pp). "
+        )
+        s += (
+            f"Significantly (95%) above: {', '.join(sig_better) or 'none'}; significantly below: "
+            f"{', '.join(sig_worse) or 'none'}. "
+        )
+        s += (
+            f"Average accuracy: DRDM {pct(avg['drdm'])}% (rank {sorted(ALGORITHMS, key=lambda a: -avg[a]).index('drdm') + 1}); "
+            f"std: {pct(std['drdm'])} pp (rank {sorted(ALGORITHMS, key=lambda a: std[a]).index('drdm') + 1}, 1 = lowest). "
+        )
         if paper:
-            ranks = [sorted(paper, key=lambda a, k=k: sign * {"avg": avg, "worst": worst, "std": std}[k][a]).index("drdm") + 1
-                     for k, sign in (("avg", -1), ("worst", -1), ("std", 1))]
-            paper_ranks = [sorted(paper, key=lambda a, j=j, sign=sign: sign * paper[a][j]).index("drdm") + 1
-                           for j, sign in ((0, -1), (1, -1), (2, 1))]
-            s += (f"Among the paper's five methods (no FedDyn/FedProx), DRDM's rank in average / worst-case / std is "
-                  f"{ranks[0]} / {ranks[1]} / {ranks[2]} here and {paper_ranks[0]} / {paper_ranks[1]} / {paper_ranks[2]} "
-                  "in the paper.")
+            ranks = [
+                sorted(paper, key=lambda a, k=k: sign * {"avg": avg, "worst": worst, "std": std}[k][a]).index("drdm")
+                + 1
+                for k, sign in (("avg", -1), ("worst", -1), ("std", 1))
+            ]
+            paper_ranks = [
+                sorted(paper, key=lambda a, j=j, sign=sign: sign * paper[a][j]).index("drdm") + 1
+                for j, sign in ((0, -1), (1, -1), (2, 1))
+            ]
+            s += (
+                f"Among the paper's five methods (no FedDyn/FedProx), DRDM's rank in average / worst-case / std is "
+                f"{ranks[0]} / {ranks[1]} / {ranks[2]} here and {paper_ranks[0]} / {paper_ranks[1]} / {paper_ranks[2]} "
+                "in the paper."
+            )
         out.append(s)
     fa = mean_of("fedavg", 0.1, 0.0, "acc_worst")
     weakest = min(ALGORITHMS, key=lambda a: mean_of(a, 0.1, 0.0, "acc_worst"))
-    out.append(f"- **FedAvg weakest in worst-case (paper claim 4)?** At α = 0.1, σ = 0: "
-               + (f"yes, FedAvg has the lowest mean worst-case accuracy ({pct(fa)}%)." if weakest == "fedavg" else
-                  f"no, {LABELS[weakest]} is lower ({pct(mean_of(weakest, 0.1, 0.0, 'acc_worst'))}%) than FedAvg "
-                  f"({pct(fa)}%)."))
+    out.append(
+        f"- **FedAvg weakest in worst-case (paper claim 4)?** At α = 0.1, σ = 0: "
+        + (
+            f"yes, FedAvg has the lowest mean worst-case accuracy ({pct(fa)}%)."
+            if weakest == "fedavg"
+            else f"no, {LABELS[weakest]} is lower ({pct(mean_of(weakest, 0.1, 0.0, 'acc_worst'))}%) than FedAvg "
+            f"({pct(fa)}%)."
+        )
+    )
     parts = []
     for alg in FIG3_ALGORITHMS:
         for t in TARGETS:
@@ -759,8 +988,10 @@ def discussion(main, verdicts, fig3_summary) -> list[str]:
             else:
                 verdict = "not monotone in τ"
             parts.append(f"{LABELS[alg]} to {100 * t:.0f}%: {shown} ({verdict})")
-    out.append(f"- **Figure 3 (more local steps, fewer rounds; paper 48 / 41 / 32 / 25 at τ = 5 / 10 / 20 / 30):** "
-               "seed-mean-curve rounds at τ = " + " / ".join(str(t) for t in TAUS) + ": " + "; ".join(parts) + ".")
+    out.append(
+        f"- **Figure 3 (more local steps, fewer rounds; paper 48 / 41 / 32 / 25 at τ = 5 / 10 / 20 / 30):** "
+        "seed-mean-curve rounds at τ = " + " / ".join(str(t) for t in TAUS) + ": " + "; ".join(parts) + "."
+    )
     return out
 
 
@@ -773,10 +1004,13 @@ def investigation(chosen, ablation) -> list[str]:
         "Each row changes one thing in the selected DRDM point; Δ is the paired difference to the selected DRDM in "
         "the last-10-round worst-case accuracy (mean ± 95% CI). The last two columns are DRDM's own objective at the "
         "final model: the largest client training loss max_i f_i(w) (what the min-max problem minimises) and the "
-        "mean client training loss.")
+        "mean client training loss."
+    )
     out.append("")
-    out.append("| variant | final worst-case (%) | last-10 worst-case (%) | Δ vs selected (pp) | average (%) | "
-               "max_i f_i | mean_i f_i | ‖∇ (1/N)Σ f_i‖ | ‖∇ Σ λ_i f_i‖ |")
+    out.append(
+        "| variant | final worst-case (%) | last-10 worst-case (%) | Δ vs selected (pp) | average (%) | "
+        "max_i f_i | mean_i f_i | ‖∇ (1/N)Σ f_i‖ | ‖∇ Σ λ_i f_i‖ |"
+    )
     out.append("|---|---|---|---|---|---|---|---|---|")
     ref = {r["seed"]: r for r in ablation if r["algorithm"] == "drdm" and r["hp"] == chosen["drdm"]}
     rows = [(label, "drdm", hp) for label, hp in ablations(chosen["drdm"])]
@@ -792,10 +1026,18 @@ def investigation(chosen, ablation) -> list[str]:
         else:
             m, h = paired_ci([last[s] - float(np.mean(ref[s]["acc_worst"][-10:])) for s in sorted(last) if s in ref])
             delta = f"{100 * m:+.2f} ± {100 * h:.2f}"
-        cells = [pct(*mean_std([r["acc_worst"][-1] for r in runs])), pct(*mean_std(list(last.values()))), delta,
-                 pct(*mean_std([r["acc_mean"][-1] for r in runs]))]
-        for key, digits in (("train_loss_worst", 3), ("train_loss_mean", 3), ("grad_uniform_norm", 4),
-                            ("grad_lambda_norm", 4)):
+        cells = [
+            pct(*mean_std([r["acc_worst"][-1] for r in runs])),
+            pct(*mean_std(list(last.values()))),
+            delta,
+            pct(*mean_std([r["acc_mean"][-1] for r in runs])),
+        ]
+        for key, digits in (
+            ("train_loss_worst", 3),
+            ("train_loss_mean", 3),
+            ("grad_uniform_norm", 4),
+            ("grad_lambda_norm", 4),
+        ):
             if all(key in r for r in runs):
                 m, sd = mean_std([r[key] for r in runs])
                 cells.append(f"{m:.{digits}f} ± {sd:.{digits}f}")
@@ -805,10 +1047,15 @@ def investigation(chosen, ablation) -> list[str]:
         out.append(f"| {label} | " + " | ".join(cells) + " |")
     out.append("")
     sel, dyn = "DRDM, selected", "γ = 0 and uniform sampling without replacement (= FedDyn with α = μ)"
-    if (sel, "grad_lambda_norm") in stats and ("DRFA, selected", "grad_lambda_norm") in stats and (dyn, "train_loss_worst") in stats:
+    if (
+        (sel, "grad_lambda_norm") in stats
+        and ("DRFA, selected", "grad_lambda_norm") in stats
+        and (dyn, "train_loss_worst") in stats
+    ):
         n = len(ablation[0].get("lambda_final", [])) or 30
-        lam_max = float(np.mean([r["lambda_max"][-1] for r in ablation
-                                 if r["algorithm"] == "drdm" and r["hp"] == chosen["drdm"]]))
+        lam_max = float(
+            np.mean([r["lambda_max"][-1] for r in ablation if r["algorithm"] == "drdm" and r["hp"] == chosen["drdm"]])
+        )
         g_u, g_l = stats[(sel, "grad_uniform_norm")], stats[(sel, "grad_lambda_norm")]
         d_u, d_l = stats[("DRFA, selected", "grad_uniform_norm")], stats[("DRFA, selected", "grad_lambda_norm")]
         worse_or_equal = stats[(sel, "train_loss_worst")] >= 0.95 * stats[(dyn, "train_loss_worst")]
@@ -818,16 +1065,21 @@ def investigation(chosen, ablation) -> list[str]:
             + ("not lower than" if worse_or_equal else "lower than")
             + f" that of DRDM with no dual step and uniform sampling ({stats[(dyn, 'train_loss_worst')]:.3f}). "
             f"At its final λ, DRDM's model has ‖∇(1/N)Σf_i‖ = {g_u:.4f} and ‖∇Σλ_i f_i‖ = {g_l:.4f}: it is "
-            + ("closer to stationary for the uniform average (ERM) than for the λ-weighted objective"
-               if g_u < g_l else "closer to stationary for the λ-weighted objective than for the uniform average")
+            + (
+                "closer to stationary for the uniform average (ERM) than for the λ-weighted objective"
+                if g_u < g_l
+                else "closer to stationary for the λ-weighted objective than for the uniform average"
+            )
             + f"; for DRFA, which has no drift correction, the two norms are {d_u:.4f} and {d_l:.4f} ("
-            + ("the λ-weighted one is smaller" if d_l < d_u else "the uniform one is smaller") + "). "
+            + ("the λ-weighted one is smaller" if d_l < d_u else "the uniform one is smaller")
+            + "). "
             "Algorithm 1 explains a λ-independent destination: at a fixed point every participant returns w_i = w̄, so "
             "Alg. 2 l.4 gives g_i = ∇f_i(w̄) and Alg. 1 l.20 requires c = 0, while l.18 keeps c = (1/N)Σ_i g_i, the "
             "**equally weighted** mean of every client's latest g_i. The fixed point therefore solves "
             "(1/N)Σ_i ∇f_i(w̄) = 0, the ERM problem of eq. 1, whatever λ is: λ decides which clients are sampled (the "
             "path), not the stationary point. Weighting the g_i in c by Nλ_i would move the fixed point to "
-            "Σ_i λ_i ∇f_i = 0, but that is not the paper's algorithm and is not run here.")
+            "Σ_i λ_i ∇f_i = 0, but that is not the paper's algorithm and is not run here."
+        )
         out.append("")
     return out
 
@@ -849,9 +1101,13 @@ def compact(run: dict, tuning: bool = False) -> dict:
 
 
 def save_bundle(path: Path, tuning, main, fig3, ablation, jobs):
-    bundle = {"jobs": jobs, "tuning": [compact(r, tuning=True) for r in tuning],
-              "main": [compact(r) for r in main], "fig3": [compact(r) for r in fig3],
-              "ablation": [compact(r) for r in ablation]}
+    bundle = {
+        "jobs": jobs,
+        "tuning": [compact(r, tuning=True) for r in tuning],
+        "main": [compact(r) for r in main],
+        "fig3": [compact(r) for r in fig3],
+        "ablation": [compact(r) for r in ablation],
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with gzip.open(tmp, "wt") as handle:
@@ -874,21 +1130,27 @@ def render(bundle: dict, fig_dir: Path | None = None) -> str:
     if fig_dir is not None:
         figures(bundle["main"], bundle["fig3"], fig_dir)
     args = argparse.Namespace(jobs=bundle["jobs"])
-    timings = {phase: sum(r["wall_s"] for r in bundle[key])
-               for phase, key in (("tune", "tuning"), ("main", "main"), ("fig3", "fig3"), ("ablation", "ablation"))}
+    timings = {
+        phase: sum(r["wall_s"] for r in bundle[key])
+        for phase, key in (("tune", "tuning"), ("main", "main"), ("fig3", "fig3"), ("ablation", "ablation"))
+    }
     timings["fig3"] -= sum(r["wall_s"] for r in bundle["fig3"] if r["tau"] == TAU)  # tau = 10 reuses table runs
-    return page(chosen, tune_table, bundle["main"], bundle["fig3"], timings, args, bundle["ablation"],
-                bundle.get("produced"))
+    return page(
+        chosen, tune_table, bundle["main"], bundle["fig3"], timings, args, bundle["ablation"], bundle.get("produced")
+    )
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
-    parser.add_argument("--reuse-tuning", action="store_true", help="select from docs/data/drdm-tuning.csv, do not re-run the grid")
+    parser.add_argument(
+        "--reuse-tuning", action="store_true", help="select from docs/data/drdm-tuning.csv, do not re-run the grid"
+    )
     parser.add_argument("--cache", type=Path, default=None, help="folder for per-run JSON results (skip finished runs)")
     parser.add_argument("--quick", action="store_true", help="smoke test: tiny budget, outputs under /tmp/drdm-quick")
-    parser.add_argument("--from-data", action="store_true",
-                        help=f"run nothing: re-render the page and figures from docs/data/{BUNDLE}")
+    parser.add_argument(
+        "--from-data", action="store_true", help=f"run nothing: re-render the page and figures from docs/data/{BUNDLE}"
+    )
     args = parser.parse_args(argv)
 
     global ROUNDS, REPORT_SEEDS, HEADLINE_SEEDS, TUNE_SEEDS, GRID, TAUS, VALIDATION_SEEDS
@@ -911,8 +1173,12 @@ def main(argv=None):
         tuning = read_tuning_csv(data_dir / "drdm-tuning.csv")
         print(f"== tuning: reusing {len(tuning)} runs from {data_dir / 'drdm-tuning.csv'}", flush=True)
     else:
-        jobs = [make_job("tune", alg, hp, alpha, sigma, seed) for alg in ALGORITHMS for hp in GRID[alg]
-                for seed in TUNE_SEEDS]
+        jobs = [
+            make_job("tune", alg, hp, alpha, sigma, seed)
+            for alg in ALGORITHMS
+            for hp in GRID[alg]
+            for seed in TUNE_SEEDS
+        ]
         tuning = runner.run(jobs, "tuning")
     chosen, tune_table = select(tuning)
     for alg in ALGORITHMS:
@@ -926,18 +1192,32 @@ def main(argv=None):
     main_runs = runner.run(jobs, "table")
 
     t2 = time.perf_counter()
-    jobs = [make_job("tau", alg, chosen[alg], 0.1, 0.0, seed, tau=tau) for alg in FIG3_ALGORITHMS for tau in TAUS
-            for seed in REPORT_SEEDS if tau != TAU]
+    jobs = [
+        make_job("tau", alg, chosen[alg], 0.1, 0.0, seed, tau=tau)
+        for alg in FIG3_ALGORITHMS
+        for tau in TAUS
+        for seed in REPORT_SEEDS
+        if tau != TAU
+    ]
     fig3 = runner.run(jobs, "tau sweep")
     # tau = 10 is the table's alpha = 0.1, sigma = 0 run on the report seeds: reuse it.
-    fig3 += [dict(r, phase="tau") for r in main_runs if r["algorithm"] in FIG3_ALGORITHMS and r["tau"] == TAU
-             and (r["alpha"], r["sigma"]) == (0.1, 0.0) and r["seed"] in REPORT_SEEDS]
+    fig3 += [
+        dict(r, phase="tau")
+        for r in main_runs
+        if r["algorithm"] in FIG3_ALGORITHMS
+        and r["tau"] == TAU
+        and (r["alpha"], r["sigma"]) == (0.1, 0.0)
+        and r["seed"] in REPORT_SEEDS
+    ]
 
     t3 = time.perf_counter()
     variants = ablations(chosen["drdm"])
     jobs = [make_job("ablation", "drdm", hp, 0.1, 0.0, seed) for _, hp in variants for seed in VALIDATION_SEEDS]
-    jobs += [make_job("ablation", alg, chosen[alg], 0.1, 0.0, seed) for alg in ABLATION_BASELINES
-             for seed in VALIDATION_SEEDS]
+    jobs += [
+        make_job("ablation", alg, chosen[alg], 0.1, 0.0, seed)
+        for alg in ABLATION_BASELINES
+        for seed in VALIDATION_SEEDS
+    ]
     ablation = runner.run(jobs, "ablations")
 
     write_data(None if args.reuse_tuning else tuning, main_runs, fig3 + ablation, data_dir)

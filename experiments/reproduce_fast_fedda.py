@@ -41,17 +41,38 @@ from experiments import provenance  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = ["fast_fedda", "c_fedda", "mc_fedda", "fedda", "fedmid"]
-LABELS = {"fast_fedda": "Fast-FedDA", "c_fedda": "C-FedDA", "mc_fedda": "MC-FedDA", "fedda": "FedDA",
-          "fedmid": "FedMiD"}
-COLORS = {"fast_fedda": "tab:red", "c_fedda": "tab:orange", "mc_fedda": "tab:purple", "fedda": "tab:blue",
-          "fedmid": "tab:green"}
+LABELS = {
+    "fast_fedda": "Fast-FedDA",
+    "c_fedda": "C-FedDA",
+    "mc_fedda": "MC-FedDA",
+    "fedda": "FedDA",
+    "fedmid": "FedMiD",
+}
+COLORS = {
+    "fast_fedda": "tab:red",
+    "c_fedda": "tab:orange",
+    "mc_fedda": "tab:purple",
+    "fedda": "tab:blue",
+    "fedmid": "tab:green",
+}
 SEEDS = (0, 1, 2)
 
 # The spec's indicative l2 errors (a numpy reimplementation), [lo, hi].
 SPEC_L2 = {
-    300: {"fast_fedda": (4.1, 4.3), "c_fedda": (4.6, 4.7), "mc_fedda": (3.5, 3.6), "fedda": (7.4, 7.8), "fedmid": (6.7, 7.0)},
-    1000: {"fast_fedda": (0.49, 0.55), "c_fedda": (0.53, 0.59), "mc_fedda": (0.45, 0.50), "fedda": (0.77, 0.85),
-           "fedmid": (0.88, 0.96)},
+    300: {
+        "fast_fedda": (4.1, 4.3),
+        "c_fedda": (4.6, 4.7),
+        "mc_fedda": (3.5, 3.6),
+        "fedda": (7.4, 7.8),
+        "fedmid": (6.7, 7.0),
+    },
+    1000: {
+        "fast_fedda": (0.49, 0.55),
+        "c_fedda": (0.53, 0.59),
+        "mc_fedda": (0.45, 0.50),
+        "fedda": (0.77, 0.85),
+        "fedmid": (0.88, 0.96),
+    },
 }
 
 
@@ -60,16 +81,30 @@ def lasso(method: str, seed: int, rounds: int) -> dict:
     extra = {
         "fast_fedda": {"mu": 0.1},
         "c_fedda": {"mu": 0.1, "epsilon": 5000.0},
-        "mc_fedda": {"mu": 0.1, "epsilon": 5000.0, "stage_lambdas": [0.125, 0.0625, 0.03125],
-                     "stage_rounds": [rounds // 8, rounds // 8]},
-        "fedda": {}, "fedmid": {},
+        "mc_fedda": {
+            "mu": 0.1,
+            "epsilon": 5000.0,
+            "stage_lambdas": [0.125, 0.0625, 0.03125],
+            "stage_rounds": [rounds // 8, rounds // 8],
+        },
+        "fedda": {},
+        "fedmid": {},
     }[method]
     return {
         "run": {"seed": seed, "rounds": rounds, "engine": "ideal", "threads": 1, "eval_every": 10},
         "data": {"name": "sparse_regression", "num_clients": 64, "samples_per_client": 128, "test_per_client": 32},
         "model": {"name": "regression"},
-        "algorithm": {"name": method, "local_steps": 10, "clients_per_round": 10, "batch_size": 10, "lr": 1e-3,
-                      "lam": 0.03125, "grad_scale": 0.5, "init_std": 1.0, **extra},
+        "algorithm": {
+            "name": method,
+            "local_steps": 10,
+            "clients_per_round": 10,
+            "batch_size": 10,
+            "lr": 1e-3,
+            "lam": 0.03125,
+            "grad_scale": 0.5,
+            "init_std": 1.0,
+            **extra,
+        },
     }
 
 
@@ -78,18 +113,40 @@ def low_rank(method: str, seed: int, rounds: int) -> dict:
     extra = {
         "fast_fedda": {"mu": 0.1},
         "c_fedda": {"mu": 0.1, "epsilon": 5000.0, "cprox_mode": "reference"},
-        "mc_fedda": {"mu": 0.1, "epsilon": 5000.0, "cprox_mode": "reference", "stage_lambdas": [0.3, 0.15, 0.1],
-                     "stage_rounds": [stage, stage]},
-        "fedda": {}, "fedmid": {},
+        "mc_fedda": {
+            "mu": 0.1,
+            "epsilon": 5000.0,
+            "cprox_mode": "reference",
+            "stage_lambdas": [0.3, 0.15, 0.1],
+            "stage_rounds": [stage, stage],
+        },
+        "fedda": {},
+        "fedmid": {},
     }[method]
     return {
         "run": {"seed": seed, "rounds": rounds, "engine": "ideal", "threads": 1, "eval_every": 10},
-        "data": {"name": "low_rank_matrix", "num_clients": 64, "samples_per_client": 128, "test_per_client": 32,
-                 "matrix_side": 32, "matrix_rank": 16},
+        "data": {
+            "name": "low_rank_matrix",
+            "num_clients": 64,
+            "samples_per_client": 128,
+            "test_per_client": 32,
+            "matrix_side": 32,
+            "matrix_rank": 16,
+        },
         "model": {"name": "regression"},
-        "algorithm": {"name": method, "local_steps": 10, "clients_per_round": 10, "batch_size": 10, "lr": 1e-3,
-                      "lam": 0.1, "grad_scale": 0.5, "init_std": 1.0, "regularizer": "nuclear",
-                      "matrix_shape": [32, 32], **extra},
+        "algorithm": {
+            "name": method,
+            "local_steps": 10,
+            "clients_per_round": 10,
+            "batch_size": 10,
+            "lr": 1e-3,
+            "lam": 0.1,
+            "grad_scale": 0.5,
+            "init_std": 1.0,
+            "regularizer": "nuclear",
+            "matrix_shape": [32, 32],
+            **extra,
+        },
     }
 
 
@@ -97,24 +154,51 @@ def mnist(method: str, seed: int, rounds: int) -> dict:
     extra = {
         "fast_fedda": {"mu": 0.001, "gamma": 25.0},
         "c_fedda": {"mu": 0.001, "gamma": 2.5, "epsilon": 5000.0, "cprox_mode": "reference"},  # 25 / E
-        "fedda": {}, "fedmid": {},
+        "fedda": {},
+        "fedmid": {},
     }[method]
     return {
         "run": {"seed": seed, "rounds": rounds, "engine": "ideal", "threads": 1, "eval_every": 10},
         "data": {"name": "mnist", "dir": MNIST_DIR, "num_clients": 80, "dirichlet_alpha": 0.5},
         "model": {"name": "linear"},
-        "algorithm": {"name": method, "local_steps": 10, "clients_per_round": 36, "batch_size": 25, "lr": 0.01,
-                      "lam": 1e-4, "init_std": 0.0, **extra},
+        "algorithm": {
+            "name": method,
+            "local_steps": 10,
+            "clients_per_round": 36,
+            "batch_size": 25,
+            "lr": 0.01,
+            "lam": 1e-4,
+            "init_std": 0.0,
+            **extra,
+        },
     }
 
 
 EXPERIMENTS = {
-    "lasso": (lasso, METHODS, ["l2_error", "l1_error", "support_f1", "support_f1_001", "nonzeros", "loss",
-                               "constraint_used", "client_boundary_steps"]),
-    "lowrank": (low_rank, METHODS, ["fro_error", "op_error", "rank", "loss", "constraint_used",
-                                    "client_boundary_steps"]),
-    "mnist": (mnist, ["fast_fedda", "c_fedda", "fedda", "fedmid"], ["loss", "acc_mean", "nonzero_share",
-                                                                      "constraint_used", "client_boundary_steps"]),
+    "lasso": (
+        lasso,
+        METHODS,
+        [
+            "l2_error",
+            "l1_error",
+            "support_f1",
+            "support_f1_001",
+            "nonzeros",
+            "loss",
+            "constraint_used",
+            "client_boundary_steps",
+        ],
+    ),
+    "lowrank": (
+        low_rank,
+        METHODS,
+        ["fro_error", "op_error", "rank", "loss", "constraint_used", "client_boundary_steps"],
+    ),
+    "mnist": (
+        mnist,
+        ["fast_fedda", "c_fedda", "fedda", "fedmid"],
+        ["loss", "acc_mean", "nonzero_share", "constraint_used", "client_boundary_steps"],
+    ),
 }
 
 
@@ -136,7 +220,9 @@ def run_job(job: dict) -> dict:
         for k in job["keep"]:
             out[k] = row.get(k)
         if "nonzero_share" in job["keep"]:
-            out["nonzero_share"] = float((sim.algorithm.model != 0).float().mean()) if row is result.metrics[-1] else None
+            out["nonzero_share"] = (
+                float((sim.algorithm.model != 0).float().mean()) if row is result.metrics[-1] else None
+            )
         rows.append(out)
     return {"key": job["key"], "rows": rows, "wall_s": time.time() - started}
 
@@ -214,8 +300,17 @@ def main(argv=None) -> int:
         for method in methods:
             for seed in seeds:
                 sc = build(method, seed, rounds[exp])
-                jobs.append({"exp": exp, "method": method, "seed": seed, "scenario": sc, "keep": keep,
-                             "key": f"{exp}-{method}-{seed}-{job_key(sc)}", "label": f"{exp} {method} seed {seed}"})
+                jobs.append(
+                    {
+                        "exp": exp,
+                        "method": method,
+                        "seed": seed,
+                        "scenario": sc,
+                        "keep": keep,
+                        "key": f"{exp}-{method}-{seed}-{job_key(sc)}",
+                        "label": f"{exp} {method} seed {seed}",
+                    }
+                )
     # the slow ones first, so the pool stays busy
     jobs.sort(key=lambda j: (j["method"] not in ("c_fedda", "mc_fedda"), j["exp"] != "lasso"))
     started = time.time()
@@ -231,20 +326,31 @@ def main(argv=None) -> int:
 def render(results, jobs, exps, rounds, seeds, fig_dir, total_s, args) -> str:
     rel = "figures" if not args.quick else "."
     run_min = sum(results[j["key"]]["wall_s"] for j in jobs) / 60
-    out = ["# Reproduction: Fast-FedDA, C-FedDA, MC-FedDA (Bao et al., ICML 2022)", "",
-           provenance.line(provenance.current(".venv/bin/python experiments/reproduce_fast_fedda.py"
-                                              + (" --quick" if args.quick else ""), total_s)), "",
-           "Regenerate this page (`--cache DIR` reuses finished runs, `--jobs N` sets the worker processes):", "",
-           "    .venv/bin/python experiments/reproduce_fast_fedda.py", "",
-           f"Seeds {', '.join(map(str, seeds))}; values are mean ± standard deviation over the seeds; "
-           f"learning only (ideal engine). The {len(jobs)} runs took {run_min:.0f} min in total (sum of their wall "
-           f"times on a 2-core machine shared with other jobs, so several times what free cores need); this page's "
-           f"last generation took {total_s / 60:.1f} min (runs found in a --cache are not re-run).", "",
-           "Paper: \"Fast Composite Optimization and Statistical Recovery in Federated Learning\" (Bao, Crawshaw, Luo, "
-           "Liu, ICML 2022), Algorithms 1-3 and Sec. 4; "
-           "implementation: `algorithms/{fast_fedda,c_fedda,mc_fedda,fedda,fedmid}.py`, "
-           "proximal operators in `algorithms/prox.py`, data in `edgefl/data/regression.py`, metrics in "
-           "`edgefl/estimation.py`, tests in `tests/test_fedda.py` and `tests/test_prox.py`.", ""]
+    out = [
+        "# Reproduction: Fast-FedDA, C-FedDA, MC-FedDA (Bao et al., ICML 2022)",
+        "",
+        provenance.line(
+            provenance.current(
+                ".venv/bin/python experiments/reproduce_fast_fedda.py" + (" --quick" if args.quick else ""), total_s
+            )
+        ),
+        "",
+        "Regenerate this page (`--cache DIR` reuses finished runs, `--jobs N` sets the worker processes):",
+        "",
+        "    .venv/bin/python experiments/reproduce_fast_fedda.py",
+        "",
+        f"Seeds {', '.join(map(str, seeds))}; values are mean ± standard deviation over the seeds; "
+        f"learning only (ideal engine). The {len(jobs)} runs took {run_min:.0f} min in total (sum of their wall "
+        f"times on a 2-core machine shared with other jobs, so several times what free cores need); this page's "
+        f"last generation took {total_s / 60:.1f} min (runs found in a --cache are not re-run).",
+        "",
+        'Paper: "Fast Composite Optimization and Statistical Recovery in Federated Learning" (Bao, Crawshaw, Luo, '
+        "Liu, ICML 2022), Algorithms 1-3 and Sec. 4; "
+        "implementation: `algorithms/{fast_fedda,c_fedda,mc_fedda,fedda,fedmid}.py`, "
+        "proximal operators in `algorithms/prox.py`, data in `edgefl/data/regression.py`, metrics in "
+        "`edgefl/estimation.py`, tests in `tests/test_fedda.py` and `tests/test_prox.py`.",
+        "",
+    ]
     if "lasso" in exps:
         out += render_lasso(results, jobs, rounds["lasso"], fig_dir, rel)
     if "lowrank" in exps:
@@ -257,26 +363,45 @@ def render(results, jobs, exps, rounds, seeds, fig_dir, total_s, args) -> str:
 
 
 def render_lasso(results, jobs, R, fig_dir, rel):
-    plot(results, jobs, "lasso", METHODS, ["l2_error", "l1_error", "support_f1", "loss"],
-         ["‖w − w*‖₂", "‖w − w*‖₁", "support F1 (exact nonzeros)", "training MSE"],
-         fig_dir / "fedda-lasso.png", logy=("l2_error", "l1_error", "loss"))
+    plot(
+        results,
+        jobs,
+        "lasso",
+        METHODS,
+        ["l2_error", "l1_error", "support_f1", "loss"],
+        ["‖w − w*‖₂", "‖w − w*‖₁", "support F1 (exact nonzeros)", "training MSE"],
+        fig_dir / "fedda-lasso.png",
+        logy=("l2_error", "l1_error", "loss"),
+    )
     checks = [r for r in (100, 300, 1000) if r <= R]
-    lines = ["## 1. Sparse linear regression (the paper's Figure 1, full size)", "",
-             f"![lasso]({rel}/fedda-lasso.png)", "",
-             "ℓ2 error ‖w − w*‖₂ (‖w₀ − w*‖₂ ≈ 39):", "",
-             "| method | " + " | ".join(f"round {r}" for r in checks) + " | spec (numpy ref.) r300 | spec r1000 |",
-             "|---|" + "---|" * (len(checks) + 2)]
+    lines = [
+        "## 1. Sparse linear regression (the paper's Figure 1, full size)",
+        "",
+        f"![lasso]({rel}/fedda-lasso.png)",
+        "",
+        "ℓ2 error ‖w − w*‖₂ (‖w₀ − w*‖₂ ≈ 39):",
+        "",
+        "| method | " + " | ".join(f"round {r}" for r in checks) + " | spec (numpy ref.) r300 | spec r1000 |",
+        "|---|" + "---|" * (len(checks) + 2),
+    ]
     for m in METHODS:
         cells = [fmt(at(results, jobs, "lasso", m, "l2_error", r), 2) for r in checks]
         s300 = "{}–{}".format(*SPEC_L2[300][m])
         s1000 = "{}–{}".format(*SPEC_L2[1000][m])
         lines.append(f"| {LABELS[m]} | " + " | ".join(cells) + f" | {s300} | {s1000} |")
-    lines += ["", f"At round {R}: support recovery and sparsity", "",
-              "| method | F1 (exact nonzeros) | F1 (|w_j| > 0.01) | nonzeros (of 1024) | training MSE |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"At round {R}: support recovery and sparsity",
+        "",
+        "| method | F1 (exact nonzeros) | F1 (|w_j| > 0.01) | nonzeros (of 1024) | training MSE |",
+        "|---|---|---|---|---|",
+    ]
     for m in METHODS:
-        lines.append(f"| {LABELS[m]} | {fmt(at(results, jobs, 'lasso', m, 'support_f1', R))} | "
-                     f"{fmt(at(results, jobs, 'lasso', m, 'support_f1_001', R))} | "
-                     f"{fmt(at(results, jobs, 'lasso', m, 'nonzeros', R), 0)} | {fmt(at(results, jobs, 'lasso', m, 'loss', R), 3)} |")
+        lines.append(
+            f"| {LABELS[m]} | {fmt(at(results, jobs, 'lasso', m, 'support_f1', R))} | "
+            f"{fmt(at(results, jobs, 'lasso', m, 'support_f1_001', R))} | "
+            f"{fmt(at(results, jobs, 'lasso', m, 'nonzeros', R), 0)} | {fmt(at(results, jobs, 'lasso', m, 'loss', R), 3)} |"
+        )
     # verdicts
     per_seed = {}
     for r in checks:
@@ -286,76 +411,146 @@ def render_lasso(results, jobs, R, fig_dir, rel):
             for base in ("fedda", "fedmid"):
                 ok &= bool(np.all(mine < at(results, jobs, "lasso", base, "l2_error", r)))
         per_seed[r] = ok
-    f1_min = {m: float(np.min(at(results, jobs, "lasso", m, "support_f1", R))) for m in ("fedda", "fast_fedda", "c_fedda", "mc_fedda")}
+    f1_min = {
+        m: float(np.min(at(results, jobs, "lasso", m, "support_f1", R)))
+        for m in ("fedda", "fast_fedda", "c_fedda", "mc_fedda")
+    }
     f1_ok = all(v >= 0.97 for v in f1_min.values())
     mid_f1 = at(results, jobs, "lasso", "fedmid", "support_f1", R)
     c_used = max(np.nanmax(series(results, jobs, "lasso", m, "constraint_used")[1]) for m in ("c_fedda", "mc_fedda"))
-    boundary = sum(np.nanmax(series(results, jobs, "lasso", m, "client_boundary_steps")[1]) for m in ("c_fedda", "mc_fedda"))
-    lines += ["", "Checks (fast-fedda.md §8):", "",
-              f"- Speed: Fast-FedDA and C-FedDA have a lower ℓ2 error than both FedDA and FedMiD for every seed at rounds "
-              + ", ".join(f"{r}: **{'yes' if per_seed[r] else 'NO'}**" for r in checks) + ".",
-              f"- Support at round {R}: exact-support F1 ≥ 0.97 in every seed for FedDA, Fast-, C- and MC-FedDA: "
-              f"**{'yes' if f1_ok else 'NO'}** (lowest seed: " + ", ".join(f"{LABELS[m]} {v:.4f}" for m, v in f1_min.items())
-              + f"); FedMiD's exact-support F1 = {fmt(mid_f1)} "
-              f"(spec: ≤ 0.8; primal averaging leaves many small nonzeros), **{'yes' if np.all(mid_f1 <= 0.8) else 'NO'}**.",
-              f"- The constraint R(w − w₀) ≤ ε of C-/MC-FedDA never binds: largest R(w̄ − w₀)/ε at the server "
-              f"{c_used:.3f}, client steps with an active constraint: {int(boundary)} — as the spec expects, "
-              "so the exact constrained prox returns the plain prox throughout.", ""]
+    boundary = sum(
+        np.nanmax(series(results, jobs, "lasso", m, "client_boundary_steps")[1]) for m in ("c_fedda", "mc_fedda")
+    )
+    lines += [
+        "",
+        "Checks (fast-fedda.md §8):",
+        "",
+        f"- Speed: Fast-FedDA and C-FedDA have a lower ℓ2 error than both FedDA and FedMiD for every seed at rounds "
+        + ", ".join(f"{r}: **{'yes' if per_seed[r] else 'NO'}**" for r in checks)
+        + ".",
+        f"- Support at round {R}: exact-support F1 ≥ 0.97 in every seed for FedDA, Fast-, C- and MC-FedDA: "
+        f"**{'yes' if f1_ok else 'NO'}** (lowest seed: "
+        + ", ".join(f"{LABELS[m]} {v:.4f}" for m, v in f1_min.items())
+        + f"); FedMiD's exact-support F1 = {fmt(mid_f1)} "
+        f"(spec: ≤ 0.8; primal averaging leaves many small nonzeros), **{'yes' if np.all(mid_f1 <= 0.8) else 'NO'}**.",
+        f"- The constraint R(w − w₀) ≤ ε of C-/MC-FedDA never binds: largest R(w̄ − w₀)/ε at the server "
+        f"{c_used:.3f}, client steps with an active constraint: {int(boundary)} — as the spec expects, "
+        "so the exact constrained prox returns the plain prox throughout.",
+        "",
+    ]
     return lines
 
 
 def render_lowrank(results, jobs, R, fig_dir, rel):
-    plot(results, jobs, "lowrank", METHODS, ["fro_error", "op_error", "rank", "loss"],
-         ["‖W − W*‖_F", "‖W − W*‖₂ (operator)", "numerical rank", "training MSE"],
-         fig_dir / "fedda-lowrank.png", logy=("fro_error", "op_error", "loss"))
+    plot(
+        results,
+        jobs,
+        "lowrank",
+        METHODS,
+        ["fro_error", "op_error", "rank", "loss"],
+        ["‖W − W*‖_F", "‖W − W*‖₂ (operator)", "numerical rank", "training MSE"],
+        fig_dir / "fedda-lowrank.png",
+        logy=("fro_error", "op_error", "loss"),
+    )
     mids = [r for r in (100, 300, R) if r <= R]
-    lines = ["## 2. Low-rank matrix estimation (the paper's Figure 2)", "",
-             f"![low rank]({rel}/fedda-lowrank.png)", "",
-             "| method | " + " | ".join(f"‖W − W*‖_F r{r}" for r in mids) + f" | ‖W − W*‖₂ r{R} | rank r{R} |",
-             "|---|" + "---|" * (len(mids) + 2)]
+    lines = [
+        "## 2. Low-rank matrix estimation (the paper's Figure 2)",
+        "",
+        f"![low rank]({rel}/fedda-lowrank.png)",
+        "",
+        "| method | " + " | ".join(f"‖W − W*‖_F r{r}" for r in mids) + f" | ‖W − W*‖₂ r{R} | rank r{R} |",
+        "|---|" + "---|" * (len(mids) + 2),
+    ]
     for m in METHODS:
         cells = [fmt(at(results, jobs, "lowrank", m, "fro_error", r), 2) for r in mids]
-        lines.append(f"| {LABELS[m]} | " + " | ".join(cells) + f" | {fmt(at(results, jobs, 'lowrank', m, 'op_error', R), 2)} | "
-                     f"{fmt(at(results, jobs, 'lowrank', m, 'rank', R), 1)} |")
+        lines.append(
+            f"| {LABELS[m]} | " + " | ".join(cells) + f" | {fmt(at(results, jobs, 'lowrank', m, 'op_error', R), 2)} | "
+            f"{fmt(at(results, jobs, 'lowrank', m, 'rank', R), 1)} |"
+        )
     rank16 = {m: bool(np.all(at(results, jobs, "lowrank", m, "rank", R) == 16)) for m in METHODS}
     faster = {}
     for r in mids[:-1]:
-        faster[r] = all(np.all(at(results, jobs, "lowrank", f, "fro_error", r) < at(results, jobs, "lowrank", b, "fro_error", r))
-                        for f in ("fast_fedda", "c_fedda", "mc_fedda") for b in ("fedda", "fedmid"))
-    boundary = sum(np.nanmax(series(results, jobs, "lowrank", m, "client_boundary_steps")[1]) for m in ("c_fedda", "mc_fedda"))
-    lines += ["", "Checks (paper: all but FedMiD recover rank 16; the proposed methods converge faster):", "",
-              "- Rank 16 recovered at the end in every seed: " + ", ".join(
-                  f"{LABELS[m]} **{'yes' if rank16[m] else 'no'}**" for m in METHODS) + ".",
-              "- Lower Frobenius error than FedDA and FedMiD for every seed (all three proposed methods): "
-              + ", ".join(f"round {r}: **{'yes' if faster[r] else 'NO'}**" for r in faster) + ".",
-              f"- C-/MC-FedDA run with the reference (threshold-then-project) constrained prox here, which is the exact "
-              f"solution whenever the constraint does not bind; client steps on the boundary: {int(boundary)} "
-              "(so the results equal the exact solver's).", ""]
+        faster[r] = all(
+            np.all(at(results, jobs, "lowrank", f, "fro_error", r) < at(results, jobs, "lowrank", b, "fro_error", r))
+            for f in ("fast_fedda", "c_fedda", "mc_fedda")
+            for b in ("fedda", "fedmid")
+        )
+    boundary = sum(
+        np.nanmax(series(results, jobs, "lowrank", m, "client_boundary_steps")[1]) for m in ("c_fedda", "mc_fedda")
+    )
+    lines += [
+        "",
+        "Checks (paper: all but FedMiD recover rank 16; the proposed methods converge faster):",
+        "",
+        "- Rank 16 recovered at the end in every seed: "
+        + ", ".join(f"{LABELS[m]} **{'yes' if rank16[m] else 'no'}**" for m in METHODS)
+        + ".",
+        "- Lower Frobenius error than FedDA and FedMiD for every seed (all three proposed methods): "
+        + ", ".join(f"round {r}: **{'yes' if faster[r] else 'NO'}**" for r in faster)
+        + ".",
+        f"- C-/MC-FedDA run with the reference (threshold-then-project) constrained prox here, which is the exact "
+        f"solution whenever the constraint does not bind; client steps on the boundary: {int(boundary)} "
+        "(so the results equal the exact solver's).",
+        "",
+    ]
     return lines
 
 
 def render_mnist(results, jobs, R, fig_dir, rel):
     methods = EXPERIMENTS["mnist"][1]
-    plot(results, jobs, "mnist", methods, ["loss", "acc_mean"], ["training cross-entropy", "test accuracy (mean over clients)"],
-         fig_dir / "fedda-mnist.png", logy=("loss",))
+    plot(
+        results,
+        jobs,
+        "mnist",
+        methods,
+        ["loss", "acc_mean"],
+        ["training cross-entropy", "test accuracy (mean over clients)"],
+        fig_dir / "fedda-mnist.png",
+        logy=("loss",),
+    )
     mids = [r for r in (50, 150, R) if r <= R]
-    lines = ["## 3. Sparse multinomial logistic regression, MNIST-10k (analogue of the EMNIST-10 Figure 3)", "",
-             f"![mnist]({rel}/fedda-mnist.png)", "",
-             "| method | " + " | ".join(f"loss r{r}" for r in mids) + " | " + " | ".join(f"acc r{r}" for r in mids)
-             + " | nonzero share (final) |", "|---|" + "---|" * (2 * len(mids) + 1)]
+    lines = [
+        "## 3. Sparse multinomial logistic regression, MNIST-10k (analogue of the EMNIST-10 Figure 3)",
+        "",
+        f"![mnist]({rel}/fedda-mnist.png)",
+        "",
+        "| method | "
+        + " | ".join(f"loss r{r}" for r in mids)
+        + " | "
+        + " | ".join(f"acc r{r}" for r in mids)
+        + " | nonzero share (final) |",
+        "|---|" + "---|" * (2 * len(mids) + 1),
+    ]
     for m in methods:
-        lines.append(f"| {LABELS[m]} | " + " | ".join(fmt(at(results, jobs, "mnist", m, "loss", r)) for r in mids) + " | "
-                     + " | ".join(fmt(at(results, jobs, "mnist", m, "acc_mean", r)) for r in mids) + " | "
-                     + fmt(at(results, jobs, "mnist", m, "nonzero_share", R)) + " |")
-    better = {r: all(np.mean(at(results, jobs, "mnist", f, "loss", r)) < np.mean(at(results, jobs, "mnist", b, "loss", r))
-                     for f in ("fast_fedda", "c_fedda") for b in ("fedda", "fedmid")) for r in mids}
-    lines += ["", "Check (paper: Fast-FedDA and C-FedDA reach lower loss and higher accuracy than FedDA and FedMiD, "
-              "and converge faster): lower mean training loss than both baselines at "
-              + ", ".join(f"round {r}: **{'yes' if better[r] else 'NO'}**" for r in mids) + ". "
-              "Fast-FedDA and C-FedDA agree to three decimals here, as they should: with μ = 0.001 the μ-terms are "
-              "negligible, and with C-FedDA's γ = 25/E its round-indexed centre and threshold equal Fast-FedDA's "
-              "step-indexed ones at every round end (both are then dual averaging with step 1/25). Final accuracy is "
-              "the same for all four methods (≈ 0.90); the gain is in loss and in sparsity (nonzero share).", ""]
+        lines.append(
+            f"| {LABELS[m]} | "
+            + " | ".join(fmt(at(results, jobs, "mnist", m, "loss", r)) for r in mids)
+            + " | "
+            + " | ".join(fmt(at(results, jobs, "mnist", m, "acc_mean", r)) for r in mids)
+            + " | "
+            + fmt(at(results, jobs, "mnist", m, "nonzero_share", R))
+            + " |"
+        )
+    better = {
+        r: all(
+            np.mean(at(results, jobs, "mnist", f, "loss", r)) < np.mean(at(results, jobs, "mnist", b, "loss", r))
+            for f in ("fast_fedda", "c_fedda")
+            for b in ("fedda", "fedmid")
+        )
+        for r in mids
+    }
+    lines += [
+        "",
+        "Check (paper: Fast-FedDA and C-FedDA reach lower loss and higher accuracy than FedDA and FedMiD, "
+        "and converge faster): lower mean training loss than both baselines at "
+        + ", ".join(f"round {r}: **{'yes' if better[r] else 'NO'}**" for r in mids)
+        + ". "
+        "Fast-FedDA and C-FedDA agree to three decimals here, as they should: with μ = 0.001 the μ-terms are "
+        "negligible, and with C-FedDA's γ = 25/E its round-indexed centre and threshold equal Fast-FedDA's "
+        "step-indexed ones at every round end (both are then dual averaging with step 1/25). Final accuracy is "
+        "the same for all four methods (≈ 0.90); the gain is in loss and in sparsity (nonzero share).",
+        "",
+    ]
     return lines
 
 
@@ -364,8 +559,12 @@ def verdict(results, jobs, exps, rounds):
     if "lasso" in exps:
         R = rounds["lasso"]
         checks = [r for r in (100, 300, 1000) if r <= R]
-        speed = all(np.all(at(results, jobs, "lasso", f, "l2_error", r) < at(results, jobs, "lasso", b, "l2_error", r))
-                    for r in checks for f in ("fast_fedda", "c_fedda") for b in ("fedda", "fedmid"))
+        speed = all(
+            np.all(at(results, jobs, "lasso", f, "l2_error", r) < at(results, jobs, "lasso", b, "l2_error", r))
+            for r in checks
+            for f in ("fast_fedda", "c_fedda")
+            for b in ("fedda", "fedmid")
+        )
         f1 = {m: at(results, jobs, "lasso", m, "support_f1", R) for m in METHODS}
         inside = {m: bool(np.all(f1[m] >= 0.97)) for m in ("fedda", "fast_fedda", "c_fedda", "mc_fedda")}
         in_range = []
@@ -382,39 +581,64 @@ def verdict(results, jobs, exps, rounds):
             "MC-FedDA is fastest, as in the paper. Support recovery: the three proposed methods reach exact-support "
             f"F1 ≥ 0.99, FedMiD stays at {f1['fedmid'].mean():.2f} (its averaged primal iterate keeps "
             f"~{at(results, jobs, 'lasso', 'fedmid', 'nonzeros', R).mean():.0f} nonzeros), FedDA at "
-            f"{f1['fedda'].mean():.3f}" + ("" if inside["fedda"] else
-                                           f" — one seed {f1['fedda'].min():.4f}, just under the spec's 0.97 bar "
-                                           "(FedDA's F1 is still rising at round 1000, see the figure)") + ". "
-            + ("Our ℓ2 errors sit at or slightly above the spec's numpy reference ranges"
-               + (f" (above: {'; '.join(above)})" if above else "") + "; differences we know of: minibatches "
-               "with replacement (reference: without), the penalised bias coordinate, and different random draws."))
+            f"{f1['fedda'].mean():.3f}"
+            + (
+                ""
+                if inside["fedda"]
+                else f" — one seed {f1['fedda'].min():.4f}, just under the spec's 0.97 bar "
+                "(FedDA's F1 is still rising at round 1000, see the figure)"
+            )
+            + ". "
+            + (
+                "Our ℓ2 errors sit at or slightly above the spec's numpy reference ranges"
+                + (f" (above: {'; '.join(above)})" if above else "")
+                + "; differences we know of: minibatches "
+                "with replacement (reference: without), the penalised bias coordinate, and different random draws."
+            )
+        )
     if "lowrank" in exps:
         R = rounds["lowrank"]
         ranks = {m: at(results, jobs, "lowrank", m, "rank", R) for m in METHODS}
         ok = all(np.all(ranks[m] == 16) for m in ("fast_fedda", "c_fedda", "mc_fedda", "fedda")) and not np.all(
-            ranks["fedmid"] == 16)
-        lines.append(f"- Low-rank estimation (Fig. 2): all but FedMiD recover rank 16 and the proposed methods converge "
-                     f"faster — **{'reproduces' if ok else 'partly reproduces'}** (FedMiD's final rank "
-                     f"{ranks['fedmid'].mean():.0f}).")
+            ranks["fedmid"] == 16
+        )
+        lines.append(
+            f"- Low-rank estimation (Fig. 2): all but FedMiD recover rank 16 and the proposed methods converge "
+            f"faster — **{'reproduces' if ok else 'partly reproduces'}** (FedMiD's final rank "
+            f"{ranks['fedmid'].mean():.0f})."
+        )
     if "mnist" in exps:
         R = rounds["mnist"]
-        loss_ok = all(np.mean(at(results, jobs, "mnist", f, "loss", R)) < np.mean(at(results, jobs, "mnist", b, "loss", R))
-                      for f in ("fast_fedda", "c_fedda") for b in ("fedda", "fedmid"))
+        loss_ok = all(
+            np.mean(at(results, jobs, "mnist", f, "loss", R)) < np.mean(at(results, jobs, "mnist", b, "loss", R))
+            for f in ("fast_fedda", "c_fedda")
+            for b in ("fedda", "fedmid")
+        )
         acc = {m: np.mean(at(results, jobs, "mnist", m, "acc_mean", R)) for m in EXPERIMENTS["mnist"][1]}
-        spread = max(np.std(at(results, jobs, "mnist", m, "acc_mean", R), ddof=1) if len(at(results, jobs, "mnist", m, "acc_mean", R)) > 1 else 0.0
-                     for m in EXPERIMENTS["mnist"][1])
-        lines.append(f"- MNIST-10k sparse logistic regression (the EMNIST-10 figure's analogue, 300 of 15,000 rounds): "
-                     f"lower training loss for Fast-/C-FedDA **{'reproduces' if loss_ok else 'does not reproduce'}**; "
-                     + ("higher final accuracy too, by more than the seed spread (" if all(
-                         acc[f] - max(acc["fedda"], acc["fedmid"]) > spread for f in ("fast_fedda", "c_fedda"))
-                        else "final accuracy is the same within the seed spread at this length (")
-                     + "final accuracies "
-                     + ", ".join(f"{LABELS[m]} {v:.3f}" for m, v in acc.items()) + ").")
+        spread = max(
+            np.std(at(results, jobs, "mnist", m, "acc_mean", R), ddof=1)
+            if len(at(results, jobs, "mnist", m, "acc_mean", R)) > 1
+            else 0.0
+            for m in EXPERIMENTS["mnist"][1]
+        )
+        lines.append(
+            f"- MNIST-10k sparse logistic regression (the EMNIST-10 figure's analogue, 300 of 15,000 rounds): "
+            f"lower training loss for Fast-/C-FedDA **{'reproduces' if loss_ok else 'does not reproduce'}**; "
+            + (
+                "higher final accuracy too, by more than the seed spread ("
+                if all(acc[f] - max(acc["fedda"], acc["fedmid"]) > spread for f in ("fast_fedda", "c_fedda"))
+                else "final accuracy is the same within the seed spread at this length ("
+            )
+            + "final accuracies "
+            + ", ".join(f"{LABELS[m]} {v:.3f}" for m, v in acc.items())
+            + ")."
+        )
     return lines + [""]
 
 
 SETUP_NOTES = [
-    "## Set-up and deviations", "",
+    "## Set-up and deviations",
+    "",
     "- Model: `regression` = Linear(p, 1) with a bias, mean squared error; `grad_scale = 0.5` turns its "
     "gradient into that of the paper's ½(y − xᵀw)², so λ, γ and η_c mean what they mean in the paper. "
     "The ℓ1 penalty also covers the bias (true value 0); the errors are computed on the weight only. "

@@ -35,9 +35,12 @@ def run(overrides: list[str], thermal: dict | None):
     segments = len(compute) - len({(e.round, e.phase, e.client, e.label) for e in compute})
     last = result.metrics[-1]
     return {
-        "time_s": last["sim_time_s"], "energy_j": sum(e.energy_j for e in result.events),
-        "compute_j": sum(e.energy_j for e in compute), "compute_s": sum(e.end_s - e.start_s for e in compute),
-        "acc_mean": last.get("acc_mean") or float("nan"), "extra_segments": segments,
+        "time_s": last["sim_time_s"],
+        "energy_j": sum(e.energy_j for e in result.events),
+        "compute_j": sum(e.energy_j for e in compute),
+        "compute_s": sum(e.end_s - e.start_s for e in compute),
+        "acc_mean": last.get("acc_mean") or float("nan"),
+        "extra_segments": segments,
         "uploads_missed": sum(row["uploads_missed"] for row in result.metrics),
         "throttled_device_s": 0.0 if component is None else float(component.throttled_s.sum()),
     }
@@ -53,9 +56,14 @@ def main() -> None:
     parser.add_argument("--resume-c", type=float, default=38.0)
     parser.add_argument("--throttle-factor", type=float, default=0.5)
     args = parser.parse_args()
-    thermal = dict(ambient_c=args.ambient_c, thermal_resistance_k_per_w=args.thermal_resistance_k_per_w,
-                   thermal_capacitance_j_per_k=args.thermal_capacitance_j_per_k, throttle_c=args.throttle_c,
-                   resume_c=args.resume_c, throttle_factor=args.throttle_factor)
+    thermal = dict(
+        ambient_c=args.ambient_c,
+        thermal_resistance_k_per_w=args.thermal_resistance_k_per_w,
+        thermal_capacitance_j_per_k=args.thermal_capacitance_j_per_k,
+        throttle_c=args.throttle_c,
+        resume_c=args.resume_c,
+        throttle_factor=args.throttle_factor,
+    )
     print(f"phones-in-a-cell {' '.join(args.set)}; thermal: {thermal}")
     rows = {"no thermal": run(args.set, None), "thermal": run(args.set, thermal)}
     keys = list(rows["thermal"])
@@ -63,9 +71,11 @@ def main() -> None:
     for name, row in rows.items():
         print(f"{name:12s}" + "".join(f"{row[k]:20.6g}" for k in keys))
     a, b = rows["no thermal"], rows["thermal"]
-    print(f"throttling costs {b['time_s'] - a['time_s']:+.4g} s of simulated time ({100 * (b['time_s'] / a['time_s'] - 1):+.2f} %), "
-          f"{b['energy_j'] - a['energy_j']:+.4g} J ({100 * (b['energy_j'] / a['energy_j'] - 1):+.2f} %), of which compute "
-          f"{b['compute_j'] - a['compute_j']:+.4g} J")
+    print(
+        f"throttling costs {b['time_s'] - a['time_s']:+.4g} s of simulated time ({100 * (b['time_s'] / a['time_s'] - 1):+.2f} %), "
+        f"{b['energy_j'] - a['energy_j']:+.4g} J ({100 * (b['energy_j'] / a['energy_j'] - 1):+.2f} %), of which compute "
+        f"{b['compute_j'] - a['compute_j']:+.4g} J"
+    )
 
 
 if __name__ == "__main__":

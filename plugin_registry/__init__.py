@@ -27,8 +27,15 @@ class Registry:
     kind, described by ``expected`` (e.g. "an algorithms.Algorithm subclass"); ``form``: how a plug-in is
     written (``"package.module:Class"``)."""
 
-    def __init__(self, kind: str, builtins: Mapping[str, Any], group: str, accepts: Callable[[Any], bool],
-                 expected: str, form: str = "package.module:Class"):
+    def __init__(
+        self,
+        kind: str,
+        builtins: Mapping[str, Any],
+        group: str,
+        accepts: Callable[[Any], bool],
+        expected: str,
+        form: str = "package.module:Class",
+    ):
         self.kind, self.builtins, self.group = kind, builtins, group
         self.accepts, self.expected, self.form = accepts, expected, form
 
@@ -47,8 +54,11 @@ class Registry:
     def unknown_message(self, name: object) -> str:
         known = self.names()
         hint = difflib.get_close_matches(str(name), known, n=1)
-        return (f"unknown {self.kind} {name!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
-                + f"; known: {', '.join(known)}, or \"{self.form}\"")
+        return (
+            f"unknown {self.kind} {name!r}"
+            + (f" (did you mean {hint[0]!r}?)" if hint else "")
+            + f'; known: {", ".join(known)}, or "{self.form}"'
+        )
 
     def get(self, name: str):
         """The object ``name`` names (UnknownPlugin saying why there is none)."""

@@ -50,8 +50,14 @@ def make_scenario(
         "run": run,
         "data": dict(SYNTHETIC_DATA if data is None else data),
         "model": {"name": model} if isinstance(model, str) else dict(model),
-        "algorithm": {"name": algorithm, "local_steps": local_steps, "clients_per_round": clients_per_round,
-                      "lr": lr, "batch_size": batch_size, **({algorithm: hyperparams} if hyperparams else {})},
+        "algorithm": {
+            "name": algorithm,
+            "local_steps": local_steps,
+            "clients_per_round": clients_per_round,
+            "lr": lr,
+            "batch_size": batch_size,
+            **({algorithm: hyperparams} if hyperparams else {}),
+        },
     }
     if network is not None:
         sections["network"] = dict(network)

@@ -23,7 +23,9 @@ MNIST_DIR = ROOT.parent / "shared" / "datasets" / "mnist"
 def test_every_committed_scenario_takes_every_algorithm(path):
     from test_data_registry import load_raw_dir_exists
 
-    data = [] if load_raw_dir_exists(path) else [f"data.dir={MNIST_DIR}"]  # the full MNIST or KMNIST beside the checkout
+    data = (
+        [] if load_raw_dir_exists(path) else [f"data.dir={MNIST_DIR}"]
+    )  # the full MNIST or KMNIST beside the checkout
     if data and not MNIST_DIR.is_dir():
         pytest.skip("no MNIST folder beside the checkout")
     for name in algorithms.names():
@@ -54,8 +56,12 @@ def test_the_table_of_the_selected_algorithm_is_used_and_the_others_are_only_val
 def test_a_sweep_grid_can_name_an_algorithms_own_key(tmp_path):
     from edgefl.sweeps.plan import plan_sweep
 
-    plan = plan_sweep(ROOT / "scenarios" / "quickstart.toml", ["run.rounds=1"],
-                      ["algorithm.name=fedavg,fedprox", "algorithm.fedprox.mu_p=0.01,0.1"], 1)
+    plan = plan_sweep(
+        ROOT / "scenarios" / "quickstart.toml",
+        ["run.rounds=1"],
+        ["algorithm.name=fedavg,fedprox", "algorithm.fedprox.mu_p=0.01,0.1"],
+        1,
+    )
     assert len(plan.points) == 4
     assert {p.scenario.algorithm.tables().get("fedprox", {}).get("mu_p") for p in plan.points} == {0.01, 0.1}
     with pytest.raises(Exception, match="not a key of fedprox"):
@@ -89,16 +95,21 @@ def test_an_algorithm_of_ones_own_by_its_module_path(tmp_path, monkeypatch):
     try:
         name = "my_algorithms:DampedFedAvg"
         base = {"run.rounds": 3, "algorithm.name": name}
-        half = Simulation(load_scenario(ROOT / "scenarios" / "quickstart.toml",
-                                        {**base, f"algorithm.{name}.damping": 0.5})).run(progress=False)
-        full = Simulation(load_scenario(ROOT / "scenarios" / "quickstart.toml",
-                                        {**base, f"algorithm.{name}.damping": 1.0})).run(progress=False)
-        fedavg = Simulation(load_scenario(ROOT / "scenarios" / "quickstart.toml", {"run.rounds": 3})).run(progress=False)
+        half = Simulation(
+            load_scenario(ROOT / "scenarios" / "quickstart.toml", {**base, f"algorithm.{name}.damping": 0.5})
+        ).run(progress=False)
+        full = Simulation(
+            load_scenario(ROOT / "scenarios" / "quickstart.toml", {**base, f"algorithm.{name}.damping": 1.0})
+        ).run(progress=False)
+        fedavg = Simulation(load_scenario(ROOT / "scenarios" / "quickstart.toml", {"run.rounds": 3})).run(
+            progress=False
+        )
         # damping 1 is FedAvg (up to rounding of before + 1·(w − before)); 0.5 is not
         assert [r["loss"] for r in full.metrics] == pytest.approx([r["loss"] for r in fedavg.metrics], rel=1e-6)
         assert [r["loss"] for r in half.metrics] != pytest.approx([r["loss"] for r in fedavg.metrics], rel=1e-3)
-        quoted = load_scenario(ROOT / "scenarios" / "quickstart.toml",
-                               [f"algorithm.name={name}", f'algorithm."{name}".damping=0.25'])  # --set spelling
+        quoted = load_scenario(
+            ROOT / "scenarios" / "quickstart.toml", [f"algorithm.name={name}", f'algorithm."{name}".damping=0.25']
+        )  # --set spelling
         assert quoted.algorithm.hyperparams().damping == 0.25
         with pytest.raises(ScenarioError, match="damping"):
             load_scenario(ROOT / "scenarios" / "quickstart.toml", {**base, f"algorithm.{name}.damping": 2.0})
@@ -134,8 +145,15 @@ def test_every_committed_scenario_runs_every_algorithm_that_fits(path):
     for name in algorithms.names():
         if not _fits(path, name, data):
             continue
-        s = load_scenario(path, {**data, "algorithm.name": name, "run.rounds": 1,
-                                 "algorithm.local_steps": min(2, base.algorithm.local_steps)})
+        s = load_scenario(
+            path,
+            {
+                **data,
+                "algorithm.name": name,
+                "run.rounds": 1,
+                "algorithm.local_steps": min(2, base.algorithm.local_steps),
+            },
+        )
         result = Simulation(s).run(progress=False)
         assert len(result.metrics) == 1 and result.summary["algorithm"] == name
         assert math.isfinite(result.metrics[0]["loss"]), (path.stem, name)

@@ -34,8 +34,21 @@ def test_run_returns_dataframes_and_writes_nothing_without_out(tmp_path, monkeyp
 def test_run_with_out_writes_the_results_folder_and_matches_the_cli(tmp_path):
     (tmp_path / "tiny.toml").write_text(TINY)
     r = edgefl.run(tmp_path / "tiny.toml", out=tmp_path / "api", progress=False)
-    subprocess.run([sys.executable, "-m", "edgefl", "run", str(tmp_path / "tiny.toml"), "--out",
-                    str(tmp_path / "cli"), "--quiet", "--no-plots"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "edgefl",
+            "run",
+            str(tmp_path / "tiny.toml"),
+            "--out",
+            str(tmp_path / "cli"),
+            "--quiet",
+            "--no-plots",
+        ],
+        check=True,
+        capture_output=True,
+    )
     assert (tmp_path / "api" / "metrics.csv").read_text() == (tmp_path / "cli" / "metrics.csv").read_text()
     assert pd.read_csv(tmp_path / "api" / "metrics.csv")["energy_j"].tolist() == pytest.approx(r.metrics["energy_j"])
 
@@ -60,8 +73,13 @@ def test_overrides_are_validated_like_the_cli(tmp_path):
 
 def test_sweep_and_optimal_tau_return_dataframes(tmp_path):
     (tmp_path / "tiny.toml").write_text(TINY)
-    rows = edgefl.sweep(tmp_path / "tiny.toml", grid={"algorithm.local_steps": [1, 3], "network.snr_db": [0, 20]},
-                        seeds=2, out=tmp_path / "sweep", progress=False)
+    rows = edgefl.sweep(
+        tmp_path / "tiny.toml",
+        grid={"algorithm.local_steps": [1, 3], "network.snr_db": [0, 20]},
+        seeds=2,
+        out=tmp_path / "sweep",
+        progress=False,
+    )
     assert len(rows) == 2 * 2 * 2 * 3  # tau x snr x seeds x rounds
     table, per_tau = edgefl.optimal_tau(tmp_path / "sweep", target="loss=5.0")
     assert set(table["network.snr_db"]) == {0, 20} and "tau_set" in table.columns
@@ -73,8 +91,9 @@ def test_sweep_and_optimal_tau_return_dataframes(tmp_path):
         assert at.loc[at["is_optimal"], "tau"].tolist() == [best["tau_star"]]
         assert at.loc[at["is_optimal"], "energy_j_mean"].item() == best["energy_j_mean"]
     assert main(["optimal-tau", str(tmp_path / "sweep"), "--target", "loss=5.0", "--no-plots"]) == 0
-    assert pd.read_csv(tmp_path / "sweep" / "optimal-tau_loss=5" / "tau_energy.csv")["energy_j_mean"].tolist() == \
-        pytest.approx(per_tau["energy_j_mean"].tolist())
+    assert pd.read_csv(tmp_path / "sweep" / "optimal-tau_loss=5" / "tau_energy.csv")[
+        "energy_j_mean"
+    ].tolist() == pytest.approx(per_tau["energy_j_mean"].tolist())
 
 
 def test_version_and_python_m():

@@ -104,17 +104,25 @@ def traffic(name, rounds=2, **hp):
     per_round = []
     for r in range(rounds):
         ev = [e for e in sim.pricer.events if e.round == r and e.kind in ("download", "upload")]
-        per_round.append({
-            "down": sorted(e.bits / bits for e in ev if e.kind == "download"),
-            "up": sorted(e.bits / bits for e in ev if e.kind == "upload"),
-            "clients": {e.client for e in ev},
-        })
+        per_round.append(
+            {
+                "down": sorted(e.bits / bits for e in ev if e.kind == "download"),
+                "up": sorted(e.bits / bits for e in ev if e.kind == "upload"),
+                "clients": {e.client for e in ev},
+            }
+        )
     return per_round, 32 / bits
 
 
-@pytest.mark.parametrize("name,down,up", [
-    ("fedavg", 1, 1), ("fedprox", 1, 1), ("feddyn", 1, 1), ("scaffold", 2, 2),
-])
+@pytest.mark.parametrize(
+    "name,down,up",
+    [
+        ("fedavg", 1, 1),
+        ("fedprox", 1, 1),
+        ("feddyn", 1, 1),
+        ("scaffold", 2, 2),
+    ],
+)
 def test_one_message_each_way_with_the_right_size(name, down, up):
     for rnd in traffic(name)[0]:
         assert rnd["down"] == [down] * M and rnd["up"] == [up] * M

@@ -35,8 +35,15 @@ CANDIDATE_DATA = [
 
 def scenario(name: str, data: dict, executor: str, model: str = "linear"):
     model = "regression" if data["name"] == "sparse_regression" else model
-    return make_scenario(name, seed=7, rounds=3, executor=executor, data={"num_clients": 6, **data},
-                         model={"name": model, "hidden": 16}, clients_per_round=3)
+    return make_scenario(
+        name,
+        seed=7,
+        rounds=3,
+        executor=executor,
+        data={"num_clients": 6, **data},
+        model={"name": model, "hidden": 16},
+        clients_per_round=3,
+    )
 
 
 def build(name: str, executor: str, model: str = "linear") -> Simulation:

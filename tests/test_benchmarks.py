@@ -14,15 +14,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 MNIST_DIR = Path(os.environ.get("EDGEFL_MNIST_DIR", ROOT.parent / "shared" / "datasets" / "mnist"))
 # the benchmarks train on the real MNIST test split (its MD5 is checked: a fake copy is refused)
-needs_mnist = pytest.mark.skipif(not (MNIST_DIR / "t10k-images-idx3-ubyte.gz").is_file(),
-                                 reason=f"MNIST t10k not found in {MNIST_DIR} (set EDGEFL_MNIST_DIR)")
+needs_mnist = pytest.mark.skipif(
+    not (MNIST_DIR / "t10k-images-idx3-ubyte.gz").is_file(),
+    reason=f"MNIST t10k not found in {MNIST_DIR} (set EDGEFL_MNIST_DIR)",
+)
 
 
 def run_script(*args: str, timeout: float = 300) -> str:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "EDGEFL_MNIST_DIR": str(MNIST_DIR)}
-    done = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "EDGEFL_MNIST_DIR": str(MNIST_DIR),
+    }
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 

@@ -50,8 +50,9 @@ def check_events(events, metrics: list[dict], clients: list[dict]) -> None:
         chain.sort(key=lambda e: (e.start_s, e.end_s))
         ended = [k for k, e in enumerate(chain) if e.status != "ok"]
         if ended:
-            assert ended == [len(chain) - 1] or all(e.kind == "idle" and e.end_s <= chain[ended[0]].start_s + EPS
-                                                     for e in chain[ended[0] + 1:]), (key, chain)
+            assert ended == [len(chain) - 1] or all(
+                e.kind == "idle" and e.end_s <= chain[ended[0]].start_s + EPS for e in chain[ended[0] + 1 :]
+            ), (key, chain)
             assert len(ended) == 1, (key, chain)
     # 3. Per device, over the whole run: its radio is in one state at a time (a transfer, a promotion, an idle
     #    wait or a tail), and its chain does one thing at a time (computing during a tail is allowed: CPU and radio).

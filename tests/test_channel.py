@@ -59,7 +59,7 @@ def test_db_round_trip(x):
 def test_noise_minus_174_dbm_per_hz_over_1_mhz_is_minus_114_dbm():
     assert w_to_dbm(noise_power_w(1e6)) == pytest.approx(-114.0)
     # by hand: 10^(-20.4) W/Hz * 1e6 Hz = 10^(-14.4) W
-    assert noise_power_w(1e6) == pytest.approx(10 ** -14.4)
+    assert noise_power_w(1e6) == pytest.approx(10**-14.4)
     # noise figure adds in dB
     assert w_to_dbm(noise_power_w(1e6, noise_figure_db=7.0)) == pytest.approx(-107.0)
     assert w_to_dbm(noise_power_w(20e6)) == pytest.approx(-174 + 10 * math.log10(20e6))

@@ -63,8 +63,12 @@ CASES = {
     "partial_avg (per-client models, momentum)": ["algorithm.name=partial_avg"],
     "fedda (duals)": ["algorithm.name=fedda"],
     "min_energy controller with channel errors": ["control.name=min_energy", "control.channel_error_db=3"],
-    "adaptive_tau controller": ["control.name=adaptive_tau", "control.explore_rounds=4", "control.tau_max=6",
-                                "run.eval_every=1"],
+    "adaptive_tau controller": [
+        "control.name=adaptive_tau",
+        "control.explore_rounds=4",
+        "control.tau_max=6",
+        "run.eval_every=1",
+    ],
     "topk compression with error feedback": ["compression.name=topk"],
     "qsgd compression": ["compression.name=qsgd"],
     "tdma, failures": ["network.access=tdma", "devices.p_fail=0.3"],
@@ -86,12 +90,15 @@ def test_a_resumed_run_is_identical_to_an_uninterrupted_one(tmp_path, overrides)
 
 def test_availability_trace_resumes_identically(tmp_path):
     trace = tmp_path / "trace.csv"
-    trace.write_text("client,start_s,end_s\n" + "".join(f"{c},{0.3 * c},{5 + 2 * c}\n{c},{9 + c},1000\n"
-                                                        for c in range(6)))
+    trace.write_text(
+        "client,start_s,end_s\n" + "".join(f"{c},{0.3 * c},{5 + 2 * c}\n{c},{9 + c},1000\n" for c in range(6))
+    )
     path = tmp_path / "s.toml"
-    path.write_text("[run]\nrounds = 6\ncheckpoint_every = 3\n[data]\nnum_clients = 6\nsamples_per_client = 30\n"
-                    "[algorithm]\nclients_per_round = 3\nlocal_steps = 2\n[network]\nsnr_db = 10.0\n"
-                    "deadline_s = 2.0\n[devices]\navailability = \"trace\"\navailability_trace = \"trace.csv\"\n")
+    path.write_text(
+        "[run]\nrounds = 6\ncheckpoint_every = 3\n[data]\nnum_clients = 6\nsamples_per_client = 30\n"
+        "[algorithm]\nclients_per_round = 3\nlocal_steps = 2\n[network]\nsnr_db = 10.0\n"
+        'deadline_s = 2.0\n[devices]\navailability = "trace"\navailability_trace = "trace.csv"\n'
+    )
     scenario = load_scenario(path)
     straight = outputs(Simulation(scenario).run(progress=False), tmp_path / "straight")
     resumed = outputs(interrupted_and_resumed(scenario, tmp_path / "resumed", stop_after=3), tmp_path / "resumed")
@@ -108,21 +115,48 @@ def test_a_checkpoint_of_another_scenario_is_refused_naming_the_keys(tmp_path, c
 
     with pytest.raises(Killed):
         Simulation(scenario).run(progress=False, on_round=abort, checkpoint=checkpoint_file(out))
-    code = main(["run", str(QUICKSTART), "--out", str(out), "--resume", "--quiet", "--no-plots",
-                 "--set", "run.rounds=4", "--set", "algorithm.lr=0.5"])
+    code = main(
+        [
+            "run",
+            str(QUICKSTART),
+            "--out",
+            str(out),
+            "--resume",
+            "--quiet",
+            "--no-plots",
+            "--set",
+            "run.rounds=4",
+            "--set",
+            "algorithm.lr=0.5",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "another scenario" in err and "algorithm.lr" in err
     assert not out.exists()
     checkpoint_file(out).write_bytes(b"not a pickle")
-    code = main(["run", str(QUICKSTART), "--out", str(out), "--resume", "--quiet", "--no-plots", "--set", "run.rounds=4"])
+    code = main(
+        ["run", str(QUICKSTART), "--out", str(out), "--resume", "--quiet", "--no-plots", "--set", "run.rounds=4"]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "not an edgefl checkpoint" in err and "Traceback" not in err
 
 
 def test_resume_without_a_checkpoint_starts_from_round_1(tmp_path, capsys):
     out = tmp_path / "res"
-    code = main(["run", str(QUICKSTART), "--out", str(out), "--resume", "--no-plots", "--set", "run.rounds=2",
-                 "--set", "run.checkpoint_every=1"])
+    code = main(
+        [
+            "run",
+            str(QUICKSTART),
+            "--out",
+            str(out),
+            "--resume",
+            "--no-plots",
+            "--set",
+            "run.rounds=2",
+            "--set",
+            "run.checkpoint_every=1",
+        ]
+    )
     assert code == 0 and "no checkpoint to resume from" in capsys.readouterr().err
     assert (out / "metrics.csv").exists() and not checkpoint_file(out).exists()
 
@@ -131,12 +165,24 @@ def test_resume_without_a_checkpoint_starts_from_round_1(tmp_path, capsys):
 def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path):
     """`edgefl run` killed with SIGKILL once its checkpoint exists; `--resume` finishes it; the files equal an
     uninterrupted run's byte for byte."""
-    args = ["--no-plots", "--set", "run.rounds=8", "--set", "run.checkpoint_every=2", *sum((["--set", s] for s in SMALL), [])]
+    args = [
+        "--no-plots",
+        "--set",
+        "run.rounds=8",
+        "--set",
+        "run.checkpoint_every=2",
+        *sum((["--set", s] for s in SMALL), []),
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
 
     def edgefl(out: Path, *extra: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "edgefl", "-v", "run", str(PHONES), "--out", str(out), *args,
-                                 *extra], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        return subprocess.Popen(
+            [sys.executable, "-m", "edgefl", "-v", "run", str(PHONES), "--out", str(out), *args, *extra],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
 
     reference, out = tmp_path / "reference", tmp_path / "res"
     assert edgefl(reference).wait(timeout=300) == 0

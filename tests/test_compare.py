@@ -15,8 +15,23 @@ def test_compare_writes_a_row_per_algorithm_with_the_one_target_definition(tmp_p
     path = tmp_path / "tiny.toml"
     path.write_text(TINY)
     out = tmp_path / "cmp"
-    code = main(["compare", str(path), "--algorithms", "fedavg,drdm", "--seeds", "2", "--target", "loss=5",
-                 "--set", "run.rounds=4", "--out", str(out), "--quiet"])
+    code = main(
+        [
+            "compare",
+            str(path),
+            "--algorithms",
+            "fedavg,drdm",
+            "--seeds",
+            "2",
+            "--target",
+            "loss=5",
+            "--set",
+            "run.rounds=4",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert code == 0
     report = out / "compare_loss=5"  # one folder per target
     rows = list(csv.DictReader(open(report / "compare.csv")))
@@ -24,15 +39,67 @@ def test_compare_writes_a_row_per_algorithm_with_the_one_target_definition(tmp_p
     assert float(rows[0]["energy_ratio_to_first"]) == 1.0 and rows[0]["seeds_reached"] == "2"
     assert (report / "compare.png").exists() and "rounds-to-target" in capsys.readouterr().out
     # rerunning resumes: nothing is computed again, the same table
-    assert main(["compare", str(path), "--algorithms", "fedavg,drdm", "--seeds", "2", "--target", "loss=5",
-                 "--set", "run.rounds=4", "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(path),
+                "--algorithms",
+                "fedavg,drdm",
+                "--seeds",
+                "2",
+                "--target",
+                "loss=5",
+                "--set",
+                "run.rounds=4",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert list(csv.DictReader(open(report / "compare.csv"))) == rows
     # a second target keeps the first one's outputs (as optimal-tau_<target>/); no target: compare/
     first = (report / "compare.txt").read_text()
-    assert main(["compare", str(path), "--algorithms", "fedavg,drdm", "--seeds", "2", "--target", "loss=3",
-                 "--set", "run.rounds=4", "--out", str(out), "--quiet"]) == 0
-    assert main(["compare", str(path), "--algorithms", "fedavg,drdm", "--seeds", "2",
-                 "--set", "run.rounds=4", "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(path),
+                "--algorithms",
+                "fedavg,drdm",
+                "--seeds",
+                "2",
+                "--target",
+                "loss=3",
+                "--set",
+                "run.rounds=4",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "compare",
+                str(path),
+                "--algorithms",
+                "fedavg,drdm",
+                "--seeds",
+                "2",
+                "--set",
+                "run.rounds=4",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert (report / "compare.txt").read_text() == first and "target loss=5" in first
     assert "target loss=3" in (out / "compare_loss=3" / "compare.txt").read_text()
     assert (out / "compare" / "compare.csv").exists() and not (out / "compare" / "compare.png").exists()
@@ -43,8 +110,26 @@ def test_compare_prints_each_algorithms_own_settings_and_significance_in_words(t
     path = tmp_path / "tiny.toml"
     path.write_text(TINY + "[algorithm.fedprox]\nmu_p = 0.5\n")
     out = tmp_path / "cmp"
-    assert main(["compare", str(path), "--algorithms", "fedavg,fedprox,drdm", "--seeds", "2", "--target", "loss=5",
-                 "--set", "run.rounds=3", "--out", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                str(path),
+                "--algorithms",
+                "fedavg,fedprox,drdm",
+                "--seeds",
+                "2",
+                "--target",
+                "loss=5",
+                "--set",
+                "run.rounds=3",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "fedprox: mu_p = 0.5, weighting = data_size" in printed  # the file's value
     assert "drdm: mu = 1.0, gamma = 0.001" in printed  # the defaults
@@ -55,15 +140,26 @@ def test_compare_prints_each_algorithms_own_settings_and_significance_in_words(t
         mean, half = float(rows[name]["energy_difference_to_first_j"]), float(rows[name]["energy_difference_ci95"])
         words = "significant" if abs(mean) > half else "not significant"
         assert rows[name]["energy_difference_significant"].startswith(words)
-        assert (f"{name} vs fedavg: energy to target differs by {mean:+.4g} J (95% paired CI "
-                f"[{mean - half:+.4g}, {mean + half:+.4g}] J, 2 seeds): {words}") in printed
+        assert (
+            f"{name} vs fedavg: energy to target differs by {mean:+.4g} J (95% paired CI "
+            f"[{mean - half:+.4g}, {mean + half:+.4g}] J, 2 seeds): {words}"
+        ) in printed
     assert printed == (out / "compare_loss=5" / "compare.txt").read_text() + "wrote " + printed.split("wrote ")[1]
 
 
 def test_compare_means_and_paired_ratios_by_hand():
     def run(name, seed, energy_per_round, reach):
-        return [{"algorithm.name": name, "seed": seed, "round": r, "energy_j": r * energy_per_round,
-                 "sim_time_s": r * 0.1, "acc_worst": 1.0 if r >= reach else 0.0} for r in range(1, 11)]
+        return [
+            {
+                "algorithm.name": name,
+                "seed": seed,
+                "round": r,
+                "energy_j": r * energy_per_round,
+                "sim_time_s": r * 0.1,
+                "acc_worst": 1.0 if r >= reach else 0.0,
+            }
+            for r in range(1, 11)
+        ]
 
     rows = run("a", 0, 1.0, 3) + run("a", 1, 2.0, 3) + run("b", 0, 1.0, 6) + run("b", 1, 2.0, 6)
     a, b = compare(rows, Target("acc_worst", 0.5), window=1)
@@ -76,7 +172,8 @@ def test_compare_means_and_paired_ratios_by_hand():
     assert significance(b.energy_difference_j) == "not significant" and b.paired_seeds == 2
     assert significance((4.5, 1.0)) == "significant" and significance((4.5, math.nan)) == "one seed: cannot tell"
     assert differences([a, b], Target("acc_worst", 0.5), 0.95) == [
-        "b vs a: energy to target differs by +4.5 J (95% paired CI [-14.56, +23.56] J, 2 seeds): not significant"]
+        "b vs a: energy to target differs by +4.5 J (95% paired CI [-14.56, +23.56] J, 2 seeds): not significant"
+    ]
 
 
 def test_compare_rejects_an_unknown_algorithm(tmp_path, capsys):

@@ -21,12 +21,21 @@ KAPPA = 1e-28
 
 
 def world(**devices):
-    s = scenario_from_dict({
-        "data": {"num_clients": N}, "algorithm": {"clients_per_round": N},
-        "network": {"snr_db": 10.0, "bandwidth_mhz": 1.0, "access": "dedicated"},
-        "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 2e4, "kappa": KAPPA, "static_power_w": 0.1,
-                    "idle_power_w": 0.0, **devices},
-    })
+    s = scenario_from_dict(
+        {
+            "data": {"num_clients": N},
+            "algorithm": {"clients_per_round": N},
+            "network": {"snr_db": 10.0, "bandwidth_mhz": 1.0, "access": "dedicated"},
+            "devices": {
+                "cpu_ghz": 1.0,
+                "cycles_per_sample": 2e4,
+                "kappa": KAPPA,
+                "static_power_w": 0.1,
+                "idle_power_w": 0.0,
+                **devices,
+            },
+        }
+    )
     return network_params(s.network), build_population(s.network, s.devices, N, 1e5, 3e4, seed=0)
 
 
@@ -53,8 +62,9 @@ class Throttle(Component):
 
 def test_a_cpu_frequency_changed_mid_computation_re_times_it_and_charges_each_segment_at_its_own_rate():
     network, population = world()
-    pricer = SimPyPricer(network, population, 0, components=[*default_components(network, population, 0),
-                                                             Throttle(0.2, 0.25e9)])
+    pricer = SimPyPricer(
+        network, population, 0, components=[*default_components(network, population, 0), Throttle(0.2, 0.25e9)]
+    )
     completed = pricer.price_phase(PhaseRecord(0, 0, train()))
     assert all(completed.values())
     # client 0: 2e8 cycles at 1 GHz in 0.2 s, then 3e8 at 0.25 GHz in 1.2 s: ends at 1.4 s; the others at 0.5 s
@@ -87,8 +97,9 @@ def test_a_cpu_frequency_set_in_a_compute_start_hook_times_that_computation_at_i
     """Found by the [[process]] work: set_cpu_hz from the chain's own hook interrupted the running process
     ("A process is not allowed to interrupt itself", exit 70)."""
     network, population = world()
-    pricer = SimPyPricer(network, population, 0, components=[*default_components(network, population, 0),
-                                                             SlowStart(0.5e9)])
+    pricer = SimPyPricer(
+        network, population, 0, components=[*default_components(network, population, 0), SlowStart(0.5e9)]
+    )
     assert all(pricer.price_phase(PhaseRecord(0, 0, train())).values())
     (row,) = [e for e in pricer.events if e.client == 0]  # 5e8 cycles at 0.5 GHz: 1 s, one segment
     assert (row.start_s, row.end_s) == (0, pytest.approx(1.0))
@@ -97,8 +108,9 @@ def test_a_cpu_frequency_set_in_a_compute_start_hook_times_that_computation_at_i
 
 def test_a_cpu_frequency_set_between_phases_times_the_next_computation_at_it():
     network, population = world()
-    pricer = SimPyPricer(network, population, 0, components=[*default_components(network, population, 0),
-                                                             Throttle(1e9, 1e9)])
+    pricer = SimPyPricer(
+        network, population, 0, components=[*default_components(network, population, 0), Throttle(1e9, 1e9)]
+    )
     pricer.set_cpu_hz(2, 2e9)
     pricer.price_phase(PhaseRecord(0, 0, train()))
     (row,) = [e for e in pricer.events if e.client == 2]
@@ -108,8 +120,9 @@ def test_a_cpu_frequency_set_between_phases_times_the_next_computation_at_it():
 def test_a_deadline_cuts_a_throttled_computation_at_the_speed_it_ran_at():
     network, population = world()
     network = replace(network, deadline_s=0.6)
-    pricer = SimPyPricer(network, population, 0, components=[*default_components(network, population, 0),
-                                                             Throttle(0.2, 0.25e9)])
+    pricer = SimPyPricer(
+        network, population, 0, components=[*default_components(network, population, 0), Throttle(0.2, 0.25e9)]
+    )
     completed = pricer.price_phase(PhaseRecord(0, 0, train()))
     assert not completed[0] and all(completed[c] for c in range(1, N))
     rows = [e for e in pricer.events if e.client == 0]
@@ -146,10 +159,13 @@ def test_the_core_calls_only_the_hooks_a_component_overrides_in_component_order(
             calls.append((self.name, "round_end", round_))
 
     network, population = world()
-    pricer = SimPyPricer(network, population, 0, components=[Recorder("a"), Recorder("b"), OverSelection(),
-                                                             Knobs(population)])
-    assert overriding(pricer.components, "round_end")[1:] == [pricer.components[1].round_end,
-                                                               pricer.components[2].round_end]
+    pricer = SimPyPricer(
+        network, population, 0, components=[Recorder("a"), Recorder("b"), OverSelection(), Knobs(population)]
+    )
+    assert overriding(pricer.components, "round_end")[1:] == [
+        pricer.components[1].round_end,
+        pricer.components[2].round_end,
+    ]
     assert overriding(pricer.components, "wakeups") == []
     completed = pricer.price_phase(PhaseRecord(0, 0, train()))
     pricer.end_round(0)
@@ -184,8 +200,9 @@ def test_an_uplink_rate_halved_mid_upload_re_times_the_rest(access):
     plain.price_phase(PhaseRecord(0, 0, chains))
     (ref,) = plain.events
     airtime = ref.end_s - ref.start_s
-    slow = SimPyPricer(network, population, 0, components=[*default_components(network, population, 0),
-                                                           SlowLink(airtime / 4)])
+    slow = SimPyPricer(
+        network, population, 0, components=[*default_components(network, population, 0), SlowLink(airtime / 4)]
+    )
     slow.price_phase(PhaseRecord(0, 0, chains))
     (row,) = slow.events
     # a quarter at the planned rate, the three quarters left at half of it

@@ -17,8 +17,7 @@ def scenario(compression=None, algorithm="fedavg", executor="batched", rounds=4,
     raw = {
         "run": {"seed": 2, "rounds": rounds, "executor": executor},
         "data": {"name": "synthetic", "num_clients": 8, "samples_per_client": 40},
-        "algorithm": {"name": algorithm, "local_steps": 3, "clients_per_round": 4, "lr": 0.05, "batch_size": 8,
-                      **algo},
+        "algorithm": {"name": algorithm, "local_steps": 3, "clients_per_round": 4, "lr": 0.05, "batch_size": 8, **algo},
         "network": {"snr_db": 10.0, "bandwidth_mhz": 1.0, "header_bits": 100},
     }
     if compression is not None:
@@ -41,7 +40,7 @@ def test_qsgd_is_unbiased_and_its_variance_is_bounded():
     assert ((draws.mean(dim=0) - v[0]).abs() <= 5 * std_err + 1e-12).all()
     # E‖Q(v) − v‖² <= min(d/s², √d/s) ‖v‖² (Alistarh et al. 2017, Lemma 3.1)
     variance = ((draws - v) ** 2).sum(dim=1).mean()
-    assert variance <= min(d / s**2, math.sqrt(d) / s) * (v ** 2).sum() * 1.05
+    assert variance <= min(d / s**2, math.sqrt(d) / s) * (v**2).sum() * 1.05
     # values on the grid of s levels of the norm
     levels = draws.abs() / torch.linalg.vector_norm(v) * s
     assert torch.allclose(levels, levels.round(), atol=1e-9)
@@ -75,8 +74,9 @@ def test_upload_bits_are_the_compressed_sizes(algorithm, vectors):
     assert {e.bits for e in uploads} == {vectors * (32 + 4 * d) + 100}
     top = run(scenario({"name": "topk", "fraction": 0.25}, algorithm=algorithm))
     k = math.ceil(0.25 * d)
-    assert {e.bits for e in top.events if e.kind == "upload" and e.bits > 1000} == \
-        {vectors * k * (32 + math.ceil(math.log2(d))) + 100}
+    assert {e.bits for e in top.events if e.kind == "upload" and e.bits > 1000} == {
+        vectors * k * (32 + math.ceil(math.log2(d))) + 100
+    }
 
 
 def test_compression_really_changes_the_numerics_and_8_bits_stays_close():
@@ -97,14 +97,17 @@ def test_batched_and_loop_executors_give_identical_numbers(compression):
         assert a["energy_j"] == b["energy_j"]
 
 
-@pytest.mark.parametrize("compression, message", [
-    ({"name": "qsgd", "bits": 1}, "compression.bits"),
-    ({"name": "topk", "fraction": 0}, "compression.fraction"),
-    ({"name": "topk", "bits": 4}, "applies to name"),
-    ({"name": "qsgd", "fraction": 0.1}, "apply to name"),
-    ({"name": "zip"}, "compression.name"),
-    ({"name": "qsgd", "bitz": 4}, "compression.bitz"),
-])
+@pytest.mark.parametrize(
+    "compression, message",
+    [
+        ({"name": "qsgd", "bits": 1}, "compression.bits"),
+        ({"name": "topk", "fraction": 0}, "compression.fraction"),
+        ({"name": "topk", "bits": 4}, "applies to name"),
+        ({"name": "qsgd", "fraction": 0.1}, "apply to name"),
+        ({"name": "zip"}, "compression.name"),
+        ({"name": "qsgd", "bitz": 4}, "compression.bitz"),
+    ],
+)
 def test_bad_compression_keys_name_the_field(compression, message):
     with pytest.raises(ScenarioError, match=message):
         scenario(compression)
@@ -137,8 +140,10 @@ def test_compression_keys_are_learning_keys_in_a_sweep(tmp_path):
     from edgefl.sweeps.plan import REPRICED, plan_sweep
 
     path = tmp_path / "s.toml"
-    path.write_text('[run]\nrounds = 2\n[data]\nname = "synthetic"\nnum_clients = 8\nsamples_per_client = 40\n'
-                    '[algorithm]\nname = "fedavg"\nclients_per_round = 4\n[compression]\nname = "qsgd"\n')
+    path.write_text(
+        '[run]\nrounds = 2\n[data]\nname = "synthetic"\nnum_clients = 8\nsamples_per_client = 40\n'
+        '[algorithm]\nname = "fedavg"\nclients_per_round = 4\n[compression]\nname = "qsgd"\n'
+    )
     plan = plan_sweep(path, [], ["compression.bits=32,4", "network.snr_db=5,25"])
     assert {p.mode for p in plan.points} == {REPRICED}
     trainings = {p.values["compression.bits"]: set() for p in plan.points}

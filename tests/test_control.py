@@ -15,17 +15,37 @@ from edgefl.runner import Simulation
 from edgefl.scenario import ScenarioError, scenario_from_dict
 
 
-def scenario(control=None, network=None, devices=None, rounds=4, seed=3, local_steps=4, num_clients=8, m=4,
-             eval_every=1, **algorithm):
+def scenario(
+    control=None,
+    network=None,
+    devices=None,
+    rounds=4,
+    seed=3,
+    local_steps=4,
+    num_clients=8,
+    m=4,
+    eval_every=1,
+    **algorithm,
+):
     raw = {
         "run": {"seed": seed, "rounds": rounds, "eval_every": eval_every},
         "data": {"name": "synthetic", "num_clients": num_clients, "samples_per_client": 40},
-        "algorithm": {"name": "fedavg", "local_steps": local_steps, "clients_per_round": m, "lr": 0.05,
-                      "batch_size": 8, **algorithm},
-        "network": {"distance_m": 300.0, "bandwidth_mhz": 1.0, "access": "fdma", "header_bits": 0,
-                    **(network or {})},
-        "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 2e7, "tx_power_dbm": 23.0, "idle_power_w": 0.0,
-                    **(devices or {})},
+        "algorithm": {
+            "name": "fedavg",
+            "local_steps": local_steps,
+            "clients_per_round": m,
+            "lr": 0.05,
+            "batch_size": 8,
+            **algorithm,
+        },
+        "network": {"distance_m": 300.0, "bandwidth_mhz": 1.0, "access": "fdma", "header_bits": 0, **(network or {})},
+        "devices": {
+            "cpu_ghz": 1.0,
+            "cycles_per_sample": 2e7,
+            "tx_power_dbm": 23.0,
+            "idle_power_w": 0.0,
+            **(devices or {}),
+        },
     }
     if control is not None:
         raw["control"] = control
@@ -133,16 +153,19 @@ def test_lower_transmit_power_lowers_the_snr_by_the_same_factor(plugin):
 
 
 # -- bad input -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("control, network, message", [
-    ({"name": "min_enrgy"}, {"deadline_s": 1.0}, "unknown controller 'min_enrgy'"),
-    ({"name": "deadline_fit"}, {}, "set it"),
-    ({"name": "min_energy"}, {"access": "tdma", "deadline_s": 1.0}, "tdma"),
-    ({"name": "deadline_fit", "margn": 0.5}, {"deadline_s": 1.0}, "control.margn"),
-    ({"name": "deadline_fit", "margin": 2}, {"deadline_s": 1.0}, "control.margin"),
-    ({"name": "no_such_module:Thing"}, {}, "cannot import"),
-    ({"name": "adaptive_tau", "tau_min": 9, "tau_max": 3}, {}, "tau_min"),
-    ({"name": "static", "channel_error_db": float("nan")}, {}, "channel_error_db"),
-])
+@pytest.mark.parametrize(
+    "control, network, message",
+    [
+        ({"name": "min_enrgy"}, {"deadline_s": 1.0}, "unknown controller 'min_enrgy'"),
+        ({"name": "deadline_fit"}, {}, "set it"),
+        ({"name": "min_energy"}, {"access": "tdma", "deadline_s": 1.0}, "tdma"),
+        ({"name": "deadline_fit", "margn": 0.5}, {"deadline_s": 1.0}, "control.margn"),
+        ({"name": "deadline_fit", "margin": 2}, {"deadline_s": 1.0}, "control.margin"),
+        ({"name": "no_such_module:Thing"}, {}, "cannot import"),
+        ({"name": "adaptive_tau", "tau_min": 9, "tau_max": 3}, {}, "tau_min"),
+        ({"name": "static", "channel_error_db": float("nan")}, {}, "channel_error_db"),
+    ],
+)
 def test_bad_control_sections_name_the_field(control, network, message):
     with pytest.raises(ScenarioError, match=message):
         scenario(control=control, network=network)
@@ -156,16 +179,30 @@ def test_bounds_of_the_knobs_are_checked():
 
 
 def test_the_cli_rejects_a_bad_controller_with_exit_2(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "edgefl.cli", "run", "scenarios/quickstart.toml", "--set",
-                          "control.name=nope", "--out", str(tmp_path / "r")], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "edgefl.cli",
+            "run",
+            "scenarios/quickstart.toml",
+            "--set",
+            "control.name=nope",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2, out.stderr
     assert "control.name" in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "r").exists()
 
 
 # -- deadline_fit ------------------------------------------------------------------------------------
-DEADLINE = dict(network={"deadline_s": 0.9, "access": "dedicated", "distance_m": 500.0},
-                devices={"cycles_per_sample": 1e7})
+DEADLINE = dict(
+    network={"deadline_s": 0.9, "access": "dedicated", "distance_m": 500.0}, devices={"cycles_per_sample": 1e7}
+)
 
 
 def test_deadline_fit_runs_what_fits_instead_of_being_cut():
@@ -186,9 +223,15 @@ def test_deadline_fit_plans_a_promotion_only_for_an_idle_radio():
     and a 0.4 s deadline, planning one before every message fitted nobody (issue 19's re-run of docs/control.md).
     The first round starts with every radio idle (one promotion each: little fits); from the second the radios are still in
     their 20 s tails, no promotion is planned, and τ = 6 steps of 20 ms fit in each phase."""
-    s = scenario(control={"name": "deadline_fit", "margin": 0.95}, local_steps=6, rounds=3, num_clients=4, m=4,
-                 network={"deadline_s": 0.4, "access": "dedicated", "distance_m": 100.0, "access_latency_s": 0.3},
-                 devices={"cycles_per_sample": 2.5e6, "cpu_ghz": 1.0, "tail_s": 20.0, "tail_power_w": 1.0})
+    s = scenario(
+        control={"name": "deadline_fit", "margin": 0.95},
+        local_steps=6,
+        rounds=3,
+        num_clients=4,
+        m=4,
+        network={"deadline_s": 0.4, "access": "dedicated", "distance_m": 100.0, "access_latency_s": 0.3},
+        devices={"cycles_per_sample": 2.5e6, "cpu_ghz": 1.0, "tail_s": 20.0, "tail_power_w": 1.0},
+    )
     result = run(s, record=True)
     promotions = [e for e in result.events if e.kind == "promotion"]
     assert len(promotions) == 4 and {e.round for e in promotions} == {0}  # before each device's first message
@@ -203,12 +246,24 @@ def test_promotion_estimate_by_hand():
     from edgefl.control.base import Observation
     from edgefl.control.estimate import promotion_s
 
-    ctx = SimpleNamespace(num_clients=3, network=SimpleNamespace(access_latency_s=0.25, deadline_s=1.0),
-                          devices=SimpleNamespace(tail_s=np.array([5.0, 5.0, 0.5])))
-    obs = Observation(round=0, now_s=10.0, online=np.ones(3, bool), uplink_snr_per_w=np.ones(3),
-                      noise_scales_with_band=np.zeros(3, bool), downlink_rate_bps=np.ones(3), battery_j=None,
-                      energy_j=np.zeros(3), history=[], work=None,
-                      radio_connected_until_s=np.array([12.0, -np.inf, 10.2]))
+    ctx = SimpleNamespace(
+        num_clients=3,
+        network=SimpleNamespace(access_latency_s=0.25, deadline_s=1.0),
+        devices=SimpleNamespace(tail_s=np.array([5.0, 5.0, 0.5])),
+    )
+    obs = Observation(
+        round=0,
+        now_s=10.0,
+        online=np.ones(3, bool),
+        uplink_snr_per_w=np.ones(3),
+        noise_scales_with_band=np.zeros(3, bool),
+        downlink_rate_bps=np.ones(3),
+        battery_j=None,
+        energy_j=np.zeros(3),
+        history=[],
+        work=None,
+        radio_connected_until_s=np.array([12.0, -np.inf, 10.2]),
+    )
     # in its tail: none; idle: the first message only (the 5 s tail covers the phase); a 0.5 s tail < the 1 s
     # deadline: every later message may need one
     assert promotion_s(ctx, obs, np.array([2.0, 2.0, 3.0])).tolist() == [0.0, 0.25, 0.5]
@@ -217,8 +272,18 @@ def test_promotion_estimate_by_hand():
 
 # -- adaptive_tau ------------------------------------------------------------------------------------
 def test_adaptive_tau_explores_then_commits_within_its_bounds():
-    s = scenario(control={"name": "adaptive_tau", "tau_min": 2, "tau_max": 8, "tau_step": 2, "tau_first": 4,
-                          "explore_rounds": 4}, rounds=9, network={"bandwidth_mhz": 0.2})
+    s = scenario(
+        control={
+            "name": "adaptive_tau",
+            "tau_min": 2,
+            "tau_max": 8,
+            "tau_step": 2,
+            "tau_first": 4,
+            "explore_rounds": 4,
+        },
+        rounds=9,
+        network={"bandwidth_mhz": 0.2},
+    )
     result = run(s)
     taus = [r["tau"] for r in result.metrics]
     state = result.summary["control_state"]
@@ -252,16 +317,22 @@ def test_a_sweep_cosimulates_the_points_of_a_controller():
 
 
 # -- min_energy ----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("access,seed,pa_efficiency", [("fdma", 0, 1.0), ("fdma", 1, 1.0), ("dedicated", 0, 1.0),
-                                                        ("dedicated", 1, 1.0), ("fdma", 0, 0.3)])
+@pytest.mark.parametrize(
+    "access,seed,pa_efficiency",
+    [("fdma", 0, 1.0), ("fdma", 1, 1.0), ("dedicated", 0, 1.0), ("dedicated", 1, 1.0), ("fdma", 0, 0.3)],
+)
 def test_min_energy_keeps_the_learning_meets_the_deadline_and_spends_no_more_than_static(access, seed, pa_efficiency):
     """Only f, p and b change and the deadline is met: the same accuracy every round as static
     (whose phases end well before the deadline), every phase within it, and less energy in total (also with a
     power amplifier: the device draws p / pa_efficiency)."""
-    net = {"access": access, "deadline_s": 3.0, "cell_radius_m": 400.0, "distance_m": None,
-           "shadowing_std_db": 6.0}
-    dev = {"cycles_per_sample": 5e6, "circuit_power_w": 0.05, "cpu_ghz_min": 0.1, "tx_power_dbm_min": -10.0,
-           "pa_efficiency": pa_efficiency}
+    net = {"access": access, "deadline_s": 3.0, "cell_radius_m": 400.0, "distance_m": None, "shadowing_std_db": 6.0}
+    dev = {
+        "cycles_per_sample": 5e6,
+        "circuit_power_w": 0.05,
+        "cpu_ghz_min": 0.1,
+        "tx_power_dbm_min": -10.0,
+        "pa_efficiency": pa_efficiency,
+    }
     static = run(scenario(network=net, devices=dev, seed=seed, rounds=5))
     fitted = run(scenario(control={"name": "min_energy"}, network=net, devices=dev, seed=seed, rounds=5))
     assert sum(r["uploads_missed"] for r in static.metrics) == 0
@@ -287,11 +358,15 @@ def test_the_user_controller_of_docs_control_md_runs_as_written(tmp_path, monkey
     (tmp_path / "my_controllers.py").write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
-        s = scenario(control={"name": "my_controllers:BatteryAware", "threshold_j": 1e4, "cpu_fraction": 0.5},
-                     devices={"battery_j": 1e3})
+        s = scenario(
+            control={"name": "my_controllers:BatteryAware", "threshold_j": 1e4, "cpu_fraction": 0.5},
+            devices={"battery_j": 1e3},
+        )
         assert sum(r["uploads_arrived"] for r in run(s).metrics) == 0  # every battery under the threshold: nobody
-        s = scenario(control={"name": "my_controllers:BatteryAware", "threshold_j": 10.0, "cpu_fraction": 0.5},
-                     devices={"battery_j": 1e4})
+        s = scenario(
+            control={"name": "my_controllers:BatteryAware", "threshold_j": 10.0, "cpu_fraction": 0.5},
+            devices={"battery_j": 1e4},
+        )
         half, base = run(s), run(scenario(devices={"battery_j": 1e4}))
         assert [r["acc_mean"] for r in half.metrics] == [r["acc_mean"] for r in base.metrics]
         h, b = events_of(half, "compute"), events_of(base, "compute")

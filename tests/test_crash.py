@@ -29,8 +29,13 @@ def edgefl(*args, env_tag: str | None = None) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     if env_tag:
         env["EDGEFL_TEST_TAG"] = env_tag
-    return subprocess.Popen([sys.executable, "-m", "edgefl", *map(str, args)], env=env, cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "edgefl", *map(str, args)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def complete(folder: Path, rounds: int) -> bool:
@@ -74,7 +79,9 @@ def test_kill_9_of_a_run_leaves_the_old_or_the_new_results(tmp_path, capsys):
             assert complete(out, 2) or complete(out, 60), sorted(p.name for p in out.iterdir())
             outcomes.append("old")
         if outcomes[-1] == "new":  # back to the 2-round result for the next kill
-            assert main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", "run.rounds=2"]) == 0
+            assert (
+                main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", "run.rounds=2"]) == 0
+            )
             capsys.readouterr()
     assert "old" in outcomes  # at least one kill fell before the results were in place
 
@@ -169,8 +176,18 @@ def test_two_sweeps_on_one_folder_the_second_refuses(tmp_path):
     scenario = tmp_path / "s.toml"
     scenario.write_text(SWEEP_SCENARIO.format(rounds=3))
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "edgefl", "sweep", str(scenario), "--grid", "algorithm.local_steps=1,2",
-               "--out", str(out), "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "edgefl",
+        "sweep",
+        str(scenario),
+        "--grid",
+        "algorithm.local_steps=1,2",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     open_folder(out, "sweep")  # what a sweep does before taking the lock
     lock = lock_folder(out)
     try:
@@ -210,9 +227,26 @@ def test_a_disk_that_fills_up_while_writing_is_exit_2_and_leaves_nothing(tmp_pat
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
 
     out = tmp_path / "res"
-    done = subprocess.run([sys.executable, "-m", "edgefl", "run", str(QUICKSTART), "--out", str(out), "--no-plots",
-                           "--set", "run.rounds=3"], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
-                          preexec_fn=small_files, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "edgefl",
+            "run",
+            str(QUICKSTART),
+            "--out",
+            str(out),
+            "--no-plots",
+            "--set",
+            "run.rounds=3",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        preexec_fn=small_files,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr
     assert "cannot write the results" in done.stderr and "Traceback" not in done.stderr
     assert list(tmp_path.iterdir()) == []

@@ -63,8 +63,12 @@ def test_kill_9_of_compare_at_every_step_and_the_reruns_resume_identically(tmp_p
     env = {**os.environ, "OMP_NUM_THREADS": "1", "EDGEFL_TEST_TAG": tag}
 
     def killed_at(name: str, count: int = 1) -> None:
-        proc = subprocess.run([sys.executable, "-c", KILLED_AT, *map(str, command), "--out", str(out), "--quiet"],
-                              cwd=ROOT, env={**env, "KILL_AT": f"{name}#{count}"}, capture_output=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", KILLED_AT, *map(str, command), "--out", str(out), "--quiet"],
+            cwd=ROOT,
+            env={**env, "KILL_AT": f"{name}#{count}"},
+            capture_output=True,
+        )
         assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()  # it got there
         stem = f".{name}." if name != "point" else "."
         assert any(t.split("/")[-1].startswith(stem) for t in temps(out)), temps(out)  # the temp was written
@@ -90,7 +94,9 @@ def test_kill_9_of_compare_at_every_step_and_the_reruns_resume_identically(tmp_p
     assert len(computed(out)) == POINTS and (out / REPORT / "compare.csv").exists()
     assert not (out / REPORT / "compare.txt").exists()
     killed_at("compare.png")
-    assert not (out / REPORT / "compare.png").exists()  # never a half figure: the previous one (none here) or the new one
+    assert not (
+        out / REPORT / "compare.png"
+    ).exists()  # never a half figure: the previous one (none here) or the new one
 
     assert main([*map(str, command), "--out", str(out), "--quiet"]) == 0
     for name in OUTPUTS:

@@ -20,8 +20,14 @@ MNIST_DIR = REPO.parent / "shared" / "datasets" / "mnist"
 
 def test_registry_is_derived_from_the_families_name_literals():
     assert data.DATASET_NAMES == (
-        "synthetic", "mnist", "fashion_mnist", "kmnist",
-        "synthetic_priority", "image_priority", "sparse_regression", "low_rank_matrix",
+        "synthetic",
+        "mnist",
+        "fashion_mnist",
+        "kmnist",
+        "synthetic_priority",
+        "image_priority",
+        "sparse_regression",
+        "low_rank_matrix",
     )
     for name, cls in data.REGISTRY.items():
         assert issubclass(cls, DataParams) and name in family_names(cls)
@@ -39,9 +45,13 @@ def test_every_key_is_typed_and_described(cls):
 
 
 def test_scenario_data_is_the_families_params_object():
-    s = scenario_from_dict({"data": {"name": "sparse_regression", "num_clients": 3, "regression_dim": 8,
-                                     "regression_sparsity": 2}, "algorithm": {"clients_per_round": 2},
-                           "model": {"name": "regression"}})
+    s = scenario_from_dict(
+        {
+            "data": {"name": "sparse_regression", "num_clients": 3, "regression_dim": 8, "regression_sparsity": 2},
+            "algorithm": {"clients_per_round": 2},
+            "model": {"name": "regression"},
+        }
+    )
     assert type(s.data) is data.REGISTRY["sparse_regression"]
     assert s.data.samples_per_client == 128 and s.data.test_per_client == 32  # the family's defaults
     assert type(Scenario().data) is data.REGISTRY["synthetic"]
@@ -54,9 +64,13 @@ def test_scenario_data_is_the_families_params_object():
 
 
 def test_runner_builds_from_the_params_object():
-    s = scenario_from_dict({"data": {"name": "synthetic_priority", "num_clients": 6, "samples_per_client": 20,
-                                     "synthetic_dim": 5}, "algorithm": {"clients_per_round": 2},
-                            "run": {"engine": "ideal"}})
+    s = scenario_from_dict(
+        {
+            "data": {"name": "synthetic_priority", "num_clients": 6, "samples_per_client": 20, "synthetic_dim": 5},
+            "algorithm": {"clients_per_round": 2},
+            "run": {"engine": "ideal"},
+        }
+    )
     sim = Simulation(s)
     direct = build_federated_data("synthetic_priority", 6, s.run.seed, samples_per_client=20, synthetic_dim=5)
     assert torch.equal(sim.data.train_x, direct.train_x) and list(sim.data.client_roles) == list(direct.client_roles)
@@ -124,4 +138,3 @@ def test_no_imports_hidden_inside_functions():
     assert found == []
     runner = _function_level_imports(REPO / "edgefl" / "runner.py")
     assert len(runner) <= 1  # write_results' lazy matplotlib (edgefl.plots), commented there
-

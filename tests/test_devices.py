@@ -29,8 +29,9 @@ def test_markov_duty_cycle_is_on_over_on_plus_off():
 
 def test_trace_intervals_are_followed_exactly():
     env = simpy.Environment()
-    availability = Availability(env, 2, np.random.default_rng(0), "trace",
-                                intervals={0: [(1.0, 2.0), (3.0, 4.0)], 1: [(0.0, 10.0)]})
+    availability = Availability(
+        env, 2, np.random.default_rng(0), "trace", intervals={0: [(1.0, 2.0), (3.0, 4.0)], 1: [(0.0, 10.0)]}
+    )
     seen = {}
     for t in (0.5, 1.5, 2.5, 3.5, 4.5):
         env.run(until=t)
@@ -39,13 +40,17 @@ def test_trace_intervals_are_followed_exactly():
 
 
 def markov_simulation(tmp_path=None, **devices):
-    return Simulation(scenario_from_dict({
-        "run": {"rounds": 8, "seed": 4},
-        "data": {"name": "synthetic", "num_clients": 20, "samples_per_client": 30},
-        "algorithm": {"name": "fedavg", "local_steps": 2, "clients_per_round": 5, "batch_size": 8},
-        "network": {"snr_db": 10.0},
-        "devices": {"availability": "markov", "mean_on_s": 0.5, "mean_off_s": 0.5, **devices},
-    }))
+    return Simulation(
+        scenario_from_dict(
+            {
+                "run": {"rounds": 8, "seed": 4},
+                "data": {"name": "synthetic", "num_clients": 20, "samples_per_client": 30},
+                "algorithm": {"name": "fedavg", "local_steps": 2, "clients_per_round": 5, "batch_size": 8},
+                "network": {"snr_db": 10.0},
+                "devices": {"availability": "markov", "mean_on_s": 0.5, "mean_off_s": 0.5, **devices},
+            }
+        )
+    )
 
 
 @pytest.mark.parametrize("algorithm", ["fedavg", "drdm"])
@@ -70,9 +75,14 @@ def test_an_unavailable_device_is_never_selected(algorithm):
 
 
 def test_a_device_going_offline_mid_phase_is_cut_and_its_upload_lost(tmp_path):
-    s = scenario_from_dict({"data": {"num_clients": 2}, "algorithm": {"clients_per_round": 1},
-                            "network": {"snr_db": 20.0},
-                            "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 1e6}})
+    s = scenario_from_dict(
+        {
+            "data": {"num_clients": 2},
+            "algorithm": {"clients_per_round": 1},
+            "network": {"snr_db": 20.0},
+            "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 1e6},
+        }
+    )
     population = build_population(s.network, s.devices, 2, 1.0, 1.0, seed=0)
     population.availability = "trace"
     population.availability_intervals = {0: [(0.0, 0.05)], 1: [(0.0, 100.0)]}
@@ -104,7 +114,8 @@ def _scenario_file(tmp_path, trace):
     path.write_text(
         "[run]\nrounds = 3\n[data]\nnum_clients = 3\nsamples_per_client = 30\n"
         "[algorithm]\nclients_per_round = 2\nlocal_steps = 2\n[network]\nsnr_db = 10.0\n"
-        f"[devices]\navailability = \"trace\"\navailability_trace = \"{trace.name}\"\n")
+        f'[devices]\navailability = "trace"\navailability_trace = "{trace.name}"\n'
+    )
     return path
 
 
@@ -141,15 +152,22 @@ def test_a_trace_path_that_cannot_name_a_file_is_a_scenario_error(value):
 
 
 def test_failures_happen_at_the_configured_rate():
-    s = scenario_from_dict({"data": {"num_clients": 100}, "network": {"snr_db": 20.0},
-                            "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 1e6, "p_fail": 0.2}})
+    s = scenario_from_dict(
+        {
+            "data": {"num_clients": 100},
+            "network": {"snr_db": 20.0},
+            "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 1e6, "p_fail": 0.2},
+        }
+    )
     population = build_population(s.network, s.devices, 100, 1.0, 1.0, seed=0)
     pricer = SimPyPricer(network_params(s.network), population, 0)
     lost = []
     for r in range(50):  # 5,000 device-rounds, two phases each
         for p in range(2):
-            chains = {c: [Activity("compute", "train", samples=10.0), Activity("upload", "upload", bits=1e3)]
-                      for c in range(100)}
+            chains = {
+                c: [Activity("compute", "train", samples=10.0), Activity("upload", "upload", bits=1e3)]
+                for c in range(100)
+            }
             completed = pricer.price_phase(PhaseRecord(r, p, chains))
             if p == 1:
                 lost.extend(not ok for ok in completed.values())
@@ -159,14 +177,23 @@ def test_failures_happen_at_the_configured_rate():
 
 @pytest.mark.parametrize("algorithm", ["fedavg", "drdm"])
 def test_over_selection_keeps_the_first_m_uploads_and_stops_the_rest(algorithm):
-    sim = Simulation(scenario_from_dict({
-        "run": {"rounds": 4, "seed": 1},
-        "data": {"name": "synthetic", "num_clients": 20, "samples_per_client": 30},
-        "algorithm": {"name": algorithm, "local_steps": 2, "clients_per_round": 5, "batch_size": 8,
-                      "over_selection": 0.6},
-        "network": {"snr_db": 10.0, "fading": "rayleigh", "access": "fdma"},
-        "devices": {"classes": [{"name": "slow", "share": 0.5, "cpu_ghz": 0.3}]},
-    }))
+    sim = Simulation(
+        scenario_from_dict(
+            {
+                "run": {"rounds": 4, "seed": 1},
+                "data": {"name": "synthetic", "num_clients": 20, "samples_per_client": 30},
+                "algorithm": {
+                    "name": algorithm,
+                    "local_steps": 2,
+                    "clients_per_round": 5,
+                    "batch_size": 8,
+                    "over_selection": 0.6,
+                },
+                "network": {"snr_db": 10.0, "fading": "rayleigh", "access": "fdma"},
+                "devices": {"classes": [{"name": "slow", "share": 0.5, "cpu_ghz": 0.3}]},
+            }
+        )
+    )
     result = sim.run(progress=False)
     for r in range(4):
         uploads = [e for e in result.events if e.round == r and e.phase == 0 and e.kind == "upload"]
@@ -185,13 +212,17 @@ def test_over_selection_keeps_the_first_m_uploads_and_stops_the_rest(algorithm):
 
 # -- batteries --------------------------------------------------------------------------------
 def battery_simulation(rounds=30, **devices):
-    return Simulation(scenario_from_dict({
-        "run": {"rounds": rounds, "seed": 2},
-        "data": {"name": "synthetic", "num_clients": 12, "samples_per_client": 30},
-        "algorithm": {"name": "fedavg", "local_steps": 5, "clients_per_round": 4, "batch_size": 8},
-        "network": {"snr_db": 0.0, "bandwidth_mhz": 0.2},
-        "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 1e7, "kappa": 1e-27, **devices},
-    }))
+    return Simulation(
+        scenario_from_dict(
+            {
+                "run": {"rounds": rounds, "seed": 2},
+                "data": {"name": "synthetic", "num_clients": 12, "samples_per_client": 30},
+                "algorithm": {"name": "fedavg", "local_steps": 5, "clients_per_round": 4, "batch_size": 8},
+                "network": {"snr_db": 0.0, "bandwidth_mhz": 0.2},
+                "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 1e7, "kappa": 1e-27, **devices},
+            }
+        )
+    )
 
 
 def test_batteries_never_go_below_zero_and_drain_by_the_ledger():
@@ -262,13 +293,17 @@ def test_random_waypoint_keeps_devices_in_the_cell_and_moves_at_their_speed():
 def test_moving_devices_get_the_path_loss_of_their_new_distance(tmp_path):
     from edgefl.runner import write_results
 
-    sim = Simulation(scenario_from_dict({
-        "run": {"rounds": 5, "seed": 0},
-        "data": {"name": "synthetic", "num_clients": 10, "samples_per_client": 30},
-        "algorithm": {"name": "fedavg", "local_steps": 2, "clients_per_round": 10, "batch_size": 8},
-        "network": {"cell_radius_m": 500.0, "bandwidth_mhz": 1.0},
-        "devices": {"speed_mps": 100.0, "cycles_per_sample": 1e3},
-    }))
+    sim = Simulation(
+        scenario_from_dict(
+            {
+                "run": {"rounds": 5, "seed": 0},
+                "data": {"name": "synthetic", "num_clients": 10, "samples_per_client": 30},
+                "algorithm": {"name": "fedavg", "local_steps": 2, "clients_per_round": 10, "batch_size": 8},
+                "network": {"cell_radius_m": 500.0, "bandwidth_mhz": 1.0},
+                "devices": {"speed_mps": 100.0, "cycles_per_sample": 1e3},
+            }
+        )
+    )
     result = sim.run(progress=False)
     positions = {(row["round"], row["client"]): row["distance_m"] for row in result.positions}
     assert len({positions[(r, 0)] for r in range(1, 6)}) == 5  # client 0 moved every round
@@ -279,8 +314,9 @@ def test_moving_devices_get_the_path_loss_of_their_new_distance(tmp_path):
         if e.kind == "upload":
             d = max(positions[(e.round + 1, e.client)], 35.0)
             link = sim.population.uplink[e.client]
-            snr = Link.from_budget(link.tx_power_w, log_distance_db(d), link.noise_figure_db,
-                                   link.shadowing_db).snr_linear(1e6)
+            snr = Link.from_budget(
+                link.tx_power_w, log_distance_db(d), link.noise_figure_db, link.shadowing_db
+            ).snr_linear(1e6)
             assert e.end_s - e.start_s == pytest.approx(e.bits / (1e6 * np.log2(1 + snr)), rel=1e-9)
     write_results(result, tmp_path / "out", plots=False)
     assert (tmp_path / "out" / "positions.csv").read_text().startswith("round,client,x_m,y_m,distance_m")
@@ -306,25 +342,46 @@ def test_phones_in_a_cell_runs_fedavg_and_drdm(algorithm):
 def test_failures_and_batteries_with_fdma_block_fading_in_outage():
     """An FDMA upload whose first coherence block is in outage has no nominal airtime alone on the
     band; failures and battery depletion are still scheduled (not a division by zero)."""
-    sim = Simulation(scenario_from_dict({
-        "run": {"rounds": 3, "seed": 0},
-        "data": {"name": "synthetic", "num_clients": 10, "samples_per_client": 30},
-        "algorithm": {"name": "fedavg", "local_steps": 2, "clients_per_round": 10, "batch_size": 8},
-        "network": {"snr_db": -8.0, "access": "fdma", "fading": "rayleigh", "rate": "mcs", "coherence_s": 0.01},
-        "devices": {"p_fail": 0.3, "battery_j": 5.0},
-    }))
+    sim = Simulation(
+        scenario_from_dict(
+            {
+                "run": {"rounds": 3, "seed": 0},
+                "data": {"name": "synthetic", "num_clients": 10, "samples_per_client": 30},
+                "algorithm": {"name": "fedavg", "local_steps": 2, "clients_per_round": 10, "batch_size": 8},
+                "network": {"snr_db": -8.0, "access": "fdma", "fading": "rayleigh", "rate": "mcs", "coherence_s": 0.01},
+                "devices": {"p_fail": 0.3, "battery_j": 5.0},
+            }
+        )
+    )
     result = sim.run(progress=False)
     assert len(result.metrics) == 3 and {"failed", "ok"} <= {e.status for e in result.events}
 
 
-NEW_KEYS = [("network", "max_spectral_efficiency"), ("network", "coherence_s"), ("network", "access_latency_s"),
-            ("network", "outage_snr_db"), ("network", "max_retransmissions"), ("algorithm", "over_selection"),
-            ("devices", "tail_s"), ("devices", "tail_power_w"), ("devices", "slowdown_mean"),
-            ("devices", "slowdown_sigma"), ("devices", "battery_j"), ("devices", "battery_reserve_j"),
-            ("devices", "harvest_w"), ("devices", "speed_mps"), ("devices", "mean_on_s"), ("devices", "mean_off_s"),
-            ("devices", "p_fail"), ("devices", "promotion_power_w"), ("devices", "pa_efficiency"),
-            ("network", "bs_noise_figure_db"), ("network", "device_noise_figure_db"),
-            ("network", "uplink_max_bits_per_hz"), ("network", "overhead_fraction")]
+NEW_KEYS = [
+    ("network", "max_spectral_efficiency"),
+    ("network", "coherence_s"),
+    ("network", "access_latency_s"),
+    ("network", "outage_snr_db"),
+    ("network", "max_retransmissions"),
+    ("algorithm", "over_selection"),
+    ("devices", "tail_s"),
+    ("devices", "tail_power_w"),
+    ("devices", "slowdown_mean"),
+    ("devices", "slowdown_sigma"),
+    ("devices", "battery_j"),
+    ("devices", "battery_reserve_j"),
+    ("devices", "harvest_w"),
+    ("devices", "speed_mps"),
+    ("devices", "mean_on_s"),
+    ("devices", "mean_off_s"),
+    ("devices", "p_fail"),
+    ("devices", "promotion_power_w"),
+    ("devices", "pa_efficiency"),
+    ("network", "bs_noise_figure_db"),
+    ("network", "device_noise_figure_db"),
+    ("network", "uplink_max_bits_per_hz"),
+    ("network", "overhead_fraction"),
+]
 
 
 @pytest.mark.parametrize("section,key", NEW_KEYS)

@@ -39,7 +39,7 @@ def enumerate_projection(y):
     """Exact brute force: over every support set S, x_S = y_S - (sum y_S - 1)/|S| (the KKT point
     on that face); keep the feasible one closest to y."""
     n, best = len(y), None
-    for mask in range(1, 2 ** n):
+    for mask in range(1, 2**n):
         support = np.array([(mask >> i) & 1 for i in range(n)], dtype=bool)
         x = np.zeros(n)
         x[support] = y[support] - (y[support].sum() - 1) / support.sum()
@@ -51,8 +51,12 @@ def enumerate_projection(y):
 def slsqp_projection(y):
     n = len(y)
     res = scipy.optimize.minimize(
-        lambda x: 0.5 * np.sum((x - y) ** 2), np.full(n, 1.0 / n), jac=lambda x: x - y, method="SLSQP",
-        bounds=[(0, None)] * n, constraints=[{"type": "eq", "fun": lambda x: x.sum() - 1, "jac": lambda x: np.ones(n)}],
+        lambda x: 0.5 * np.sum((x - y) ** 2),
+        np.full(n, 1.0 / n),
+        jac=lambda x: x - y,
+        method="SLSQP",
+        bounds=[(0, None)] * n,
+        constraints=[{"type": "eq", "fun": lambda x: x.sum() - 1, "jac": lambda x: np.ones(n)}],
         options={"ftol": 1e-12, "maxiter": 1000},
     )
     return res.x
@@ -280,7 +284,9 @@ def test_the_report_is_rendered_from_its_raw_runs():
     # Every method, every setting, at least 5 seeds; the selection is the tuning table's best.
     for alpha, sigma in mod.SETTINGS:
         for alg in mod.ALGORITHMS:
-            seeds = {r["seed"] for r in bundle["main"] if (r["algorithm"], r["alpha"], r["sigma"]) == (alg, alpha, sigma)}
+            seeds = {
+                r["seed"] for r in bundle["main"] if (r["algorithm"], r["alpha"], r["sigma"]) == (alg, alpha, sigma)
+            }
             assert len(seeds) >= 5 and not seeds & set(mod.TUNE_SEEDS)
     chosen, _ = mod.select(bundle["tuning"])
     for r in bundle["main"]:
@@ -290,8 +296,11 @@ def test_the_report_is_rendered_from_its_raw_runs():
 def test_a_reported_run_reproduces():
     mod = reproduce_module()
     bundle = mod.load_bundle(REPO / "docs" / "data" / mod.BUNDLE)
-    stored = next(r for r in bundle["main"]
-                  if r["algorithm"] == "drdm" and r["seed"] == 0 and (r["alpha"], r["sigma"]) == (0.1, 0.0))
+    stored = next(
+        r
+        for r in bundle["main"]
+        if r["algorithm"] == "drdm" and r["seed"] == 0 and (r["alpha"], r["sigma"]) == (0.1, 0.0)
+    )
     job = {k: stored[k] for k in ("phase", "algorithm", "hp", "alpha", "sigma", "seed", "tau", "rounds")}
     threads = torch.get_num_threads()
     try:

@@ -9,8 +9,15 @@ from channel import link_rate_bps, snr_for_rate
 from edgefl.control.energy_solver import RateModel, RoundProblem, device_energy_j, solve_min_energy
 
 
-@pytest.mark.parametrize("rate, kwargs", [("shannon", {}), ("shannon", {"efficiency": 0.8, "snr_gap_db": 3.0}),
-                                          ("shannon", {"max_spectral_efficiency": 4.0}), ("mcs", {})])
+@pytest.mark.parametrize(
+    "rate, kwargs",
+    [
+        ("shannon", {}),
+        ("shannon", {"efficiency": 0.8, "snr_gap_db": 3.0}),
+        ("shannon", {"max_spectral_efficiency": 4.0}),
+        ("mcs", {}),
+    ],
+)
 def test_snr_for_rate_is_the_least_snr_reaching_the_rate(rate, kwargs):
     bandwidth = 2e6
     rates = np.linspace(1e4, 9e6, 200)
@@ -31,17 +38,28 @@ def instance(rng: np.random.Generator, n: int, rate: str = "shannon") -> RoundPr
     1.2-3 x the time at full resources with equal shares."""
     p_max = rng.uniform(0.05, 0.2, n)
     problem = RoundProblem(
-        cycles=rng.uniform(1e8, 1e10, n), upload_bits=rng.uniform(1e5, 1e7, n), time_budget_s=np.ones(n),
-        kappa=np.full(n, 1e-28), static_power_w=rng.uniform(0, 0.05, n), f_min_hz=np.full(n, 0.2e9),
-        f_max_hz=np.full(n, 2.5e9), snr_per_w=10 ** (rng.uniform(-5, 30, n) / 10) / p_max,
-        noise_scales_with_band=rng.random(n) < 0.8, p_min_w=np.full(n, 1e-3), p_max_w=p_max,
-        circuit_power_w=rng.uniform(0, 0.05, n), rate_model=RateModel(rng.uniform(1e6, 20e6), rate=rate))
+        cycles=rng.uniform(1e8, 1e10, n),
+        upload_bits=rng.uniform(1e5, 1e7, n),
+        time_budget_s=np.ones(n),
+        kappa=np.full(n, 1e-28),
+        static_power_w=rng.uniform(0, 0.05, n),
+        f_min_hz=np.full(n, 0.2e9),
+        f_max_hz=np.full(n, 2.5e9),
+        snr_per_w=10 ** (rng.uniform(-5, 30, n) / 10) / p_max,
+        noise_scales_with_band=rng.random(n) < 0.8,
+        p_min_w=np.full(n, 1e-3),
+        p_max_w=p_max,
+        circuit_power_w=rng.uniform(0, 0.05, n),
+        rate_model=RateModel(rng.uniform(1e6, 20e6), rate=rate),
+    )
     _, full = device_energy_j(problem, problem.f_max_hz, problem.p_max_w, np.full(n, 1 / n))
     return RoundProblem(**{**problem.__dict__, "time_budget_s": full * rng.uniform(1.2, 3.0, n)})
 
 
 def one(problem: RoundProblem, i: int) -> RoundProblem:
-    return RoundProblem(**{k: (v if k == "rate_model" or v is None else np.asarray(v)[[i]]) for k, v in problem.__dict__.items()})
+    return RoundProblem(
+        **{k: (v if k == "rate_model" or v is None else np.asarray(v)[[i]]) for k, v in problem.__dict__.items()}
+    )
 
 
 def compositions(total: int, parts: int):
@@ -74,7 +92,9 @@ def grid_optimum(problem: RoundProblem, step: float) -> float:
 def check(problem: RoundProblem, solution) -> None:
     assert solution.feasible.all()
     assert (solution.time_s <= problem.time_budget_s * (1 + 1e-9)).all()
-    assert (solution.cpu_hz >= problem.f_min_hz * (1 - 1e-12)).all() and (solution.cpu_hz <= problem.f_max_hz * (1 + 1e-12)).all()
+    assert (solution.cpu_hz >= problem.f_min_hz * (1 - 1e-12)).all() and (
+        solution.cpu_hz <= problem.f_max_hz * (1 + 1e-12)
+    ).all()
     assert (solution.tx_power_w >= problem.p_min_w * (1 - 1e-12)).all()
     assert (solution.tx_power_w <= problem.p_max_w * (1 + 1e-12)).all()
     assert solution.band_share.sum() <= 1 + 1e-12 and (solution.band_share > 0).all()
@@ -117,8 +137,12 @@ def test_a_budget_equal_to_the_fastest_time_needs_everything_and_an_impossible_o
 def test_more_time_never_costs_more_energy():
     rng = np.random.default_rng(11)
     problem = instance(rng, 4)
-    energies = [solve_min_energy(RoundProblem(**{**problem.__dict__, "time_budget_s": problem.time_budget_s * s}))
-                .energy_j.sum() for s in (1.0, 1.5, 2.0, 4.0)]
+    energies = [
+        solve_min_energy(
+            RoundProblem(**{**problem.__dict__, "time_budget_s": problem.time_budget_s * s})
+        ).energy_j.sum()
+        for s in (1.0, 1.5, 2.0, 4.0)
+    ]
     assert all(b <= a * (1 + 1e-6) for a, b in zip(energies, energies[1:]))
     assert energies[-1] < energies[0]
 

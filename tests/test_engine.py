@@ -29,21 +29,32 @@ def world(access, fading="none", deadline_s=None, budget=False, idle_power_w=0.0
         network["snr_db"] = 10.0
     if deadline_s is not None:
         network["deadline_s"] = deadline_s
-    s = scenario_from_dict({
-        "data": {"num_clients": N}, "network": network,
-        "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 2e4, "idle_power_w": idle_power_w,
-                    "classes": [{"name": "slow", "share": 0.3, "cpu_ghz": 0.5}]},
-    })
+    s = scenario_from_dict(
+        {
+            "data": {"num_clients": N},
+            "network": network,
+            "devices": {
+                "cpu_ghz": 1.0,
+                "cycles_per_sample": 2e4,
+                "idle_power_w": idle_power_w,
+                "classes": [{"name": "slow", "share": 0.3, "cpu_ghz": 0.5}],
+            },
+        }
+    )
     return network_params(s.network), build_population(s.network, s.devices, N, 1e5, 3e4, seed=0)
 
 
 def tiny_simulation(**network):
-    return Simulation(scenario_from_dict({
-        "run": {"rounds": 3, "seed": 2},
-        "data": {"name": "synthetic", "num_clients": 6, "samples_per_client": 30},
-        "algorithm": {"name": "fedavg", "local_steps": 2, "clients_per_round": 3, "batch_size": 8},
-        "network": {"snr_db": 10.0, "fading": "rayleigh", "access": "fdma", **network},
-    }))
+    return Simulation(
+        scenario_from_dict(
+            {
+                "run": {"rounds": 3, "seed": 2},
+                "data": {"name": "synthetic", "num_clients": 6, "samples_per_client": 30},
+                "algorithm": {"name": "fedavg", "local_steps": 2, "clients_per_round": 3, "batch_size": 8},
+                "network": {"snr_db": 10.0, "fading": "rayleigh", "access": "fdma", **network},
+            }
+        )
+    )
 
 
 @pytest.fixture
@@ -74,8 +85,10 @@ def test_a_default_run_executes_simpy_events(simpy_steps):
 def test_edgefl_run_on_the_default_engine_steps_simpy(simpy_steps, tmp_path):
     steps = simpy_steps
     path = tmp_path / "s.toml"
-    path.write_text('[run]\nrounds = 2\n[data]\nnum_clients = 6\nsamples_per_client = 30\n'
-                    '[algorithm]\nclients_per_round = 3\nlocal_steps = 2\n')
+    path.write_text(
+        "[run]\nrounds = 2\n[data]\nnum_clients = 6\nsamples_per_client = 30\n"
+        "[algorithm]\nclients_per_round = 3\nlocal_steps = 2\n"
+    )
     assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet", "--no-plots"]) == 0
     events = (tmp_path / "out" / "events.csv").read_text().splitlines()[1:]
     assert len(events) > 0 and len(steps) > 2 * len(events)
@@ -117,8 +130,11 @@ def test_activities_ending_exactly_at_the_deadline(access):
     was queued before the deadline's stop), an upload starting at that instant is cut."""
     network, population = world(access, deadline_s=0.5)
     pricer = SimPyPricer(network, population, 0)
-    chains = {c: [Activity("compute", "train", samples=25_000.0)]  # 5e8 cycles at 1 GHz: 0.5 s
-              + ([Activity("upload", "upload", bits=1e3)] if c % 2 else []) for c in range(N)}
+    chains = {
+        c: [Activity("compute", "train", samples=25_000.0)]  # 5e8 cycles at 1 GHz: 0.5 s
+        + ([Activity("upload", "upload", bits=1e3)] if c % 2 else [])
+        for c in range(N)
+    }
     completed = pricer.price_phase(PhaseRecord(0, 0, chains))
     fast = [c for c in range(N) if population.cpu_hz[c] == 1e9]
     assert fast and all(completed[c] == (c % 2 == 0) for c in fast)
@@ -137,8 +153,14 @@ def test_before_step_hook_delays_training_and_charges_the_wait_as_idle():
             yield busy.env.timeout(busy_s[client])
 
     busy.before_step = foreground_app
-    chains = {c: [Activity("download", "broadcast", bits=1e4), Activity("compute", "train", samples=100.0),
-                  Activity("upload", "upload", bits=1e4)] for c in range(N)}
+    chains = {
+        c: [
+            Activity("download", "broadcast", bits=1e4),
+            Activity("compute", "train", samples=100.0),
+            Activity("upload", "upload", bits=1e4),
+        ]
+        for c in range(N)
+    }
     plain.price_phase(PhaseRecord(0, 0, chains))
     busy.price_phase(PhaseRecord(0, 0, chains))
     for c in range(N):
@@ -164,7 +186,8 @@ def test_fdma_two_equal_uploads_share_the_band_and_finish_together():
     network, population = world("fdma")
     pricer = SimPyPricer(network, population, 0)
     bits = 1e5
-    pricer.price_phase(PhaseRecord(0, 0, {0: [Activity("upload", "upload", bits=bits)],
-                                          1: [Activity("upload", "upload", bits=bits)]}))
+    pricer.price_phase(
+        PhaseRecord(0, 0, {0: [Activity("upload", "upload", bits=bits)], 1: [Activity("upload", "upload", bits=bits)]})
+    )
     rate_half_band = 0.5e6 * math.log2(1 + 10.0)  # 10 dB over B/2
     assert pricer.now == pytest.approx(bits / rate_half_band, rel=1e-12)

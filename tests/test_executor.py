@@ -80,10 +80,14 @@ def train_op(model, clients, steps, step=dyn_step, lr=0.1, **kw):
     gen = torch.Generator().manual_seed(5)
     w0 = model.init_params()
     return Train(
-        clients, w0, steps, step, shared={"lr": lr, "mu": 0.01, "w_bar": w0},
-        client_args={"g": 0.01 * torch.randn(num, model.dim, generator=gen),
-                     "scale": torch.linspace(0.5, 1.5, num)},
-        carry={"n": torch.zeros(num), "m": torch.zeros(num, model.dim)}, **kw,
+        clients,
+        w0,
+        steps,
+        step,
+        shared={"lr": lr, "mu": 0.01, "w_bar": w0},
+        client_args={"g": 0.01 * torch.randn(num, model.dim, generator=gen), "scale": torch.linspace(0.5, 1.5, num)},
+        carry={"n": torch.zeros(num), "m": torch.zeros(num, model.dim)},
+        **kw,
     )
 
 
@@ -114,8 +118,10 @@ def test_train_paths_agree_with_mask_and_snapshot(tabular, model_name):
 def test_steps_that_are_not_elementwise_are_mapped(tabular, step):
     model = build_model("linear", tabular.input_shape, tabular.num_classes, 0)
     clients = np.arange(6)
-    results = {name: (ex.train(train_op(model, clients, 3, step=step, record_at=1)).params,)
-               for name, ex in executors(model, tabular).items()}
+    results = {
+        name: (ex.train(train_op(model, clients, 3, step=step, record_at=1)).params,)
+        for name, ex in executors(model, tabular).items()
+    }
     assert_same(results)
 
 
@@ -180,8 +186,10 @@ def test_evaluate_paths_agree(tabular, what, full, shared_params):
     for name, ex in executors(model, tabular).items():
         out = ex.evaluate(Evaluate(clients, params, what, full=full))
         results[name] = out if isinstance(out, tuple) else (out,)
-        assert np.array_equal(ex.samples_evaluated(Evaluate(clients, params, what, full=full)),
-                              tabular.train_sizes[clients] if full else np.full(3, 5.0))
+        assert np.array_equal(
+            ex.samples_evaluated(Evaluate(clients, params, what, full=full)),
+            tabular.train_sizes[clients] if full else np.full(3, 5.0),
+        )
     assert_same(results)
 
 

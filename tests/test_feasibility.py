@@ -29,8 +29,9 @@ def parts(path, overrides=None):
     s = load_scenario(path, overrides)
     shape, classes = s.data.layout()
     model = build_model(s.model.name, shape, classes, s.run.seed, hidden=s.model.hidden)
-    population = build_population(s.network, s.devices, s.data.num_clients, model.train_flops_per_sample,
-                                  model.eval_flops_per_sample, s.run.seed)
+    population = build_population(
+        s.network, s.devices, s.data.num_clients, model.train_flops_per_sample, model.eval_flops_per_sample, s.run.seed
+    )
     return s, network_params(s.network), population, model
 
 
@@ -44,35 +45,103 @@ def run(base, sets, tmp_path, capsys):
 
 
 # -- named cases: exit 2, the keys named, nothing written ----------------------------------------------
-@pytest.mark.parametrize("base, sets, expected", [
-    pytest.param(QUICKSTART, ["network.snr_db=-50", "network.bandwidth_mhz=0.001", "network.fading=\"none\"",
-                              "network.rate=\"shannon\"", "model.name=\"mlp\"", "model.hidden=2000",
-                              "network.downlink_snr_db=20"],
-                 ["nominal round of device", "its upload takes", "more than 1e+07 s", "network.snr_db = -50",
-                  "network.bandwidth_mhz = 0.001", "model.name = 'mlp'", "raise network.bandwidth_mhz or the SNR",
-                  "network.deadline_s"], id="upload_of_years_at_-50dB_over_1kHz"),
-    pytest.param(QUICKSTART, ["devices.cpu_ghz=1e-5", "algorithm.local_steps=100000", "algorithm.batch_size=1000"],
-                 ["its compute takes", "algorithm.local_steps = 100000", "algorithm.batch_size = 1000",
-                  "devices.cpu_ghz = 1e-05", "devices.cycles_per_sample = 20000", "raise devices.cpu_ghz"],
-                 id="centuries_of_compute_on_a_10kHz_cpu"),
-    pytest.param(QUICKSTART, ["network.snr_db=-50"],
-                 ["no upload can be expected to arrive", "at most -50 dB", "lowest entry of the MCS table (-6.7 dB",
-                  "Rayleigh", "network.snr_db = -50", "network.rate = 'mcs'", "raise the SNR (network.snr_db)"],
-                 id="mcs_outage_under_rayleigh_at_-50dB"),
-    pytest.param(QUICKSTART, ["network.fading=\"none\"", "network.outage_snr_db=30"],
-                 ["no upload can be expected to arrive", "without fading", "network.outage_snr_db = 30",
-                  "network.snr_db = 20"], id="no_fading_below_the_packet_error_threshold"),
-    pytest.param(QUICKSTART, ["devices.cpu_ghz=100", "devices.kappa=1e-20", "algorithm.local_steps=100"],
-                 ["costs", "more than 1e+09 J", "its compute costs", "devices.cpu_ghz = 100", "devices.kappa = 1e-20",
-                  "lower devices.kappa"], id="a_round_costing_more_than_the_largest_battery"),
-    pytest.param(PHONES, ["network.cell_radius_m=100000"],
-                 ["no upload can be expected to arrive", "network.cell_radius_m = 100000", "devices.tx_power_dbm = 23",
-                  "network.path_loss = 'log_distance'", "a shorter network.distance_m or network.cell_radius_m"],
-                 id="phones_in_a_100km_cell"),
-    pytest.param(PHONES, ["devices.cpu_ghz=100", "devices.kappa=1e-20"],
-                 ["costs", "more than 1e+09 J", "its compute costs", "devices.cpu_ghz = 100", "devices.kappa = 1e-20"],
-                 id="phones_energy_counted_until_the_deadline"),
-])
+@pytest.mark.parametrize(
+    "base, sets, expected",
+    [
+        pytest.param(
+            QUICKSTART,
+            [
+                "network.snr_db=-50",
+                "network.bandwidth_mhz=0.001",
+                'network.fading="none"',
+                'network.rate="shannon"',
+                'model.name="mlp"',
+                "model.hidden=2000",
+                "network.downlink_snr_db=20",
+            ],
+            [
+                "nominal round of device",
+                "its upload takes",
+                "more than 1e+07 s",
+                "network.snr_db = -50",
+                "network.bandwidth_mhz = 0.001",
+                "model.name = 'mlp'",
+                "raise network.bandwidth_mhz or the SNR",
+                "network.deadline_s",
+            ],
+            id="upload_of_years_at_-50dB_over_1kHz",
+        ),
+        pytest.param(
+            QUICKSTART,
+            ["devices.cpu_ghz=1e-5", "algorithm.local_steps=100000", "algorithm.batch_size=1000"],
+            [
+                "its compute takes",
+                "algorithm.local_steps = 100000",
+                "algorithm.batch_size = 1000",
+                "devices.cpu_ghz = 1e-05",
+                "devices.cycles_per_sample = 20000",
+                "raise devices.cpu_ghz",
+            ],
+            id="centuries_of_compute_on_a_10kHz_cpu",
+        ),
+        pytest.param(
+            QUICKSTART,
+            ["network.snr_db=-50"],
+            [
+                "no upload can be expected to arrive",
+                "at most -50 dB",
+                "lowest entry of the MCS table (-6.7 dB",
+                "Rayleigh",
+                "network.snr_db = -50",
+                "network.rate = 'mcs'",
+                "raise the SNR (network.snr_db)",
+            ],
+            id="mcs_outage_under_rayleigh_at_-50dB",
+        ),
+        pytest.param(
+            QUICKSTART,
+            ['network.fading="none"', "network.outage_snr_db=30"],
+            [
+                "no upload can be expected to arrive",
+                "without fading",
+                "network.outage_snr_db = 30",
+                "network.snr_db = 20",
+            ],
+            id="no_fading_below_the_packet_error_threshold",
+        ),
+        pytest.param(
+            QUICKSTART,
+            ["devices.cpu_ghz=100", "devices.kappa=1e-20", "algorithm.local_steps=100"],
+            [
+                "costs",
+                "more than 1e+09 J",
+                "its compute costs",
+                "devices.cpu_ghz = 100",
+                "devices.kappa = 1e-20",
+                "lower devices.kappa",
+            ],
+            id="a_round_costing_more_than_the_largest_battery",
+        ),
+        pytest.param(
+            PHONES,
+            ["network.cell_radius_m=100000"],
+            [
+                "no upload can be expected to arrive",
+                "network.cell_radius_m = 100000",
+                "devices.tx_power_dbm = 23",
+                "network.path_loss = 'log_distance'",
+                "a shorter network.distance_m or network.cell_radius_m",
+            ],
+            id="phones_in_a_100km_cell",
+        ),
+        pytest.param(
+            PHONES,
+            ["devices.cpu_ghz=100", "devices.kappa=1e-20"],
+            ["costs", "more than 1e+09 J", "its compute costs", "devices.cpu_ghz = 100", "devices.kappa = 1e-20"],
+            id="phones_energy_counted_until_the_deadline",
+        ),
+    ],
+)
 def test_infeasible_runs_are_exit_2_naming_the_keys(base, sets, expected, tmp_path, capsys):
     code, err, out = run(base, sets, tmp_path, capsys)
     assert code == 2 and err.startswith("edgefl: error:"), err
@@ -84,8 +153,9 @@ def test_infeasible_runs_are_exit_2_naming_the_keys(base, sets, expected, tmp_pa
 def test_a_trace_with_fewer_devices_than_m_is_exit_2(tmp_path, capsys):
     trace = tmp_path / "trace.csv"
     trace.write_text("client,start_s,end_s\n0,0,100\n1,0,100\n2,50,200\n2,300,400\n")
-    code, err, out = run(QUICKSTART, ["devices.availability=\"trace\"", f"devices.availability_trace={trace}"],
-                         tmp_path, capsys)
+    code, err, out = run(
+        QUICKSTART, ['devices.availability="trace"', f"devices.availability_trace={trace}"], tmp_path, capsys
+    )
     assert code == 2, err
     assert "lists 3 device(s)" in err and "algorithm.clients_per_round = 10" in err and "trace.csv" in err, err
     assert not out.exists()
@@ -106,15 +176,27 @@ def test_a_trace_that_never_has_m_online_at_once_is_an_error(tmp_path):
     trace = tmp_path / "trace.csv"
     rows = "".join(f"{c},{10 * c},{10 * c + 5}\n" for c in range(10))  # ten devices, one at a time
     trace.write_text("client,start_s,end_s\n" + rows + "0,2,4\n")  # and an overlapping interval of device 0
-    with pytest.raises(UserError, match=r"never has algorithm.clients_per_round = 10 devices online at the same "
-                                        r"time \(at most 1\).*Lower algorithm.clients_per_round to 1"):
+    with pytest.raises(
+        UserError,
+        match=r"never has algorithm.clients_per_round = 10 devices online at the same "
+        r"time \(at most 1\).*Lower algorithm.clients_per_round to 1",
+    ):
         check_feasible(*parts(QUICKSTART, {"devices.availability": "trace", "devices.availability_trace": str(trace)}))
 
 
 def test_some_devices_in_permanent_outage_is_a_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="edgefl"):
-        check_feasible(*parts(QUICKSTART, {"network.snr_db": None, "network.cell_radius_m": 5000.0,
-                                           "network.fading": "none", "data.num_clients": 200}))
+        check_feasible(
+            *parts(
+                QUICKSTART,
+                {
+                    "network.snr_db": None,
+                    "network.cell_radius_m": 5000.0,
+                    "network.fading": "none",
+                    "data.num_clients": 200,
+                },
+            )
+        )
     assert "devices practically never upload" in caplog.text and "m from the base station" in caplog.text
 
 
@@ -127,8 +209,17 @@ def test_the_check_is_a_lower_bound_alone_on_the_band():
 
 
 def test_the_ideal_engine_is_not_priced():
-    check_feasible(*parts(QUICKSTART, {"run.engine": "ideal", "devices.cpu_ghz": 1e-5,
-                                       "algorithm.local_steps": 100000, "algorithm.batch_size": 1000}))
+    check_feasible(
+        *parts(
+            QUICKSTART,
+            {
+                "run.engine": "ideal",
+                "devices.cpu_ghz": 1e-5,
+                "algorithm.local_steps": 100000,
+                "algorithm.batch_size": 1000,
+            },
+        )
+    )
 
 
 def _grid_corners(grid: dict) -> list[dict]:
@@ -144,7 +235,9 @@ def _grid_corners(grid: dict) -> list[dict]:
 def test_every_committed_scenario_passes(path, tmp_path, caplog):
     """With its default keys and at the corners of its sweep grid; no warning either. (The data files are not
     read: any folder does for data.dir.)"""
-    data_dir = {"data.dir": str(tmp_path)} if tomllib.loads(path.read_text()).get("data", {}).get("name") in IMAGE_DATA else {}
+    data_dir = (
+        {"data.dir": str(tmp_path)} if tomllib.loads(path.read_text()).get("data", {}).get("name") in IMAGE_DATA else {}
+    )
     s = load_scenario(path, data_dir)
     with caplog.at_level(logging.WARNING, logger="edgefl"):
         for corner in _grid_corners(s.sweep.grid):

@@ -28,21 +28,32 @@ SEED = 11
 
 
 def priority_data(num_clients=10, num_p=4, samples=None):
-    return build_federated_data("synthetic_priority", num_clients, SEED, priority_clients=num_p,
-                                samples_per_client=samples, noise_skew=1.5)
+    return build_federated_data(
+        "synthetic_priority", num_clients, SEED, priority_clients=num_p, samples_per_client=samples, noise_skew=1.5
+    )
 
 
 def subset(data: FederatedData, clients) -> FederatedData:
     """The same clients' data, in the same order, as a data set of its own."""
+
     def take(x, offsets):
         rows = np.concatenate([np.arange(offsets[c], offsets[c + 1]) for c in clients])
         sizes = [offsets[c + 1] - offsets[c] for c in clients]
         return x[torch.from_numpy(rows)], np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), rows
+
     train_x, train_off, rows = take(data.train_x, data.train_offsets)
     test_x, test_off, test_rows = take(data.test_x, data.test_offsets)
-    return FederatedData(name="priority-only", num_classes=data.num_classes, input_shape=data.input_shape,
-                         train_x=train_x, train_y=data.train_y[torch.from_numpy(rows)], train_offsets=train_off,
-                         test_x=test_x, test_y=data.test_y[torch.from_numpy(test_rows)], test_offsets=test_off)
+    return FederatedData(
+        name="priority-only",
+        num_classes=data.num_classes,
+        input_shape=data.input_shape,
+        train_x=train_x,
+        train_y=data.train_y[torch.from_numpy(rows)],
+        train_offsets=train_off,
+        test_x=test_x,
+        test_y=data.test_y[torch.from_numpy(test_rows)],
+        test_offsets=test_off,
+    )
 
 
 def build(data, name, hp, *, local_steps=3, m=None, batch=10, lr=0.1, pricer=None):
@@ -51,11 +62,20 @@ def build(data, name, hp, *, local_steps=3, m=None, batch=10, lr=0.1, pricer=Non
     pricer = pricer or IdealPricer(data.num_clients)
     engine = Engine(executor, pricer, 0.0, record_trace=True)
     cls = algorithms.get(name)
-    ctx = Context(num_clients=data.num_clients, dim=model.dim, init_params=model.init_params(),
-                  train_sizes=np.asarray(data.train_sizes), local_steps=local_steps,
-                  clients_per_round=m or data.num_clients, lr=lr, batch_size=batch, bits_per_param=32,
-                  rng=np.random.default_rng(np.random.SeedSequence([SEED, 0xA160])), hp=cls.Params(**hp),
-                  client_roles=data.client_roles)
+    ctx = Context(
+        num_clients=data.num_clients,
+        dim=model.dim,
+        init_params=model.init_params(),
+        train_sizes=np.asarray(data.train_sizes),
+        local_steps=local_steps,
+        clients_per_round=m or data.num_clients,
+        lr=lr,
+        batch_size=batch,
+        bits_per_param=32,
+        rng=np.random.default_rng(np.random.SeedSequence([SEED, 0xA160])),
+        hp=cls.Params(**hp),
+        client_roles=data.client_roles,
+    )
     return engine, cls(ctx)
 
 
@@ -89,8 +109,10 @@ def test_epsilon_zero_is_fedavg_on_the_priority_clients_bit_for_bit(participatio
 
 def test_warmup_rounds_are_identical_for_every_epsilon():
     data = priority_data()
-    runs = {eps: trajectory(*build(data, "fedalign", {"epsilon": eps, "warmup_rounds": 4}), 4)
-            for eps in (0.0, 0.2, math.inf)}
+    runs = {
+        eps: trajectory(*build(data, "fedalign", {"epsilon": eps, "warmup_rounds": 4}), 4)
+        for eps in (0.0, 0.2, math.inf)
+    }
     for r in range(4):
         assert torch.equal(runs[0.0][r], runs[0.2][r]) and torch.equal(runs[0.0][r], runs[math.inf][r])
     # and they part after the warm-up (eps = inf trains everyone)
@@ -110,11 +132,13 @@ def test_selection_and_cost_of_rejected_and_accepted_clients(report):
     data = priority_data(num_clients=12, num_p=4)
     model = build_model("linear", data.input_shape, data.num_classes, SEED)
     net = NetworkSection(snr_db=20.0)
-    population = build_population(net, DevicesSection(), data.num_clients, model.train_flops_per_sample,
-                                  model.eval_flops_per_sample, SEED)
+    population = build_population(
+        net, DevicesSection(), data.num_clients, model.train_flops_per_sample, model.eval_flops_per_sample, SEED
+    )
     pricer = SimPyPricer(network_params(net), population, SEED)
-    eng, alg = build(data, "fedalign", {"epsilon": 0.6, "warmup_rounds": 2, "report": report}, pricer=pricer,
-                     local_steps=4)
+    eng, alg = build(
+        data, "fedalign", {"epsilon": 0.6, "warmup_rounds": 2, "report": report}, pricer=pricer, local_steps=4
+    )
     rounds = 8
     trajectory(eng, alg, rounds)
     model_bits = alg.ctx.model_bits
@@ -195,8 +219,14 @@ def test_shards_and_priority_classes():
     parts = shard_partition(labels, 30, 2, rng)
     assert all(len(p) == 20 for p in parts)
     assert all(len(np.unique(labels[p])) <= 2 for p in parts)
-    data = build_federated_data("image_priority", 30, 0, dir=str(Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"),
-                                priority_clients=2, priority_classes=4)
+    data = build_federated_data(
+        "image_priority",
+        30,
+        0,
+        dir=str(Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"),
+        priority_clients=2,
+        priority_classes=4,
+    )
     p = np.flatnonzero(data.client_roles == PRIORITY)
     assert len(p) == 2
     classes = set()

@@ -21,14 +21,33 @@ from edgefl.data import build_federated_data
 from edgefl.estimation import recovery_metrics, support_f1
 from edgefl.runner import Simulation
 
-LASSO = {"name": "sparse_regression", "num_clients": 8, "samples_per_client": 30, "test_per_client": 5,
-         "regression_dim": 40, "regression_sparsity": 10}
-LOWRANK = {"name": "low_rank_matrix", "num_clients": 8, "samples_per_client": 40, "test_per_client": 5,
-           "matrix_side": 6, "matrix_rank": 2}
+LASSO = {
+    "name": "sparse_regression",
+    "num_clients": 8,
+    "samples_per_client": 30,
+    "test_per_client": 5,
+    "regression_dim": 40,
+    "regression_sparsity": 10,
+}
+LOWRANK = {
+    "name": "low_rank_matrix",
+    "num_clients": 8,
+    "samples_per_client": 40,
+    "test_per_client": 5,
+    "matrix_side": 6,
+    "matrix_rank": 2,
+}
 
 
-COMPOSITE = {"local_steps": 5, "clients_per_round": 4, "batch_size": 5, "lr": 0.01, "lam": 0.05,
-             "grad_scale": 0.5, "init_std": 1.0}
+COMPOSITE = {
+    "local_steps": 5,
+    "clients_per_round": 4,
+    "batch_size": 5,
+    "lr": 0.01,
+    "lam": 0.05,
+    "grad_scale": 0.5,
+    "init_std": 1.0,
+}
 
 
 def scenario(name, rounds=10, data=LASSO, **kw):
@@ -84,13 +103,16 @@ def _bits_per_client_round(sim):
     return down, up
 
 
-@pytest.mark.parametrize("name,down_vectors,down_scalars,up_vectors", [
-    ("fedmid", 1, 0, 1),
-    ("fedda", 1, 1, 1),
-    ("fast_fedda", 3, 0, 2),
-    ("c_fedda", 3, 0, 1),
-    ("mc_fedda", 3, 0, 1),
-])
+@pytest.mark.parametrize(
+    "name,down_vectors,down_scalars,up_vectors",
+    [
+        ("fedmid", 1, 0, 1),
+        ("fedda", 1, 1, 1),
+        ("fast_fedda", 3, 0, 2),
+        ("c_fedda", 3, 0, 1),
+        ("mc_fedda", 3, 0, 1),
+    ],
+)
 def test_vectors_sent_per_participant_per_round(name, down_vectors, down_scalars, up_vectors):
     _, sim = models(scenario(name, rounds=6), record_trace=True)
     d = sim.algorithm.ctx.model_bits
@@ -107,11 +129,14 @@ def test_vectors_sent_per_participant_per_round(name, down_vectors, down_scalars
         assert down[(r, c)] == expected
 
 
-@pytest.mark.parametrize("name,extra", [
-    ("c_fedda", {"epsilon": 3.0}),  # an active l1 constraint inside the client steps
-    ("fast_fedda", {}),
-    ("fedmid", {"radius": 3.0}),
-])
+@pytest.mark.parametrize(
+    "name,extra",
+    [
+        ("c_fedda", {"epsilon": 3.0}),  # an active l1 constraint inside the client steps
+        ("fast_fedda", {}),
+        ("fedmid", {"radius": 3.0}),
+    ],
+)
 def test_batched_steps_equal_the_per_client_loop(name, extra):
     batched, _ = models(scenario(name, rounds=4, executor="batched", **extra))
     loop, _ = models(scenario(name, rounds=4, executor="loop", **extra))
@@ -123,6 +148,7 @@ def test_active_constraint_is_respected_by_the_server_iterate():
     _, sim = models(scenario("c_fedda", rounds=6, epsilon=3.0))
     alg = sim.algorithm
     from algorithms.prox import reg_value
+
     assert float(reg_value(alg.stage.w - alg.stage.anchor, alg.reg)) <= 3.0 * (1 + 1e-9)
     assert alg.metrics()["constraint_used"] == pytest.approx(1.0, rel=1e-6)
     assert alg.metrics()["client_boundary_steps"] > 0  # the client steps met the constraint too
@@ -142,8 +168,9 @@ def test_nuclear_norm_algorithms_run_batched_and_report_rank():
 
 
 def test_recovery_data_sets_and_metrics():
-    lasso = build_federated_data("sparse_regression", 4, 0, samples_per_client=20, test_per_client=3,
-                                 regression_dim=30, regression_sparsity=7)
+    lasso = build_federated_data(
+        "sparse_regression", 4, 0, samples_per_client=20, test_per_client=3, regression_dim=30, regression_sparsity=7
+    )
     assert lasso.train_x.shape == (80, 30) and lasso.test_x.shape == (12, 30)
     assert lasso.true_params.tolist() == [1.0] * 7 + [0.0] * 23
     w = torch.cat([lasso.true_params, torch.zeros(1)])  # + bias

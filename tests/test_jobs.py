@@ -39,8 +39,9 @@ def test_process_pool_gives_the_same_results_as_one_worker_in_job_order():
 
 def test_the_cache_is_written_atomically_and_reused(tmp_path, capsys):
     cache = tmp_path / "cache"
-    first = run_jobs(seeded_job, JOBS[:3], workers=2, cache=cache, progress=False,
-                     describe=lambda job, res: f"done {job['key']}")
+    first = run_jobs(
+        seeded_job, JOBS[:3], workers=2, cache=cache, progress=False, describe=lambda job, res: f"done {job['key']}"
+    )
     assert sorted(p.name for p in cache.iterdir()) == sorted(f"{j['key']}.json" for j in JOBS[:3])  # no temp files
     assert [json.loads((cache / f"{j['key']}.json").read_text()) for j in JOBS[:3]] == first
     out = capsys.readouterr().out

@@ -64,8 +64,12 @@ def imported_modules(source: str, module: str, is_package: bool = False) -> list
         elif isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-            if name in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant) \
-                    and isinstance(node.args[0].value, str):
+            if (
+                name in ("import_module", "__import__")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 found.append((node.lineno, node.args[0].value))
     return found
 
@@ -92,14 +96,16 @@ def under(name: str, prefix: str) -> bool:
 @pytest.mark.parametrize("package", sorted(ALLOWED_ROOTS))
 def test_lower_layers_import_only_what_they_may(package):
     allowed = ALLOWED_ROOTS[package]
-    bad = [f"{f}:{line} imports {name}" for f, line, name in imports_of(package)
-           if name.split(".")[0] not in allowed]
+    bad = [f"{f}:{line} imports {name}" for f, line, name in imports_of(package) if name.split(".")[0] not in allowed]
     assert not bad, "\n".join(bad)
 
 
 def test_the_engine_does_not_import_the_layers_above_it():
-    bad = [f"{f}:{line} imports {name}" for f, line, name in imports_of("edgefl/sim")
-           if any(under(name, p) for p in ENGINE_FORBIDDEN)]
+    bad = [
+        f"{f}:{line} imports {name}"
+        for f, line, name in imports_of("edgefl/sim")
+        if any(under(name, p) for p in ENGINE_FORBIDDEN)
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -111,12 +117,23 @@ def test_the_sweep_package_imports_at_module_level():
         tree = ast.parse(path.read_text())
         for func in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
             for node in ast.walk(func):
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                    [node.module] if isinstance(node, ast.ImportFrom) else []
-                lazy += [f"{path.name}:{node.lineno} imports {n}" for n in names
-                         if not any(under(n, ok) for ok in SWEEP_LAZY_ALLOWED)]
-        bad += [f"{path.name}:{node.lineno} imports {node.module}" for node in ast.walk(tree)
-                if isinstance(node, ast.ImportFrom) and node.module and under(node.module, "edgefl.cli")]
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module]
+                    if isinstance(node, ast.ImportFrom)
+                    else []
+                )
+                lazy += [
+                    f"{path.name}:{node.lineno} imports {n}"
+                    for n in names
+                    if not any(under(n, ok) for ok in SWEEP_LAZY_ALLOWED)
+                ]
+        bad += [
+            f"{path.name}:{node.lineno} imports {node.module}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and under(node.module, "edgefl.cli")
+        ]
     assert not lazy and not bad, "\n".join(lazy + bad)
 
 

@@ -46,8 +46,10 @@ def test_regression_model_uses_mse():
     assert model.loss(w, x, y).item() == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("name, shape, classes", [("linear", (60,), 10), ("mlp", (784,), 10), ("cnn", (1, 28, 28), 10),
-                                                  ("regression", (1024,), 1)])
+@pytest.mark.parametrize(
+    "name, shape, classes",
+    [("linear", (60,), 10), ("mlp", (784,), 10), ("cnn", (1, 28, 28), 10), ("regression", (1024,), 1)],
+)
 def test_parameter_count_is_the_built_models_dimension(name, shape, classes):
     """The memory check counts d before any allocation (meta device); it is the model's d."""
     assert parameter_count(name, shape, classes, hidden=50) == build_model(name, shape, classes, 0, hidden=50).dim

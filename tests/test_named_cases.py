@@ -41,8 +41,12 @@ batch_size = 8
 snr_db = 10.0
 """
 # a link budget with moving devices: the path loss is called at the start and every round
-CELL = TINY.replace("[run]\n", '[run]\nengine = "simpy"\n').replace(
-    "snr_db = 10.0\n", "cell_radius_m = 250.0\nfading = \"none\"\n") + "[devices]\nspeed_mps = 5.0\n"
+CELL = (
+    TINY.replace("[run]\n", '[run]\nengine = "simpy"\n').replace(
+        "snr_db = 10.0\n", 'cell_radius_m = 250.0\nfading = "none"\n'
+    )
+    + "[devices]\nspeed_mps = 5.0\n"
+)
 
 PLUGINS = {
     "nc_import_raises.py": "x = 1 / 0\n",
@@ -168,8 +172,10 @@ def folder(tmp_path_factory):
     old_cwd, old_path = os.getcwd(), list(sys.path)
     os.chdir(here)
     try:
-        assert main(["sweep", "tiny.toml", "--grid", "algorithm.local_steps=1,2", "--seeds", "2", "--out", "sweep",
-                     "-q"]) == 0
+        assert (
+            main(["sweep", "tiny.toml", "--grid", "algorithm.local_steps=1,2", "--seeds", "2", "--out", "sweep", "-q"])
+            == 0
+        )
         yield here
     finally:
         os.chdir(old_cwd)
@@ -198,45 +204,119 @@ def run_with(scenario: str, key: str, value: str) -> list[str]:
 
 
 PLUGIN_CASES = [
-    *[Case(f"import of a {key} plug-in raises", run_with("tiny.toml", key, "nc_import_raises:X"), 4,
-           [f"{key} = 'nc_import_raises:X'", "ZeroDivisionError: division by zero", at("nc_import_raises.py", "1 / 0")])
-      for key in ("algorithm.name", "data.name", "control.name", "network.path_loss")],
-    Case("a plug-in calling sys.exit(0) at import is not exit 0", run_with("tiny.toml", "algorithm.name",
-         "nc_import_exits:X"), 4, ["SystemExit(0)", "sys.exit()", at("nc_import_exits.py", "sys.exit(0)")]),
-    Case("algorithm raises in __init__", run_with("tiny.toml", "algorithm.name", "nc_algorithms:InitRaises"), 4,
-         ["algorithm.name = 'nc_algorithms:InitRaises'", "RuntimeError: no server state", at("nc_algorithms.py", "no server state")]),
-    Case("algorithm raises in round", run_with("tiny.toml", "algorithm.name", "nc_algorithms:RoundRaises"), 4,
-         ["ValueError: bad round", at("nc_algorithms.py", "bad round")]),
-    Case("algorithm exits in round", run_with("tiny.toml", "algorithm.name", "nc_algorithms:Exits"), 4,
-         ["SystemExit(3)", at("nc_algorithms.py", "SystemExit(3)")]),
-    Case("algorithm lacks round and model", run_with("tiny.toml", "algorithm.name", "nc_algorithms:NoRound"), 4,
-         ["'nc_algorithms:NoRound'", "does not define round and model"]),
-    Case("algorithm round returns instead of yielding", run_with("tiny.toml", "algorithm.name",
-         "nc_algorithms:RoundReturns"), 4, ["round(0) returned int, expected a generator of operations"]),
-    Case("algorithm yields something else than operations", run_with("tiny.toml", "algorithm.name",
-         "nc_algorithms:YieldsText"), 4, ["yielded str", "not an operation"]),
-    Case("controller raises in its call", [*run_with("tiny.toml", "control.name", "nc_controllers:PlanRaises"),
-         "--set", "run.engine=simpy"], 4, ["control.name = 'nc_controllers:PlanRaises'", "ZeroDivisionError",
-                                             at("nc_controllers.py", "1 / 0")]),
-    Case("controller raises in __init__", [*run_with("tiny.toml", "control.name", "nc_controllers:InitRaises"),
-         "--set", "run.engine=simpy"], 4, ["OSError: no controller", at("nc_controllers.py", "no controller")]),
-    Case("data set raises in build", run_with("plain.toml", "data.name", "nc_data:BuildRaises"), 4,
-         ["data.name = 'nc_data:BuildRaises'", "IndexError: no samples", at("nc_data.py", "no samples")]),
-    Case("path loss raises", run_with("cell.toml", "network.path_loss", "nc_path_loss:raises"), 4,
-         ["network.path_loss = 'nc_path_loss:raises'", "KeyError: 'no wall'", at("nc_path_loss.py", "no wall")]),
-    *[Case(f"path loss returns {what}", run_with("cell.toml", "network.path_loss", f"nc_path_loss:{name}"), 4,
-           [f"network.path_loss = 'nc_path_loss:{name}' returned {said}", "one real, finite loss in dB per distance"])
-      for what, name, said in [("a scalar", "scalar", "an array of shape ()"),
-                               ("N+5 values", "too_many", "an array of shape (9,) for 4 distances"),
-                               ("complex values", "complex_db", "complex numbers"),
-                               ("-1e300 dB", "minus_1e300", "-1e+300 dB"), ("strings", "strings", "text"),
-                               ("None", "none", "None")]],
-    *[Case(f"path_loss = {value} is refused at load", run_with("cell.toml", "network.path_loss", value), 2,
-           ["network.path_loss", said])
-      for value, said in [("os:system", "expected a function model(distance_m, network)"),
-                          ("builtins:print", "expected a function model(distance_m, network)"),
-                          ("os.path:join", "join(a, *p), expected a function model(distance_m, network)"),
-                          ("nc_path_loss:AClass", "is a class")]],
+    *[
+        Case(
+            f"import of a {key} plug-in raises",
+            run_with("tiny.toml", key, "nc_import_raises:X"),
+            4,
+            [
+                f"{key} = 'nc_import_raises:X'",
+                "ZeroDivisionError: division by zero",
+                at("nc_import_raises.py", "1 / 0"),
+            ],
+        )
+        for key in ("algorithm.name", "data.name", "control.name", "network.path_loss")
+    ],
+    Case(
+        "a plug-in calling sys.exit(0) at import is not exit 0",
+        run_with("tiny.toml", "algorithm.name", "nc_import_exits:X"),
+        4,
+        ["SystemExit(0)", "sys.exit()", at("nc_import_exits.py", "sys.exit(0)")],
+    ),
+    Case(
+        "algorithm raises in __init__",
+        run_with("tiny.toml", "algorithm.name", "nc_algorithms:InitRaises"),
+        4,
+        [
+            "algorithm.name = 'nc_algorithms:InitRaises'",
+            "RuntimeError: no server state",
+            at("nc_algorithms.py", "no server state"),
+        ],
+    ),
+    Case(
+        "algorithm raises in round",
+        run_with("tiny.toml", "algorithm.name", "nc_algorithms:RoundRaises"),
+        4,
+        ["ValueError: bad round", at("nc_algorithms.py", "bad round")],
+    ),
+    Case(
+        "algorithm exits in round",
+        run_with("tiny.toml", "algorithm.name", "nc_algorithms:Exits"),
+        4,
+        ["SystemExit(3)", at("nc_algorithms.py", "SystemExit(3)")],
+    ),
+    Case(
+        "algorithm lacks round and model",
+        run_with("tiny.toml", "algorithm.name", "nc_algorithms:NoRound"),
+        4,
+        ["'nc_algorithms:NoRound'", "does not define round and model"],
+    ),
+    Case(
+        "algorithm round returns instead of yielding",
+        run_with("tiny.toml", "algorithm.name", "nc_algorithms:RoundReturns"),
+        4,
+        ["round(0) returned int, expected a generator of operations"],
+    ),
+    Case(
+        "algorithm yields something else than operations",
+        run_with("tiny.toml", "algorithm.name", "nc_algorithms:YieldsText"),
+        4,
+        ["yielded str", "not an operation"],
+    ),
+    Case(
+        "controller raises in its call",
+        [*run_with("tiny.toml", "control.name", "nc_controllers:PlanRaises"), "--set", "run.engine=simpy"],
+        4,
+        ["control.name = 'nc_controllers:PlanRaises'", "ZeroDivisionError", at("nc_controllers.py", "1 / 0")],
+    ),
+    Case(
+        "controller raises in __init__",
+        [*run_with("tiny.toml", "control.name", "nc_controllers:InitRaises"), "--set", "run.engine=simpy"],
+        4,
+        ["OSError: no controller", at("nc_controllers.py", "no controller")],
+    ),
+    Case(
+        "data set raises in build",
+        run_with("plain.toml", "data.name", "nc_data:BuildRaises"),
+        4,
+        ["data.name = 'nc_data:BuildRaises'", "IndexError: no samples", at("nc_data.py", "no samples")],
+    ),
+    Case(
+        "path loss raises",
+        run_with("cell.toml", "network.path_loss", "nc_path_loss:raises"),
+        4,
+        ["network.path_loss = 'nc_path_loss:raises'", "KeyError: 'no wall'", at("nc_path_loss.py", "no wall")],
+    ),
+    *[
+        Case(
+            f"path loss returns {what}",
+            run_with("cell.toml", "network.path_loss", f"nc_path_loss:{name}"),
+            4,
+            [f"network.path_loss = 'nc_path_loss:{name}' returned {said}", "one real, finite loss in dB per distance"],
+        )
+        for what, name, said in [
+            ("a scalar", "scalar", "an array of shape ()"),
+            ("N+5 values", "too_many", "an array of shape (9,) for 4 distances"),
+            ("complex values", "complex_db", "complex numbers"),
+            ("-1e300 dB", "minus_1e300", "-1e+300 dB"),
+            ("strings", "strings", "text"),
+            ("None", "none", "None"),
+        ]
+    ],
+    *[
+        Case(
+            f"path_loss = {value} is refused at load",
+            run_with("cell.toml", "network.path_loss", value),
+            2,
+            ["network.path_loss", said],
+        )
+        for value, said in [
+            ("os:system", "expected a function model(distance_m, network)"),
+            ("builtins:print", "expected a function model(distance_m, network)"),
+            ("os.path:join", "join(a, *p), expected a function model(distance_m, network)"),
+            ("nc_path_loss:AClass", "is a class"),
+        ]
+    ],
 ]
 
 
@@ -255,13 +335,27 @@ def test_a_plugins_fault_is_named(folder, capsys, case):
 def test_a_plugins_traceback_with_verbose(folder, capsys):
     code = main(run_with("tiny.toml", "algorithm.name", "nc_algorithms:RoundRaises") + ["-v"])
     err = capsys.readouterr().err
-    assert code == 4 and "Traceback" in err and f'nc_algorithms.py", line {at("nc_algorithms.py", "bad round").split(":")[1]}, in round' in err, err
+    assert (
+        code == 4
+        and "Traceback" in err
+        and f'nc_algorithms.py", line {at("nc_algorithms.py", "bad round").split(":")[1]}, in round' in err
+    ), err
 
 
 def test_a_path_loss_with_its_own_parameter_names_works_with_moving_devices(folder, capsys):
     # edgefl called it with the keyword network= once devices moved: `def walls(d, net)` broke (exit 70)
-    code, err = cli(capsys, "run", "cell.toml", "--set", "network.path_loss=nc_path_loss:walls", "--set",
-                    "run.rounds=2", "--out", "walls", "--no-plots")
+    code, err = cli(
+        capsys,
+        "run",
+        "cell.toml",
+        "--set",
+        "network.path_loss=nc_path_loss:walls",
+        "--set",
+        "run.rounds=2",
+        "--out",
+        "walls",
+        "--no-plots",
+    )
     assert code == 0, err
     assert (folder / "walls" / "positions.csv").exists()  # the devices moved: the loss was called again
 
@@ -269,13 +363,46 @@ def test_a_path_loss_with_its_own_parameter_names_works_with_moving_devices(fold
 def test_a_plugin_module_in_the_current_folder_is_found(folder):
     # the `edgefl` command (not `python -m`, which puts the current folder on the path itself): python -P
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-P", "-m", "edgefl", "run", "tiny.toml", "--set",
-                          "algorithm.name=nc_algorithms:RoundRaises", "--out", "cwd", "-q", "--no-plots"],
-                         cwd=folder, env=env, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "edgefl",
+            "run",
+            "tiny.toml",
+            "--set",
+            "algorithm.name=nc_algorithms:RoundRaises",
+            "--out",
+            "cwd",
+            "-q",
+            "--no-plots",
+        ],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 4 and "ValueError: bad round" in out.stderr, out.stderr  # found, imported, run
-    elsewhere = subprocess.run([sys.executable, "-P", "-m", "edgefl", "run", str(folder / "tiny.toml"), "--set",
-                                "algorithm.name=nc_algorithms:RoundRaises", "--out", str(folder / "cwd"), "-q"],
-                               cwd=ROOT / "docs", env=env, capture_output=True, text=True)
+    elsewhere = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "edgefl",
+            "run",
+            str(folder / "tiny.toml"),
+            "--set",
+            "algorithm.name=nc_algorithms:RoundRaises",
+            "--out",
+            str(folder / "cwd"),
+            "-q",
+        ],
+        cwd=ROOT / "docs",
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert elsewhere.returncode == 2, elsewhere.stderr
     assert "cannot import 'nc_algorithms'" in elsewhere.stderr and "in the current folder" in elsewhere.stderr
     assert "add that folder to PYTHONPATH" in elsewhere.stderr
@@ -301,7 +428,8 @@ def drop_column(column):
         rows = list(csv.reader((copy / "results.csv").open()))
         i = rows[0].index(column)
         with open(copy / "results.csv", "w", newline="") as handle:
-            csv.writer(handle).writerows(r[:i] + r[i + 1:] for r in rows)
+            csv.writer(handle).writerows(r[:i] + r[i + 1 :] for r in rows)
+
     return change
 
 
@@ -352,8 +480,19 @@ def test_a_file_instead_of_a_sweep_folder_is_exit_2(folder, capsys, command):
 
 def test_an_availability_trace_never_m_online_together_is_exit_2(folder, capsys):
     (folder / "apart.csv").write_text("client,start_s,end_s\n0,0,1\n1,2,3\n2,4,5\n3,6,7\n")
-    code, err = cli(capsys, "run", "tiny.toml", "--set", "devices.availability=trace", "--set",
-                    "devices.availability_trace=apart.csv", "--set", "run.engine=simpy", "--out", "out")
+    code, err = cli(
+        capsys,
+        "run",
+        "tiny.toml",
+        "--set",
+        "devices.availability=trace",
+        "--set",
+        "devices.availability_trace=apart.csv",
+        "--set",
+        "run.engine=simpy",
+        "--out",
+        "out",
+    )
     assert code == 2 and "never has algorithm.clients_per_round = 2 devices online at the same time (at most 1)" in err
     assert "Lower algorithm.clients_per_round to 1" in err and not (folder / "out").exists()
 
@@ -361,9 +500,22 @@ def test_an_availability_trace_never_m_online_together_is_exit_2(folder, capsys)
 def test_a_run_waiting_past_the_end_of_a_trace_stops_as_documented(folder, capsys):
     # SimPy's "No scheduled events left" (exit 70) when a round waited for devices after the trace ended
     (folder / "ends.csv").write_text("client,start_s,end_s\n0,0,0.01\n1,0,0.01\n")
-    code, err = cli(capsys, "run", "tiny.toml", "--set", "devices.availability=trace", "--set",
-                    "devices.availability_trace=ends.csv", "--set", "run.engine=simpy", "--set", "run.rounds=20",
-                    "--out", "ends", "--no-plots")
+    code, err = cli(
+        capsys,
+        "run",
+        "tiny.toml",
+        "--set",
+        "devices.availability=trace",
+        "--set",
+        "devices.availability_trace=ends.csv",
+        "--set",
+        "run.engine=simpy",
+        "--set",
+        "run.rounds=20",
+        "--out",
+        "ends",
+        "--no-plots",
+    )
     assert code == 0, err
     summary = (folder / "ends" / "summary.json").read_text()
     assert '"status": "stopped"' in summary and "no device will be online again" in summary
@@ -371,8 +523,19 @@ def test_a_run_waiting_past_the_end_of_a_trace_stops_as_documented(folder, capsy
 
 def test_a_trace_cell_over_the_csv_limit_is_exit_2(folder, capsys):
     (folder / "huge.csv").write_text("client,start_s,end_s\n0,0," + "1" * 140_000 + "\n")
-    code, err = cli(capsys, "run", "tiny.toml", "--set", "devices.availability=trace", "--set",
-                    "devices.availability_trace=huge.csv", "--set", "run.engine=simpy", "--out", "out")
+    code, err = cli(
+        capsys,
+        "run",
+        "tiny.toml",
+        "--set",
+        "devices.availability=trace",
+        "--set",
+        "devices.availability_trace=huge.csv",
+        "--set",
+        "run.engine=simpy",
+        "--out",
+        "out",
+    )
     assert code == 2 and "huge.csv is not a CSV file of client,start_s,end_s" in err, err
 
 
@@ -384,8 +547,19 @@ def test_a_special_file_as_availability_trace_is_refused_not_read(folder, capsys
         if not os.path.exists(special):
             os.mkfifo(special)  # open() would block until a writer came: the run hung forever
     started = time.monotonic()
-    code, err = cli(capsys, "run", "tiny.toml", "--set", "devices.availability=trace", "--set",
-                    f"devices.availability_trace={special}", "--set", "run.engine=simpy", "--out", "out")
+    code, err = cli(
+        capsys,
+        "run",
+        "tiny.toml",
+        "--set",
+        "devices.availability=trace",
+        "--set",
+        f"devices.availability_trace={special}",
+        "--set",
+        "run.engine=simpy",
+        "--out",
+        "out",
+    )
     assert code == 2 and ("a named pipe (FIFO), not a CSV file" in err or "a character device" in err), err
     assert time.monotonic() - started < 30
 
@@ -399,12 +573,22 @@ def test_a_named_pipe_as_scenario_file_is_refused_not_read(folder, capsys):
     assert code == 2 and "is a named pipe (FIFO), expected a .toml scenario file" in err, err
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["--seeds", "1000000000"], "--seeds must be an integer from 1 to 1000"),
-    (["--grid", "network.snr_db=" + ",".join(map(str, range(1000))),
-      "--grid", "network.bandwidth_mhz=" + ",".join(str(1 + k / 1000) for k in range(1000))],
-     "the sweep has 1,000,000 points"),
-], ids=["seeds = 1e9", "10^6 grid points"])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--seeds", "1000000000"], "--seeds must be an integer from 1 to 1000"),
+        (
+            [
+                "--grid",
+                "network.snr_db=" + ",".join(map(str, range(1000))),
+                "--grid",
+                "network.bandwidth_mhz=" + ",".join(str(1 + k / 1000) for k in range(1000)),
+            ],
+            "the sweep has 1,000,000 points",
+        ),
+    ],
+    ids=["seeds = 1e9", "10^6 grid points"],
+)
 def test_a_sweep_too_large_to_end_is_exit_2_at_once(folder, capsys, args, fragment):
     # seeds = 1e9 grew memory for 92 s until the kernel killed it; 10^6 points gave nothing in 120 s
     started = time.monotonic()
@@ -427,35 +611,87 @@ def changed(section: str | None, key: str, value):
 
 
 API_CASES = [
-    ("Scenario with algorithm.name = 'nosuch'", lambda: edgefl.run(changed("algorithm", "name", "nosuch")),
-     ScenarioError, "algorithm: unknown algorithm 'nosuch'"),
-    ("Scenario with clients_per_round = 1000", lambda: edgefl.run(changed("algorithm", "clients_per_round", 1000)),
-     ScenarioError, "algorithm.clients_per_round = 1000 exceeds data.num_clients = 4"),
+    (
+        "Scenario with algorithm.name = 'nosuch'",
+        lambda: edgefl.run(changed("algorithm", "name", "nosuch")),
+        ScenarioError,
+        "algorithm: unknown algorithm 'nosuch'",
+    ),
+    (
+        "Scenario with clients_per_round = 1000",
+        lambda: edgefl.run(changed("algorithm", "clients_per_round", 1000)),
+        ScenarioError,
+        "algorithm.clients_per_round = 1000 exceeds data.num_clients = 4",
+    ),
     ("Scenario with network = None", lambda: edgefl.run(changed(None, "network", None)), ScenarioError, "network:"),
-    ("Scenario with run.rounds = -5", lambda: edgefl.run(changed("run", "rounds", -5)), ScenarioError,
-     "run.rounds: Input should be greater than 0"),
+    (
+        "Scenario with run.rounds = -5",
+        lambda: edgefl.run(changed("run", "rounds", -5)),
+        ScenarioError,
+        "run.rounds: Input should be greater than 0",
+    ),
     ("run(None)", lambda: edgefl.run(None), ScenarioError, "scenario: expected a path"),
-    ("run(targets='...')", lambda: edgefl.run("tiny.toml", targets="acc_worst=0.5"), ScenarioError,
-     "targets: expected a list of texts"),
-    ("run with a bad target", lambda: edgefl.run("tiny.toml", targets=["acc_worst"], progress=False),
-     ScenarioError, "expected metric=value"),
-    ("run too large for the machine", lambda: edgefl.run("tiny.toml", overrides={"data.num_clients": 10**7},
-                                                         progress=False), ScenarioError, "memory"),
-    ("sweep(grid=[...])", lambda: edgefl.sweep("tiny.toml", grid=["algorithm.local_steps=1,2"]), SweepError,
-     "grid: expected a dict"),
-    ("sweep(grid={key: 3})", lambda: edgefl.sweep("tiny.toml", grid={"algorithm.local_steps": 3}), SweepError,
-     "expected a non-empty list of values"),
+    (
+        "run(targets='...')",
+        lambda: edgefl.run("tiny.toml", targets="acc_worst=0.5"),
+        ScenarioError,
+        "targets: expected a list of texts",
+    ),
+    (
+        "run with a bad target",
+        lambda: edgefl.run("tiny.toml", targets=["acc_worst"], progress=False),
+        ScenarioError,
+        "expected metric=value",
+    ),
+    (
+        "run too large for the machine",
+        lambda: edgefl.run("tiny.toml", overrides={"data.num_clients": 10**7}, progress=False),
+        ScenarioError,
+        "memory",
+    ),
+    (
+        "sweep(grid=[...])",
+        lambda: edgefl.sweep("tiny.toml", grid=["algorithm.local_steps=1,2"]),
+        SweepError,
+        "grid: expected a dict",
+    ),
+    (
+        "sweep(grid={key: 3})",
+        lambda: edgefl.sweep("tiny.toml", grid={"algorithm.local_steps": 3}),
+        SweepError,
+        "expected a non-empty list of values",
+    ),
     ("sweep(seeds='3')", lambda: edgefl.sweep("tiny.toml", seeds="3"), SweepError, "seeds: expected an integer"),
-    ("optimal_tau(target=None)", lambda: edgefl.optimal_tau("sweep", target=None), SweepError,
-     "target: expected a text"),
-    ("optimal_tau(window=0)", lambda: edgefl.optimal_tau("sweep", target="acc_worst=0.5", window=0), SweepError,
-     "--window must be >= 1"),
-    ("optimal_tau on a file", lambda: edgefl.optimal_tau("tiny.toml", target="acc_worst=0.5"), SweepError,
-     "not a folder"),
-    ("a plug-in's fault", lambda: edgefl.run("tiny.toml", overrides={"algorithm.name": "nc_algorithms:RoundRaises"},
-                                             progress=False), PluginError, "ValueError: bad round"),
-    ("a plug-in's sys.exit at import", lambda: edgefl.run("tiny.toml", overrides={"data.name": "nc_import_exits:X"}),
-     PluginError, "SystemExit(0)"),
+    (
+        "optimal_tau(target=None)",
+        lambda: edgefl.optimal_tau("sweep", target=None),
+        SweepError,
+        "target: expected a text",
+    ),
+    (
+        "optimal_tau(window=0)",
+        lambda: edgefl.optimal_tau("sweep", target="acc_worst=0.5", window=0),
+        SweepError,
+        "--window must be >= 1",
+    ),
+    (
+        "optimal_tau on a file",
+        lambda: edgefl.optimal_tau("tiny.toml", target="acc_worst=0.5"),
+        SweepError,
+        "not a folder",
+    ),
+    (
+        "a plug-in's fault",
+        lambda: edgefl.run("tiny.toml", overrides={"algorithm.name": "nc_algorithms:RoundRaises"}, progress=False),
+        PluginError,
+        "ValueError: bad round",
+    ),
+    (
+        "a plug-in's sys.exit at import",
+        lambda: edgefl.run("tiny.toml", overrides={"data.name": "nc_import_exits:X"}),
+        PluginError,
+        "SystemExit(0)",
+    ),
 ]
 
 
@@ -485,11 +721,14 @@ def test_the_api_documents_its_errors():
 # -- a sweep with workers from a script without the __main__ guard ---------------------------------------
 def test_a_sweep_with_workers_from_an_unguarded_script_says_to_add_the_guard(folder):
     script = folder / "unguarded.py"
-    script.write_text('import edgefl\nrows = edgefl.sweep("tiny.toml", grid={"algorithm.local_steps": [1, 2]}, '
-                      'out="unguarded", workers=2, progress=False)\n')
+    script.write_text(
+        'import edgefl\nrows = edgefl.sweep("tiny.toml", grid={"algorithm.local_steps": [1, 2]}, '
+        'out="unguarded", workers=2, progress=False)\n'
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, str(script)], cwd=folder, env=env, capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [sys.executable, str(script)], cwd=folder, env=env, capture_output=True, text=True, timeout=120
+    )
     assert out.returncode != 0
     assert out.stderr.count('put the call under `if __name__ == "__main__":`') == 1, out.stderr
     assert "unguarded.py, line 2" in out.stderr

@@ -53,8 +53,9 @@ def test_notebook_runs(path, monkeypatch):
     nb = nbformat.read(path, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell("import json, sys\nprint(json.dumps(sys.prefix))"))
     before = sorted(p.name for p in EXAMPLES.iterdir())
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=CELL_TIMEOUT_S,
-                                     resources={"metadata": {"path": str(EXAMPLES)}})
+    client = nbclient.NotebookClient(
+        nb, kernel_name="python3", timeout=CELL_TIMEOUT_S, resources={"metadata": {"path": str(EXAMPLES)}}
+    )
     client.execute()  # raises CellExecutionError, with the cell and the traceback, on an error
     errors = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs if o.output_type == "error"]
     assert not errors

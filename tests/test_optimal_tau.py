@@ -34,8 +34,9 @@ def transmit_j_per_round(snr_db: float, bandwidth_mhz: float, scale: float) -> f
     return scale / (bandwidth_mhz * math.log2(1 + 10 ** (snr_db / 10)))
 
 
-def synthetic_rows(reach_round: dict[tuple[int, int], int], a: float, b_scale: float, num_rounds: int,
-                   snrs=SNRS, bandwidths=BANDWIDTHS) -> list[dict]:
+def synthetic_rows(
+    reach_round: dict[tuple[int, int], int], a: float, b_scale: float, num_rounds: int, snrs=SNRS, bandwidths=BANDWIDTHS
+) -> list[dict]:
     """results.csv rows for learning that reaches acc 1 at round R(τ, seed) (a step), whatever
     the channel, with E(round) = round·(τ·a + b(channel))."""
     rows = []
@@ -45,10 +46,21 @@ def synthetic_rows(reach_round: dict[tuple[int, int], int], a: float, b_scale: f
             for (tau, seed), reach in reach_round.items():
                 for r in range(1, num_rounds + 1):
                     compute, uplink = r * tau * a, r * b
-                    rows.append({"network.snr_db": snr, "network.bandwidth_mhz": bw, "algorithm.local_steps": tau,
-                                 "seed": seed, "round": r, "acc_worst": 1.0 if r >= reach else 0.0,
-                                 "energy_j": compute + uplink, "compute_energy_j": compute,
-                                 "uplink_energy_j": uplink, "downlink_energy_j": 0.0, "idle_energy_j": 0.0})
+                    rows.append(
+                        {
+                            "network.snr_db": snr,
+                            "network.bandwidth_mhz": bw,
+                            "algorithm.local_steps": tau,
+                            "seed": seed,
+                            "round": r,
+                            "acc_worst": 1.0 if r >= reach else 0.0,
+                            "energy_j": compute + uplink,
+                            "compute_energy_j": compute,
+                            "uplink_energy_j": uplink,
+                            "downlink_energy_j": 0.0,
+                            "idle_energy_j": 0.0,
+                        }
+                    )
     return rows
 
 
@@ -163,8 +175,11 @@ def write_fake_sweep(directory, rows, grid_keys):
     directory.mkdir()
     mark(directory, "sweep")  # as `edgefl sweep` does: plot may add its figures to the folder
     points = {(tuple(r[k] for k in grid_keys), r["seed"]) for r in rows}
-    manifest = {"format": 1, "definition": {"grid": [[k, sorted({r[k] for r in rows})] for k in grid_keys]},
-                "points": [{"values": dict(zip(grid_keys, values)), "seed": seed} for values, seed in sorted(points)]}
+    manifest = {
+        "format": 1,
+        "definition": {"grid": [[k, sorted({r[k] for r in rows})] for k in grid_keys]},
+        "points": [{"values": dict(zip(grid_keys, values)), "seed": seed} for values, seed in sorted(points)],
+    }
     (directory / "sweep.json").write_text(json.dumps(manifest))
     header = list(rows[0])
     with open(directory / "results.csv", "w", newline="") as handle:
@@ -189,8 +204,14 @@ def test_cli_optimal_tau_and_plot_write_tables_and_figures(tmp_path, capsys):
     assert code == 0, err
     assert "centred moving average over 3 evaluations" in out and "SNR\\BW" in out
     analysis = sweep / "optimal-tau_acc_worst=0.5_w3"  # named by the target (and the window: not the default)
-    for name in ("optimal_tau.csv", "tau_energy.csv", "optimal_tau.txt", "tau-heatmap.png", "tau-energy-curves.png",
-                 "tau-energy-split.png"):
+    for name in (
+        "optimal_tau.csv",
+        "tau_energy.csv",
+        "optimal_tau.txt",
+        "tau-heatmap.png",
+        "tau-energy-curves.png",
+        "tau-energy-split.png",
+    ):
         assert (analysis / name).stat().st_size > 0, name
     with open(analysis / "optimal_tau.csv") as handle:
         table = list(csv.DictReader(handle))
@@ -199,9 +220,11 @@ def test_cli_optimal_tau_and_plot_write_tables_and_figures(tmp_path, capsys):
     assert star[(0, 0.5)] == 30 and star[(20, 10)] == 5
     # the set of τ not significantly worse than τ*: in both tables and in the printed report
     sets = {(float(r["network.snr_db"]), float(r["network.bandwidth_mhz"])): r["tau_set"] for r in table}
-    assert all(str(star[k]) in sets[k] or any(
-        int(lo) <= star[k] <= int(hi) for lo, hi in (p.split("-") for p in sets[k].split(",") if "-" in p))
-        for k in sets)
+    assert all(
+        str(star[k]) in sets[k]
+        or any(int(lo) <= star[k] <= int(hi) for lo, hi in (p.split("-") for p in sets[k].split(",") if "-" in p))
+        for k in sets
+    )
     assert "τ set (not significantly worse than τ*, paired, 95%)" in out
     with open(analysis / "tau_energy.csv") as handle:
         per_tau = list(csv.DictReader(handle))
@@ -224,11 +247,13 @@ def test_cli_optimal_tau_user_errors_exit_2_without_traceback(tmp_path, capsys):
     rows = synthetic_rows({(5, 0): 3}, 1.0, 1.0, 5, snrs=[0], bandwidths=[1])
     sweep = tmp_path / "sweep"
     write_fake_sweep(sweep, rows, GRID)
-    for args in (["optimal-tau", str(sweep), "--target", "acc_wrst=0.8"],
-                 ["optimal-tau", str(tmp_path / "nowhere"), "--target", "acc_worst=0.8"],
-                 ["optimal-tau", str(sweep), "--target", "acc_worst=0.8", "--window", "0"],
-                 ["plot", str(sweep), "--metric", "nope"],
-                 ["plot", str(sweep), "--at", "network.fading=none"]):
+    for args in (
+        ["optimal-tau", str(sweep), "--target", "acc_wrst=0.8"],
+        ["optimal-tau", str(tmp_path / "nowhere"), "--target", "acc_worst=0.8"],
+        ["optimal-tau", str(sweep), "--target", "acc_worst=0.8", "--window", "0"],
+        ["plot", str(sweep), "--metric", "nope"],
+        ["plot", str(sweep), "--at", "network.fading=none"],
+    ):
         code, _, err = run_cli(capsys, *args)
         assert code == 2, (args, err)
         assert err.startswith("edgefl: error:") and "Traceback" not in err
@@ -238,9 +263,22 @@ def test_cli_optimal_tau_user_errors_exit_2_without_traceback(tmp_path, capsys):
 # -- the set of τ not significantly worse than τ* ---------------------------------------------------------
 def energies_rows(energy: dict[tuple[int, int], float]) -> list[dict]:
     """One channel point; every (τ, seed) reaches the target at round 1 with the given energy."""
-    return [{"network.snr_db": 0, "network.bandwidth_mhz": 1, "algorithm.local_steps": tau, "seed": seed,
-             "round": 1, "acc_worst": 1.0, "energy_j": e, "compute_energy_j": e / 2, "uplink_energy_j": e / 2,
-             "downlink_energy_j": 0.0, "idle_energy_j": 0.0} for (tau, seed), e in energy.items()]
+    return [
+        {
+            "network.snr_db": 0,
+            "network.bandwidth_mhz": 1,
+            "algorithm.local_steps": tau,
+            "seed": seed,
+            "round": 1,
+            "acc_worst": 1.0,
+            "energy_j": e,
+            "compute_energy_j": e / 2,
+            "uplink_energy_j": e / 2,
+            "downlink_energy_j": 0.0,
+            "idle_energy_j": 0.0,
+        }
+        for (tau, seed), e in energy.items()
+    ]
 
 
 def test_tau_set_holds_tau_star_and_the_taus_the_seeds_cannot_tell_apart():
@@ -289,14 +327,20 @@ def test_heatmap_axes_are_whichever_two_channel_keys_the_grid_has():
     from edgefl.sweeps.plots import heatmap_axes
 
     snr_bw = [(s, b) for s in (0, 10) for b in (1, 2)]
-    assert heatmap_axes(["network.snr_db", "network.bandwidth_mhz"], snr_bw) == ("network.snr_db",
-                                                                                  "network.bandwidth_mhz")
+    assert heatmap_axes(["network.snr_db", "network.bandwidth_mhz"], snr_bw) == (
+        "network.snr_db",
+        "network.bandwidth_mhz",
+    )
     # a link budget: transmit power and distance, bandwidth across
     keys = ["devices.tx_power_dbm", "network.distance_m", "network.bandwidth_mhz"]
     assert heatmap_axes(keys, [(p, d, b) for p in (10, 23) for d in (100, 300) for b in (1, 5)]) == (
-        "devices.tx_power_dbm", "network.bandwidth_mhz")
+        "devices.tx_power_dbm",
+        "network.bandwidth_mhz",
+    )
     assert heatmap_axes(keys, [(23, d, b) for d in (100, 300) for b in (1, 5)]) == (  # one power: not an axis
-        "network.distance_m", "network.bandwidth_mhz")
+        "network.distance_m",
+        "network.bandwidth_mhz",
+    )
     assert heatmap_axes(["network.distance_m", "algorithm.name"], [(d, a) for d in (1, 2) for a in "ab"]) is None
 
 

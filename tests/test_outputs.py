@@ -25,8 +25,14 @@ def test_rounds_are_numbered_from_1_in_every_file(tmp_path):
 
 def test_energy_per_client_plot_aggregates_by_class_beyond_max_bars(tmp_path):
     def client(i, cls):
-        return {"client": i, "device_class": cls, "compute_energy_j": 1.0, "uplink_energy_j": 2.0,
-                "downlink_energy_j": 0.5, "idle_energy_j": 0.1}
+        return {
+            "client": i,
+            "device_class": cls,
+            "compute_energy_j": 1.0,
+            "uplink_energy_j": 2.0,
+            "downlink_energy_j": 0.5,
+            "idle_energy_j": 0.1,
+        }
 
     many = [client(i, "phone" if i % 3 else "sensor") for i in range(MAX_BARS * 50)]  # 10,000 clients
     (tmp_path / "many").mkdir()

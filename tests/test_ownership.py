@@ -51,73 +51,135 @@ class Case:
 CASES = {
     # -- user files deleted or overwritten (issue 20, 1-4), and `run --out /` (was exit 70) --------------------
     "sweep --out / (was: exit 0, files written into /)": Case(
-        [*SWEEP, "--out", "/"], 2, "is the filesystem root",
-        absent=("/sweep.json", "/results.csv", "/points", "/computed.log", "/.lock", "/" + MARKER)),
+        [*SWEEP, "--out", "/"],
+        2,
+        "is the filesystem root",
+        absent=("/sweep.json", "/results.csv", "/points", "/computed.log", "/.lock", "/" + MARKER),
+    ),
     "run --out /": Case([*RUN, "--out", "/"], 2, "is the filesystem root", absent=("/metrics.csv", "/" + MARKER)),
-    "run --out the current folder": Case([*RUN, "--out", "."], 2, "is the current folder",
-                                         absent=("metrics.csv", MARKER)),
-    "run --out the home folder": Case([*RUN, "--out", str(Path.home())], 2, "is the home folder",
-                                      absent=(str(Path.home() / "metrics.csv"),)),
+    "run --out the current folder": Case(
+        [*RUN, "--out", "."], 2, "is the current folder", absent=("metrics.csv", MARKER)
+    ),
+    "run --out the home folder": Case(
+        [*RUN, "--out", str(Path.home())], 2, "is the home folder", absent=(str(Path.home() / "metrics.csv"),)
+    ),
     "sweep --out above the current folder": Case([*SWEEP, "--out", ".."], 2, "a folder above the current folder"),
     "sweep --out a folder holding the user's results.csv": Case(
-        [*SWEEP, "--out", "mine"], 2, "not an edgefl results folder", {"mine/results.csv": "my,own\n1,2\n"},
-        absent=("mine/.lock", "mine/sweep.json", "mine/points")),
+        [*SWEEP, "--out", "mine"],
+        2,
+        "not an edgefl results folder",
+        {"mine/results.csv": "my,own\n1,2\n"},
+        absent=("mine/.lock", "mine/sweep.json", "mine/points"),
+    ),
     "sweep --out a folder holding the user's computed.log": Case(
-        [*SWEEP, "--out", "mine"], 2, "not an edgefl results folder", {"mine/computed.log": "my notes\n"},
-        absent=("mine/.lock", "mine/sweep.json")),
+        [*SWEEP, "--out", "mine"],
+        2,
+        "not an edgefl results folder",
+        {"mine/computed.log": "my notes\n"},
+        absent=("mine/.lock", "mine/sweep.json"),
+    ),
     "sweep --out a folder holding the user's sweep.json leaves no .lock": Case(
-        [*SWEEP, "--out", "mine"], 2, "not an edgefl results folder", {"mine/sweep.json": '{"a": 1}\n'},
-        absent=("mine/.lock", "mine/points")),
+        [*SWEEP, "--out", "mine"],
+        2,
+        "not an edgefl results folder",
+        {"mine/sweep.json": '{"a": 1}\n'},
+        absent=("mine/.lock", "mine/points"),
+    ),
     "sweep --out a folder of the user's files (issue 19)": Case(
-        [*SWEEP, "--out", "mine"], 2, "--force to replace", {"mine/data.csv": "x\n", "mine/notes.md": "# notes\n"}),
+        [*SWEEP, "--out", "mine"], 2, "--force to replace", {"mine/data.csv": "x\n", "mine/notes.md": "# notes\n"}
+    ),
     "compare --out a folder holding the user's compare.csv and compare.txt": Case(
-        [*COMPARE, "--out", "mine"], 2, "not an edgefl results folder",
-        {"mine/compare.csv": "mine\n", "mine/compare.txt": "mine\n"}, absent=("mine/.lock", "mine/sweep.json")),
+        [*COMPARE, "--out", "mine"],
+        2,
+        "not an edgefl results folder",
+        {"mine/compare.csv": "mine\n", "mine/compare.txt": "mine\n"},
+        absent=("mine/.lock", "mine/sweep.json"),
+    ),
     "optimal-tau --out a folder holding the user's optimal_tau.csv": Case(
-        ["optimal-tau", "sw", "--target", "acc_mean=0.1", "--out", "mine"], 2, "not an edgefl results folder",
-        {"mine/optimal_tau.csv": "mine\n"}),
+        ["optimal-tau", "sw", "--target", "acc_mean=0.1", "--out", "mine"],
+        2,
+        "not an edgefl results folder",
+        {"mine/optimal_tau.csv": "mine\n"},
+    ),
     "plot --out a folder holding the user's figure of the same name": Case(
-        ["plot", "sw", "--out", "mine"], 2, "not an edgefl results folder", {"mine/tau-accuracy-energy.png": "mine"}),
+        ["plot", "sw", "--out", "mine"], 2, "not an edgefl results folder", {"mine/tau-accuracy-energy.png": "mine"}
+    ),
     "plot into a sweep folder without edgefl's marker": Case(["plot", "unmarked"], 2, "not an edgefl results folder"),
     "run --out mine3 beside the user's .mine3.old/ (was: deleted)": Case(
-        [*RUN, "--out", "mine3"], 2, "not an edgefl results folder",
-        {"mine3/notes.txt": "mine\n", ".mine3.old/backup.txt": "my backup\n"}),
+        [*RUN, "--out", "mine3"],
+        2,
+        "not an edgefl results folder",
+        {"mine3/notes.txt": "mine\n", ".mine3.old/backup.txt": "my backup\n"},
+    ),
     "run --out a new folder beside the user's .mine3.old/": Case(
-        [*RUN, "--out", "mine3"], 0, "", {".mine3.old/backup.txt": "my backup\n"}),
+        [*RUN, "--out", "mine3"], 0, "", {".mine3.old/backup.txt": "my backup\n"}
+    ),
     "run --out mine beside the user's .mine.2024.tmp/ (was: deleted as a dead writer's)": Case(
-        [*RUN, "--out", "mine"], 0, "", {".mine.2024.tmp/data.txt": "mine\n", ".mine.2024.1.tmp/x": "mine\n"}),
+        [*RUN, "--out", "mine"], 0, "", {".mine.2024.tmp/data.txt": "mine\n", ".mine.2024.1.tmp/x": "mine\n"}
+    ),
     "run --out an absent mine beside the user's .mine.old/ (was: renamed to mine/)": Case(
-        [*RUN, "--out", "mine"], 0, "", {".mine.old/u.txt": "mine\n", f".mine.999999999.old/{MARKER}": ""}),
+        [*RUN, "--out", "mine"], 0, "", {".mine.old/u.txt": "mine\n", f".mine.999999999.old/{MARKER}": ""}
+    ),
     "run --out a folder of summary.json and fig1.png (was: taken for edgefl's)": Case(
-        [*RUN, "--out", "fake"], 2, "not an edgefl results folder",
-        {"fake/summary.json": "{}\n", "fake/fig1.png": "x"}),
+        [*RUN, "--out", "fake"], 2, "not an edgefl results folder", {"fake/summary.json": "{}\n", "fake/fig1.png": "x"}
+    ),
     "run --out a run's folder of the previous edgefl (its marker names no kind): replaced": Case(
-        [*RUN, "--out", "old"], 0, "", {"old/" + MARKER: "written by edgefl; edgefl may replace this folder\n",
-                                        "old/metrics.csv": "round\n"}, survive=()),
+        [*RUN, "--out", "old"],
+        0,
+        "",
+        {"old/" + MARKER: "written by edgefl; edgefl may replace this folder\n", "old/metrics.csv": "round\n"},
+        survive=(),
+    ),
     "run --out a sweep's folder": Case([*RUN, "--out", "sw"], 2, "holds a sweep written by edgefl, not a run's"),
     "sweep --out a run's folder": Case([*SWEEP, "--out", "rn"], 2, "holds a run's results written by edgefl"),
     "run with checkpoints beside the user's file .mine.checkpoint": Case(
-        [*RUN, "--out", "mine", "--set", "run.checkpoint_every=1"], 2, "is not an edgefl checkpoint",
-        {".mine.checkpoint": "my notes\n"}),
+        [*RUN, "--out", "mine", "--set", "run.checkpoint_every=1"],
+        2,
+        "is not an edgefl checkpoint",
+        {".mine.checkpoint": "my notes\n"},
+    ),
     "run (no checkpoints) beside the user's file .mine.checkpoint (was: deleted)": Case(
-        [*RUN, "--out", "mine"], 0, "", {".mine.checkpoint": "my notes\n"}),
+        [*RUN, "--out", "mine"], 0, "", {".mine.checkpoint": "my notes\n"}
+    ),
     # -- a checkpoint runs code (issue 20) -------------------------------------------------------------------
     "--resume from a crafted checkpoint (__reduce__ -> os.system)": Case(
-        [*RUN, "--out", "ev", "--resume"], 2, "not an edgefl checkpoint",
-        {".ev.checkpoint": HEADER + pickle.dumps({"format": 3, "state": RunsCode()})}, absent=("pwned", "ev")),
+        [*RUN, "--out", "ev", "--resume"],
+        2,
+        "not an edgefl checkpoint",
+        {".ev.checkpoint": HEADER + pickle.dumps({"format": 3, "state": RunsCode()})},
+        absent=("pwned", "ev"),
+    ),
     "--resume from a crafted checkpoint of the previous format (no header)": Case(
-        [*RUN, "--out", "ev", "--resume"], 2, "not an edgefl checkpoint",
-        {".ev.checkpoint": pickle.dumps({"format": 2, "state": RunsCode()})}, absent=("pwned", "ev")),
+        [*RUN, "--out", "ev", "--resume"],
+        2,
+        "not an edgefl checkpoint",
+        {".ev.checkpoint": pickle.dumps({"format": 2, "state": RunsCode()})},
+        absent=("pwned", "ev"),
+    ),
     "--resume from a checkpoint of {'format': 2} (was: exit 70, KeyError 'version')": Case(
-        [*RUN, "--out", "ev", "--resume"], 2, "not an edgefl checkpoint",
-        {".ev.checkpoint": HEADER + pickle.dumps({"format": 2})}, absent=("ev",)),
+        [*RUN, "--out", "ev", "--resume"],
+        2,
+        "not an edgefl checkpoint",
+        {".ev.checkpoint": HEADER + pickle.dumps({"format": 2})},
+        absent=("ev",),
+    ),
     "--resume from a checkpoint of {'format': 2} without the header": Case(
-        [*RUN, "--out", "ev", "--resume"], 2, "not an edgefl checkpoint",
-        {".ev.checkpoint": pickle.dumps({"format": 2})}, absent=("ev",)),
+        [*RUN, "--out", "ev", "--resume"],
+        2,
+        "not an edgefl checkpoint",
+        {".ev.checkpoint": pickle.dumps({"format": 2})},
+        absent=("ev",),
+    ),
     "--resume from a checkpoint naming a function of edgefl": Case(
-        [*RUN, "--out", "ev", "--resume"], 2, "edgefl.results.shutil.rmtree",
-        {".ev.checkpoint": HEADER + b"\x80\x04\x8c\x0eedgefl.results\x8c\x0dshutil.rmtree\x93\x8c\x01x\x85R.",
-         "x/keep.txt": "mine"}, absent=("ev",)),
+        [*RUN, "--out", "ev", "--resume"],
+        2,
+        "edgefl.results.shutil.rmtree",
+        {
+            ".ev.checkpoint": HEADER + b"\x80\x04\x8c\x0eedgefl.results\x8c\x0dshutil.rmtree\x93\x8c\x01x\x85R.",
+            "x/keep.txt": "mine",
+        },
+        absent=("ev",),
+    ),
 }
 
 
@@ -176,8 +238,13 @@ def test_edgefl_never_touches_what_it_did_not_write(case: Case, finished, tmp_pa
     elif "run" in case.args:  # the run's results are in place, and nothing of edgefl's is left beside them
         out = work / case.args[case.args.index("--out") + 1]
         assert (out / "metrics.csv").read_text().startswith("round,") and "kind: run" in (out / MARKER).read_text()
-        assert not [p.name for p in work.iterdir() if p.name.startswith(f".{out.name}.") and p.name not in case.files
-                    and not any(f.startswith(p.name + "/") for f in case.files)]
+        assert not [
+            p.name
+            for p in work.iterdir()
+            if p.name.startswith(f".{out.name}.")
+            and p.name not in case.files
+            and not any(f.startswith(p.name + "/") for f in case.files)
+        ]
 
 
 def test_force_replaces_a_folder_of_the_users_files(finished, tmp_path, monkeypatch, capsys):
@@ -212,7 +279,7 @@ def test_the_python_api_follows_the_same_rule(tmp_path):
     assert (tmp_path / "new" / "metrics.csv").exists()
 
 
-DAMPED = '''
+DAMPED = """
 from algorithms.fedavg import FedAvg
 
 
@@ -221,7 +288,7 @@ class DampedFedAvg(FedAvg):
         before = self.w.clone()
         yield from super().round(r)
         self.w = before + 0.5 * (self.w - before)
-'''
+"""
 
 
 def test_a_plug_in_algorithm_still_resumes_from_its_checkpoint(tmp_path, monkeypatch):
@@ -233,8 +300,16 @@ def test_a_plug_in_algorithm_still_resumes_from_its_checkpoint(tmp_path, monkeyp
 
     (tmp_path / "my_damped.py").write_text(DAMPED)
     monkeypatch.syspath_prepend(str(tmp_path))
-    scenario = load_scenario(Q, ["algorithm.name=my_damped:DampedFedAvg", "run.rounds=3", "run.checkpoint_every=1",
-                                 "data.num_clients=10", "algorithm.clients_per_round=3"])
+    scenario = load_scenario(
+        Q,
+        [
+            "algorithm.name=my_damped:DampedFedAvg",
+            "run.rounds=3",
+            "run.checkpoint_every=1",
+            "data.num_clients=10",
+            "algorithm.clients_per_round=3",
+        ],
+    )
     straight = Simulation(scenario).run(progress=False)
     resumed = interrupted_and_resumed(scenario, tmp_path / "res", stop_after=2)
     assert type(resumed.summary) is dict and resumed.metrics == straight.metrics

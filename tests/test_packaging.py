@@ -17,14 +17,31 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_package_of_the_tree_is_listed():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    found = {".".join(p.parent.relative_to(ROOT).parts) for top in ("edgefl", "channel", "energy", "arraychecks", "plugin_registry", "algorithms")
-             for p in (ROOT / top).rglob("__init__.py")}
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for top in ("edgefl", "channel", "energy", "arraychecks", "plugin_registry", "algorithms")
+        for p in (ROOT / top).rglob("__init__.py")
+    }
     assert found | {"edgefl.scenarios"} == listed
 
 
 def test_the_wheel_ships_the_scenarios(tmp_path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", str(ROOT),
-                    "-w", str(tmp_path)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            str(ROOT),
+            "-w",
+            str(tmp_path),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = tmp_path.glob("edgefl-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     expected = {f"edgefl/scenarios/{p.name}" for p in (ROOT / "scenarios").glob("*.toml")}

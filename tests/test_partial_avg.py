@@ -23,9 +23,20 @@ from edgefl.runner import Simulation
 def scenario(name="partial_avg", tau=4, rounds=3, engine="ideal", clients=6, m=None, header_bits=0, **alg):
     """make_scenario with momentum SGD on a small MLP over an FDMA band; tau = local steps per round."""
     return make_scenario(
-        name, seed=3, rounds=rounds, engine=engine, threads=1, local_steps=tau, clients_per_round=m or clients,
-        data={"name": "synthetic", "num_clients": clients, "samples_per_client": 40, "synthetic_dim": 12,
-              "synthetic_classes": 4},
+        name,
+        seed=3,
+        rounds=rounds,
+        engine=engine,
+        threads=1,
+        local_steps=tau,
+        clients_per_round=m or clients,
+        data={
+            "name": "synthetic",
+            "num_clients": clients,
+            "samples_per_client": 40,
+            "synthetic_dim": 12,
+            "synthetic_classes": 4,
+        },
         model={"name": "mlp", "hidden": 9},
         network={"snr_db": 15.0, "bandwidth_mhz": 1.0, "access": "fdma", "header_bits": header_bits},
         **{"momentum": 0.9, "weight_decay": 1e-4, **alg},

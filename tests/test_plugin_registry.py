@@ -16,7 +16,7 @@ from edgefl.data import registry as data_registry
 from edgefl.scenario import ScenarioError, scenario_from_dict
 from plugin_registry import Registry, UnknownPlugin, subclass_of
 
-PLUGIN = '''
+PLUGIN = """
 import numpy as np
 from algorithms.fedavg import FedAvg
 from edgefl.control import Controller
@@ -40,7 +40,7 @@ def walls(distance_m, network):
 
 
 NOT_A_CLASS = 3
-'''
+"""
 
 ENTRY_POINTS = """[edgefl.algorithms]
 my_algorithm = my_installed:MyAlgorithm
@@ -79,8 +79,14 @@ def test_every_kind_resolves_an_installed_entry_point(installed):
 
 def test_an_installed_controller_runs_by_its_name(installed):
     # controllers had no entry-point group before the one registry
-    s = scenario_from_dict({"run": {"rounds": 1}, "data": {"num_clients": 4}, "algorithm": {"clients_per_round": 2},
-                            "control": {"name": "my_controller"}})
+    s = scenario_from_dict(
+        {
+            "run": {"rounds": 1},
+            "data": {"num_clients": 4},
+            "algorithm": {"clients_per_round": 2},
+            "control": {"name": "my_controller"},
+        }
+    )
     assert s.control.controller_class().__name__ == "MyController"
 
 
@@ -96,29 +102,38 @@ def test_every_kind_resolves_module_attribute_and_says_what_is_wrong_alike(insta
             get("my_installed:NOT_A_CLASS")
     with pytest.raises(UnknownPlugin, match="is not a function model"):
         path_loss.get("my_installed:NOT_A_CLASS")
-    with pytest.raises(DataError, match="data.name: data set 'my_installed:walls': my_installed.walls is not an "
-                                        "edgefl.data.DataParams subclass"):
+    with pytest.raises(
+        DataError,
+        match="data.name: data set 'my_installed:walls': my_installed.walls is not an edgefl.data.DataParams subclass",
+    ):
         data_registry.get("my_installed:walls")
     assert algorithms.get("my_installed:MyAlgorithm").__name__ == "MyAlgorithm"
     assert not algorithms.is_algorithm("nope") and algorithms.is_algorithm("fedavg")
 
 
 def test_an_unknown_name_gets_the_nearest_known_one():
-    registry = Registry("widget", {"spanner": int, "hammer": str}, "edgefl.no_such_group", subclass_of(object),
-                        "a class")
+    registry = Registry(
+        "widget", {"spanner": int, "hammer": str}, "edgefl.no_such_group", subclass_of(object), "a class"
+    )
     assert registry.names() == ["spanner", "hammer"]
-    with pytest.raises(UnknownPlugin, match=r"unknown widget 'spaner' \(did you mean 'spanner'\?\); known: spanner, "
-                                            r"hammer, or \"package.module:Class\""):
+    with pytest.raises(
+        UnknownPlugin,
+        match=r"unknown widget 'spaner' \(did you mean 'spanner'\?\); known: spanner, "
+        r"hammer, or \"package.module:Class\"",
+    ):
         registry.get("spaner")
     assert registry.get("hammer") is str and "hammer" in registry and "saw" not in registry
 
 
-@pytest.mark.parametrize("section, value, message", [
-    ("algorithm", {"name": "fedavgg"}, "unknown algorithm 'fedavgg' (did you mean 'fedavg'?)"),
-    ("control", {"name": "min_enrgy"}, "unknown controller 'min_enrgy' (did you mean 'min_energy'?)"),
-    ("network", {"path_loss": "free_spac"}, "unknown path-loss model 'free_spac' (did you mean 'free_space'?)"),
-    ("data", {"name": "mnits"}, "unknown data set 'mnits' (did you mean 'mnist'?)"),
-])
+@pytest.mark.parametrize(
+    "section, value, message",
+    [
+        ("algorithm", {"name": "fedavgg"}, "unknown algorithm 'fedavgg' (did you mean 'fedavg'?)"),
+        ("control", {"name": "min_enrgy"}, "unknown controller 'min_enrgy' (did you mean 'min_energy'?)"),
+        ("network", {"path_loss": "free_spac"}, "unknown path-loss model 'free_spac' (did you mean 'free_space'?)"),
+        ("data", {"name": "mnits"}, "unknown data set 'mnits' (did you mean 'mnist'?)"),
+    ],
+)
 def test_a_scenario_names_an_unknown_plug_in_the_same_way_for_every_kind(section, value, message):
     with pytest.raises(ScenarioError) as caught:
         scenario_from_dict({section: value})

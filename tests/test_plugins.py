@@ -82,8 +82,16 @@ def test_log_distance_is_the_default_and_its_keys_apply_to_it_only():
 
 @pytest.mark.parametrize("model", ["free_space", "umi_street_canyon"])
 def test_a_built_in_model_sets_every_device_snr(model):
-    s = load_scenario(PHONES, {"network.path_loss": model, "network.carrier_ghz": 2.0, "run.rounds": 1,
-                               "network.shadowing_std_db": 0.0, "devices.speed_mps": 0.0})
+    s = load_scenario(
+        PHONES,
+        {
+            "network.path_loss": model,
+            "network.carrier_ghz": 2.0,
+            "run.rounds": 1,
+            "network.shadowing_std_db": 0.0,
+            "devices.speed_mps": 0.0,
+        },
+    )
     result = Simulation(s).run(progress=False)
     distance = np.array([c["distance_m"] for c in result.clients])
     snr_db = np.array([c["uplink_snr_db"] for c in result.clients])
@@ -97,8 +105,10 @@ def test_a_built_in_model_sets_every_device_snr(model):
 # -- plug-ins, as documented ---------------------------------------------------------------------
 def test_a_data_set_of_ones_own(plugins):
     scenario = plugins / "blobs.toml"
-    scenario.write_text('[run]\nrounds = 3\n[data]\nname = "my_datasets:Blobs"\nnum_clients = 8\nspread = 2.0\n'
-                        '[algorithm]\nclients_per_round = 4\nlocal_steps = 5\n')
+    scenario.write_text(
+        '[run]\nrounds = 3\n[data]\nname = "my_datasets:Blobs"\nnum_clients = 8\nspread = 2.0\n'
+        "[algorithm]\nclients_per_round = 4\nlocal_steps = 5\n"
+    )
     overrides = {}
     s = load_scenario(scenario)
     assert type(s.data).__name__ == "Blobs" and s.data.spread == 2.0 and s.data.dim == 5
@@ -109,8 +119,11 @@ def test_a_data_set_of_ones_own(plugins):
         load_scenario(scenario, {**overrides, "data.spred": 1.0})
     with pytest.raises(ScenarioError, match=r"data.spread: Input should be greater than 0"):
         load_scenario(scenario, {**overrides, "data.spread": -1.0})
-    with pytest.raises(ScenarioError, match=r"data.name: data set 'my_datasets:np': my_datasets.np is not an "
-                                            r"edgefl.data"):
+    with pytest.raises(
+        ScenarioError,
+        match=r"data.name: data set 'my_datasets:np': my_datasets.np is not an "
+        r"edgefl.data",
+    ):
         load_scenario(scenario, {**overrides, "data.name": "my_datasets:np"})
     with pytest.raises(ScenarioError, match=r"data.name: data set 'no_such_module:X': cannot import 'no_such_module'"):
         load_scenario(scenario, {**overrides, "data.name": "no_such_module:X"})
@@ -118,7 +131,9 @@ def test_a_data_set_of_ones_own(plugins):
 
 def test_a_path_loss_model_of_ones_own(plugins):
     base = {"run.rounds": 1, "network.shadowing_std_db": 0.0, "devices.speed_mps": 0.0}
-    walls = Simulation(load_scenario(PHONES, {**base, "network.path_loss": "my_path_loss:behind_walls"})).run(progress=False)
+    walls = Simulation(load_scenario(PHONES, {**base, "network.path_loss": "my_path_loss:behind_walls"})).run(
+        progress=False
+    )
     plain = Simulation(load_scenario(PHONES, base)).run(progress=False)
     for w, p in zip(walls.clients, plain.clients):
         assert w["distance_m"] == p["distance_m"]  # same draws: only the loss differs
@@ -126,7 +141,10 @@ def test_a_path_loss_model_of_ones_own(plugins):
         assert p["uplink_snr_db"] - w["uplink_snr_db"] == pytest.approx(expected, abs=1e-9)
     with pytest.raises(ScenarioError, match=r"network.path_loss: path-loss model 'my_path_loss:np_'"):
         load_scenario(PHONES, {"network.path_loss": "my_path_loss:np_"})
-    (plugins / "nan_loss.py").write_text("import numpy as np\ndef far_nan(d, network):\n"
-                                        "    return np.where(np.asarray(d) > 200, np.nan, 100.0)\n")
-    with pytest.raises(PluginError, match=r"network.path_loss = 'nan_loss:far_nan' returned nan dB at .* m \(\d+ of 50"):
+    (plugins / "nan_loss.py").write_text(
+        "import numpy as np\ndef far_nan(d, network):\n    return np.where(np.asarray(d) > 200, np.nan, 100.0)\n"
+    )
+    with pytest.raises(
+        PluginError, match=r"network.path_loss = 'nan_loss:far_nan' returned nan dB at .* m \(\d+ of 50"
+    ):
         Simulation(load_scenario(PHONES, {"network.path_loss": "nan_loss:far_nan"}))

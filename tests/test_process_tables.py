@@ -112,7 +112,8 @@ def thermal_file(tmp_path):
 
 
 def test_a_thermal_process_from_the_scenario_file_throttles_and_its_resolved_scenario_reruns_identically(
-        thermal_file, tmp_path, capsys):
+    thermal_file, tmp_path, capsys
+):
     code, _, err = run_cli(capsys, "run", thermal_file, "--out", tmp_path / "out", "--no-plots", "-q")
     assert code == 0, err
     rows = [r for r in compute_rows(tmp_path / "out") if r["round"] == "1" and r["client"] == "0"]
@@ -123,8 +124,9 @@ def test_a_thermal_process_from_the_scenario_file_throttles_and_its_resolved_sce
     assert float(rows[0]["end_s"]) - float(rows[0]["start_s"]) == pytest.approx(time_to_throttle_s, rel=1e-9)
     resolved = (tmp_path / "out" / "scenario.toml").read_text()
     assert "[[process]]" in resolved and "ambient_c = 25.0" in resolved  # its defaults written out too
-    code, _, err = run_cli(capsys, "run", tmp_path / "out" / "scenario.toml", "--out", tmp_path / "again",
-                           "--no-plots", "-q")
+    code, _, err = run_cli(
+        capsys, "run", tmp_path / "out" / "scenario.toml", "--out", tmp_path / "again", "--no-plots", "-q"
+    )
     assert code == 0, err
     for name in ("metrics.csv", "clients.csv", "events.csv", "scenario.toml"):
         assert (tmp_path / "again" / name).read_bytes() == (tmp_path / "out" / name).read_bytes(), name
@@ -139,26 +141,32 @@ def test_without_the_process_nothing_is_throttled(tmp_path, capsys):
     assert "process" not in (tmp_path / "out" / "scenario.toml").read_text()
 
 
-@pytest.mark.parametrize("override, message", [
-    ("process.0.throtle_c=30", "process[0].throtle_c: unknown key (did you mean 'throttle_c'?)"),
-    ("process.0.throttle_c=nan", "process[0].throttle_c: Input should be a finite number"),
-    ("process.0.throttle_c=inf", "process[0].throttle_c: Input should be a finite number"),
-    ("process.0.throttle_c=1e300", "process[0].throttle_c: Input should be less than or equal to 150"),
-    ("process.0.thermal_resistance_k_per_w=-1", "process[0].thermal_resistance_k_per_w: Input should be greater than 0"),
-    ("process.0.throttle_factor=0", "process[0].throttle_factor: Input should be greater than 0"),
-    ("process.0.throttle_c=true", "process[0].throttle_c"),
-    ("process.0.resume_c=26", "process[0]: resume_c = 26 must be below throttle_c = 26"),
-    ("process.0.resume_c=30", "process[0]: resume_c = 30 must be below throttle_c = 26"),
-    ("process.0.ambient_c=26", "process[0]: resume_c = 25.5 must be at least ambient_c = 26"),
-    ('process.0.name="thermall"', "process[0].name: unknown process 'thermall' (did you mean 'thermal'?)"),
-    ('process.0.name="no_such_module:X"', "cannot import 'no_such_module'"),
-    ("process.1.throttle_c=30", "expected process.<i>.<key>"),
-    ("run.engine=ideal", "needs run.engine = \"simpy\""),
-])
-def test_bad_process_keys_exit_2_naming_the_key_and_writing_nothing(thermal_file, tmp_path, capsys, override,
-                                                                    message):
-    code, _, err = run_cli(capsys, "run", thermal_file, "--out", tmp_path / "out", "--no-plots", "-q",
-                           "--set", override)
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("process.0.throtle_c=30", "process[0].throtle_c: unknown key (did you mean 'throttle_c'?)"),
+        ("process.0.throttle_c=nan", "process[0].throttle_c: Input should be a finite number"),
+        ("process.0.throttle_c=inf", "process[0].throttle_c: Input should be a finite number"),
+        ("process.0.throttle_c=1e300", "process[0].throttle_c: Input should be less than or equal to 150"),
+        (
+            "process.0.thermal_resistance_k_per_w=-1",
+            "process[0].thermal_resistance_k_per_w: Input should be greater than 0",
+        ),
+        ("process.0.throttle_factor=0", "process[0].throttle_factor: Input should be greater than 0"),
+        ("process.0.throttle_c=true", "process[0].throttle_c"),
+        ("process.0.resume_c=26", "process[0]: resume_c = 26 must be below throttle_c = 26"),
+        ("process.0.resume_c=30", "process[0]: resume_c = 30 must be below throttle_c = 26"),
+        ("process.0.ambient_c=26", "process[0]: resume_c = 25.5 must be at least ambient_c = 26"),
+        ('process.0.name="thermall"', "process[0].name: unknown process 'thermall' (did you mean 'thermal'?)"),
+        ('process.0.name="no_such_module:X"', "cannot import 'no_such_module'"),
+        ("process.1.throttle_c=30", "expected process.<i>.<key>"),
+        ("run.engine=ideal", 'needs run.engine = "simpy"'),
+    ],
+)
+def test_bad_process_keys_exit_2_naming_the_key_and_writing_nothing(thermal_file, tmp_path, capsys, override, message):
+    code, _, err = run_cli(
+        capsys, "run", thermal_file, "--out", tmp_path / "out", "--no-plots", "-q", "--set", override
+    )
     assert code == 2
     assert message in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
@@ -210,8 +218,11 @@ def test_a_resumed_run_with_a_thermal_process_is_identical(thermal_file, tmp_pat
     resumed = Simulation.resume(scenario, checkpoint)
     assert resumed.record.rounds_done == 2
     assert outputs(resumed.run(progress=False, checkpoint=checkpoint), tmp_path / "resumed") == straight
-    throttled = [r for r in csv.DictReader(io.StringIO(straight["events.csv"].decode())) if r["kind"] == "compute"
-                 and r["round"] in ("3", "4", "5")]
+    throttled = [
+        r
+        for r in csv.DictReader(io.StringIO(straight["events.csv"].decode()))
+        if r["kind"] == "compute" and r["round"] in ("3", "4", "5")
+    ]
     assert {round(segment_hz(r)) for r in throttled} == {0.5 * CPU_HZ}  # the thermal state went on after the resume
 
 
@@ -240,12 +251,18 @@ def test_sweep_points_of_a_process_that_may_change_participation_are_cosimulated
     assert {p.mode for p in plan.points} == {COSIMULATED}
 
 
-@pytest.mark.parametrize("grid, message", [
-    ("process.0.throtle_c=30,40", "'process.0.throtle_c': not a key of process 0 (did you mean 'process.0.throttle_c'?)"),
-    ("process.1.throttle_c=30,40", "the scenario has 1 [[process]] table(s)"),
-    ("process.0.name=thermal", "a process's name cannot be swept"),
-    ("process.throttle_c=30", "expected process.<i>.<key>"),
-])
+@pytest.mark.parametrize(
+    "grid, message",
+    [
+        (
+            "process.0.throtle_c=30,40",
+            "'process.0.throtle_c': not a key of process 0 (did you mean 'process.0.throttle_c'?)",
+        ),
+        ("process.1.throttle_c=30,40", "the scenario has 1 [[process]] table(s)"),
+        ("process.0.name=thermal", "a process's name cannot be swept"),
+        ("process.throttle_c=30", "expected process.<i>.<key>"),
+    ],
+)
 def test_bad_process_sweep_keys_are_refused(thermal_file, grid, message):
     with pytest.raises(SweepError, match=None) as info:
         plan_sweep(thermal_file, grids=[grid])

@@ -47,39 +47,66 @@ def slsqp_l1(v, tau, radius=math.inf, anchor=None, eps=math.inf):
     size = 3 * n if constrained else 2 * n
 
     def split(z):
-        return z[:n] - z[n:2 * n], z[2 * n:] if constrained else None
+        return z[:n] - z[n : 2 * n], z[2 * n :] if constrained else None
 
     def obj(z):
         w, _ = split(z)
-        return 0.5 * np.sum((w - v) ** 2) + tau * np.sum(z[:2 * n])
+        return 0.5 * np.sum((w - v) ** 2) + tau * np.sum(z[: 2 * n])
 
     def grad(z):
         w, _ = split(z)
         g = np.zeros(size)
         g[:n] = (w - v) + tau
-        g[n:2 * n] = -(w - v) + tau
+        g[n : 2 * n] = -(w - v) + tau
         return g
 
     cons = []
     if math.isfinite(radius):
-        cons.append({"type": "ineq", "fun": lambda z: radius**2 - np.sum(split(z)[0] ** 2),
-                     "jac": lambda z: np.concatenate([-2 * split(z)[0], 2 * split(z)[0], np.zeros(size - 2 * n)])})
+        cons.append(
+            {
+                "type": "ineq",
+                "fun": lambda z: radius**2 - np.sum(split(z)[0] ** 2),
+                "jac": lambda z: np.concatenate([-2 * split(z)[0], 2 * split(z)[0], np.zeros(size - 2 * n)]),
+            }
+        )
     if constrained:
         eye = np.eye(n)
         # d - (w - c) >= 0, d + (w - c) >= 0, eps - sum d >= 0
-        cons.append({"type": "ineq", "fun": lambda z: z[2 * n:] - (split(z)[0] - anchor),
-                     "jac": lambda z: np.hstack([-eye, eye, eye])})
-        cons.append({"type": "ineq", "fun": lambda z: z[2 * n:] + (split(z)[0] - anchor),
-                     "jac": lambda z: np.hstack([eye, -eye, eye])})
-        cons.append({"type": "ineq", "fun": lambda z: np.array([eps - np.sum(z[2 * n:])]),
-                     "jac": lambda z: np.concatenate([np.zeros(2 * n), -np.ones(n)])[None, :]})
+        cons.append(
+            {
+                "type": "ineq",
+                "fun": lambda z: z[2 * n :] - (split(z)[0] - anchor),
+                "jac": lambda z: np.hstack([-eye, eye, eye]),
+            }
+        )
+        cons.append(
+            {
+                "type": "ineq",
+                "fun": lambda z: z[2 * n :] + (split(z)[0] - anchor),
+                "jac": lambda z: np.hstack([eye, -eye, eye]),
+            }
+        )
+        cons.append(
+            {
+                "type": "ineq",
+                "fun": lambda z: np.array([eps - np.sum(z[2 * n :])]),
+                "jac": lambda z: np.concatenate([np.zeros(2 * n), -np.ones(n)])[None, :],
+            }
+        )
     # a feasible start: w = anchor (or 0), d = 0
     z0 = np.zeros(size)
     if constrained:
         z0[:n] = np.maximum(anchor, 0)
-        z0[n:2 * n] = np.maximum(-anchor, 0)
-    res = minimize(obj, z0, jac=grad, method="SLSQP", bounds=[(0, None)] * size, constraints=cons,
-                   options={"ftol": 1e-14, "maxiter": 2000})
+        z0[n : 2 * n] = np.maximum(-anchor, 0)
+    res = minimize(
+        obj,
+        z0,
+        jac=grad,
+        method="SLSQP",
+        bounds=[(0, None)] * size,
+        constraints=cons,
+        options={"ftol": 1e-14, "maxiter": 2000},
+    )
     # status 8 ("positive directional derivative") is SLSQP stopping at its precision limit
     assert res.status in (0, 8), res.message
     return split(res.x)[0], res.fun
@@ -132,18 +159,23 @@ def _svt_generic(v: np.ndarray, tau: float) -> np.ndarray:
     rng = np.random.default_rng(7)
 
     def f(z):
-        a, b = z[: m * k].reshape(m, k), z[m * k:].reshape(n, k)
+        a, b = z[: m * k].reshape(m, k), z[m * k :].reshape(n, k)
         r = a @ b.T - v
         val = 0.5 * np.sum(r**2) + 0.5 * tau * (np.sum(a**2) + np.sum(b**2))
         return val, np.concatenate([(r @ b + tau * a).ravel(), (r.T @ a + tau * b).ravel()])
 
     best = None
     for _ in range(3):  # a few starts; the factorised problem has no spurious minima at full rank
-        res = minimize(f, rng.normal(0, 1, (m + n) * k), jac=True, method="L-BFGS-B",
-                       options={"maxiter": 20000, "ftol": 1e-16, "gtol": 1e-13, "maxcor": 50})
+        res = minimize(
+            f,
+            rng.normal(0, 1, (m + n) * k),
+            jac=True,
+            method="L-BFGS-B",
+            options={"maxiter": 20000, "ftol": 1e-16, "gtol": 1e-13, "maxcor": 50},
+        )
         if best is None or res.fun < best.fun:
             best = res
-    a, b = best.x[: m * k].reshape(m, k), best.x[m * k:].reshape(n, k)
+    a, b = best.x[: m * k].reshape(m, k), best.x[m * k :].reshape(n, k)
     return a @ b.T
 
 
@@ -158,8 +190,10 @@ def test_svt_matches_factorised_lbfgs():
         ref = _svt_generic(v, tau)
         assert np.max(np.abs(ours - ref)) <= TOL
         reg = Regularizer("nuclear", shape=(m, n))
-        assert objective(_t(ours).reshape(-1), _t(v).reshape(-1), tau, reg) <= \
-            objective(_t(ref).reshape(-1), _t(v).reshape(-1), tau, reg) + 1e-9
+        assert (
+            objective(_t(ours).reshape(-1), _t(v).reshape(-1), tau, reg)
+            <= objective(_t(ref).reshape(-1), _t(v).reshape(-1), tau, reg) + 1e-9
+        )
 
 
 def test_nuclear_prox_with_ball_on_rotated_diagonal_instances():

@@ -20,11 +20,20 @@ B = 1e6  # Hz
 
 
 def world(num_clients=1, devices=None, **network):
-    s = scenario_from_dict({"data": {"num_clients": max(num_clients, 2)},
-                            "algorithm": {"clients_per_round": 1},
-                            "network": {"bandwidth_mhz": B / 1e6, **network},
-                            "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 1e6, "idle_power_w": 0.0,
-                                        "rx_power_w": 0.0, **(devices or {})}})
+    s = scenario_from_dict(
+        {
+            "data": {"num_clients": max(num_clients, 2)},
+            "algorithm": {"clients_per_round": 1},
+            "network": {"bandwidth_mhz": B / 1e6, **network},
+            "devices": {
+                "cpu_ghz": 1.0,
+                "cycles_per_sample": 1e6,
+                "idle_power_w": 0.0,
+                "rx_power_w": 0.0,
+                **(devices or {}),
+            },
+        }
+    )
     return network_params(s.network), build_population(s.network, s.devices, max(num_clients, 2), 1.0, 1.0, seed=0)
 
 
@@ -104,7 +113,7 @@ def test_rayleigh_packet_error_rate_matches_the_closed_form():
     network, population = world(num_clients=1000, snr_db=10.0, fading="rayleigh", outage_snr_db=5.0)
     steps = uploads(network, population, range(1000), bits=1e4, phases=200)  # 2e5 attempts
     lost = np.mean([s.lost for s in steps])
-    q = 1 - math.exp(-(10 ** 0.5) / 10.0)  # 1 - exp(-theta / mean SNR) = 0.2711
+    q = 1 - math.exp(-(10**0.5) / 10.0)  # 1 - exp(-theta / mean SNR) = 0.2711
     assert lost == pytest.approx(q, rel=0.01)
     rate = B * math.log2(1 + 10.0)  # fixed rate of the mean SNR, lost or not
     assert {round(s.duration_s * rate / 1e4, 9) for s in steps} == {1.0}
@@ -112,14 +121,15 @@ def test_rayleigh_packet_error_rate_matches_the_closed_form():
 
 def test_arq_mean_attempts_is_the_truncated_geometric_mean():
     retransmissions = 3
-    network, population = world(num_clients=1000, snr_db=10.0, fading="rayleigh", outage_snr_db=8.0,
-                                max_retransmissions=retransmissions)
+    network, population = world(
+        num_clients=1000, snr_db=10.0, fading="rayleigh", outage_snr_db=8.0, max_retransmissions=retransmissions
+    )
     steps = uploads(network, population, range(1000), bits=1e4, phases=100)
-    q = 1 - math.exp(-(10 ** 0.8) / 10.0)
+    q = 1 - math.exp(-(10**0.8) / 10.0)
     attempts = 1 + retransmissions
-    mean_attempts = (1 - q ** attempts) / (1 - q)
+    mean_attempts = (1 - q**attempts) / (1 - q)
     assert np.mean([s.attempts for s in steps]) == pytest.approx(mean_attempts, rel=0.02)
-    assert np.mean([s.lost for s in steps]) == pytest.approx(q ** attempts, rel=0.05)
+    assert np.mean([s.lost for s in steps]) == pytest.approx(q**attempts, rel=0.05)
     per_attempt = 1e4 / (B * math.log2(1 + 10.0))
     assert all(s.duration_s == pytest.approx(s.attempts * per_attempt, rel=1e-12) for s in steps)
 
@@ -152,9 +162,19 @@ def test_fdma_packet_errors_are_judged_on_the_share_the_client_holds():
 def test_a_download_lost_in_outage_ends_the_chain():
     network, population = world(snr_db=-10.0, rate="mcs")  # below the lowest CQI entry: outage
     pricer = SimPyPricer(network, population, 0)
-    completed = pricer.price_phase(PhaseRecord(0, 0, {0: [Activity("download", "broadcast", bits=1e4),
-                                                          Activity("compute", "train", samples=10.0),
-                                                          Activity("upload", "upload", bits=1e4)]}))
+    completed = pricer.price_phase(
+        PhaseRecord(
+            0,
+            0,
+            {
+                0: [
+                    Activity("download", "broadcast", bits=1e4),
+                    Activity("compute", "train", samples=10.0),
+                    Activity("upload", "upload", bits=1e4),
+                ]
+            },
+        )
+    )
     assert completed == {0: False}
     # the compute and the upload after the lost download are not run, not logged, not charged
     assert [(e.kind, e.status) for e in pricer.events] == [("download", "lost")]
@@ -167,8 +187,11 @@ def test_access_latency_is_a_promotion_before_every_message_from_an_idle_radio()
     promotion power (by default the idle power) to the message's category."""
     network, population = world(snr_db=20.0, access_latency_s=0.05, devices={"idle_power_w": 0.2})
     pricer = SimPyPricer(network, population, 0)
-    chain = [Activity("download", "broadcast", bits=1e4), Activity("compute", "train", samples=10.0),
-             Activity("upload", "upload", bits=1e4)]
+    chain = [
+        Activity("download", "broadcast", bits=1e4),
+        Activity("compute", "train", samples=10.0),
+        Activity("upload", "upload", bits=1e4),
+    ]
     pricer.price_phase(PhaseRecord(0, 0, {0: chain}))
     rate = B * math.log2(101.0)
     end = 0.05 + 1e4 / rate + 0.01 + 0.05 + 1e4 / rate  # 10 samples x 1e6 cycles at 1 GHz = 10 ms
@@ -176,10 +199,12 @@ def test_access_latency_is_a_promotion_before_every_message_from_an_idle_radio()
     promotions = [e for e in pricer.events if e.kind == "promotion"]
     assert [(e.label, e.category, e.energy_j) for e in promotions] == [
         ("broadcast", "downlink", pytest.approx(0.2 * 0.05, rel=1e-12)),
-        ("upload", "uplink", pytest.approx(0.2 * 0.05, rel=1e-12))]
+        ("upload", "uplink", pytest.approx(0.2 * 0.05, rel=1e-12)),
+    ]
     assert pricer.ledger.by_category()["idle"] == 0.0
-    network, population = world(snr_db=20.0, access_latency_s=0.05,
-                                devices={"idle_power_w": 0.2, "promotion_power_w": 1.2})
+    network, population = world(
+        snr_db=20.0, access_latency_s=0.05, devices={"idle_power_w": 0.2, "promotion_power_w": 1.2}
+    )
     pricer = SimPyPricer(network, population, 0)
     pricer.price_phase(PhaseRecord(0, 0, {0: chain}))
     assert sum(e.energy_j for e in pricer.events if e.kind == "promotion") == pytest.approx(2 * 1.2 * 0.05, rel=1e-12)
@@ -188,8 +213,11 @@ def test_access_latency_is_a_promotion_before_every_message_from_an_idle_radio()
 def test_radio_tail_after_each_message_until_the_next_one_starts():
     network, population = world(snr_db=20.0, devices={"tail_s": 0.5, "tail_power_w": 1.0})
     pricer = SimPyPricer(network, population, 0)
-    chain = [Activity("download", "broadcast", bits=1e4), Activity("compute", "train", samples=100.0),
-             Activity("upload", "upload", bits=1e4)]
+    chain = [
+        Activity("download", "broadcast", bits=1e4),
+        Activity("compute", "train", samples=100.0),
+        Activity("upload", "upload", bits=1e4),
+    ]
     pricer.price_phase(PhaseRecord(0, 0, {0: chain}))
     pricer.finish()  # the run ends: the upload's tail, still running, is charged in full
     tails = [e for e in pricer.events if e.kind == "tail"]
@@ -216,8 +244,9 @@ def test_who_can_lose_a_message_decides_whether_repricing_is_exact():
 # -- downlink modes ----------------------------------------------------------------------------
 def downloads(network, population, bits_by_client):
     pricer = SimPyPricer(network, population, 0)
-    pricer.price_phase(PhaseRecord(0, 0, {c: [Activity("download", "broadcast", bits=b)]
-                                          for c, b in bits_by_client.items()}))
+    pricer.price_phase(
+        PhaseRecord(0, 0, {c: [Activity("download", "broadcast", bits=b)] for c, b in bits_by_client.items()})
+    )
     return {e.client: e.end_s for e in pricer.events}
 
 
@@ -266,13 +295,16 @@ def test_lognormal_straggling_has_the_right_median_and_spread():
 
 
 def test_a_straggler_factor_is_drawn_once_per_round_and_a_deadline_cuts_a_changing_subset():
-    network, population = world(num_clients=20, snr_db=20.0, deadline_s=0.15,
-                                devices={"slowdown": "exponential", "slowdown_mean": 0.5})
+    network, population = world(
+        num_clients=20, snr_db=20.0, deadline_s=0.15, devices={"slowdown": "exponential", "slowdown_mean": 0.5}
+    )
     pricer = SimPyPricer(network, population, 0)
     cut_sets = []
     for r in range(5):
-        chains = {c: [Activity("compute", "train", samples=50.0), Activity("compute", "train", samples=50.0)]
-                  for c in range(20)}
+        chains = {
+            c: [Activity("compute", "train", samples=50.0), Activity("compute", "train", samples=50.0)]
+            for c in range(20)
+        }
         completed = pricer.price_phase(PhaseRecord(r, 0, chains))
         cut_sets.append(frozenset(c for c, ok in completed.items() if not ok))
     assert len(set(cut_sets)) > 1 and all(cut_sets)
@@ -310,7 +342,9 @@ def test_fdma_block_fading_sends_at_the_mean_rate_of_its_share():
         pricer.price_phase(PhaseRecord(0, 0, {4 * k: [Activity("upload", "upload", bits=bits)]}))
         alone.append(pricer.now)
         pricer = SimPyPricer(network, population, 1000 + k)
-        pricer.price_phase(PhaseRecord(0, 0, {c: [Activity("upload", "upload", bits=bits)] for c in (4 * k + 1, 4 * k + 2)}))
+        pricer.price_phase(
+            PhaseRecord(0, 0, {c: [Activity("upload", "upload", bits=bits)] for c in (4 * k + 1, 4 * k + 2)})
+        )
         pair.extend(e.end_s for e in pricer.events)
     assert np.mean(alone) == pytest.approx(bits / mean_rate, rel=0.02)
     assert np.mean(pair) == pytest.approx(2 * bits / mean_rate, rel=0.03)

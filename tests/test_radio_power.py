@@ -29,8 +29,9 @@ def test_uplink_power_drawn_is_tx_over_pa_efficiency_plus_circuit():
 
 
 def test_the_engine_charges_the_drawn_uplink_power():
-    s = scenario_from_dict({"network": {"snr_db": 20.0},
-                            "devices": {"tx_power_dbm": 23.0, "pa_efficiency": 0.25, "circuit_power_w": 1.29}})
+    s = scenario_from_dict(
+        {"network": {"snr_db": 20.0}, "devices": {"tx_power_dbm": 23.0, "pa_efficiency": 0.25, "circuit_power_w": 1.29}}
+    )
     population = build_population(s.network, s.devices, 2, 1.0, 1.0, seed=0)
     pricer = SimPyPricer(network_params(s.network), population, 0)
     rate = B * math.log2(101.0)
@@ -53,8 +54,9 @@ def test_each_link_has_its_receivers_noise_figure():
     up, down = snr_db(bs_noise_figure_db=5.0, device_noise_figure_db=9.0)
     assert up == pytest.approx(23.0 - loss_db - noise_dbm - 5.0, abs=1e-9)
     assert down == pytest.approx(46.0 - loss_db - noise_dbm - 9.0, abs=1e-9)
-    assert snr_db(noise_figure_db=7.0) == pytest.approx((23.0 - loss_db - noise_dbm - 7.0,
-                                                         46.0 - loss_db - noise_dbm - 7.0), abs=1e-9)
+    assert snr_db(noise_figure_db=7.0) == pytest.approx(
+        (23.0 - loss_db - noise_dbm - 7.0, 46.0 - loss_db - noise_dbm - 7.0), abs=1e-9
+    )
     assert snr_db(noise_figure_db=7.0, bs_noise_figure_db=5.0)[1] == pytest.approx(46.0 - loss_db - noise_dbm - 7.0)
 
 
@@ -66,7 +68,8 @@ def test_modulation_cap_and_overhead_by_hand(rate):
     assert link_rate_bps(B, snr, rate, modulation_cap_bits_per_hz=2.41) == pytest.approx(2.41e6, rel=1e-12)
     assert link_rate_bps(B, snr, rate, overhead_fraction=0.2) == pytest.approx(0.8 * full, rel=1e-12)
     assert link_rate_bps(B, snr, rate, modulation_cap_bits_per_hz=2.41, overhead_fraction=0.2) == pytest.approx(
-        0.8 * 2.41e6, rel=1e-12)
+        0.8 * 2.41e6, rel=1e-12
+    )
     low = 10 ** (0.5 / 10)  # 0.5 dB: under the cap, Shannon 1.07 bit/s/Hz, CQI 0.6016
     assert link_rate_bps(B, low, rate, modulation_cap_bits_per_hz=2.41) == link_rate_bps(B, low, rate)
     if rate == "mcs":  # an outage stays an outage
@@ -80,27 +83,39 @@ def test_modulation_cap_and_overhead_by_hand(rate):
 
 def test_the_cap_is_the_uplinks_and_the_overhead_both_links():
     """At 25 dB over 1 MHz (Shannon): a download at (1 - 0.2) x 8.3 Mbit/s, an upload capped at 0.8 x 2.41."""
-    s = scenario_from_dict({"network": {"snr_db": 25.0, "uplink_max_bits_per_hz": 2.41, "overhead_fraction": 0.2},
-                            "devices": {"rx_power_w": 0.0, "idle_power_w": 0.0}})
+    s = scenario_from_dict(
+        {
+            "network": {"snr_db": 25.0, "uplink_max_bits_per_hz": 2.41, "overhead_fraction": 0.2},
+            "devices": {"rx_power_w": 0.0, "idle_power_w": 0.0},
+        }
+    )
     pricer = SimPyPricer(network_params(s.network), build_population(s.network, s.devices, 2, 1.0, 1.0, seed=0), 0)
     bits = 1e6
-    pricer.price_phase(PhaseRecord(0, 0, {0: [Activity("download", "broadcast", bits=bits),
-                                              Activity("upload", "upload", bits=bits)]}))
+    pricer.price_phase(
+        PhaseRecord(0, 0, {0: [Activity("download", "broadcast", bits=bits), Activity("upload", "upload", bits=bits)]})
+    )
     seconds = {e.kind: e.end_s - e.start_s for e in pricer.events}
-    assert seconds["download"] == pytest.approx(bits / (0.8 * B * math.log2(1 + 10 ** 2.5)), rel=1e-12)
+    assert seconds["download"] == pytest.approx(bits / (0.8 * B * math.log2(1 + 10**2.5)), rel=1e-12)
     assert seconds["upload"] == pytest.approx(bits / (0.8 * 2.41e6), rel=1e-12)
 
 
 def test_new_keys_are_bounded():
-    for section, key, value in [("devices", "pa_efficiency", 0.0), ("devices", "pa_efficiency", 1.01),
-                                ("network", "overhead_fraction", 0.95), ("network", "overhead_fraction", -0.1),
-                                ("network", "uplink_max_bits_per_hz", 0.0), ("network", "bs_noise_figure_db", -1.0),
-                                ("network", "device_noise_figure_db", 31.0), ("devices", "promotion_power_w", -1.0)]:
+    for section, key, value in [
+        ("devices", "pa_efficiency", 0.0),
+        ("devices", "pa_efficiency", 1.01),
+        ("network", "overhead_fraction", 0.95),
+        ("network", "overhead_fraction", -0.1),
+        ("network", "uplink_max_bits_per_hz", 0.0),
+        ("network", "bs_noise_figure_db", -1.0),
+        ("network", "device_noise_figure_db", 31.0),
+        ("devices", "promotion_power_w", -1.0),
+    ]:
         with pytest.raises(ScenarioError, match=f"{section}.{key}"):
             scenario_from_dict({section: {key: value}})
     # a device class may have its own amplifier
-    s = scenario_from_dict({"devices": {"pa_efficiency": 0.3, "classes": [{"name": "old", "share": 0.5,
-                                                                             "pa_efficiency": 0.15}]}})
+    s = scenario_from_dict(
+        {"devices": {"pa_efficiency": 0.3, "classes": [{"name": "old", "share": 0.5, "pa_efficiency": 0.15}]}}
+    )
     pop = build_population(s.network, s.devices, 4, 1.0, 1.0, seed=0)
     assert sorted(np.round(pop.pa_efficiency, 12).tolist()) == [0.15, 0.15, 0.3, 0.3]
 
@@ -114,28 +129,73 @@ def test_min_energy_minimises_the_drawn_uplink_power():
     from edgefl.physical import NetworkParams
 
     eta, p_c, kappa, C, S, T = 0.3, 0.05, 1e-28, 2e8, 2e6, 1.0
-    f_lo, f_hi, p_lo, p_hi, g = 1e8, 2e9, 1e-3, 0.2, 10 ** 1.5 / 0.2  # 15 dB at 0.2 W
-    net = NetworkParams(bandwidth_hz=B, downlink_bandwidth_hz=B, access="dedicated", fading="none", rician_k=1.0,
-                        efficiency=1.0, snr_gap_db=0.0, outage_snr_db=None, deadline_s=T, header_bits=0.0)
+    f_lo, f_hi, p_lo, p_hi, g = 1e8, 2e9, 1e-3, 0.2, 10**1.5 / 0.2  # 15 dB at 0.2 W
+    net = NetworkParams(
+        bandwidth_hz=B,
+        downlink_bandwidth_hz=B,
+        access="dedicated",
+        fading="none",
+        rician_k=1.0,
+        efficiency=1.0,
+        snr_gap_db=0.0,
+        outage_snr_db=None,
+        deadline_s=T,
+        header_bits=0.0,
+    )
     one = lambda x: np.array([x], dtype=float)  # noqa: E731
-    limits = DeviceLimits(cpu_hz_min=one(f_lo), cpu_hz_max=one(f_hi), tx_power_w_min=one(p_lo), tx_power_w_max=one(p_hi),
-                          kappa=one(kappa), static_power_w=one(0.0), circuit_power_w=one(p_c), rx_power_w=one(0.0),
-                          idle_power_w=one(0.0), tail_s=one(0.0), tail_power_w=one(0.0),
-                          train_cycles_per_sample=one(1.0), eval_cycles_per_sample=one(1.0), pa_efficiency=one(eta))
-    ctx = ControlContext(num_clients=1, clients_per_round=1, local_steps=1, batch_size=1, model_bits=S, network=net,
-                         devices=limits, rng=np.random.default_rng(0))
+    limits = DeviceLimits(
+        cpu_hz_min=one(f_lo),
+        cpu_hz_max=one(f_hi),
+        tx_power_w_min=one(p_lo),
+        tx_power_w_max=one(p_hi),
+        kappa=one(kappa),
+        static_power_w=one(0.0),
+        circuit_power_w=one(p_c),
+        rx_power_w=one(0.0),
+        idle_power_w=one(0.0),
+        tail_s=one(0.0),
+        tail_power_w=one(0.0),
+        train_cycles_per_sample=one(1.0),
+        eval_cycles_per_sample=one(1.0),
+        pa_efficiency=one(eta),
+    )
+    ctx = ControlContext(
+        num_clients=1,
+        clients_per_round=1,
+        local_steps=1,
+        batch_size=1,
+        model_bits=S,
+        network=net,
+        devices=limits,
+        rng=np.random.default_rng(0),
+    )
     controller = MinEnergy(ctx, MinEnergy.Params(margin=1.0))
-    work = Work(download_bits=one(0.0), cycles=one(C), upload_bits=one(S), steps=one(1.0), messages=one(1.0),
-                clients=np.array([0]))
-    obs = Observation(round=0, now_s=0.0, online=np.array([True]), uplink_snr_per_w=one(g),
-                      noise_scales_with_band=np.array([False]), downlink_rate_bps=one(1e9), battery_j=None,
-                      energy_j=one(0.0), history=[], work=work)
+    work = Work(
+        download_bits=one(0.0),
+        cycles=one(C),
+        upload_bits=one(S),
+        steps=one(1.0),
+        messages=one(1.0),
+        clients=np.array([0]),
+    )
+    obs = Observation(
+        round=0,
+        now_s=0.0,
+        online=np.array([True]),
+        uplink_snr_per_w=one(g),
+        noise_scales_with_band=np.array([False]),
+        downlink_rate_bps=one(1e9),
+        battery_j=None,
+        energy_j=one(0.0),
+        history=[],
+        work=work,
+    )
     allocation = controller.allocate(obs, work)
     f, p = float(allocation.cpu_hz[0]), float(allocation.tx_power_w[0])
 
     def energy_and_time(f, p):
         rate = link_rate_bps(B, g * p)
-        return kappa * C * f ** 2 + (p / eta + p_c) * S / rate, C / f + S / rate
+        return kappa * C * f**2 + (p / eta + p_c) * S / rate, C / f + S / rate
 
     energy, seconds = energy_and_time(f, p)
     assert seconds <= T * (1 + 1e-6)
@@ -144,7 +204,7 @@ def test_min_energy_minimises_the_drawn_uplink_power():
     best = grid_e[grid_t <= T].min()
     assert energy <= best * (1 + 1e-3)
     # and it is not the radiated-power optimum: that one draws more (a check that eta is taken into account)
-    radiated = lambda f, p: kappa * C * f ** 2 + (p + p_c) * S / link_rate_bps(B, g * p)  # noqa: E731
+    radiated = lambda f, p: kappa * C * f**2 + (p + p_c) * S / link_rate_bps(B, g * p)  # noqa: E731
     mask = grid_t <= T
     k = np.argmin(np.where(mask, radiated(grid_f, grid_p), np.inf))
     assert energy_and_time(grid_f.flat[k], grid_p.flat[k])[0] > energy * 1.01

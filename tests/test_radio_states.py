@@ -19,20 +19,33 @@ LATENCY, P_PROMOTION, P_IDLE, P_RX, P_TAIL = 0.05, 1.2, 0.5, 0.1, 1.0
 
 
 def pricer(num_clients: int = 1, tail_s: float = 0.5, **network) -> SimPyPricer:
-    s = scenario_from_dict({"data": {"num_clients": max(num_clients, 2)}, "algorithm": {"clients_per_round": 1},
-                            "network": {"snr_db": 20.0, "bandwidth_mhz": B / 1e6, "access_latency_s": LATENCY,
-                                        **network},
-                            "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 1e6, "kappa": 1e-28, "rx_power_w": P_RX,
-                                        "idle_power_w": P_IDLE, "promotion_power_w": P_PROMOTION, "tail_s": tail_s,
-                                        "tail_power_w": P_TAIL}})
+    s = scenario_from_dict(
+        {
+            "data": {"num_clients": max(num_clients, 2)},
+            "algorithm": {"clients_per_round": 1},
+            "network": {"snr_db": 20.0, "bandwidth_mhz": B / 1e6, "access_latency_s": LATENCY, **network},
+            "devices": {
+                "cpu_ghz": 1.0,
+                "cycles_per_sample": 1e6,
+                "kappa": 1e-28,
+                "rx_power_w": P_RX,
+                "idle_power_w": P_IDLE,
+                "promotion_power_w": P_PROMOTION,
+                "tail_s": tail_s,
+                "tail_power_w": P_TAIL,
+            },
+        }
+    )
     population = build_population(s.network, s.devices, max(num_clients, 2), 1.0, 1.0, seed=0)
     return SimPyPricer(network_params(s.network), population, 0)
 
 
 def timeline(events) -> list[tuple]:
     """(round, phase, client, kind, status, start s, end s, energy J) of every event, in time order."""
-    return [(e.round, e.phase, e.client, e.kind, e.status, e.start_s, e.end_s, e.energy_j)
-            for e in sorted(events, key=lambda e: (e.start_s, e.client, e.end_s, e.kind))]
+    return [
+        (e.round, e.phase, e.client, e.kind, e.status, e.start_s, e.end_s, e.energy_j)
+        for e in sorted(events, key=lambda e: (e.start_s, e.client, e.end_s, e.kind))
+    ]
 
 
 def expect(events, rows: list[tuple]) -> None:
@@ -54,26 +67,32 @@ def test_rounds_back_to_back_one_device():
     computing); the upload tails of rounds 1 and 2 are cut at once by the next round's download (0 s, no row);
     the last one runs out after the run: 3 x 6.4 mJ + 0.5 J = 0.5192 J of tails (1.5192 J were charged, the
     upload tails of rounds 1 and 2 in full, while the device received the next model)."""
-    s = scenario_from_dict({"run": {"rounds": 3, "seed": 0},
-                            "data": {"name": "synthetic", "num_clients": 1, "samples_per_client": 200},
-                            "algorithm": {"clients_per_round": 1, "local_steps": 10, "batch_size": 32},
-                            "network": {"snr_db": 20.0, "bandwidth_mhz": 1.0},
-                            "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 2e4, "tail_s": 0.5, "tail_power_w": 1.0}})
+    s = scenario_from_dict(
+        {
+            "run": {"rounds": 3, "seed": 0},
+            "data": {"name": "synthetic", "num_clients": 1, "samples_per_client": 200},
+            "algorithm": {"clients_per_round": 1, "local_steps": 10, "batch_size": 32},
+            "network": {"snr_db": 20.0, "bandwidth_mhz": 1.0},
+            "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 2e4, "tail_s": 0.5, "tail_power_w": 1.0},
+        }
+    )
     sim = Simulation(s)
     result = sim.run(progress=False)
     bits = sim.model.dim * 32  # 610 parameters (60 features x 10 classes + 10) in fp32: 19,520 bits each way
     assert bits == 19_520
     t_x = bits / R  # 2.93 ms, download and upload alike (20 dB both ways, 1 MHz both ways)
     t_c = 10 * 32 * 2e4 / 1e9  # 10 steps of 32 samples at 2e4 cycles/sample, 1 GHz: 6.4 ms
-    e_c = 1e-28 * (10 * 32 * 2e4) * 1e9 ** 2  # kappa C f^2: 0.64 mJ
+    e_c = 1e-28 * (10 * 32 * 2e4) * 1e9**2  # kappa C f^2: 0.64 mJ
     T = 2 * t_x + t_c  # a round
     rows = []
     for k in range(3):
         t0 = k * T
-        rows += [(k, 0, 0, "download", "ok", t0, t0 + t_x, 0.1 * t_x),  # rx_power_w 0.1 W (default)
-                 (k, 0, 0, "compute", "ok", t0 + t_x, t0 + t_x + t_c, e_c),
-                 (k, 0, 0, "tail", "ok", t0 + t_x, t0 + t_x + t_c, 1.0 * t_c),  # cut by the upload
-                 (k, 0, 0, "upload", "ok", t0 + t_x + t_c, t0 + T, P_TX * t_x)]
+        rows += [
+            (k, 0, 0, "download", "ok", t0, t0 + t_x, 0.1 * t_x),  # rx_power_w 0.1 W (default)
+            (k, 0, 0, "compute", "ok", t0 + t_x, t0 + t_x + t_c, e_c),
+            (k, 0, 0, "tail", "ok", t0 + t_x, t0 + t_x + t_c, 1.0 * t_c),  # cut by the upload
+            (k, 0, 0, "upload", "ok", t0 + t_x + t_c, t0 + T, P_TX * t_x),
+        ]
     rows.append((2, 0, 0, "tail", "ok", 3 * T, 3 * T + 0.5, 0.5))  # the last upload's, in full
     expect(result.events, rows)
     tails = sum(e.energy_j for e in result.events if e.kind == "tail")
@@ -82,7 +101,8 @@ def test_rounds_back_to_back_one_device():
     # metrics.csv: each round's energy is what it spent (the last tail in the last round)
     per_round = [sum(r[7] for r in rows if r[0] == k) for k in range(3)]
     assert [m["energy_j"] for m in result.metrics] == pytest.approx(
-        [sum(per_round[:k + 1]) for k in range(3)], rel=1e-12)
+        [sum(per_round[: k + 1]) for k in range(3)], rel=1e-12
+    )
 
 
 def test_a_gap_longer_than_the_tail():
@@ -94,15 +114,18 @@ def test_a_gap_longer_than_the_tail():
     p.price_phase(PhaseRecord(0, 1, {0: [Activity("compute", "train", samples=1000.0), upload(1e4)]}))
     p.finish()
     s = LATENCY + t  # the second phase starts when the download ends
-    expect(p.events, [
-        (0, 0, 0, "promotion", "ok", 0.0, LATENCY, P_PROMOTION * LATENCY),
-        (0, 0, 0, "download", "ok", LATENCY, s, P_RX * t),
-        (0, 1, 0, "compute", "ok", s, s + 1.0, 1e-28 * 1e9 * 1e18),
-        (0, 1, 0, "tail", "ok", s, s + 0.5, P_TAIL * 0.5),  # ran out: charged when the upload found it over
-        (0, 1, 0, "promotion", "ok", s + 1.0, s + 1.0 + LATENCY, P_PROMOTION * LATENCY),
-        (0, 1, 0, "upload", "ok", s + 1.0 + LATENCY, s + 1.0 + LATENCY + t, P_TX * t),
-        (0, 1, 0, "tail", "ok", s + 1.0 + LATENCY + t, s + 1.5 + LATENCY + t, P_TAIL * 0.5),  # finish(): in full
-    ])
+    expect(
+        p.events,
+        [
+            (0, 0, 0, "promotion", "ok", 0.0, LATENCY, P_PROMOTION * LATENCY),
+            (0, 0, 0, "download", "ok", LATENCY, s, P_RX * t),
+            (0, 1, 0, "compute", "ok", s, s + 1.0, 1e-28 * 1e9 * 1e18),
+            (0, 1, 0, "tail", "ok", s, s + 0.5, P_TAIL * 0.5),  # ran out: charged when the upload found it over
+            (0, 1, 0, "promotion", "ok", s + 1.0, s + 1.0 + LATENCY, P_PROMOTION * LATENCY),
+            (0, 1, 0, "upload", "ok", s + 1.0 + LATENCY, s + 1.0 + LATENCY + t, P_TX * t),
+            (0, 1, 0, "tail", "ok", s + 1.0 + LATENCY + t, s + 1.5 + LATENCY + t, P_TAIL * 0.5),  # finish(): in full
+        ],
+    )
 
 
 def test_a_tdma_queue_wait_inside_a_tail():
@@ -115,28 +138,31 @@ def test_a_tdma_queue_wait_inside_a_tail():
     p.price_phase(PhaseRecord(0, 1, {0: [upload(0.6 * R)], 1: [upload(0.3 * R)], 2: [upload(0.3 * R)]}))
     p.finish()
     idle, tail, tx = P_IDLE, P_TAIL, P_TX
-    expect(p.events, [
-        # phase 1: promotions [0, 0.05]; the channel in turn: 0 [0.05, 0.35], 1 [0.35, 0.65], 2 [0.65, 0.95]
-        *[(0, 0, c, "promotion", "ok", 0.0, LATENCY, P_PROMOTION * LATENCY) for c in range(3)],
-        (0, 0, 0, "upload", "ok", 0.05, 0.35, tx * 0.3),
-        (0, 0, 1, "idle", "ok", 0.05, 0.35, idle * 0.3),
-        (0, 0, 1, "upload", "ok", 0.35, 0.65, tx * 0.3),
-        (0, 0, 2, "idle", "ok", 0.05, 0.65, idle * 0.6),
-        (0, 0, 2, "upload", "ok", 0.65, 0.95, tx * 0.3),
-        # phase 2, from 0.95 s: all in their tails (since 0.35, 0.65, 0.95); queue 0, 1, 2
-        (0, 1, 0, "tail", "ok", 0.35, 0.95, tail * 0.6),  # cut by its transfer at 0.95
-        (0, 1, 0, "upload", "ok", 0.95, 1.55, tx * 0.6),
-        (0, 1, 1, "tail", "ok", 0.65, 1.35, tail * 0.7),  # ran out while it waited ...
-        (0, 1, 1, "idle", "ok", 1.35, 1.55, idle * 0.2),  # ... the rest of the wait is idle
-        (0, 1, 1, "upload", "ok", 1.55, 1.85, tx * 0.3),
-        (0, 1, 2, "tail", "ok", 0.95, 1.65, tail * 0.7),
-        (0, 1, 2, "idle", "ok", 1.65, 1.85, idle * 0.2),
-        (0, 1, 2, "upload", "ok", 1.85, 2.15, tx * 0.3),
-        # finish(): the last tails in full
-        (0, 1, 0, "tail", "ok", 1.55, 2.25, tail * 0.7),
-        (0, 1, 1, "tail", "ok", 1.85, 2.55, tail * 0.7),
-        (0, 1, 2, "tail", "ok", 2.15, 2.85, tail * 0.7),
-    ])
+    expect(
+        p.events,
+        [
+            # phase 1: promotions [0, 0.05]; the channel in turn: 0 [0.05, 0.35], 1 [0.35, 0.65], 2 [0.65, 0.95]
+            *[(0, 0, c, "promotion", "ok", 0.0, LATENCY, P_PROMOTION * LATENCY) for c in range(3)],
+            (0, 0, 0, "upload", "ok", 0.05, 0.35, tx * 0.3),
+            (0, 0, 1, "idle", "ok", 0.05, 0.35, idle * 0.3),
+            (0, 0, 1, "upload", "ok", 0.35, 0.65, tx * 0.3),
+            (0, 0, 2, "idle", "ok", 0.05, 0.65, idle * 0.6),
+            (0, 0, 2, "upload", "ok", 0.65, 0.95, tx * 0.3),
+            # phase 2, from 0.95 s: all in their tails (since 0.35, 0.65, 0.95); queue 0, 1, 2
+            (0, 1, 0, "tail", "ok", 0.35, 0.95, tail * 0.6),  # cut by its transfer at 0.95
+            (0, 1, 0, "upload", "ok", 0.95, 1.55, tx * 0.6),
+            (0, 1, 1, "tail", "ok", 0.65, 1.35, tail * 0.7),  # ran out while it waited ...
+            (0, 1, 1, "idle", "ok", 1.35, 1.55, idle * 0.2),  # ... the rest of the wait is idle
+            (0, 1, 1, "upload", "ok", 1.55, 1.85, tx * 0.3),
+            (0, 1, 2, "tail", "ok", 0.95, 1.65, tail * 0.7),
+            (0, 1, 2, "idle", "ok", 1.65, 1.85, idle * 0.2),
+            (0, 1, 2, "upload", "ok", 1.85, 2.15, tx * 0.3),
+            # finish(): the last tails in full
+            (0, 1, 0, "tail", "ok", 1.55, 2.25, tail * 0.7),
+            (0, 1, 1, "tail", "ok", 1.85, 2.55, tail * 0.7),
+            (0, 1, 2, "tail", "ok", 2.15, 2.85, tail * 0.7),
+        ],
+    )
 
 
 def test_a_deadline_cut_inside_a_tail():
@@ -145,22 +171,28 @@ def test_a_deadline_cut_inside_a_tail():
     Round 3: an upload too long for the deadline is cut mid-transfer; its tail starts at the cut."""
     p = pricer(tail_s=5.0, deadline_s=1.0)
     t = 1e4 / R
-    assert p.price_phase(PhaseRecord(0, 0, {0: [Activity("download", "broadcast", bits=1e4),
-                                                Activity("compute", "train", samples=2000.0)]})) == {0: False}
+    assert p.price_phase(
+        PhaseRecord(
+            0, 0, {0: [Activity("download", "broadcast", bits=1e4), Activity("compute", "train", samples=2000.0)]}
+        )
+    ) == {0: False}
     p.price_phase(PhaseRecord(1, 0, {0: [Activity("download", "broadcast", bits=1e4)]}))
     p.price_phase(PhaseRecord(2, 0, {0: [upload(1.5 * R)]}))  # 1.5 s of airtime: cut after 1 s
     p.finish()
     cycles = (1.0 - LATENCY - t) * 1e9
     s2 = 1.0 + t  # round 3 starts when round 2's download ends
-    expect(p.events, [
-        (0, 0, 0, "promotion", "ok", 0.0, LATENCY, P_PROMOTION * LATENCY),
-        (0, 0, 0, "download", "ok", LATENCY, LATENCY + t, P_RX * t),
-        (0, 0, 0, "compute", "cut", LATENCY + t, 1.0, 1e-28 * cycles * 1e18),
-        (1, 0, 0, "tail", "ok", LATENCY + t, 1.0, P_TAIL * (1.0 - LATENCY - t)),  # cut by round 2's download
-        (1, 0, 0, "download", "ok", 1.0, s2, P_RX * t),
-        (2, 0, 0, "upload", "cut", s2, s2 + 1.0, P_TX * 1.0),  # round 2's tail: 0 s (no row)
-        (2, 0, 0, "tail", "ok", s2 + 1.0, s2 + 6.0, P_TAIL * 5.0),
-    ])
+    expect(
+        p.events,
+        [
+            (0, 0, 0, "promotion", "ok", 0.0, LATENCY, P_PROMOTION * LATENCY),
+            (0, 0, 0, "download", "ok", LATENCY, LATENCY + t, P_RX * t),
+            (0, 0, 0, "compute", "cut", LATENCY + t, 1.0, 1e-28 * cycles * 1e18),
+            (1, 0, 0, "tail", "ok", LATENCY + t, 1.0, P_TAIL * (1.0 - LATENCY - t)),  # cut by round 2's download
+            (1, 0, 0, "download", "ok", 1.0, s2, P_RX * t),
+            (2, 0, 0, "upload", "cut", s2, s2 + 1.0, P_TX * 1.0),  # round 2's tail: 0 s (no row)
+            (2, 0, 0, "tail", "ok", s2 + 1.0, s2 + 6.0, P_TAIL * 5.0),
+        ],
+    )
 
 
 def test_fdma_uploads_in_their_tails_share_the_band_without_promotion():
@@ -173,17 +205,20 @@ def test_fdma_uploads_in_their_tails_share_the_band_without_promotion():
     p.finish()
     a, b = 2e6 / R, 3e6 / R  # when each finishes after it started (processor sharing)
     s = LATENCY + b
-    expect(p.events, [
-        (0, 0, 0, "promotion", "ok", 0.0, LATENCY, P_PROMOTION * LATENCY),
-        (0, 0, 1, "promotion", "ok", 0.0, LATENCY, P_PROMOTION * LATENCY),
-        (0, 0, 0, "upload", "ok", LATENCY, LATENCY + a, P_TX * a),
-        (0, 0, 1, "upload", "ok", LATENCY, s, P_TX * b),
-        (0, 1, 0, "tail", "ok", LATENCY + a, s, P_TAIL * (b - a)),
-        (0, 1, 0, "upload", "ok", s, s + a, P_TX * a),
-        (0, 1, 1, "upload", "ok", s, s + b, P_TX * b),
-        (0, 1, 0, "tail", "ok", s + a, s + a + 0.5, P_TAIL * 0.5),
-        (0, 1, 1, "tail", "ok", s + b, s + b + 0.5, P_TAIL * 0.5),
-    ])
+    expect(
+        p.events,
+        [
+            (0, 0, 0, "promotion", "ok", 0.0, LATENCY, P_PROMOTION * LATENCY),
+            (0, 0, 1, "promotion", "ok", 0.0, LATENCY, P_PROMOTION * LATENCY),
+            (0, 0, 0, "upload", "ok", LATENCY, LATENCY + a, P_TX * a),
+            (0, 0, 1, "upload", "ok", LATENCY, s, P_TX * b),
+            (0, 1, 0, "tail", "ok", LATENCY + a, s, P_TAIL * (b - a)),
+            (0, 1, 0, "upload", "ok", s, s + a, P_TX * a),
+            (0, 1, 1, "upload", "ok", s, s + b, P_TX * b),
+            (0, 1, 0, "tail", "ok", s + a, s + a + 0.5, P_TAIL * 0.5),
+            (0, 1, 1, "tail", "ok", s + b, s + b + 0.5, P_TAIL * 0.5),
+        ],
+    )
 
 
 def test_without_a_tail_every_message_pays_its_promotion_at_the_idle_power_by_default():

@@ -25,8 +25,7 @@ from edgefl.sweeps.store import read_point
 
 torch.set_num_threads(1)
 
-ENERGY_COLUMNS = ("sim_time_s", "energy_j", "compute_energy_j", "uplink_energy_j", "downlink_energy_j",
-                  "idle_energy_j")
+ENERGY_COLUMNS = ("sim_time_s", "energy_j", "compute_energy_j", "uplink_energy_j", "downlink_energy_j", "idle_energy_j")
 LEARNING_COLUMNS = ("acc_mean", "acc_worst", "acc_std", "loss", "uploads_arrived", "uploads_missed")
 
 BASE = """
@@ -87,12 +86,16 @@ def sweep_and_compare(tmp_path, grids: list[str], algorithm: str = "fedavg", sam
 
 
 def test_repriced_equals_cosimulated_dedicated_fdma_tdma_with_rayleigh_fading(tmp_path):
-    plan, summary, checked = sweep_and_compare(tmp_path, [
-        "network.access=dedicated,fdma,tdma",
-        "network.fading=rayleigh",
-        "network.snr_db=0,25",
-        "network.bandwidth_mhz=0.5,4",
-    ], sample_every=3)
+    plan, summary, checked = sweep_and_compare(
+        tmp_path,
+        [
+            "network.access=dedicated,fdma,tdma",
+            "network.fading=rayleigh",
+            "network.snr_db=0,25",
+            "network.bandwidth_mhz=0.5,4",
+        ],
+        sample_every=3,
+    )
     assert {p.mode for p in plan.points} == {REPRICED}
     assert summary.trainings == 2  # one per seed: 24 points share 2 trainings
     assert checked >= 8
@@ -101,48 +104,67 @@ def test_repriced_equals_cosimulated_dedicated_fdma_tdma_with_rayleigh_fading(tm
 
 
 def test_repriced_equals_cosimulated_rician_link_budget_and_device_keys(tmp_path):
-    plan, summary, checked = sweep_and_compare(tmp_path, [
-        "network.fading=rician,none",
-        "devices.tx_power_dbm=10,23",
-        "network.access=dedicated,tdma",
-    ])
+    plan, summary, checked = sweep_and_compare(
+        tmp_path,
+        [
+            "network.fading=rician,none",
+            "devices.tx_power_dbm=10,23",
+            "network.access=dedicated,tdma",
+        ],
+    )
     assert summary.trainings == 2
     assert checked == len(plan.points)
 
 
 @pytest.mark.skipif("drdm" not in algorithms.REGISTRY, reason="drdm not registered yet")
 def test_repriced_equals_cosimulated_for_drdm_query_phases(tmp_path):
-    plan, summary, checked = sweep_and_compare(tmp_path, [
-        "network.access=dedicated,fdma",
-        "network.fading=rayleigh",
-        "network.snr_db=3,20",
-    ], algorithm="drdm")
+    plan, summary, checked = sweep_and_compare(
+        tmp_path,
+        [
+            "network.access=dedicated,fdma",
+            "network.fading=rayleigh",
+            "network.snr_db=3,20",
+        ],
+        algorithm="drdm",
+    )
     assert summary.trainings == 2
     assert checked == len(plan.points)
 
 
 def test_deadline_and_outage_points_are_cosimulated_and_keep_their_own_training(tmp_path):
-    plan, summary, _ = sweep_and_compare(tmp_path, [
-        "network.deadline_s=0.05,1000.0",
-        "network.snr_db=0,20",
-    ])
+    plan, summary, _ = sweep_and_compare(
+        tmp_path,
+        [
+            "network.deadline_s=0.05,1000.0",
+            "network.snr_db=0,20",
+        ],
+    )
     assert {p.mode for p in plan.points} == {COSIMULATED}
     assert summary.trainings == len(plan.points)
 
 
 def test_message_size_keys_split_trainings(tmp_path):
     """bits_per_param is baked into the trace: points differing in it cannot share a training."""
-    plan, summary, _ = sweep_and_compare(tmp_path, [
-        "network.bits_per_param=16,32",
-        "network.snr_db=0,20",
-    ], sample_every=2)
+    plan, summary, _ = sweep_and_compare(
+        tmp_path,
+        [
+            "network.bits_per_param=16,32",
+            "network.snr_db=0,20",
+        ],
+        sample_every=2,
+    )
     assert {p.mode for p in plan.points} == {REPRICED}
     assert summary.trainings == 4  # 2 message sizes x 2 seeds
 
 
 def test_reprice_rounds_refuses_a_pricer_that_can_change_participation():
-    s = scenario_from_dict({"data": {"name": "synthetic", "num_clients": 4}, "network": {"deadline_s": 1.0},
-                            "algorithm": {"clients_per_round": 2}})
+    s = scenario_from_dict(
+        {
+            "data": {"name": "synthetic", "num_clients": 4},
+            "network": {"deadline_s": 1.0},
+            "algorithm": {"clients_per_round": 2},
+        }
+    )
     population = build_population(s.network, s.devices, 4, 1.0, 1.0, 0)
     with pytest.raises(ValueError, match="deadline"):
         reprice_rounds([], SimPyPricer(network_params(s.network), population, 0))

@@ -18,15 +18,20 @@ SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
 OUTPUTS = ("metrics.csv", "clients.csv", "events.csv", "scenario.toml")
 
 
-@pytest.mark.parametrize("name, overrides", [
-    ("quickstart", ["run.rounds=3"]),
-    # geometry, MCS, battery, availability, mobility, slowdown, deadline: most rules of NOT_APPLICABLE at work
-    ("phones-in-a-cell", ["run.rounds=2", "data.num_clients=12", "algorithm.clients_per_round=4"]),
-])
+@pytest.mark.parametrize(
+    "name, overrides",
+    [
+        ("quickstart", ["run.rounds=3"]),
+        # geometry, MCS, battery, availability, mobility, slowdown, deadline: most rules of NOT_APPLICABLE at work
+        ("phones-in-a-cell", ["run.rounds=2", "data.num_clients=12", "algorithm.clients_per_round=4"]),
+    ],
+)
 def test_a_run_from_its_resolved_scenario_is_identical(tmp_path, capsys, name, overrides):
     sets = [x for o in overrides for x in ("--set", o)]
-    assert main(["run", str(ROOT / "scenarios" / f"{name}.toml"), *sets, "--out", str(tmp_path / "a"),
-                 "--no-plots", "-q"]) == 0
+    assert (
+        main(["run", str(ROOT / "scenarios" / f"{name}.toml"), *sets, "--out", str(tmp_path / "a"), "--no-plots", "-q"])
+        == 0
+    )
     moved = tmp_path / "elsewhere"  # a different depth: the relative data path must be rewritten
     assert main(["run", str(tmp_path / "a" / "scenario.toml"), "--out", str(moved / "b"), "--no-plots", "-q"]) == 0
     for file in OUTPUTS[:3]:

@@ -32,8 +32,13 @@ SMALL = ["run.rounds=2", "run.eval_every=1"]
 def scenario_keys() -> list[str]:
     """Every common scenario key, the synthetic data set's and a few algorithms' own keys (not run.rounds:
     a valid round count only makes a run longer)."""
-    keys = [f"{section}.{name}" for section, model in SECTION_MODELS.items() if section != "data"
-            for name in model.model_fields if (section, name) not in (("devices", "classes"), ("run", "rounds"))]
+    keys = [
+        f"{section}.{name}"
+        for section, model in SECTION_MODELS.items()
+        if section != "data"
+        for name in model.model_fields
+        if (section, name) not in (("devices", "classes"), ("run", "rounds"))
+    ]
     keys += [f"data.{name}" for name in DATA_REGISTRY["synthetic"].model_fields]
     for name in ("fedprox", "scaffold", "feddyn", "drdm"):
         keys += [f"algorithm.{name}.{k}" for k in algorithms.get(name).Params.model_fields]
@@ -41,18 +46,45 @@ def scenario_keys() -> list[str]:
 
 
 KEYS = scenario_keys()
-NASTY = [math.nan, math.inf, -math.inf, 1e300, -1e300, 1e12, -1, 0, 0.5, 1, 3, True, False, "x", "", [], [1, 2],
-         {}, 2**70, -(2**70), 1e-300]
-values = st.one_of(st.sampled_from(NASTY), st.floats(allow_nan=True, allow_infinity=True),
-                   st.integers(min_value=-(2**40), max_value=2**40))
+NASTY = [
+    math.nan,
+    math.inf,
+    -math.inf,
+    1e300,
+    -1e300,
+    1e12,
+    -1,
+    0,
+    0.5,
+    1,
+    3,
+    True,
+    False,
+    "x",
+    "",
+    [],
+    [1, 2],
+    {},
+    2**70,
+    -(2**70),
+    1e-300,
+]
+values = st.one_of(
+    st.sampled_from(NASTY),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(2**40), max_value=2**40),
+)
 
 
 def toml_literal(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
-        return "nan" if math.isnan(value) else ("inf" if value == math.inf else "-inf" if value == -math.inf
-                                                else repr(value))
+        return (
+            "nan"
+            if math.isnan(value)
+            else ("inf" if value == math.inf else "-inf" if value == -math.inf else repr(value))
+        )
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, dict):
@@ -107,23 +139,38 @@ def _fuzz(base, assignments, tmp_path, capsys):
 # A valid value of these keys only makes a run longer (a 2-round quickstart with algorithm.local_steps = 7423
 # trained for 41 s to over 60 s on a loaded 2-core machine): the fuzz tests leave out values between these sizes
 # and 1e7, which every key here accepts at most; larger ones (rejected) stay, as do the named cases.
-COSTLY = {"algorithm.local_steps": 100, "algorithm.batch_size": 1024, "algorithm.clients_per_round": 2000,
-          "model.hidden": 1024, "data.num_clients": 2000, "data.samples_per_client": 5000,
-          "data.synthetic_dim": 2000, "data.synthetic_classes": 1000}
+COSTLY = {
+    "algorithm.local_steps": 100,
+    "algorithm.batch_size": 1024,
+    "algorithm.clients_per_round": 2000,
+    "model.hidden": 1024,
+    "data.num_clients": 2000,
+    "data.samples_per_client": 5000,
+    "data.synthetic_dim": 2000,
+    "data.synthetic_classes": 1000,
+}
 
 
 def affordable(assignments) -> bool:
     """Whether no key is set to a valid but costly size (COSTLY)."""
-    return not any(key in COSTLY and isinstance(value, (int, float)) and not isinstance(value, bool)
-                   and COSTLY[key] < value <= 1e7 for key, value in assignments)
+    return not any(
+        key in COSTLY and isinstance(value, (int, float)) and not isinstance(value, bool) and COSTLY[key] < value <= 1e7
+        for key, value in assignments
+    )
 
 
-cases = st.tuples(st.sampled_from([QUICKSTART, PHONES]),
-                  st.lists(st.tuples(st.sampled_from(KEYS), values), min_size=1, max_size=2))
+cases = st.tuples(
+    st.sampled_from([QUICKSTART, PHONES]), st.lists(st.tuples(st.sampled_from(KEYS), values), min_size=1, max_size=2)
+)
 
 
-@settings(max_examples=250, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=250,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(case=cases)
 def test_fuzz_every_key_exit_2_or_a_finite_run(case, tmp_path_factory, capsys):
     base, assignments = case
@@ -132,8 +179,12 @@ def test_fuzz_every_key_exit_2_or_a_finite_run(case, tmp_path_factory, capsys):
 
 
 @pytest.mark.slow
-@settings(max_examples=3000, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=3000,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(case=cases)
 def test_fuzz_thousands(case, tmp_path_factory, capsys):
     base, assignments = case
@@ -142,21 +193,24 @@ def test_fuzz_thousands(case, tmp_path_factory, capsys):
 
 
 # -- named cases from the issue -----------------------------------------------------------------
-@pytest.mark.parametrize("key, value, message", [
-    ("network.snr_db", "nan", "network.snr_db: Input should be a finite number"),
-    ("network.snr_db", "-inf", "network.snr_db: Input should be a finite number"),
-    ("network.snr_db", "400", "network.snr_db: Input should be less than or equal to 60"),
-    ("network.snr_db", "true", "network.snr_db: Input should be a valid number"),
-    ("network.bandwidth_mhz", "inf", "network.bandwidth_mhz: Input should be a finite number"),
-    ("devices.cpu_ghz", "1e300", "devices.cpu_ghz: Input should be less than or equal to 100"),
-    ("devices.kappa", "inf", "devices.kappa: Input should be a finite number"),
-    ("devices.tx_power_dbm", "1e300", "devices.tx_power_dbm: Input should be less than or equal to 70"),
-    ("run.seed", "-1", "run.seed: Input should be greater than or equal to 0"),
-    ("algorithm.lr", "inf", "algorithm.lr: Input should be a finite number"),
-    ("network.outage_snr_db", "nan", "network.outage_snr_db: Input should be a finite number"),
-    ("data.synthetic_beta", "inf", "data.synthetic_beta: Input should be a finite number"),
-    ("algorithm.local_steps", "1e12", "algorithm.local_steps"),
-])
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("network.snr_db", "nan", "network.snr_db: Input should be a finite number"),
+        ("network.snr_db", "-inf", "network.snr_db: Input should be a finite number"),
+        ("network.snr_db", "400", "network.snr_db: Input should be less than or equal to 60"),
+        ("network.snr_db", "true", "network.snr_db: Input should be a valid number"),
+        ("network.bandwidth_mhz", "inf", "network.bandwidth_mhz: Input should be a finite number"),
+        ("devices.cpu_ghz", "1e300", "devices.cpu_ghz: Input should be less than or equal to 100"),
+        ("devices.kappa", "inf", "devices.kappa: Input should be a finite number"),
+        ("devices.tx_power_dbm", "1e300", "devices.tx_power_dbm: Input should be less than or equal to 70"),
+        ("run.seed", "-1", "run.seed: Input should be greater than or equal to 0"),
+        ("algorithm.lr", "inf", "algorithm.lr: Input should be a finite number"),
+        ("network.outage_snr_db", "nan", "network.outage_snr_db: Input should be a finite number"),
+        ("data.synthetic_beta", "inf", "data.synthetic_beta: Input should be a finite number"),
+        ("algorithm.local_steps", "1e12", "algorithm.local_steps"),
+    ],
+)
 def test_named_bad_values_exit_2(key, value, message, tmp_path, capsys):
     out = tmp_path / "out"
     code = main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", f"{key}={value}"])
@@ -165,17 +219,48 @@ def test_named_bad_values_exit_2(key, value, message, tmp_path, capsys):
 
 
 def test_keys_that_document_inf_still_take_it():
-    assert load_scenario(QUICKSTART, {"algorithm.name": "fedalign", "algorithm.fedalign.epsilon": math.inf,
-                                      "algorithm.fedalign.priority_clients": [0, 1]}).algorithm.hyperparams().epsilon == math.inf
+    assert (
+        load_scenario(
+            QUICKSTART,
+            {
+                "algorithm.name": "fedalign",
+                "algorithm.fedalign.epsilon": math.inf,
+                "algorithm.fedalign.priority_clients": [0, 1],
+            },
+        )
+        .algorithm.hyperparams()
+        .epsilon
+        == math.inf
+    )
     with pytest.raises(ScenarioError, match="algorithm.fedalign.epsilon"):
-        load_scenario(QUICKSTART, {"algorithm.name": "fedalign", "algorithm.fedalign.epsilon": math.nan,
-                                   "algorithm.fedalign.priority_clients": [0, 1]})
+        load_scenario(
+            QUICKSTART,
+            {
+                "algorithm.name": "fedalign",
+                "algorithm.fedalign.epsilon": math.nan,
+                "algorithm.fedalign.priority_clients": [0, 1],
+            },
+        )
 
 
 def test_divergence_stops_the_run_with_exit_3_and_finite_outputs(tmp_path, capsys):
     out = tmp_path / "out"
-    code = main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", "model.name=mlp",
-                 "--set", "algorithm.lr=10000", "--set", "run.rounds=10"])
+    code = main(
+        [
+            "run",
+            str(QUICKSTART),
+            "--out",
+            str(out),
+            "--no-plots",
+            "--quiet",
+            "--set",
+            "model.name=mlp",
+            "--set",
+            "algorithm.lr=10000",
+            "--set",
+            "run.rounds=10",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 3 and "diverged in round" in err and "lower algorithm.lr" in err
     check_outcome(code, err, out)
@@ -192,7 +277,9 @@ def test_divergence_stops_the_run_with_exit_3_and_finite_outputs(tmp_path, capsy
 # -- sizes and fits, checked before any work ----------------------------------------------------
 def test_a_run_too_large_for_the_machine_is_exit_2_before_any_work(tmp_path, capsys):
     out = tmp_path / "out"
-    code = main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", "data.num_clients=9000000"])
+    code = main(
+        ["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", "data.num_clients=9000000"]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "this run needs at least" in err and "data.num_clients (= 9000000)" in err, err
     assert not out.exists()
@@ -211,13 +298,18 @@ def test_the_memory_estimate_counts_the_data_a_build_makes():
     check_memory(s, available=10**12)
 
 
-@pytest.mark.parametrize("base, model, message", [
-    (QUICKSTART, "cnn", "the cnn needs square images"),
-    (QUICKSTART, "regression", "the regression model predicts one number"),
-    (ROOT / "scenarios" / "fast-fedda-lasso.toml", "linear", "use model.name = \"regression\""),
-])
+@pytest.mark.parametrize(
+    "base, model, message",
+    [
+        (QUICKSTART, "cnn", "the cnn needs square images"),
+        (QUICKSTART, "regression", "the regression model predicts one number"),
+        (ROOT / "scenarios" / "fast-fedda-lasso.toml", "linear", 'use model.name = "regression"'),
+    ],
+)
 def test_a_model_that_does_not_fit_the_data_is_exit_2(base, model, message, tmp_path, capsys):
-    code = main(["run", str(base), "--out", str(tmp_path / "o"), "--no-plots", "--quiet", "--set", f"model.name={model}"])
+    code = main(
+        ["run", str(base), "--out", str(tmp_path / "o"), "--no-plots", "--quiet", "--set", f"model.name={model}"]
+    )
     err = capsys.readouterr().err
     assert code == 2 and message in err, err
 
@@ -225,8 +317,13 @@ def test_a_model_that_does_not_fit_the_data_is_exit_2(base, model, message, tmp_
 # -- scenario files that are not what they seem -------------------------------------------------------------
 def _files(tmp: Path) -> dict[str, Path]:
     text = QUICKSTART.read_text(encoding="utf-8")
-    files = {"utf16": tmp / "utf16.toml", "gzip": tmp / "gzip.toml", "latin1": tmp / "latin1.toml",
-             "deep": tmp / "deep.toml", "loop": tmp / "loop1.toml"}
+    files = {
+        "utf16": tmp / "utf16.toml",
+        "gzip": tmp / "gzip.toml",
+        "latin1": tmp / "latin1.toml",
+        "deep": tmp / "deep.toml",
+        "loop": tmp / "loop1.toml",
+    }
     files["utf16"].write_bytes(text.encode("utf-16"))
     files["gzip"].write_bytes(gzip.compress(text.encode()))
     files["latin1"].write_bytes(b"# caf\xe9\n" + text.encode())
@@ -236,13 +333,16 @@ def _files(tmp: Path) -> dict[str, Path]:
     return files
 
 
-@pytest.mark.parametrize("kind, message", [
-    ("utf16", "not UTF-8 text (byte 0: 0xff); TOML files are UTF-8: UTF-16 text: save it as UTF-8"),
-    ("gzip", "a gzip-compressed file: decompress it first"),
-    ("latin1", "not UTF-8 text (byte 5: 0xe9)"),
-    ("deep", "nested too deeply"),
-    ("loop", "cannot read the scenario file: Too many levels of symbolic links"),
-])
+@pytest.mark.parametrize(
+    "kind, message",
+    [
+        ("utf16", "not UTF-8 text (byte 0: 0xff); TOML files are UTF-8: UTF-16 text: save it as UTF-8"),
+        ("gzip", "a gzip-compressed file: decompress it first"),
+        ("latin1", "not UTF-8 text (byte 5: 0xe9)"),
+        ("deep", "nested too deeply"),
+        ("loop", "cannot read the scenario file: Too many levels of symbolic links"),
+    ],
+)
 def test_a_scenario_file_that_is_not_utf8_toml_is_exit_2(kind, message, tmp_path, capsys):
     path = _files(tmp_path)[kind]
     code = main(["run", str(path), "--out", str(tmp_path / "out"), "--no-plots", "--quiet"])
@@ -254,8 +354,10 @@ def test_a_scenario_file_that_is_not_utf8_toml_is_exit_2(kind, message, tmp_path
 def test_a_path_key_through_a_loop_of_links_and_a_deep_set_are_exit_2(tmp_path, capsys):
     (tmp_path / "a").symlink_to(tmp_path / "b")
     (tmp_path / "b").symlink_to(tmp_path / "a")
-    for text, message in ((f"data.dir={tmp_path / 'a'}", "data.dir = "),
-                          ("run.seed=" + "[" * 5000 + "]" * 5000, "nested too deeply")):
+    for text, message in (
+        (f"data.dir={tmp_path / 'a'}", "data.dir = "),
+        ("run.seed=" + "[" * 5000 + "]" * 5000, "nested too deeply"),
+    ):
         code = main(["run", str(QUICKSTART), "--out", str(tmp_path / "out"), "--quiet", "--set", text])
         err = capsys.readouterr().err
         assert code == 2 and message in err and "internal error" not in err, err

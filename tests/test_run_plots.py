@@ -29,8 +29,9 @@ EVENT_PLOTS = ("gantt.png", "energy_rounds.png", "energy_snr.png", "cell_map.png
 def phones(tmp_path_factory):
     """Four rounds of 50 walking phones, with a deadline tight enough to cut several uploads a round."""
     out = tmp_path_factory.mktemp("phones") / "out"
-    return run(PHONES, overrides={"run.rounds": 4, "run.eval_every": 4, "network.deadline_s": 0.25},
-               out=out, progress=False), out
+    return run(
+        PHONES, overrides={"run.rounds": 4, "run.eval_every": 4, "network.deadline_s": 0.25}, out=out, progress=False
+    ), out
 
 
 @pytest.fixture(scope="module")
@@ -143,9 +144,20 @@ def synthetic_run(clients: int, rounds: int, per_round: int, seed: int = 0):
     """Clients rows and an event log of ``per_round`` clients a round (download, compute, upload; one in
     ten uploads cut at 1 s), without a simulation."""
     rng = np.random.default_rng(seed)
-    rows = [{"client": i, "device_class": "phone" if i % 3 else "sensor", "distance_m": float(rng.uniform(35, 500)),
-             "uplink_snr_db": float(rng.normal(10, 8)), "compute_energy_j": 1.0, "uplink_energy_j": 2.0,
-             "downlink_energy_j": 0.5, "idle_energy_j": 0.1, "energy_j": 3.6} for i in range(clients)]
+    rows = [
+        {
+            "client": i,
+            "device_class": "phone" if i % 3 else "sensor",
+            "distance_m": float(rng.uniform(35, 500)),
+            "uplink_snr_db": float(rng.normal(10, 8)),
+            "compute_energy_j": 1.0,
+            "uplink_energy_j": 2.0,
+            "downlink_energy_j": 0.5,
+            "idle_energy_j": 0.1,
+            "energy_j": 3.6,
+        }
+        for i in range(clients)
+    ]
     events = []
     for r in range(rounds):
         t0 = float(r)
@@ -154,10 +166,13 @@ def synthetic_run(clients: int, rounds: int, per_round: int, seed: int = 0):
             cut = rng.random() < 0.1
             t1, t2 = t0 + down, t0 + down + comp
             t3 = t0 + 1.0 if cut else t2 + up
-            events += [Event(r, 0, c, "download", "broadcast", t0, t1, 1e5, 0.0, 0.01, "downlink", "ok"),
-                       Event(r, 0, c, "compute", "train", t1, t2, 0.0, 1e6, 0.1, "compute", "ok"),
-                       Event(r, 0, c, "upload", "upload", t2, min(t3, t0 + 1.0), 1e5, 0.0, 0.2, "uplink",
-                             "cut" if cut else "ok")]
+            events += [
+                Event(r, 0, c, "download", "broadcast", t0, t1, 1e5, 0.0, 0.01, "downlink", "ok"),
+                Event(r, 0, c, "compute", "train", t1, t2, 0.0, 1e6, 0.1, "compute", "ok"),
+                Event(
+                    r, 0, c, "upload", "upload", t2, min(t3, t0 + 1.0), 1e5, 0.0, 0.2, "uplink", "cut" if cut else "ok"
+                ),
+            ]
     return rows, events
 
 
@@ -206,7 +221,10 @@ def test_accuracy_figures_are_one_drawing_with_the_legend_off_the_curves(quickst
     fig.canvas.draw()
     assert not _overlap(_box(ax.get_legend(), fig), _box(ax.patch, fig))  # below the axes: hides no curve
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-        "mean", "mean ± std across clients (within [0, 1])", "worst client"]
+        "mean",
+        "mean ± std across clients (within [0, 1])",
+        "worst client",
+    ]
     _save(fig, tmp_path / "api.png")
     name = kind.replace("-", "_") + ".png"
     assert (tmp_path / "api.png").read_bytes() == (tmp_path / "out" / name).read_bytes()
@@ -225,8 +243,11 @@ def test_battery_title_is_inside_the_figure(tmp_path):
     from edgefl.plots import plot_battery
 
     title = "fedavg: N = 30, m = 10, τ = 10, η = 0.05; SNR 20 dB, 1 MHz fdma"
-    rows = [{"round": r, "client": c, "device_class": "phone", "level_j": 2.0 - 0.01 * r * c}
-            for r in range(1, 5) for c in range(3)]
+    rows = [
+        {"round": r, "client": c, "device_class": "phone", "level_j": 2.0 - 0.01 * r * c}
+        for r in range(1, 5)
+        for c in range(3)
+    ]
     path = plot_battery(tmp_path / "battery.png", rows, title)
     image = matplotlib.image.imread(path)
     # the title's text is drawn (dark pixels) in the top rows, and no dark pixel touches the left or right edge

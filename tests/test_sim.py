@@ -18,12 +18,21 @@ RATE_1MHZ_20DB = 1e6 * math.log2(1 + 100)  # 6.658 Mbit/s
 
 def make_pricer(num_clients=2, access="dedicated", deadline_s=None, idle_power_w=0.0, **devices):
     network = NetworkSection(snr_db=20.0, bandwidth_mhz=1.0, access=access, deadline_s=deadline_s)
-    devices = DevicesSection(idle_power_w=idle_power_w, rx_power_w=0.0, tx_power_dbm=23.0,
-                             cycles_per_sample=1e6, **devices)
+    devices = DevicesSection(
+        idle_power_w=idle_power_w, rx_power_w=0.0, tx_power_dbm=23.0, cycles_per_sample=1e6, **devices
+    )
     population = build_population(network, devices, num_clients, 1.0, 1.0, seed=0)
     params = NetworkParams(
-        bandwidth_hz=1e6, downlink_bandwidth_hz=1e6, access=access, fading="none", rician_k=1.0,
-        efficiency=1.0, snr_gap_db=0.0, outage_snr_db=None, deadline_s=deadline_s, header_bits=0.0,
+        bandwidth_hz=1e6,
+        downlink_bandwidth_hz=1e6,
+        access=access,
+        fading="none",
+        rician_k=1.0,
+        efficiency=1.0,
+        snr_gap_db=0.0,
+        outage_snr_db=None,
+        deadline_s=deadline_s,
+        header_bits=0.0,
     )
     return SimPyPricer(params, population, seed=0)
 
@@ -124,8 +133,14 @@ def test_total_energy_equals_the_drdm_paper_formula_for_identical_clients():
         run={"rounds": S},
         algorithm={"local_steps": tau, "clients_per_round": m, "batch_size": batch},
         network={"snr_db": snr_db, "bandwidth_mhz": bandwidth_hz / 1e6, "access": "dedicated", "fading": "none"},
-        devices={"cycles_per_sample": cycles_per_sample, "cpu_ghz": f / 1e9, "kappa": kappa,
-                 "rx_power_w": 0.0, "idle_power_w": 0.0, "tx_power_dbm": 23.0},
+        devices={
+            "cycles_per_sample": cycles_per_sample,
+            "cpu_ghz": f / 1e9,
+            "kappa": kappa,
+            "rx_power_w": 0.0,
+            "idle_power_w": 0.0,
+            "tx_power_dbm": 23.0,
+        },
     )
     sim = Simulation(scenario)
     sim.run(progress=False)
@@ -159,8 +174,11 @@ def test_deadline_late_clients_are_not_aggregated_but_their_energy_counts():
         data={"num_clients": 6},
         algorithm={"clients_per_round": 6, "local_steps": 2, "batch_size": 4, "fedavg": {"weighting": "uniform"}},
         network={"deadline_s": 0.5},
-        devices={"cpu_ghz": 1.0, "cycles_per_sample": 1e4,
-                 "classes": [{"name": "slow", "share": 0.5, "cpu_ghz": 0.0001}]},
+        devices={
+            "cpu_ghz": 1.0,
+            "cycles_per_sample": 1e4,
+            "classes": [{"name": "slow", "share": 0.5, "cpu_ghz": 0.0001}],
+        },
     )
     sim = Simulation(scenario)
     sim.algorithm = RecordingFedAvg(sim.context)

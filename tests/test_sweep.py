@@ -72,17 +72,23 @@ def test_parse_grid_values_are_toml_literals_or_strings():
     assert parse_grid("network.snr_db=0,5.5,-3") == ("network.snr_db", [0, 5.5, -3])
     assert parse_grid("network.fading=none,rayleigh") == ("network.fading", ["none", "rayleigh"])
     assert parse_grid("algorithm.local_steps = 5, 10") == ("algorithm.local_steps", [5, 10])
-    for bad, message in (("network.snr_db", "expected key=v1,v2"), ("network.snr_dbb=1", "did you mean"),
-                         ("run.seed=1,2", "--seeds"), ("network.snr_db=1,,2", "empty value"),
-                         ("network.snr_db=1,1", "repeated")):
+    for bad, message in (
+        ("network.snr_db", "expected key=v1,v2"),
+        ("network.snr_dbb=1", "did you mean"),
+        ("run.seed=1,2", "--seeds"),
+        ("network.snr_db=1,,2", "empty value"),
+        ("network.snr_db=1,1", "repeated"),
+    ):
         with pytest.raises(SweepError, match=message):
             parse_grid(bad)
 
 
 def test_sweep_section_of_the_scenario_gives_grid_and_seeds(tmp_path):
     path = tmp_path / "s.toml"
-    path.write_text(SCENARIO.format(rounds=2) + '\n[sweep]\nseeds = 2\n[sweep.grid]\n"network.snr_db" = [0, 20]\n'
-                    '"algorithm.local_steps" = [1, 2]\n')
+    path.write_text(
+        SCENARIO.format(rounds=2) + '\n[sweep]\nseeds = 2\n[sweep.grid]\n"network.snr_db" = [0, 20]\n'
+        '"algorithm.local_steps" = [1, 2]\n'
+    )
     plan = plan_sweep(path)
     assert plan.grid == {"network.snr_db": [0, 20], "algorithm.local_steps": [1, 2]}
     assert plan.seeds == [3, 4] and len(plan.points) == 8
@@ -102,16 +108,22 @@ def test_bad_sweep_section_names_the_field(tmp_path):
         plan_sweep(path)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--grid", "network.snr_db"], "--grid 'network.snr_db': expected key=v1,v2"),
-    (["--grid", "network.snr=1,2"], "did you mean 'network.snr_db'"),
-    (["--grid", "network.bandwidth_mhz=1,0"], "network.bandwidth_mhz: Input should be greater than or equal to 0.001"),
-    (["--grid", "network.access=dedicated,cdma"], "network.access"),
-    (["--seeds", "0"], "--seeds must be an integer from 1 to 1000"),
-    (["--workers", "0"], "--workers must be >= 1"),
-    (["--address", "auto"], "is for --backend ray"),
-    (["--set", "algorithm.lr=-1"], "algorithm.lr"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--grid", "network.snr_db"], "--grid 'network.snr_db': expected key=v1,v2"),
+        (["--grid", "network.snr=1,2"], "did you mean 'network.snr_db'"),
+        (
+            ["--grid", "network.bandwidth_mhz=1,0"],
+            "network.bandwidth_mhz: Input should be greater than or equal to 0.001",
+        ),
+        (["--grid", "network.access=dedicated,cdma"], "network.access"),
+        (["--seeds", "0"], "--seeds must be an integer from 1 to 1000"),
+        (["--workers", "0"], "--workers must be >= 1"),
+        (["--address", "auto"], "is for --backend ray"),
+        (["--set", "algorithm.lr=-1"], "algorithm.lr"),
+    ],
+)
 def test_bad_input_exits_2_and_writes_nothing(scenario_file, tmp_path, capsys, args, message):
     out = tmp_path / "out"
     code, _, err = run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", *args)
@@ -134,15 +146,26 @@ def test_missing_data_leaves_no_folder_behind(tmp_path, capsys):
 # -- running, resuming ------------------------------------------------------------------------
 def test_results_table_is_tidy_and_rerun_computes_nothing(scenario_file, tmp_path, capsys):
     out = tmp_path / "sweep"
-    grid = ["--grid", "network.snr_db=0,20", "--grid", "network.bandwidth_mhz=0.5,2", "--grid",
-            "algorithm.local_steps=1,2", "--grid", "network.deadline_s=1000.0"]
+    grid = [
+        "--grid",
+        "network.snr_db=0,20",
+        "--grid",
+        "network.bandwidth_mhz=0.5,2",
+        "--grid",
+        "algorithm.local_steps=1,2",
+        "--grid",
+        "network.deadline_s=1000.0",
+    ]
     code, stdout, err = run_cli(capsys, "sweep", scenario_file, "--seeds", 2, "--out", out, "--quiet", *grid)
     assert code == 0, err
     assert "16 computed now" in stdout
     rows = read_csv(out / "results.csv")
     header = rows[0]
-    assert header == (["network.snr_db", "network.bandwidth_mhz", "algorithm.local_steps", "network.deadline_s",
-                       "seed", "round"] + [c for c in METRIC_COLUMNS if c != "round"] + ["mode"])
+    assert header == (
+        ["network.snr_db", "network.bandwidth_mhz", "algorithm.local_steps", "network.deadline_s", "seed", "round"]
+        + [c for c in METRIC_COLUMNS if c != "round"]
+        + ["mode"]
+    )
     assert len(rows) == 1 + 16 * 3  # points x seeds x rounds
     assert {r[-1] for r in rows[1:]} == {"cosimulated"}  # a deadline: the channel decides who arrives
     assert len(computed_ids(out)) == 16
@@ -158,16 +181,24 @@ def test_a_different_sweep_in_the_same_folder_is_refused_unless_forced(scenario_
     assert run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", "--grid", "network.snr_db=0,10,20")[0] == 0
     manifest = (out / MANIFEST).read_bytes()
     results = (out / "results.csv").read_bytes()
-    for args in (["--grid", "network.snr_db=0,10"], ["--grid", "network.snr_db=0,10,20", "--set", "run.rounds=4"],
-                 ["--grid", "network.snr_db=0,10,30", "--seeds", "2"]):  # a point less: not a grown grid
+    for args in (
+        ["--grid", "network.snr_db=0,10"],
+        ["--grid", "network.snr_db=0,10,20", "--set", "run.rounds=4"],
+        ["--grid", "network.snr_db=0,10,30", "--seeds", "2"],
+    ):  # a point less: not a grown grid
         code, _, err = run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", *args)
         assert code == 2 and "holds a different sweep" in err and "--force" in err and "to grow it" in err
         assert (out / MANIFEST).read_bytes() == manifest and (out / "results.csv").read_bytes() == results
-    code, printed, err = run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", "--grid",
-                                 "network.snr_db=0,10", "--force")
+    code, printed, err = run_cli(
+        capsys, "sweep", scenario_file, "--out", out, "--quiet", "--grid", "network.snr_db=0,10", "--force"
+    )
     assert code == 0, err
-    assert "--force: replaced the sweep in the folder (3 points); its finished points that are also points of " \
-           "this sweep are reused, 1 others removed" in printed and "0 computed now, 2 already done" in printed
+    assert (
+        "--force: replaced the sweep in the folder (3 points); its finished points that are also points of "
+        "this sweep are reused, 1 others removed"
+        in printed
+        and "0 computed now, 2 already done" in printed
+    )
     rows = read_csv(out / "results.csv")
     assert sorted({r[0] for r in rows[1:]}) == ["0", "10"]
     assert len(list((out / "points").glob("*.json"))) == 2  # the 20 dB point is gone
@@ -185,8 +216,20 @@ def test_a_sweeps_grid_can_grow_reusing_its_points_and_removing_stale_analyses(s
     (out / "notes.txt").write_text("mine")  # the user's own files are left alone
     assert (analysis / "tau-pareto.png").exists() and (out / "tau-accuracy-energy.png").exists()
     # values added to the grid, and a seed: the 4 finished points are reused, the 8 new ones computed
-    code, printed, err = run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", "--seeds", 2,
-                                 "--grid", "algorithm.local_steps=1,2", "--grid", "network.snr_db=0,10,20")
+    code, printed, err = run_cli(
+        capsys,
+        "sweep",
+        scenario_file,
+        "--out",
+        out,
+        "--quiet",
+        "--seeds",
+        2,
+        "--grid",
+        "algorithm.local_steps=1,2",
+        "--grid",
+        "network.snr_db=0,10,20",
+    )
     assert code == 0, err
     assert "12 points" in printed and "8 computed now, 4 already done" in printed
     assert "the sweep's grid grew: 4 points before, 12 now" in printed
@@ -197,14 +240,35 @@ def test_a_sweeps_grid_can_grow_reusing_its_points_and_removing_stale_analyses(s
     rows = read_csv(out / "results.csv")
     assert len(rows) - 1 == 12 * 3 and first <= {tuple(r) for r in rows[1:]}  # the old rows, unchanged
     # the same command again: a resume, nothing said about growing
-    code, printed, _ = run_cli(capsys, "sweep", scenario_file, "--out", out, "--quiet", "--seeds", 2,
-                               "--grid", "algorithm.local_steps=1,2", "--grid", "network.snr_db=0,10,20")
+    code, printed, _ = run_cli(
+        capsys,
+        "sweep",
+        scenario_file,
+        "--out",
+        out,
+        "--quiet",
+        "--seeds",
+        2,
+        "--grid",
+        "algorithm.local_steps=1,2",
+        "--grid",
+        "network.snr_db=0,10,20",
+    )
     assert code == 0 and "0 computed now, 12 already done" in printed and "grew" not in printed
 
 
 def test_process_pool_gives_the_same_results_as_serial(scenario_file, tmp_path, capsys):
-    grid = ["--grid", "algorithm.local_steps=1,2", "--grid", "network.snr_db=0,20", "--grid",
-            "network.access=dedicated,tdma", "--seeds", 2, "--quiet"]
+    grid = [
+        "--grid",
+        "algorithm.local_steps=1,2",
+        "--grid",
+        "network.snr_db=0,20",
+        "--grid",
+        "network.access=dedicated,tdma",
+        "--seeds",
+        2,
+        "--quiet",
+    ]
     assert run_cli(capsys, "sweep", scenario_file, "--out", tmp_path / "serial", *grid)[0] == 0
     code, _, err = run_cli(capsys, "sweep", scenario_file, "--out", tmp_path / "pool", "--workers", 2, *grid)
     assert code == 0, err
@@ -214,12 +278,29 @@ def test_process_pool_gives_the_same_results_as_serial(scenario_file, tmp_path, 
 def test_killed_sweep_resumes_without_recomputing_and_matches_an_uninterrupted_run(tmp_path, capsys):
     scenario_file = tmp_path / "small.toml"
     scenario_file.write_text(SCENARIO.format(rounds=8))
-    args = ["sweep", str(scenario_file), "--grid", "algorithm.local_steps=1,2,3,4,5,6", "--grid",
-            "network.snr_db=0,10,20", "--grid", "network.bandwidth_mhz=1,4", "--seeds", "2", "--quiet"]
+    args = [
+        "sweep",
+        str(scenario_file),
+        "--grid",
+        "algorithm.local_steps=1,2,3,4,5,6",
+        "--grid",
+        "network.snr_db=0,10,20",
+        "--grid",
+        "network.bandwidth_mhz=1,4",
+        "--seeds",
+        "2",
+        "--quiet",
+    ]
     total = 6 * 3 * 2 * 2  # points x seeds; 12 trainings
     killed = tmp_path / "killed"
-    command = [sys.executable, "-c", "import sys; from edgefl.cli import main; sys.exit(main())",
-               *args, "--out", str(killed)]
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from edgefl.cli import main; sys.exit(main())",
+        *args,
+        "--out",
+        str(killed),
+    ]
     process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     log = killed / COMPUTED_LOG
     deadline = time.monotonic() + 300  # generous: a loaded machine may take long to import torch
@@ -249,8 +330,14 @@ def test_killed_sweep_resumes_without_recomputing_and_matches_an_uninterrupted_r
 
 def _interrupted(command: list, wait_for, tmp_path) -> subprocess.CompletedProcess:
     """Start ``edgefl COMMAND``, send it SIGINT (Ctrl-C) once ``wait_for()`` is true; its exit code and output."""
-    proc = subprocess.Popen([sys.executable, "-m", "edgefl", *map(str, command)], cwd=tmp_path, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "edgefl", *map(str, command)],
+        cwd=tmp_path,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     deadline = time.time() + 120
     while time.time() < deadline and not wait_for() and proc.poll() is None:
         time.sleep(0.02)
@@ -263,29 +350,51 @@ def test_ctrl_c_says_what_was_kept(tmp_path):
     path = tmp_path / "long.toml"
     path.write_text(SCENARIO.format(rounds=400))
     out = tmp_path / "sweep"
-    done = _interrupted(["sweep", path, "--out", out, "--quiet", "--grid", "algorithm.local_steps=1,2,3,4"],
-                        lambda: (out / COMPUTED_LOG).exists(), tmp_path)
+    done = _interrupted(
+        ["sweep", path, "--out", out, "--quiet", "--grid", "algorithm.local_steps=1,2,3,4"],
+        lambda: (out / COMPUTED_LOG).exists(),
+        tmp_path,
+    )
     assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
-    assert (f"edgefl: interrupted: the finished sweep points are kept in {out / 'points'}; rerun the same command "
-            "to compute the rest") in done.stderr
+    assert (
+        f"edgefl: interrupted: the finished sweep points are kept in {out / 'points'}; rerun the same command "
+        "to compute the rest"
+    ) in done.stderr
     kept = len(computed_ids(out))
     assert 1 <= kept < 4
     run = tmp_path / "run"
     checkpoint = tmp_path / ".run.checkpoint"
-    done = _interrupted(["run", path, "--out", run, "--quiet", "--set", "run.checkpoint_every=5"],
-                        checkpoint.exists, tmp_path)
+    done = _interrupted(
+        ["run", path, "--out", run, "--quiet", "--set", "run.checkpoint_every=5"], checkpoint.exists, tmp_path
+    )
     assert done.returncode == 130 and not run.exists()
-    assert (f"edgefl: interrupted: nothing was written to {run} (a results folder is written only once its run "
-            "completes); the checkpoint of the last multiple of 5 rounds is kept: rerun the same command with "
-            "--resume") in done.stderr
+    assert (
+        f"edgefl: interrupted: nothing was written to {run} (a results folder is written only once its run "
+        "completes); the checkpoint of the last multiple of 5 rounds is kept: rerun the same command with "
+        "--resume"
+    ) in done.stderr
 
 
 def test_the_run_header_names_the_controller(tmp_path):
     path = tmp_path / "s.toml"
     path.write_text(SCENARIO.format(rounds=2))
     for controller in ("static", "adaptive_tau"):
-        done = subprocess.run([sys.executable, "-m", "edgefl", "run", str(path), "--out", str(tmp_path / controller),
-                               "--quiet", "--no-plots", "--set", f"control.name={controller}"],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "edgefl",
+                "run",
+                str(path),
+                "--out",
+                str(tmp_path / controller),
+                "--quiet",
+                "--no-plots",
+                "--set",
+                f"control.name={controller}",
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines()[0] == f"fedavg: 2 rounds, N=6, m=4, tau=2, controller {controller}"

@@ -39,21 +39,29 @@ def test_time_to_throttle_is_the_closed_form_and_infinite_when_the_steady_state_
     assert temperature_c(t, AMB, AMB, p, R, C) == pytest.approx(30.0)
     assert time_to_temperature_s(34.0, AMB, AMB, p, R, C) == math.inf  # the steady state is 33 °C
     cool = time_to_temperature_s(28.0, 30.0, AMB, 0.1, R, C)  # cooling from 30 to 28 towards 26
-    assert cool == pytest.approx(R * C * math.log(2)) and temperature_c(cool, 30.0, AMB, 0.1, R, C) == pytest.approx(28.0)
+    assert cool == pytest.approx(R * C * math.log(2)) and temperature_c(cool, 30.0, AMB, 0.1, R, C) == pytest.approx(
+        28.0
+    )
     assert time_to_temperature_s(30.0, 30.0, AMB, p, R, C) == 0.0
     assert time_to_temperature_s(27.0, 30.0, AMB, p, R, C) == math.inf  # heating does not cool
 
 
 def pricer_with_thermal(**thermal):
-    s = scenario_from_dict({
-        "data": {"num_clients": N}, "algorithm": {"clients_per_round": N},
-        "network": {"snr_db": 10.0, "access": "dedicated"},
-        "devices": {"cpu_ghz": F / 1e9, "kappa": KAPPA, "static_power_w": 0.0, "cycles_per_sample": 1e6},
-    })
+    s = scenario_from_dict(
+        {
+            "data": {"num_clients": N},
+            "algorithm": {"clients_per_round": N},
+            "network": {"snr_db": 10.0, "access": "dedicated"},
+            "devices": {"cpu_ghz": F / 1e9, "kappa": KAPPA, "static_power_w": 0.0, "cycles_per_sample": 1e6},
+        }
+    )
     network, population = network_params(s.network), build_population(s.network, s.devices, N, 1e5, 3e4, seed=0)
-    component = Thermal(population, ambient_c=AMB, thermal_resistance_k_per_w=R, thermal_capacitance_j_per_k=C,
-                        **thermal)
-    return SimPyPricer(network, population, 0, components=[*default_components(network, population, 0), component]), component
+    component = Thermal(
+        population, ambient_c=AMB, thermal_resistance_k_per_w=R, thermal_capacitance_j_per_k=C, **thermal
+    )
+    return SimPyPricer(
+        network, population, 0, components=[*default_components(network, population, 0), component]
+    ), component
 
 
 def compute(cycles: float) -> PhaseRecord:

@@ -25,8 +25,13 @@ REGISTRY: dict[str, str] = {
 
 
 ENTRY_POINT_GROUP = "edgefl.controllers"  # installed plug-ins: name = "package.module:Class"
-CONTROLLERS = Registry("controller", dict(sorted(REGISTRY.items())), ENTRY_POINT_GROUP, subclass_of(Controller),
-                       "an edgefl.control.Controller subclass")
+CONTROLLERS = Registry(
+    "controller",
+    dict(sorted(REGISTRY.items())),
+    ENTRY_POINT_GROUP,
+    subclass_of(Controller),
+    "an edgefl.control.Controller subclass",
+)
 
 
 def names() -> list[str]:
@@ -40,5 +45,17 @@ def get(name: str) -> type[Controller]:
     return CONTROLLERS.get(name)
 
 
-__all__ = ["CONTROLLERS", "Allocation", "ControlContext", "ControlParams", "Controller", "DeviceLimits", "Observation",
-           "REGISTRY", "RoundPlan", "Work", "get", "names"]
+__all__ = [
+    "CONTROLLERS",
+    "Allocation",
+    "ControlContext",
+    "ControlParams",
+    "Controller",
+    "DeviceLimits",
+    "Observation",
+    "REGISTRY",
+    "RoundPlan",
+    "Work",
+    "get",
+    "names",
+]

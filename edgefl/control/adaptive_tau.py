@@ -42,11 +42,16 @@ class AdaptiveTau(Controller):
         tau_min: int = Field(1, ge=1, le=100_000, description="Smallest τ it may choose.")
         tau_max: int = Field(50, ge=1, le=100_000, description="Largest τ it may choose.")
         tau_step: int = Field(1, ge=1, le=1000, description="τ is a multiple of this (within the bounds).")
-        tau_first: int | None = Field(None, ge=1, le=100_000, description="τ of round 0, which measures the "
-                                      "energies (unset: algorithm.local_steps).")
+        tau_first: int | None = Field(
+            None,
+            ge=1,
+            le=100_000,
+            description="τ of round 0, which measures the energies (unset: algorithm.local_steps).",
+        )
         prior_beta: float = Field(0.5, ge=0, le=0.95, description="β_0 of the guess the exploration starts from.")
-        explore_rounds: int = Field(8, ge=4, le=1000, description="Rounds exploring τ_lo and τ_hi = 2 τ_lo after "
-                                    "round 0 (a multiple of 4).")
+        explore_rounds: int = Field(
+            8, ge=4, le=1000, description="Rounds exploring τ_lo and τ_hi = 2 τ_lo after round 0 (a multiple of 4)."
+        )
 
     @classmethod
     def check_scenario(cls, scenario) -> None:
@@ -54,7 +59,7 @@ class AdaptiveTau(Controller):
         if p.tau_min > p.tau_max:
             raise ValueError(f"control.tau_min = {p.tau_min} must be <= control.tau_max = {p.tau_max}")
         if scenario.run.eval_every != 1:
-            raise ValueError("control.name = \"adaptive_tau\" reads the loss every round: set run.eval_every = 1")
+            raise ValueError('control.name = "adaptive_tau" reads the loss every round: set run.eval_every = 1')
 
     def __init__(self, ctx, params=None):
         super().__init__(ctx, params)
@@ -90,7 +95,12 @@ class AdaptiveTau(Controller):
         loss = [row.get("loss") for row in history]
         drops: dict[int, list[float]] = {}
         for r in range(1, len(loss)):
-            if loss[r] is not None and loss[r - 1] is not None and math.isfinite(loss[r]) and math.isfinite(loss[r - 1]):
+            if (
+                loss[r] is not None
+                and loss[r - 1] is not None
+                and math.isfinite(loss[r])
+                and math.isfinite(loss[r - 1])
+            ):
                 drops.setdefault(self.taus[r], []).append(loss[r - 1] - loss[r])
         lo, hi = self.pair
         if not drops.get(lo) or not drops.get(hi):
@@ -123,7 +133,7 @@ class AdaptiveTau(Controller):
         """(a, b): compute J per local step of a round, other J per round, over the rounds so far."""
         compute = np.diff([0.0] + [row["compute_energy_j"] for row in history])
         total = np.diff([0.0] + [row["energy_j"] for row in history])
-        steps = float(np.sum(self.taus[:len(history)]))
+        steps = float(np.sum(self.taus[: len(history)]))
         a = float(np.sum(compute) / steps) if steps > 0 else 0.0
         b = float(np.mean(total - compute)) if len(total) else 0.0
         return a, b

@@ -51,7 +51,9 @@ class DeviceLimits:
     tail_power_w: np.ndarray  # ... at this power (W)
     train_cycles_per_sample: np.ndarray  # forward + backward
     eval_cycles_per_sample: np.ndarray
-    pa_efficiency: np.ndarray | None = None  # of the power amplifier: a device draws p / pa_efficiency + circuit; None: 1
+    pa_efficiency: np.ndarray | None = (
+        None  # of the power amplifier: a device draws p / pa_efficiency + circuit; None: 1
+    )
 
 
 @dataclass(frozen=True)

@@ -31,25 +31,31 @@ class DeadlineFit(Controller):
     changes_learning = True
 
     class Params(ControlParams):
-        margin: float = Field(0.9, gt=0, le=1, description="Plan for this fraction of the deadline (room for "
-                              "stragglers and fading).")
+        margin: float = Field(
+            0.9, gt=0, le=1, description="Plan for this fraction of the deadline (room for stragglers and fading)."
+        )
         min_steps: int = Field(1, ge=0, description="A device that fits fewer steps is not sampled this round.")
 
     @classmethod
     def check_scenario(cls, scenario) -> None:
         if scenario.network.deadline_s is None:
-            raise ValueError("control.name = \"deadline_fit\" fits the local steps into network.deadline_s: set it")
+            raise ValueError('control.name = "deadline_fit" fits the local steps into network.deadline_s: set it')
 
     def plan(self, obs: Observation) -> RoundPlan:
         ctx, work, limits = self.ctx, obs.work, self.ctx.devices
         net = ctx.network
         step_s = ctx.batch_size * limits.train_cycles_per_sample / limits.cpu_hz_max
-        other_s = np.maximum(work.cycles - work.steps * ctx.batch_size * limits.train_cycles_per_sample, 0.0) \
+        other_s = (
+            np.maximum(work.cycles - work.steps * ctx.batch_size * limits.train_cycles_per_sample, 0.0)
             / limits.cpu_hz_max
+        )
         with np.errstate(divide="ignore"):
             up_s = work.upload_bits / uplink_rate_bps(ctx, obs, limits.tx_power_w_max, equal_share(ctx))
-            comm_s = (download_s(ctx, obs, work.download_bits, ctx.clients_per_round) + up_s
-                      + promotion_s(ctx, obs, work.messages))
+            comm_s = (
+                download_s(ctx, obs, work.download_bits, ctx.clients_per_round)
+                + up_s
+                + promotion_s(ctx, obs, work.messages)
+            )
         budget_s = self.params.margin * net.deadline_s - comm_s - other_s
         steps = np.clip(np.floor(np.maximum(budget_s, 0.0) / step_s), 0, ctx.local_steps)
         steps = np.where(np.isfinite(steps), steps, 0.0)

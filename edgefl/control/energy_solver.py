@@ -68,14 +68,36 @@ class RateModel:
     overhead_fraction: float = 0.0
 
     def rate_bps(self, band_hz, snr):
-        return np.asarray(link_rate_bps(band_hz, snr, self.rate, self.efficiency, self.snr_gap_db,
-                                        self.max_spectral_efficiency, self.mcs_snr_db, self.mcs_efficiency,
-                                        self.modulation_cap_bits_per_hz, self.overhead_fraction))
+        return np.asarray(
+            link_rate_bps(
+                band_hz,
+                snr,
+                self.rate,
+                self.efficiency,
+                self.snr_gap_db,
+                self.max_spectral_efficiency,
+                self.mcs_snr_db,
+                self.mcs_efficiency,
+                self.modulation_cap_bits_per_hz,
+                self.overhead_fraction,
+            )
+        )
 
     def snr_for(self, rate_bps, band_hz):
-        return np.asarray(snr_for_rate(rate_bps, band_hz, self.rate, self.efficiency, self.snr_gap_db,
-                                       self.max_spectral_efficiency, self.mcs_snr_db, self.mcs_efficiency,
-                                       self.modulation_cap_bits_per_hz, self.overhead_fraction))
+        return np.asarray(
+            snr_for_rate(
+                rate_bps,
+                band_hz,
+                self.rate,
+                self.efficiency,
+                self.snr_gap_db,
+                self.max_spectral_efficiency,
+                self.mcs_snr_db,
+                self.mcs_efficiency,
+                self.modulation_cap_bits_per_hz,
+                self.overhead_fraction,
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -121,7 +143,9 @@ def _tail_j(problem: RoundProblem, compute_s: np.ndarray, ndim: int) -> np.ndarr
     if problem.tail_power_w is None:
         return np.zeros_like(compute_s)
     gap = 0.0 if problem.tail_gap_s is None else _column(problem.tail_gap_s, ndim)
-    return tail_energy_j(np.minimum(_column(problem.tail_s, ndim), compute_s + gap), _column(problem.tail_power_w, ndim))
+    return tail_energy_j(
+        np.minimum(_column(problem.tail_s, ndim), compute_s + gap), _column(problem.tail_power_w, ndim)
+    )
 
 
 def _column(x, ndim: int) -> np.ndarray:
@@ -134,13 +158,16 @@ def device_energy_j(problem: RoundProblem, f_hz, p_w, b) -> tuple[np.ndarray, np
     (arrays whose first axis is the device, broadcasting): the objective and the constraint."""
     f_hz, p_w, b = (np.asarray(x, dtype=np.float64) for x in (f_hz, p_w, b))
     ndim = max(f_hz.ndim, p_w.ndim, b.ndim, 1)
-    P = {name: _column(getattr(problem, name), ndim) for name in
-         ("cycles", "upload_bits", "kappa", "static_power_w", "snr_per_w", "circuit_power_w")}
+    P = {
+        name: _column(getattr(problem, name), ndim)
+        for name in ("cycles", "upload_bits", "kappa", "static_power_w", "snr_per_w", "circuit_power_w")
+    }
     scales = _column(problem.noise_scales_with_band, ndim) > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         compute_s = np.where(P["cycles"] > 0, P["cycles"] / f_hz, 0.0)
-        compute_j = (compute_energy_j(P["cycles"], f_hz, P["kappa"], P["static_power_w"])
-                     + _tail_j(problem, compute_s, ndim))
+        compute_j = compute_energy_j(P["cycles"], f_hz, P["kappa"], P["static_power_w"]) + _tail_j(
+            problem, compute_s, ndim
+        )
         snr = P["snr_per_w"] * p_w * np.where(scales, 1.0 / b, 1.0)
         rate = problem.rate_model.rate_bps(problem.rate_model.bandwidth_hz * b, np.nan_to_num(snr, posinf=0.0))
         upload_s = np.where(P["upload_bits"] > 0, P["upload_bits"] / rate, 0.0)
@@ -196,13 +223,15 @@ class _Device:
         """The least compute energy with t_c in [t_lo, hi] and its t_c, in closed form (ours): E_c is
         convex on each side of the tail's kink, with minimisers (2κC³/(P_static + P_tail))^(1/3) before
         it and (2κC³/P_static)^(1/3) after, so the optimum is one of those, the kink or an end."""
-        C, kappa, ps, tw, kink, lo = (self._expand(x, extra) for x in
-                                      (self.C, self.kappa, self.ps, self.tail_w, self.kink, self.t_lo))
+        C, kappa, ps, tw, kink, lo = (
+            self._expand(x, extra) for x in (self.C, self.kappa, self.ps, self.tail_w, self.kink, self.t_lo)
+        )
         with np.errstate(divide="ignore", invalid="ignore"):
-            t1 = np.cbrt(2 * kappa * C ** 3 / (ps + tw))
-            t2 = np.cbrt(2 * kappa * C ** 3 / ps)
-        cand = np.stack(np.broadcast_arrays(lo, hi, kink, np.nan_to_num(t1, nan=0.0), np.nan_to_num(t2, nan=0.0)),
-                        axis=-1)
+            t1 = np.cbrt(2 * kappa * C**3 / (ps + tw))
+            t2 = np.cbrt(2 * kappa * C**3 / ps)
+        cand = np.stack(
+            np.broadcast_arrays(lo, hi, kink, np.nan_to_num(t1, nan=0.0), np.nan_to_num(t2, nan=0.0)), axis=-1
+        )
         cand = np.clip(cand, lo[..., None], np.maximum(hi, lo)[..., None])
         energy = self.compute_j(cand, extra + 1)
         k = np.argmin(energy, axis=-1)[..., None]
@@ -226,8 +255,14 @@ class _Device:
         thresholds = 10 ** (np.asarray(self.model.mcs_snr_db, dtype=np.float64) / 10)
         with np.errstate(divide="ignore", invalid="ignore"):
             p = thresholds / self.g[..., None] * (1 + 1e-9)  # [n, K, L]; (1 + 1e-9): not below the threshold
-        p = np.concatenate([p, np.broadcast_to(self.pmin[..., None], p.shape[:-1] + (1,)),
-                            np.broadcast_to(self.pmax[..., None], p.shape[:-1] + (1,))], axis=-1)
+        p = np.concatenate(
+            [
+                p,
+                np.broadcast_to(self.pmin[..., None], p.shape[:-1] + (1,)),
+                np.broadcast_to(self.pmax[..., None], p.shape[:-1] + (1,)),
+            ],
+            axis=-1,
+        )
         p = np.clip(np.nan_to_num(p, nan=np.inf), self.pmin[..., None], self.pmax[..., None])
         return self._finish(p)
 
@@ -282,8 +317,9 @@ class _Device:
             S_ = self._expand(S, extra)
             with np.errstate(divide="ignore", invalid="ignore"):
                 airtime = np.where(S_ > 0, S_ / self._rate(p, extra), 0.0)
-            energy = self.compute_j(t_c, extra) + np.where(S_ > 0, uplink_energy_j(airtime, p, self._expand(self.pc, extra)),
-                                                           0.0)
+            energy = self.compute_j(t_c, extra) + np.where(
+                S_ > 0, uplink_energy_j(airtime, p, self._expand(self.pc, extra)), 0.0
+            )
             late = t_c + airtime > self._expand(T, extra) * (1 + 1e-10)
             return np.where(late, np.inf, energy)
 
@@ -312,16 +348,23 @@ def _golden(fun, a: np.ndarray, b: np.ndarray, iterations: int) -> tuple[np.ndar
         b, a = np.where(left, x2, b), np.where(left, a, x1)
         new = np.where(left, b - PHI * (b - a), a + PHI * (b - a))
         fn = fun(new)
-        x1, f1, x2, f2 = (np.where(left, new, x2), np.where(left, fn, f2),
-                          np.where(left, x1, new), np.where(left, f1, fn))
+        x1, f1, x2, f2 = (
+            np.where(left, new, x2),
+            np.where(left, fn, f2),
+            np.where(left, x1, new),
+            np.where(left, f1, fn),
+        )
         better = fn < best_f
         best_x, best_f = np.where(better, new, best_x), np.where(better, fn, best_f)
     return best_x, best_f
 
 
 def _subset(problem: RoundProblem, rows: np.ndarray) -> RoundProblem:
-    values = {name: (None if getattr(problem, name) is None else np.asarray(getattr(problem, name))[rows])
-              for name in RoundProblem.__dataclass_fields__ if name != "rate_model"}
+    values = {
+        name: (None if getattr(problem, name) is None else np.asarray(getattr(problem, name))[rows])
+        for name in RoundProblem.__dataclass_fields__
+        if name != "rate_model"
+    }
     return RoundProblem(**values, rate_model=problem.rate_model)
 
 
@@ -431,8 +474,10 @@ def _least_shares(problem: RoundProblem, left: float) -> np.ndarray:
     (exact for Shannon, whose rate grows with the share; for MCS, the lowest feasible stretch found)."""
     n = len(problem.cycles)
     grid = left * np.geomspace(1e-6, 1.0, 64)
-    fits = lambda b: device_energy_j(problem, problem.f_max_hz[:, None], problem.p_max_w[:, None], b)[1] \
-        <= _column(problem.time_budget_s, 2) * (1 - 1e-9)  # noqa: E731  (a hair of room for rounding)
+    fits = lambda b: (
+        device_energy_j(problem, problem.f_max_hz[:, None], problem.p_max_w[:, None], b)[1]
+        <= _column(problem.time_budget_s, 2) * (1 - 1e-9)
+    )  # noqa: E731  (a hair of room for rounding)
     ok = fits(np.broadcast_to(grid, (n, len(grid))))
     first = np.where(ok.any(axis=1), ok.argmax(axis=1), -1)
     hi = np.where(first >= 0, grid[np.maximum(first, 0)], np.inf)
@@ -518,5 +563,11 @@ def _polish(problem: RoundProblem, rows: np.ndarray, f, p, share, left: float):
 
 def _solution(problem, f, p, share, feasible) -> Solution:
     energy, time_s = device_energy_j(problem, f, p, np.where(share > 0, share, 1.0))
-    return Solution(cpu_hz=f, tx_power_w=p, band_share=share, energy_j=energy, time_s=time_s,
-                    feasible=feasible & (time_s <= problem.time_budget_s * (1 + 1e-9)))
+    return Solution(
+        cpu_hz=f,
+        tx_power_w=p,
+        band_share=share,
+        energy_j=energy,
+        time_s=time_s,
+        feasible=feasible & (time_s <= problem.time_budget_s * (1 + 1e-9)),
+    )

@@ -15,9 +15,20 @@ def uplink_rate_bps(ctx: ControlContext, obs: Observation, power_w, band_share) 
     net = ctx.network
     share = np.asarray(band_share, dtype=np.float64)
     snr = obs.uplink_snr_per_w * power_w * np.where(obs.noise_scales_with_band, 1.0 / share, 1.0)
-    return np.asarray(link_rate_bps(net.bandwidth_hz * share, snr, net.rate, net.efficiency, net.snr_gap_db,
-                                    net.max_spectral_efficiency, net.mcs_snr_db, net.mcs_efficiency,
-                                    net.uplink_max_bits_per_hz, net.overhead_fraction))
+    return np.asarray(
+        link_rate_bps(
+            net.bandwidth_hz * share,
+            snr,
+            net.rate,
+            net.efficiency,
+            net.snr_gap_db,
+            net.max_spectral_efficiency,
+            net.mcs_snr_db,
+            net.mcs_efficiency,
+            net.uplink_max_bits_per_hz,
+            net.overhead_fraction,
+        )
+    )
 
 
 def equal_share(ctx: ControlContext) -> float:
@@ -49,11 +60,13 @@ def promotion_s(ctx: ControlContext, obs: Observation, messages: np.ndarray) -> 
     latency_s = ctx.network.access_latency_s
     if latency_s == 0:
         return np.zeros(ctx.num_clients)
-    connected = (np.zeros(ctx.num_clients, dtype=bool) if obs.radio_connected_until_s is None
-                 else obs.radio_connected_until_s > obs.now_s)
+    connected = (
+        np.zeros(ctx.num_clients, dtype=bool)
+        if obs.radio_connected_until_s is None
+        else obs.radio_connected_until_s > obs.now_s
+    )
     deadline_s = ctx.network.deadline_s
-    tail_covers_gaps = (np.zeros(ctx.num_clients, dtype=bool) if deadline_s is None
-                        else ctx.devices.tail_s >= deadline_s)
+    tail_covers_gaps = np.zeros(ctx.num_clients, dtype=bool) if deadline_s is None else ctx.devices.tail_s >= deadline_s
     first = np.where(connected, 0.0, 1.0)
     later = np.where(tail_covers_gaps, 0.0, np.maximum(messages - 1.0, 0.0))
     return np.where(messages > 0, first + later, 0.0) * latency_s

@@ -21,9 +21,13 @@ def nominal_work(ctx: ControlContext, header_bits: float) -> Work:
     """A round's work before any was seen: one model down, ``local_steps`` steps, one model up."""
     n = ctx.num_clients
     steps = np.full(n, float(ctx.local_steps))
-    return Work(download_bits=np.full(n, ctx.model_bits + header_bits),
-                cycles=steps * ctx.batch_size * ctx.devices.train_cycles_per_sample,
-                upload_bits=np.full(n, ctx.model_bits + header_bits), steps=steps, messages=np.full(n, 2.0))
+    return Work(
+        download_bits=np.full(n, ctx.model_bits + header_bits),
+        cycles=steps * ctx.batch_size * ctx.devices.train_cycles_per_sample,
+        upload_bits=np.full(n, ctx.model_bits + header_bits),
+        steps=steps,
+        messages=np.full(n, 2.0),
+    )
 
 
 def phase_work(ctx: ControlContext, phase: "PhaseRecord", batch_size: int) -> Work:
@@ -49,8 +53,9 @@ def phase_work(ctx: ControlContext, phase: "PhaseRecord", batch_size: int) -> Wo
 class Observer:
     """Builds a controller's observations from the pricer (SimPy) and the run's history."""
 
-    def __init__(self, ctx: ControlContext, pricer, header_bits: float, channel_error_db: float,
-                 rng: np.random.Generator):
+    def __init__(
+        self, ctx: ControlContext, pricer, header_bits: float, channel_error_db: float, rng: np.random.Generator
+    ):
         self.ctx, self.pricer = ctx, pricer
         self.channel_error_db, self.rng = channel_error_db, rng
         self.history: list[dict] = []  # metrics rows, appended by the runner after each round
@@ -63,10 +68,18 @@ class Observer:
         factor = self._estimation_error(round_)
         levels = pricer.battery_levels()
         return Observation(
-            round=round_, now_s=pricer.now, online=np.ones(n, dtype=bool) if online is None else online.copy(),
-            uplink_snr_per_w=snr_per_w * factor, noise_scales_with_band=scales, downlink_rate_bps=down_bps * factor,
-            battery_j=levels, energy_j=pricer.ledger.client_totals(), history=self.history, work=self.last_work,
-            radio_connected_until_s=pricer.radio_connected_until_s())
+            round=round_,
+            now_s=pricer.now,
+            online=np.ones(n, dtype=bool) if online is None else online.copy(),
+            uplink_snr_per_w=snr_per_w * factor,
+            noise_scales_with_band=scales,
+            downlink_rate_bps=down_bps * factor,
+            battery_j=levels,
+            energy_j=pricer.ledger.client_totals(),
+            history=self.history,
+            work=self.last_work,
+            radio_connected_until_s=pricer.radio_connected_until_s(),
+        )
 
     def remember(self, work: Work) -> None:
         """A phase's work: devices that trained in it keep it as their 'last work'."""

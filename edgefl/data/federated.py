@@ -134,9 +134,13 @@ class FederatedData:
         """Sizes and class mix in plain Python numbers (JSON-ready)."""
         if torch.is_floating_point(self.train_y):  # regression targets: no class mix
             return {
-                "name": self.name, "source": self.source, "num_clients": self.num_clients,
-                "input_shape": list(self.input_shape), "train_total": int(self.train_offsets[-1]),
-                "test_total": int(self.test_offsets[-1]), "train_size": _min_median_max(self.train_sizes),
+                "name": self.name,
+                "source": self.source,
+                "num_clients": self.num_clients,
+                "input_shape": list(self.input_shape),
+                "train_total": int(self.train_offsets[-1]),
+                "test_total": int(self.test_offsets[-1]),
+                "train_size": _min_median_max(self.train_sizes),
                 "test_size": _min_median_max(self.test_sizes),
             }
         hist = self.class_histograms()

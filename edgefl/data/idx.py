@@ -171,9 +171,7 @@ def _missing_files_error(name: str, directory: Path) -> DataError:
     return DataError(message)
 
 
-def _load_split(
-    name: str, directory: Path, split: str, verify_md5: bool
-) -> tuple[np.ndarray, np.ndarray] | None:
+def _load_split(name: str, directory: Path, split: str, verify_md5: bool) -> tuple[np.ndarray, np.ndarray] | None:
     images_stem, labels_stem = SPLIT_FILES[split]
     images_path = _find_file(directory, images_stem)
     labels_path = _find_file(directory, labels_stem)
@@ -216,9 +214,7 @@ def load_idx_dataset(
     must exist; the train split is optional (the shared checkout holds MNIST t10k only).
     """
     if name not in KNOWN_MD5:
-        raise DataError(
-            f"unknown IDX dataset {name!r}: expected one of {', '.join(sorted(KNOWN_MD5))}"
-        )
+        raise DataError(f"unknown IDX dataset {name!r}: expected one of {', '.join(sorted(KNOWN_MD5))}")
     directory = Path(directory)
     if not directory.is_dir():
         raise DataError(

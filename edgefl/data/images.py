@@ -52,9 +52,11 @@ class IdxParams(DataParams):
 
     dir: Path = Field(
         description="Folder with the IDX files: t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (.gz or raw), "
-        "optionally the train-* pair. Relative to the scenario file.")
+        "optionally the train-* pair. Relative to the scenario file."
+    )
     test_fraction: float = Field(
-        0.2, gt=0, lt=1, description="Test share of the stratified split when only the t10k split exists.")
+        0.2, gt=0, lt=1, description="Test share of the stratified split when only the t10k split exists."
+    )
 
     def layout(self) -> tuple[tuple[int, ...], int]:
         return IMAGE_SHAPE, NUM_CLASSES
@@ -72,12 +74,16 @@ def load_pools(dataset: str, directory: Path, test_fraction: float, split_rng: n
         return train_images, train_labels, test_images, test_labels, None
     images, labels = splits["test"]
     train_idx, test_idx = stratified_split(labels, test_fraction, split_rng)
-    return (images[train_idx], labels[train_idx], images[test_idx], labels[test_idx],
-            (len(train_idx), len(test_idx)))
+    return (images[train_idx], labels[train_idx], images[test_idx], labels[test_idx], (len(train_idx), len(test_idx)))
 
 
-def client_test_sets(train_labels: np.ndarray, parts: list[np.ndarray], test_labels: np.ndarray,
-                     test_sizes: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
+def client_test_sets(
+    train_labels: np.ndarray,
+    parts: list[np.ndarray],
+    test_labels: np.ndarray,
+    test_sizes: np.ndarray,
+    rng: np.random.Generator,
+) -> list[np.ndarray]:
     """Each client's test indices into the test pool, following its training class mix."""
     return [
         client_test_indices(np.bincount(train_labels[part], minlength=NUM_CLASSES), test_labels, int(n), rng)
@@ -90,7 +96,9 @@ class ImageData(IdxParams):
     sets following each client's class mix. IDX sets with only a test split are split train/test."""
 
     name: ImageName = Field(description="Which MNIST-family data set.")
-    dirichlet_alpha: float = Field(math.inf, ge=0, allow_inf_nan=True, description="Class-mix concentration; inf = uniform mix.")
+    dirichlet_alpha: float = Field(
+        math.inf, ge=0, allow_inf_nan=True, description="Class-mix concentration; inf = uniform mix."
+    )
     zipf_sigma: float = Field(0.0, ge=0, description="Dataset-size skew: d_i proportional to i^-sigma.")
     test_per_client: Optional[PositiveInt] = Field(None, description="Per-client test size; default: proportional.")
     max_train_samples: Optional[PositiveInt] = Field(None, description="Subsample the training pool (quick runs).")
@@ -98,15 +106,18 @@ class ImageData(IdxParams):
     @model_validator(mode="after")
     def _one_sample_per_client(self):
         if self.max_train_samples is not None and self.max_train_samples < self.num_clients:
-            raise ValueError(f"data.max_train_samples = {self.max_train_samples}: expected at least one sample "
-                             f"per client ({self.num_clients})")
+            raise ValueError(
+                f"data.max_train_samples = {self.max_train_samples}: expected at least one sample "
+                f"per client ({self.num_clients})"
+            )
         return self
 
     def build(self, seed: int) -> FederatedData:
         split_rng, subsample_rng, partition_rng, test_rng = (np.random.default_rng(s) for s in seed_streams(seed))
         display = DISPLAY_NAMES[self.name]
         train_images, train_labels, test_images, test_labels, split = load_pools(
-            self.name, self.dir, self.test_fraction, split_rng)
+            self.name, self.dir, self.test_fraction, split_rng
+        )
         if split is None:
             source = f"{display}: train split for training, t10k split for testing"
         else:

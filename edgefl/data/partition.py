@@ -71,9 +71,7 @@ def _class_mix(alpha: float, num_classes: int, nonempty: np.ndarray, rng: np.ran
     return q
 
 
-def _spread_shortfall(
-    counts: np.ndarray, shortfall: int, q: np.ndarray, remaining: np.ndarray
-) -> np.ndarray:
+def _spread_shortfall(counts: np.ndarray, shortfall: int, q: np.ndarray, remaining: np.ndarray) -> np.ndarray:
     """Add ``shortfall`` samples to ``counts``, proportional to q over the non-empty pools.
 
     ``remaining`` is what is left in each pool after ``counts`` was taken. Where q is zero on every
@@ -164,10 +162,7 @@ def stratified_sample(labels: np.ndarray, n: int, rng: np.random.Generator) -> n
     if n == 0:
         return np.empty(0, dtype=np.int64)
     per_class = largest_remainder(n, class_sizes)  # never exceeds a class size since n <= total
-    chosen = [
-        rng.choice(np.flatnonzero(labels == c), size=k, replace=False)
-        for c, k in zip(classes, per_class)
-    ]
+    chosen = [rng.choice(np.flatnonzero(labels == c), size=k, replace=False) for c, k in zip(classes, per_class)]
     return np.sort(np.concatenate(chosen)).astype(np.int64)
 
 

@@ -126,7 +126,8 @@ class SyntheticPriorityData(SyntheticKeys):
     has_client_roles: ClassVar[bool] = True
 
     name: Literal["synthetic_priority"] = Field(
-        "synthetic_priority", description="Synthetic(alpha, beta) priority devices plus noisy non-priority clients.")
+        "synthetic_priority", description="Synthetic(alpha, beta) priority devices plus noisy non-priority clients."
+    )
     priority_clients: Optional[PositiveInt] = Field(None, description="|P| priority clients; default: N/2 (floor).")
     noise_skew: float = Field(1.5, gt=0, description="Noise level of non-priority client j is (j/(|Q|-1))^(1/skew).")
     label_noise: float = Field(0.5, ge=0, le=1, description="Label-flip probability at noise level 1.")
@@ -141,39 +142,57 @@ class SyntheticPriorityData(SyntheticKeys):
         n = self.num_clients
         num_p = n // 2 if self.priority_clients is None else self.priority_clients
         clients, roles = synthetic_priority_clients(
-            n, num_p, np.random.default_rng(seed_streams(seed)[0]), alpha=self.synthetic_alpha,
-            beta=self.synthetic_beta, dim=self.synthetic_dim, num_classes=self.synthetic_classes,
-            skew=self.noise_skew, label_noise=self.label_noise, irrelevant_fraction=self.irrelevant_fraction,
+            n,
+            num_p,
+            np.random.default_rng(seed_streams(seed)[0]),
+            alpha=self.synthetic_alpha,
+            beta=self.synthetic_beta,
+            dim=self.synthetic_dim,
+            num_classes=self.synthetic_classes,
+            skew=self.noise_skew,
+            label_noise=self.label_noise,
+            irrelevant_fraction=self.irrelevant_fraction,
             samples_per_client=self.samples_per_client,
         )
         return FederatedData(
             name="synthetic_priority",
             num_classes=self.synthetic_classes,
             input_shape=(self.synthetic_dim,),
-            source=(f"Synthetic({self.synthetic_alpha:g}, {self.synthetic_beta:g}) with {num_p} priority devices "
-                    f"and {n - num_p} non-priority clients (noise skew {self.noise_skew:g}, label noise "
-                    f"{self.label_noise:g}, irrelevant fraction {self.irrelevant_fraction:g}), 90/10 split per client"),
+            source=(
+                f"Synthetic({self.synthetic_alpha:g}, {self.synthetic_beta:g}) with {num_p} priority devices "
+                f"and {n - num_p} non-priority clients (noise skew {self.noise_skew:g}, label noise "
+                f"{self.label_noise:g}, irrelevant fraction {self.irrelevant_fraction:g}), 90/10 split per client"
+            ),
             client_roles=roles,
             **split_each_client(clients),
         )
 
 
-def shard_partition(labels: np.ndarray, num_clients: int, shards_per_client: int,
-                    rng: np.random.Generator) -> list[np.ndarray]:
+def shard_partition(
+    labels: np.ndarray, num_clients: int, shards_per_client: int, rng: np.random.Generator
+) -> list[np.ndarray]:
     """McMahan et al.: sort by label, cut N * shards equal shards, deal them out at random."""
     num_shards = num_clients * shards_per_client
     size = len(labels) // num_shards
     if size < 1:
-        raise DataError(f"{len(labels)} training samples cannot make {num_shards} shards "
-                        f"({num_clients} clients x {shards_per_client}); use fewer clients or shards")
+        raise DataError(
+            f"{len(labels)} training samples cannot make {num_shards} shards "
+            f"({num_clients} clients x {shards_per_client}); use fewer clients or shards"
+        )
     order = np.argsort(labels, kind="stable")
-    shards = [order[i * size:(i + 1) * size] for i in range(num_shards)]
+    shards = [order[i * size : (i + 1) * size] for i in range(num_shards)]
     deal = rng.permutation(num_shards).reshape(num_clients, shards_per_client)
     return [np.concatenate([shards[s] for s in row]) for row in deal]
 
 
-def choose_priority(parts: list[np.ndarray], labels: np.ndarray, count: int, classes: int | None,
-                    rng: np.random.Generator, tries: int = 10000) -> np.ndarray:
+def choose_priority(
+    parts: list[np.ndarray],
+    labels: np.ndarray,
+    count: int,
+    classes: int | None,
+    rng: np.random.Generator,
+    tries: int = 10000,
+) -> np.ndarray:
     """``count`` distinct clients, redrawn until their union holds exactly ``classes`` classes."""
     n = len(parts)
     if not 1 <= count <= n:
@@ -182,8 +201,9 @@ def choose_priority(parts: list[np.ndarray], labels: np.ndarray, count: int, cla
         chosen = np.sort(rng.choice(n, size=count, replace=False))
         if classes is None or len(np.unique(labels[np.concatenate([parts[c] for c in chosen])])) == classes:
             return chosen
-    raise DataError(f"no set of {count} clients holds exactly {classes} classes after {tries} draws; "
-                    f"change data.priority_classes")
+    raise DataError(
+        f"no set of {count} clients holds exactly {classes} classes after {tries} draws; change data.priority_classes"
+    )
 
 
 class ImagePriorityData(IdxParams):
@@ -193,11 +213,13 @@ class ImagePriorityData(IdxParams):
     has_client_roles: ClassVar[bool] = True
 
     name: Literal["image_priority"] = Field(
-        "image_priority", description="MNIST-family shards with priority clients holding few classes.")
+        "image_priority", description="MNIST-family shards with priority clients holding few classes."
+    )
     image_dataset: ImageName = Field("mnist", description="Which IDX data set (in data.dir).")
     priority_clients: PositiveInt = Field(2, description="|P| priority clients.")
     priority_classes: Optional[PositiveInt] = Field(
-        4, description="The priority clients together hold exactly this many classes.")
+        4, description="The priority clients together hold exactly this many classes."
+    )
     shards_per_client: PositiveInt = Field(2, description="Label-sorted shards per client.")
     test_per_client: Optional[PositiveInt] = Field(None, description="Per-client test size; default: proportional.")
 
@@ -210,7 +232,8 @@ class ImagePriorityData(IdxParams):
         split_rng, partition_rng, role_rng, test_rng = (np.random.default_rng(s) for s in seed_streams(seed))
         n, dataset, shards = self.num_clients, self.image_dataset, self.shards_per_client
         train_images, train_labels, test_images, test_labels, split = load_pools(
-            dataset, self.dir, self.test_fraction, split_rng)
+            dataset, self.dir, self.test_fraction, split_rng
+        )
         if split is None:
             source = f"{dataset}: train split for training, t10k for testing"
         else:
@@ -220,8 +243,11 @@ class ImagePriorityData(IdxParams):
         roles = np.full(n, NON_PRIORITY)
         roles[chosen] = PRIORITY
         sizes = np.array([len(p) for p in parts])
-        test_sizes = (proportional_test_sizes(sizes, len(test_labels)) if self.test_per_client is None
-                      else np.full(n, self.test_per_client, dtype=np.int64))
+        test_sizes = (
+            proportional_test_sizes(sizes, len(test_labels))
+            if self.test_per_client is None
+            else np.full(n, self.test_per_client, dtype=np.int64)
+        )
         test_parts = client_test_sets(train_labels, parts, test_labels, test_sizes, test_rng)
         train_order, test_order = np.concatenate(parts), np.concatenate(test_parts)
         return FederatedData(
@@ -234,8 +260,10 @@ class ImagePriorityData(IdxParams):
             test_x=images_to_tensor(test_images[test_order]),
             test_y=torch.from_numpy(test_labels[test_order].astype(np.int64)),
             test_offsets=client_offsets([len(p) for p in test_parts]),
-            source=(f"{source}; {n * shards} label-sorted shards of {sizes[0] // shards}, "
-                    f"{shards} per client; priority clients {chosen.tolist()}"),
+            source=(
+                f"{source}; {n * shards} label-sorted shards of {sizes[0] // shards}, "
+                f"{shards} per client; priority clients {chosen.tolist()}"
+            ),
             global_test_x=images_to_tensor(test_images),
             global_test_y=torch.from_numpy(test_labels.astype(np.int64)),
             client_roles=roles,

@@ -51,8 +51,9 @@ DEFAULT_DATASET = "synthetic"  # a [data] section without a name
 ENTRY_POINT_GROUP = "edgefl.datasets"  # installed plug-ins: name = "package.module:Class"
 
 
-DATA_SETS = Registry("data set", REGISTRY, ENTRY_POINT_GROUP, subclass_of(DataParams),
-                     "an edgefl.data.DataParams subclass")
+DATA_SETS = Registry(
+    "data set", REGISTRY, ENTRY_POINT_GROUP, subclass_of(DataParams), "an edgefl.data.DataParams subclass"
+)
 
 
 def names() -> list[str]:
@@ -68,7 +69,7 @@ def plugin_class(name: str) -> type[DataParams]:
     """The DataParams subclass of a plug-in: an installed entry point or ``"package.module:Class"``
     (DataError saying what is wrong otherwise)."""
     if not isinstance(name, str):
-        raise DataError(f"data.name: expected a text (a data set's name or \"package.module:Class\"), got {name!r}")
+        raise DataError(f'data.name: expected a text (a data set\'s name or "package.module:Class"), got {name!r}')
     if not is_plugin(name):
         raise DataError(f"data.name: {unknown_name_message(name)}")
     return get(name)

@@ -136,18 +136,32 @@ class SparseRegressionData(RegressionKeys):
     @model_validator(mode="after")
     def _sparsity_fits(self):
         if self.regression_sparsity > self.regression_dim:
-            raise ValueError(f"data.regression_sparsity = {self.regression_sparsity}: expected 1..regression_dim "
-                             f"({self.regression_dim})")
+            raise ValueError(
+                f"data.regression_sparsity = {self.regression_sparsity}: expected 1..regression_dim "
+                f"({self.regression_dim})"
+            )
         return self
 
     def build(self, seed: int) -> FederatedData:
         samples, tests, dim = self.samples_per_client, self.test_per_client, self.regression_dim
         clients, truth = sparse_regression_clients(
-            self.num_clients, np.random.default_rng(seed_streams(seed)[0]), samples=samples, test_samples=tests,
-            dim=dim, sparsity=self.regression_sparsity, noise_std=self.noise_std)
-        return self._federated(clients, truth, (dim,), (
-            f"sparse linear regression: p = {dim}, s = {self.regression_sparsity}, {samples} train + {tests} test "
-            f"samples per client, client shifts N(0, I), AR(1) 0.5 covariance, noise std {self.noise_std:g}"))
+            self.num_clients,
+            np.random.default_rng(seed_streams(seed)[0]),
+            samples=samples,
+            test_samples=tests,
+            dim=dim,
+            sparsity=self.regression_sparsity,
+            noise_std=self.noise_std,
+        )
+        return self._federated(
+            clients,
+            truth,
+            (dim,),
+            (
+                f"sparse linear regression: p = {dim}, s = {self.regression_sparsity}, {samples} train + {tests} test "
+                f"samples per client, client shifts N(0, I), AR(1) 0.5 covariance, noise std {self.noise_std:g}"
+            ),
+        )
 
 
 class LowRankMatrixData(RegressionKeys):
@@ -170,8 +184,20 @@ class LowRankMatrixData(RegressionKeys):
     def build(self, seed: int) -> FederatedData:
         samples, tests, side, rank = self.samples_per_client, self.test_per_client, self.matrix_side, self.matrix_rank
         clients, truth = low_rank_clients(
-            self.num_clients, np.random.default_rng(seed_streams(seed)[0]), samples=samples, test_samples=tests,
-            side=side, rank=rank, noise_std=self.noise_std)
-        return self._federated(clients, truth, (side, side), (
-            f"low-rank matrix estimation: {side} x {side}, rank {rank}, {samples} train + {tests} test "
-            f"samples per client, client shifts Z_k, noise std {self.noise_std:g}"))
+            self.num_clients,
+            np.random.default_rng(seed_streams(seed)[0]),
+            samples=samples,
+            test_samples=tests,
+            side=side,
+            rank=rank,
+            noise_std=self.noise_std,
+        )
+        return self._federated(
+            clients,
+            truth,
+            (side, side),
+            (
+                f"low-rank matrix estimation: {side} x {side}, rank {rank}, {samples} train + {tests} test "
+                f"samples per client, client shifts Z_k, noise std {self.noise_std:g}"
+            ),
+        )

@@ -54,9 +54,7 @@ def synthetic_covariance_diagonal(dim: int) -> np.ndarray:
     return np.arange(1, dim + 1, dtype=np.float64) ** -1.2
 
 
-def synthetic_sample_counts(
-    num_clients: int, rng: np.random.Generator, max_samples: int | None = 1000
-) -> np.ndarray:
+def synthetic_sample_counts(num_clients: int, rng: np.random.Generator, max_samples: int | None = 1000) -> np.ndarray:
     """n_k = floor(LogNormal(4, 2)) + 50, capped at max_samples (None: no cap)."""
     counts = np.floor(rng.lognormal(4.0, 2.0, num_clients)).astype(np.int64) + 50
     if max_samples is not None:
@@ -105,9 +103,7 @@ def synthetic_alpha_beta(
     if num_clients < 1:
         raise DataError(f"data.num_clients = {num_clients}: expected at least 1")
     if alpha < 0 or beta < 0:
-        raise DataError(
-            f"synthetic alpha = {alpha}, beta = {beta}: expected both >= 0 (they are standard deviations)"
-        )
+        raise DataError(f"synthetic alpha = {alpha}, beta = {beta}: expected both >= 0 (they are standard deviations)")
     if dim < 1 or num_classes < 2:
         raise DataError(f"synthetic dim = {dim}, classes = {num_classes}: expected dim >= 1 and classes >= 2")
     if samples_per_client is not None:
@@ -130,8 +126,11 @@ class SyntheticKeys(DataParams):
     synthetic_dim: PositiveInt = Field(60, le=100_000, description="Number of features (at most 10^5).")
     synthetic_classes: int = Field(10, ge=2, le=10_000, description="Number of classes.")
     samples_per_client: Optional[int] = Field(
-        None, ge=2, le=1_000_000, description="Fixed samples per client (train + test) instead of floor(LogNormal(4, 2)) + 50 "
-        "capped at 1000.")
+        None,
+        ge=2,
+        le=1_000_000,
+        description="Fixed samples per client (train + test) instead of floor(LogNormal(4, 2)) + 50 capped at 1000.",
+    )
 
     def layout(self) -> tuple[tuple[int, ...], int]:
         return (self.synthetic_dim,), self.synthetic_classes
@@ -143,7 +142,9 @@ class SyntheticKeys(DataParams):
         # E[X; X < c] + c P(X >= c), E[X; X < c] = exp(mu + s^2/2) Phi((ln c - mu - s^2) / s)
         mu, s, c = 4.0, 2.0, 950.0
         phi = lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2)))  # noqa: E731
-        mean_min = math.exp(mu + s * s / 2) * phi((math.log(c) - mu - s * s) / s) + c * (1 - phi((math.log(c) - mu) / s))
+        mean_min = math.exp(mu + s * s / 2) * phi((math.log(c) - mu - s * s) / s) + c * (
+            1 - phi((math.log(c) - mu) / s)
+        )
         return self.num_clients * (50.0 + mean_min)
 
 
@@ -155,14 +156,21 @@ class SyntheticData(SyntheticKeys):
 
     def build(self, seed: int) -> FederatedData:
         clients = synthetic_alpha_beta(
-            self.num_clients, self.synthetic_alpha, self.synthetic_beta, np.random.default_rng(seed_streams(seed)[0]),
-            dim=self.synthetic_dim, num_classes=self.synthetic_classes, samples_per_client=self.samples_per_client,
+            self.num_clients,
+            self.synthetic_alpha,
+            self.synthetic_beta,
+            np.random.default_rng(seed_streams(seed)[0]),
+            dim=self.synthetic_dim,
+            num_classes=self.synthetic_classes,
+            samples_per_client=self.samples_per_client,
         )
         return FederatedData(
             name="synthetic",
             num_classes=self.synthetic_classes,
             input_shape=(self.synthetic_dim,),
-            source=(f"Synthetic({self.synthetic_alpha:g}, {self.synthetic_beta:g}), d = {self.synthetic_dim}, "
-                    f"{self.synthetic_classes} classes, 90/10 split per client"),
+            source=(
+                f"Synthetic({self.synthetic_alpha:g}, {self.synthetic_beta:g}), d = {self.synthetic_dim}, "
+                f"{self.synthetic_classes} classes, 90/10 split per client"
+            ),
             **split_each_client(clients),
         )

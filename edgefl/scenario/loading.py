@@ -38,7 +38,9 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     except tomllib.TOMLDecodeError:
         value = raw.strip()
     except RecursionError:
-        raise ScenarioError(f"--set {key}=...: the value is nested too deeply (arrays thousands of levels deep)") from None
+        raise ScenarioError(
+            f"--set {key}=...: the value is nested too deeply (arrays thousands of levels deep)"
+        ) from None
     return path, value
 
 
@@ -62,7 +64,7 @@ def describe_differences(old: dict, new: dict, limit: int = 5) -> str:
 
 def format_override(key: str, value: Any) -> str:
     """``key=value`` with the value as a TOML literal (the inverse of :func:`parse_override`)."""
-    return f"{key}={tomli_w.dumps({'v': value}).strip()[len('v = '):]}"
+    return f"{key}={tomli_w.dumps({'v': value}).strip()[len('v = ') :]}"
 
 
 def apply_overrides(raw: dict, overrides: list[str] | dict[str, Any]) -> dict:
@@ -75,14 +77,20 @@ def apply_overrides(raw: dict, overrides: list[str] | dict[str, Any]) -> dict:
     for path, value, text in items:
         if not path:
             raise ScenarioError(f"{text}: empty key")
-        if len(path) == 2 and tuple(path) in (("data", "dir"), ("devices", "availability_trace")) and isinstance(value, str):
+        if (
+            len(path) == 2
+            and tuple(path) in (("data", "dir"), ("devices", "availability_trace"))
+            and isinstance(value, str)
+        ):
             value = absolute_path(Path.cwd(), value, ".".join(path), text)
         node = raw
         for part in path[:-1]:
             if isinstance(node, list):  # [[process]]: process.<i>.<key>
                 if not (part.isdigit() and int(part) < len(node) and isinstance(node[int(part)], dict)):
-                    raise ScenarioError(f"{text}: expected process.<i>.<key>, the key of the i-th [[process]] table "
-                                        f"(from 0), and the scenario has {len(node)}")
+                    raise ScenarioError(
+                        f"{text}: expected process.<i>.<key>, the key of the i-th [[process]] table "
+                        f"(from 0), and the scenario has {len(node)}"
+                    )
                 table = node[int(part)] = dict(node[int(part)])  # a copy: the caller's dict is left as it was
                 node = table
                 continue
@@ -93,8 +101,10 @@ def apply_overrides(raw: dict, overrides: list[str] | dict[str, Any]) -> dict:
                 raise ScenarioError(f"{text}: {part!r} is not a section")
             node = child
         if isinstance(node, list):
-            raise ScenarioError(f"{text}: expected process.<i>.<key>, the key of the i-th [[process]] table (from 0), "
-                                f"and the scenario has {len(node)}")
+            raise ScenarioError(
+                f"{text}: expected process.<i>.<key>, the key of the i-th [[process]] table (from 0), "
+                f"and the scenario has {len(node)}"
+            )
         node[path[-1]] = value
     return raw
 
@@ -104,8 +114,9 @@ def absolute_path(base: Path, value: str, key: str, source) -> str:
     try:
         return str((base / Path(value).expanduser()).resolve())
     except (OSError, RuntimeError) as exc:  # a loop of symbolic links (RuntimeError before Python 3.13)
-        raise ScenarioError(f"{source}: {key} = {value!r}: cannot follow the path ({exc}); check its symbolic "
-                            "links") from None
+        raise ScenarioError(
+            f"{source}: {key} = {value!r}: cannot follow the path ({exc}); check its symbolic links"
+        ) from None
 
 
 def read_toml(path: Path) -> dict:
@@ -125,11 +136,16 @@ def read_toml(path: Path) -> dict:
         raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError as exc:
         start = exc.object[:2]
-        what = ("a gzip-compressed file: decompress it first" if start == b"\x1f\x8b" else
-                "UTF-16 text: save it as UTF-8" if start in (b"\xff\xfe", b"\xfe\xff") else
-                "save it as UTF-8 (in a comment too)")
-        raise ScenarioError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.object[exc.start]:#04x}); TOML files "
-                            f"are UTF-8: {what}") from None
+        what = (
+            "a gzip-compressed file: decompress it first"
+            if start == b"\x1f\x8b"
+            else "UTF-16 text: save it as UTF-8"
+            if start in (b"\xff\xfe", b"\xfe\xff")
+            else "save it as UTF-8 (in a comment too)"
+        )
+        raise ScenarioError(
+            f"{path}: not UTF-8 text (byte {exc.start}: {exc.object[exc.start]:#04x}); TOML files are UTF-8: {what}"
+        ) from None
     except RecursionError:
         raise ScenarioError(f"{path}: nested too deeply (arrays or tables thousands of levels deep)") from None
 
@@ -174,7 +190,8 @@ def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None
         data["dir"] = absolute_path(path.parent, data["dir"], "data.dir", path)
     devices = raw.get("devices")
     if isinstance(devices, dict) and isinstance(devices.get("availability_trace"), str):
-        devices["availability_trace"] = absolute_path(path.parent, devices["availability_trace"],
-                                                      "devices.availability_trace", path)
+        devices["availability_trace"] = absolute_path(
+            path.parent, devices["availability_trace"], "devices.availability_trace", path
+        )
     raw = apply_overrides(raw, overrides or [])
     return scenario_from_dict(raw, source=str(path))

@@ -41,23 +41,30 @@ def _known_keys(parent: list[str], algorithm_name: str | None, data_name: str | 
     return []
 
 
-def _unknown_key_message(loc: list[str], algorithm_name: str | None, data_name: str | None,
-                         known_keys: list[str] | None = None) -> str:
+def _unknown_key_message(
+    loc: list[str], algorithm_name: str | None, data_name: str | None, known_keys: list[str] | None = None
+) -> str:
     known = _known_keys(loc[:-1], algorithm_name, data_name) if known_keys is None else known_keys
     if loc[:-1] == ["data"]:  # a key of another data set?
         owners = [name for name, cls in DATA_REGISTRY.items() if loc[-1] in cls.model_fields]
         if owners:
-            return (f"not a key of data.name = {data_name!r} (it belongs to {', '.join(owners)}); "
-                    f"known: {', '.join(known)}")
+            return (
+                f"not a key of data.name = {data_name!r} (it belongs to {', '.join(owners)}); known: {', '.join(known)}"
+            )
     hint = difflib.get_close_matches(loc[-1], known, n=1)
     if hint:
         return f"unknown {'section' if len(loc) == 1 else 'key'} (did you mean {hint[0]!r}?)"
     return f"unknown {'section' if len(loc) == 1 else 'key'}" + (f"; known: {', '.join(known)}" if known else "")
 
 
-def format_validation_error(err: ValidationError, source: str, prefix: tuple[str, ...] = (),
-                            algorithm_name: str | None = None, data_name: str | None = None,
-                            known_keys: list[str] | None = None) -> str:
+def format_validation_error(
+    err: ValidationError,
+    source: str,
+    prefix: tuple[str, ...] = (),
+    algorithm_name: str | None = None,
+    data_name: str | None = None,
+    known_keys: list[str] | None = None,
+) -> str:
     """``known_keys``: the keys allowed where an unknown key was found (default: looked up from its path)."""
     lines = []
     for item in err.errors():
@@ -70,8 +77,10 @@ def format_validation_error(err: ValidationError, source: str, prefix: tuple[str
         if item["type"] == "union_tag_invalid" and loc == ["data"]:
             lines.append(f"{source}: data.name: {unknown_name_message(item['ctx']['tag'])}")
         elif loc == ["process"] and item["type"] == "list_type":
-            lines.append(f"{source}: process: expected an array of tables, one [[process]] (double brackets) per "
-                         "component, e.g. [[process]] name = \"thermal\"")
+            lines.append(
+                f"{source}: process: expected an array of tables, one [[process]] (double brackets) per "
+                'component, e.g. [[process]] name = "thermal"'
+            )
         elif item["type"] == "extra_forbidden":
             lines.append(f"{source}: {path}: {_unknown_key_message(loc, algorithm_name, data_name, known_keys)}")
         elif item["type"] == "missing":
@@ -87,4 +96,3 @@ def format_validation_error(err: ValidationError, source: str, prefix: tuple[str
             where = "" if names_key else f"{path}: "  # the message names the key itself
             lines.append(f"{source}: {where}{msg}{shown}")
     return "\n".join(lines)
-

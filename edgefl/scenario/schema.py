@@ -34,8 +34,10 @@ class Scenario(Strict):
     compression: CompressionSection = Field(default_factory=CompressionSection)
     sweep: SweepSection = Field(default_factory=SweepSection, description="Grids for `edgefl sweep`.")
     process: list[ProcessSection] = Field(
-        default_factory=list, description="Components from the scenario file, one `[[process]]` table each: "
-        "`name` and the component's own keys (see \"Process-specific keys\" below).")
+        default_factory=list,
+        description="Components from the scenario file, one `[[process]]` table each: "
+        '`name` and the component\'s own keys (see "Process-specific keys" below).',
+    )
 
     @model_serializer(mode="wrap")
     def _without_empty_process(self, handler):
@@ -52,8 +54,10 @@ class Scenario(Strict):
         if moving and self.network.cell_radius_m is None:
             raise ValueError("devices.speed_mps > 0 needs a cell: set network.cell_radius_m (a link budget)")
         if self.process and self.run.engine != "simpy":
-            raise ValueError("process (a [[process]] table) needs run.engine = \"simpy\" (the ideal engine charges "
-                             "no time or energy a process could change)")
+            raise ValueError(
+                'process (a [[process]] table) needs run.engine = "simpy" (the ideal engine charges '
+                "no time or energy a process could change)"
+            )
         for key in self.sweep.grid:
             try:
                 check_sweep_key(key, tuple(type(self.data).model_fields), self.process_keys())
@@ -66,8 +70,10 @@ class Scenario(Strict):
             )
         if self.control.name != "static":
             if self.run.engine != "simpy":
-                raise ValueError(f"control.name = {self.control.name!r} needs run.engine = \"simpy\" (it sets knobs "
-                                 "the ideal engine does not charge)")
+                raise ValueError(
+                    f'control.name = {self.control.name!r} needs run.engine = "simpy" (it sets knobs '
+                    "the ideal engine does not charge)"
+                )
             self.control.controller_class().check_scenario(self)
         layout = self.data.layout()
         if layout is not None:
@@ -79,8 +85,9 @@ class Scenario(Strict):
         if self.compression.name != "none" and algorithms.is_algorithm(self.algorithm.name):
             why = getattr(algorithms.get(self.algorithm.name), "no_compression", None)
             if why:
-                raise ValueError(f"compression.name = {self.compression.name!r} does not apply to "
-                                 f"{self.algorithm.name}: {why}")
+                raise ValueError(
+                    f"compression.name = {self.compression.name!r} does not apply to {self.algorithm.name}: {why}"
+                )
         return self
 
     def process_keys(self) -> list[list[str]]:
@@ -106,4 +113,3 @@ def _drop_none(value):
     if isinstance(value, list):
         return [_drop_none(v) for v in value]
     return value
-

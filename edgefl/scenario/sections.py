@@ -60,22 +60,37 @@ CyclesPerSample = Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)]
 
 
 class RunSection(Strict):
-    seed: int = Field(0, ge=0, lt=2**63, description="Master seed: data partition, model init, sampling, fading (0 <= seed < 2^63: numpy seeds are non-negative).")
+    seed: int = Field(
+        0,
+        ge=0,
+        lt=2**63,
+        description="Master seed: data partition, model init, sampling, fading (0 <= seed < 2^63: numpy seeds are non-negative).",
+    )
     rounds: PositiveInt = Field(50, le=1_000_000, description="Number of communication rounds S (at most 10^6).")
     eval_every: PositiveInt = Field(1, description="Evaluate the global model every k rounds (and at the last).")
     engine: Literal["simpy", "ideal"] = Field(
-        "simpy", description="simpy: co-simulate time and energy (SimPy discrete-event engine); ideal: zero "
-        "time and energy, everyone finishes (learning only).")
-    executor: Literal["batched", "loop"] = Field("batched", description="Client numerics: batched (vmap) or per-client loop.")
-    threads: Optional[Annotated[int, Field(gt=0, le=1024)]] = Field(None, description="torch CPU threads (default: torch's choice).")
+        "simpy",
+        description="simpy: co-simulate time and energy (SimPy discrete-event engine); ideal: zero "
+        "time and energy, everyone finishes (learning only).",
+    )
+    executor: Literal["batched", "loop"] = Field(
+        "batched", description="Client numerics: batched (vmap) or per-client loop."
+    )
+    threads: Optional[Annotated[int, Field(gt=0, le=1024)]] = Field(
+        None, description="torch CPU threads (default: torch's choice)."
+    )
     checkpoint_every: Optional[Annotated[int, Field(gt=0, le=1_000_000)]] = Field(
-        None, description="Save the run every k rounds beside its results folder (.NAME.checkpoint, removed once the "
+        None,
+        description="Save the run every k rounds beside its results folder (.NAME.checkpoint, removed once the "
         "results are written): `edgefl run --resume` continues a killed run from its last checkpoint, with outputs "
-        "identical to an uninterrupted run (default: no checkpoints).")
+        "identical to an uninterrupted run (default: no checkpoints).",
+    )
     stop_at: Optional[str] = Field(
-        None, description="metric=value, e.g. \"acc_worst=0.8\": end the run once the target is reached (the metric and "
+        None,
+        description='metric=value, e.g. "acc_worst=0.8": end the run once the target is reached (the metric and '
         "its centred moving average over 5 evaluations both reach it, edgefl.target; the run goes on for the "
-        "evaluations that confirm it).")
+        "evaluations that confirm it).",
+    )
 
     @field_validator("stop_at")
     @classmethod
@@ -91,8 +106,10 @@ class RunSection(Strict):
     @classmethod
     def _removed_engine(cls, value):
         if value == "simpy_reference":  # removed: the SimPy model is the one engine now
-            raise ValueError("'simpy_reference' was removed: the SimPy model is now the only co-simulation; "
-                             "use engine = \"simpy\" (same model, same numbers)")
+            raise ValueError(
+                "'simpy_reference' was removed: the SimPy model is now the only co-simulation; "
+                'use engine = "simpy" (same model, same numbers)'
+            )
         return value
 
 
@@ -123,8 +140,10 @@ def _plugin_data(value: Any) -> DataParams:
 
 # [data]: validated against the params class of its data.name (edgefl/data/registry.py), built-in or plug-in.
 DataSection = Annotated[
-    Union[tuple(Annotated[cls, Tag(name)] for name, cls in DATA_REGISTRY.items())
-          + (Annotated[SerializeAsAny[DataParams], PlainValidator(_plugin_data), Tag(PLUGIN_DATA_TAG)],)],
+    Union[
+        tuple(Annotated[cls, Tag(name)] for name, cls in DATA_REGISTRY.items())
+        + (Annotated[SerializeAsAny[DataParams], PlainValidator(_plugin_data), Tag(PLUGIN_DATA_TAG)],)
+    ],
     Discriminator(_data_tag),
 ]
 
@@ -134,7 +153,7 @@ def model_misfit(model: str, input_shape: tuple[int, ...], num_classes: int) -> 
     if model == "regression" and num_classes != 1:
         return f"the regression model predicts one number, the data has {num_classes} classes (use linear, mlp or cnn)"
     if model != "regression" and num_classes == 1:
-        return "the data is a regression (one real response): use model.name = \"regression\""
+        return 'the data is a regression (one real response): use model.name = "regression"'
     if model == "cnn" and not fits_cnn(input_shape):
         return f"the cnn needs square images (channels, side, side) with side % 4 == 0, the inputs are {input_shape}"
     return None
@@ -142,7 +161,8 @@ def model_misfit(model: str, input_shape: tuple[int, ...], num_classes: int) -> 
 
 class ModelSection(Strict):
     name: Literal["linear", "mlp", "cnn", "regression"] = Field(
-        "linear", description="linear, mlp, cnn (DRDM paper's CNN), regression (linear, MSE).")
+        "linear", description="linear, mlp, cnn (DRDM paper's CNN), regression (linear, MSE)."
+    )
     hidden: PositiveInt = Field(200, le=100_000, description="Hidden units of the mlp (at most 10^5).")
 
 
@@ -156,11 +176,19 @@ class AlgorithmSection(NumbersOnly):
     name: str = Field("fedavg", description="Algorithm (see the algorithm-specific keys below).")
     local_steps: PositiveInt = Field(10, le=100_000, description="tau, local steps per round (at most 10^5).")
     clients_per_round: PositiveInt = Field(10, le=10_000_000, description="m, clients sampled per round.")
-    lr: PositiveFloat = Field(0.1, le=1e4, description="eta, local step size (at most 10^4; a step that makes the model non-finite stops the run with exit 3).")
+    lr: PositiveFloat = Field(
+        0.1,
+        le=1e4,
+        description="eta, local step size (at most 10^4; a step that makes the model non-finite stops the run with exit 3).",
+    )
     batch_size: PositiveInt = Field(32, le=1_000_000, description="B, minibatch size of a local step (at most 10^6).")
     over_selection: float = Field(
-        0.0, ge=0, le=10, description="FedScale-style over-selection x: select ceil(m(1+x)) clients, aggregate the "
-        "first m uploads to arrive; the others are told to stop (their energy until then counts).")
+        0.0,
+        ge=0,
+        le=10,
+        description="FedScale-style over-selection x: select ceil(m(1+x)) clients, aggregate the "
+        "first m uploads to arrive; the others are told to stop (their energy until then counts).",
+    )
 
     @model_validator(mode="after")
     def _known_algorithm(self):
@@ -173,20 +201,34 @@ class AlgorithmSection(NumbersOnly):
                 continue
             owners = [n for n in algorithms.names() if key in algorithms.get(n).Params.model_fields]
             if owners and self.name in owners:  # the flat form of before
-                raise ValueError(f"{key!r} is {self.name}'s own key: write it in its own table, [algorithm.{self.name}] "
-                                 f"{key} = ... (on the command line: --set algorithm.{self.name}.{key}=...)")
+                raise ValueError(
+                    f"{key!r} is {self.name}'s own key: write it in its own table, [algorithm.{self.name}] "
+                    f"{key} = ... (on the command line: --set algorithm.{self.name}.{key}=...)"
+                )
             if owners:
-                raise ValueError(f"{key!r} is not a key of {self.name}; it is an own key of {', '.join(owners)}: write it "
-                                 f"in that algorithm's table, e.g. [algorithm.{owners[0]}] {key} = ... (--set "
-                                 f"algorithm.{owners[0]}.{key}=...)")
+                raise ValueError(
+                    f"{key!r} is not a key of {self.name}; it is an own key of {', '.join(owners)}: write it "
+                    f"in that algorithm's table, e.g. [algorithm.{owners[0]}] {key} = ... (--set "
+                    f"algorithm.{owners[0]}.{key}=...)"
+                )
             own = {k: n for n in algorithms.names() for k in algorithms.get(n).Params.model_fields}
             own.update({k: self.name for k in algorithms.get(self.name).Params.model_fields})  # the selected first
-            hint = (difflib.get_close_matches(key, list(algorithms.get(self.name).Params.model_fields), n=1)
-                    or difflib.get_close_matches(key, [*AlgorithmSection.model_fields, *algorithms.names(), *own], n=1))
-            where = "" if not hint else (f" (did you mean [algorithm.{own[hint[0]]}] {hint[0]}?)" if hint[0] in own
-                                         else f" (did you mean {hint[0]!r}?)")
-            raise ValueError(f"unknown key {key!r}{where}; the common keys are {', '.join(AlgorithmSection.model_fields)}, "
-                             f"and each algorithm's own keys go in [algorithm.<name>]")
+            hint = difflib.get_close_matches(
+                key, list(algorithms.get(self.name).Params.model_fields), n=1
+            ) or difflib.get_close_matches(key, [*AlgorithmSection.model_fields, *algorithms.names(), *own], n=1)
+            where = (
+                ""
+                if not hint
+                else (
+                    f" (did you mean [algorithm.{own[hint[0]]}] {hint[0]}?)"
+                    if hint[0] in own
+                    else f" (did you mean {hint[0]!r}?)"
+                )
+            )
+            raise ValueError(
+                f"unknown key {key!r}{where}; the common keys are {', '.join(AlgorithmSection.model_fields)}, "
+                f"and each algorithm's own keys go in [algorithm.<name>]"
+            )
         return self
 
     def tables(self) -> dict[str, dict]:
@@ -201,79 +243,142 @@ class AlgorithmSection(NumbersOnly):
 
 
 class NetworkSection(Strict):
-    snr_db: Optional[SnrDb] = Field(None, description="Mean uplink SNR (dB, -50 to 60: beyond is a typo, not a radio). Default 20 unless a link budget is given.")
-    bandwidth_mhz: Megahertz = Field(1.0, description="Uplink band (MHz, up to 10^4; per client if dedicated, shared otherwise).")
+    snr_db: Optional[SnrDb] = Field(
+        None,
+        description="Mean uplink SNR (dB, -50 to 60: beyond is a typo, not a radio). Default 20 unless a link budget is given.",
+    )
+    bandwidth_mhz: Megahertz = Field(
+        1.0, description="Uplink band (MHz, up to 10^4; per client if dedicated, shared otherwise)."
+    )
     access: Literal["dedicated", "fdma", "tdma"] = Field(
-        "dedicated", description="dedicated band per client; fdma: equal split among uploaders; tdma: FIFO queue.")
+        "dedicated", description="dedicated band per client; fdma: equal split among uploaders; tdma: FIFO queue."
+    )
     fading: Literal["none", "rayleigh", "rician"] = Field(
-        "none", description="Drawn per transmission attempt, or per coherence_s block when that is set.")
-    rician_k: float = Field(1.0, ge=0, le=1e4, description="Rician K-factor (LOS / scattered power, linear, up to 10^4 = 40 dB).")
+        "none", description="Drawn per transmission attempt, or per coherence_s block when that is set."
+    )
+    rician_k: float = Field(
+        1.0, ge=0, le=1e4, description="Rician K-factor (LOS / scattered power, linear, up to 10^4 = 40 dB)."
+    )
     shannon_efficiency: float = Field(1.0, gt=0, le=1, description="Fraction of the Shannon rate achieved.")
     snr_gap_db: float = Field(0.0, ge=0, le=30, description="SNR gap of the modulation and coding (rate uses SNR/gap).")
     rate: Literal["shannon", "mcs"] = Field(
-        "shannon", description="Rate adaptation: shannon (capped at max_spectral_efficiency if set) or mcs (the "
-        "highest mcs_table entry the SNR reaches; below the lowest, the block is in outage).")
+        "shannon",
+        description="Rate adaptation: shannon (capped at max_spectral_efficiency if set) or mcs (the "
+        "highest mcs_table entry the SNR reaches; below the lowest, the block is in outage).",
+    )
     max_spectral_efficiency: Optional[Annotated[float, Field(gt=0, le=30, allow_inf_nan=False)]] = Field(
-        None, description="Cap of the shannon rate, bit/s/Hz (e.g. 5.55: LTE's highest CQI). Unset: no cap.")
-    mcs_table: Optional[list[tuple[Annotated[float, Field(ge=-50, le=60, allow_inf_nan=False)],
-                                   Annotated[float, Field(gt=0, le=30, allow_inf_nan=False)]]]] = Field(
-        None, description="rate = mcs: [[snr_db, bit/s/Hz], ...], both increasing. Unset: the 15 entries of the "
-        "3GPP 4-bit CQI table (0.1523-5.5547 bit/s/Hz at -6.7-22.7 dB).")
+        None, description="Cap of the shannon rate, bit/s/Hz (e.g. 5.55: LTE's highest CQI). Unset: no cap."
+    )
+    mcs_table: Optional[
+        list[
+            tuple[
+                Annotated[float, Field(ge=-50, le=60, allow_inf_nan=False)],
+                Annotated[float, Field(gt=0, le=30, allow_inf_nan=False)],
+            ]
+        ]
+    ] = Field(
+        None,
+        description="rate = mcs: [[snr_db, bit/s/Hz], ...], both increasing. Unset: the 15 entries of the "
+        "3GPP 4-bit CQI table (0.1523-5.5547 bit/s/Hz at -6.7-22.7 dB).",
+    )
     coherence_s: Optional[Annotated[float, Field(ge=1e-4, le=1e6, allow_inf_nan=False)]] = Field(
-        None, description="Block fading (s, at least 0.1 ms: a 5G slot): a message longer than this sees a new fading draw per block (the rate "
-        "follows each block; outage blocks carry nothing). Unset: one draw per attempt.")
+        None,
+        description="Block fading (s, at least 0.1 ms: a 5G slot): a message longer than this sees a new fading draw per block (the rate "
+        "follows each block; outage blocks carry nothing). Unset: one draw per attempt.",
+    )
     max_retransmissions: int = Field(
-        0, ge=0, le=64, description="ARQ: attempts after a failed one (outage or packet error); each is charged; "
-        "a message that fails them all is lost.")
+        0,
+        ge=0,
+        le=64,
+        description="ARQ: attempts after a failed one (outage or packet error); each is charged; "
+        "a message that fails them all is lost.",
+    )
     downlink: Literal["broadcast", "multicast", "unicast"] = Field(
-        "broadcast", description="broadcast: one transmission, each receiver at its own rate; multicast: one "
-        "transmission at the weakest receiver's rate; unicast: base-station power and band split among the receivers.")
+        "broadcast",
+        description="broadcast: one transmission, each receiver at its own rate; multicast: one "
+        "transmission at the weakest receiver's rate; unicast: base-station power and band split among the receivers.",
+    )
     access_latency_s: Seconds = Field(
-        0.0, ge=0, description="The radio's promotion before a message from idle (s): random access, connection "
+        0.0,
+        ge=0,
+        description="The radio's promotion before a message from idle (s): random access, connection "
         "set-up, grant, at devices.promotion_power_w; none while the radio is still in its tail (LTE: ~0.26 s, "
-        "Huang et al. 2012).")
-    distance_m: Optional[Metres] = Field(None, description="Link budget: every client at this distance (m, up to 10^5).")
+        "Huang et al. 2012).",
+    )
+    distance_m: Optional[Metres] = Field(
+        None, description="Link budget: every client at this distance (m, up to 10^5)."
+    )
     cell_radius_m: Optional[Metres] = Field(None, description="Link budget: clients uniform in a disk (m, up to 10^5).")
     min_distance_m: Metres = Field(
-        35.0, description="Link budget: closest client distance in the disk (3GPP TR 36.814 macro cell: 35 m).")
+        35.0, description="Link budget: closest client distance in the disk (3GPP TR 36.814 macro cell: 35 m)."
+    )
     path_loss: str = Field(
-        "log_distance", description="Link budget: path-loss model (channel/path_loss.py). log_distance: intercept + "
+        "log_distance",
+        description="Link budget: path-loss model (channel/path_loss.py). log_distance: intercept + "
         "slope log10(d/1 km); free_space: Friis at carrier_ghz; umi_street_canyon: 3GPP TR 38.901 UMi street canyon "
-        "at carrier_ghz, bs_height_m, ue_height_m, line_of_sight; or \"package.module:function\" "
-        "(docs/extending.md).")
-    path_loss_intercept_db: float = Field(128.1, ge=0, le=300, description="log_distance: path loss at 1 km (3GPP macro: 128.1 dB).")
-    path_loss_slope_db: float = Field(37.6, ge=0, le=100, description="log_distance: path loss per decade of distance (dB).")
+        'at carrier_ghz, bs_height_m, ue_height_m, line_of_sight; or "package.module:function" '
+        "(docs/extending.md).",
+    )
+    path_loss_intercept_db: float = Field(
+        128.1, ge=0, le=300, description="log_distance: path loss at 1 km (3GPP macro: 128.1 dB)."
+    )
+    path_loss_slope_db: float = Field(
+        37.6, ge=0, le=100, description="log_distance: path loss per decade of distance (dB)."
+    )
     carrier_ghz: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] = Field(
-        3.5, description="free_space, umi_street_canyon: carrier frequency (GHz; 38.901 is valid for 0.5-100).")
+        3.5, description="free_space, umi_street_canyon: carrier frequency (GHz; 38.901 is valid for 0.5-100)."
+    )
     bs_height_m: Annotated[float, Field(gt=1, le=150, allow_inf_nan=False)] = Field(
-        10.0, description="umi_street_canyon: base-station antenna height (m; 38.901 UMi: 10).")
+        10.0, description="umi_street_canyon: base-station antenna height (m; 38.901 UMi: 10)."
+    )
     ue_height_m: Annotated[float, Field(ge=1.5, le=22.5, allow_inf_nan=False)] = Field(
-        1.5, description="umi_street_canyon: device height (m; 38.901: 1.5-22.5).")
+        1.5, description="umi_street_canyon: device height (m; 38.901: 1.5-22.5)."
+    )
     line_of_sight: StrictBool = Field(False, description="umi_street_canyon: the LOS formula (default NLOS).")
     shadowing_std_db: float = Field(0.0, ge=0, le=30, description="Log-normal shadowing, drawn once per client.")
-    noise_figure_db: float = Field(0.0, ge=0, le=30, description="Receiver noise figure (noise = N0*B*NF, N0 = -174 dBm/Hz), "
-                                   "of both links unless bs_noise_figure_db / device_noise_figure_db say otherwise.")
+    noise_figure_db: float = Field(
+        0.0,
+        ge=0,
+        le=30,
+        description="Receiver noise figure (noise = N0*B*NF, N0 = -174 dBm/Hz), "
+        "of both links unless bs_noise_figure_db / device_noise_figure_db say otherwise.",
+    )
     bs_noise_figure_db: Optional[NoiseFigureDb] = Field(
-        None, description="Noise figure of the base station's receiver (the uplink; 3GPP TR 36.814: 5 dB). Unset: "
-        "noise_figure_db.")
+        None,
+        description="Noise figure of the base station's receiver (the uplink; 3GPP TR 36.814: 5 dB). Unset: "
+        "noise_figure_db.",
+    )
     device_noise_figure_db: Optional[NoiseFigureDb] = Field(
-        None, description="Noise figure of the devices' receivers (the downlink; 3GPP TR 36.814: 9 dB for a UE). "
-        "Unset: noise_figure_db.")
-    bs_tx_power_dbm: PowerDbm = Field(33.0, description="Base-station power for the downlink link budget (3GPP TR 36.814 "
-                                      "macro cell: 46 dBm over 10 MHz, i.e. 43 dBm over 5 MHz).")
+        None,
+        description="Noise figure of the devices' receivers (the downlink; 3GPP TR 36.814: 9 dB for a UE). "
+        "Unset: noise_figure_db.",
+    )
+    bs_tx_power_dbm: PowerDbm = Field(
+        33.0,
+        description="Base-station power for the downlink link budget (3GPP TR 36.814 "
+        "macro cell: 46 dBm over 10 MHz, i.e. 43 dBm over 5 MHz).",
+    )
     uplink_max_bits_per_hz: Optional[Annotated[float, Field(gt=0, le=30, allow_inf_nan=False)]] = Field(
-        None, description="Highest spectral efficiency of the uplink's modulation (bit/s/Hz), with either rate model "
+        None,
+        description="Highest spectral efficiency of the uplink's modulation (bit/s/Hz), with either rate model "
         "(e.g. phones limited to 16QAM: ~2.4, the CQI table's best 16QAM entry 2.41). Unset: no cap beyond the "
-        "rate model's.")
+        "rate model's.",
+    )
     overhead_fraction: Annotated[float, Field(ge=0, le=0.9, allow_inf_nan=False)] = Field(
-        0.0, description="Share of every link's resource taken by control channels and reference signals, not data: "
-        "rates are (1 - overhead_fraction) x the rate model's (LTE: roughly 0.15-0.25).")
-    downlink_snr_db: Optional[SnrDb] = Field(None, description="Mean downlink SNR; default: uplink snr_db, or the budget.")
+        0.0,
+        description="Share of every link's resource taken by control channels and reference signals, not data: "
+        "rates are (1 - overhead_fraction) x the rate model's (LTE: roughly 0.15-0.25).",
+    )
+    downlink_snr_db: Optional[SnrDb] = Field(
+        None, description="Mean downlink SNR; default: uplink snr_db, or the budget."
+    )
     downlink_bandwidth_mhz: Optional[Megahertz] = Field(None, description="Default: bandwidth_mhz.")
     deadline_s: Optional[PositiveSeconds] = Field(None, description="Per communication phase; late clients are cut.")
     outage_snr_db: Optional[Annotated[float, Field(ge=-50, le=60, allow_inf_nan=False)]] = Field(
-        None, description="Packet-error threshold (dB): each attempt is sent at the fixed rate of the mean SNR and "
-        "fails when the instantaneous SNR over the band it holds is below this (uploads; Chen et al. 2021).")
+        None,
+        description="Packet-error threshold (dB): each attempt is sent at the fixed rate of the mean SNR and "
+        "fails when the instantaneous SNR over the band it holds is below this (uploads; Chen et al. 2021).",
+    )
     header_bits: int = Field(0, ge=0, le=10**9, description="Added to every message (both directions).")
     bits_per_param: PositiveInt = Field(32, le=64, description="Payload bits per parameter (32 = fp32).")
 
@@ -298,17 +403,21 @@ class NetworkSection(Strict):
             self.snr_db = 20.0
         if self.mcs_table is not None:
             if self.rate != "mcs":
-                raise ValueError("network.mcs_table is used only with network.rate = \"mcs\"")
+                raise ValueError('network.mcs_table is used only with network.rate = "mcs"')
             try:
                 check_mcs_table([row[0] for row in self.mcs_table], [row[1] for row in self.mcs_table])
             except ValueError as exc:
                 raise ValueError(f"network.mcs_table: {exc}") from None
         if self.downlink == "multicast" and self.coherence_s is not None:
-            raise ValueError("network.downlink = \"multicast\" with network.coherence_s is not supported yet: unset "
-                             "coherence_s, or use broadcast or unicast")
+            raise ValueError(
+                'network.downlink = "multicast" with network.coherence_s is not supported yet: unset '
+                "coherence_s, or use broadcast or unicast"
+            )
         if self.max_spectral_efficiency is not None and self.rate != "shannon":
-            raise ValueError("network.max_spectral_efficiency caps the shannon rate; with rate = \"mcs\" the table's "
-                             "highest entry is the cap")
+            raise ValueError(
+                'network.max_spectral_efficiency caps the shannon rate; with rate = "mcs" the table\'s '
+                "highest entry is the cap"
+            )
         return self
 
 
@@ -341,58 +450,98 @@ class DevicesSection(Strict):
     kappa: Capacitance = Field(1e-28, description="Effective switched capacitance (energy = kappa*C*f^2).")
     static_power_w: Watts = Field(0.0, description="CPU static power while computing.")
     tx_power_dbm: PowerDbm = Field(23.0, description="Uplink transmit power (23 dBm = 0.2 W).")
-    circuit_power_w: Watts = Field(0.0, description="Radio circuit power added while transmitting (uplink power "
-                                   "drawn = tx power / pa_efficiency + circuit_power_w).")
+    circuit_power_w: Watts = Field(
+        0.0,
+        description="Radio circuit power added while transmitting (uplink power "
+        "drawn = tx power / pa_efficiency + circuit_power_w).",
+    )
     pa_efficiency: PaEfficiency = Field(
-        1.0, description="Efficiency of the transmitter's power amplifier, in (0, 1]: it draws tx power / pa_efficiency "
-        "(a phone's at 23 dBm: ~0.2-0.4). 1 (with circuit_power_w = 0): the radiated power only, as Yang et al. 2021.")
+        1.0,
+        description="Efficiency of the transmitter's power amplifier, in (0, 1]: it draws tx power / pa_efficiency "
+        "(a phone's at 23 dBm: ~0.2-0.4). 1 (with circuit_power_w = 0): the radiated power only, as Yang et al. 2021.",
+    )
     rx_power_w: Watts = Field(0.1, description="Power while receiving (downlink).")
     idle_power_w: Watts = Field(0.01, description="Power while waiting inside a phase (e.g. TDMA queue).")
     promotion_power_w: Optional[Watts] = Field(
-        None, description="Power (W) while the radio connects before a message from idle, for "
-        "network.access_latency_s (LTE RRC promotion: ~1.2 W for ~0.26 s, Huang et al. 2012). Unset: idle_power_w.")
-    tail_s: Seconds = Field(0.0, description="Radio tail after each message: the radio stays connected at "
-                          "tail_power_w this long unless the next message starts first, which then needs no "
-                          "promotion (LTE RRC tail: ~11.6 s).")
+        None,
+        description="Power (W) while the radio connects before a message from idle, for "
+        "network.access_latency_s (LTE RRC promotion: ~1.2 W for ~0.26 s, Huang et al. 2012). Unset: idle_power_w.",
+    )
+    tail_s: Seconds = Field(
+        0.0,
+        description="Radio tail after each message: the radio stays connected at "
+        "tail_power_w this long unless the next message starts first, which then needs no "
+        "promotion (LTE RRC tail: ~11.6 s).",
+    )
     tail_power_w: Watts = Field(0.0, description="Power during the radio tail (LTE: ~1.06 W; Huang et al. 2012).")
     slowdown: Literal["none", "exponential", "lognormal"] = Field(
-        "none", description="Stragglers: a random per-round factor on every client's compute time. exponential: "
-        "1 + Exp(slowdown_mean) (shifted exponential, Lee et al. 2018); lognormal: exp(slowdown_sigma * N(0, 1)).")
-    slowdown_mean: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] = Field(1.0, description="slowdown = exponential: mean of the extra factor.")
-    slowdown_sigma: Annotated[float, Field(ge=0, le=5, allow_inf_nan=False)] = Field(0.5, description="slowdown = lognormal: sigma of the log factor.")
+        "none",
+        description="Stragglers: a random per-round factor on every client's compute time. exponential: "
+        "1 + Exp(slowdown_mean) (shifted exponential, Lee et al. 2018); lognormal: exp(slowdown_sigma * N(0, 1)).",
+    )
+    slowdown_mean: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] = Field(
+        1.0, description="slowdown = exponential: mean of the extra factor."
+    )
+    slowdown_sigma: Annotated[float, Field(ge=0, le=5, allow_inf_nan=False)] = Field(
+        0.5, description="slowdown = lognormal: sigma of the log factor."
+    )
     battery_j: Optional[PositiveJoules] = Field(
-        None, description="Battery capacity (J; a phone: ~40 kJ). Unset: mains power. Drawn by every charge; "
-        "a device that empties mid-round stops (work lost, energy counted).")
-    battery_reserve_j: Joules = Field(0.0, description="Below this level a device is unavailable until it "
-                                     "harvests back above it.")
+        None,
+        description="Battery capacity (J; a phone: ~40 kJ). Unset: mains power. Drawn by every charge; "
+        "a device that empties mid-round stops (work lost, energy counted).",
+    )
+    battery_reserve_j: Joules = Field(
+        0.0, description="Below this level a device is unavailable until it harvests back above it."
+    )
     harvest_w: Watts = Field(0.0, description="Harvested power (W): constant, or per device (harvest).")
     harvest: Literal["constant", "uniform"] = Field(
-        "constant", description="constant: every device harvests harvest_w; uniform: each device's power is "
-        "drawn once, uniform in [0, 2 harvest_w].")
-    speed_mps: Speed = Field(0.0, description="Mobility: random-waypoint speed inside the cell (m/s; "
-                             "needs network.cell_radius_m); path loss recomputed from the new distance each round.")
+        "constant",
+        description="constant: every device harvests harvest_w; uniform: each device's power is "
+        "drawn once, uniform in [0, 2 harvest_w].",
+    )
+    speed_mps: Speed = Field(
+        0.0,
+        description="Mobility: random-waypoint speed inside the cell (m/s; "
+        "needs network.cell_radius_m); path loss recomputed from the new distance each round.",
+    )
     availability: Literal["always", "markov", "trace"] = Field(
-        "always", description="always online; markov: on/off periods, exponential with means mean_on_s / mean_off_s; "
+        "always",
+        description="always online; markov: on/off periods, exponential with means mean_on_s / mean_off_s; "
         "trace: online in the intervals of availability_trace. Algorithms sample among the devices online when a "
-        "round starts (the server waits until clients_per_round are); a device going offline mid-round is lost.")
+        "round starts (the server waits until clients_per_round are); a device going offline mid-round is lost.",
+    )
     mean_on_s: PositiveSeconds = Field(1800.0, description="availability = markov: mean online period (s).")
     mean_off_s: PositiveSeconds = Field(600.0, description="availability = markov: mean offline period (s).")
     availability_trace: Optional[str] = Field(
-        None, description="availability = trace: CSV with a header client,start_s,end_s, one online interval per "
-        "row (relative to the scenario file).")
-    p_fail: float = Field(0.0, ge=0, lt=1, description="Probability that a participating device fails in a round "
-                          "(at a uniform time within its work in the phase); its work of that round is lost.")
-    cycles_per_flop: CyclesPerFlop = Field(1.0, description="CPU cycles per measured FLOP. The default 1 is a "
-                                           "convention, not a measurement (one FP32 operation per cycle): a phone core's "
-                                           "SIMD units do 8-16 FLOPs per cycle at peak, training runs far below peak; "
-                                           "calibrate it to the device (docs/model.md §7).")
+        None,
+        description="availability = trace: CSV with a header client,start_s,end_s, one online interval per "
+        "row (relative to the scenario file).",
+    )
+    p_fail: float = Field(
+        0.0,
+        ge=0,
+        lt=1,
+        description="Probability that a participating device fails in a round "
+        "(at a uniform time within its work in the phase); its work of that round is lost.",
+    )
+    cycles_per_flop: CyclesPerFlop = Field(
+        1.0,
+        description="CPU cycles per measured FLOP. The default 1 is a "
+        "convention, not a measurement (one FP32 operation per cycle): a phone core's "
+        "SIMD units do 8-16 FLOPs per cycle at peak, training runs far below peak; "
+        "calibrate it to the device (docs/model.md §7).",
+    )
     cycles_per_sample: Optional[CyclesPerSample] = Field(None, description="Override the measured FLOPs (training).")
     cpu_ghz_min: Optional[Gigahertz] = Field(
-        None, description="Lowest CPU frequency a controller may set ([control]); cpu_ghz is the highest. "
-        "Unset: cpu_ghz / 10.")
+        None,
+        description="Lowest CPU frequency a controller may set ([control]); cpu_ghz is the highest. "
+        "Unset: cpu_ghz / 10.",
+    )
     tx_power_dbm_min: Optional[Annotated[float, Field(ge=-60, le=60, allow_inf_nan=False)]] = Field(
-        None, description="Lowest transmit power a controller may set; tx_power_dbm is the highest. "
-        "Unset: tx_power_dbm - 30 dB.")
+        None,
+        description="Lowest transmit power a controller may set; tx_power_dbm is the highest. "
+        "Unset: tx_power_dbm - 30 dB.",
+    )
     classes: list[DeviceClass] = Field(default_factory=list, description="[[devices.classes]] tables.")
 
     @field_validator("availability_trace")
@@ -412,38 +561,53 @@ class DevicesSection(Strict):
             capacity = cls.battery_j if cls.battery_j is not None else self.battery_j
             reserve = cls.battery_reserve_j if cls.battery_reserve_j is not None else self.battery_reserve_j
             if capacity is not None and reserve >= capacity:
-                raise ValueError(f"device class {cls.name!r}: battery_reserve_j = {reserve:g} must be below "
-                                 f"battery_j = {capacity:g}")
+                raise ValueError(
+                    f"device class {cls.name!r}: battery_reserve_j = {reserve:g} must be below battery_j = {capacity:g}"
+                )
         for where, cls in [("devices", None)] + [(f"device class {c.name!r}", c) for c in self.classes]:
+
             def value(key):
                 own = None if cls is None else getattr(cls, key)
                 return own if own is not None else getattr(self, key)
-            if value("cpu_ghz_min") is not None and value("cpu_ghz_min") > value("cpu_ghz"):
-                raise ValueError(f"{where}: cpu_ghz_min = {value('cpu_ghz_min'):g} must be <= cpu_ghz = "
-                                 f"{value('cpu_ghz'):g} (the highest frequency)")
-            if value("tx_power_dbm_min") is not None and value("tx_power_dbm_min") > value("tx_power_dbm"):
-                raise ValueError(f"{where}: tx_power_dbm_min = {value('tx_power_dbm_min'):g} must be <= tx_power_dbm "
-                                 f"= {value('tx_power_dbm'):g} (the highest power)")
-        if self.battery_j is not None and self.battery_reserve_j >= self.battery_j:
-            raise ValueError(f"devices.battery_reserve_j = {self.battery_reserve_j:g} must be below devices.battery_j "
-                             f"= {self.battery_j:g}")
-        if (self.availability == "trace") != (self.availability_trace is not None):
-            raise ValueError("devices.availability = \"trace\" needs devices.availability_trace (a CSV file), and "
-                             "availability_trace needs availability = \"trace\"")
-        return self
 
+            if value("cpu_ghz_min") is not None and value("cpu_ghz_min") > value("cpu_ghz"):
+                raise ValueError(
+                    f"{where}: cpu_ghz_min = {value('cpu_ghz_min'):g} must be <= cpu_ghz = "
+                    f"{value('cpu_ghz'):g} (the highest frequency)"
+                )
+            if value("tx_power_dbm_min") is not None and value("tx_power_dbm_min") > value("tx_power_dbm"):
+                raise ValueError(
+                    f"{where}: tx_power_dbm_min = {value('tx_power_dbm_min'):g} must be <= tx_power_dbm "
+                    f"= {value('tx_power_dbm'):g} (the highest power)"
+                )
+        if self.battery_j is not None and self.battery_reserve_j >= self.battery_j:
+            raise ValueError(
+                f"devices.battery_reserve_j = {self.battery_reserve_j:g} must be below devices.battery_j "
+                f"= {self.battery_j:g}"
+            )
+        if (self.availability == "trace") != (self.availability_trace is not None):
+            raise ValueError(
+                'devices.availability = "trace" needs devices.availability_trace (a CSV file), and '
+                'availability_trace needs availability = "trace"'
+            )
+        return self
 
 
 class ControlSection(NumbersOnly):
     """Common keys; the controller's own keys are checked against its Params (edgefl/control)."""
 
     model_config = ConfigDict(extra="allow", validate_default=True, allow_inf_nan=False)
-    name: str = Field("static", description="Controller of per-device knobs, set each round (docs/control.md): "
-                      "static (the scenario's values), deadline_fit, min_energy, adaptive_tau, or a user's "
-                      "\"package.module:Class\".")
+    name: str = Field(
+        "static",
+        description="Controller of per-device knobs, set each round (docs/control.md): "
+        "static (the scenario's values), deadline_fit, min_energy, adaptive_tau, or a user's "
+        '"package.module:Class".',
+    )
     channel_error_db: Annotated[float, Field(ge=0, le=20, allow_inf_nan=False)] = Field(
-        0.0, description="Std (dB) of the log-normal error of the mean channel the controller sees (drawn per "
-        "device and round).")
+        0.0,
+        description="Std (dB) of the log-normal error of the mean channel the controller sees (drawn per "
+        "device and round).",
+    )
 
     @field_validator("name")
     @classmethod
@@ -463,22 +627,28 @@ class CompressionSection(Strict):
     """Update compression of every algorithm's uploads (docs/compression.md)."""
 
     name: Literal["none", "qsgd", "topk"] = Field(
-        "none", description="none; qsgd: unbiased stochastic quantisation to `bits` per value plus the norm "
-        "(Alistarh et al. 2017); topk: the largest `fraction` of the entries, with their indices (Stich et al. 2018).")
+        "none",
+        description="none; qsgd: unbiased stochastic quantisation to `bits` per value plus the norm "
+        "(Alistarh et al. 2017); topk: the largest `fraction` of the entries, with their indices (Stich et al. 2018).",
+    )
     bits: Optional[Annotated[int, Field(ge=2, le=32)]] = Field(
-        None, description="qsgd: bits per value (sign + level); 32 sends the floats (no quantisation). Default 8.")
+        None, description="qsgd: bits per value (sign + level); 32 sends the floats (no quantisation). Default 8."
+    )
     fraction: Optional[Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]] = Field(
-        None, description="topk: fraction of the entries sent. Default 0.1.")
+        None, description="topk: fraction of the entries sent. Default 0.1."
+    )
     error_feedback: Optional[bool] = Field(
-        None, description="topk: keep what was not sent and add it to the next update (Karimireddy et al. 2019). "
-        "Default true.")
+        None,
+        description="topk: keep what was not sent and add it to the next update (Karimireddy et al. 2019). "
+        "Default true.",
+    )
 
     @model_validator(mode="after")
     def _keys_of_the_method(self):
         if self.name != "qsgd" and self.bits is not None:
-            raise ValueError(f"compression.bits applies to name = \"qsgd\", not {self.name!r}")
+            raise ValueError(f'compression.bits applies to name = "qsgd", not {self.name!r}')
         if self.name != "topk" and (self.fraction is not None or self.error_feedback is not None):
-            raise ValueError(f"compression.fraction and error_feedback apply to name = \"topk\", not {self.name!r}")
+            raise ValueError(f'compression.fraction and error_feedback apply to name = "topk", not {self.name!r}')
         if self.name == "qsgd" and self.bits is None:
             self.bits = 8
         if self.name == "topk":
@@ -487,15 +657,16 @@ class CompressionSection(Strict):
         return self
 
 
-
 class ProcessSection(NumbersOnly):
     """A component from the scenario file: a table of the array ``[[process]]``, with ``name`` and the
     component's own keys (checked against its Params: docs/architecture.md, "Adding a physical process")."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
-    name: str = Field(description="The process: a built-in (thermal), an installed plug-in (entry point "
-                      "`edgefl.processes`) or a user's \"package.module:Class\" (an edgefl.sim.component.Component "
-                      "subclass).")
+    name: str = Field(
+        description="The process: a built-in (thermal), an installed plug-in (entry point "
+        '`edgefl.processes`) or a user\'s "package.module:Class" (an edgefl.sim.component.Component '
+        "subclass)."
+    )
 
     @field_validator("name")
     @classmethod
@@ -512,7 +683,9 @@ class ProcessSection(NumbersOnly):
         extra = self.model_extra or {}
         if params_model is None:
             if extra:
-                raise ValueError(f"{', '.join(extra)}: {self.name} has no keys of its own (its class defines no Params)")
+                raise ValueError(
+                    f"{', '.join(extra)}: {self.name} has no keys of its own (its class defines no Params)"
+                )
             return None
         return params_model(**extra)
 
@@ -522,8 +695,12 @@ class ProcessSection(NumbersOnly):
 
 
 SECTION_MODELS = {  # data: the keys every data set has; each data set's own are in its class
-    "run": RunSection, "data": DataParams, "model": ModelSection, "algorithm": AlgorithmSection,
-    "network": NetworkSection, "devices": DevicesSection, "control": ControlSection,
+    "run": RunSection,
+    "data": DataParams,
+    "model": ModelSection,
+    "algorithm": AlgorithmSection,
+    "network": NetworkSection,
+    "devices": DevicesSection,
+    "control": ControlSection,
     "compression": CompressionSection,
 }
-

@@ -16,8 +16,7 @@ from edgefl.scenario.sections import SECTION_MODELS, Strict
 GridValue = Union[StrictBool, StrictInt, StrictFloat, StrictStr]
 
 
-def check_sweep_key(key: str, data_keys: list[str] | tuple[str, ...] = (),
-                    process_keys: list[list[str]] = ()) -> None:
+def check_sweep_key(key: str, data_keys: list[str] | tuple[str, ...] = (), process_keys: list[list[str]] = ()) -> None:
     """Raise ValueError unless ``key`` ("section.key") is a scenario key a sweep may vary. ``data`` keys
     may be any built-in data set's or one of ``data_keys`` (the keys of the scenario's own data set,
     e.g. a plug-in's); ``process.<i>.<key>``: a key of the scenario's i-th [[process]] table (``process_keys``:
@@ -58,28 +57,38 @@ def check_sweep_key(key: str, data_keys: list[str] | tuple[str, ...] = (),
 def check_process_key(key: str, parts: list[str], process_keys: list[list[str]]) -> None:
     """``process.<i>.<key>``: a key of the scenario's i-th [[process]] table (counted from 0)."""
     if len(parts) != 3 or not parts[1].isdigit() or not parts[2]:
-        raise ValueError(f"{key!r}: expected process.<i>.<key>, the key of the i-th [[process]] table (from 0), "
-                         "e.g. process.0.throttle_c")
+        raise ValueError(
+            f"{key!r}: expected process.<i>.<key>, the key of the i-th [[process]] table (from 0), "
+            "e.g. process.0.throttle_c"
+        )
     index = int(parts[1])
     if index >= len(process_keys):
         raise ValueError(f"{key!r}: the scenario has {len(process_keys)} [[process]] table(s) (process.0 is the first)")
     own = process_keys[index]
     if parts[2] == "name":
-        raise ValueError(f"{key!r}: a process's name cannot be swept (sweep one of its keys: {', '.join(own) or 'none'})")
+        raise ValueError(
+            f"{key!r}: a process's name cannot be swept (sweep one of its keys: {', '.join(own) or 'none'})"
+        )
     if parts[2] not in own:
         hint = difflib.get_close_matches(parts[2], own, n=1)
-        raise ValueError(f"{key!r}: not a key of process {index}" + (f" (did you mean 'process.{index}.{hint[0]}'?)"
-                                                                     if hint else f"; its keys: {', '.join(own) or 'none'}"))
+        raise ValueError(
+            f"{key!r}: not a key of process {index}"
+            + (f" (did you mean 'process.{index}.{hint[0]}'?)" if hint else f"; its keys: {', '.join(own) or 'none'}")
+        )
 
 
 class SweepSection(Strict):
     """Grids for `edgefl sweep`: every combination of the grid values, each run with `seeds` seeds."""
 
-    seeds: PositiveInt = Field(1, le=1000, description="Seeds per grid point: run.seed + 0..seeds-1 (a sweep has at "
-                               "most 100,000 points: grid points x seeds).")
+    seeds: PositiveInt = Field(
+        1,
+        le=1000,
+        description="Seeds per grid point: run.seed + 0..seeds-1 (a sweep has at "
+        "most 100,000 points: grid points x seeds).",
+    )
     grid: dict[str, list[GridValue]] = Field(
-        default_factory=dict,
-        description='[sweep.grid] "section.key" = [values], e.g. "network.snr_db" = [0, 10, 20].')
+        default_factory=dict, description='[sweep.grid] "section.key" = [values], e.g. "network.snr_db" = [0, 10, 20].'
+    )
 
     @field_validator("grid")
     @classmethod
@@ -90,4 +99,3 @@ class SweepSection(Strict):
             if len({repr(v) for v in values}) != len(values):
                 raise ValueError(f"{key!r}: repeated values {values}")
         return grid
-

@@ -11,6 +11,18 @@ from edgefl.sim.engine import Engine, Pricer, RoundCost, RoundRecord, reprice, r
 from edgefl.sim.ideal import IdealPricer
 from edgefl.sim.pricer import NoDeviceAvailable, SimPyPricer, can_change_participation
 
-__all__ = ["Activity", "Event", "PhaseRecord", "Engine", "Pricer", "RoundCost", "RoundRecord", "reprice",
-           "reprice_rounds", "IdealPricer", "SimPyPricer", "can_change_participation",
-           "NoDeviceAvailable"]
+__all__ = [
+    "Activity",
+    "Event",
+    "PhaseRecord",
+    "Engine",
+    "Pricer",
+    "RoundCost",
+    "RoundRecord",
+    "reprice",
+    "reprice_rounds",
+    "IdealPricer",
+    "SimPyPricer",
+    "can_change_participation",
+    "NoDeviceAvailable",
+]

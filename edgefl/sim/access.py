@@ -73,8 +73,10 @@ class DedicatedUplink:
     def rate_changed(self, client: int, factor: float) -> None:
         """The client's uplink rate is ``factor`` times the planned one from now on."""
         if not self.retimable:
-            raise RuntimeError("an uplink rate changed, but no component declared changes_uplink_rate = True "
-                               "(edgefl.sim.component): set it on the component's class")
+            raise RuntimeError(
+                "an uplink rate changed, but no component declared changes_uplink_rate = True "
+                "(edgefl.sim.component): set it on the component's class"
+            )
         self.rate_factor[client] = factor
         proc = self._sending.get(client)
         if proc is not None and proc.is_alive:

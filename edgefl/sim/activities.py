@@ -7,8 +7,18 @@ from typing import Literal, NamedTuple
 
 ActivityKind = Literal["download", "compute", "upload"]
 EVENT_FIELDS = (
-    "round", "phase", "client", "kind", "label", "start_s", "end_s",
-    "bits", "cycles", "energy_j", "category", "status",
+    "round",
+    "phase",
+    "client",
+    "kind",
+    "label",
+    "start_s",
+    "end_s",
+    "bits",
+    "cycles",
+    "energy_j",
+    "category",
+    "status",
 )
 
 _QUANTITIES = frozenset({"start_s", "end_s", "bits", "cycles", "energy_j"})
@@ -60,9 +70,14 @@ class Event(NamedTuple):
     def row(self) -> tuple:
         """The CSV row; quantities as floats (SimPy's clock starts at the integer 0); rounds numbered from 1,
         as in metrics.csv, battery.csv and positions.csv (the engine counts from 0)."""
-        return tuple(self.round + 1 if name == "round" else
-                     float(getattr(self, name)) if name in _QUANTITIES else getattr(self, name)
-                     for name in EVENT_FIELDS)
+        return tuple(
+            self.round + 1
+            if name == "round"
+            else float(getattr(self, name))
+            if name in _QUANTITIES
+            else getattr(self, name)
+            for name in EVENT_FIELDS
+        )
 
     def timeline_key(self) -> tuple:
         """Canonical order of the event log: by round, phase, start time, then client."""

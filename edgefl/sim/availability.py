@@ -21,10 +21,17 @@ import simpy
 
 
 class Availability:
-    def __init__(self, env: simpy.Environment, num_clients: int, rng: np.random.Generator, mode: str,
-                 mean_on_s: float = 1.0, mean_off_s: float = 1.0,
-                 intervals: dict[int, list[tuple[float, float]]] | None = None,
-                 on_offline: Callable[[int], None] | None = None):
+    def __init__(
+        self,
+        env: simpy.Environment,
+        num_clients: int,
+        rng: np.random.Generator,
+        mode: str,
+        mean_on_s: float = 1.0,
+        mean_off_s: float = 1.0,
+        intervals: dict[int, list[tuple[float, float]]] | None = None,
+        on_offline: Callable[[int], None] | None = None,
+    ):
         self.env = env
         self.mode = mode
         self.online = np.ones(num_clients, dtype=bool)

@@ -15,11 +15,28 @@ import simpy
 
 
 class Flow:
-    __slots__ = ("client", "remaining_bits", "rates_bps", "rate_bps", "done", "block_rates", "block", "block_end",
-                 "scale")
+    __slots__ = (
+        "client",
+        "remaining_bits",
+        "rates_bps",
+        "rate_bps",
+        "done",
+        "block_rates",
+        "block",
+        "block_end",
+        "scale",
+    )
 
-    def __init__(self, client: int, bits: float, rates_bps: list[float], done: simpy.Event,
-                 block_rates=None, block_end: float = math.inf, scale: float = 1.0):
+    def __init__(
+        self,
+        client: int,
+        bits: float,
+        rates_bps: list[float],
+        done: simpy.Event,
+        block_rates=None,
+        block_end: float = math.inf,
+        scale: float = 1.0,
+    ):
         self.client = client
         self.remaining_bits = bits
         self.rates_bps = rates_bps  # rate with n sharers at rates_bps[n - 1]

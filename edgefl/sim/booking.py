@@ -26,11 +26,13 @@ from energy import (
 
 # Charge codes of the log rows: the four ledger categories, then radio tails (charged to the
 # category of the message they follow) and radio promotions (to the category of the message they precede).
-CAT_COMPUTE, CAT_UPLINK, CAT_DOWNLINK, CAT_IDLE = (CATEGORIES.index(name) for name in
-                                                   ("compute", "uplink", "downlink", "idle"))
+CAT_COMPUTE, CAT_UPLINK, CAT_DOWNLINK, CAT_IDLE = (
+    CATEGORIES.index(name) for name in ("compute", "uplink", "downlink", "idle")
+)
 CAT_UPLINK_TAIL, CAT_DOWNLINK_TAIL = len(CATEGORIES), len(CATEGORIES) + 1
 CAT_UPLINK_PROMOTION, CAT_DOWNLINK_PROMOTION = len(CATEGORIES) + 2, len(CATEGORIES) + 3
 _LEDGER_CATEGORY = np.array([*range(len(CATEGORIES)), CAT_UPLINK, CAT_DOWNLINK, CAT_UPLINK, CAT_DOWNLINK])
+
 
 class LogRow(NamedTuple):
     """What a chain's process logs of one activity (or one segment of it) as it happened; booked into
@@ -57,8 +59,9 @@ class LogRow(NamedTuple):
 # ``tx_w``: the CPU frequency and transmit power each row ran at (a controller's knobs, a throttled CPU).
 _CHARGES = {
     CAT_COMPUTE: lambda pop, c, cycles, hz, tx_w: compute_energy_j(cycles, hz, pop.kappa[c], pop.static_power_w[c]),
-    CAT_UPLINK: lambda pop, c, seconds, hz, tx_w: uplink_energy_j(seconds, tx_w, pop.circuit_power_w[c],
-                                                                  pop.pa_efficiency[c]),
+    CAT_UPLINK: lambda pop, c, seconds, hz, tx_w: uplink_energy_j(
+        seconds, tx_w, pop.circuit_power_w[c], pop.pa_efficiency[c]
+    ),
     CAT_DOWNLINK: lambda pop, c, seconds, hz, tx_w: downlink_energy_j(seconds, pop.rx_power_w[c]),
     CAT_IDLE: lambda pop, c, seconds, hz, tx_w: idle_energy_j(seconds, pop.idle_power_w[c]),
     CAT_UPLINK_TAIL: lambda pop, c, seconds, hz, tx_w: tail_energy_j(seconds, pop.tail_power_w[c]),
@@ -68,8 +71,14 @@ _CHARGES = {
 }
 
 
-def energies_j(pop: Population, clients: np.ndarray, codes: np.ndarray, amounts: np.ndarray,
-               cpu_hz: np.ndarray | None = None, tx_power_w: np.ndarray | None = None) -> np.ndarray:
+def energies_j(
+    pop: Population,
+    clients: np.ndarray,
+    codes: np.ndarray,
+    amounts: np.ndarray,
+    cpu_hz: np.ndarray | None = None,
+    tx_power_w: np.ndarray | None = None,
+) -> np.ndarray:
     """Energy (J) of log rows given as arrays: charge code, and its amount (cycles for compute,
     seconds otherwise), at the rows' CPU frequencies and transmit powers (default: the
     population's now); one vectorised call per code."""
@@ -90,8 +99,9 @@ def step_codes(steps, seconds: list[float]) -> tuple[list[int], list[float]]:
     return codes, [step.cycles if code == CAT_COMPUTE else s for step, code, s in zip(steps, codes, seconds)]
 
 
-def book(pop: Population, ledger: EnergyLedger, events: list[Event] | None,
-         phases: list[tuple[int, int, list[LogRow]]]) -> None:
+def book(
+    pop: Population, ledger: EnergyLedger, events: list[Event] | None, phases: list[tuple[int, int, list[LogRow]]]
+) -> None:
     """Charge phases' :class:`LogRow` s, given as (round, phase, rows) in the order simulated, to
     ``ledger`` (repeated cells accumulate in log order) and append them to ``events``."""
     log = [row for _, _, rows in phases for row in rows]
@@ -99,13 +109,28 @@ def book(pop: Population, ledger: EnergyLedger, events: list[Event] | None,
     client = np.array(col.client, dtype=np.int64)
     code = np.array(col.code, dtype=np.int64)
     amount = np.array(col.amount, dtype=np.float64)  # cycles for compute, seconds otherwise
-    energy = energies_j(pop, client, code, amount, np.array(col.cpu_hz, dtype=np.float64),
-                        np.array(col.tx_power_w, dtype=np.float64))
+    energy = energies_j(
+        pop, client, code, amount, np.array(col.cpu_hz, dtype=np.float64), np.array(col.tx_power_w, dtype=np.float64)
+    )
     category = _LEDGER_CATEGORY[code]
     ledger.add_rows(client, category, energy)
     if events is not None:
         rounds = [r for r, _, rows in phases for _ in rows]
         phase_ids = [p for _, p, rows in phases for _ in rows]
-        events.extend(map(Event, rounds, phase_ids, col.client, col.kind, col.label, col.start_s, col.end_s,
-                          col.bits, col.cycles, energy.tolist(), map(CATEGORIES.__getitem__, category.tolist()),
-                          col.status))
+        events.extend(
+            map(
+                Event,
+                rounds,
+                phase_ids,
+                col.client,
+                col.kind,
+                col.label,
+                col.start_s,
+                col.end_s,
+                col.bits,
+                col.cycles,
+                energy.tolist(),
+                map(CATEGORIES.__getitem__, category.tolist()),
+                col.status,
+            )
+        )

@@ -109,9 +109,23 @@ class Component:
     def run_end(self) -> None: ...
 
 
-HOOKS = ("round_start", "settle", "restrict", "wakeups", "round_ready", "phase_start", "chain_may_start",
-         "before_step", "compute_start", "compute_end", "chains_started", "upload_arrived", "allocate",
-         "round_end", "run_end")
+HOOKS = (
+    "round_start",
+    "settle",
+    "restrict",
+    "wakeups",
+    "round_ready",
+    "phase_start",
+    "chain_may_start",
+    "before_step",
+    "compute_start",
+    "compute_end",
+    "chains_started",
+    "upload_arrived",
+    "allocate",
+    "round_end",
+    "run_end",
+)
 
 
 def overriding(components: list[Component], hook: str) -> list:

@@ -115,7 +115,7 @@ class Batteries(Component):
             spent = elapsed = 0.0
             steps = plans[c]
             segments = []  # (seconds, joules): each message after a promotion (nominal: from an idle radio)
-            for step, step_s, step_j in zip(steps, seconds[c], joules[k:k + len(steps)]):
+            for step, step_s, step_j in zip(steps, seconds[c], joules[k : k + len(steps)]):
                 if step.kind != COMPUTE and latency_s > 0:
                     segments.append((latency_s, latency_s * float(promotion_w[c])))
                 segments.append((step_s, step_j))
@@ -139,9 +139,16 @@ class DeviceAvailability(Component):
     def attach(self, core) -> None:
         super().attach(core)
         pop = self.pop
-        self.states = Availability(core.env, pop.num_clients, _rng(self.seed, 0xA7A1), pop.availability,
-                                   pop.mean_on_s, pop.mean_off_s, pop.availability_intervals,
-                                   on_offline=lambda client: core.interrupt(client, "offline"))
+        self.states = Availability(
+            core.env,
+            pop.num_clients,
+            _rng(self.seed, 0xA7A1),
+            pop.availability,
+            pop.mean_on_s,
+            pop.mean_off_s,
+            pop.availability_intervals,
+            on_offline=lambda client: core.interrupt(client, "offline"),
+        )
 
     def restrict(self, online: np.ndarray) -> np.ndarray:
         return online & self.states.online
@@ -159,7 +166,9 @@ class Mobility(Component):
 
     def __init__(self, population: Population, seed: int):
         self.pop = population
-        self.walk = RandomWaypoint(population.distance_m, population.speed_mps, *population.cell[:2], _rng(seed, 0x30B1))
+        self.walk = RandomWaypoint(
+            population.distance_m, population.speed_mps, *population.cell[:2], _rng(seed, 0x30B1)
+        )
 
     def attach(self, core) -> None:
         super().attach(core)
@@ -217,10 +226,12 @@ class Knobs(Component):
         pop.cpu_hz = np.array(self._nominal_cpu_hz if cpu is None else cpu, dtype=np.float64)
         power = np.array(self._nominal_tx_power_w if power is None else power, dtype=np.float64)
         if not np.array_equal(power, pop.tx_power_w):
-            pop.uplink = [replace(lk, tx_power_w=float(p)) if lk.mode == "budget" else
-                          replace(lk, snr_db=float(snr_db + 10 * np.log10(p / p0)))
-                          for lk, p, p0, snr_db in zip(pop.uplink, power, self._nominal_tx_power_w,
-                                                       self._nominal_snr_db)]
+            pop.uplink = [
+                replace(lk, tx_power_w=float(p))
+                if lk.mode == "budget"
+                else replace(lk, snr_db=float(snr_db + 10 * np.log10(p / p0)))
+                for lk, p, p0, snr_db in zip(pop.uplink, power, self._nominal_tx_power_w, self._nominal_snr_db)
+            ]
             pop.tx_power_w = power
         core.physics.resources_changed(getattr(allocation, "band_share", None))
         core.knobs_changed()

@@ -64,8 +64,16 @@ class RoundRecord:
 
 
 class Engine:
-    def __init__(self, executor: Executor, pricer: Pricer, header_bits: float = 0.0, record_trace: bool = False,
-                 controller=None, observer=None, compressor=None):
+    def __init__(
+        self,
+        executor: Executor,
+        pricer: Pricer,
+        header_bits: float = 0.0,
+        record_trace: bool = False,
+        controller=None,
+        observer=None,
+        compressor=None,
+    ):
         self.executor = executor
         # Update compression (edgefl.compression): Train results and Upload bits; None: none.
         self.compressor = compressor
@@ -94,8 +102,10 @@ class Engine:
         self._phase = PhaseRecord(round=r, phase=0)
         rounds = algorithm.round(r)
         if not inspect.isgenerator(rounds):  # a plug-in's round() that returns instead of yielding
-            raise PluginError(f"the plug-in {_named(algorithm)}: its round({r}) returned {type(rounds).__name__}, expected a "
-                              "generator of operations (round(r) yields Broadcast, Train, Upload, ... of algorithms.ops)")
+            raise PluginError(
+                f"the plug-in {_named(algorithm)}: its round({r}) returned {type(rounds).__name__}, expected a "
+                "generator of operations (round(r) yields Broadcast, Train, Upload, ... of algorithms.ops)"
+            )
         reply = None
         while True:
             try:
@@ -149,8 +159,10 @@ class Engine:
             self._handle(broadcast)
             values = self._handle(evaluate)
             return values, self._handle(upload)
-        raise PluginError(f"the plug-in {_named(getattr(self, '_algorithm', None))}: its round(r) yielded {type(op).__name__} ({op!r:.80}), not an "
-                          "operation: round(r) yields Broadcast, Train, Evaluate, Upload or Query (algorithms.ops)")
+        raise PluginError(
+            f"the plug-in {_named(getattr(self, '_algorithm', None))}: its round(r) yielded {type(op).__name__} ({op!r:.80}), not an "
+            "operation: round(r) yields Broadcast, Train, Evaluate, Upload or Query (algorithms.ops)"
+        )
 
     def _compress(self, op: Train, result) -> None:
         """The server receives start + C(v − start), not v, for every vector v the clients upload
@@ -158,6 +170,7 @@ class Engine:
         z, relative to its start). What is not compressed: downloads, Evaluate/Query results, scalar
         uploads; an algorithm's quantities derived from the compressed vector (SCAFFOLD's control
         variate) follow from it."""
+
         def rows(start):
             return start if start.dim() == 2 else start.unsqueeze(0).expand(len(op.clients), -1)
 
@@ -215,7 +228,9 @@ class Engine:
         if plan.participants is not None:
             allowed = np.asarray(plan.participants, dtype=bool).reshape(-1)
             if allowed.shape != (n,):
-                raise ValueError(f"controller {type(self.controller).__name__}: participants must be a bool array [{n}]")
+                raise ValueError(
+                    f"controller {type(self.controller).__name__}: participants must be a bool array [{n}]"
+                )
             ctx.online = allowed if ctx.online is None else ctx.online & allowed
 
     @staticmethod
@@ -236,17 +251,21 @@ class Engine:
         if allocation is not None:
             n = controller.ctx.num_clients
             if allocation.cpu_hz is not None:
-                allocation.cpu_hz = _check_array(controller, "cpu_hz", allocation.cpu_hz, n, limits.cpu_hz_min,
-                                                 limits.cpu_hz_max)
+                allocation.cpu_hz = _check_array(
+                    controller, "cpu_hz", allocation.cpu_hz, n, limits.cpu_hz_min, limits.cpu_hz_max
+                )
             if allocation.tx_power_w is not None:
-                allocation.tx_power_w = _check_array(controller, "tx_power_w", allocation.tx_power_w, n,
-                                                     limits.tx_power_w_min, limits.tx_power_w_max)
+                allocation.tx_power_w = _check_array(
+                    controller, "tx_power_w", allocation.tx_power_w, n, limits.tx_power_w_min, limits.tx_power_w_max
+                )
             if allocation.band_share is not None:
                 share = allocation.band_share = _check_array(controller, "band_share", allocation.band_share, n, 0, 1)
                 uploading = work.clients[work.upload_bits[work.clients] > 0]
                 if share.sum() > 1 + 1e-9 or (share[uploading] <= 0).any():
-                    raise ValueError(f"controller {type(controller).__name__}: band shares must sum to <= 1 and be "
-                                     f"> 0 for every client uploading in the phase (sum {share.sum():.6g})")
+                    raise ValueError(
+                        f"controller {type(controller).__name__}: band shares must sum to <= 1 and be "
+                        f"> 0 for every client uploading in the phase (sum {share.sum():.6g})"
+                    )
         self.pricer.allocate(allocation)
 
 
@@ -274,9 +293,11 @@ def reprice_rounds(trace: list[PhaseRecord], pricer: Pricer) -> list[RoundCost]:
     Rounds without any phase are absent (their cost equals the previous round's). The pricer runs
     the same SimPy model as a co-simulation, only without training."""
     if pricer.can_change_participation or any(phase.needed is not None for phase in trace):
-        raise ValueError("re-pricing is exact only where the network cannot change who takes part (no deadline, "
-                         "packet errors, MCS outage, unavailable or failing devices, over-selection); co-simulate "
-                         "instead")
+        raise ValueError(
+            "re-pricing is exact only where the network cannot change who takes part (no deadline, "
+            "packet errors, MCS outage, unavailable or failing devices, over-selection); co-simulate "
+            "instead"
+        )
     costs: dict[int, RoundCost] = {}
     for k, phase in enumerate(trace):
         pricer.price_phase(phase)
@@ -302,5 +323,7 @@ def _check_array(controller, name: str, values, n: int, low, high) -> np.ndarray
     low, high = np.broadcast_to(low, (n,)), np.broadcast_to(high, (n,))
     if (arr < low * (1 - 1e-9)).any() or (arr > high * (1 + 1e-9)).any():
         bad = int(np.flatnonzero((arr < low * (1 - 1e-9)) | (arr > high * (1 + 1e-9)))[0])
-        raise PluginError(f"controller {who}: {name}[{bad}] = {arr[bad]:.6g} is outside [{low[bad]:.6g}, {high[bad]:.6g}]")
+        raise PluginError(
+            f"controller {who}: {name}[{bad}] = {arr[bad]:.6g} is outside [{low[bad]:.6g}, {high[bad]:.6g}]"
+        )
     return np.clip(arr, low, high)

@@ -25,8 +25,9 @@ def uniform_in_annulus(rng: np.random.Generator, size: int, r_min: float, r_max:
 
 
 class RandomWaypoint:
-    def __init__(self, distance_m: np.ndarray, speed_mps: np.ndarray, r_min: float, r_max: float,
-                 rng: np.random.Generator):
+    def __init__(
+        self, distance_m: np.ndarray, speed_mps: np.ndarray, r_min: float, r_max: float, rng: np.random.Generator
+    ):
         self.rng, self.r_min, self.r_max = rng, r_min, r_max
         angle = rng.uniform(0.0, 2 * np.pi, size=len(distance_m))  # the drawn distances, at a random bearing
         self.position_m = np.stack([distance_m * np.cos(angle), distance_m * np.sin(angle)], axis=1)
@@ -54,15 +55,22 @@ class RandomWaypoint:
             self.waypoint_m[arrived] = uniform_in_annulus(self.rng, len(arrived), self.r_min, self.r_max)
             moving = arrived[left[arrived] > 0]
 
-    def links(self, uplink: list[Link], downlink: list[Link], path_loss_db, bs_tx_power_w: float
-              ) -> tuple[list[Link], list[Link]]:
+    def links(
+        self, uplink: list[Link], downlink: list[Link], path_loss_db, bs_tx_power_w: float
+    ) -> tuple[list[Link], list[Link]]:
         """The links at the current positions: budget links get the path loss (``path_loss_db(distance_m)``,
         the scenario's model) of the new distance (at least r_min); configured-SNR links do not depend on it."""
         loss = np.asarray(path_loss_db(np.maximum(self.distance_m, self.r_min)), dtype=np.float64)
-        up = [lk if lk.mode != "budget" else Link.from_budget(lk.tx_power_w, loss[i], lk.noise_figure_db,
-                                                                lk.shadowing_db, lk.n0_dbm_per_hz)
-              for i, lk in enumerate(uplink)]
-        down = [lk if lk.mode != "budget" else Link.from_budget(bs_tx_power_w, loss[i], lk.noise_figure_db,
-                                                                  lk.shadowing_db, lk.n0_dbm_per_hz)
-                for i, lk in enumerate(downlink)]
+        up = [
+            lk
+            if lk.mode != "budget"
+            else Link.from_budget(lk.tx_power_w, loss[i], lk.noise_figure_db, lk.shadowing_db, lk.n0_dbm_per_hz)
+            for i, lk in enumerate(uplink)
+        ]
+        down = [
+            lk
+            if lk.mode != "budget"
+            else Link.from_budget(bs_tx_power_w, loss[i], lk.noise_figure_db, lk.shadowing_db, lk.n0_dbm_per_hz)
+            for i, lk in enumerate(downlink)
+        ]
         return up, down

@@ -46,15 +46,24 @@ class BlockRates:
     """An FDMA upload's rates under block fading: ``block_rates(k)`` is the rate with n sharers (at
     [n - 1]) during its k-th coherence block, each block with its own draw (0 in an outage block)."""
 
-    def __init__(self, physics: "PhasePhysics", shares: np.ndarray, mean_by_share: np.ndarray, first_gain: float,
-                 rng: np.random.Generator):
+    def __init__(
+        self,
+        physics: "PhasePhysics",
+        shares: np.ndarray,
+        mean_by_share: np.ndarray,
+        first_gain: float,
+        rng: np.random.Generator,
+    ):
         self.physics, self.shares, self.mean, self.rng = physics, shares, mean_by_share, rng
         self.first_gain = first_gain
 
     def __call__(self, block: int) -> list[float]:
         net = self.physics.net
-        gain = self.first_gain if block == 0 else float(
-            fading_power_gain(net.fading, self.rng, size=1, rician_k=net.rician_k)[0])
+        gain = (
+            self.first_gain
+            if block == 0
+            else float(fading_power_gain(net.fading, self.rng, size=1, rician_k=net.rician_k)[0])
+        )
         return self.physics._rate(self.shares, faded(self.mean, gain), "up").tolist()
 
 
@@ -71,9 +80,10 @@ class MeanSnr:
         self._snr_idx = np.flatnonzero(configured)
         self._budget_idx = np.flatnonzero(~configured)
         self._snr_db = np.array([links[i].snr_db for i in self._snr_idx], dtype=np.float64)
-        self._budget = {name: np.array([getattr(links[i], name) for i in self._budget_idx], dtype=np.float64)
-                        for name in ("tx_power_w", "path_loss_db", "noise_figure_db", "shadowing_db",
-                                     "n0_dbm_per_hz")}
+        self._budget = {
+            name: np.array([getattr(links[i], name) for i in self._budget_idx], dtype=np.float64)
+            for name in ("tx_power_w", "path_loss_db", "noise_figure_db", "shadowing_db", "n0_dbm_per_hz")
+        }
 
     def __call__(self, bandwidth_hz: float) -> np.ndarray:
         cached = self._by_bandwidth.get(bandwidth_hz)
@@ -84,8 +94,13 @@ class MeanSnr:
             if len(self._budget_idx):
                 b = self._budget
                 cached[self._budget_idx] = snr_from_link(
-                    b["tx_power_w"], b["path_loss_db"], bandwidth_hz, b["noise_figure_db"],
-                    b["shadowing_db"], b["n0_dbm_per_hz"])
+                    b["tx_power_w"],
+                    b["path_loss_db"],
+                    bandwidth_hz,
+                    b["noise_figure_db"],
+                    b["shadowing_db"],
+                    b["n0_dbm_per_hz"],
+                )
             self._by_bandwidth[bandwidth_hz] = cached
         return cached
 
@@ -100,8 +115,13 @@ class MeanSnr:
             if len(self._budget_idx):  # every client at every share in one call
                 b = {name: column[:, None] for name, column in self._budget.items()}
                 table[self._budget_idx] = snr_from_link(
-                    b["tx_power_w"], b["path_loss_db"], shares[None, :], b["noise_figure_db"],
-                    b["shadowing_db"], b["n0_dbm_per_hz"])
+                    b["tx_power_w"],
+                    b["path_loss_db"],
+                    shares[None, :],
+                    b["noise_figure_db"],
+                    b["shadowing_db"],
+                    b["n0_dbm_per_hz"],
+                )
             self._shares[key] = (shares, table)
         return self._shares[key]
 
@@ -126,8 +146,13 @@ def _with_list(rates: np.ndarray) -> tuple[np.ndarray, list | None]:
 class PhasePhysics:
     """Resolves a phase's activities into :class:`Step` s for one network and population."""
 
-    def __init__(self, network: NetworkParams, population: Population, rng: np.random.Generator,
-                 slowdown_rng: np.random.Generator | None = None):
+    def __init__(
+        self,
+        network: NetworkParams,
+        population: Population,
+        rng: np.random.Generator,
+        slowdown_rng: np.random.Generator | None = None,
+    ):
         self.net = network
         self.pop = population
         self.rng = rng
@@ -188,15 +213,23 @@ class PhasePhysics:
         attempts = 1 + net.max_retransmissions
         gains = np.ones((0, attempts))
         if radio:
-            gains = np.atleast_1d(fading_power_gain(net.fading, self.rng, size=radio * attempts,
-                                                    rician_k=net.rician_k)).reshape(radio, attempts)
+            gains = np.atleast_1d(
+                fading_power_gain(net.fading, self.rng, size=radio * attempts, rician_k=net.rician_k)
+            ).reshape(radio, attempts)
         if compute:
             self._plan_compute(phase.round, compute)
         if down:
             self._plan_downloads(down, gains)
         if up and (not fdma or self.band_share is not None):  # a band of its own (or its allocated share)
-            self._plan_timed(up, "up", net.bandwidth_hz, net.bandwidth_hz, gains,
-                             fixed_rate=net.outage_snr_db is not None, share=self.band_share if fdma else None)
+            self._plan_timed(
+                up,
+                "up",
+                net.bandwidth_hz,
+                net.bandwidth_hz,
+                gains,
+                fixed_rate=net.outage_snr_db is not None,
+                share=self.band_share if fdma else None,
+            )
         if up and fdma and self.band_share is None:
             self._plan_shared(up, gains)
         return plans
@@ -212,14 +245,23 @@ class PhasePhysics:
             self._plan_timed(down, "down", band_hz / len(down), band_hz, gains, fixed_rate=False)
         elif net.downlink == "multicast":
             sizes = np.array([step.bits for _, step, _ in down], dtype=np.float64)
-            self._plan_timed(down, "down", band_hz, band_hz, gains, fixed_rate=False,
-                             groups=np.unique(sizes, return_inverse=True)[1])
+            self._plan_timed(
+                down, "down", band_hz, band_hz, gains, fixed_rate=False, groups=np.unique(sizes, return_inverse=True)[1]
+            )
         else:
             self._plan_timed(down, "down", band_hz, band_hz, gains, fixed_rate=False)
 
-    def _plan_timed(self, messages: list, link: str, bandwidth_hz: float, snr_bandwidth_hz: float,
-                    gains: np.ndarray, fixed_rate: bool, groups: np.ndarray | None = None,
-                    share: np.ndarray | None = None) -> None:
+    def _plan_timed(
+        self,
+        messages: list,
+        link: str,
+        bandwidth_hz: float,
+        snr_bandwidth_hz: float,
+        gains: np.ndarray,
+        fixed_rate: bool,
+        groups: np.ndarray | None = None,
+        share: np.ndarray | None = None,
+    ) -> None:
         """Airtime, attempts and loss of messages sent over a band of their own (downloads, dedicated
         and TDMA uploads). Adaptive rate (fixed_rate False): each attempt at the rate of its draw; an
         attempt in outage (rate 0, mcs only) fails after the airtime at the mean SNR's rate. With
@@ -287,8 +329,9 @@ class PhasePhysics:
         for (_, step, _), seconds, n, flag in zip(messages, airtime.tolist(), used.tolist(), lost.tolist()):
             step.duration_s, step.attempts, step.lost = seconds, n, flag
 
-    def _block_fading_airtime(self, bits: np.ndarray, mean: np.ndarray, bandwidth_hz: float,
-                              first_gain: np.ndarray, link: str) -> np.ndarray:
+    def _block_fading_airtime(
+        self, bits: np.ndarray, mean: np.ndarray, bandwidth_hz: float, first_gain: np.ndarray, link: str
+    ) -> np.ndarray:
         """Airtime of messages cut into coherence blocks, each block at the rate of its own draw:
         a block of coherence_s seconds carries rate(g_k) * coherence_s bits (0 in outage); the last
         one carries what is left. New draws (in message order, block after block) only for the
@@ -312,8 +355,10 @@ class PhasePhysics:
             remaining[active[~last]] -= capacity[~last]
             active = active[~last]
             gain = np.atleast_1d(fading_power_gain(net.fading, self.rng, size=len(active), rician_k=net.rician_k))
-        raise UserError("block fading: messages still sending after 1,000,000 coherence blocks of "
-                        "network.coherence_s: raise network.coherence_s, or give the links a higher rate (SNR, band)")
+        raise UserError(
+            "block fading: messages still sending after 1,000,000 coherence blocks of "
+            "network.coherence_s: raise network.coherence_s, or give the links a higher rate (SNR, band)"
+        )
 
     def _plan_shared(self, up: list, gains: np.ndarray) -> None:
         """FDMA uploads: each upload's rate at every number of sharers B/1 .. B/n (n = uploads in the
@@ -358,8 +403,9 @@ class PhasePhysics:
         if nominal is None:  # a failed attempt is sent at the mean SNR's rates
             nominal = self._nominal_rate(shares[None, :], mean, "up")  # [U, sharers]
             rates = np.where(fails, nominal[:, None, :], rates)
-        for (_, step, _), ok_rates, fail_flags, nominal_rates in zip(up, rates.tolist(), fails.tolist(),
-                                                                      nominal.tolist()):
+        for (_, step, _), ok_rates, fail_flags, nominal_rates in zip(
+            up, rates.tolist(), fails.tolist(), nominal.tolist()
+        ):
             step.fdma_attempts = [(ok, nominal_rates, flags) for ok, flags in zip(ok_rates, fail_flags)]
             step.rates_bps = ok_rates[0]
 
@@ -397,9 +443,20 @@ class PhasePhysics:
         """The rate (bit/s) of the ``link`` ("up" or "down"): the rate model, the uplink's modulation cap, the
         overhead of control and reference signals (channel.rate.link_rate_bps)."""
         net = self.net
-        return np.asarray(link_rate_bps(bandwidth_hz, snr, net.rate, net.efficiency, net.snr_gap_db,
-                                        net.max_spectral_efficiency, net.mcs_snr_db, net.mcs_efficiency,
-                                        net.uplink_max_bits_per_hz if link == "up" else None, net.overhead_fraction))
+        return np.asarray(
+            link_rate_bps(
+                bandwidth_hz,
+                snr,
+                net.rate,
+                net.efficiency,
+                net.snr_gap_db,
+                net.max_spectral_efficiency,
+                net.mcs_snr_db,
+                net.mcs_efficiency,
+                net.uplink_max_bits_per_hz if link == "up" else None,
+                net.overhead_fraction,
+            )
+        )
 
     def _plan_compute(self, round_: int, compute: list) -> None:
         """Cycles and time of compute steps; a straggler factor (``devices.slowdown``) stretches the

@@ -60,8 +60,9 @@ class NoDeviceAvailable(RuntimeError):
     availability trace that has ended): the run stops there."""
 
 
-def can_change_participation(network: NetworkParams, availability: str = "always", p_fail: float = 0.0,
-                             over_selection: float = 0.0) -> bool:
+def can_change_participation(
+    network: NetworkParams, availability: str = "always", p_fail: float = 0.0, over_selection: float = 0.0
+) -> bool:
     """Whether the network can decide who takes part in a round: a deadline can cut a client off,
     a packet error (``outage_snr_db``) or an MCS outage can lose a message (except with block
     fading, where outage blocks are waited out), devices can be offline or fail, over-selection keeps
@@ -69,8 +70,14 @@ def can_change_participation(network: NetworkParams, availability: str = "always
     the learning trajectory does not depend on the channel, and re-pricing a recorded op trace on
     another channel is exact."""
     mcs_outage = network.rate == "mcs" and not network.block_fading
-    return (network.deadline_s is not None or network.outage_snr_db is not None or mcs_outage
-            or availability != "always" or p_fail > 0 or over_selection > 0)
+    return (
+        network.deadline_s is not None
+        or network.outage_snr_db is not None
+        or mcs_outage
+        or availability != "always"
+        or p_fail > 0
+        or over_selection > 0
+    )
 
 
 class SimPyPricer:
@@ -87,13 +94,23 @@ class SimPyPricer:
     journal: list | None = None  # the state-changing calls received, when a run checkpoints (edgefl.sim.journal)
     _journal_depth = 0
 
-    def __init__(self, network: NetworkParams, population: Population, seed: int, record_events: bool = True,
-                 components: list[Component] | None = None):
+    def __init__(
+        self,
+        network: NetworkParams,
+        population: Population,
+        seed: int,
+        record_events: bool = True,
+        components: list[Component] | None = None,
+    ):
         self.net = network
         self.pop = population
         self.env = simpy.Environment()
-        self.physics = PhasePhysics(network, population, np.random.default_rng(np.random.SeedSequence([seed, 0xFAD1])),
-                                    np.random.default_rng(np.random.SeedSequence([seed, 0x5104])))
+        self.physics = PhasePhysics(
+            network,
+            population,
+            np.random.default_rng(np.random.SeedSequence([seed, 0xFAD1])),
+            np.random.default_rng(np.random.SeedSequence([seed, 0x5104])),
+        )
         self._ledger = EnergyLedger(population.num_clients)
         self._events: list[Event] | None = [] if record_events else None
         self._unbooked: list[tuple[int, int, list[LogRow]]] = []  # phases simulated, energy not yet booked
@@ -110,8 +127,10 @@ class SimPyPricer:
         self.uplink = UPLINKS[network.access](self.env, self.radio, network.coherence_s)  # edgefl.sim.access
         self._upload = self.uplink.send
         self.components: list[Component] = []
-        for component in [self.radio, *(default_components(network, population, seed) if components is None
-                                        else components)]:
+        for component in [
+            self.radio,
+            *(default_components(network, population, seed) if components is None else components),
+        ]:
             self.add_component(component)
 
     def add_component(self, component: Component) -> None:
@@ -163,8 +182,10 @@ class SimPyPricer:
         """The client's CPU runs at ``hz`` from now on; a computation in progress is re-timed (the cycles
         left at the new speed), each segment charged at its own frequency."""
         if not self._watch_cpu:
-            raise RuntimeError("a CPU frequency changed, but no component declared changes_cpu_rate = True "
-                               "(edgefl.sim.component): set it on the component's class")
+            raise RuntimeError(
+                "a CPU frequency changed, but no component declared changes_cpu_rate = True "
+                "(edgefl.sim.component): set it on the component's class"
+            )
         self._cpu_hz[client] = hz
         proc = self._computing.get(client)
         if proc is not None and proc.is_alive and proc is not self.env.active_process:
@@ -206,9 +227,14 @@ class SimPyPricer:
     def nominal_seconds(self, steps: list[Step]) -> list[float]:
         """Each step's duration as planned: an FDMA upload's airtime alone on the band (it depends on
         the others' timing; a first coherence block in outage counts one block)."""
-        return [step.duration_s if step.rates_bps is None
-                else step.bits / step.rates_bps[0] if step.rates_bps[0] > 0 else self.net.coherence_s
-                for step in steps]
+        return [
+            step.duration_s
+            if step.rates_bps is None
+            else step.bits / step.rates_bps[0]
+            if step.rates_bps[0] > 0
+            else self.net.coherence_s
+            for step in steps
+        ]
 
     # -- the pricer's calls (journaled: a checkpoint replays them) ---------------------------
     @journaled
@@ -269,7 +295,8 @@ class SimPyPricer:
                     return online
                 raise NoDeviceAvailable(
                     f"no device can take part any more (simulated time {self.env.now:.4g} s): every battery is "
-                    f"empty or under its reserve and nothing harvests, or no device will be online again")
+                    f"empty or under its reserve and nothing harvests, or no device will be online again"
+                )
             until = self.env.any_of(waits)
             try:
                 self.env.run(until=until)
@@ -408,15 +435,43 @@ class SimPyPricer:
                         for hook in self._on_compute_end:
                             hook(client)
                     # (each log row: a LogRow's fields in order; a plain tuple in the hot paths, see LogRow)
-                    log.append((client, "compute", activity.label, doing[1], env.now, 0.0, CAT_COMPUTE, left,
-                                left, "ok", doing[3], 0.0))
+                    log.append(
+                        (
+                            client,
+                            "compute",
+                            activity.label,
+                            doing[1],
+                            env.now,
+                            0.0,
+                            CAT_COMPUTE,
+                            left,
+                            left,
+                            "ok",
+                            doing[3],
+                            0.0,
+                        )
+                    )
                     continue
                 if not radio.connected(client, env.now) and latency_s > 0:  # idle radio: promotion first
                     radio.log_wait(log, client, doing[1], env.now)
                     doing[:] = [PROMOTION, env.now]
                     yield env.timeout(latency_s)
-                    log.append((client, "promotion", activity.label, doing[1], env.now, 0.0,
-                                _PROMOTION_CODE[kind], latency_s, 0.0, "ok", 0.0, 0.0))
+                    log.append(
+                        (
+                            client,
+                            "promotion",
+                            activity.label,
+                            doing[1],
+                            env.now,
+                            0.0,
+                            _PROMOTION_CODE[kind],
+                            latency_s,
+                            0.0,
+                            "ok",
+                            0.0,
+                            0.0,
+                        )
+                    )
                     doing[:] = [WAIT, env.now]
                 if kind == DOWNLOAD:
                     radio.start_transfer(log, client, doing)
@@ -424,8 +479,22 @@ class SimPyPricer:
                     lost = step.lost
                 else:
                     lost = yield from self._upload(client, step, log, doing)
-                log.append((client, activity.kind, activity.label, doing[1], env.now, step.bits, _CATEGORY[kind],
-                            env.now - doing[1], 0.0, "lost" if lost else "ok", 0.0, tx_power_w[client]))
+                log.append(
+                    (
+                        client,
+                        activity.kind,
+                        activity.label,
+                        doing[1],
+                        env.now,
+                        step.bits,
+                        _CATEGORY[kind],
+                        env.now - doing[1],
+                        0.0,
+                        "lost" if lost else "ok",
+                        0.0,
+                        tx_power_w[client],
+                    )
+                )
                 radio.transfer_ended(client, _TAIL_CODE[kind], activity.label)
                 if lost:  # the chain ends here: what follows would be wasted (docs/model.md §6)
                     ok = False
@@ -440,15 +509,54 @@ class SimPyPricer:
                 if what == WAIT:  # in a plug-in's wait or the TDMA queue
                     radio.log_wait(log, client, since, env.now)
                 elif what == PROMOTION:  # the radio falls back to idle
-                    log.append(LogRow(client, "promotion", activity.label, since, env.now, 0.0, _PROMOTION_CODE[kind],
-                                      env.now - since, 0.0, status))
+                    log.append(
+                        LogRow(
+                            client,
+                            "promotion",
+                            activity.label,
+                            since,
+                            env.now,
+                            0.0,
+                            _PROMOTION_CODE[kind],
+                            env.now - since,
+                            0.0,
+                            status,
+                        )
+                    )
                 elif kind == COMPUTE:  # the cycles done at the speed it ran at
                     done = (env.now - since) * doing[2]
-                    log.append(LogRow(client, "compute", activity.label, since, env.now, 0.0, CAT_COMPUTE, done, done,
-                                      status, doing[3]))
+                    log.append(
+                        LogRow(
+                            client,
+                            "compute",
+                            activity.label,
+                            since,
+                            env.now,
+                            0.0,
+                            CAT_COMPUTE,
+                            done,
+                            done,
+                            status,
+                            doing[3],
+                        )
+                    )
                 else:  # the message did not get through: no bits delivered; the radio's tail follows
-                    log.append(LogRow(client, activity.kind, activity.label, since, env.now, 0.0, _CATEGORY[kind],
-                                      env.now - since, 0.0, status, 0.0, self._tx_power_w[client]))
+                    log.append(
+                        LogRow(
+                            client,
+                            activity.kind,
+                            activity.label,
+                            since,
+                            env.now,
+                            0.0,
+                            _CATEGORY[kind],
+                            env.now - since,
+                            0.0,
+                            status,
+                            0.0,
+                            self._tx_power_w[client],
+                        )
+                    )
                     radio.transfer_ended(client, _TAIL_CODE[kind], activity.label)
                 break
         completed[client] = ok

@@ -9,8 +9,13 @@ from edgefl.sim.component import Component
 from plugin_registry import Registry, subclass_of
 
 ENTRY_POINT_GROUP = "edgefl.processes"
-PROCESSES = Registry("process", {"thermal": "edgefl.sim.thermal:Thermal"}, ENTRY_POINT_GROUP,
-                     subclass_of(Component), "an edgefl.sim.component.Component subclass")
+PROCESSES = Registry(
+    "process",
+    {"thermal": "edgefl.sim.thermal:Thermal"},
+    ENTRY_POINT_GROUP,
+    subclass_of(Component),
+    "an edgefl.sim.component.Component subclass",
+)
 
 
 def names() -> list[str]:

@@ -27,25 +27,41 @@ class ThermalParams(NumbersOnly):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     ambient_c: float = Field(25.0, ge=-40, le=60, description="Ambient temperature (°C); a device starts at it.")
-    thermal_resistance_k_per_w: float = Field(10.0, gt=0, le=1000, description="Thermal resistance R_th from the "
-                                              "device to the ambient (K/W).")
-    thermal_capacitance_j_per_k: float = Field(5.0, gt=0, le=1e6, description="Heat capacity C_th of the device "
-                                               "(J/K); time constant R_th·C_th.")
-    throttle_c: float = Field(45.0, ge=-40, le=150, description="The CPU throttles when the device reaches this "
-                              "temperature (°C).")
-    resume_c: float = Field(40.0, ge=-40, le=150, description="A throttled CPU runs at full frequency again when "
-                            "the device cools to this temperature (°C); ambient_c <= resume_c < throttle_c.")
-    throttle_factor: float = Field(0.5, gt=0, le=1, description="A throttled CPU runs at this fraction of its "
-                                   "frequency (the scenario's or the controller's).")
+    thermal_resistance_k_per_w: float = Field(
+        10.0, gt=0, le=1000, description="Thermal resistance R_th from the device to the ambient (K/W)."
+    )
+    thermal_capacitance_j_per_k: float = Field(
+        5.0, gt=0, le=1e6, description="Heat capacity C_th of the device (J/K); time constant R_th·C_th."
+    )
+    throttle_c: float = Field(
+        45.0, ge=-40, le=150, description="The CPU throttles when the device reaches this temperature (°C)."
+    )
+    resume_c: float = Field(
+        40.0,
+        ge=-40,
+        le=150,
+        description="A throttled CPU runs at full frequency again when "
+        "the device cools to this temperature (°C); ambient_c <= resume_c < throttle_c.",
+    )
+    throttle_factor: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="A throttled CPU runs at this fraction of its frequency (the scenario's or the controller's).",
+    )
 
     @model_validator(mode="after")
     def _ordered(self):
         if not self.resume_c < self.throttle_c:
-            raise ValueError(f"resume_c = {self.resume_c:g} must be below throttle_c = {self.throttle_c:g} (°C): the CPU "
-                             "throttles at throttle_c and resumes once cooled to resume_c")
+            raise ValueError(
+                f"resume_c = {self.resume_c:g} must be below throttle_c = {self.throttle_c:g} (°C): the CPU "
+                "throttles at throttle_c and resumes once cooled to resume_c"
+            )
         if not self.ambient_c <= self.resume_c:
-            raise ValueError(f"resume_c = {self.resume_c:g} must be at least ambient_c = {self.ambient_c:g} (°C): a "
-                             "device never cools below the ambient, so its CPU would stay throttled")
+            raise ValueError(
+                f"resume_c = {self.resume_c:g} must be at least ambient_c = {self.ambient_c:g} (°C): a "
+                "device never cools below the ambient, so its CPU would stay throttled"
+            )
         return self
 
 
@@ -58,14 +74,24 @@ class Thermal(Component):
     def from_scenario(cls, params, network, population, seed: int) -> "Thermal":
         return cls(population, **params.model_dump())
 
-    def __init__(self, population, ambient_c: float = 25.0, thermal_resistance_k_per_w: float = 10.0,
-                 thermal_capacitance_j_per_k: float = 5.0, throttle_c: float = 45.0, resume_c: float = 40.0,
-                 throttle_factor: float = 0.5):
+    def __init__(
+        self,
+        population,
+        ambient_c: float = 25.0,
+        thermal_resistance_k_per_w: float = 10.0,
+        thermal_capacitance_j_per_k: float = 5.0,
+        throttle_c: float = 45.0,
+        resume_c: float = 40.0,
+        throttle_factor: float = 0.5,
+    ):
         if not (ambient_c <= resume_c < throttle_c):
-            raise ValueError(f"thermal: expected ambient_c <= resume_c < throttle_c, got {ambient_c}, {resume_c}, "
-                             f"{throttle_c}")
+            raise ValueError(
+                f"thermal: expected ambient_c <= resume_c < throttle_c, got {ambient_c}, {resume_c}, {throttle_c}"
+            )
         if not (0 < throttle_factor <= 1) or thermal_resistance_k_per_w <= 0 or thermal_capacitance_j_per_k <= 0:
-            raise ValueError("thermal: expected 0 < throttle_factor <= 1 and positive thermal resistance and capacitance")
+            raise ValueError(
+                "thermal: expected 0 < throttle_factor <= 1 and positive thermal resistance and capacitance"
+            )
         self.ambient_c, self.throttle_c, self.resume_c = ambient_c, throttle_c, resume_c
         self.r, self.c, self.factor = thermal_resistance_k_per_w, thermal_capacitance_j_per_k, throttle_factor
         n = population.num_clients
@@ -91,8 +117,9 @@ class Thermal(Component):
         now = self.core.env.now
         elapsed = now - self.since_s[client]
         if elapsed > 0:
-            self.temp_c[client] = temperature_c(elapsed, self.temp_c[client], self.ambient_c, self.power_w[client],
-                                                self.r, self.c)
+            self.temp_c[client] = temperature_c(
+                elapsed, self.temp_c[client], self.ambient_c, self.power_w[client], self.r, self.c
+            )
             if self.throttled[client]:
                 self.throttled_s[client] += elapsed
         self.since_s[client] = now
@@ -100,15 +127,19 @@ class Thermal(Component):
     def _heat(self, client: int, computing: bool) -> None:
         """The device's power changes now (it starts or stops computing, or its CPU's frequency changed)."""
         self._advance(client)
-        self.power_w[client] = compute_power_w(self.core.cpu_hz_of(client), self.kappa[client],
-                                               self.static_power_w[client]) if computing else 0.0
+        self.power_w[client] = (
+            compute_power_w(self.core.cpu_hz_of(client), self.kappa[client], self.static_power_w[client])
+            if computing
+            else 0.0
+        )
         self._plan_crossing(client)
 
     def _plan_crossing(self, client: int) -> None:
         self._version[client] += 1
         target = self.resume_c if self.throttled[client] else self.throttle_c
-        wait_s = time_to_temperature_s(target, self.temp_c[client], self.ambient_c, self.power_w[client],
-                                       self.r, self.c)
+        wait_s = time_to_temperature_s(
+            target, self.temp_c[client], self.ambient_c, self.power_w[client], self.r, self.c
+        )
         if math.isfinite(wait_s):
             self.core.env.timeout(wait_s, (client, self._version[client])).callbacks.append(self._crossed)
 

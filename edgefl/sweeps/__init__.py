@@ -23,6 +23,23 @@ from edgefl.sweeps.run import SweepSummary, run_sweep
 from edgefl.sweeps.store import load_manifest, read_point
 from edgefl.target import Target, parse_target, rounds_to_target
 
-__all__ = ["COSIMULATED", "REPRICED", "TAU_KEY", "OptimalTau", "SweepError", "SweepPlan", "SweepPoint",
-           "SweepSummary", "Target", "load_manifest", "optimal_tau", "parse_grid", "parse_target", "plan_sweep",
-           "read_point", "rounds_to_target", "run_jobs", "run_sweep"]
+__all__ = [
+    "COSIMULATED",
+    "REPRICED",
+    "TAU_KEY",
+    "OptimalTau",
+    "SweepError",
+    "SweepPlan",
+    "SweepPoint",
+    "SweepSummary",
+    "Target",
+    "load_manifest",
+    "optimal_tau",
+    "parse_grid",
+    "parse_target",
+    "plan_sweep",
+    "read_point",
+    "rounds_to_target",
+    "run_jobs",
+    "run_sweep",
+]

@@ -45,11 +45,13 @@ TRANSMIT_COLUMNS = ("uplink_energy_j", "downlink_energy_j")
 
 
 def definition(target: Target, window: int, confidence: float = DEFAULT_CONFIDENCE) -> str:
-    return (f"{target_definition(target, window)} (per seed); energy-to-target = cumulative energy of "
-            f"all clients at that round; mean over seeds ± {confidence:.0%} t-interval; a τ is eligible only "
-            f"if every seed reaches the target; τ* = eligible τ with the least mean energy-to-target; τ set = "
-            f"the eligible τ not significantly worse than τ*: the lower end of the {confidence:.0%} paired "
-            f"t-interval of the mean over seeds of ln(E_τ / E_τ*) is <= 0.")
+    return (
+        f"{target_definition(target, window)} (per seed); energy-to-target = cumulative energy of "
+        f"all clients at that round; mean over seeds ± {confidence:.0%} t-interval; a τ is eligible only "
+        f"if every seed reaches the target; τ* = eligible τ with the least mean energy-to-target; τ set = "
+        f"the eligible τ not significantly worse than τ*: the lower end of the {confidence:.0%} paired "
+        f"t-interval of the mean over seeds of ln(E_τ / E_τ*) is <= 0."
+    )
 
 
 # -- reading results.csv ------------------------------------------------------------------
@@ -176,12 +178,17 @@ def seed_outcomes(rows: list[dict], grid_keys: list[str], target: Target, window
         run.sort(key=lambda r: r["round"])
         reached = rounds_to_target([r["round"] for r in run], [r[target.metric] for r in run], target, window)
         at = next((r for r in run if r["round"] == reached), None)
-        outcomes.append(SeedOutcome(
-            channel, int(tau), int(seed), reached,
-            None if at is None else at["energy_j"],
-            None if at is None else at["compute_energy_j"],
-            None if at is None else sum(at[c] for c in TRANSMIT_COLUMNS),
-        ))
+        outcomes.append(
+            SeedOutcome(
+                channel,
+                int(tau),
+                int(seed),
+                reached,
+                None if at is None else at["energy_j"],
+                None if at is None else at["compute_energy_j"],
+                None if at is None else sum(at[c] for c in TRANSMIT_COLUMNS),
+            )
+        )
     return outcomes
 
 
@@ -194,17 +201,27 @@ def tau_stats(outcomes: list[SeedOutcome], confidence: float) -> list[TauStats]:
         ok = [o for o in group if o.rounds is not None]
         rounds_mean, rounds_ci = mean_ci([o.rounds for o in ok], confidence)
         energy_mean, energy_ci = mean_ci([o.energy_j for o in ok], confidence)
-        result.append(TauStats(
-            channel, tau, sorted(o.seed for o in group), sorted(o.seed for o in group if o.rounds is None),
-            rounds_mean, rounds_ci, energy_mean, energy_ci,
-            mean_ci([o.compute_j for o in ok])[0], mean_ci([o.transmit_j for o in ok])[0],
-            {o.seed: o.energy_j for o in ok},
-        ))
+        result.append(
+            TauStats(
+                channel,
+                tau,
+                sorted(o.seed for o in group),
+                sorted(o.seed for o in group if o.rounds is None),
+                rounds_mean,
+                rounds_ci,
+                energy_mean,
+                energy_ci,
+                mean_ci([o.compute_j for o in ok])[0],
+                mean_ci([o.transmit_j for o in ok])[0],
+                {o.seed: o.energy_j for o in ok},
+            )
+        )
     return result
 
 
-def paired_log_ratio(energy: dict[int, float], reference: dict[int, float],
-                     confidence: float) -> tuple[float, float, float]:
+def paired_log_ratio(
+    energy: dict[int, float], reference: dict[int, float], confidence: float
+) -> tuple[float, float, float]:
     """Mean over the common seeds of ln(E / E_ref), its t-interval half-width and the two-sided paired
     t-test p-value (NaN half-width and p with fewer than two seeds; half-width 0 and p 1 when every
     seed gives the same ratio... unless it is not 0, then p 0)."""
@@ -253,8 +270,13 @@ def best_tau(candidates: list[TauStats]) -> TauStats | None:
     return min(eligible, key=lambda c: (c.energy_mean, c.tau)) if eligible else None
 
 
-def optimal_tau(rows: list[dict], grid_keys: list[str], target: Target, window: int = DEFAULT_WINDOW,
-                confidence: float = DEFAULT_CONFIDENCE) -> OptimalTau:
+def optimal_tau(
+    rows: list[dict],
+    grid_keys: list[str],
+    target: Target,
+    window: int = DEFAULT_WINDOW,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> OptimalTau:
     """τ* for every channel point (every combination of the grid keys other than τ)."""
     if window < 1:
         raise SweepError(f"--window must be >= 1, got {window}")
@@ -293,31 +315,85 @@ def _fmt(x, digits=4) -> str:
 
 
 def per_channel_rows(result: OptimalTau) -> tuple[list[str], list[list]]:
-    header = [*result.channel_keys, "tau_star", "tau_set", "rounds_mean", "rounds_ci95", "energy_j_mean", "energy_j_ci95",
-              "compute_j", "transmit_j", "transmit_share", "status"]
+    header = [
+        *result.channel_keys,
+        "tau_star",
+        "tau_set",
+        "rounds_mean",
+        "rounds_ci95",
+        "energy_j_mean",
+        "energy_j_ci95",
+        "compute_j",
+        "transmit_j",
+        "transmit_share",
+        "status",
+    ]
     rows = []
     for c in result.per_channel:
         b = c.best
-        rows.append([*c.channel, c.tau_star, c.tau_set_label or None,
-                     *((None,) * 6 if b is None else (b.rounds_mean, b.rounds_ci, b.energy_mean, b.energy_ci,
-                                                      b.compute_mean, b.transmit_mean)),
-                     None if b is None else b.transmit_mean / b.energy_mean,
-                     c.status])
+        rows.append(
+            [
+                *c.channel,
+                c.tau_star,
+                c.tau_set_label or None,
+                *(
+                    (None,) * 6
+                    if b is None
+                    else (b.rounds_mean, b.rounds_ci, b.energy_mean, b.energy_ci, b.compute_mean, b.transmit_mean)
+                ),
+                None if b is None else b.transmit_mean / b.energy_mean,
+                c.status,
+            ]
+        )
     return header, rows
 
 
 def per_tau_rows(result: OptimalTau) -> tuple[list[str], list[list]]:
-    header = [*result.channel_keys, "tau", "seeds", "seeds_reached", "rounds_mean", "rounds_ci95", "energy_j_mean",
-              "energy_j_ci95", "compute_j", "transmit_j", "eligible", "is_optimal", "within_ci",
-              "log_ratio_to_optimal", "log_ratio_ci95", "paired_p_value", "status"]
+    header = [
+        *result.channel_keys,
+        "tau",
+        "seeds",
+        "seeds_reached",
+        "rounds_mean",
+        "rounds_ci95",
+        "energy_j_mean",
+        "energy_j_ci95",
+        "compute_j",
+        "transmit_j",
+        "eligible",
+        "is_optimal",
+        "within_ci",
+        "log_ratio_to_optimal",
+        "log_ratio_ci95",
+        "paired_p_value",
+        "status",
+    ]
     stars = {c.channel: c.tau_star for c in result.per_channel}
     rows = []
     for c in result.per_channel:
         for s in c.candidates:
             mean, half, p = c.paired.get(s.tau, (None, None, None))
-            rows.append([*s.channel, s.tau, len(s.seeds), len(s.seeds) - len(s.never_reached),
-                         s.rounds_mean, s.rounds_ci, s.energy_mean, s.energy_ci, s.compute_mean, s.transmit_mean,
-                         s.eligible, stars[s.channel] == s.tau, s.tau in c.tau_set, mean, half, p, s.status])
+            rows.append(
+                [
+                    *s.channel,
+                    s.tau,
+                    len(s.seeds),
+                    len(s.seeds) - len(s.never_reached),
+                    s.rounds_mean,
+                    s.rounds_ci,
+                    s.energy_mean,
+                    s.energy_ci,
+                    s.compute_mean,
+                    s.transmit_mean,
+                    s.eligible,
+                    stars[s.channel] == s.tau,
+                    s.tau in c.tau_set,
+                    mean,
+                    half,
+                    p,
+                    s.status,
+                ]
+            )
     return header, rows
 
 
@@ -337,17 +413,27 @@ def format_report(result: OptimalTau) -> str:
             snrs = sorted({k[0] for k in table})
             bws = sorted({k[1] for k in table})
             title = ", ".join(f"{k}={v}" for k, v in zip(other, facet))
-            for what, cell in (("τ*", lambda c: c.tau_star),
-                               (f"τ set (not significantly worse than τ*, paired, {result.confidence:.0%})",
-                                lambda c: c.tau_set_label or None)):
-                lines.append(f"{what} (rows: SNR dB, columns: bandwidth MHz){' for ' + title if title else ''}; "
-                             f"'-' = no τ reached the target with every seed")
+            for what, cell in (
+                ("τ*", lambda c: c.tau_star),
+                (
+                    f"τ set (not significantly worse than τ*, paired, {result.confidence:.0%})",
+                    lambda c: c.tau_set_label or None,
+                ),
+            ):
+                lines.append(
+                    f"{what} (rows: SNR dB, columns: bandwidth MHz){' for ' + title if title else ''}; "
+                    f"'-' = no τ reached the target with every seed"
+                )
                 width = max([7] + [len(str(cell(c))) + 2 for c in table.values()])
                 lines.append("SNR\\BW " + "".join(f"{b:>{width}g}" for b in bws))
                 for s in snrs:
-                    lines.append(f"{s:>6g} " + "".join(
-                        f"{'-' if table.get((s, b)) is None or cell(table[(s, b)]) is None else cell(table[(s, b)]):>{width}}"
-                        for b in bws))
+                    lines.append(
+                        f"{s:>6g} "
+                        + "".join(
+                            f"{'-' if table.get((s, b)) is None or cell(table[(s, b)]) is None else cell(table[(s, b)]):>{width}}"
+                            for b in bws
+                        )
+                    )
                 lines.append("")
     header, rows = per_channel_rows(result)
     widths = [max(len(h), 8) for h in header]

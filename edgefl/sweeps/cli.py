@@ -1,9 +1,9 @@
 """Sub-commands for sweeps (registered by edgefl.cli):
 
-    edgefl sweep SCENARIO [--grid key=v1,v2,...]... [--seeds K] [--out DIR] [--set key=value]...
-                          [--workers N] [--backend local|ray [--address ADDR]] [--force] [--quiet]
-    edgefl optimal-tau DIR --target acc_worst=0.80 [--window 5] [--confidence 0.95] [--out DIR] [--no-plots]
-    edgefl plot DIR [--metric acc_worst] [--target acc_worst=0.80] [--window 5] [--at key=value]... [--out DIR]
+edgefl sweep SCENARIO [--grid key=v1,v2,...]... [--seeds K] [--out DIR] [--set key=value]...
+                      [--workers N] [--backend local|ray [--address ADDR]] [--force] [--quiet]
+edgefl optimal-tau DIR --target acc_worst=0.80 [--window 5] [--confidence 0.95] [--out DIR] [--no-plots]
+edgefl plot DIR [--metric acc_worst] [--target acc_worst=0.80] [--window 5] [--at key=value]... [--out DIR]
 """
 
 from __future__ import annotations
@@ -25,78 +25,151 @@ from edgefl.target import DEFAULT_WINDOW, parse_target
 
 def register_commands(sub) -> None:
     p = sub.add_parser(
-        "sweep", help="run a scenario over a grid x seeds (resumable; channel points re-priced)",
+        "sweep",
+        help="run a scenario over a grid x seeds (resumable; channel points re-priced)",
         description="Run a scenario over a grid of keys x seeds. Points that differ only in the channel share "
-                    "one training (re-priced) where the channel cannot change who participates. Rerun the same "
-                    "command to resume.")
+        "one training (re-priced) where the channel cannot change who participates. Rerun the same "
+        "command to resume.",
+    )
     p.add_argument("scenario", type=Path, help="scenario TOML file")
-    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="values of one scenario key, e.g. --grid network.snr_db=0,10,20 (repeatable; adds to or "
-                        "replaces the file's [sweep.grid])")
-    p.add_argument("--seeds", type=int, default=None, metavar="K",
-                   help="seeds per point: run.seed + 0..K-1 (default: [sweep] seeds, else 1)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scenario key for every point (repeatable)")
+    p.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="values of one scenario key, e.g. --grid network.snr_db=0,10,20 (repeatable; adds to or "
+        "replaces the file's [sweep.grid])",
+    )
+    p.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        metavar="K",
+        help="seeds per point: run.seed + 0..K-1 (default: [sweep] seeds, else 1)",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key for every point (repeatable)",
+    )
     p.add_argument("--out", type=Path, default=None, help="sweep folder (default: results/<scenario>-sweep)")
-    p.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="worker processes (default 1); with --backend ray and no --address, the CPUs of a local Ray")
-    p.add_argument("--backend", "--executor", dest="backend", choices=BACKENDS, default="local",
-                   help="local: this process or a process pool; ray: one Ray task per learning run "
-                        "(pip install 'edgefl[ray]'; docs/scale.md)")
-    p.add_argument("--address", default=None, metavar="ADDR",
-                   help="with --backend ray: a running Ray cluster, e.g. auto or ray://head:10001")
-    p.add_argument("--force", action="store_true",
-                   help="replace a different sweep already in --out (values or seeds added to its grid need no "
-                   "--force), or a folder edgefl did not write (with everything in it)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes (default 1); with --backend ray and no --address, the CPUs of a local Ray",
+    )
+    p.add_argument(
+        "--backend",
+        "--executor",
+        dest="backend",
+        choices=BACKENDS,
+        default="local",
+        help="local: this process or a process pool; ray: one Ray task per learning run "
+        "(pip install 'edgefl[ray]'; docs/scale.md)",
+    )
+    p.add_argument(
+        "--address",
+        default=None,
+        metavar="ADDR",
+        help="with --backend ray: a running Ray cluster, e.g. auto or ray://head:10001",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a different sweep already in --out (values or seeds added to its grid need no "
+        "--force), or a folder edgefl did not write (with everything in it)",
+    )
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser(
-        "compare", help="several algorithms on one scenario, K seeds: energy, time and rounds to a target",
+        "compare",
+        help="several algorithms on one scenario, K seeds: energy, time and rounds to a target",
         description="Run a scenario with each algorithm (a sweep over algorithm.name: resumable) and compare "
-                    "energy, simulated time and rounds to a target, with t-intervals over the seeds.")
+        "energy, simulated time and rounds to a target, with t-intervals over the seeds.",
+    )
     p.add_argument("scenario", type=Path, help="scenario TOML file")
     p.add_argument("--algorithms", required=True, metavar="A,B,...", help="e.g. fedavg,fedprox,drdm")
     p.add_argument("--seeds", type=int, default=3, metavar="K", help="seeds per algorithm (default 3)")
     p.add_argument("--target", default=None, metavar="METRIC=VALUE", help="e.g. acc_worst=0.8")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scenario key for every run (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario key for every run (repeatable)",
+    )
     p.add_argument("--out", type=Path, default=None, help="folder (default: results/<scenario>-compare)")
     p.add_argument("--workers", type=int, default=1, metavar="N", help="local worker processes (default 1)")
-    p.add_argument("--force", action="store_true", help="replace a different comparison already in --out, or a "
-                   "folder edgefl did not write (with everything in it)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a different comparison already in --out, or a "
+        "folder edgefl did not write (with everything in it)",
+    )
     p.add_argument("--no-plots", action="store_true", help="tables only")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser(
-        "optimal-tau", help="energy-optimal τ per channel point from a sweep",
+        "optimal-tau",
+        help="energy-optimal τ per channel point from a sweep",
         description="For each channel point of a sweep (grid keys other than algorithm.local_steps), the τ with "
-                    "the least energy to reach a target. Rounds-to-target = first evaluated round at which the "
-                    "metric and its centred moving average both reach the target.")
+        "the least energy to reach a target. Rounds-to-target = first evaluated round at which the "
+        "metric and its centred moving average both reach the target.",
+    )
     p.add_argument("dir", type=Path, help="a finished sweep folder (with results.csv)")
     p.add_argument("--target", required=True, metavar="METRIC=VALUE", help="e.g. acc_worst=0.80")
-    p.add_argument("--window", type=int, default=DEFAULT_WINDOW,
-                   help=f"moving-average window in rounds (default {DEFAULT_WINDOW}; 1 = raw)")
+    p.add_argument(
+        "--window",
+        type=int,
+        default=DEFAULT_WINDOW,
+        help=f"moving-average window in rounds (default {DEFAULT_WINDOW}; 1 = raw)",
+    )
     p.add_argument("--confidence", type=float, default=0.95, help="confidence of the t-intervals (default 0.95)")
-    p.add_argument("--out", type=Path, default=None,
-                   help="where to write tables and figures (default: DIR/optimal-tau_METRIC=VALUE, plus _wN / _cX "
-                        "for a window or confidence other than the default)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where to write tables and figures (default: DIR/optimal-tau_METRIC=VALUE, plus _wN / _cX "
+        "for a window or confidence other than the default)",
+    )
     p.add_argument("--no-plots", action="store_true", help="tables only")
     p.set_defaults(func=cmd_optimal_tau)
 
     p = sub.add_parser(
-        "plot", help="accuracy versus energy per τ, and the Pareto front, of a sweep",
+        "plot",
+        help="accuracy versus energy per τ, and the Pareto front, of a sweep",
         description="Accuracy versus cumulative energy per τ (and per algorithm), and the Pareto front of energy "
-                    "versus rounds-to-target (needs --target).")
+        "versus rounds-to-target (needs --target).",
+    )
     p.add_argument("dir", type=Path, help="a finished sweep folder (with results.csv)")
     p.add_argument("--metric", default="acc_worst", help="metric on the y axis (default acc_worst)")
     p.add_argument("--target", default=None, metavar="METRIC=VALUE", help="for the Pareto front, e.g. acc_worst=0.8")
-    p.add_argument("--window", type=int, default=DEFAULT_WINDOW,
-                   help=f"moving-average window for rounds-to-target (default {DEFAULT_WINDOW})")
-    p.add_argument("--at", action="append", default=[], metavar="KEY=VALUE",
-                   help="only channel points with this grid value (repeatable), e.g. --at network.snr_db=0")
-    p.add_argument("--out", type=Path, default=None,
-                   help="where to write the figures (default: DIR, and tau-pareto.png beside optimal-tau's outputs "
-                        "for the target, DIR/optimal-tau_METRIC=VALUE)")
+    p.add_argument(
+        "--window",
+        type=int,
+        default=DEFAULT_WINDOW,
+        help=f"moving-average window for rounds-to-target (default {DEFAULT_WINDOW})",
+    )
+    p.add_argument(
+        "--at",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only channel points with this grid value (repeatable), e.g. --at network.snr_db=0",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where to write the figures (default: DIR, and tau-pareto.png beside optimal-tau's outputs "
+        "for the target, DIR/optimal-tau_METRIC=VALUE)",
+    )
     p.set_defaults(func=cmd_plot)
 
 
@@ -114,12 +187,23 @@ def cmd_sweep(args) -> int:
     out = args.out or Path("results") / f"{args.scenario.stem}-sweep"
     plan = _user_errors(lambda: plan_sweep(args.scenario, args.overrides, args.grid, args.seeds))
     args.on_interrupt = _kept_on_interrupt(out)
-    summary = _user_errors(lambda: run_sweep(plan, out, workers=args.workers, backend=args.backend, address=args.address,
-                                             force=args.force, progress=not args.quiet))
+    summary = _user_errors(
+        lambda: run_sweep(
+            plan,
+            out,
+            workers=args.workers,
+            backend=args.backend,
+            address=args.address,
+            force=args.force,
+            progress=not args.quiet,
+        )
+    )
     shape = " x ".join(f"{len(v)} {k}" for k, v in plan.grid.items()) or "no grid"
-    print(f"sweep: {summary.points} points ({shape}; {len(plan.seeds)} seed(s)): {summary.computed} computed now, "
-          f"{summary.reused} already done; {summary.repriced} re-priced, {summary.cosimulated} co-simulated; "
-          f"{summary.trainings} learning runs now, {plan.num_trainings} for the whole sweep; {summary.wall_s:.1f} s")
+    print(
+        f"sweep: {summary.points} points ({shape}; {len(plan.seeds)} seed(s)): {summary.computed} computed now, "
+        f"{summary.reused} already done; {summary.repriced} re-priced, {summary.cosimulated} co-simulated; "
+        f"{summary.trainings} learning runs now, {plan.num_trainings} for the whole sweep; {summary.wall_s:.1f} s"
+    )
     for note in summary.notes:
         print(note)
     print(f"results in {summary.results}")
@@ -128,8 +212,10 @@ def cmd_sweep(args) -> int:
 
 def _kept_on_interrupt(out: Path) -> str:
     """What `edgefl: interrupted` adds for a sweep (edgefl.cli.main)."""
-    return (f"the finished sweep points are kept in {out / POINTS_DIR}; rerun the same command to compute the rest "
-            "(nothing finished is computed again)")
+    return (
+        f"the finished sweep points are kept in {out / POINTS_DIR}; rerun the same command to compute the rest "
+        "(nothing finished is computed again)"
+    )
 
 
 def _output_folder(out: Path, given: bool) -> Path:
@@ -145,8 +231,9 @@ def cmd_compare(args) -> int:
     if not names:
         raise UserError("--algorithms: expected a comma-separated list, e.g. --algorithms fedavg,fedprox")
     target = _user_errors(lambda: parse_target(args.target)) if args.target else None
-    plan = _user_errors(lambda: plan_sweep(args.scenario, args.overrides, [f"algorithm.name={','.join(names)}"],
-                                           args.seeds))
+    plan = _user_errors(
+        lambda: plan_sweep(args.scenario, args.overrides, [f"algorithm.name={','.join(names)}"], args.seeds)
+    )
     settings = {name: comparison.own_settings(plan.base, name) for name in names}
     args.on_interrupt = _kept_on_interrupt(out)
     written: list[Path] = []
@@ -165,8 +252,9 @@ def cmd_compare(args) -> int:
             comparison.plot(outcomes, target, folder / "compare.png")
             written.append(folder / "compare.png")
 
-    summary = _user_errors(lambda: run_sweep(plan, out, workers=args.workers, force=args.force,
-                                             progress=not args.quiet, then=summarise))
+    summary = _user_errors(
+        lambda: run_sweep(plan, out, workers=args.workers, force=args.force, progress=not args.quiet, then=summarise)
+    )
     print(reports[0], end="")
     for note in summary.notes:
         print(note)
@@ -194,8 +282,9 @@ def cmd_optimal_tau(args) -> int:
 
     result = _user_errors(analyse)
     report, channel_table, tau_table = format_report(result), per_channel_rows(result), per_tau_rows(result)
-    out = _output_folder(args.out or target_folder(args.dir, args.target, args.window, args.confidence),
-                         args.out is not None)
+    out = _output_folder(
+        args.out or target_folder(args.dir, args.target, args.window, args.confidence), args.out is not None
+    )
     atomic_write_csv(out / "optimal_tau.csv", *channel_table)
     atomic_write_csv(out / "tau_energy.csv", *tau_table)
     atomic_write_text(out / "optimal_tau.txt", report)
@@ -206,10 +295,19 @@ def cmd_optimal_tau(args) -> int:
 
         heatmap = plot_tau_heatmap(result, out / "tau-heatmap.png")
         if heatmap is None:
-            print("(no heatmap: it needs two channel keys with two values or more in the grid besides "
-                  "algorithm.local_steps, e.g. network.snr_db and network.bandwidth_mhz)")
-        written += [p for p in (heatmap, plot_energy_curves(result, out / "tau-energy-curves.png"),
-                                plot_energy_split(result, out / "tau-energy-split.png")) if p is not None]
+            print(
+                "(no heatmap: it needs two channel keys with two values or more in the grid besides "
+                "algorithm.local_steps, e.g. network.snr_db and network.bandwidth_mhz)"
+            )
+        written += [
+            p
+            for p in (
+                heatmap,
+                plot_energy_curves(result, out / "tau-energy-curves.png"),
+                plot_energy_split(result, out / "tau-energy-split.png"),
+            )
+            if p is not None
+        ]
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
 
@@ -254,4 +352,3 @@ def cmd_plot(args) -> int:
         print("(no Pareto front: pass --target METRIC=VALUE, e.g. --target acc_worst=0.8)")
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
-

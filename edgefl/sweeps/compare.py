@@ -60,8 +60,9 @@ class AlgorithmOutcome:
     energy_total_j: float  # mean over seeds, whole run
 
 
-def compare(rows: list[dict], target: Target | None, window: int = DEFAULT_WINDOW,
-            confidence: float = DEFAULT_CONFIDENCE) -> list[AlgorithmOutcome]:
+def compare(
+    rows: list[dict], target: Target | None, window: int = DEFAULT_WINDOW, confidence: float = DEFAULT_CONFIDENCE
+) -> list[AlgorithmOutcome]:
     """Summarise a sweep over ``algorithm.name`` (results.csv rows), in the order the algorithms appear."""
     runs: dict[str, dict[int, list[dict]]] = {}
     for row in rows:
@@ -73,11 +74,17 @@ def compare(rows: list[dict], target: Target | None, window: int = DEFAULT_WINDO
             run.sort(key=lambda r: r["round"])
             at = None
             if target is not None:
-                reached = rounds_to_target([r["round"] for r in run], [r.get(target.metric) for r in run], target, window)
+                reached = rounds_to_target(
+                    [r["round"] for r in run], [r.get(target.metric) for r in run], target, window
+                )
                 at = next((r for r in run if r["round"] == reached), None)
-            per_seed[name][seed] = {"at": at, "last": run[-1],
-                                    "final": next((r for r in reversed(run) if r.get("acc_worst") is not None
-                                                   or r.get("loss") is not None), run[-1])}
+            per_seed[name][seed] = {
+                "at": at,
+                "last": run[-1],
+                "final": next(
+                    (r for r in reversed(run) if r.get("acc_worst") is not None or r.get("loss") is not None), run[-1]
+                ),
+            }
     first = next(iter(per_seed), None)
     out = []
     for name, seeds in per_seed.items():
@@ -89,16 +96,27 @@ def compare(rows: list[dict], target: Target | None, window: int = DEFAULT_WINDO
             differences = [v["last"]["energy_j"] - last[s] for s, v in seeds.items() if s in last]
         else:
             differences = [hit[s]["energy_j"] - base[s]["energy_j"] for s in hit if s in base]
-        metrics = [k for k in ("acc_mean", "acc_worst", "loss") if any(v["final"].get(k) is not None for v in seeds.values())]
-        out.append(AlgorithmOutcome(
-            name, len(seeds), len(hit),
-            mean_ci([r["round"] for r in hit.values()], confidence),
-            mean_ci([r["energy_j"] for r in hit.values()], confidence),
-            mean_ci([r["sim_time_s"] for r in hit.values()], confidence),
-            mean_ci(ratios, confidence),
-            mean_ci(differences, confidence), len(differences),
-            {k: float(np.mean([v["final"][k] for v in seeds.values() if v["final"].get(k) is not None])) for k in metrics},
-            float(np.mean([v["last"]["energy_j"] for v in seeds.values()]))))
+        metrics = [
+            k for k in ("acc_mean", "acc_worst", "loss") if any(v["final"].get(k) is not None for v in seeds.values())
+        ]
+        out.append(
+            AlgorithmOutcome(
+                name,
+                len(seeds),
+                len(hit),
+                mean_ci([r["round"] for r in hit.values()], confidence),
+                mean_ci([r["energy_j"] for r in hit.values()], confidence),
+                mean_ci([r["sim_time_s"] for r in hit.values()], confidence),
+                mean_ci(ratios, confidence),
+                mean_ci(differences, confidence),
+                len(differences),
+                {
+                    k: float(np.mean([v["final"][k] for v in seeds.values() if v["final"].get(k) is not None]))
+                    for k in metrics
+                },
+                float(np.mean([v["last"]["energy_j"] for v in seeds.values()])),
+            )
+        )
     return out
 
 
@@ -109,22 +127,52 @@ def _fmt(pair: tuple[float, float], digits: int = 4) -> str:
     return f"{mean:.{digits}g}" + ("" if math.isnan(half) else f" ± {half:.2g}")
 
 
-def table_rows(outcomes: list[AlgorithmOutcome], settings: dict[str, dict] | None = None) -> tuple[list[str], list[list]]:
+def table_rows(
+    outcomes: list[AlgorithmOutcome], settings: dict[str, dict] | None = None
+) -> tuple[list[str], list[list]]:
     """compare.csv: one row per algorithm; ``settings``: each algorithm's own keys (:func:`own_settings`)."""
     finals = list(dict.fromkeys(k for o in outcomes for k in o.final))
-    header = ["algorithm", "seeds", "seeds_reached", "rounds_mean", "rounds_ci95", "energy_j_mean", "energy_j_ci95",
-              "time_s_mean", "time_s_ci95", "energy_ratio_to_first", "energy_ratio_ci95",
-              "energy_difference_to_first_j", "energy_difference_ci95", "energy_difference_significant",
-              "energy_total_j", *[f"final_{k}" for k in finals], "own_settings"]
-    rows = [[o.algorithm, o.seeds, o.reached, *o.rounds, *o.energy_j, *o.time_s, *o.energy_ratio,
-             *o.energy_difference_j, significance(o.energy_difference_j), o.energy_total_j,
-             *[o.final.get(k) for k in finals], settings_text((settings or {}).get(o.algorithm, {}))]
-            for o in outcomes]
+    header = [
+        "algorithm",
+        "seeds",
+        "seeds_reached",
+        "rounds_mean",
+        "rounds_ci95",
+        "energy_j_mean",
+        "energy_j_ci95",
+        "time_s_mean",
+        "time_s_ci95",
+        "energy_ratio_to_first",
+        "energy_ratio_ci95",
+        "energy_difference_to_first_j",
+        "energy_difference_ci95",
+        "energy_difference_significant",
+        "energy_total_j",
+        *[f"final_{k}" for k in finals],
+        "own_settings",
+    ]
+    rows = [
+        [
+            o.algorithm,
+            o.seeds,
+            o.reached,
+            *o.rounds,
+            *o.energy_j,
+            *o.time_s,
+            *o.energy_ratio,
+            *o.energy_difference_j,
+            significance(o.energy_difference_j),
+            o.energy_total_j,
+            *[o.final.get(k) for k in finals],
+            settings_text((settings or {}).get(o.algorithm, {})),
+        ]
+        for o in outcomes
+    ]
     return header, rows
 
 
 def significance(difference: tuple[float, float]) -> str:
-    """"significant" when the paired t-interval of the difference excludes 0; "not significant" when it holds 0;
+    """ "significant" when the paired t-interval of the difference excludes 0; "not significant" when it holds 0;
     "one seed: cannot tell" without an interval (fewer than two paired seeds); "" without a difference."""
     mean, half = difference
     if math.isnan(mean):
@@ -149,25 +197,53 @@ def differences(outcomes: list[AlgorithmOutcome], target: Target | None, confide
             lines.append(f"{o.algorithm} vs {first}: {what}: no seed where both reached the target")
             continue
         ci = "" if math.isnan(half) else f"{confidence:.0%} paired CI [{mean - half:+.4g}, {mean + half:+.4g}] J, "
-        lines.append(f"{o.algorithm} vs {first}: {what} differs by {mean:+.4g} J ({ci}{o.paired_seeds} "
-                     f"seed{'s' if o.paired_seeds != 1 else ''}): {significance(o.energy_difference_j)}")
+        lines.append(
+            f"{o.algorithm} vs {first}: {what} differs by {mean:+.4g} J ({ci}{o.paired_seeds} "
+            f"seed{'s' if o.paired_seeds != 1 else ''}): {significance(o.energy_difference_j)}"
+        )
     return lines
 
 
-def format_report(outcomes: list[AlgorithmOutcome], target: Target | None, window: int, confidence: float,
-                  settings: dict[str, dict] | None = None) -> str:
+def format_report(
+    outcomes: list[AlgorithmOutcome],
+    target: Target | None,
+    window: int,
+    confidence: float,
+    settings: dict[str, dict] | None = None,
+) -> str:
     lines = []
     if settings:
         lines += ["own settings of each algorithm ([algorithm.<name>], defaults included):"]
         lines += [f"  {name}: {settings_text(values)}" for name, values in settings.items()] + [""]
     if target is not None:
-        lines += [f"target {target}; {definition(target, window)}; means over the seeds that reached it ± "
-                  f"{confidence:.0%} t-interval; energy ratio to {outcomes[0].algorithm}: paired over seeds", ""]
-    header = ["algorithm", "reached", "rounds", "energy J", "time s", "energy / first", "energy, whole run J",
-              *[f"final {k}" for k in dict.fromkeys(k for o in outcomes for k in o.final)]]
-    cells = [[o.algorithm, f"{o.reached}/{o.seeds}", _fmt(o.rounds, 3), _fmt(o.energy_j), _fmt(o.time_s),
-              _fmt(o.energy_ratio, 3), f"{o.energy_total_j:.4g}", *[f"{v:.4f}" for v in o.final.values()]]
-             for o in outcomes]
+        lines += [
+            f"target {target}; {definition(target, window)}; means over the seeds that reached it ± "
+            f"{confidence:.0%} t-interval; energy ratio to {outcomes[0].algorithm}: paired over seeds",
+            "",
+        ]
+    header = [
+        "algorithm",
+        "reached",
+        "rounds",
+        "energy J",
+        "time s",
+        "energy / first",
+        "energy, whole run J",
+        *[f"final {k}" for k in dict.fromkeys(k for o in outcomes for k in o.final)],
+    ]
+    cells = [
+        [
+            o.algorithm,
+            f"{o.reached}/{o.seeds}",
+            _fmt(o.rounds, 3),
+            _fmt(o.energy_j),
+            _fmt(o.time_s),
+            _fmt(o.energy_ratio, 3),
+            f"{o.energy_total_j:.4g}",
+            *[f"{v:.4f}" for v in o.final.values()],
+        ]
+        for o in outcomes
+    ]
     if target is None:
         keep = [0, 6, *range(7, len(header))]
         header, cells = [header[i] for i in keep], [[c[i] for i in keep] for c in cells]
@@ -175,8 +251,11 @@ def format_report(outcomes: list[AlgorithmOutcome], target: Target | None, windo
     lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
     if len(outcomes) > 1:
-        lines += ["", f"significance (each against {outcomes[0].algorithm}, paired over the seeds; significant when "
-                      f"the {confidence:.0%} t-interval of the difference excludes 0):"]
+        lines += [
+            "",
+            f"significance (each against {outcomes[0].algorithm}, paired over the seeds; significant when "
+            f"the {confidence:.0%} t-interval of the difference excludes 0):",
+        ]
         lines += [f"  {line}" for line in differences(outcomes, target, confidence)]
     return "\n".join(lines) + "\n"
 
@@ -190,17 +269,29 @@ def plot(outcomes: list[AlgorithmOutcome], target: Target, path) -> None:
 
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
     names = [o.algorithm for o in outcomes]
-    for ax, (label, attr) in zip(axes, (("energy to target (J)", "energy_j"), ("simulated time to target (s)", "time_s"),
-                                        ("rounds to target", "rounds"))):
+    for ax, (label, attr) in zip(
+        axes,
+        (
+            ("energy to target (J)", "energy_j"),
+            ("simulated time to target (s)", "time_s"),
+            ("rounds to target", "rounds"),
+        ),
+    ):
         means = [getattr(o, attr)[0] for o in outcomes]
         errors = [0 if math.isnan(getattr(o, attr)[1]) else getattr(o, attr)[1] for o in outcomes]
-        ax.bar(range(len(names)), [0 if math.isnan(m) else m for m in means], yerr=errors, capsize=4,
-               color="tab:blue", alpha=0.8)
-        ax.set_xticks(range(len(names)), [f"{n}\n({o.reached}/{o.seeds})" for n, o in zip(names, outcomes)],
-                      fontsize=8)
+        ax.bar(
+            range(len(names)),
+            [0 if math.isnan(m) else m for m in means],
+            yerr=errors,
+            capsize=4,
+            color="tab:blue",
+            alpha=0.8,
+        )
+        ax.set_xticks(range(len(names)), [f"{n}\n({o.reached}/{o.seeds})" for n, o in zip(names, outcomes)], fontsize=8)
         ax.set_ylabel(label)
-    fig.suptitle(f"target {target}: mean ± 95 % CI over the seeds that reached it (reached/seeds under each name)",
-                 fontsize=9)
+    fig.suptitle(
+        f"target {target}: mean ± 95 % CI over the seeds that reached it (reached/seeds under each name)", fontsize=9
+    )
     fig.tight_layout()
     try:
         with atomic_file(path) as tmp:  # then a rename: never a half PNG (kill -9)

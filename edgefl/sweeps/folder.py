@@ -28,8 +28,10 @@ def read_sweep(folder: str | Path) -> tuple[list[str], list[str], list[dict]]:
     if not folder.exists():
         raise SweepError(f"{folder}: no such folder; expected the --out folder of a finished `edgefl sweep`")
     if not folder.is_dir():
-        raise SweepError(f"{folder}: is {special_file(folder) or 'a file'}, not a folder; expected the --out folder "
-                         "of a finished `edgefl sweep`")
+        raise SweepError(
+            f"{folder}: is {special_file(folder) or 'a file'}, not a folder; expected the --out folder "
+            "of a finished `edgefl sweep`"
+        )
     for name in (MANIFEST, RESULTS):
         what = special_file(folder / name)
         if what is not None:
@@ -40,9 +42,11 @@ def read_sweep(folder: str | Path) -> tuple[list[str], list[str], list[dict]]:
     expected = {(tuple(_value(_text(p["values"].get(k))) for k in keys), p["seed"]) for p in points}
     if found != expected:
         extra, missing = len(found - expected), len(expected - found)
-        raise SweepError(f"{folder / RESULTS} does not match {folder / MANIFEST}: {missing} of the sweep's "
-                         f"{len(expected)} (point, seed) pairs have no rows and {extra} rows' points are not the "
-                         f"sweep's (a results.csv of another sweep, or an unfinished one); {RERUN}")
+        raise SweepError(
+            f"{folder / RESULTS} does not match {folder / MANIFEST}: {missing} of the sweep's "
+            f"{len(expected)} (point, seed) pairs have no rows and {extra} rows' points are not the "
+            f"sweep's (a results.csv of another sweep, or an unfinished one); {RERUN}"
+        )
     return keys, header, rows
 
 
@@ -60,14 +64,25 @@ def manifest_points(folder: Path) -> tuple[list[str], list[dict]]:
     definition = manifest.get("definition") if isinstance(manifest, dict) else None
     grid = definition.get("grid") if isinstance(definition, dict) else None
     points = manifest.get("points") if isinstance(manifest, dict) else None
-    if not (isinstance(grid, list) and all(isinstance(g, list) and len(g) == 2 and isinstance(g[0], str) for g in grid)):
-        raise SweepError(f"{bad} (no \"definition\" with a \"grid\" list of [key, values]); {RERUN}, or pass the "
-                         "sweep's --out folder")
+    if not (
+        isinstance(grid, list) and all(isinstance(g, list) and len(g) == 2 and isinstance(g[0], str) for g in grid)
+    ):
+        raise SweepError(
+            f'{bad} (no "definition" with a "grid" list of [key, values]); {RERUN}, or pass the sweep\'s --out folder'
+        )
     keys = [key for key, _ in grid]
-    if not (isinstance(points, list) and points and all(
-            isinstance(p, dict) and isinstance(p.get("values"), dict) and isinstance(p.get("seed"), int)
-            and set(keys) <= set(p["values"]) for p in points)):
-        raise SweepError(f"{bad} (no \"points\" list with each point's grid values and seed); {RERUN}")
+    if not (
+        isinstance(points, list)
+        and points
+        and all(
+            isinstance(p, dict)
+            and isinstance(p.get("values"), dict)
+            and isinstance(p.get("seed"), int)
+            and set(keys) <= set(p["values"])
+            for p in points
+        )
+    ):
+        raise SweepError(f'{bad} (no "points" list with each point\'s grid values and seed); {RERUN}')
     return keys, points
 
 
@@ -94,8 +109,10 @@ def read_table(path: Path, keys: list[str]) -> tuple[list[str], list[dict]]:
     needed = [*keys, "seed", "round", *NEEDED_COLUMNS]
     absent = [c for c in needed if c not in header]
     if absent:
-        raise SweepError(f"{path}: no column {', '.join(absent)} (a results.csv of this sweep has the grid keys, "
-                         f"seed, round, the metrics.csv columns and mode); {RERUN}")
+        raise SweepError(
+            f"{path}: no column {', '.join(absent)} (a results.csv of this sweep has the grid keys, "
+            f"seed, round, the metrics.csv columns and mode); {RERUN}"
+        )
     if not body:
         raise SweepError(f"{path}: holds no rows (only its header); {RERUN}")
     rows = []
@@ -105,11 +122,18 @@ def read_table(path: Path, keys: list[str]) -> tuple[list[str], list[dict]]:
         row = dict(zip(header, map(_value, line)))
         for column, value in row.items():
             if isinstance(value, float) and not math.isfinite(value):
-                raise SweepError(f"{path}: line {number}, column {column}: {value} is not a finite number (edgefl "
-                                 f"writes finite numbers only); {RERUN}")
-        if row.get("mode", REPRICED) not in (REPRICED, COSIMULATED) or not isinstance(row["seed"], int) \
-                or not isinstance(row["round"], int):
-            raise SweepError(f"{path}: line {number}: seed and round must be integers and mode {REPRICED} or "
-                             f"{COSIMULATED}, got {row['seed']!r}, {row['round']!r}, {row.get('mode')!r}; {RERUN}")
+                raise SweepError(
+                    f"{path}: line {number}, column {column}: {value} is not a finite number (edgefl "
+                    f"writes finite numbers only); {RERUN}"
+                )
+        if (
+            row.get("mode", REPRICED) not in (REPRICED, COSIMULATED)
+            or not isinstance(row["seed"], int)
+            or not isinstance(row["round"], int)
+        ):
+            raise SweepError(
+                f"{path}: line {number}: seed and round must be integers and mode {REPRICED} or "
+                f"{COSIMULATED}, got {row['seed']!r}, {row['round']!r}, {row.get('mode')!r}; {RERUN}"
+            )
         rows.append(row)
     return header, rows

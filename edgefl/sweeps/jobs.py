@@ -46,8 +46,10 @@ def ray_module():
     try:
         import ray  # lazy: optional dependency
     except ImportError:
-        raise ImportError("--backend ray needs Ray, an optional extra that is not installed "
-                          "(pip install 'edgefl[ray]'); or use the default --backend local") from None
+        raise ImportError(
+            "--backend ray needs Ray, an optional extra that is not installed "
+            "(pip install 'edgefl[ray]'); or use the default --backend local"
+        ) from None
     return ray
 
 
@@ -76,12 +78,22 @@ def read_cached(cache: Path, key: str):
         return None
 
 
-def run_jobs(fn: Callable[[Any], Any], jobs: Sequence, *, workers: int = 1, backend: str = "local",
-             address: str | None = None, cache: Path | None = None,
-             key: Callable[[Any], str] = lambda job: job["key"], size: Callable[[Any], int] = lambda job: 1,
-             describe: Callable[[Any, Any], str] | None = None,
-             on_result: Callable[[Any, Any], None] | None = None,
-             progress: bool = True, desc: str = "jobs", unit: str = "job") -> list:
+def run_jobs(
+    fn: Callable[[Any], Any],
+    jobs: Sequence,
+    *,
+    workers: int = 1,
+    backend: str = "local",
+    address: str | None = None,
+    cache: Path | None = None,
+    key: Callable[[Any], str] = lambda job: job["key"],
+    size: Callable[[Any], int] = lambda job: 1,
+    describe: Callable[[Any, Any], str] | None = None,
+    on_result: Callable[[Any, Any], None] | None = None,
+    progress: bool = True,
+    desc: str = "jobs",
+    unit: str = "job",
+) -> list:
     """``[fn(job) for job in jobs]``, computed on ``workers`` workers, cached jobs read back.
 
     ``size(job)``: how many units of the progress bar a job counts for (e.g. a sweep's
@@ -101,11 +113,20 @@ def run_jobs(fn: Callable[[Any], Any], jobs: Sequence, *, workers: int = 1, back
         else:
             results[i] = cached
     if describe is not None:
-        print(f"{desc}: {len(jobs)} jobs, {len(jobs) - len(todo)} cached, {len(todo)} to do on {workers} "
-              f"worker(s){' (ray)' if backend == 'ray' else ''}", flush=True)
+        print(
+            f"{desc}: {len(jobs)} jobs, {len(jobs) - len(todo)} cached, {len(todo)} to do on {workers} "
+            f"worker(s){' (ray)' if backend == 'ray' else ''}",
+            flush=True,
+        )
     total = sum(size(job) for job in jobs)
-    bar = tqdm(total=total, initial=total - sum(size(jobs[i]) for i in todo), unit=unit, desc=desc,
-               disable=not progress or None, dynamic_ncols=True)
+    bar = tqdm(
+        total=total,
+        initial=total - sum(size(jobs[i]) for i in todo),
+        unit=unit,
+        desc=desc,
+        disable=not progress or None,
+        dynamic_ncols=True,
+    )
 
     def finished(i: int, result) -> None:
         results[i] = result
@@ -130,8 +151,9 @@ def run_jobs(fn: Callable[[Any], Any], jobs: Sequence, *, workers: int = 1, back
     return results
 
 
-def run_keyed(fn: Callable[[dict], dict], jobs: Sequence[dict], *, workers: int = 1, cache: Path | None = None,
-              **options) -> dict[str, Any]:
+def run_keyed(
+    fn: Callable[[dict], dict], jobs: Sequence[dict], *, workers: int = 1, cache: Path | None = None, **options
+) -> dict[str, Any]:
     """:func:`run_jobs` for jobs that are dicts with a unique ``key`` (their cache file) and a
     ``label``, whose results hold their ``wall_s``: the results by key, and a line per job as it
     finishes (the experiments' way)."""
@@ -157,8 +179,12 @@ def die_with_parent(parent_pid: int) -> None:
 
 def _in_pool(fn, jobs, todo: list[int], workers: int, finished) -> None:
     # spawn: fresh interpreters (no forked torch thread pools); each job sets its own threads.
-    with ProcessPoolExecutor(max_workers=min(workers, len(todo)), mp_context=get_context("spawn"),
-                             initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=min(workers, len(todo)),
+        mp_context=get_context("spawn"),
+        initializer=die_with_parent,
+        initargs=(os.getpid(),),
+    ) as pool:
         pending = {pool.submit(fn, jobs[i]): i for i in todo}
         try:
             while pending:

@@ -60,11 +60,13 @@ class SweepPlan:
 
     def definition(self) -> dict:
         """What a rerun must match to resume into the same folder."""
-        return _jsonable({
-            "scenario": self.base.model_dump(mode="json", exclude={"sweep"}),
-            "grid": [[key, values] for key, values in self.grid.items()],  # a list: keeps the order
-            "seeds": self.seeds,
-        })
+        return _jsonable(
+            {
+                "scenario": self.base.model_dump(mode="json", exclude={"sweep"}),
+                "grid": [[key, values] for key, values in self.grid.items()],  # a list: keeps the order
+                "seeds": self.seeds,
+            }
+        )
 
     @property
     def num_trainings(self) -> int:
@@ -81,8 +83,9 @@ def _hash(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def parse_grid(text: str, option: str = "--grid", data_keys: tuple[str, ...] = (),
-               process_keys: list[list[str]] = ()) -> tuple[str, list]:
+def parse_grid(
+    text: str, option: str = "--grid", data_keys: tuple[str, ...] = (), process_keys: list[list[str]] = ()
+) -> tuple[str, list]:
     """``key=v1,v2,...`` -> (key, [values]); each value a TOML literal, else a string.
     ``option`` names the command-line option in error messages; ``data_keys``: the scenario's data set's."""
     if "=" not in text:
@@ -114,9 +117,9 @@ def pricing_mode(scenario: Scenario) -> str:
         return COSIMULATED
     if any(p.component_class().may_change_participation for p in scenario.process):
         return COSIMULATED  # a process that may decide who takes part (thermal does not: it changes timing only)
-    if scenario.run.engine != "simpy" or can_change_participation(network_params(scenario.network),
-                                                                  devices.availability, devices.p_fail,
-                                                                  scenario.algorithm.over_selection):
+    if scenario.run.engine != "simpy" or can_change_participation(
+        network_params(scenario.network), devices.availability, devices.p_fail, scenario.algorithm.over_selection
+    ):
         return COSIMULATED
     return REPRICED
 
@@ -159,8 +162,9 @@ MAX_SEEDS = 1_000  # seeds per grid point ([sweep] seeds, --seeds)
 MAX_POINTS = 100_000  # grid points x seeds: each is a learning run of seconds or more
 
 
-def plan_sweep(path: Path, overrides: list[str] | None = None, grids: list[str] | None = None,
-               seeds: int | None = None) -> SweepPlan:
+def plan_sweep(
+    path: Path, overrides: list[str] | None = None, grids: list[str] | None = None, seeds: int | None = None
+) -> SweepPlan:
     """Validate the scenario, the grid and every point's scenario. Raises ScenarioError/SweepError."""
     path = Path(path)
     source = str(path)
@@ -176,9 +180,11 @@ def plan_sweep(path: Path, overrides: list[str] | None = None, grids: list[str] 
     count = math.prod(len(v) for v in grid.values()) * num_seeds
     if count > MAX_POINTS:
         sizes = " x ".join(f"{len(v)} {k}" for k, v in grid.items())
-        raise SweepError(f"the sweep has {count:,} points ({sizes} x {num_seeds} seeds), more than {MAX_POINTS:,}: "
-                         "at a second or more per learning run it would not end; sweep fewer values or seeds "
-                         "(several smaller sweeps can be analysed one by one)")
+        raise SweepError(
+            f"the sweep has {count:,} points ({sizes} x {num_seeds} seeds), more than {MAX_POINTS:,}: "
+            "at a second or more per learning run it would not end; sweep fewer values or seeds "
+            "(several smaller sweeps can be analysed one by one)"
+        )
     seed_values = [base.run.seed + k for k in range(num_seeds)]
     point_raw = copy.deepcopy({k: v for k, v in raw.items() if k != "sweep"})
     points = []

@@ -21,10 +21,22 @@ from edgefl.sweeps.plan import TAU_KEY  # noqa: E402
 
 SNR, BW, ALGORITHM = "network.snr_db", "network.bandwidth_mhz", "algorithm.name"
 DISTANCE, TX_POWER = "network.distance_m", "devices.tx_power_dbm"
-LABELS = {SNR: "SNR {:g} dB", BW: "{:g} MHz", TAU_KEY: "τ = {}", ALGORITHM: "{}", DISTANCE: "{:g} m",
-          TX_POWER: "{:g} dBm", "network.cell_radius_m": "cell {:g} m"}
-AXIS_LABELS = {SNR: "SNR (dB)", BW: "bandwidth per device (MHz)", DISTANCE: "distance (m)",
-               TX_POWER: "transmit power (dBm)", "network.cell_radius_m": "cell radius (m)"}
+LABELS = {
+    SNR: "SNR {:g} dB",
+    BW: "{:g} MHz",
+    TAU_KEY: "τ = {}",
+    ALGORITHM: "{}",
+    DISTANCE: "{:g} m",
+    TX_POWER: "{:g} dBm",
+    "network.cell_radius_m": "cell {:g} m",
+}
+AXIS_LABELS = {
+    SNR: "SNR (dB)",
+    BW: "bandwidth per device (MHz)",
+    DISTANCE: "distance (m)",
+    TX_POWER: "transmit power (dBm)",
+    "network.cell_radius_m": "cell radius (m)",
+}
 MAX_PANELS = 6  # channel points drawn one panel each; beyond, a representative few (and the figure says so)
 LINESTYLES = ["-", "--", ":", "-."]
 
@@ -102,8 +114,10 @@ def _panels(channels: list[tuple], cost_per_round: dict[tuple, float]) -> tuple[
     if len(channels) <= MAX_PANELS:
         return sorted(channels, key=_order), ""
     picks = representative(channels, cost_per_round)
-    return picks, (f"{len(picks)} of {len(channels)} channel points: the costliest, a median and the cheapest "
-                   "(transmission energy per round); the tables have every point")
+    return picks, (
+        f"{len(picks)} of {len(channels)} channel points: the costliest, a median and the cheapest "
+        "(transmission energy per round); the tables have every point"
+    )
 
 
 def heatmap_axes(keys: list[str], channels: list[tuple]) -> tuple[str, str] | None:
@@ -142,8 +156,10 @@ def plot_tau_heatmap(result: OptimalTau, path: Path) -> Path | None:
     cmap = plt.get_cmap("viridis", len(taus))
     fig, axes = _grid(len(facets), width=5.2, height=4.2)
     for ax, (facet, table) in zip(axes, facets.items()):
-        snrs, bws = sorted({k[0] for k in table}, key=lambda v: _order([v])), sorted({k[1] for k in table},
-                                                                                     key=lambda v: _order([v]))
+        snrs, bws = (
+            sorted({k[0] for k in table}, key=lambda v: _order([v])),
+            sorted({k[1] for k in table}, key=lambda v: _order([v])),
+        )
         grid = np.full((len(snrs), len(bws)), np.nan)
         for (s, b), c in table.items():
             if c.tau_star is not None:
@@ -152,20 +168,38 @@ def plot_tau_heatmap(result: OptimalTau, path: Path) -> Path | None:
         for (s, b), c in table.items():  # τ* in bold, the set of τ not significantly worse below it
             tau = c.tau_star
             color = "white" if tau is not None and taus.index(tau) < len(taus) / 2 else "black"
-            ax.text(bws.index(b), snrs.index(s) + 0.12, "–" if tau is None else str(tau), ha="center", va="center",
-                    color=color, fontsize=10, fontweight="bold")
+            ax.text(
+                bws.index(b),
+                snrs.index(s) + 0.12,
+                "–" if tau is None else str(tau),
+                ha="center",
+                va="center",
+                color=color,
+                fontsize=10,
+                fontweight="bold",
+            )
             if tau is not None:
-                ax.text(bws.index(b), snrs.index(s) - 0.22, c.tau_set_label, ha="center", va="center", color=color,
-                        fontsize=7)
+                ax.text(
+                    bws.index(b),
+                    snrs.index(s) - 0.22,
+                    c.tau_set_label,
+                    ha="center",
+                    va="center",
+                    color=color,
+                    fontsize=7,
+                )
         ax.set_xticks(range(len(bws)), [_value_text(b) for b in bws])
         ax.set_yticks(range(len(snrs)), [_value_text(s) for s in snrs])
         ax.set_xlabel(AXIS_LABELS.get(x_key, x_key))
         ax.set_ylabel(AXIS_LABELS.get(y_key, y_key))
-        ax.set_title("energy-optimal τ* (bold) and its set" +
-                     (f" ({_label(other, facet)})" if other else ""), fontsize=9)
-    title = (f"target {result.target}, reached at the first evaluated round where the metric and its centred "
-             f"{result.window}-evaluation moving average both reach it; – = not reached. Set: τ whose energy is not "
-             f"significantly above τ*'s (paired over seeds, {result.confidence:.0%})")
+        ax.set_title(
+            "energy-optimal τ* (bold) and its set" + (f" ({_label(other, facet)})" if other else ""), fontsize=9
+        )
+    title = (
+        f"target {result.target}, reached at the first evaluated round where the metric and its centred "
+        f"{result.window}-evaluation moving average both reach it; – = not reached. Set: τ whose energy is not "
+        f"significantly above τ*'s (paired over seeds, {result.confidence:.0%})"
+    )
     fig.suptitle(textwrap.fill(title, width=int(fig.get_figwidth() * 14)), fontsize=8)  # ~14 characters per inch
     return _save(fig, path)
 
@@ -188,9 +222,16 @@ def plot_energy_curves(result: OptimalTau, path: Path) -> Path:
         for j, (line, c) in enumerate(sorted(lines.items(), key=lambda kv: _order([kv[0]]))):
             ok = [s for s in c.candidates if s.eligible]
             color = colors(j / max(1, len(lines) - 1) * 0.85)
-            ax.errorbar([s.tau for s in ok], [s.energy_mean for s in ok],
-                        yerr=[0 if math.isnan(s.energy_ci) else s.energy_ci for s in ok], color=color, marker="o",
-                        ms=3, capsize=2, label=_label([split], [line]) if split else None)
+            ax.errorbar(
+                [s.tau for s in ok],
+                [s.energy_mean for s in ok],
+                yerr=[0 if math.isnan(s.energy_ci) else s.energy_ci for s in ok],
+                color=color,
+                marker="o",
+                ms=3,
+                capsize=2,
+                label=_label([split], [line]) if split else None,
+            )
             if c.best is not None:
                 ax.plot([c.best.tau], [c.best.energy_mean], marker="*", ms=12, color=color, mec="black", mew=0.5)
         ax.set_yscale("log")
@@ -243,8 +284,9 @@ def channel_panel_keys(keys: list[str]) -> list[str]:
     return [k for k in keys if k not in (TAU_KEY, ALGORITHM)]
 
 
-def plot_accuracy_energy(rows: list[dict], grid_keys: list[str], metric: str, path: Path,
-                         channels: list[tuple] | None = None) -> Path:
+def plot_accuracy_energy(
+    rows: list[dict], grid_keys: list[str], metric: str, path: Path, channels: list[tuple] | None = None
+) -> Path:
     """Metric versus cumulative energy (means over seeds), a line per τ (and per algorithm),
     one panel per channel point (default: costliest, median, cheapest)."""
     panel_keys = channel_panel_keys(grid_keys)
@@ -255,7 +297,8 @@ def plot_accuracy_energy(rows: list[dict], grid_keys: list[str], metric: str, pa
         series = (r.get(ALGORITHM), r.get(TAU_KEY))
         if r.get(metric) is not None:
             curves.setdefault(panel, {}).setdefault(series, {}).setdefault(r["round"], []).append(
-                (r[metric], r["energy_j"]))
+                (r[metric], r["energy_j"])
+            )
         transmit.setdefault(panel, []).append((r["uplink_energy_j"] + r["downlink_energy_j"]) / r["round"])
     cost = {p: float(np.mean(v)) for p, v in transmit.items()}
     picks, shown = (channels, "") if channels else _panels(list(curves), cost)
@@ -271,8 +314,9 @@ def plot_accuracy_energy(rows: list[dict], grid_keys: list[str], metric: str, pa
             energy = [np.mean([e for _, e in by_round[k]]) for k in rounds]
             color = cmap(taus.index(tau) / max(1, len(taus) - 1) * 0.9) if tau is not None else None
             style = LINESTYLES[algorithms.index(algorithm) % len(LINESTYLES)] if algorithm else "-"
-            label = " ".join(filter(None, [algorithm if len(algorithms) > 1 else None,
-                                           f"τ={tau}" if tau is not None else None]))
+            label = " ".join(
+                filter(None, [algorithm if len(algorithms) > 1 else None, f"τ={tau}" if tau is not None else None])
+            )
             ax.plot(energy, acc, style, color=color, lw=1.2, label=label or None)
         ax.set_xscale("log")
         _readable_log_axis(ax, "x")
@@ -286,9 +330,16 @@ def plot_accuracy_energy(rows: list[dict], grid_keys: list[str], metric: str, pa
 
 
 # label offsets (points) tried in turn, and the text alignment that goes with each
-_OFFSETS = [((4, 3), "left", "bottom"), ((4, -3), "left", "top"), ((-4, 3), "right", "bottom"),
-            ((-4, -3), "right", "top"), ((0, 7), "center", "bottom"), ((0, -7), "center", "top"),
-            ((9, 0), "left", "center"), ((-9, 0), "right", "center")]
+_OFFSETS = [
+    ((4, 3), "left", "bottom"),
+    ((4, -3), "left", "top"),
+    ((-4, 3), "right", "bottom"),
+    ((-4, -3), "right", "top"),
+    ((0, 7), "center", "bottom"),
+    ((0, -7), "center", "top"),
+    ((9, 0), "left", "center"),
+    ((-9, 0), "right", "center"),
+]
 
 
 def _place_labels(ax, xy: list[tuple], labels: list[str], keep: set[int], fontsize: float = 7) -> None:
@@ -303,7 +354,8 @@ def _place_labels(ax, xy: list[tuple], labels: list[str], keep: set[int], fontsi
     frame = ax.get_window_extent()
     scale = ax.figure.dpi / 72.0  # points -> pixels
     taken: list[tuple[float, float, float, float]] = [
-        (px - 4 * scale, py - 4 * scale, px + 4 * scale, py + 4 * scale) for px, py in to_px(np.asarray(xy))]
+        (px - 4 * scale, py - 4 * scale, px + 4 * scale, py + 4 * scale) for px, py in to_px(np.asarray(xy))
+    ]
     order = sorted(range(len(xy)), key=lambda i: (i not in keep, xy[i][0], xy[i][1]))
     for i in order:
         px, py = to_px(xy[i])
@@ -314,8 +366,11 @@ def _place_labels(ax, xy: list[tuple], labels: list[str], keep: set[int], fontsi
             y0 = py + dy * scale - {"bottom": 0, "center": h / 2, "top": h}[va]
             box = (x0, y0, x0 + w, y0 + h)
             inside = frame.x0 <= box[0] and box[2] <= frame.x1 and frame.y0 <= box[1] and box[3] <= frame.y1
-            if inside and not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
-                       for j, b in enumerate(taken) if j != i):  # its own marker does not count
+            if inside and not any(
+                box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
+                for j, b in enumerate(taken)
+                if j != i
+            ):  # its own marker does not count
                 chosen = ((dx, dy), ha, va, box)
                 break
         if chosen is None and i in keep:
@@ -353,8 +408,16 @@ def plot_pareto(result: OptimalTau, path: Path, channels: list[tuple] | None = N
         for (algorithm, s), (x, y) in zip(entries, xy):
             marker = markers[algorithms.index(algorithm) % len(markers)] if algorithm else "o"
             ax.plot(x, y, marker, color="#4c72b0", ms=5, alpha=0.8)
-        ax.plot([xy[i][0] for i in front], [xy[i][1] for i in front], "-o", color="#c44e52", lw=1.5, ms=9,
-                mfc="none", label="Pareto front")
+        ax.plot(
+            [xy[i][0] for i in front],
+            [xy[i][1] for i in front],
+            "-o",
+            color="#c44e52",
+            lw=1.5,
+            ms=9,
+            mfc="none",
+            label="Pareto front",
+        )
         labels = [f"{algorithm + ' ' if len(algorithms) > 1 else ''}τ={s.tau}" for algorithm, s in entries]
         _place_labels(ax, xy, labels, keep=set(front))
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, min_n_ticks=1))  # whole rounds
@@ -363,6 +426,7 @@ def plot_pareto(result: OptimalTau, path: Path, channels: list[tuple] | None = N
         ax.set_title(_label(panel_keys, panel) or "Pareto front", fontsize=10)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
-    fig.suptitle(f"energy versus rounds to {result.target} (means over seeds)" + (f"\n{shown}" if shown else ""),
-                 fontsize=10)
+    fig.suptitle(
+        f"energy versus rounds to {result.target} (means over seeds)" + (f"\n{shown}" if shown else ""), fontsize=10
+    )
     return _save(fig, path)

@@ -31,8 +31,15 @@ from edgefl.scenario import Scenario, ScenarioError
 from edgefl.sim.engine import RoundCost, reprice_rounds
 from edgefl.sweeps.jobs import check_options, run_jobs
 from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError, SweepPlan, SweepPoint
-from edgefl.sweeps.store import (POINTS_DIR, assemble_results, check_manifest, lock_folder, read_point,
-                                 remove_stale_temps, write_point)
+from edgefl.sweeps.store import (
+    POINTS_DIR,
+    assemble_results,
+    check_manifest,
+    lock_folder,
+    read_point,
+    remove_stale_temps,
+    write_point,
+)
 from energy import CATEGORIES
 
 
@@ -116,9 +123,16 @@ def user_errors() -> tuple[type[Exception], ...]:
     return (SweepError, ScenarioError, DataError, PluginError)
 
 
-def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, backend: str = "local", address: str | None = None,
-              force: bool = False, progress: bool = True,
-              then: Callable[[SweepSummary], None] | None = None) -> SweepSummary:
+def run_sweep(
+    plan: SweepPlan,
+    out: Path,
+    workers: int = 1,
+    backend: str = "local",
+    address: str | None = None,
+    force: bool = False,
+    progress: bool = True,
+    then: Callable[[SweepSummary], None] | None = None,
+) -> SweepSummary:
     """Compute the plan's missing points into ``out`` (resumable) and assemble results.csv.
     ``backend``/``address``/``workers``: see :func:`edgefl.sweeps.jobs.run_jobs`. ``then(summary)``: more
     writing into ``out`` (e.g. `edgefl compare`'s summary) while the folder's lock is still held."""
@@ -140,8 +154,10 @@ def run_sweep(plan: SweepPlan, out: Path, workers: int = 1, backend: str = "loca
         return summary
     except BrokenProcessPool:
         done = len(list((out / POINTS_DIR).glob("*.json")))
-        raise WorkerDied(f"a sweep worker process died (killed, or out of memory); the {done} points finished are "
-                         f"saved in {out}: rerun the same command to compute the rest") from None
+        raise WorkerDied(
+            f"a sweep worker process died (killed, or out of memory); the {done} points finished are "
+            f"saved in {out}: rerun the same command to compute the rest"
+        ) from None
     except OSError as exc:  # a full or read-only disk while writing the points
         raise SweepError(f"--out {out}: cannot write: {exc.strerror or exc}") from None
     finally:
@@ -160,16 +176,31 @@ def _run_locked(plan, out, workers, backend, address, force, progress, claimed, 
             for point, rows in zip(task.points, rows_per_point):
                 write_point(out, point, rows)
 
-        run_jobs(run_task, tasks, workers=workers, backend=backend, address=address, on_result=store,
-                 size=lambda task: len(task.points), progress=progress, desc="sweep", unit="point")
+        run_jobs(
+            run_task,
+            tasks,
+            workers=workers,
+            backend=backend,
+            address=address,
+            on_result=store,
+            size=lambda task: len(task.points),
+            progress=progress,
+            desc="sweep",
+            unit="point",
+        )
         results = assemble_results(out, plan)
     except user_errors():
         if not (out / POINTS_DIR).is_dir() or not any((out / POINTS_DIR).iterdir()):
             empty_again(out, claimed)  # e.g. missing data: leave nothing behind in a folder that was new or empty
         raise
     return SweepSummary(
-        points=len(plan.points), reused=len(plan.points) - len(missing), computed=len(missing),
-        trainings=len(tasks), repriced=sum(p.mode == REPRICED for p in plan.points),
+        points=len(plan.points),
+        reused=len(plan.points) - len(missing),
+        computed=len(missing),
+        trainings=len(tasks),
+        repriced=sum(p.mode == REPRICED for p in plan.points),
         cosimulated=sum(p.mode == COSIMULATED for p in plan.points),
-        wall_s=time.perf_counter() - started, results=results, notes=change.describe(len(plan.points)),
+        wall_s=time.perf_counter() - started,
+        results=results,
+        notes=change.describe(len(plan.points)),
     )

@@ -42,11 +42,19 @@ def point_path(out: Path, point_id: str) -> Path:
 
 def write_point(out: Path, point: SweepPoint, rows: list[dict]) -> None:
     """The point's file (temp + rename), then one line in computed.log."""
-    record = {"format": FORMAT, "id": point.id, "values": point.values, "seed": point.seed,
-              "mode": point.mode, "rows": [{k: _plain(v) for k, v in row.items()} for row in rows]}
+    record = {
+        "format": FORMAT,
+        "id": point.id,
+        "values": point.values,
+        "seed": point.seed,
+        "mode": point.mode,
+        "rows": [{k: _plain(v) for k, v in row.items()} for row in rows],
+    }
     atomic_write_text(point_path(out, point.id), json.dumps(record) + "\n")
-    line = json.dumps({"id": point.id, "mode": point.mode, "seed": point.seed, "values": point.values,
-                       "pid": os.getpid()}) + "\n"
+    line = (
+        json.dumps({"id": point.id, "mode": point.mode, "seed": point.seed, "values": point.values, "pid": os.getpid()})
+        + "\n"
+    )
     fd = os.open(out / COMPUTED_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())  # one small append: whole or not at all
@@ -99,8 +107,10 @@ def lock_folder(out: Path) -> int:
     except BlockingIOError:
         holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
         os.close(fd)
-        raise SweepError(f"--out {out}: another edgefl sweep (pid {holder}) is writing this folder; wait for it to "
-                         "finish (then rerun to reuse its points) or choose another --out") from None
+        raise SweepError(
+            f"--out {out}: another edgefl sweep (pid {holder}) is writing this folder; wait for it to "
+            "finish (then rerun to reuse its points) or choose another --out"
+        ) from None
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd
@@ -110,8 +120,15 @@ def lock_folder(out: Path) -> int:
 # optimal-tau_<target>[_wN][_cX]/, plot into the folder and beside optimal-tau's outputs; edgefl.sweeps.compare:
 # compare/ and compare_<target>/): folder pattern -> file names. Only these files are removed when they go stale.
 ANALYSES = {
-    "optimal-tau_*": ("optimal_tau.csv", "tau_energy.csv", "optimal_tau.txt", "tau-heatmap.png",
-                      "tau-energy-curves.png", "tau-energy-split.png", "tau-pareto.png"),
+    "optimal-tau_*": (
+        "optimal_tau.csv",
+        "tau_energy.csv",
+        "optimal_tau.txt",
+        "tau-heatmap.png",
+        "tau-energy-curves.png",
+        "tau-energy-split.png",
+        "tau-pareto.png",
+    ),
     "compare": COMPARE_FILES,
     "compare_*": COMPARE_FILES,
     "": ("tau-accuracy-energy.png",),  # the sweep folder itself
@@ -151,14 +168,20 @@ class ManifestChange:
         """Sentences for the command's output (none for a new sweep or a resume)."""
         lines = []
         if self.kind == "grown":
-            lines.append(f"the sweep's grid grew: {self.old_points} points before, {points} now; its finished points "
-                         "are reused, the new ones computed")
+            lines.append(
+                f"the sweep's grid grew: {self.old_points} points before, {points} now; its finished points "
+                "are reused, the new ones computed"
+            )
         elif self.kind == "replaced":
-            lines.append(f"--force: replaced the sweep in the folder ({self.old_points} points); its finished points "
-                         f"that are also points of this sweep are reused, {self.dropped_points} others removed")
+            lines.append(
+                f"--force: replaced the sweep in the folder ({self.old_points} points); its finished points "
+                f"that are also points of this sweep are reused, {self.dropped_points} others removed"
+            )
         if self.removed_analyses:
-            lines.append("removed the analyses of the old results (rerun optimal-tau / plot / compare for the new "
-                         "ones): " + ", ".join(str(p) for p in self.removed_analyses))
+            lines.append(
+                "removed the analyses of the old results (rerun optimal-tau / plot / compare for the new "
+                "ones): " + ", ".join(str(p) for p in self.removed_analyses)
+            )
         return lines
 
 
@@ -181,10 +204,12 @@ def check_manifest(out: Path, plan: SweepPlan, force: bool) -> ManifestChange:
             if old is None:
                 raise SweepError(f"{path} is not a sweep manifest; use --force to replace it or choose another --out")
             missing = len(old_ids - new_ids)
-            raise SweepError(f"{out} holds a different sweep ({describe_differences(old, new)}; {missing} of its "
-                             f"{len(old_ids)} points are not points of this one). Rerun the same command to resume "
-                             "it, add values or seeds to grow it (its points are kept), use --force to replace it, "
-                             "or choose another --out")
+            raise SweepError(
+                f"{out} holds a different sweep ({describe_differences(old, new)}; {missing} of its "
+                f"{len(old_ids)} points are not points of this one). Rerun the same command to resume "
+                "it, add values or seeds to grow it (its points are kept), use --force to replace it, "
+                "or choose another --out"
+            )
         if old == new:
             change = ManifestChange("same", len(old_ids))
         else:  # grown, or forced: drop the old sweep's points that are not this one's (the others are reused)
@@ -196,9 +221,12 @@ def check_manifest(out: Path, plan: SweepPlan, force: bool) -> ManifestChange:
             (out / RESULTS).unlink(missing_ok=True)
             change.removed_analyses = remove_stale_analyses(out)
     manifest = {
-        "format": FORMAT, "definition": new,
-        "points": [{"id": p.id, "values": p.values, "seed": p.seed, "mode": p.mode, "training": p.training}
-                   for p in plan.points],
+        "format": FORMAT,
+        "definition": new,
+        "points": [
+            {"id": p.id, "values": p.values, "seed": p.seed, "mode": p.mode, "training": p.training}
+            for p in plan.points
+        ],
     }
     atomic_write_text(path, json.dumps(manifest, indent=1) + "\n")
     return change
@@ -233,7 +261,10 @@ def assemble_results(out: Path, plan: SweepPlan) -> Path:
         for row in record["rows"]:
             metric_cols += [k for k in row if k not in metric_cols and k not in METRIC_COLUMNS]
     header = list(plan.grid) + ["seed", "round"] + metric_cols + ["mode"]
-    rows = ([*(p.values[k] for k in plan.grid), p.seed, row["round"], *(row.get(c) for c in metric_cols),
-             record["mode"]] for p, record in records for row in record["rows"])
+    rows = (
+        [*(p.values[k] for k in plan.grid), p.seed, row["round"], *(row.get(c) for c in metric_cols), record["mode"]]
+        for p, record in records
+        for row in record["rows"]
+    )
     atomic_write_csv(out / RESULTS, header, rows)
     return out / RESULTS
