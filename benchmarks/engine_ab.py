@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import engine_identity  # noqa: E402
+
 from edgefl.runner import Simulation  # noqa: E402
 
 CASES = {

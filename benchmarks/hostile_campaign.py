@@ -893,7 +893,7 @@ def run_case(case: Case, limit_s: float) -> dict:
             if not path.is_file() or path.read_bytes() != data:
                 broken.append(f"user file lost or changed: {rel}")
         if case.refuse and code == 0:
-            broken.append(f"user file lost or changed: wrote into a folder that is never a results folder")
+            broken.append("user file lost or changed: wrote into a folder that is never a results folder")
         if case.marker and (folder / case.marker).exists():
             broken.append("code ran from a checkpoint")
         for system, entries in system_before.items():  # never a results folder (nothing may appear there)
@@ -942,8 +942,8 @@ def main() -> int:
     outcomes = []
     report = open(args.report, "w") if args.report else None
     if args.workers > 1:
-        from concurrent.futures import ProcessPoolExecutor
         import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("fork")) as pool:
             results = pool.map(run_case, cases, [args.limit_s] * len(cases), chunksize=4)

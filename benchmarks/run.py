@@ -57,8 +57,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from edgefl.executor import Executor  # noqa: E402
-from edgefl.runner import Simulation  # noqa: E402
 from edgefl.physical import build_population, network_params  # noqa: E402
+from edgefl.runner import Simulation  # noqa: E402
 from edgefl.scenario import load_scenario, scenario_from_dict  # noqa: E402
 from edgefl.sim import SimPyPricer, reprice_rounds  # noqa: E402
 from edgefl.sweeps.store import load_manifest  # noqa: E402

@@ -13,8 +13,8 @@ from .link import (
     noise_power_w,
     snr_from_link,
 )
-from .path_loss import free_space_db, log_distance_db, umi_street_canyon_db
 from .mcs import CQI_EFFICIENCY, CQI_SNR_DB, RATE_MODES, check_mcs_table, mcs_spectral_efficiency
+from .path_loss import free_space_db, log_distance_db, umi_street_canyon_db
 from .rate import (
     is_outage,
     link_rate_bps,

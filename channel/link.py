@@ -12,6 +12,7 @@ from typing import Literal
 import numpy as np
 
 from arraychecks import out, require_nonnegative
+
 from .rate import shannon_rate_bps
 from .units import db_to_linear, dbm_to_w
 

@@ -21,6 +21,7 @@ import functools
 import numpy as np
 
 from arraychecks import out, require_nonnegative
+
 from .units import db_to_linear
 
 # 3GPP TS 36.213 Table 7.2.3-1, CQI 1..15 (bit/s/Hz), and the SNR (dB) for 10 % BLER of each.

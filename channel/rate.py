@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from arraychecks import out, require_nonnegative
+
 from .mcs import CQI_EFFICIENCY, CQI_SNR_DB, RATE_MODES, mcs_spectral_efficiency
 from .units import db_to_linear
 

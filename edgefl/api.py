@@ -28,9 +28,9 @@ import pandas as pd
 from edgefl.results import check_target
 from edgefl.runner import RunResult, simulate, write_results
 from edgefl.scenario import Scenario, ScenarioError, _drop_none, format_override, scenario_from_dict
-from edgefl.sweeps.plan import SweepError
 from edgefl.scenario import load_scenario as _load
 from edgefl.sim.activities import EVENT_FIELDS
+from edgefl.sweeps.plan import SweepError
 
 PLOT_KINDS = (
     "accuracy",

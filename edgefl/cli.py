@@ -22,8 +22,7 @@ from pathlib import Path
 # measurements (docs/performance.md). A value set by the user wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from edgefl import __version__  # noqa: E402
-from edgefl import logs  # noqa: E402
+from edgefl import __version__, logs  # noqa: E402
 from edgefl.errors import UserError  # noqa: E402  (also known as edgefl.cli.UserError)
 
 EXIT_USAGE = 2

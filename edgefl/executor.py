@@ -246,7 +246,7 @@ class StepApplier:
         return out
 
     def _try_direct(self, step, w, g, carry, client, shared, k):
-        per_client, C = w.shape[1:], w.shape[0]
+        per_client = w.shape[1:]
         for v in shared.values():
             if isinstance(v, torch.Tensor):
                 if v.dim() != 0 and v.shape != per_client:

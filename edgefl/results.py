@@ -10,8 +10,8 @@ command (:func:`claim`): a folder holding edgefl's marker, or an empty or new on
 from __future__ import annotations
 
 import csv
-import json
 import itertools
+import json
 import os
 import re
 import shutil

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-import torch
 import tomli_w
+import torch
 from tqdm import tqdm
 
 import algorithms
@@ -22,18 +22,18 @@ from algorithms.base import Context
 from edgefl.checkpoint import restore as restore_checkpoint
 from edgefl.checkpoint import save as save_checkpoint
 from edgefl.compression import build_compressor
-from edgefl.errors import UserError
 from edgefl.control import ControlContext, DeviceLimits
 from edgefl.control.observe import Observer
+from edgefl.errors import UserError
+from edgefl.estimation import estimation_metrics
 from edgefl.executor import Executor
 from edgefl.feasibility import check_feasible
-from edgefl.estimation import estimation_metrics
 from edgefl.logs import get_logger
 from edgefl.memory import check_memory
 from edgefl.metrics import evaluate_global
 from edgefl.models import build_model
-from edgefl.plugins import faults_named
 from edgefl.physical import NetworkParams, Population, build_population, network_params
+from edgefl.plugins import faults_named
 from edgefl.resolved import resolved_dict
 from edgefl.results import atomic_directory, checkpoint_file, claim_checkpoint, is_checkpoint, write_csv, write_json
 from edgefl.scenario import Scenario

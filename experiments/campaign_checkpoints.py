@@ -12,13 +12,21 @@ Result at the commit that added it: 649 checkpoints, about 420 refused and 230 l
 the pid in the header, which shifts the bit flips), 0 problems (no code run, no other exception).
 """
 
-import io, os, pickle, random, sys, tempfile, zlib  # noqa: E401
+# ruff: noqa: E402  (a campaign script: imports sit next to the gadgets that use them)
+import io
+import os
+import pickle
+import random
+import sys
+import tempfile
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+
 from edgefl.checkpoint import CheckpointError, restore  # noqa: E402
 from edgefl.results import checkpoint_file  # noqa: E402
 from edgefl.runner import Simulation  # noqa: E402
@@ -58,7 +66,14 @@ def R(f, *a):  # a pickle that calls f(*a) when loaded
     return X()
 
 
-import builtins, subprocess, importlib, operator, functools, numpy, shutil
+import builtins
+import functools
+import importlib
+import operator
+import shutil
+import subprocess
+
+import numpy
 
 payloads = {
     "os.system": R(os.system, "touch pwned1"),

@@ -20,7 +20,6 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 Q = str(ROOT / "scenarios" / "quickstart.toml")

@@ -966,7 +966,7 @@ def discussion(main, verdicts, fig3_summary) -> list[str]:
     fa = mean_of("fedavg", 0.1, 0.0, "acc_worst")
     weakest = min(ALGORITHMS, key=lambda a: mean_of(a, 0.1, 0.0, "acc_worst"))
     out.append(
-        f"- **FedAvg weakest in worst-case (paper claim 4)?** At α = 0.1, σ = 0: "
+        "- **FedAvg weakest in worst-case (paper claim 4)?** At α = 0.1, σ = 0: "
         + (
             f"yes, FedAvg has the lowest mean worst-case accuracy ({pct(fa)}%)."
             if weakest == "fedavg"
@@ -989,7 +989,7 @@ def discussion(main, verdicts, fig3_summary) -> list[str]:
                 verdict = "not monotone in τ"
             parts.append(f"{LABELS[alg]} to {100 * t:.0f}%: {shown} ({verdict})")
     out.append(
-        f"- **Figure 3 (more local steps, fewer rounds; paper 48 / 41 / 32 / 25 at τ = 5 / 10 / 20 / 30):** "
+        "- **Figure 3 (more local steps, fewer rounds; paper 48 / 41 / 32 / 25 at τ = 5 / 10 / 20 / 30):** "
         "seed-mean-curve rounds at τ = " + " / ".join(str(t) for t in TAUS) + ": " + "; ".join(parts) + "."
     )
     return out
@@ -1184,14 +1184,12 @@ def main(argv=None):
     for alg in ALGORITHMS:
         print(f"   selected {alg:9s} {fmt_hp(chosen[alg])}", flush=True)
 
-    t1 = time.perf_counter()
     jobs = []
     for a, s in SETTINGS:
         seeds = HEADLINE_SEEDS if (a, s) == (0.1, 0.0) else REPORT_SEEDS
         jobs += [make_job("table", alg, chosen[alg], a, s, seed) for alg in ALGORITHMS for seed in seeds]
     main_runs = runner.run(jobs, "table")
 
-    t2 = time.perf_counter()
     jobs = [
         make_job("tau", alg, chosen[alg], 0.1, 0.0, seed, tau=tau)
         for alg in FIG3_ALGORITHMS
@@ -1210,7 +1208,6 @@ def main(argv=None):
         and r["seed"] in REPORT_SEEDS
     ]
 
-    t3 = time.perf_counter()
     variants = ablations(chosen["drdm"])
     jobs = [make_job("ablation", "drdm", hp, 0.1, 0.0, seed) for _, hp in variants for seed in VALIDATION_SEEDS]
     jobs += [

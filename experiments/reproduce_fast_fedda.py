@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -36,8 +35,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
-from experiments.algorithm_keys import with_own_table  # noqa: E402
 from experiments import provenance  # noqa: E402
+from experiments.algorithm_keys import with_own_table  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = ["fast_fedda", "c_fedda", "mc_fedda", "fedda", "fedmid"]
@@ -425,7 +424,7 @@ def render_lasso(results, jobs, R, fig_dir, rel):
         "",
         "Checks (fast-fedda.md §8):",
         "",
-        f"- Speed: Fast-FedDA and C-FedDA have a lower ℓ2 error than both FedDA and FedMiD for every seed at rounds "
+        "- Speed: Fast-FedDA and C-FedDA have a lower ℓ2 error than both FedDA and FedMiD for every seed at rounds "
         + ", ".join(f"{r}: **{'yes' if per_seed[r] else 'NO'}**" for r in checks)
         + ".",
         f"- Support at round {R}: exact-support F1 ≥ 0.97 in every seed for FedDA, Fast-, C- and MC-FedDA: "

@@ -33,8 +33,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
-from experiments.algorithm_keys import with_own_table  # noqa: E402
 from experiments import provenance  # noqa: E402
+from experiments.algorithm_keys import with_own_table  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = {"fedalign": "FedALIGN", "fedavg_p": "FedAvg-P", "fedavg_all": "FedAvg-All"}

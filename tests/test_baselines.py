@@ -9,9 +9,10 @@ import pytest
 import torch
 
 import algorithms
-from conftest import make_scenario, run_rounds
 from edgefl.runner import Simulation
 from edgefl.scenario import ScenarioError
+
+from conftest import make_scenario, run_rounds
 
 N, M, TAU = 10, 5, 3  # the make_scenario defaults
 ALL = ["fedavg", "fedprox", "feddyn", "scaffold", "scaff_pd", "drfa", "drdm"]

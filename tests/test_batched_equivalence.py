@@ -18,9 +18,10 @@ import pytest
 import torch
 
 import algorithms
-from conftest import make_scenario
 from edgefl.runner import Simulation
 from edgefl.scenario import ScenarioError
+
+from conftest import make_scenario
 
 TOL = 1e-5
 METRICS = ("acc_mean", "acc_worst", "acc_std", "loss")

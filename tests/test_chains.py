@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgefl.runner import Simulation
 from edgefl.data import DataError
+from edgefl.runner import Simulation
 from edgefl.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]

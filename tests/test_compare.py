@@ -5,10 +5,11 @@ from __future__ import annotations
 import csv
 import math
 
+from test_cli import TINY
+
 from edgefl.cli import main
 from edgefl.sweeps.compare import compare, differences, significance
 from edgefl.target import Target
-from test_cli import TINY
 
 
 def test_compare_writes_a_row_per_algorithm_with_the_one_target_definition(tmp_path, capsys):

@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
+from test_sweep import SCENARIO as SWEEP_SCENARIO
 
 from edgefl.cli import main
 from edgefl.results import CHECKPOINT_MAGIC, MARKER, WRITER, check_target, open_folder, recover
 from edgefl.sweeps.store import lock_folder
-from test_sweep import SCENARIO as SWEEP_SCENARIO
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"

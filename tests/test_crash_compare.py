@@ -14,11 +14,11 @@ import sys
 import time
 
 import pytest
+from test_crash import ROOT, edgefl, tagged_processes
+from test_sweep import SCENARIO
 
 from edgefl.cli import main
 from edgefl.sweeps.store import COMPUTED_LOG, POINTS_DIR
-from test_crash import ROOT, edgefl, tagged_processes
-from test_sweep import SCENARIO
 
 OUTPUTS = ("results.csv", "compare_loss=5/compare.csv", "compare_loss=5/compare.txt", "compare_loss=5/compare.png")
 REPORT = "compare_loss=5"  # the folder of the target's tables and figure

@@ -15,9 +15,10 @@ import torch
 from algorithms.base import uniform_sample
 from algorithms.ops import Evaluate
 from algorithms.simplex import dual_variable_update, project_simplex, sample_by_lambda
-from conftest import load_experiment, make_scenario
 from edgefl.runner import Simulation
 from edgefl.scenario import load_scenario
+
+from conftest import load_experiment, make_scenario
 
 REPO = Path(__file__).resolve().parents[1]
 N, M, TAU = 10, 5, 3  # the make_scenario defaults

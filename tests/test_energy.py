@@ -178,7 +178,7 @@ def test_drdm_total_energy_against_hand_sum():
 
 def test_ledger_reduces_to_drdm_eq18():
     """Identical clients, fixed SNR, no fading, compute + uplink only: ledger total == eq. 18."""
-    from channel import Link, shannon_rate_bps, transmission_time_s
+    from channel import Link, transmission_time_s
 
     n, m, rounds, tau = 10, 4, 7, 15
     cycles = cycles_per_step(32, cycles_per_sample=2e4)

@@ -16,10 +16,11 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import make_scenario, run_rounds
 from edgefl.data import build_federated_data
 from edgefl.estimation import recovery_metrics, support_f1
 from edgefl.runner import Simulation
+
+from conftest import make_scenario, run_rounds
 
 LASSO = {
     "name": "sparse_regression",

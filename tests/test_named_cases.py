@@ -714,7 +714,7 @@ def test_a_valid_scenario_object_runs_as_its_file(folder):
 def test_the_api_documents_its_errors():
     page = (ROOT / "docs" / "python-api.md").read_text()
     for name in ("ScenarioError", "SweepError", "PluginError", "OutputError", "CheckpointError", "WorkerDied"):
-        assert f"`edgefl." in page and name in page, name
+        assert "`edgefl." in page and name in page, name
     assert 'if __name__ == "__main__":' in page and "sweep(out=None)" in page
 
 

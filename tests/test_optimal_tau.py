@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgefl.cli import main
-from edgefl.sweeps.analysis import mean_ci, optimal_tau, pareto_front
-from edgefl.sweeps.plan import SweepError
 from edgefl.errors import UserError
 from edgefl.results import mark
+from edgefl.sweeps.analysis import mean_ci, optimal_tau, pareto_front
+from edgefl.sweeps.plan import SweepError
 from edgefl.target import Target, centred_moving_average, parse_target, rounds_to_target
 
 SNRS = [0, 10, 20, 30]

@@ -7,11 +7,11 @@ import csv
 import os
 
 import matplotlib.image
+from test_cli import TINY
 
 from edgefl.cli import main
 from edgefl.plots import MAX_BARS, plot_run
 from edgefl.results import atomic_write_text
-from test_cli import TINY
 
 
 def test_rounds_are_numbered_from_1_in_every_file(tmp_path):

@@ -293,10 +293,11 @@ class DampedFedAvg(FedAvg):
 
 def test_a_plug_in_algorithm_still_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     """The restricted unpickler lets in the classes of the run's own plug-in (its module is the user's code)."""
+    from test_checkpoint import interrupted_and_resumed
+
     from edgefl.results import checkpoint_file
     from edgefl.runner import Simulation
     from edgefl.scenario import load_scenario
-    from test_checkpoint import interrupted_and_resumed
 
     (tmp_path / "my_damped.py").write_text(DAMPED)
     monkeypatch.syspath_prepend(str(tmp_path))

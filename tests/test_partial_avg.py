@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from algorithms.partial_avg import build_partition, channel_partition, layer_partition
-from conftest import make_scenario, run_rounds
 from edgefl.runner import Simulation
+
+from conftest import make_scenario, run_rounds
 
 
 def scenario(name="partial_avg", tau=4, rounds=3, engine="ideal", clients=6, m=None, header_bits=0, **alg):
@@ -160,7 +161,10 @@ def test_same_bytes_but_tau_times_the_messages_on_the_event_log():
     up_q = sum(e.bits for e in hq_.pricer.events if e.kind == "upload")
     assert up_p - up_q == pytest.approx(6 * rounds * (tau - 1) * 2000)
     assert hp_.pricer.now > hq_.pricer.now
-    radio = lambda sim: sum(e.energy_j for e in sim.pricer.events if e.category in ("uplink", "downlink"))
+
+    def radio(sim):
+        return sum(e.energy_j for e in sim.pricer.events if e.category in ("uplink", "downlink"))
+
     assert radio(hp_) > radio(hq_)
 
 

@@ -8,10 +8,10 @@ import json
 
 import pytest
 import ray  # the ray extra: `make test` installs it
+from test_sweep import SCENARIO as SWEEP_SCENARIO
 
 from edgefl.cli import main
 from edgefl.sweeps.store import COMPUTED_LOG, POINTS_DIR
-from test_sweep import SCENARIO as SWEEP_SCENARIO
 
 SCENARIO = SWEEP_SCENARIO.format(rounds=3)
 # 2 SNR x 2 τ x 2 seeds: the SNR points are re-priced from 4 shared trainings

@@ -8,8 +8,6 @@ energies and times to 1e-9 relative, learning metrics identical.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import matplotlib.image
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import pytest
 
 from edgefl import run_plots

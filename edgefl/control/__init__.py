@@ -7,8 +7,8 @@ from __future__ import annotations
 from edgefl.control.base import (
     Allocation,
     ControlContext,
-    ControlParams,
     Controller,
+    ControlParams,
     DeviceLimits,
     Observation,
     RoundPlan,

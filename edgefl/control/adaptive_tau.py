@@ -31,7 +31,7 @@ import math
 import numpy as np
 from pydantic import Field
 
-from edgefl.control.base import ControlParams, Controller, Observation, RoundPlan
+from edgefl.control.base import Controller, ControlParams, Observation, RoundPlan
 
 
 class AdaptiveTau(Controller):

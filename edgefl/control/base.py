@@ -22,7 +22,6 @@ import numpy as np
 from pydantic import ConfigDict
 
 from edgefl.numbers import NumbersOnly
-
 from edgefl.physical import NetworkParams
 
 

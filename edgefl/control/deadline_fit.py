@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from edgefl.control.base import ControlParams, Controller, Observation, RoundPlan
+from edgefl.control.base import Controller, ControlParams, Observation, RoundPlan
 from edgefl.control.estimate import download_s, equal_share, promotion_s, uplink_rate_bps
 
 

@@ -474,10 +474,11 @@ def _least_shares(problem: RoundProblem, left: float) -> np.ndarray:
     (exact for Shannon, whose rate grows with the share; for MCS, the lowest feasible stretch found)."""
     n = len(problem.cycles)
     grid = left * np.geomspace(1e-6, 1.0, 64)
-    fits = lambda b: (
-        device_energy_j(problem, problem.f_max_hz[:, None], problem.p_max_w[:, None], b)[1]
-        <= _column(problem.time_budget_s, 2) * (1 - 1e-9)
-    )  # noqa: E731  (a hair of room for rounding)
+    budget_s = _column(problem.time_budget_s, 2) * (1 - 1e-9)  # a hair of room for rounding
+
+    def fits(b):
+        return device_energy_j(problem, problem.f_max_hz[:, None], problem.p_max_w[:, None], b)[1] <= budget_s
+
     ok = fits(np.broadcast_to(grid, (n, len(grid))))
     first = np.where(ok.any(axis=1), ok.argmax(axis=1), -1)
     hi = np.where(first >= 0, grid[np.maximum(first, 0)], np.inf)

@@ -21,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from edgefl.control.base import Allocation, ControlParams, Controller, Observation, Work
-from edgefl.control.estimate import download_s, promotion_s
+from edgefl.control.base import Allocation, Controller, ControlParams, Observation, Work
 from edgefl.control.energy_solver import RateModel, RoundProblem, solve_min_energy
+from edgefl.control.estimate import download_s, promotion_s
 
 
 class MinEnergy(Controller):

@@ -9,8 +9,8 @@ from pydantic import ValidationError
 
 import algorithms
 from edgefl import plugins
-from edgefl.data import DataParams
 from edgefl.data import REGISTRY as DATA_REGISTRY
+from edgefl.data import DataParams
 from edgefl.data import registry as data_registry
 from edgefl.data.registry import unknown_name_message
 from edgefl.scenario.schema import Scenario

@@ -12,7 +12,6 @@ from edgefl import control
 from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.scenario.sections import SECTION_MODELS, Strict
 
-
 GridValue = Union[StrictBool, StrictInt, StrictFloat, StrictStr]
 
 

@@ -19,7 +19,6 @@ import simpy
 from edgefl.sim.band import SharedBand
 from edgefl.sim.physics import Step
 
-
 RETIME = object()  # the interrupt cause of a rate change in the middle of an activity
 
 

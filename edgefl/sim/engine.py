@@ -11,11 +11,10 @@ another channel (:func:`reprice`) without training again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Protocol
-
 import dataclasses
 import inspect
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch

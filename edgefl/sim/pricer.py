@@ -29,9 +29,9 @@ import numpy as np
 import simpy
 
 from edgefl.physical import NetworkParams, Population
-from edgefl.sim.activities import Event, PhaseRecord
 from edgefl.sim.access import RETIME as _RETIME  # the interrupt cause of a rate change (set_cpu_hz)
 from edgefl.sim.access import UPLINKS
+from edgefl.sim.activities import Event, PhaseRecord
 from edgefl.sim.booking import (
     CAT_COMPUTE,
     CAT_DOWNLINK,

@@ -15,11 +15,11 @@ from edgefl.plugins import PluginError
 from edgefl.results import atomic_write_csv, atomic_write_text, open_folder
 from edgefl.sweeps import compare as comparison
 from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
+from edgefl.sweeps.folder import read_sweep
 from edgefl.sweeps.jobs import BACKENDS
 from edgefl.sweeps.plan import SweepError, parse_grid, plan_sweep
 from edgefl.sweeps.run import run_sweep, user_errors
 from edgefl.sweeps.store import POINTS_DIR
-from edgefl.sweeps.folder import read_sweep
 from edgefl.target import DEFAULT_WINDOW, parse_target
 
 

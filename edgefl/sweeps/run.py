@@ -14,8 +14,8 @@ returns its points' rows and this process writes them into the sweep folder
 from __future__ import annotations
 
 import os
-from concurrent.futures.process import BrokenProcessPool
 import time
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
