@@ -21,7 +21,7 @@ Traffic per participant per round: 3 vectors down, 1 up; plus 1 vector + 2 scala
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import ClassVar, Literal, Optional
 
 from pydantic import Field
 
@@ -96,7 +96,7 @@ def c_fedda_step(w, grad, carry, client, shared, k):
 
 class CFedDA(Algorithm):
     name = "c_fedda"
-    Params = CFedDAParams
+    Params: ClassVar[type[CFedDAParams]] = CFedDAParams
 
     def __init__(self, ctx):
         super().__init__(ctx)

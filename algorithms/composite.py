@@ -54,7 +54,8 @@ def make_regularizer(ctx: Context, hp: CompositeParams) -> Regularizer:
                     f"nuclear norm: the first tensor has {first} entries, not a square; set algorithm.matrix_shape"
                 )
             shape = (side, side)
-        return Regularizer("nuclear", shape=tuple(shape), radius=hp.radius)
+        rows, cols = shape
+        return Regularizer("nuclear", shape=(rows, cols), radius=hp.radius)
     return Regularizer("l1", coords=hp.reg_coords, radius=hp.radius)
 
 

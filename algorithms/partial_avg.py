@@ -119,7 +119,7 @@ def layer_partition(layout, dim: int, tau: int) -> list[np.ndarray]:
         rows = np.arange(shape[0]) if shape else np.zeros(0, dtype=np.int64)
         units.setdefault(prefix, []).append((offset, shape, rows))
         offset += int(np.prod(shape)) if shape else 1
-    unit_list = [((i,), parts) for i, parts in enumerate(units.values())]
+    unit_list: list[tuple[tuple[int, ...], list]] = [((i,), parts) for i, parts in enumerate(units.values())]
 
     def coords(parts):
         out = [_row_ranges(o, sh, r) if sh else np.array([o], dtype=np.int64) for o, sh, r in parts]

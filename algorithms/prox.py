@@ -70,6 +70,7 @@ class Regularizer:
 
     def block_size(self, dim: int) -> int:
         if self.kind == "nuclear":
+            assert self.shape is not None  # __post_init__ checked it
             size = self.shape[0] * self.shape[1]
         elif self.coords is None:
             size = dim
@@ -125,6 +126,7 @@ def _join(block: Tensor, rest: Tensor) -> Tensor:
 
 
 def _as_matrix(block: Tensor, reg: Regularizer) -> Tensor:
+    assert reg.shape is not None  # a nuclear-norm Regularizer has one
     return block.reshape(*block.shape[:-1], *reg.shape)
 
 

@@ -70,11 +70,11 @@ class ClientStore:
             order = np.argsort(keys, kind="stable")
             self._keys, self._key_slot = keys[order], np.concatenate([self._key_slot, slots[fresh]])[order]
             self._used += count
-        slots = torch.from_numpy(slots)
+        rows_at = torch.from_numpy(slots)
         # Running sum: add the new rows, remove the old ones (zeros for fresh slots).
-        old = self._table.index_select(0, slots)
+        old = self._table.index_select(0, rows_at)
         self._sum += new.to(torch.float64).sum(dim=0) - old.to(torch.float64).sum(dim=0)
-        self._table.index_copy_(0, slots, new)
+        self._table.index_copy_(0, rows_at, new)
 
     def _reserve(self, needed: int) -> None:
         if needed <= self._table.shape[0]:

@@ -61,8 +61,8 @@ def check_mcs_table(snr_db, efficiency) -> tuple[np.ndarray, np.ndarray]:
 
 @functools.lru_cache(maxsize=16)
 def _linear_table(snr_db: tuple, efficiency: tuple) -> tuple[np.ndarray, np.ndarray]:
-    thresholds, efficiency = check_mcs_table(snr_db, efficiency)
-    return np.asarray(db_to_linear(thresholds)), efficiency
+    thresholds, efficiencies = check_mcs_table(snr_db, efficiency)
+    return np.asarray(db_to_linear(thresholds)), efficiencies
 
 
 def mcs_spectral_efficiency(snr_linear, snr_db=CQI_SNR_DB, efficiency=CQI_EFFICIENCY):

@@ -26,7 +26,7 @@ class DedicatedUplink:
     def __init__(self, env: simpy.Environment, radio, coherence_s: float | None = None):
         self.env, self.radio = env, radio
         self.rate_factor: dict[int, float] = {}  # client -> its uplink rate / the planned one (absent: 1)
-        self._sending: dict[int, simpy.Process] = {}  # client -> its process, while a timed upload is on the air
+        self._sending: dict[int, simpy.Process | None] = {}  # client -> its process, while a timed upload is on the air
         # Whether a component may change rates (Component.changes_uplink_rate): only then is a timed upload
         # watched for changes (a few bookkeeping steps per upload: the engine's overhead, benchmarks [3]).
         self.retimable = False

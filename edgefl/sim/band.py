@@ -52,7 +52,7 @@ class Flow:
 class SharedBand:
     def __init__(self, env: simpy.Environment, coherence_s: float | None = None):
         self.env = env
-        self.coherence_s = coherence_s
+        self.coherence_s = math.inf if coherence_s is None else coherence_s  # None: one draw per message
         self.flows: list[Flow] = []
         self._last = env.now
         self._version = 0

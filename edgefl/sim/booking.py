@@ -105,7 +105,7 @@ def book(
     """Charge phases' :class:`LogRow` s, given as (round, phase, rows) in the order simulated, to
     ``ledger`` (repeated cells accumulate in log order) and append them to ``events``."""
     log = [row for _, _, rows in phases for row in rows]
-    col = LogRow(*zip(*log))  # the rows' columns, by name
+    col = LogRow._make(zip(*log))  # the rows' columns, by name
     client = np.array(col.client, dtype=np.int64)
     code = np.array(col.code, dtype=np.int64)
     amount = np.array(col.amount, dtype=np.float64)  # cycles for compute, seconds otherwise
@@ -118,7 +118,7 @@ def book(
         rounds = [r for r, _, rows in phases for _ in rows]
         phase_ids = [p for _, p, rows in phases for _ in rows]
         events.extend(
-            map(
+            map(  # type: ignore[call-overload]  # col's fields hold columns (tuples), not one row's values
                 Event,
                 rounds,
                 phase_ids,

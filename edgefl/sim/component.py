@@ -53,7 +53,10 @@ timing or energy): a sweep may then re-price a recorded trace for it rather than
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
+from pydantic import BaseModel
 
 
 class Component:
@@ -61,7 +64,8 @@ class Component:
 
     changes_cpu_rate = False  # True: it calls core.set_cpu_hz (computations are then watched for it)
     changes_uplink_rate = False  # True: it calls core.set_uplink_rate_factor (uploads are then watched for it)
-    Params = None  # from the scenario file: a pydantic model of the component's own keys (None: it has none)
+    # from the scenario file: a pydantic model of the component's own keys (None: it has none)
+    Params: ClassVar[type[BaseModel] | None] = None
     may_change_participation = True  # False: it never decides who takes part (a sweep may re-price for it)
 
     @classmethod

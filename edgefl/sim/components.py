@@ -39,6 +39,7 @@ class Failures(Component):
         return set(self._crashed)
 
     def chains_started(self, clients, plans, procs) -> None:
+        assert self._failures is not None  # drawn at the phase's start
         _, fails, when = self._failures
         core = self.core
         for client, proc in zip(clients, procs):
@@ -111,6 +112,7 @@ class Batteries(Component):
         joules = energies_j(self.pop, np.array(owner), np.array(codes), np.array(amounts, dtype=np.float64)).tolist()
         latency_s, proc_of, k = core.net.access_latency_s, dict(zip(clients, procs)), 0
         promotion_w = self.pop.promotion_power_w
+        assert promotion_w is not None  # Population fills it in
         for c in mortal:
             spent = elapsed = 0.0
             steps = plans[c]
@@ -165,10 +167,11 @@ class Mobility(Component):
     every round, and again after the server waited for devices."""
 
     def __init__(self, population: Population, seed: int):
+        assert population.cell is not None and population.distance_m is not None  # devices in a cell
+        assert population.speed_mps is not None  # Population fills it in
         self.pop = population
-        self.walk = RandomWaypoint(
-            population.distance_m, population.speed_mps, *population.cell[:2], _rng(seed, 0x30B1)
-        )
+        r_min, r_max = population.cell[:2]
+        self.walk = RandomWaypoint(population.distance_m, population.speed_mps, r_min, r_max, _rng(seed, 0x30B1))
 
     def attach(self, core) -> None:
         super().attach(core)
@@ -177,6 +180,7 @@ class Mobility(Component):
     def _move(self) -> None:
         pop = self.pop
         self.walk.advance(self.core.env.now)
+        assert pop.cell is not None
         *_, path_loss_db, bs_w = pop.cell
         pop.uplink, pop.downlink = self.walk.links(pop.uplink, pop.downlink, path_loss_db, bs_w)
         pop.distance_m = self.walk.distance_m
@@ -241,6 +245,7 @@ class Knobs(Component):
 def default_components(network: NetworkParams, population: Population, seed: int) -> list[Component]:
     """The components a scenario's population and network need, in the order the core calls them."""
     components: list[Component] = [Failures(population, seed)] if population.p_fail > 0 else []
+    assert population.battery_j is not None and population.speed_mps is not None  # Population fills them in
     if np.isfinite(population.battery_j).any():
         components.append(Batteries(population))
     if population.cell is not None and (population.speed_mps > 0).any():

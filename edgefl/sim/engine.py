@@ -108,7 +108,7 @@ class Engine:
         reply = None
         while True:
             try:
-                op = rounds.send(reply)
+                op = rounds.send(reply)  # type: ignore[arg-type]  # round(r) is typed Iterator[Op]: it is a generator
             except StopIteration:
                 break
             reply = self._handle(op)

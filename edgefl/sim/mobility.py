@@ -64,7 +64,7 @@ class RandomWaypoint:
         up = [
             lk
             if lk.mode != "budget"
-            else Link.from_budget(lk.tx_power_w, loss[i], lk.noise_figure_db, lk.shadowing_db, lk.n0_dbm_per_hz)
+            else Link.from_budget(lk.tx_power_w, loss[i], lk.noise_figure_db, lk.shadowing_db, lk.n0_dbm_per_hz)  # type: ignore[arg-type]  # a budget link has its power
             for i, lk in enumerate(uplink)
         ]
         down = [

@@ -130,7 +130,7 @@ class MeanSnr:
         return faded(self(float(bandwidth_hz))[clients], gains)
 
 
-def faded(mean: np.ndarray, gains: np.ndarray) -> np.ndarray:
+def faded(mean: np.ndarray, gains: np.ndarray | float) -> np.ndarray:
     """``mean * gains``, with 0 where an infinite mean SNR (B = 0) meets a zero gain: no signal."""
     if not np.isinf(mean).any():
         return mean * gains
@@ -195,7 +195,9 @@ class PhasePhysics:
         net = self.net
         fdma = net.access == "fdma"
         plans: dict[int, list[Step]] = {}
-        compute, down, up = [], [], []  # (client, step, index of its fading gain)
+        compute: list[tuple[int, Step]] = []
+        down: list[tuple[int, Step, int]] = []  # (client, step, index of its fading gain)
+        up: list[tuple[int, Step, int]] = []
         radio = 0
         for c in clients:
             plans[c] = steps = []
@@ -284,12 +286,13 @@ class PhasePhysics:
         g = gains[[k for _, _, k in messages]]  # [M, attempts]
         attempts = g.shape[1]
         mean = (self._up if link == "up" else self._down)(snr_bandwidth_hz)[clients]
-        band = bandwidth_hz  # Hz: one number, or one per message [M]
+        band: float | np.ndarray = bandwidth_hz  # Hz: one number, or one per message [M]
+        attempt_band: float | np.ndarray = bandwidth_hz  # Hz: against [M, attempts]
         if share is not None:
-            band = bandwidth_hz * share[clients]
+            band_of_message = bandwidth_hz * share[clients]
             with np.errstate(divide="ignore"):
-                mean = np.where(self._up.scales_with_band[clients], mean * (snr_bandwidth_hz / band), mean)
-            bandwidth_hz = band[:, None]  # against [M, attempts]
+                mean = np.where(self._up.scales_with_band[clients], mean * (snr_bandwidth_hz / band_of_message), mean)
+            band, attempt_band = band_of_message, band_of_message[:, None]
         if fixed_rate:
             nominal = self._nominal_rate(band, mean, link)
             fails = mean[:, None] * g < db_to_linear(net.outage_snr_db)
@@ -303,7 +306,7 @@ class PhasePhysics:
             if net.fading == "none" and share is None:  # every gain is 1: the rate only depends on the client
                 rate = self._rates_without_fading(link, bandwidth_hz, snr_bandwidth_hz)[0][clients][:, None]
             else:
-                rate = self._rate(bandwidth_hz, faded(mean[:, None], g), link)
+                rate = self._rate(attempt_band, faded(mean[:, None], g), link)
             nominal = None
             if groups is not None:  # the weakest receiver of each group sets its rate
                 nominal = self._nominal_rate(band, mean, link)
@@ -325,12 +328,12 @@ class PhasePhysics:
         used = np.where(ok.any(axis=1), ok.argmax(axis=1) + 1, attempts)  # attempts until the first success
         taken = np.arange(attempts)[None, :] < used[:, None]
         airtime = np.where(taken, per_attempt, 0.0).sum(axis=1)
-        lost = ~ok.any(axis=1)
+        lost = np.logical_not(ok.any(axis=1))
         for (_, step, _), seconds, n, flag in zip(messages, airtime.tolist(), used.tolist(), lost.tolist()):
             step.duration_s, step.attempts, step.lost = seconds, n, flag
 
     def _block_fading_airtime(
-        self, bits: np.ndarray, mean: np.ndarray, bandwidth_hz: float, first_gain: np.ndarray, link: str
+        self, bits: np.ndarray, mean: np.ndarray, bandwidth_hz: float | np.ndarray, first_gain: np.ndarray, link: str
     ) -> np.ndarray:
         """Airtime of messages cut into coherence blocks, each block at the rate of its own draw:
         a block of coherence_s seconds carries rate(g_k) * coherence_s bits (0 in outage); the last
@@ -338,13 +341,14 @@ class PhasePhysics:
         messages still sending."""
         net = self.net
         block_s = net.coherence_s
+        assert block_s is not None  # called for block fading only
         remaining, airtime = bits.copy(), np.zeros(len(bits))
         active = np.flatnonzero(bits > 0)
         gain = first_gain[active]
         for _ in range(1_000_000):
             if not len(active):
                 return airtime
-            band = bandwidth_hz if np.ndim(bandwidth_hz) == 0 else bandwidth_hz[active]
+            band = bandwidth_hz if np.ndim(bandwidth_hz) == 0 else np.asarray(bandwidth_hz)[active]
             rate = self._rate(band, faded(mean[active], gain), link)
             capacity = rate * block_s
             last = capacity >= remaining[active]

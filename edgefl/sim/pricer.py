@@ -232,7 +232,7 @@ class SimPyPricer:
             if step.rates_bps is None
             else step.bits / step.rates_bps[0]
             if step.rates_bps[0] > 0
-            else self.net.coherence_s
+            else self.net.coherence_s  # type: ignore[misc]  # an outage block: block fading, so coherence_s is set
             for step in steps
         ]
 
@@ -504,7 +504,7 @@ class SimPyPricer:
                         hook(client)
             except simpy.Interrupt as stop:  # the deadline, the device going offline, failing, empty, or stopped
                 ok = False
-                status = "cut" if stop.cause == "deadline" else stop.cause
+                status = "cut" if stop.cause == "deadline" else str(stop.cause)
                 what, since = doing[0], doing[1]
                 if what == WAIT:  # in a plug-in's wait or the TDMA queue
                     radio.log_wait(log, client, since, env.now)
