@@ -19,7 +19,11 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/edgefl run scenarios/quickstart.toml --out results/quickstart
 
+# lint, format and types first (seconds), then the suite
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)
