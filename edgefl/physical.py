@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from channel import CQI_EFFICIENCY, CQI_SNR_DB, Link, dbm_to_w, path_loss
+from channel import CQI_EFFICIENCY, CQI_SNR_DB, Link, dbm_to_w, link_rate_bps, path_loss
 from edgefl.data.errors import DataError
 from edgefl.files import special_file
 from edgefl.plugins import checked_path_loss
@@ -47,6 +47,25 @@ class NetworkParams:
         """Whether block fading is on: a message sees a new fading draw every ``coherence_s`` seconds
         (unset coherence, or no fading: one draw per attempt, or none)."""
         return self.coherence_s is not None and self.fading != "none"
+
+    def rate_bps(self, bandwidth_hz, snr_linear, link: str = "up") -> np.ndarray:
+        """The rate (bit/s) of the ``link`` ("up" or "down") at ``bandwidth_hz`` and linear SNR: this network's
+        rate model, the uplink's modulation cap, the overhead of control and reference signals
+        (channel.rate.link_rate_bps; the one place the network's rate keys reach it)."""
+        return np.asarray(
+            link_rate_bps(
+                bandwidth_hz,
+                snr_linear,
+                self.rate,
+                self.efficiency,
+                self.snr_gap_db,
+                self.max_spectral_efficiency,
+                self.mcs_snr_db,
+                self.mcs_efficiency,
+                self.uplink_max_bits_per_hz if link == "up" else None,
+                self.overhead_fraction,
+            )
+        )
 
 
 @dataclass

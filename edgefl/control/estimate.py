@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from channel import link_rate_bps
 from edgefl.control.base import ControlContext, Observation
 
 
@@ -15,20 +14,7 @@ def uplink_rate_bps(ctx: ControlContext, obs: Observation, power_w, band_share) 
     net = ctx.network
     share = np.asarray(band_share, dtype=np.float64)
     snr = obs.uplink_snr_per_w * power_w * np.where(obs.noise_scales_with_band, 1.0 / share, 1.0)
-    return np.asarray(
-        link_rate_bps(
-            net.bandwidth_hz * share,
-            snr,
-            net.rate,
-            net.efficiency,
-            net.snr_gap_db,
-            net.max_spectral_efficiency,
-            net.mcs_snr_db,
-            net.mcs_efficiency,
-            net.uplink_max_bits_per_hz,
-            net.overhead_fraction,
-        )
-    )
+    return net.rate_bps(net.bandwidth_hz * share, snr, "up")
 
 
 def equal_share(ctx: ControlContext) -> float:

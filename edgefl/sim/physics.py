@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from channel import db_to_linear, fading_power_gain, link_rate_bps, snr_from_link
+from channel import db_to_linear, fading_power_gain, snr_from_link
 from edgefl.errors import UserError
 from edgefl.physical import NetworkParams, Population
 from edgefl.sim.activities import Activity, PhaseRecord
@@ -444,23 +444,8 @@ class PhasePhysics:
         return self._rates_at_mean[key]
 
     def _rate(self, bandwidth_hz, snr: np.ndarray, link: str) -> np.ndarray:
-        """The rate (bit/s) of the ``link`` ("up" or "down"): the rate model, the uplink's modulation cap, the
-        overhead of control and reference signals (channel.rate.link_rate_bps)."""
-        net = self.net
-        return np.asarray(
-            link_rate_bps(
-                bandwidth_hz,
-                snr,
-                net.rate,
-                net.efficiency,
-                net.snr_gap_db,
-                net.max_spectral_efficiency,
-                net.mcs_snr_db,
-                net.mcs_efficiency,
-                net.uplink_max_bits_per_hz if link == "up" else None,
-                net.overhead_fraction,
-            )
-        )
+        """The rate (bit/s) of the ``link`` ("up" or "down"): NetworkParams.rate_bps."""
+        return self.net.rate_bps(bandwidth_hz, snr, link)
 
     def _plan_compute(self, round_: int, compute: list) -> None:
         """Cycles and time of compute steps; a straggler factor (``devices.slowdown``) stretches the
