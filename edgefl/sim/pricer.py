@@ -72,12 +72,7 @@ class SimPyPricer:
         self.net = network
         self.pop = population
         self.env = simpy.Environment()
-        self.physics = PhasePhysics(
-            network,
-            population,
-            np.random.default_rng(np.random.SeedSequence([seed, 0xFAD1])),
-            np.random.default_rng(np.random.SeedSequence([seed, 0x5104])),
-        )
+        self.physics = PhasePhysics(network, population, np.random.default_rng(np.random.SeedSequence([seed, 0xFAD1])))
         self._ledger = EnergyLedger(population.num_clients)
         self._events: list[Event] | None = [] if record_events else None
         self._unbooked: list[tuple[int, int, list[LogRow]]] = []  # phases simulated, energy not yet booked
