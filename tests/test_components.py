@@ -211,6 +211,40 @@ def test_an_uplink_rate_halved_mid_upload_re_times_the_rest(access):
     assert row.status == "ok" and row.bits == ref.bits
 
 
+class SlowDownlink(Component):
+    """Halves client 0's download rate at ``at_s``."""
+
+    changes_downlink_rate = True
+
+    def __init__(self, at_s: float):
+        self.at_s = at_s
+
+    def attach(self, core) -> None:
+        super().attach(core)
+        core.env.process(self._fade())
+
+    def _fade(self):
+        yield self.core.env.timeout(self.at_s)
+        self.core.set_downlink_rate_factor(0, 0.5)
+
+
+def test_a_downlink_rate_halved_mid_download_re_times_the_rest():
+    network, population = world()
+    chains = {0: [Activity("download", "broadcast", bits=1e6)]}
+    plain = SimPyPricer(network, population, 0)
+    plain.price_phase(PhaseRecord(0, 0, chains))
+    (ref,) = plain.events
+    airtime = ref.end_s - ref.start_s
+    slow = SimPyPricer(
+        network, population, 0, components=[*default_components(network, population, 0), SlowDownlink(airtime / 4)]
+    )
+    slow.price_phase(PhaseRecord(0, 0, chains))
+    (row,) = slow.events
+    assert row.end_s - row.start_s == pytest.approx(airtime / 4 + 2 * 3 * airtime / 4, rel=1e-12)
+    assert row.energy_j == pytest.approx(ref.energy_j * 1.75, rel=1e-12)  # its time at the receive power
+    assert row.status == "ok" and row.bits == ref.bits
+
+
 def test_a_rate_change_needs_a_component_that_declares_it():
     network, population = world()
     pricer = SimPyPricer(network, population, 0)
@@ -218,3 +252,5 @@ def test_a_rate_change_needs_a_component_that_declares_it():
         pricer.set_uplink_rate_factor(0, 0.5)
     with pytest.raises(RuntimeError, match="changes_cpu_rate"):
         pricer.set_cpu_hz(0, 2e9)
+    with pytest.raises(RuntimeError, match="changes_downlink_rate"):
+        pricer.set_downlink_rate_factor(0, 0.5)

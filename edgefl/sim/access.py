@@ -23,8 +23,8 @@ RETIME = object()  # the interrupt cause of a rate change in the middle of an ac
 
 
 class DedicatedUplink:
-    def __init__(self, env: simpy.Environment, radio, coherence_s: float | None = None):
-        self.env, self.radio = env, radio
+    def __init__(self, env: simpy.Environment, radio, coherence_s: float | None = None, link: str = "uplink"):
+        self.env, self.radio, self.link = env, radio, link  # link: "uplink", or "downlink" (the core's downloads)
         self.rate_factor: dict[int, float] = {}  # client -> its uplink rate / the planned one (absent: 1)
         self._sending: dict[int, simpy.Process | None] = {}  # client -> its process, while a timed upload is on the air
         # Whether a component may change rates (Component.changes_uplink_rate): only then is a timed upload
@@ -70,10 +70,10 @@ class DedicatedUplink:
         return left_s * factor / new, new
 
     def rate_changed(self, client: int, factor: float) -> None:
-        """The client's uplink rate is ``factor`` times the planned one from now on."""
+        """The client's rate on this link is ``factor`` times the planned one from now on."""
         if not self.retimable:
             raise RuntimeError(
-                "an uplink rate changed, but no component declared changes_uplink_rate = True "
+                f"an {self.link} rate changed, but no component declared changes_{self.link}_rate = True "
                 "(edgefl.sim.component): set it on the component's class"
             )
         self.rate_factor[client] = factor

@@ -93,7 +93,7 @@ class SimPyPricer:
         self.reports = {"positions_m": lambda: None, "battery_levels": lambda: None}
         self.radio = RadioStates(population)
         self.uplink = UPLINKS[network.access](self.env, self.radio, network.coherence_s)  # edgefl.sim.access
-        self.downlink = DedicatedUplink(self.env, self.radio)  # every download on its own band
+        self.downlink = DedicatedUplink(self.env, self.radio, link="downlink")  # every download on its own band
         self.components: list[Component] = []
         for component in [
             self.radio,
