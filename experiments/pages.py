@@ -43,7 +43,10 @@ def signed_pct(value: float | Sequence[float], digits: int = 2) -> str:
 
 
 def pm(value: Sequence[float], digits: int = 2) -> str:
-    """A (mean, spread) pair as it is, no scaling: (0.324, 0.034) -> "0.324 ± 0.034" with digits = 3."""
+    """A (mean, spread) pair as it is, no scaling: (0.324, 0.034) -> "0.324 ± 0.034" with digits = 3; a
+    lone [mean] (one seed: no spread) -> "0.324"."""
+    if len(value) == 1:
+        return f"{value[0]:.{digits}f}"
     mean, spread = value
     return f"{mean:.{digits}f} ± {spread:.{digits}f}"
 
@@ -66,6 +69,7 @@ FILTERS: dict[str, Callable] = {
     "pm": pm,
     "minutes": minutes,
     "names": names,
+    "all": all,
     "provenance": provenance.line,
 }
 

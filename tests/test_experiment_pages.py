@@ -5,6 +5,7 @@ runs gives exactly the committed page, so a page and its stored results cannot d
 from __future__ import annotations
 
 import difflib
+import json
 from pathlib import Path
 
 import jinja2
@@ -21,6 +22,10 @@ STUDIES = {
     "reproduce_drdm": (
         REPO / "docs" / "reproduce-drdm.md",
         lambda mod: mod.render(mod.load_bundle(mod.DATA_DIR / mod.BUNDLE)),
+    ),
+    "reproduce_fast_fedda": (
+        REPO / "docs" / "reproduce-fast-fedda.md",
+        lambda mod: mod.render(json.loads(mod.SUMMARY.read_text())),
     ),
 }
 
