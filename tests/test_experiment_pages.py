@@ -27,6 +27,10 @@ STUDIES = {
         REPO / "docs" / "reproduce-fast-fedda.md",
         lambda mod: mod.render(json.loads(mod.SUMMARY.read_text())),
     ),
+    "reproduce_fedalign": (
+        REPO / "docs" / "reproduce-fedalign.md",
+        lambda mod: mod.render(json.loads(mod.SUMMARY.read_text())),
+    ),
 }
 
 
