@@ -353,6 +353,7 @@ def main(argv=None) -> int:
     command = ".venv/bin/python experiments/reproduce_fast_fedda.py" + (" --quick" if args.quick else "")
     summary = {
         "produced": provenance.current(command, total),
+        "total_s": total,  # this generation's wall time (s; runs found in a --cache are not re-run)
         "seeds": list(seeds),
         "runs": len(jobs),
         "run_s": sum(results[j["key"]]["wall_s"] for j in jobs),

@@ -262,6 +262,7 @@ def main(argv=None) -> int:
     command = ".venv/bin/python experiments/reproduce_fedalign.py" + (" --quick" if args.quick else "")
     summary = {
         "produced": provenance.current(command, total),
+        "total_s": total,  # this generation's wall time (s; runs found in a --cache are not re-run)
         "figures": "." if args.quick else "figures",
         **summarise(results, jobs, exps, r_syn, r_noise, r_img),
     }
