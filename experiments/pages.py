@@ -19,6 +19,11 @@ def fixed(value: float, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
+def sig(value: float, digits: int = 3) -> str:
+    """A number to `digits` significant digits: 1.1523 -> "1.15"."""
+    return f"{value:.{digits}g}"
+
+
 def signed(value: float, digits: int = 2) -> str:
     """A signed number with a fixed number of decimals: 2.2 -> "+2.20"."""
     return f"{value:+.{digits}f}"
@@ -64,6 +69,7 @@ def names(items: Sequence[str], empty: str = "none") -> str:
 FILTERS: dict[str, Callable] = {
     "fixed": fixed,
     "signed": signed,
+    "sig": sig,
     "pct": pct,
     "signed_pct": signed_pct,
     "pm": pm,

@@ -31,7 +31,21 @@ STUDIES = {
         REPO / "docs" / "reproduce-fedalign.md",
         lambda mod: mod.render(json.loads(mod.SUMMARY.read_text())),
     ),
+    "reproduce_partial_averaging": (
+        REPO / "docs" / "reproduce-partial-averaging.md",
+        lambda mod: mod.render(json.loads(mod.SUMMARY.read_text())),
+    ),
+    "realistic_network": (
+        REPO / "docs" / "realistic-network.md",
+        lambda mod: render_realistic_network(mod),
+    ),
 }
+
+
+def render_realistic_network(mod) -> str:
+    runs = mod.read_runs(mod.DATA)
+    why = (REPO / "experiments" / "realistic_network_why.md").read_text()
+    return mod.render(mod.summarise(runs), runs, 2, why, mod.provenance.read(mod.PRODUCED))
 
 
 @pytest.mark.parametrize("study", sorted(STUDIES))
@@ -58,6 +72,8 @@ def test_the_shared_formats():
     assert pages.signed_pct(0.05) == "+5.00"
     assert pages.signed(2.21) == "+2.21"
     assert pages.pm((0.3241, 0.0339), 3) == "0.324 ± 0.034"
+    assert pages.pm([0.3241], 3) == "0.324"  # one seed: no spread
+    assert pages.sig(1.1525, 3) == "1.15" and pages.sig(1.1525, 2) == "1.2"
     assert pages.fixed(7.44, 1) == "7.4"
     assert pages.minutes(1650) == "28"
     assert pages.names([]) == "none" and pages.names(["DRFA", "FedAvg"]) == "DRFA, FedAvg"
