@@ -35,6 +35,10 @@ STUDIES = {
         REPO / "docs" / "reproduce-partial-averaging.md",
         lambda mod: mod.render(json.loads(mod.SUMMARY.read_text())),
     ),
+    "algorithms_on_one_network": (
+        REPO / "docs" / "algorithms-on-one-network.md",
+        lambda mod: mod.render(json.loads(mod.SUMMARY.read_text())),
+    ),
     "realistic_network": (
         REPO / "docs" / "realistic-network.md",
         lambda mod: render_realistic_network(mod),
