@@ -8,10 +8,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import jinja2
+import numpy as np
 
 from experiments import provenance
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def over_seeds(values) -> list[float]:
+    """[mean, sample std] of one number per seed; [value] for a single seed. What a study stores for a
+    table cell, shown by `pm` as "m ± s" (or "m")."""
+    v = np.asarray(values, dtype=float)
+    return [float(v.mean())] if v.size == 1 else [float(v.mean()), float(v.std(ddof=1))]
 
 
 def fixed(value: float, digits: int = 2) -> str:

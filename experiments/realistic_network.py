@@ -210,7 +210,7 @@ def fmt(cell: dict, key: str, digits: int) -> str:
     if key not in cell:
         return "never"
     mean, half = cell[key]
-    text = f"{mean:.{digits}f} ± {half:.{digits}f}" if math.isfinite(half) else f"{mean:.{digits}f}"
+    text = pages.pm((mean, half), digits) if math.isfinite(half) else pages.fixed(mean, digits)
     return text if cell["reached"] == len(SEEDS) else f"{text} ({cell['reached']}/{len(SEEDS)})"
 
 

@@ -251,12 +251,6 @@ def at(results, jobs, exp, method, metric, rnd):
     return vals[:, int(np.flatnonzero(rounds == rnd)[0])]
 
 
-def stat(values) -> list[float]:
-    """[mean, std over the seeds] of a number per seed; [value] for one seed (shown as "m ± s" or "m")."""
-    values = np.asarray(values, dtype=float)
-    return [float(values[0])] if values.size == 1 else [float(values.mean()), float(values.std(ddof=1))]
-
-
 def plot(results, jobs, exp, methods, metrics, titles, path, logy=()):
     import matplotlib
 
@@ -395,12 +389,12 @@ def summarise_lasso(results, jobs, R) -> dict:
     proposed, baselines = ("fast_fedda", "c_fedda"), ("fedda", "fedmid")
 
     def final(m, metric):
-        return stat(at(results, jobs, "lasso", m, metric, R))
+        return pages.over_seeds(at(results, jobs, "lasso", m, metric, R))
 
     return {
         "rounds": R,
         "checks": checks,
-        "l2": {m: [stat(at(results, jobs, "lasso", m, "l2_error", r)) for r in checks] for m in METHODS},
+        "l2": {m: [pages.over_seeds(at(results, jobs, "lasso", m, "l2_error", r)) for r in checks] for m in METHODS},
         "final": {m: {k: final(m, k) for k in ("support_f1", "support_f1_001", "nonzeros", "loss")} for m in METHODS},
         "faster_every_seed": [
             ahead_every_seed(results, jobs, "lasso", "l2_error", r, proposed, baselines) for r in checks
@@ -429,9 +423,9 @@ def summarise_lowrank(results, jobs, R) -> dict:
     return {
         "rounds": R,
         "mids": mids,
-        "fro": {m: [stat(at(results, jobs, "lowrank", m, "fro_error", r)) for r in mids] for m in METHODS},
-        "op": {m: stat(at(results, jobs, "lowrank", m, "op_error", R)) for m in METHODS},
-        "rank": {m: stat(at(results, jobs, "lowrank", m, "rank", R)) for m in METHODS},
+        "fro": {m: [pages.over_seeds(at(results, jobs, "lowrank", m, "fro_error", r)) for r in mids] for m in METHODS},
+        "op": {m: pages.over_seeds(at(results, jobs, "lowrank", m, "op_error", R)) for m in METHODS},
+        "rank": {m: pages.over_seeds(at(results, jobs, "lowrank", m, "rank", R)) for m in METHODS},
         "rank16": {m: bool(np.all(at(results, jobs, "lowrank", m, "rank", R) == 16)) for m in METHODS},
         "faster_every_seed": [
             ahead_every_seed(
@@ -457,9 +451,9 @@ def summarise_mnist(results, jobs, R) -> dict:
         "rounds": R,
         "mids": mids,
         "methods": methods,
-        "loss": {m: [stat(at(results, jobs, "mnist", m, "loss", r)) for r in mids] for m in methods},
-        "acc": {m: [stat(at(results, jobs, "mnist", m, "acc_mean", r)) for r in mids] for m in methods},
-        "nonzero_share": {m: stat(at(results, jobs, "mnist", m, "nonzero_share", R)) for m in methods},
+        "loss": {m: [pages.over_seeds(at(results, jobs, "mnist", m, "loss", r)) for r in mids] for m in methods},
+        "acc": {m: [pages.over_seeds(at(results, jobs, "mnist", m, "acc_mean", r)) for r in mids] for m in methods},
+        "nonzero_share": {m: pages.over_seeds(at(results, jobs, "mnist", m, "nonzero_share", R)) for m in methods},
         "lower_loss": [
             all(mean(f, "loss", r) < mean(b, "loss", r) for f in ("fast_fedda", "c_fedda") for b in ("fedda", "fedmid"))
             for r in mids

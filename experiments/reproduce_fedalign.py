@@ -278,12 +278,6 @@ def window_mean(v, lo, hi):
     return v[:, lo - 1 : hi].mean(axis=1)
 
 
-def stat(v) -> list[float]:
-    """[mean, std over the seeds] of a number per seed; [value] for one seed (shown as "m ± s" or "m")."""
-    v = np.asarray(v, float)
-    return [float(v.mean())] if v.size == 1 else [float(v.mean()), float(v.std(ddof=1))]
-
-
 def render(summary: dict) -> str:
     """The page from the stored summary (docs/data/fedalign-summary.json), through its template."""
     return pages.render("reproduce-fedalign.md.j2", s=summary, methods=METHODS)
@@ -343,10 +337,10 @@ def summarise_medium(results, jobs, seeds, r_syn) -> dict:
         "r50": r50,
         "rows": {
             m: {
-                "post_loss": stat(post[m]),
-                "loss_r50": stat(loss[m][:, r50 - 1]),
-                "post_acc": stat(post_acc[m]),
-                "last_acc": stat(last[m]),
+                "post_loss": pages.over_seeds(post[m]),
+                "loss_r50": pages.over_seeds(loss[m][:, r50 - 1]),
+                "post_acc": pages.over_seeds(post_acc[m]),
+                "last_acc": pages.over_seeds(last[m]),
             }
             for m in METHODS
         },
@@ -381,7 +375,7 @@ def summarise_noise(results, jobs, seeds, r_syn, r_noise) -> dict:
         for m in METHODS:
             lo = window_mean(values(results, jobs, exp, m, "priority_loss"), w0 + 1, rr)
             ac = window_mean(values(results, jobs, exp, m, "priority_acc"), rr - 19, rr)
-            rows[exp][m] = {"post_loss": stat(lo), "last_acc": stat(ac)}
+            rows[exp][m] = {"post_loss": pages.over_seeds(lo), "last_acc": pages.over_seeds(ac)}
     return {
         "seeds": list(seeds),
         "rounds": r_noise,
@@ -404,10 +398,10 @@ def summarise_mnist(results, jobs, seeds, r_img) -> dict:
         ac = values(results, jobs, exp, m, "priority_acc")
         na = values(results, jobs, exp, m, "accepted")[:, Wi:]
         return {
-            "post_loss": stat(window_mean(lo, Wi + 1, r_img)),
-            "acc_2w": stat(ac[:, 2 * Wi - 1]),
-            "last_acc": stat(window_mean(ac, r_img - 9, r_img)),
-            "accepted": stat(na.mean(1)),
+            "post_loss": pages.over_seeds(window_mean(lo, Wi + 1, r_img)),
+            "acc_2w": pages.over_seeds(ac[:, 2 * Wi - 1]),
+            "last_acc": pages.over_seeds(window_mean(ac, r_img - 9, r_img)),
+            "accepted": pages.over_seeds(na.mean(1)),
         }
 
     rows = {m: row("mnist", m) for m in METHODS}

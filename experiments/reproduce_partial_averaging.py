@@ -251,12 +251,6 @@ def render(summary: dict) -> str:
     )
 
 
-def stat(v) -> list[float]:
-    """[mean, std over the seeds] of a number per seed; [value] for one seed (shown as "m ± s" or "m")."""
-    v = np.asarray(v, float)
-    return [float(v.mean())] if v.size == 1 else [float(v.mean()), float(v.std(ddof=1))]
-
-
 VARIANTS = [  # (experiment, tau, label) of the results table's rows after the IID rows at the selected taus
     ("iid", 16, "IID, 32 workers, τ = 16 (τ = 8's rates)"),
     ("m16", 8, "IID, 16 workers, τ = 8"),
@@ -276,12 +270,12 @@ def summarise(results, grid, jobs, chosen, iters, taus, seeds) -> dict:
                 "exp": exp,
                 "tau": t,
                 "label": label,
-                "periodic": stat(q),
-                "partial": stat(p),
+                "periodic": pages.over_seeds(q),
+                "partial": pages.over_seeds(p),
                 "gap": float(p.mean() - q.mean()),
                 "spread": float(max(p.std(ddof=1), q.std(ddof=1))) if len(p) > 1 else float("nan"),
-                "loss_periodic": stat(curves(results, jobs, exp, "periodic_avg", t, "loss")[1][:, -1]),
-                "loss_partial": stat(curves(results, jobs, exp, "partial_avg", t, "loss")[1][:, -1]),
+                "loss_periodic": pages.over_seeds(curves(results, jobs, exp, "periodic_avg", t, "loss")[1][:, -1]),
+                "loss_partial": pages.over_seeds(curves(results, jobs, exp, "partial_avg", t, "loss")[1][:, -1]),
             }
         )
     # accuracy and discrepancy over iterations at tau = 8 (IID): how often is partial ahead, and lower?

@@ -77,6 +77,8 @@ def test_the_shared_formats():
     assert pages.signed(2.21) == "+2.21"
     assert pages.pm((0.3241, 0.0339), 3) == "0.324 ± 0.034"
     assert pages.pm([0.3241], 3) == "0.324"  # one seed: no spread
+    assert pages.over_seeds([1.0, 2.0, 4.0]) == pytest.approx([7 / 3, (7 / 3) ** 0.5])  # sample std, ddof = 1
+    assert pages.over_seeds([0.5]) == [0.5]
     assert pages.sig(1.1525, 3) == "1.15" and pages.sig(1.1525, 2) == "1.2"
     assert pages.fixed(7.44, 1) == "7.4"
     assert pages.minutes(1650) == "28"
