@@ -11,6 +11,7 @@ selection in docs/data/drdm-tuning.csv instead of re-running the grid; ``--cache
 finished run as JSON and skips it next time (handy when only the page changes); ``--quick`` is a
 smoke test (few rounds, seeds and grid points; writes under /tmp, never over docs/);
 ``--from-data`` runs nothing and re-renders the page and figures from docs/data/drdm-runs.json.gz.
+The page's words and tables are experiments/templates/reproduce-drdm.md.j2; ``page`` computes its numbers.
 
 What it does (details and definitions are written into the page itself):
 1. Tuning: every algorithm gets the same budget of 12 grid points on 3 tuning seeds (100-102) at
