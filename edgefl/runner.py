@@ -363,22 +363,7 @@ class Simulation:
         if s.control.name == "static":
             return None, None
         pop, a = self.population, s.algorithm
-        limits = DeviceLimits(
-            cpu_hz_min=pop.cpu_hz_min.copy(),
-            cpu_hz_max=pop.cpu_hz.copy(),
-            tx_power_w_min=pop.tx_power_w_min.copy(),
-            tx_power_w_max=pop.tx_power_w.copy(),
-            kappa=pop.kappa,
-            static_power_w=pop.static_power_w,
-            circuit_power_w=pop.circuit_power_w,
-            pa_efficiency=pop.pa_efficiency,
-            rx_power_w=pop.rx_power_w,
-            idle_power_w=pop.idle_power_w,
-            tail_s=pop.tail_s,
-            tail_power_w=pop.tail_power_w,
-            train_cycles_per_sample=pop.train_cycles_per_sample,
-            eval_cycles_per_sample=pop.eval_cycles_per_sample,
-        )
+        limits = DeviceLimits.of(pop)
         ctx = ControlContext(
             num_clients=s.data.num_clients,
             clients_per_round=a.clients_per_round,
