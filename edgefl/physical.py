@@ -41,6 +41,7 @@ class NetworkParams:
     downlink: str = "broadcast"  # broadcast | multicast | unicast
     uplink_max_bits_per_hz: float | None = None  # the uplink modulation's highest spectral efficiency (bit/s/Hz)
     overhead_fraction: float = 0.0  # of every link's resource: control channels and reference signals
+    bits_per_param: int = 32  # payload bits per model parameter (32: fp32)
 
     @property
     def block_fading(self) -> bool:
