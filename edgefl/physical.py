@@ -135,7 +135,8 @@ class Cell:
 
 @dataclass(kw_only=True)
 class Population(DeviceArrays):
-    """Per-client device and link parameters (arrays of length N)."""
+    """Per-client device and link parameters (arrays of length N). A field named like a ``[devices]`` key that
+    all devices share (slowdown, availability, p_fail, ...) takes its value (:func:`build_population`)."""
 
     uplink: list[Link]
     downlink: list[Link]
@@ -243,22 +244,19 @@ def build_population(
             downlink = [Link.from_snr_db(network.downlink_snr_db) for _ in range(num_clients)]
         else:
             downlink = [Link.from_budget(bs_power_w, loss[i], down_nf_db, shadowing[i]) for i in range(num_clients)]
+    # the [devices] keys all devices share (slowdown, availability, p_fail, ...): the Population's fields of that name
+    keys = type(devices).model_fields
+    shared = {f.name: getattr(devices, f.name) for f in fields(Population) if f.name in keys and f.name not in arrays}
     return Population(
+        **shared,
         **arrays,
         uplink=uplink,
         downlink=downlink,
         device_class=[p["class"] for p in profiles],
         distance_m=distance,
-        slowdown=devices.slowdown,
-        slowdown_mean=devices.slowdown_mean,
-        slowdown_sigma=devices.slowdown_sigma,
-        availability=devices.availability,
-        mean_on_s=devices.mean_on_s,
-        mean_off_s=devices.mean_off_s,
         availability_intervals=(
             read_availability_trace(devices.availability_trace, num_clients) if devices.availability_trace else {}
         ),
-        p_fail=devices.p_fail,
         cell=None
         if network.cell_radius_m is None
         else Cell(
