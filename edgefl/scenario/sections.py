@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 from typing import Annotated, Any, Literal, Optional, Union
 
+import numpy as np
 from pydantic import (
     ConfigDict,
     Discriminator,
@@ -19,12 +20,13 @@ from pydantic import (
     SerializeAsAny,
     StrictBool,
     Tag,
+    create_model,
     field_validator,
     model_validator,
 )
 
 import algorithms
-from channel import check_mcs_table, path_loss
+from channel import check_mcs_table, dbm_to_w, path_loss
 from edgefl import control, plugins
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl.data import REGISTRY as DATA_REGISTRY
@@ -32,6 +34,7 @@ from edgefl.data import registry as data_registry
 from edgefl.errors import UserError
 from edgefl.models import fits_cnn
 from edgefl.numbers import NumbersOnly, bools_as_text
+from edgefl.physical import PerDevice, per_device_keys
 from edgefl.sim import processes
 from edgefl.target import parse_target
 
@@ -421,59 +424,49 @@ class NetworkSection(Strict):
         return self
 
 
-class DeviceClass(Strict):
-    name: str = Field(description="Label, shown in clients.csv.")
-    share: float = Field(gt=0, le=1, description="Fraction of the N clients in this class.")
-    cpu_ghz: Optional[Gigahertz] = None
-    kappa: Optional[Capacitance] = None
-    static_power_w: Optional[Watts] = None
-    tx_power_dbm: Optional[PowerDbm] = None
-    circuit_power_w: Optional[Watts] = None
-    pa_efficiency: Optional[PaEfficiency] = None
-    rx_power_w: Optional[Watts] = None
-    idle_power_w: Optional[Watts] = None
-    promotion_power_w: Optional[Watts] = None
-    tail_s: Optional[Seconds] = None
-    tail_power_w: Optional[Watts] = None
-    battery_j: Optional[PositiveJoules] = None
-    battery_reserve_j: Optional[Joules] = None
-    speed_mps: Optional[Speed] = None
-    harvest_w: Optional[Watts] = None
-    cycles_per_flop: Optional[CyclesPerFlop] = None
-    cycles_per_sample: Optional[CyclesPerSample] = None
-    cpu_ghz_min: Optional[Gigahertz] = None
-    tx_power_dbm_min: Optional[Annotated[float, Field(ge=-60, le=60, allow_inf_nan=False)]] = None
-
-
 class DevicesSection(Strict):
-    cpu_ghz: Gigahertz = Field(1.0, description="CPU frequency f (GHz, up to 100).")
-    kappa: Capacitance = Field(1e-28, description="Effective switched capacitance (energy = kappa*C*f^2).")
-    static_power_w: Watts = Field(0.0, description="CPU static power while computing.")
-    tx_power_dbm: PowerDbm = Field(23.0, description="Uplink transmit power (23 dBm = 0.2 W).")
-    circuit_power_w: Watts = Field(
+    cpu_ghz: Annotated[Gigahertz, PerDevice("cpu_hz", lambda ghz, _: ghz * 1e9)] = Field(
+        1.0, description="CPU frequency f (GHz, up to 100)."
+    )
+    kappa: Annotated[Capacitance, PerDevice("kappa")] = Field(
+        1e-28, description="Effective switched capacitance (energy = kappa*C*f^2)."
+    )
+    static_power_w: Annotated[Watts, PerDevice("static_power_w")] = Field(
+        0.0, description="CPU static power while computing."
+    )
+    tx_power_dbm: Annotated[PowerDbm, PerDevice("tx_power_w", lambda dbm, _: dbm_to_w(dbm))] = Field(
+        23.0, description="Uplink transmit power (23 dBm = 0.2 W)."
+    )
+    circuit_power_w: Annotated[Watts, PerDevice("circuit_power_w")] = Field(
         0.0,
         description="Radio circuit power added while transmitting (uplink power "
         "drawn = tx power / pa_efficiency + circuit_power_w).",
     )
-    pa_efficiency: PaEfficiency = Field(
+    pa_efficiency: Annotated[PaEfficiency, PerDevice("pa_efficiency")] = Field(
         1.0,
         description="Efficiency of the transmitter's power amplifier, in (0, 1]: it draws tx power / pa_efficiency "
         "(a phone's at 23 dBm: ~0.2-0.4). 1 (with circuit_power_w = 0): the radiated power only, as Yang et al. 2021.",
     )
-    rx_power_w: Watts = Field(0.1, description="Power while receiving (downlink).")
-    idle_power_w: Watts = Field(0.01, description="Power while waiting inside a phase (e.g. TDMA queue).")
-    promotion_power_w: Optional[Watts] = Field(
+    rx_power_w: Annotated[Watts, PerDevice("rx_power_w")] = Field(0.1, description="Power while receiving (downlink).")
+    idle_power_w: Annotated[Watts, PerDevice("idle_power_w")] = Field(
+        0.01, description="Power while waiting inside a phase (e.g. TDMA queue)."
+    )
+    promotion_power_w: Annotated[
+        Optional[Watts], PerDevice("promotion_power_w", lambda w, c: np.where(np.isnan(w), c["idle_power_w"], w))
+    ] = Field(
         None,
         description="Power (W) while the radio connects before a message from idle, for "
         "network.access_latency_s (LTE RRC promotion: ~1.2 W for ~0.26 s, Huang et al. 2012). Unset: idle_power_w.",
     )
-    tail_s: Seconds = Field(
+    tail_s: Annotated[Seconds, PerDevice("tail_s")] = Field(
         0.0,
         description="Radio tail after each message: the radio stays connected at "
         "tail_power_w this long unless the next message starts first, which then needs no "
         "promotion (LTE RRC tail: ~11.6 s).",
     )
-    tail_power_w: Watts = Field(0.0, description="Power during the radio tail (LTE: ~1.06 W; Huang et al. 2012).")
+    tail_power_w: Annotated[Watts, PerDevice("tail_power_w")] = Field(
+        0.0, description="Power during the radio tail (LTE: ~1.06 W; Huang et al. 2012)."
+    )
     slowdown: Literal["none", "exponential", "lognormal"] = Field(
         "none",
         description="Stragglers: a random per-round factor on every client's compute time. exponential: "
@@ -485,21 +478,25 @@ class DevicesSection(Strict):
     slowdown_sigma: Annotated[float, Field(ge=0, le=5, allow_inf_nan=False)] = Field(
         0.5, description="slowdown = lognormal: sigma of the log factor."
     )
-    battery_j: Optional[PositiveJoules] = Field(
+    battery_j: Annotated[
+        Optional[PositiveJoules], PerDevice("battery_j", lambda j, _: np.where(np.isnan(j), np.inf, j))
+    ] = Field(
         None,
         description="Battery capacity (J; a phone: ~40 kJ). Unset: mains power. Drawn by every charge; "
         "a device that empties mid-round stops (work lost, energy counted).",
     )
-    battery_reserve_j: Joules = Field(
+    battery_reserve_j: Annotated[Joules, PerDevice("battery_reserve_j")] = Field(
         0.0, description="Below this level a device is unavailable until it harvests back above it."
     )
-    harvest_w: Watts = Field(0.0, description="Harvested power (W): constant, or per device (harvest).")
+    harvest_w: Annotated[Watts, PerDevice("harvest_w")] = Field(
+        0.0, description="Harvested power (W): constant, or per device (harvest)."
+    )
     harvest: Literal["constant", "uniform"] = Field(
         "constant",
         description="constant: every device harvests harvest_w; uniform: each device's power is "
         "drawn once, uniform in [0, 2 harvest_w].",
     )
-    speed_mps: Speed = Field(
+    speed_mps: Annotated[Speed, PerDevice("speed_mps")] = Field(
         0.0,
         description="Mobility: random-waypoint speed inside the cell (m/s; "
         "needs network.cell_radius_m); path loss recomputed from the new distance each round.",
@@ -524,25 +521,33 @@ class DevicesSection(Strict):
         description="Probability that a participating device fails in a round "
         "(at a uniform time within its work in the phase); its work of that round is lost.",
     )
-    cycles_per_flop: CyclesPerFlop = Field(
+    cycles_per_flop: Annotated[CyclesPerFlop, PerDevice(None)] = Field(
         1.0,
         description="CPU cycles per measured FLOP. The default 1 is a "
         "convention, not a measurement (one FP32 operation per cycle): a phone core's "
         "SIMD units do 8-16 FLOPs per cycle at peak, training runs far below peak; "
         "calibrate it to the device (docs/model.md §7).",
     )
-    cycles_per_sample: Optional[CyclesPerSample] = Field(None, description="Override the measured FLOPs (training).")
-    cpu_ghz_min: Optional[Gigahertz] = Field(
+    cycles_per_sample: Annotated[Optional[CyclesPerSample], PerDevice(None)] = Field(
+        None, description="Override the measured FLOPs (training)."
+    )
+    cpu_ghz_min: Annotated[
+        Optional[Gigahertz],
+        PerDevice("cpu_hz_min", lambda ghz, c: np.where(np.isnan(ghz), c["cpu_ghz"] / 10, ghz) * 1e9),
+    ] = Field(
         None,
         description="Lowest CPU frequency a controller may set ([control]); cpu_ghz is the highest. "
         "Unset: cpu_ghz / 10.",
     )
-    tx_power_dbm_min: Optional[Annotated[float, Field(ge=-60, le=60, allow_inf_nan=False)]] = Field(
+    tx_power_dbm_min: Annotated[
+        Optional[Annotated[float, Field(ge=-60, le=60, allow_inf_nan=False)]],
+        PerDevice("tx_power_w_min", lambda dbm, c: dbm_to_w(np.where(np.isnan(dbm), c["tx_power_dbm"] - 30, dbm))),
+    ] = Field(
         None,
         description="Lowest transmit power a controller may set; tx_power_dbm is the highest. "
         "Unset: tx_power_dbm - 30 dB.",
     )
-    classes: list[DeviceClass] = Field(default_factory=list, description="[[devices.classes]] tables.")
+    classes: list["DeviceClass"] = Field(default_factory=list, description="[[devices.classes]] tables.")
 
     @field_validator("availability_trace")
     @classmethod
@@ -591,6 +596,27 @@ class DevicesSection(Strict):
                 'availability_trace needs availability = "trace"'
             )
         return self
+
+
+def _device_class_fields() -> dict[str, Any]:
+    """The keys of a [[devices.classes]] table: ``name``, ``share`` and every per-device key of [devices]
+    (edgefl.physical.PerDevice), with its bounds and description, unset by default (the base value)."""
+    keys: dict[str, Any] = {
+        "name": (str, Field(description="Label, shown in clients.csv.")),
+        "share": (float, Field(gt=0, le=1, description="Fraction of the N clients in this class.")),
+    }
+    for key in per_device_keys(DevicesSection):
+        info = DevicesSection.model_fields[key]
+        bounds = [m for m in info.metadata if not isinstance(m, PerDevice)]
+        accepts_none = info.default is None  # already Optional[...]
+        annotation = info.annotation if accepts_none else Optional[Annotated[(info.annotation, *bounds)]]
+        keys[key] = (annotation, Field(None, description=info.description))
+    return keys
+
+
+# A [[devices.classes]] table: derived from DevicesSection's per-device keys (each declared once, there).
+DeviceClass = create_model("DeviceClass", __base__=Strict, **_device_class_fields())
+DevicesSection.model_rebuild()
 
 
 class ControlSection(NumbersOnly):

@@ -201,7 +201,7 @@ class Mobility(Component):
         assert population.cell is not None and population.distance_m is not None  # devices in a cell
         assert population.speed_mps is not None  # Population fills it in
         self.pop = population
-        r_min, r_max = population.cell[:2]
+        r_min, r_max = population.cell.min_distance_m, population.cell.radius_m
         self.walk = RandomWaypoint(population.distance_m, population.speed_mps, r_min, r_max, _rng(seed, 0x30B1))
 
     def attach(self, core) -> None:
@@ -212,8 +212,7 @@ class Mobility(Component):
         pop = self.pop
         self.walk.advance(self.core.env.now)
         assert pop.cell is not None
-        *_, path_loss_db, bs_w = pop.cell
-        pop.uplink, pop.downlink = self.walk.links(pop.uplink, pop.downlink, path_loss_db, bs_w)
+        pop.uplink, pop.downlink = self.walk.links(pop.uplink, pop.downlink, pop.cell.path_loss_db, pop.cell.bs_power_w)
         pop.distance_m = self.walk.distance_m
         self.core.physics.links_changed()
 

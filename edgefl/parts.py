@@ -1,0 +1,154 @@
+"""A run's typed parts, built from its scenario once and in one straight line (:func:`build_parts`): the data, the
+model, the network, the devices, the components, the pricer, the algorithm, the controller and the compressor.
+Nothing below the runner reads the scenario again: the engine, the checks before a run (edgefl.feasibility), the
+controller and its observer read these parts; each plug-in registry (algorithms, controllers, components,
+compressors) is consulted here, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from pydantic import BaseModel
+
+import algorithms
+from edgefl.compression import Compressor, build_compressor
+from edgefl.control import ControlContext, Controller, DeviceLimits
+from edgefl.control.observe import Observer
+from edgefl.models import build_model
+from edgefl.physical import NetworkParams, Population, build_population, network_params
+from edgefl.plugins import faults_named
+from edgefl.sim import IdealPricer, SimPyPricer
+from edgefl.sim.component import Component
+from edgefl.sim.components import default_components
+from edgefl.sim.processes import build_processes
+
+if TYPE_CHECKING:
+    from edgefl.data.federated import FederatedData
+    from edgefl.models import Model
+    from edgefl.scenario import AlgorithmSection, Scenario
+
+
+@dataclass(frozen=True)
+class AlgorithmPart:
+    """The run's algorithm: its class and own hyperparameters ([algorithm.<name>]), and the common keys."""
+
+    name: str
+    cls: type
+    hp: BaseModel  # its Params, validated
+    local_steps: int  # τ
+    clients_per_round: int  # m
+    lr: float  # η
+    batch_size: int  # B
+    over_selection: float  # select ceil(m (1 + x)), aggregate the first m
+
+    @classmethod
+    def of(cls, section: AlgorithmSection) -> AlgorithmPart:
+        return cls(
+            name=section.name,
+            cls=algorithms.get(section.name),
+            hp=section.hyperparams(),
+            local_steps=section.local_steps,
+            clients_per_round=section.clients_per_round,
+            lr=section.lr,
+            batch_size=section.batch_size,
+            over_selection=section.over_selection,
+        )
+
+
+@dataclass
+class RunParts:
+    """Everything a run is built from (see the module's docstring)."""
+
+    seed: int  # run.seed: every random stream derives from it
+    engine: str  # run.engine: simpy | ideal
+    rounds: int  # run.rounds
+    data: FederatedData
+    model: Model
+    network: NetworkParams
+    population: Population
+    components: list[Component]  # the engine's, built-ins then [[process]] (none on the ideal engine)
+    pricer: SimPyPricer | IdealPricer
+    algorithm: AlgorithmPart
+    compressor: Compressor | None  # None: updates sent as they are
+    controller: Controller | None  # None: the static controller (the scenario's knobs)
+    observer: Observer | None  # what the controller sees each round (None with the static controller)
+
+
+def build_pricer(s: Scenario, model) -> tuple[NetworkParams, Population, list[Component], SimPyPricer | IdealPricer]:
+    """A run's network, devices, components and pricer, built from its scenario (their one home: a run and a
+    sweep's re-pricing build them alike): the SimPy pricer that co-simulates time and energy, or the ideal
+    engine's, which charges nothing. ``model``'s FLOPs per sample set the devices' compute cycles."""
+    network = network_params(s.network)
+    population = build_population(
+        s.network, s.devices, s.data.num_clients, model.train_flops_per_sample, model.eval_flops_per_sample, s.run.seed
+    )
+    if s.run.engine != "simpy":
+        return network, population, [], IdealPricer(s.data.num_clients)
+    with faults_named():  # a plug-in component's constructor: its exception is a PluginError
+        processes = build_processes(s.process, network, population, s.run.seed)
+    components = [*default_components(network, population, s.run.seed), *processes]  # [[process]]: after the built-ins
+    return network, population, components, SimPyPricer(network, population, s.run.seed, components=components)
+
+
+def build_controller(
+    s: Scenario, model, network: NetworkParams, population: Population, pricer
+) -> tuple[Controller | None, Observer | None]:
+    """The scenario's controller and its observer (None, None for the static controller: the scenario's knobs,
+    nothing observed)."""
+    if s.control.name == "static":
+        return None, None
+    seed, a = s.run.seed, s.algorithm
+    ctx = ControlContext(
+        num_clients=population.num_clients,
+        clients_per_round=a.clients_per_round,
+        local_steps=a.local_steps,
+        batch_size=a.batch_size,
+        model_bits=float(model.dim * network.bits_per_param),
+        network=network,
+        devices=DeviceLimits.of(population),
+        rng=np.random.default_rng(np.random.SeedSequence([seed, 0xC011])),
+    )
+    controller = s.control.controller_class()(ctx, s.control.params())
+    observer = Observer(
+        ctx,
+        pricer,
+        network.header_bits,
+        s.control.channel_error_db,
+        np.random.default_rng(np.random.SeedSequence([seed, 0xE57])),
+    )
+    return controller, observer
+
+
+def build_parts(s: Scenario) -> RunParts:
+    """The scenario turned into its run's parts: data and model (seeded), network, devices, components and
+    pricer, the algorithm, the compressor, the controller and its observer."""
+    data = s.data.build(s.run.seed)  # s.data: the data set's validated params (edgefl.data.registry)
+    model = build_model(s.model.name, data.input_shape, data.num_classes, s.run.seed, hidden=s.model.hidden)
+    return parts_of(s, data, model)
+
+
+def parts_of(s: Scenario, data: FederatedData, model: Model) -> RunParts:
+    """The parts of ``s``'s run with its ``data`` and ``model`` built (:func:`build_parts`)."""
+    seed = s.run.seed
+    network, population, components, pricer = build_pricer(s, model)
+    algorithm = AlgorithmPart.of(s.algorithm)
+    compressor = build_compressor(s.compression, s.data.num_clients, seed, network.bits_per_param)
+    controller, observer = build_controller(s, model, network, population, pricer)
+    return RunParts(
+        seed=seed,
+        engine=s.run.engine,
+        rounds=s.run.rounds,
+        data=data,
+        model=model,
+        network=network,
+        population=population,
+        components=components,
+        pricer=pricer,
+        algorithm=algorithm,
+        compressor=compressor,
+        controller=controller,
+        observer=observer,
+    )
