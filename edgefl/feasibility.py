@@ -118,13 +118,13 @@ class _Nominal:
         self.down_bits = model_bits + net.header_bits
         self.up_bits = (model_bits if compressor is None else compressor.bits(self.d)) + net.header_bits
         # The mean SNR over the whole band (alone on it: the fastest a device can send), and the rate at it
-        # that PhasePhysics charges (_nominal_rate: mcs below the table at its lowest entry; the fixed rate of
+        # that PhasePhysics charges (nominal_rate: mcs below the table at its lowest entry; the fixed rate of
         # network.outage_snr_db).
-        self.up_snr = physics._up(net.bandwidth_hz)
-        self.down_snr = physics._down(net.downlink_bandwidth_hz)
+        self.up_snr = physics.mean_up_snr(net.bandwidth_hz)
+        self.down_snr = physics.mean_down_snr(net.downlink_bandwidth_hz)
         with np.errstate(all="ignore"):
-            up_airtime_rate = physics._nominal_rate(net.bandwidth_hz, self.up_snr, "up")
-            down_airtime_rate = physics._nominal_rate(net.downlink_bandwidth_hz, self.down_snr, "down")
+            up_airtime_rate = physics.nominal_rate(net.bandwidth_hz, self.up_snr, "up")
+            down_airtime_rate = physics.nominal_rate(net.downlink_bandwidth_hz, self.down_snr, "down")
         self.steps = a.local_steps
         self.cycles = (
             np.asarray(cycles_per_step(a.batch_size, cycles_per_sample=pop.train_cycles_per_sample)) * self.steps
@@ -172,7 +172,9 @@ class _Nominal:
                 a = self.algorithm
                 sharers = min(self.n, math.ceil(a.clients_per_round * (1 + a.over_selection)))
                 up_snr = np.where(
-                    self.physics._up.scales_with_band, self.physics._up(net.bandwidth_hz / sharers), self.up_snr
+                    self.physics.mean_up_snr.scales_with_band,
+                    self.physics.mean_up_snr(net.bandwidth_hz / sharers),
+                    self.up_snr,
                 )
         mcs_db = net.mcs_snr_db[0] if net.rate == "mcs" else None
         up_db = net.outage_snr_db if net.outage_snr_db is not None else mcs_db

@@ -23,6 +23,7 @@ from edgefl.plugins import faults_named
 from edgefl.sim import IdealPricer, SimPyPricer
 from edgefl.sim.component import Component
 from edgefl.sim.components import default_components
+from edgefl.sim.devices import DeviceState
 from edgefl.sim.processes import build_processes
 
 if TYPE_CHECKING:
@@ -68,7 +69,8 @@ class RunParts:
     data: FederatedData
     model: Model
     network: NetworkParams
-    population: Population
+    population: Population  # the devices as the scenario built them (never written) ...
+    devices: DeviceState  # ... and as they are now (a controller's knobs, mobility: edgefl.sim.devices)
     components: list[Component]  # the engine's, built-ins then [[process]] (none on the ideal engine)
     pricer: SimPyPricer | IdealPricer
     algorithm: AlgorithmPart
@@ -77,20 +79,25 @@ class RunParts:
     observer: Observer | None  # what the controller sees each round (None with the static controller)
 
 
-def build_pricer(s: Scenario, model) -> tuple[NetworkParams, Population, list[Component], SimPyPricer | IdealPricer]:
-    """A run's network, devices, components and pricer, built from its scenario (their one home: a run and a
-    sweep's re-pricing build them alike): the SimPy pricer that co-simulates time and energy, or the ideal
-    engine's, which charges nothing. ``model``'s FLOPs per sample set the devices' compute cycles."""
+def build_pricer(
+    s: Scenario, model
+) -> tuple[NetworkParams, Population, DeviceState, list[Component], SimPyPricer | IdealPricer]:
+    """A run's network, devices (as built, and their state as the run goes on), components and pricer, built
+    from its scenario (their one home: a run and a sweep's re-pricing build them alike): the SimPy pricer that
+    co-simulates time and energy, or the ideal engine's, which charges nothing. ``model``'s FLOPs per sample
+    set the devices' compute cycles."""
     network = network_params(s.network)
     population = build_population(
         s.network, s.devices, s.data.num_clients, model.train_flops_per_sample, model.eval_flops_per_sample, s.run.seed
     )
+    devices = DeviceState.of(population)
     if s.run.engine != "simpy":
-        return network, population, [], IdealPricer(s.data.num_clients)
+        return network, population, devices, [], IdealPricer(s.data.num_clients)
     with faults_named():  # a plug-in component's constructor: its exception is a PluginError
         processes = build_processes(s.process, network, population, s.run.seed)
     components = [*default_components(network, population, s.run.seed), *processes]  # [[process]]: after the built-ins
-    return network, population, components, SimPyPricer(network, population, s.run.seed, components=components)
+    pricer = SimPyPricer(network, population, s.run.seed, components=components, devices=devices)
+    return network, population, devices, components, pricer
 
 
 def build_controller(
@@ -133,7 +140,7 @@ def build_parts(s: Scenario) -> RunParts:
 def parts_of(s: Scenario, data: FederatedData, model: Model) -> RunParts:
     """The parts of ``s``'s run with its ``data`` and ``model`` built (:func:`build_parts`)."""
     seed = s.run.seed
-    network, population, components, pricer = build_pricer(s, model)
+    network, population, devices, components, pricer = build_pricer(s, model)
     algorithm = AlgorithmPart.of(s.algorithm)
     compressor = build_compressor(s.compression, s.data.num_clients, seed, network.bits_per_param)
     controller, observer = build_controller(s, model, network, population, pricer)
@@ -145,6 +152,7 @@ def parts_of(s: Scenario, data: FederatedData, model: Model) -> RunParts:
         model=model,
         network=network,
         population=population,
+        devices=devices,
         components=components,
         pricer=pricer,
         algorithm=algorithm,

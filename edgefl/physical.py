@@ -135,8 +135,10 @@ class Cell:
 
 @dataclass(kw_only=True)
 class Population(DeviceArrays):
-    """Per-client device and link parameters (arrays of length N). A field named like a ``[devices]`` key that
-    all devices share (slowdown, availability, p_fail, ...) takes its value (:func:`build_population`)."""
+    """Per-client device and link parameters (arrays of length N), as the scenario built them: nothing writes
+    them during a run (what changes, a controller's knobs and the links of moving devices, is the run's
+    :class:`edgefl.sim.devices.DeviceState`). A field named like a ``[devices]`` key that all devices share
+    (slowdown, availability, p_fail, ...) takes its value (:func:`build_population`)."""
 
     uplink: list[Link]
     downlink: list[Link]

@@ -120,6 +120,7 @@ class Simulation:
         # a meaningless run: an error now, before any work (at the pricer's mean rates)
         check_feasible(parts, s)
         self.data, self.model, self.network, self.population = parts.data, parts.model, parts.network, parts.population
+        self.devices = parts.devices  # the devices now (the population: as built)
         self.pricer, self.controller, a = parts.pricer, parts.controller, parts.algorithm
         self.executor = Executor(self.model, self.data, a.batch_size, parts.seed, s.run.executor)
         self.engine = Engine(
@@ -161,7 +162,7 @@ class Simulation:
     def keep_checkpoints(self) -> None:
         """Let :meth:`run` write checkpoints (edgefl.checkpoint): the pricer keeps the journal of its calls
         from the first round on."""
-        if hasattr(self.pricer, "journal") and self.pricer.journal is None:
+        if self.pricer.journal is None:
             self.pricer.journal = []
 
     def run(
@@ -355,20 +356,20 @@ class Simulation:
         return row
 
     def _client_rows(self, final: dict) -> list[dict]:
-        pop, ledger, eng = self.population, self.pricer.ledger, self.engine
+        pop, now, ledger, eng = self.population, self.devices, self.pricer.ledger, self.engine
         per_client = ledger.per_client()
         acc = final.get("client_acc")
         rows = []
         for i in range(self.scenario.data.num_clients):
-            link = pop.uplink[i].snr_linear(self.network.bandwidth_hz, 1.0)
+            link = now.uplink[i].snr_linear(self.network.bandwidth_hz, 1.0)
             rows.append(
                 {
                     "client": i,
                     "device_class": pop.device_class[i],
                     "train_samples": int(self.data.train_sizes[i]),
                     "test_samples": int(self.data.test_sizes[i]),
-                    "cpu_ghz": float(pop.cpu_hz[i] / 1e9),
-                    "distance_m": None if pop.distance_m is None else float(pop.distance_m[i]),  # at the end
+                    "cpu_ghz": float(now.cpu_hz[i] / 1e9),
+                    "distance_m": None if now.distance_m is None else float(now.distance_m[i]),  # at the end
                     "uplink_snr_db": float(10 * np.log10(link)),
                     **{f"{c}_energy_j": float(per_client[i, j]) for j, c in enumerate(CATEGORIES)},
                     "energy_j": float(per_client[i].sum()),

@@ -34,6 +34,7 @@ class Pricer(Protocol):
     ledger: EnergyLedger  # energy by client and category, so far
     events: list[Event] | None  # every activity as it happened (events.csv), if recorded
     can_change_participation: bool  # can the channel decide who arrives?
+    journal: list | None  # the state-changing calls received, when a run checkpoints (edgefl.sim.journal)
 
     @property
     def now(self) -> float: ...  # simulated time, s

@@ -7,6 +7,7 @@ from energy import EnergyLedger
 
 class IdealPricer:
     can_change_participation = False
+    journal: list | None = None  # nothing to replay: its state is the ledger (zero) and the clock (zero)
 
     def __init__(self, num_clients: int):
         self.ledger = EnergyLedger(num_clients)

@@ -35,6 +35,7 @@ from edgefl.sim.booking import LogRow, book
 from edgefl.sim.chain import chain
 from edgefl.sim.component import HOOKS, Component, overriding
 from edgefl.sim.components import default_components
+from edgefl.sim.devices import DeviceState
 from edgefl.sim.journal import journaled
 from edgefl.sim.participation import can_change_participation
 from edgefl.sim.physics import PhasePhysics, Step
@@ -68,11 +69,14 @@ class SimPyPricer:
         seed: int,
         record_events: bool = True,
         components: list[Component] | None = None,
+        devices: DeviceState | None = None,
     ):
         self.net = network
-        self.pop = population
+        self.pop = population  # the devices as the scenario built them (never written) ...
+        self.devices = DeviceState.of(population) if devices is None else devices  # ... and as they are now
         self.env = simpy.Environment()
-        self.physics = PhasePhysics(network, population, np.random.default_rng(np.random.SeedSequence([seed, 0xFAD1])))
+        fading_rng = np.random.default_rng(np.random.SeedSequence([seed, 0xFAD1]))
+        self.physics = PhasePhysics(network, population, fading_rng, self.devices)
         self._ledger = EnergyLedger(population.num_clients)
         self._events: list[Event] | None = [] if record_events else None
         self._unbooked: list[tuple[int, int, list[LogRow]]] = []  # phases simulated, energy not yet booked
@@ -133,11 +137,11 @@ class SimPyPricer:
 
     # -- what components use --------------------------------------------------------------
     def knobs_changed(self) -> None:
-        """The population's CPU frequencies or transmit powers changed (a controller's knobs): the next
+        """The devices' CPU frequencies or transmit powers changed (a controller's knobs): the next
         activities run at them."""
-        self._knob_hz = self.pop.cpu_hz.tolist()  # what the physics plans compute times with
+        self._knob_hz = self.devices.cpu_hz.tolist()  # what the physics plans compute times with
         self._cpu_hz = list(self._knob_hz)  # what each CPU runs at now
-        self._tx_power_w = self.pop.tx_power_w.tolist()
+        self._tx_power_w = self.devices.tx_power_w.tolist()
 
     def cpu_hz_of(self, client: int) -> float:
         """The frequency (Hz) the client's CPU runs at now."""
