@@ -37,6 +37,7 @@ from edgefl.plugins import faults_named
 from edgefl.resolved import resolved_dict
 from edgefl.results import atomic_directory, checkpoint_file, claim_checkpoint, is_checkpoint, write_csv, write_json
 from edgefl.scenario import Scenario
+from edgefl.selection import Selection
 from edgefl.sim import Engine, IdealPricer, NoDeviceAvailable, SimPyPricer
 from edgefl.sim.activities import EVENT_FIELDS
 from edgefl.sim.components import default_components
@@ -153,6 +154,7 @@ class Simulation:
         a = s.algorithm
         self.executor = Executor(self.model, self.data, a.batch_size, seed, s.run.executor)
         self.controller, observer = self._controller(s, seed)
+        self.selection = self._selection(s, seed, observer)
         self.engine = Engine(
             self.executor,
             self.pricer,
@@ -161,6 +163,7 @@ class Simulation:
             controller=self.controller,
             observer=observer,
             compressor=build_compressor(s.compression, s.data.num_clients, seed, s.network.bits_per_param),
+            selection=self.selection,
         )
         self.context = Context(
             num_clients=s.data.num_clients,
@@ -177,6 +180,7 @@ class Simulation:
             hp=a.hyperparams(),
             client_roles=self.data.client_roles,
             param_layout=[(n, tuple(sh)) for n, sh in zip(self.model.names, self.model.shapes)],
+            selector=self.selection,  # None: the algorithm samples uniformly, with its own stream
         )
         self.algorithm = algorithms.get(a.name)(self.context)
         self.record = RunRecord()
@@ -357,11 +361,8 @@ class Simulation:
             missed,
         )
 
-    def _controller(self, s: Scenario, seed: int):
-        """The scenario's controller and its observer (None, None for the static controller: the
-        scenario's knobs, nothing observed)."""
-        if s.control.name == "static":
-            return None, None
+    def _control_context(self, s: Scenario, seed: int, stream: int) -> ControlContext:
+        """What a controller or a selection policy knows of the run (its own stream: ``stream``)."""
         pop, a = self.population, s.algorithm
         limits = DeviceLimits(
             cpu_hz_min=pop.cpu_hz_min.copy(),
@@ -379,7 +380,7 @@ class Simulation:
             train_cycles_per_sample=pop.train_cycles_per_sample,
             eval_cycles_per_sample=pop.eval_cycles_per_sample,
         )
-        ctx = ControlContext(
+        return ControlContext(
             num_clients=s.data.num_clients,
             clients_per_round=a.clients_per_round,
             local_steps=a.local_steps,
@@ -387,17 +388,37 @@ class Simulation:
             model_bits=float(self.model.dim * s.network.bits_per_param),
             network=self.network,
             devices=limits,
-            rng=np.random.default_rng(np.random.SeedSequence([seed, 0xC011])),
+            rng=np.random.default_rng(np.random.SeedSequence([seed, stream])),
         )
-        controller = s.control.controller_class()(ctx, s.control.params())
-        observer = Observer(
+
+    def _observer(self, s: Scenario, ctx: ControlContext, seed: int) -> Observer:
+        return Observer(
             ctx,
             self.pricer,
             self.network.header_bits,
             s.control.channel_error_db,
             np.random.default_rng(np.random.SeedSequence([seed, 0xE57])),
         )
-        return controller, observer
+
+    def _controller(self, s: Scenario, seed: int):
+        """The scenario's controller and its observer (None, None for the static controller: the
+        scenario's knobs, nothing observed)."""
+        if s.control.name == "static":
+            return None, None
+        ctx = self._control_context(s, seed, 0xC011)
+        controller = s.control.controller_class()(ctx, s.control.params())
+        return controller, self._observer(s, ctx, seed)
+
+    def _selection(self, s: Scenario, seed: int, observer: Observer | None) -> Selection | None:
+        """The scenario's client selection policy behind ``Context.sample`` (docs/selection.md), seeing what the
+        controller's observer sees (one of its own without a controller); None for "uniform": the algorithm
+        samples as it always has."""
+        if s.selection.name == "uniform":
+            return None
+        ctx = self._control_context(s, seed, 0x5E1EC7)
+        with faults_named():  # a plug-in policy's constructor: its exception is a PluginError
+            policy = s.selection.policy_class()(ctx, s.selection.params())
+        return Selection(policy, observer if observer is not None else self._observer(s, ctx, seed))
 
     # -- rows ---------------------------------------------------------------------------
     def _energy_fields(self) -> dict:
@@ -425,6 +446,8 @@ class Simulation:
         row.update({k: float(v) for k, v in self.algorithm.metrics().items()})
         if self.controller is not None:
             row.update(self.controller.metrics())
+        if self.selection is not None:
+            row.update(self.selection.policy.metrics())
         return row
 
     def _client_rows(self, final: dict) -> list[dict]:
@@ -464,6 +487,7 @@ class Simulation:
             "engine": s.run.engine,
             "executor": s.run.executor,
             "control": s.control.name,
+            **({"selection": s.selection.name} if s.selection.name != "uniform" else {}),
             "compression": s.compression.model_dump(exclude_none=True),
             "num_clients": s.data.num_clients,
             "model": s.model.name,
