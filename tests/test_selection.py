@@ -248,6 +248,65 @@ def test_a_plugin_policy_by_module_and_class(tmp_path, monkeypatch):
     assert selected_per_round(result) == [[0, 1, 2]] * 3
 
 
+def test_the_policy_of_docs_selection_md_runs_as_written(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "selection.md").read_text()
+    code = re.search(r"```python\n(# my_selection.py.*?)```", page, re.S).group(1)
+    (tmp_path / "my_selection.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        rounds = selected_per_round(
+            Simulation(scenario({"name": "my_selection:Nearest"}, rounds=4)).run(progress=False)
+        )
+    finally:
+        sys.modules.pop("my_selection", None)
+    assert all(len(c) == 3 for c in rounds)
+    assert all(not set(a) & set(b) for a, b in zip(rounds, rounds[1:]))  # never the same client twice in a row
+
+
+ENTRY_POINT = "[edgefl.selection]\nlowest = my_installed_selection:Lowest\n"
+
+
+def test_an_installed_policy_runs_by_its_entry_point_name(tmp_path, monkeypatch):
+    from edgefl import selection
+
+    (tmp_path / "my_installed_selection.py").write_text(
+        "from edgefl.selection import Policy\n"
+        "class Lowest(Policy):\n"
+        "    def select(self, view, k):\n"
+        "        return [c for c in range(len(view.online)) if view.online[c]][:k]\n"
+    )
+    info = tmp_path / "my_installed_selection-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my_installed_selection\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(ENTRY_POINT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert "lowest" in selection.names() and selection.get("lowest").__name__ == "Lowest"
+        assert selected_per_round(Simulation(scenario({"name": "lowest"})).run(progress=False)) == [[0, 1, 2]] * 3
+    finally:
+        sys.modules.pop("my_installed_selection", None)
+
+
+def test_a_plugin_returning_offline_or_too_many_clients_is_its_fault(tmp_path, monkeypatch):
+    from edgefl.plugins import PluginError
+
+    (tmp_path / "bad_sel.py").write_text(
+        "from edgefl.selection import Policy\n"
+        "class All(Policy):\n"
+        "    def select(self, view, k):\n"
+        "        return list(range(len(view.online)))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with pytest.raises(PluginError, match=r"expected 1 to 3 distinct clients"):
+            Simulation(scenario({"name": "bad_sel:All"})).run(progress=False)
+    finally:
+        sys.modules.pop("bad_sel", None)
+
+
 # -- refusals and bad keys ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("algorithm", ["drdm", "drfa", "partial_avg", "scaff_pd"])
 def test_algorithms_that_sample_themselves_refuse_a_policy(algorithm):
