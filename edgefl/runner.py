@@ -446,8 +446,8 @@ class Simulation:
         row.update({k: float(v) for k, v in self.algorithm.metrics().items()})
         if self.controller is not None:
             row.update(self.controller.metrics())
-        if self.selection is not None:
-            row.update(self.selection.policy.metrics())
+        if self.engine.selection is not None:  # (the engine's: a resumed run's is the checkpoint's)
+            row.update(self.engine.selection.policy.metrics())
         return row
 
     def _client_rows(self, final: dict) -> list[dict]:

@@ -84,16 +84,20 @@ class Policy:
 
 
 # -- what the server can estimate of a client's round (the mean channel, the device's nominal knobs) ---------
-def estimated_times_s(ctx: ControlContext, obs: Observation, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def estimated_times_s(
+    ctx: ControlContext, obs: Observation, k: int, band_share: float | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each device's estimated (download + access latency, compute, upload) times (s) for its last work
     (``obs.work``) with ``k`` devices selected: the download at its mean rate (edgefl.control.estimate), the
     compute at its nominal CPU frequency (t = C / f; stragglers not foreseen), the upload at its nominal power
-    over the share of the band a device gets when the m selected ones share it equally."""
+    over ``band_share`` of the uplink band (None: the share a device gets when the m selected share it
+    equally)."""
     work, limits = obs.work, ctx.devices
+    share = equal_share(ctx) if band_share is None else band_share
     with np.errstate(divide="ignore"):
         down_s = download_s(ctx, obs, work.download_bits, k) + promotion_s(ctx, obs, work.messages)
         compute_s = work.cycles / limits.cpu_hz_max
-        up_s = work.upload_bits / uplink_rate_bps(ctx, obs, limits.tx_power_w_max, equal_share(ctx))
+        up_s = work.upload_bits / uplink_rate_bps(ctx, obs, limits.tx_power_w_max, share)
     return down_s, compute_s, up_s
 
 

@@ -9,10 +9,10 @@ adds clients greedily. With uploads scheduled one after another, as in the paper
     Θ_j = Θ_{j−1} + max(0, t_ud,k_j − Θ_{j−1}) + t_ul,k_j,    Θ_0 = 0,
 
 and the round takes T_d + Θ_j with T_d = max_i t_d,i over the selected (the model's distribution). Each
-step adds the client that makes T_d + Θ the smallest, while it stays ≤ T, up to ``max_clients``. The
-upload times are at the band share of the m selected (equal shares); scheduled one after another at the
-full band they take about as long in total. When no candidate fits, the fastest one is selected (a
-round needs a client)."""
+step adds the client that makes T_d + Θ the smallest, while it stays ≤ T, up to ``max_clients``. Each
+upload time is over the whole band (``network.access = "fdma"`` shares the band among the uploads at
+once instead: at a configured SNR that takes as long in total, with a link budget less, as each share
+has less noise). When no candidate fits, the fastest one is selected (a round needs a client)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ class FedCS(Policy):
         online = np.flatnonzero(view.online)
         asked = max(1, int(np.ceil(p.candidate_fraction * len(online))))
         candidates = np.sort(self.rng.choice(online, size=asked, replace=False))
-        down_s, update_s, up_s = estimated_times_s(ctx, view.obs, k)
+        down_s, update_s, up_s = estimated_times_s(ctx, view.obs, k, band_share=1.0)  # uploads one at a time
         return np.asarray(fedcs_greedy(candidates, down_s, update_s, up_s, deadline_s, limit), dtype=np.int64)
 
 
