@@ -27,7 +27,15 @@ from edgefl.runner import Simulation  # noqa: E402
 from edgefl.scenario import load_scenario  # noqa: E402
 from edgefl.target import parse_target  # noqa: E402
 
-POLICIES = ["uniform", "fedcs", "fedcs selection.candidate_fraction=0.5", "best_channel", "energy_aware", "oort", "power_of_choice"]
+POLICIES = [
+    "uniform",
+    "fedcs",
+    "fedcs selection.candidate_fraction=0.5",
+    "best_channel",
+    "energy_aware",
+    "oort",
+    "power_of_choice",
+]
 MNIST = ROOT.parent / "shared" / "datasets" / "mnist"
 
 
