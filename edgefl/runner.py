@@ -391,12 +391,12 @@ class Simulation:
             rng=np.random.default_rng(np.random.SeedSequence([seed, stream])),
         )
 
-    def _observer(self, s: Scenario, ctx: ControlContext, seed: int) -> Observer:
+    def _observer(self, ctx: ControlContext, seed: int, channel_error_db: float) -> Observer:
         return Observer(
             ctx,
             self.pricer,
             self.network.header_bits,
-            s.control.channel_error_db,
+            channel_error_db,
             np.random.default_rng(np.random.SeedSequence([seed, 0xE57])),
         )
 
@@ -407,7 +407,7 @@ class Simulation:
             return None, None
         ctx = self._control_context(s, seed, 0xC011)
         controller = s.control.controller_class()(ctx, s.control.params())
-        return controller, self._observer(s, ctx, seed)
+        return controller, self._observer(ctx, seed, s.control.channel_error_db)
 
     def _selection(self, s: Scenario, seed: int, observer: Observer | None) -> Selection | None:
         """The scenario's client selection policy behind ``Context.sample`` (docs/selection.md), seeing what the
@@ -418,7 +418,8 @@ class Simulation:
         ctx = self._control_context(s, seed, 0x5E1EC7)
         with faults_named():  # a plug-in policy's constructor: its exception is a PluginError
             policy = s.selection.policy_class()(ctx, s.selection.params())
-        return Selection(policy, observer if observer is not None else self._observer(s, ctx, seed))
+        # without a controller, control.channel_error_db does not apply (resolved.py): the exact mean channel
+        return Selection(policy, observer if observer is not None else self._observer(ctx, seed, 0.0))
 
     # -- rows ---------------------------------------------------------------------------
     def _energy_fields(self) -> dict:
