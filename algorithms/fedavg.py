@@ -20,6 +20,7 @@ class FedAvgParams(HyperParams):
 
 class FedAvg(Algorithm):
     name = "fedavg"
+    accepts_selection = True  # averages whoever takes part: any selection policy ([selection])
     Params = FedAvgParams
 
     def __init__(self, ctx):

@@ -29,6 +29,7 @@ def fedprox_step(w, grad, carry, client, shared, k):
 
 class FedProx(Algorithm):
     name = "fedprox"
+    accepts_selection = True  # averages whoever takes part: any selection policy ([selection])
     Params = FedProxParams
 
     def __init__(self, ctx):

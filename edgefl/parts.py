@@ -20,6 +20,7 @@ from edgefl.control.observe import Observer
 from edgefl.models import build_model
 from edgefl.physical import NetworkParams, Population, build_population, network_params
 from edgefl.plugins import faults_named
+from edgefl.selection import Selection
 from edgefl.sim import IdealPricer, SimPyPricer
 from edgefl.sim.component import Component
 from edgefl.sim.components import default_components
@@ -77,6 +78,7 @@ class RunParts:
     compressor: Compressor | None  # None: updates sent as they are
     controller: Controller | None  # None: the static controller (the scenario's knobs)
     observer: Observer | None  # what the controller sees each round (None with the static controller)
+    selection: Selection | None  # the client selection policy (None: uniform, the algorithm samples)
 
 
 def build_pricer(
@@ -100,15 +102,10 @@ def build_pricer(
     return network, population, devices, components, pricer
 
 
-def build_controller(
-    s: Scenario, model, network: NetworkParams, population: Population, pricer
-) -> tuple[Controller | None, Observer | None]:
-    """The scenario's controller and its observer (None, None for the static controller: the scenario's knobs,
-    nothing observed)."""
-    if s.control.name == "static":
-        return None, None
-    seed, a = s.run.seed, s.algorithm
-    ctx = ControlContext(
+def control_context(s: Scenario, model, network: NetworkParams, population: Population, stream: int) -> ControlContext:
+    """What a controller or a selection policy knows of the run (its own random stream: ``stream``)."""
+    a = s.algorithm
+    return ControlContext(
         num_clients=population.num_clients,
         clients_per_round=a.clients_per_round,
         local_steps=a.local_steps,
@@ -116,17 +113,47 @@ def build_controller(
         model_bits=float(model.dim * network.bits_per_param),
         network=network,
         devices=DeviceLimits.of(population),
-        rng=np.random.default_rng(np.random.SeedSequence([seed, 0xC011])),
+        rng=np.random.default_rng(np.random.SeedSequence([s.run.seed, stream])),
     )
-    controller = s.control.controller_class()(ctx, s.control.params())
-    observer = Observer(
+
+
+def build_observer(
+    s: Scenario, ctx: ControlContext, network: NetworkParams, pricer, channel_error_db: float
+) -> Observer:
+    return Observer(
         ctx,
         pricer,
         network.header_bits,
-        s.control.channel_error_db,
-        np.random.default_rng(np.random.SeedSequence([seed, 0xE57])),
+        channel_error_db,
+        np.random.default_rng(np.random.SeedSequence([s.run.seed, 0xE57])),
     )
-    return controller, observer
+
+
+def build_controller(
+    s: Scenario, model, network: NetworkParams, population: Population, pricer
+) -> tuple[Controller | None, Observer | None]:
+    """The scenario's controller and its observer (None, None for the static controller: the scenario's knobs,
+    nothing observed)."""
+    if s.control.name == "static":
+        return None, None
+    ctx = control_context(s, model, network, population, 0xC011)
+    controller = s.control.controller_class()(ctx, s.control.params())
+    return controller, build_observer(s, ctx, network, pricer, s.control.channel_error_db)
+
+
+def build_selection(
+    s: Scenario, model, network: NetworkParams, population: Population, pricer, observer: Observer | None
+) -> Selection | None:
+    """The scenario's client selection policy behind ``Context.sample`` (docs/selection.md), seeing what the
+    controller's observer sees (one of its own without a controller); None for "uniform": the algorithm
+    samples as it always has."""
+    if s.selection.name == "uniform":
+        return None
+    ctx = control_context(s, model, network, population, 0x5E1EC7)
+    with faults_named():  # a plug-in policy's constructor: its exception is a PluginError
+        policy = s.selection.policy_class()(ctx, s.selection.params())
+    # without a controller, control.channel_error_db does not apply (resolved.py): the exact mean channel
+    return Selection(policy, observer if observer is not None else build_observer(s, ctx, network, pricer, 0.0))
 
 
 def build_parts(s: Scenario) -> RunParts:
@@ -144,6 +171,7 @@ def parts_of(s: Scenario, data: FederatedData, model: Model) -> RunParts:
     algorithm = AlgorithmPart.of(s.algorithm)
     compressor = build_compressor(s.compression, s.data.num_clients, seed, network.bits_per_param)
     controller, observer = build_controller(s, model, network, population, pricer)
+    selection = build_selection(s, model, network, population, pricer, observer)
     return RunParts(
         seed=seed,
         engine=s.run.engine,
@@ -159,4 +187,5 @@ def parts_of(s: Scenario, data: FederatedData, model: Model) -> RunParts:
         compressor=compressor,
         controller=controller,
         observer=observer,
+        selection=selection,
     )

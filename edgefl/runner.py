@@ -122,6 +122,7 @@ class Simulation:
         self.data, self.model, self.network, self.population = parts.data, parts.model, parts.network, parts.population
         self.devices = parts.devices  # the devices now (the population: as built)
         self.pricer, self.controller, a = parts.pricer, parts.controller, parts.algorithm
+        self.selection = parts.selection
         self.executor = Executor(self.model, self.data, a.batch_size, parts.seed, s.run.executor)
         self.engine = Engine(
             self.executor,
@@ -131,6 +132,7 @@ class Simulation:
             controller=self.controller,
             observer=parts.observer,
             compressor=parts.compressor,
+            selection=self.selection,
         )
         self.context = Context(
             num_clients=self.population.num_clients,
@@ -147,6 +149,7 @@ class Simulation:
             hp=a.hp,
             client_roles=self.data.client_roles,
             param_layout=[(n, tuple(sh)) for n, sh in zip(self.model.names, self.model.shapes)],
+            selector=self.selection,  # None: the algorithm samples uniformly, with its own stream
         )
         self.algorithm = a.cls(self.context)
         self.record = RunRecord()
@@ -353,6 +356,8 @@ class Simulation:
         row.update({k: float(v) for k, v in self.algorithm.metrics().items()})
         if self.controller is not None:
             row.update(self.controller.metrics())
+        if self.engine.selection is not None:  # (the engine's: a resumed run's is the checkpoint's)
+            row.update(self.engine.selection.policy.metrics())
         return row
 
     def _client_rows(self, final: dict) -> list[dict]:
@@ -392,6 +397,7 @@ class Simulation:
             "engine": s.run.engine,
             "executor": s.run.executor,
             "control": s.control.name,
+            **({"selection": s.selection.name} if s.selection.name != "uniform" else {}),
             "compression": s.compression.model_dump(exclude_none=True),
             "num_clients": s.data.num_clients,
             "model": s.model.name,

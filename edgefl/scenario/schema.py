@@ -17,6 +17,7 @@ from edgefl.scenario.sections import (
     NetworkSection,
     ProcessSection,
     RunSection,
+    SelectionSection,
     Strict,
     model_misfit,
 )
@@ -32,6 +33,7 @@ class Scenario(Strict):
     devices: DevicesSection = Field(default_factory=DevicesSection)
     control: ControlSection = Field(default_factory=ControlSection)
     compression: CompressionSection = Field(default_factory=CompressionSection)
+    selection: SelectionSection = Field(default_factory=SelectionSection)
     sweep: SweepSection = Field(default_factory=SweepSection, description="Grids for `edgefl sweep`.")
     process: list[ProcessSection] = Field(
         default_factory=list,
@@ -46,6 +48,8 @@ class Scenario(Strict):
         dumped = handler(self)
         if isinstance(dumped, dict) and not self.process:
             dumped.pop("process", None)
+        if isinstance(dumped, dict) and self.selection.name == "uniform" and not self.selection.model_extra:
+            dumped.pop("selection", None)  # likewise without a selection policy (docs/selection.md)
         return dumped
 
     @model_validator(mode="after")
@@ -75,6 +79,8 @@ class Scenario(Strict):
                     "the ideal engine does not charge)"
                 )
             self.control.controller_class().check_scenario(self)
+        if self.selection.name != "uniform":
+            self._check_selection()
         layout = self.data.layout()
         if layout is not None:
             why = model_misfit(self.model.name, *layout)
@@ -89,6 +95,33 @@ class Scenario(Strict):
                     f"compression.name = {self.compression.name!r} does not apply to {self.algorithm.name}: {why}"
                 )
         return self
+
+    def _check_selection(self) -> None:
+        """A selection policy needs the SimPy engine (what the base station knows of the channel) and an algorithm
+        that lets it choose the clients (``Algorithm.accepts_selection``)."""
+        name = self.selection.name
+        if self.run.engine != "simpy":
+            raise ValueError(
+                f'selection.name = {name!r} needs run.engine = "simpy" (a policy selects from the channel, the '
+                "devices' durations and batteries, which the ideal engine does not model)"
+            )
+        if algorithms.is_algorithm(self.algorithm.name) and not algorithms.get(self.algorithm.name).accepts_selection:
+            accepting = [a for a in algorithms.names() if algorithms.get(a).accepts_selection]
+            raise ValueError(
+                f"selection.name = {name!r} does not apply to algorithm.name = {self.algorithm.name!r}: its math "
+                "depends on how its clients are sampled (e.g. DRDM samples by its weights λ), so it samples them "
+                f'itself; use selection.name = "uniform" (or leave [selection] out), or one of the algorithms '
+                f"that accept a policy: {', '.join(accepting)} (docs/selection.md)"
+            )
+        if self._selection_keys_valid():
+            self.selection.policy_class().check_scenario(self)
+
+    def _selection_keys_valid(self) -> bool:
+        try:
+            self.selection.params()
+        except ValidationError:
+            return False
+        return True
 
     def process_keys(self) -> list[list[str]]:
         """The own keys of each [[process]] table's component, in order (for sweep keys ``process.<i>.<key>``)."""

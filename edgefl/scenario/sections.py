@@ -27,7 +27,7 @@ from pydantic import (
 
 import algorithms
 from channel import check_mcs_table, dbm_to_w, path_loss
-from edgefl import control, plugins
+from edgefl import control, plugins, selection
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.data import registry as data_registry
@@ -649,6 +649,31 @@ class ControlSection(NumbersOnly):
         return self.controller_class().Params(**(self.model_extra or {}))
 
 
+class SelectionSection(NumbersOnly):
+    """Who trains each round (docs/selection.md); the policy's own keys are checked against its Params."""
+
+    model_config = ConfigDict(extra="allow", validate_default=True, allow_inf_nan=False)
+    name: str = Field(
+        "uniform",
+        description="Client selection policy, for the algorithms that accept one (docs/selection.md): uniform "
+        "(the algorithm's own sampling), fedcs, best_channel, energy_aware, oort, power_of_choice, or a user's "
+        '"package.module:Class".',
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _known_policy(cls, name):
+        selection.get(name)  # ValueError with the known names
+        return name
+
+    def policy_class(self):
+        return selection.get(self.name)
+
+    def params(self):
+        """The policy's own keys, validated by its Params model."""
+        return self.policy_class().Params(**(self.model_extra or {}))
+
+
 class CompressionSection(Strict):
     """Update compression of every algorithm's uploads (docs/compression.md)."""
 
@@ -729,4 +754,5 @@ SECTION_MODELS = {  # data: the keys every data set has; each data set's own are
     "devices": DevicesSection,
     "control": ControlSection,
     "compression": CompressionSection,
+    "selection": SelectionSection,
 }

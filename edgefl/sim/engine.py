@@ -77,10 +77,13 @@ class Engine:
         controller=None,
         observer=None,
         compressor=None,
+        selection=None,
     ):
         self.executor = executor
         # Update compression (edgefl.compression): Train results and Upload bits; None: none.
         self.compressor = compressor
+        # A client selection policy (edgefl.selection) behind Context.sample; None: the algorithm's own sampling.
+        self.selection = selection
         # A controller (edgefl.control) sets the round's plan (τ, τ_i, participants) and each phase's
         # resources (CPU, power, band shares); the observer builds what it sees. None: the scenario's knobs.
         self.controller, self.observer = controller, observer
@@ -104,6 +107,8 @@ class Engine:
             self._plan_round(algorithm.ctx, r)
         self._record = RoundRecord(round=r, end_s=self.pricer.now)
         self._phase = PhaseRecord(round=r, phase=0)
+        if self.selection is not None:  # what the policy knows now; the loss queries it asks for, charged
+            self.selection.start_round(self, algorithm, r)
         rounds = algorithm.round(r)
         if not inspect.isgenerator(rounds):  # a plug-in's round() that returns instead of yielding
             raise PluginError(

@@ -113,8 +113,8 @@ def pricing_mode(scenario: Scenario) -> str:
     (the SimPy engine, the static controller, and a channel that cannot change who participates).
     A controller plans from the channel each round: its points are co-simulated."""
     devices = scenario.devices
-    if scenario.control.name != "static":
-        return COSIMULATED
+    if scenario.control.name != "static" or scenario.selection.name != "uniform":
+        return COSIMULATED  # a controller or a selection policy decides from the channel each round
     if any(p.component_class().may_change_participation for p in scenario.process):
         return COSIMULATED  # a process that may decide who takes part (thermal does not: it changes timing only)
     if scenario.run.engine != "simpy" or can_change_participation(
