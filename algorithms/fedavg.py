@@ -22,6 +22,10 @@ class FedAvg(Algorithm):
     name = "fedavg"
     Params = FedAvgParams
 
+    @classmethod
+    def sums_uploads(cls, hp) -> bool:
+        return hp.weighting == "uniform"  # the plain mean of the uploads: an over-the-air sum serves it
+
     def __init__(self, ctx):
         super().__init__(ctx)
         self.w = ctx.init_params.clone()

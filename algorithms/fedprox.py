@@ -31,6 +31,10 @@ class FedProx(Algorithm):
     name = "fedprox"
     Params = FedProxParams
 
+    @classmethod
+    def sums_uploads(cls, hp) -> bool:
+        return hp.weighting == "uniform"  # the plain mean of the uploads: an over-the-air sum serves it
+
     def __init__(self, ctx):
         super().__init__(ctx)
         self.x = ctx.init_params.clone()

@@ -41,6 +41,15 @@ class NetworkParams:
     downlink: str = "broadcast"  # broadcast | multicast | unicast
     uplink_max_bits_per_hz: float | None = None  # the uplink modulation's highest spectral efficiency (bit/s/Hz)
     overhead_fraction: float = 0.0  # of every link's resource: control channels and reference signals
+    uplink: str = "digital"  # digital | aircomp (over-the-air computation: edgefl.sim.aircomp)
+    aircomp_symbols_per_hz: float = 1.0  # aircomp: analog symbols per s per Hz of the uplink band
+    aircomp_threshold_db: float = 0.0  # aircomp: SNR at full power (dB) below which a device is not scheduled
+    bits_per_param: float = 32.0  # payload bits per model value (aircomp: values = payload bits / this)
+
+    @property
+    def uplink_access(self) -> str:
+        """How uploads get the channel (edgefl.sim.access.UPLINKS): the access scheme, or over-the-air computation."""
+        return "aircomp" if self.uplink == "aircomp" else self.access
 
     @property
     def block_fading(self) -> bool:
@@ -174,6 +183,10 @@ def network_params(network) -> NetworkParams:
         downlink=network.downlink,
         uplink_max_bits_per_hz=network.uplink_max_bits_per_hz,
         overhead_fraction=network.overhead_fraction,
+        uplink=network.uplink,
+        aircomp_symbols_per_hz=network.aircomp_symbols_per_hz,
+        aircomp_threshold_db=network.aircomp_threshold_db,
+        bits_per_param=float(network.bits_per_param),
     )
 
 

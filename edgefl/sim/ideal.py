@@ -7,6 +7,7 @@ from energy import EnergyLedger
 
 class IdealPricer:
     can_change_participation = False
+    analog_uplink = False  # every upload arrives as sent
 
     def __init__(self, num_clients: int):
         self.ledger = EnergyLedger(num_clients)
@@ -30,6 +31,9 @@ class IdealPricer:
 
     def finish(self) -> None:  # nothing runs on after the run
         pass
+
+    def superpose(self, updates):
+        return updates
 
     def price_phase(self, phase) -> dict[int, bool]:
         return {client: True for client in phase.chains}
