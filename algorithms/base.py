@@ -102,6 +102,12 @@ class Algorithm:
         self.hp = ctx.hp
 
     @classmethod
+    def sums_uploads(cls, hp: HyperParams) -> bool:
+        """Whether, with these hyperparameters, the server needs only the uniform mean of the parameters the
+        clients upload after a Train (an over-the-air sum serves it: ``network.uplink = "aircomp"``). Default: no."""
+        return False
+
+    @classmethod
     def check_scenario(cls, scenario) -> None:
         """Raise ValueError when the validated scenario cannot run this algorithm (checked when the
         scenario is loaded, before any work). Default: every scenario fits."""

@@ -32,6 +32,10 @@ class FedProx(Algorithm):
     accepts_selection = True  # averages whoever takes part: any selection policy ([selection])
     Params = FedProxParams
 
+    @classmethod
+    def sums_uploads(cls, hp) -> bool:
+        return hp.weighting == "uniform"  # the plain mean of the uploads: an over-the-air sum serves it
+
     def __init__(self, ctx):
         super().__init__(ctx)
         self.x = ctx.init_params.clone()

@@ -42,6 +42,14 @@ class NetworkParams:
     uplink_max_bits_per_hz: float | None = None  # the uplink modulation's highest spectral efficiency (bit/s/Hz)
     overhead_fraction: float = 0.0  # of every link's resource: control channels and reference signals
     bits_per_param: int = 32  # payload bits per model parameter (32: fp32)
+    uplink: str = "digital"  # digital | aircomp (over-the-air computation: edgefl.sim.access.AirCompUplink)
+    aircomp_symbols_per_hz: float = 1.0  # aircomp: analog symbols per s per Hz of the uplink band
+    aircomp_threshold_db: float = 0.0  # aircomp: SNR at full power (dB) below which a device is not scheduled
+
+    @property
+    def uplink_access(self) -> str:
+        """How uploads get the channel (edgefl.sim.access.UPLINKS): the access scheme, or over-the-air computation."""
+        return "aircomp" if self.uplink == "aircomp" else self.access
 
     @property
     def block_fading(self) -> bool:

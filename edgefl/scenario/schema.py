@@ -88,6 +88,8 @@ class Scenario(Strict):
                 raise ValueError(f"model.name = {self.model.name!r} does not fit data.name = {self.data.name!r}: {why}")
         if algorithms.is_algorithm(self.algorithm.name) and self._own_keys_valid():
             algorithms.get(self.algorithm.name).check_scenario(self)
+        if self.network.uplink == "aircomp":
+            self._check_aircomp()
         if self.compression.name != "none" and algorithms.is_algorithm(self.algorithm.name):
             why = getattr(algorithms.get(self.algorithm.name), "no_compression", None)
             if why:
@@ -122,6 +124,29 @@ class Scenario(Strict):
         except ValidationError:
             return False
         return True
+
+    def _check_aircomp(self) -> None:
+        """Over-the-air computation needs the co-simulation, uncompressed analog values, and an algorithm whose
+        server needs only the uniform mean of the uploads."""
+        if self.run.engine != "simpy":
+            raise ValueError('network.uplink = "aircomp" needs run.engine = "simpy" (the ideal engine has no channel)')
+        if self.compression.name != "none":
+            raise ValueError(
+                f'network.uplink = "aircomp" sends analog values, not compressed bits: compression.name = '
+                f'{self.compression.name!r} must be "none"'
+            )
+        name = self.algorithm.name
+        if algorithms.is_algorithm(name) and self._own_keys_valid():
+            if not algorithms.get(name).sums_uploads(self.algorithm.hyperparams()):
+                fix = (
+                    f'set [algorithm.{name}] weighting = "uniform"'
+                    if name in ("fedavg", "fedprox")
+                    else 'use fedavg or fedprox with weighting = "uniform"'
+                )
+                raise ValueError(
+                    f'network.uplink = "aircomp" delivers only the mean of the clients\' uploads, and {name} with '
+                    f'these keys needs each one: {fix}, or set network.uplink = "digital"'
+                )
 
     def process_keys(self) -> list[list[str]]:
         """The own keys of each [[process]] table's component, in order (for sweep keys ``process.<i>.<key>``)."""

@@ -308,6 +308,28 @@ class NetworkSection(Strict):
         "set-up, grant, at devices.promotion_power_w; none while the radio is still in its tail (LTE: ~0.26 s, "
         "Huang et al. 2012).",
     )
+    uplink: Literal["digital", "aircomp"] = Field(
+        "digital",
+        description="digital: each upload a message over `access`; aircomp: over-the-air computation (Zhu, Wang "
+        "& Huang 2020): a phase's uploaders send their update vectors at once, analog, over the whole band, and "
+        "the server receives their sum plus noise (docs/over-the-air.md).",
+    )
+    aircomp_symbols_per_hz: float = Field(
+        1.0,
+        gt=0,
+        le=10,
+        allow_inf_nan=False,
+        description="aircomp: analog symbols per s per Hz of the uplink band, one model value each: d values take "
+        "d / (bandwidth · this) s, whatever the number of devices.",
+    )
+    aircomp_threshold_db: float = Field(
+        0.0,
+        ge=-50,
+        le=60,
+        allow_inf_nan=False,
+        description="aircomp: truncation (cell-interior scheduling): a device whose uplink SNR at full power over "
+        "the band, this round's fading included, is below this (dB) is not scheduled in the round.",
+    )
     distance_m: Optional[Metres] = Field(
         None, description="Link budget: every client at this distance (m, up to 10^5)."
     )

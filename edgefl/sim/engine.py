@@ -43,6 +43,11 @@ class Pricer(Protocol):
 
     def start_chains(self, phase: PhaseRecord) -> None: ...  # start the phase's chains now; return at once
 
+    @property
+    def analog_uplink(self) -> bool: ...  # uploads arrive as an analog sum (over-the-air computation)
+
+    def superpose(self, updates): ...  # the arrived updates [K, d] as the server receives them
+
     def next_arrival(self) -> tuple[int, bool] | None: ...  # wait for the next of them to end: (client, completed)
 
     def start_round(self, needed: int) -> np.ndarray | None: ...  # devices move, wait; who is online (None: all)
@@ -88,6 +93,7 @@ class Engine:
         # resources (CPU, power, band shares); the observer builds what it sees. None: the scenario's knobs.
         self.controller, self.observer = controller, observer
         self._plan = None
+        self._trained: tuple | None = None  # the phase's Train (op, result), for an analog uplink
         self.pricer = pricer
         self.header_bits = float(header_bits)
         self.record_trace = record_trace
@@ -139,6 +145,7 @@ class Engine:
             result = self.executor.train(op)
             if self.compressor is not None and self.compressor.changes_updates:
                 self._compress(op, result)
+            self._trained = (op, result)  # an analog uplink adds its noise to it when the upload arrives
             batch = op.batch_size or self.executor.batch_size
             self.selected_count[op.clients] += 1
             for client, steps in zip(op.clients, result.steps_done):
@@ -158,6 +165,9 @@ class Engine:
                 self._phase.needed = m  # the first m uploads to arrive; the others are stopped
             completed = self._close_phase()
             arrived = np.array([completed.get(int(c), False) for c in op.clients], dtype=bool)
+            if self.pricer.analog_uplink and arrived.any():
+                self._superpose(op.clients[arrived])
+            self._trained = None
             self.arrived_count[op.clients[arrived]] += 1
             self.missed_count[op.clients[~arrived]] += 1
             self._record.uploads_arrived += int(arrived.sum())
@@ -194,6 +204,22 @@ class Engine:
             else:
                 start = rows(op.carry[name]).to(result.carry[name].dtype)
                 result.carry[name] = start + self.compressor.compress(result.carry[name] - start, op.clients, name)
+
+    def _superpose(self, arrived: np.ndarray) -> None:
+        """Over-the-air computation: the server receives the arrived clients' updates as an analog sum plus
+        noise (the pricer's ``superpose``), and the algorithm aggregates what it received: each arrived row of
+        the phase's Train result becomes start + its update as received (algorithms that need only the
+        uniform mean of the uploaded parameters: Algorithm.sums_uploads)."""
+        if self._trained is None:  # no Train in the phase: nothing of the model was sent
+            return
+        op, result = self._trained
+        row_of = {int(c): i for i, c in enumerate(op.clients)}
+        rows = torch.as_tensor([row_of[int(c)] for c in arrived if int(c) in row_of], dtype=torch.long)
+        if len(rows) == 0:
+            return
+        start = op.start if op.start.dim() == 2 else op.start.unsqueeze(0).expand(len(op.clients), -1)
+        updates = result.params[rows] - start[rows].to(result.params.dtype)
+        result.params[rows] = start[rows].to(result.params.dtype) + self.pricer.superpose(updates)
 
     def _upload_bits(self, op: Upload) -> np.ndarray:
         """Each client's payload: with compression, each of its ``op.vectors`` (default ⌊bits / model_bits⌋)

@@ -8,6 +8,7 @@ from energy import EnergyLedger
 class IdealPricer:
     can_change_participation = False
     journal: list | None = None  # nothing to replay: its state is the ledger (zero) and the clock (zero)
+    analog_uplink = False  # every upload arrives as sent
 
     def __init__(self, num_clients: int):
         self.ledger = EnergyLedger(num_clients)
@@ -31,6 +32,9 @@ class IdealPricer:
 
     def finish(self) -> None:  # nothing runs on after the run
         pass
+
+    def superpose(self, updates):
+        return updates
 
     def price_phase(self, phase) -> dict[int, bool]:
         return {client: True for client in phase.chains}

@@ -29,7 +29,7 @@ import numpy as np
 import simpy
 
 from edgefl.physical import NetworkParams, Population
-from edgefl.sim.access import RETIME, UPLINKS, DedicatedUplink
+from edgefl.sim.access import RETIME, DedicatedUplink, make_uplink
 from edgefl.sim.activities import Event, PhaseRecord
 from edgefl.sim.booking import LogRow, book
 from edgefl.sim.chain import chain
@@ -96,11 +96,12 @@ class SimPyPricer:
         # What components report (runner.py reads them): None where no component keeps it.
         self.reports = {"positions_m": lambda: None, "battery_levels": lambda: None}
         self.radio = RadioStates(population)
-        self.uplink = UPLINKS[network.access](self.env, self.radio, network.coherence_s)  # edgefl.sim.access
+        self.uplink = make_uplink(network, self.env, self.radio, seed)  # edgefl.sim.access; a component
         self.downlink = DedicatedUplink(self.env, self.radio, link="downlink")  # every download on its own band
         self.components: list[Component] = []
         for component in [
             self.radio,
+            self.uplink,
             *(default_components(network, population, seed) if components is None else components),
         ]:
             self.add_component(component)
@@ -163,6 +164,21 @@ class SimPyPricer:
         proc = self._computing.get(client)
         if proc is not None and proc.is_alive and proc is not self.env.active_process:
             proc.interrupt(RETIME)  # (from the chain itself, e.g. a compute_start hook: it re-times after the hooks)
+
+    def set_tx_power_w(self, client: int, watts: float) -> None:
+        """The client transmits at ``watts`` from its next upload on (what it is charged at), until the knobs
+        change (:meth:`knobs_changed`)."""
+        self._tx_power_w[client] = watts
+
+    @property
+    def analog_uplink(self) -> bool:
+        """Whether the server receives uploads as an analog sum (over-the-air computation): see :meth:`superpose`."""
+        return self.uplink.analog
+
+    def superpose(self, updates):
+        """The arrived clients' update vectors [K, d] (a torch tensor) as the server receives them: as sent
+        (digital), or each plus the same noise vector, so that their mean is the over-the-air estimate."""
+        return self.uplink.superpose(updates)
 
     def set_uplink_rate_factor(self, client: int, factor: float) -> None:
         """The client's uplink rate is ``factor`` times the planned one from now on (e.g. interference); an
