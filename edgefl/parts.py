@@ -137,7 +137,7 @@ def build_controller(
     if s.control.name == "static":
         return None, None
     ctx = control_context(s, model, network, population, 0xC011)
-    controller = s.control.controller_class()(ctx, s.control.params())
+    controller = s.control.plugin_class()(ctx, s.control.params())
     return controller, build_observer(s, ctx, network, pricer, s.control.channel_error_db)
 
 
@@ -151,7 +151,7 @@ def build_selection(
         return None
     ctx = control_context(s, model, network, population, 0x5E1EC7)
     with faults_named():  # a plug-in policy's constructor: its exception is a PluginError
-        policy = s.selection.policy_class()(ctx, s.selection.params())
+        policy = s.selection.plugin_class()(ctx, s.selection.params())
     # without a controller, control.channel_error_db does not apply (resolved.py): the exact mean channel
     return Selection(policy, observer if observer is not None else build_observer(s, ctx, network, pricer, 0.0))
 

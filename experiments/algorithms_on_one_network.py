@@ -176,10 +176,7 @@ def main(argv=None):
         "figures": "." if args.quick else "figures",
         **summarise(results, jobs, names, missing, args),
     }
-    summary_path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(summary_path, json.dumps(summary, indent=1) + "\n")
-    atomic_write_text(doc, render(json.loads(summary_path.read_text())))  # the page is what was stored
-    print(f"wrote {doc} and {summary_path} ({total / 60:.1f} min)")
+    pages.store_and_render(summary, summary_path, doc, render, total)
     return 0
 
 

@@ -4,12 +4,14 @@ them. The number formats every page shares are defined here once, as the templat
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import jinja2
 import numpy as np
 
+from edgefl.results import atomic_write_text
 from experiments import provenance
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -108,3 +110,14 @@ def render(template: str, filters: dict[str, Callable] | None = None, **context)
     env = environment()
     env.filters.update(filters or {})
     return env.get_template(template).render(**context)
+
+
+def store_and_render(
+    summary: dict, summary_path: Path, doc: Path, render: Callable[[dict], str], wall_s: float
+) -> None:
+    """Write a study's stored results, then its page rendered from what was stored (so a run's page is exactly
+    what ``--from-data`` gives)."""
+    summary_path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(summary_path, json.dumps(summary, indent=1) + "\n")
+    atomic_write_text(doc, render(json.loads(summary_path.read_text())))
+    print(f"wrote {doc} and {summary_path} ({wall_s / 60:.1f} min)")

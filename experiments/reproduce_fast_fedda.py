@@ -355,10 +355,7 @@ def main(argv=None) -> int:
     }
     for exp in exps:
         summary[exp] = SUMMARIES[exp](results, jobs, rounds[exp])
-    summary_path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(summary_path, json.dumps(summary, indent=1) + "\n")
-    atomic_write_text(doc, render(json.loads(summary_path.read_text())))  # the page is what was stored
-    print(f"wrote {doc} and {summary_path} ({total / 60:.1f} min)")
+    pages.store_and_render(summary, summary_path, doc, render, total)
     return 0
 
 

@@ -95,3 +95,11 @@ def test_a_template_naming_a_missing_number_fails_instead_of_printing_nothing(tm
     assert pages.render("t.md.j2", worst=0.5, rows=[1, 2]) == "worst 50.00%\n| 1 |\n| 2 |\n"
     with pytest.raises(jinja2.UndefinedError):
         pages.render("t.md.j2", rows=[])
+
+
+def test_a_run_stores_its_results_then_renders_the_page_from_what_it_stored(tmp_path, capsys):
+    summary = {"value": 0.1 + 0.2, "rows": [1, 2]}
+    pages.store_and_render(summary, tmp_path / "data" / "s.json", tmp_path / "page.md", lambda d: f"{d}", 90.0)
+    stored = json.loads((tmp_path / "data" / "s.json").read_text())
+    assert stored == summary and (tmp_path / "page.md").read_text() == f"{stored}"
+    assert "(1.5 min)" in capsys.readouterr().out

@@ -78,7 +78,7 @@ class Scenario(Strict):
                     f'control.name = {self.control.name!r} needs run.engine = "simpy" (it sets knobs '
                     "the ideal engine does not charge)"
                 )
-            self.control.controller_class().check_scenario(self)
+            self.control.plugin_class().check_scenario(self)
         if self.selection.name != "uniform":
             self._check_selection()
         layout = self.data.layout()
@@ -116,7 +116,7 @@ class Scenario(Strict):
                 f"that accept a policy: {', '.join(accepting)} (docs/selection.md)"
             )
         if self._selection_keys_valid():
-            self.selection.policy_class().check_scenario(self)
+            self.selection.plugin_class().check_scenario(self)
 
     def _selection_keys_valid(self) -> bool:
         try:

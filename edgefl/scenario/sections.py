@@ -7,7 +7,7 @@ rendered from them, edgefl.scenario_doc). Validators check values, never read fi
 from __future__ import annotations
 
 import difflib
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
 import numpy as np
 from pydantic import (
@@ -641,10 +641,39 @@ DeviceClass = create_model("DeviceClass", __base__=Strict, **_device_class_field
 DevicesSection.model_rebuild()
 
 
-class ControlSection(NumbersOnly):
-    """Common keys; the controller's own keys are checked against its Params (edgefl/control)."""
+class PluginSection(NumbersOnly):
+    """A section (or a table of [[process]]) that names a plug-in in ``name`` and holds the plug-in's own keys
+    beside it, checked against its Params: a controller, a selection policy, a component."""
 
     model_config = ConfigDict(extra="allow", validate_default=True, allow_inf_nan=False)
+    registry: ClassVar[Any]  # the plug-in kind's module: get(name) -> class (ValueError naming the known ones)
+
+    @field_validator("name", check_fields=False)
+    @classmethod
+    def _known(cls, name):
+        cls.registry.get(name)  # ValueError with the known names
+        return name
+
+    def plugin_class(self):
+        return self.registry.get(self.name)
+
+    def params(self):
+        """The plug-in's own keys, validated by its Params (None: it has none)."""
+        params_model = self.plugin_class().Params
+        extra = self.model_extra or {}
+        if params_model is None:
+            if extra:
+                raise ValueError(
+                    f"{', '.join(extra)}: {self.name} has no keys of its own (its class defines no Params)"
+                )
+            return None
+        return params_model(**extra)
+
+
+class ControlSection(PluginSection):
+    """Common keys; the controller's own keys are checked against its Params (edgefl/control)."""
+
+    registry: ClassVar[Any] = control
     name: str = Field(
         "static",
         description="Controller of per-device knobs, set each round (docs/control.md): "
@@ -657,43 +686,17 @@ class ControlSection(NumbersOnly):
         "device and round).",
     )
 
-    @field_validator("name")
-    @classmethod
-    def _known_controller(cls, name):
-        control.get(name)  # ValueError with the known names
-        return name
 
-    def controller_class(self):
-        return control.get(self.name)
-
-    def params(self):
-        """The controller's own keys, validated by its Params model."""
-        return self.controller_class().Params(**(self.model_extra or {}))
-
-
-class SelectionSection(NumbersOnly):
+class SelectionSection(PluginSection):
     """Who trains each round (docs/selection.md); the policy's own keys are checked against its Params."""
 
-    model_config = ConfigDict(extra="allow", validate_default=True, allow_inf_nan=False)
+    registry: ClassVar[Any] = selection
     name: str = Field(
         "uniform",
         description="Client selection policy, for the algorithms that accept one (docs/selection.md): uniform "
         "(the algorithm's own sampling), fedcs, best_channel, energy_aware, oort, power_of_choice, or a user's "
         '"package.module:Class".',
     )
-
-    @field_validator("name")
-    @classmethod
-    def _known_policy(cls, name):
-        selection.get(name)  # ValueError with the known names
-        return name
-
-    def policy_class(self):
-        return selection.get(self.name)
-
-    def params(self):
-        """The policy's own keys, validated by its Params model."""
-        return self.policy_class().Params(**(self.model_extra or {}))
 
 
 class CompressionSection(Strict):
@@ -730,40 +733,19 @@ class CompressionSection(Strict):
         return self
 
 
-class ProcessSection(NumbersOnly):
+class ProcessSection(PluginSection):
     """A component from the scenario file: a table of the array ``[[process]]``, with ``name`` and the
     component's own keys (checked against its Params: docs/architecture.md, "Adding a physical process")."""
 
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    registry: ClassVar[Any] = processes
     name: str = Field(
         description="The process: a built-in (thermal), an installed plug-in (entry point "
         '`edgefl.processes`) or a user\'s "package.module:Class" (an edgefl.sim.component.Component '
         "subclass)."
     )
 
-    @field_validator("name")
-    @classmethod
-    def _known_process(cls, name):
-        processes.get(name)  # ValueError with the known names
-        return name
-
-    def component_class(self):
-        return processes.get(self.name)
-
-    def params(self):
-        """The component's own keys, validated by its Params (None: it has none)."""
-        params_model = self.component_class().Params
-        extra = self.model_extra or {}
-        if params_model is None:
-            if extra:
-                raise ValueError(
-                    f"{', '.join(extra)}: {self.name} has no keys of its own (its class defines no Params)"
-                )
-            return None
-        return params_model(**extra)
-
     def own_keys(self) -> list[str]:
-        params_model = self.component_class().Params
+        params_model = self.plugin_class().Params
         return list(params_model.model_fields) if params_model is not None else []
 
 
