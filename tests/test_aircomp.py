@@ -151,6 +151,14 @@ def test_a_low_receive_snr_hurts_learning():
             },
             "compression.name",
         ),
+        (
+            {
+                "network": {"uplink": "aircomp", "deadline_s": 1.0},
+                "algorithm": {"fedavg": {"weighting": "uniform"}},
+                "control": {"name": "deadline_fit"},
+            },
+            "control.name",
+        ),
     ],
 )
 def test_aircomp_refuses_what_it_cannot_serve(sections, needle):

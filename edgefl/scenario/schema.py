@@ -135,6 +135,11 @@ class Scenario(Strict):
                 f'network.uplink = "aircomp" sends analog values, not compressed bits: compression.name = '
                 f'{self.compression.name!r} must be "none"'
             )
+        if self.control.name != "static":
+            raise ValueError(
+                f'network.uplink = "aircomp" sets each sender\'s power itself (channel inversion) and has no band shares: '
+                f'control.name = {self.control.name!r} would plan with knobs it does not use; use control.name = "static"'
+            )
         name = self.algorithm.name
         if algorithms.is_algorithm(name) and self._own_keys_valid():
             if not algorithms.get(name).sums_uploads(self.algorithm.hyperparams()):
