@@ -131,3 +131,25 @@ def book(
                 col.status,
             )
         )
+
+
+class LiveLog:
+    """Where chains started by :meth:`edgefl.sim.pricer.SimPyPricer.start_chains` log their rows: the round in progress's."""
+
+    def __init__(self) -> None:
+        self.rows: list = []
+        self.round = 0
+
+    def append(self, row) -> None:
+        self.rows.append(row)
+
+    def flush(self, unbooked: list) -> None:
+        """Hand the rows logged so far to booking, under the round in progress (phase 0)."""
+        if self.rows:
+            unbooked.append((self.round, 0, self.rows))
+            self.rows = []
+
+    def close_round(self, unbooked: list, round_: int) -> None:
+        self.round = round_
+        self.flush(unbooked)
+        self.round = round_ + 1

@@ -76,7 +76,7 @@ class Failures(Component):
         for client, proc in zip(clients, procs):
             if fails[client] and client not in self._crashed:
                 self._crashed.add(client)
-                core.interrupt_after(proc, when[client] * sum(core.nominal_seconds(plans[client])), "failed")
+                core.interrupt_after(proc, when[client] * sum(core.physics.nominal_seconds(plans[client])), "failed")
 
 
 class Batteries(Component):
@@ -133,7 +133,7 @@ class Batteries(Component):
         if not mortal:
             return
         core = self.core
-        seconds = {c: core.nominal_seconds(plans[c]) for c in mortal}
+        seconds = {c: core.physics.nominal_seconds(plans[c]) for c in mortal}
         owner, codes, amounts = [], [], []
         for c in mortal:
             step_code, step_amount = step_codes(plans[c], seconds[c])

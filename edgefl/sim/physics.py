@@ -185,6 +185,18 @@ class PhasePhysics:
         down = self._rates_without_fading("down", net.downlink_bandwidth_hz, net.downlink_bandwidth_hz)[0]
         return per_w, self.mean_up_snr.scales_with_band.copy(), np.array(down, dtype=np.float64)
 
+    def nominal_seconds(self, steps: list[Step]) -> list[float]:
+        """Each step's duration as planned: an FDMA upload's airtime alone on the band (it depends on
+        the others' timing; a first coherence block in outage counts one block)."""
+        return [
+            step.duration_s
+            if step.rates_bps is None
+            else step.bits / step.rates_bps[0]
+            if step.rates_bps[0] > 0
+            else self.net.coherence_s  # type: ignore[misc]  # an outage block: block fading, so coherence_s is set
+            for step in steps
+        ]
+
     def links_changed(self) -> None:
         """The devices' links changed (mobility, transmit powers): forget every cached SNR and rate."""
         self.mean_up_snr, self.mean_down_snr = MeanSnr(self.devices.uplink), MeanSnr(self.devices.downlink)

@@ -31,14 +31,14 @@ import simpy
 from edgefl.physical import NetworkParams, Population
 from edgefl.sim.access import RETIME, DedicatedUplink, make_uplink
 from edgefl.sim.activities import Event, PhaseRecord
-from edgefl.sim.booking import LogRow, book
+from edgefl.sim.booking import LiveLog, LogRow, book
 from edgefl.sim.chain import chain
 from edgefl.sim.component import HOOKS, Component, overriding
 from edgefl.sim.components import default_components
 from edgefl.sim.devices import DeviceState
 from edgefl.sim.journal import journaled
 from edgefl.sim.participation import can_change_participation
-from edgefl.sim.physics import PhasePhysics, Step
+from edgefl.sim.physics import PhasePhysics
 from edgefl.sim.radio import RadioStates
 from energy import EnergyLedger
 
@@ -88,7 +88,7 @@ class SimPyPricer:
         self._flight: dict = {}
         self._flight_done: dict[int, bool] = {}
         self._ended: list[tuple[float, int]] = []
-        self._live = _LiveLog()
+        self._live = LiveLog()
         self._computing: dict = {}  # client -> its process, while it computes (set_cpu_hz re-times it) ...
         self._watch_cpu = False  # ... kept only when a component declares changes_cpu_rate (the engine's overhead)
         self._user_wait = None
@@ -217,18 +217,6 @@ class SimPyPricer:
         yield self.env.timeout(delay_s)
         if proc.is_alive:
             proc.interrupt(cause)
-
-    def nominal_seconds(self, steps: list[Step]) -> list[float]:
-        """Each step's duration as planned: an FDMA upload's airtime alone on the band (it depends on
-        the others' timing; a first coherence block in outage counts one block)."""
-        return [
-            step.duration_s
-            if step.rates_bps is None
-            else step.bits / step.rates_bps[0]
-            if step.rates_bps[0] > 0
-            else self.net.coherence_s  # type: ignore[misc]  # an outage block: block fading, so coherence_s is set
-            for step in steps
-        ]
 
     # -- the pricer's calls (journaled: a checkpoint replays them) ---------------------------
     @journaled
@@ -415,25 +403,3 @@ class SimPyPricer:
         if self._unbooked:
             unbooked, self._unbooked = self._unbooked, []
             book(self.pop, self._ledger, self._events, unbooked)
-
-
-class _LiveLog:
-    """Where chains started by :meth:`SimPyPricer.start_chains` log their rows: the round in progress's."""
-
-    def __init__(self) -> None:
-        self.rows: list = []
-        self.round = 0
-
-    def append(self, row) -> None:
-        self.rows.append(row)
-
-    def flush(self, unbooked: list) -> None:
-        """Hand the rows logged so far to booking, under the round in progress (phase 0)."""
-        if self.rows:
-            unbooked.append((self.round, 0, self.rows))
-            self.rows = []
-
-    def close_round(self, unbooked: list, round_: int) -> None:
-        self.round = round_
-        self.flush(unbooked)
-        self.round = round_ + 1
