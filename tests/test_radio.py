@@ -5,6 +5,7 @@ timelines."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from edgefl.physical import build_population, network_params
 from edgefl.scenario import ScenarioError, scenario_from_dict
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer
 from edgefl.sim.components import Stragglers
+from edgefl.sim.devices import DeviceState
 from edgefl.sim.physics import PhasePhysics
 
 B = 1e6  # Hz
@@ -276,6 +278,7 @@ def compute_times(slowdown, rounds=400, **keys):
     network, population = world(num_clients=50, snr_db=20.0, devices={"slowdown": slowdown, **keys})
     physics = PhasePhysics(network, population, np.random.default_rng(0))
     stragglers = Stragglers(population, seed=1)  # the component stretches the planned compute steps
+    stragglers.attach(SimpleNamespace(devices=DeviceState.of(population)))  # (what it reads of the core)
     chains = {c: [Activity("compute", "train", samples=100.0)] for c in range(50)}
     times = []
     for r in range(rounds):
