@@ -189,3 +189,14 @@ def test_aircomp_keys_are_checked_at_the_command_line(value, tmp_path):
     assert done.returncode == 2
     assert "network.aircomp_symbols_per_hz" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_sweep_co_simulates_aircomp_points():
+    # a channel that cannot change who takes part digitally (no fading, Shannon rates): its points re-price one
+    # training, but over the air the channel decides who is scheduled and what noise the server learns from
+    from edgefl.sim import can_change_participation
+
+    digital, _ = world(4, snr_db=20.0)
+    assert not can_change_participation(digital)
+    air, _ = world(4, snr_db=20.0, uplink="aircomp")
+    assert can_change_participation(air)

@@ -11,7 +11,8 @@ def can_change_participation(
     """Whether the network can decide who takes part in a round: a deadline can cut a client off,
     a packet error (``outage_snr_db``) or an MCS outage can lose a message (except with block
     fading, where outage blocks are waited out), devices can be offline or fail, over-selection keeps
-    the first uploads to arrive. When it cannot,
+    the first uploads to arrive, over-the-air computation schedules by the channel and adds its noise to what
+    the server learns from. When it cannot,
     the learning trajectory does not depend on the channel, and re-pricing a recorded op trace on
     another channel is exact."""
     mcs_outage = network.rate == "mcs" and not network.block_fading
@@ -22,4 +23,5 @@ def can_change_participation(
         or availability != "always"
         or p_fail > 0
         or over_selection > 0
+        or network.uplink == "aircomp"
     )
