@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 from energy import EnergyLedger
 
 
@@ -12,6 +14,7 @@ class IdealPricer:
         self.ledger = EnergyLedger(num_clients)
         self.events: list = []
         self.now = 0.0
+        self._started: deque[int] = deque()  # chains started by start_chains, not yet returned by next_arrival
 
     def start_round(self, needed: int):
         return None  # every device is always available
@@ -33,3 +36,16 @@ class IdealPricer:
 
     def price_phase(self, phase) -> dict[int, bool]:
         return {client: True for client in phase.chains}
+
+    def start_chains(self, phase) -> None:
+        """The phase's chains start now (an asynchronous server's Dispatch); they take no time."""
+        self._started.extend(sorted(phase.chains))
+
+    def next_arrival(self) -> tuple[int, bool] | None:
+        """The next chain started by start_chains, in the order they were started, completed; None: none runs."""
+        return (self._started.popleft(), True) if self._started else None
+
+    def arrived_by_now(self) -> bool:
+        """Whether a started chain has ended at this instant and next_arrival has not returned it (here: every
+        one, as chains take no time)."""
+        return bool(self._started)
