@@ -6,13 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import make_scenario, run_rounds
 
 from algorithms.base import Algorithm, staleness_weight
 from algorithms.ops import Dispatch, NextArrival, Train, sgd_step
 from edgefl.plugins import PluginError
 from edgefl.runner import Simulation
 from edgefl.scenario import ScenarioError
+
+from conftest import make_scenario, run_rounds
 
 # Unequal client data (so FedAvg's uniform weighting differs from its data-size weighting).
 UNEQUAL = {"name": "synthetic", "num_clients": 12}
@@ -28,11 +29,15 @@ def test_fedbuff_with_one_buffer_of_everyone_finishing_together_is_fedavg_unifor
     server update is a synchronous FedAvg round with uniform weights (FedBuff paper; system-models.md)."""
     common = dict(rounds=8, clients_per_round=4, local_steps=3, lr=0.1, data=UNEQUAL)
     fedavg = _curve(make_scenario("fedavg", weighting="uniform", **common))
-    fedbuff = _curve(make_scenario("fedbuff", buffer_size=4, concurrency=4, server_lr=1.0, staleness="constant", **common))
+    fedbuff = _curve(
+        make_scenario("fedbuff", buffer_size=4, concurrency=4, server_lr=1.0, staleness="constant", **common)
+    )
     assert len(fedavg) == len(fedbuff) == 8
     np.testing.assert_allclose(np.array(fedbuff), np.array(fedavg), rtol=0, atol=1e-6)
     # the comparison can fail: a half step on the server is another trajectory
-    other = _curve(make_scenario("fedbuff", buffer_size=4, concurrency=4, server_lr=0.5, staleness="constant", **common))
+    other = _curve(
+        make_scenario("fedbuff", buffer_size=4, concurrency=4, server_lr=0.5, staleness="constant", **common)
+    )
     assert np.abs(np.array(other) - np.array(fedavg)).max() > 1e-3
 
 
@@ -76,7 +81,9 @@ def test_fedbuff_drops_updates_staler_than_max_staleness_by_hand():
     ] * 2
     assert len(sim.engine.in_flight) == 2  # two chains of version 1 still running at the end
     # without max_staleness the stale pair makes version 2, weighted 1/sqrt(2)
-    rows = Simulation(make_scenario("fedbuff", rounds=2, clients_per_round=4, buffer_size=2)).run(progress=False).metrics
+    rows = (
+        Simulation(make_scenario("fedbuff", rounds=2, clients_per_round=4, buffer_size=2)).run(progress=False).metrics
+    )
     assert [row["staleness_mean"] for row in rows] == [0.0, 1.0] and rows[1]["updates_dropped"] == 0.0
 
 

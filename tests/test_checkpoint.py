@@ -74,6 +74,11 @@ CASES = {
     "tdma, failures": ["network.access=tdma", "devices.p_fail=0.3"],
     "over-selection": ["algorithm.over_selection=0.5"],
     "ideal engine": ["run.engine=ideal"],
+    "fedbuff on the ideal engine (chains in flight across rounds, a buffer)": [
+        "run.engine=ideal",
+        "algorithm.name=fedbuff",
+        "algorithm.fedbuff.buffer_size=4",
+    ],
 }
 
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections import deque
 
+from edgefl.sim.journal import journaled
 from energy import EnergyLedger
 
 
 class IdealPricer:
     can_change_participation = False
+    journal: list | None = None  # its calls that change its state (the chains started), when a run checkpoints
+    _journal_depth = 0
 
     def __init__(self, num_clients: int):
         self.ledger = EnergyLedger(num_clients)
@@ -37,10 +40,12 @@ class IdealPricer:
     def price_phase(self, phase) -> dict[int, bool]:
         return {client: True for client in phase.chains}
 
+    @journaled
     def start_chains(self, phase) -> None:
         """The phase's chains start now (an asynchronous server's Dispatch); they take no time."""
         self._started.extend(sorted(phase.chains))
 
+    @journaled
     def next_arrival(self) -> tuple[int, bool] | None:
         """The next chain started by start_chains, in the order they were started, completed; None: none runs."""
         return (self._started.popleft(), True) if self._started else None
