@@ -9,7 +9,8 @@
 from edgefl.sim.activities import Activity, Event, PhaseRecord
 from edgefl.sim.engine import Engine, Pricer, RoundCost, RoundRecord, reprice, reprice_rounds
 from edgefl.sim.ideal import IdealPricer
-from edgefl.sim.pricer import NoDeviceAvailable, SimPyPricer, can_change_participation
+from edgefl.sim.participation import can_change_participation
+from edgefl.sim.pricer import NoDeviceAvailable, SimPyPricer
 
 __all__ = [
     "Activity",

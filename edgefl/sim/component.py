@@ -42,7 +42,8 @@ once, also in the middle of a computation (the rest is re-timed; each segment is
 frequency), ``core.cpu_hz_of(client)`` reads it and ``core.knob_cpu_hz(client)`` the frequency the scenario
 or the controller set. ``core.set_uplink_rate_factor(client, factor)`` scales a client's uplink rate from
 now on, also in the middle of an upload (its airtime left is re-timed; FDMA: the band re-planned); a
-component that does declares ``changes_uplink_rate = True``.
+component that does declares ``changes_uplink_rate = True``; ``core.set_downlink_rate_factor(client, factor)``
+does the same for downloads (``changes_downlink_rate = True``).
 
 From the scenario file (``[[process]]``, edgefl.sim.processes): a component class named there has ``Params``,
 a pydantic model of its own keys (units in the names, bounds, descriptions; None: no keys), and is built by
@@ -64,6 +65,7 @@ class Component:
 
     changes_cpu_rate = False  # True: it calls core.set_cpu_hz (computations are then watched for it)
     changes_uplink_rate = False  # True: it calls core.set_uplink_rate_factor (uploads are then watched for it)
+    changes_downlink_rate = False  # True: it calls core.set_downlink_rate_factor (downloads are then watched)
     # from the scenario file: a pydantic model of the component's own keys (None: it has none)
     Params: ClassVar[type[BaseModel] | None] = None
     may_change_participation = True  # False: it never decides who takes part (a sweep may re-price for it)

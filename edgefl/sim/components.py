@@ -20,6 +20,37 @@ def _rng(seed: int, stream: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([seed, stream]))
 
 
+class Stragglers(Component):
+    """``devices.slowdown``: a straggler's computations take longer. A factor drawn once per round for every
+    device (its own stream; exponential: 1 + Exp(mean) >= 1, a shifted exponential, Lee et al. 2018;
+    lognormal: exp(sigma·N(0, 1)), median 1) stretches the time of its compute steps: its cycles per
+    second fall, its cycles and its CPU's frequency (what its energy is charged at) do not."""
+
+    def __init__(self, population: Population, seed: int):
+        self.pop = population
+        self._rng = _rng(seed, 0x5104)
+        self._factors: tuple[int, np.ndarray] | None = None  # (round, factor per device)
+
+    def phase_start(self, phase, clients, plans) -> set[int]:
+        compute = [(c, step) for c in clients for step in plans[c] if step.kind == COMPUTE]
+        if compute:
+            factor, cpu_hz = self._factors_in(phase.round), self.pop.cpu_hz
+            for c, step in compute:
+                step.duration_s *= factor[c]
+                step.cycles_per_s = cpu_hz[c] / factor[c]
+        return set()
+
+    def _factors_in(self, round_: int) -> np.ndarray:
+        if self._factors is None or self._factors[0] != round_:
+            pop = self.pop
+            if pop.slowdown == "exponential":
+                factor = 1.0 + self._rng.exponential(pop.slowdown_mean, size=pop.num_clients)
+            else:
+                factor = np.exp(pop.slowdown_sigma * self._rng.standard_normal(pop.num_clients))
+            self._factors = (round_, factor)
+        return self._factors[1]
+
+
 class Failures(Component):
     """``devices.p_fail``: each device fails in a round with that probability (drawn once per round for
     every device, its own stream), at a uniform fraction of its work (nominal durations) in its first
@@ -244,7 +275,9 @@ class Knobs(Component):
 
 def default_components(network: NetworkParams, population: Population, seed: int) -> list[Component]:
     """The components a scenario's population and network need, in the order the core calls them."""
-    components: list[Component] = [Failures(population, seed)] if population.p_fail > 0 else []
+    components: list[Component] = [Stragglers(population, seed)] if population.slowdown != "none" else []
+    if population.p_fail > 0:
+        components.append(Failures(population, seed))
     assert population.battery_j is not None and population.speed_mps is not None  # Population fills them in
     if np.isfinite(population.battery_j).any():
         components.append(Batteries(population))

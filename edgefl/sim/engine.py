@@ -46,6 +46,10 @@ class Pricer(Protocol):
 
     def price_phase(self, phase: PhaseRecord) -> dict[int, bool]: ...  # who completed their chain
 
+    def start_chains(self, phase: PhaseRecord) -> None: ...  # start the phase's chains now; return at once
+
+    def next_arrival(self) -> tuple[int, bool] | None: ...  # wait for the next of them to end: (client, completed)
+
     def start_round(self, needed: int) -> np.ndarray | None: ...  # devices move, wait; who is online (None: all)
 
     def battery_levels(self) -> np.ndarray | None: ...  # every device's level (J) now; None: no batteries

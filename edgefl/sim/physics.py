@@ -151,13 +151,10 @@ class PhasePhysics:
         network: NetworkParams,
         population: Population,
         rng: np.random.Generator,
-        slowdown_rng: np.random.Generator | None = None,
     ):
         self.net = network
         self.pop = population
         self.rng = rng
-        self.slowdown_rng = slowdown_rng or np.random.default_rng(0)
-        self._slowdown: tuple[int, np.ndarray] | None = None  # (round, factor per client)
         self._up = MeanSnr(population.uplink)
         self._down = MeanSnr(population.downlink)
         self._compute_cache: dict[tuple, tuple[float, float]] = {}
@@ -219,7 +216,7 @@ class PhasePhysics:
                 fading_power_gain(net.fading, self.rng, size=radio * attempts, rician_k=net.rician_k)
             ).reshape(radio, attempts)
         if compute:
-            self._plan_compute(phase.round, compute)
+            self._plan_compute(compute)
         if down:
             self._plan_downloads(down, gains)
         if up and (not fdma or self.band_share is not None):  # a band of its own (or its allocated share)
@@ -447,30 +444,10 @@ class PhasePhysics:
         """The rate (bit/s) of the ``link`` ("up" or "down"): NetworkParams.rate_bps."""
         return self.net.rate_bps(bandwidth_hz, snr, link)
 
-    def _plan_compute(self, round_: int, compute: list) -> None:
-        """Cycles and time of compute steps; a straggler factor (``devices.slowdown``) stretches the
-        time, drawn once per round for every client (its own random stream)."""
-        work = self._compute([(c, s.activity) for c, s in compute])
-        if self.pop.slowdown == "none":
-            for (_, step), (cycles, seconds) in zip(compute, work):
-                step.cycles, step.duration_s = cycles, seconds
-            return
-        factor = self._slowdown_factors(round_)
-        for (c, step), (cycles, seconds) in zip(compute, work):
-            step.cycles, step.duration_s = cycles, seconds * factor[c]
-            step.cycles_per_s = self.pop.cpu_hz[c] / factor[c]
-
-    def _slowdown_factors(self, round_: int) -> np.ndarray:
-        """Every client's compute-time factor in round ``round_`` (>= 1 for exponential: a shifted
-        exponential, Lee et al. 2018; lognormal: median 1)."""
-        if self._slowdown is None or self._slowdown[0] != round_:
-            pop, n = self.pop, self.pop.num_clients
-            if pop.slowdown == "exponential":
-                factor = 1.0 + self.slowdown_rng.exponential(pop.slowdown_mean, size=n)
-            else:
-                factor = np.exp(pop.slowdown_sigma * self.slowdown_rng.standard_normal(n))
-            self._slowdown = (round_, factor)
-        return self._slowdown[1]
+    def _plan_compute(self, compute: list) -> None:
+        """Cycles and time of compute steps at the CPU's frequency (a straggler's factor: the Stragglers component)."""
+        for (_, step), (cycles, seconds) in zip(compute, self._compute([(c, s.activity) for c, s in compute])):
+            step.cycles, step.duration_s = cycles, seconds
 
     def _compute(self, work: list[tuple[int, Activity]]) -> list[tuple[float, float]]:
         """(cycles, seconds) of each (client, compute activity); remembered per (client, samples,

@@ -29,55 +29,22 @@ import numpy as np
 import simpy
 
 from edgefl.physical import NetworkParams, Population
-from edgefl.sim.access import RETIME as _RETIME  # the interrupt cause of a rate change (set_cpu_hz)
-from edgefl.sim.access import UPLINKS
+from edgefl.sim.access import RETIME, UPLINKS, DedicatedUplink
 from edgefl.sim.activities import Event, PhaseRecord
-from edgefl.sim.booking import (
-    CAT_COMPUTE,
-    CAT_DOWNLINK,
-    CAT_DOWNLINK_PROMOTION,
-    CAT_DOWNLINK_TAIL,
-    CAT_UPLINK,
-    CAT_UPLINK_PROMOTION,
-    CAT_UPLINK_TAIL,
-    LogRow,
-    book,
-)
+from edgefl.sim.booking import LogRow, book
+from edgefl.sim.chain import chain
 from edgefl.sim.component import HOOKS, Component, overriding
 from edgefl.sim.components import default_components
 from edgefl.sim.journal import journaled
-from edgefl.sim.physics import COMPUTE, DOWNLOAD, UPLOAD, PhasePhysics, Step
-from edgefl.sim.radio import PROMOTION, WAIT, WORK, RadioStates
+from edgefl.sim.participation import can_change_participation
+from edgefl.sim.physics import PhasePhysics, Step
+from edgefl.sim.radio import RadioStates
 from energy import EnergyLedger
-
-_CATEGORY = {DOWNLOAD: CAT_DOWNLINK, UPLOAD: CAT_UPLINK}  # charge codes of a message ...
-_TAIL_CODE = {DOWNLOAD: CAT_DOWNLINK_TAIL, UPLOAD: CAT_UPLINK_TAIL}  # ... of its tail ...
-_PROMOTION_CODE = {DOWNLOAD: CAT_DOWNLINK_PROMOTION, UPLOAD: CAT_UPLINK_PROMOTION}  # ... and of the promotion before it
 
 
 class NoDeviceAvailable(RuntimeError):
     """No device can take part in a round, and none ever will (empty batteries, no harvesting, or an
     availability trace that has ended): the run stops there."""
-
-
-def can_change_participation(
-    network: NetworkParams, availability: str = "always", p_fail: float = 0.0, over_selection: float = 0.0
-) -> bool:
-    """Whether the network can decide who takes part in a round: a deadline can cut a client off,
-    a packet error (``outage_snr_db``) or an MCS outage can lose a message (except with block
-    fading, where outage blocks are waited out), devices can be offline or fail, over-selection keeps
-    the first uploads to arrive. When it cannot,
-    the learning trajectory does not depend on the channel, and re-pricing a recorded op trace on
-    another channel is exact."""
-    mcs_outage = network.rate == "mcs" and not network.block_fading
-    return (
-        network.deadline_s is not None
-        or network.outage_snr_db is not None
-        or mcs_outage
-        or availability != "always"
-        or p_fail > 0
-        or over_selection > 0
-    )
 
 
 class SimPyPricer:
@@ -105,18 +72,19 @@ class SimPyPricer:
         self.net = network
         self.pop = population
         self.env = simpy.Environment()
-        self.physics = PhasePhysics(
-            network,
-            population,
-            np.random.default_rng(np.random.SeedSequence([seed, 0xFAD1])),
-            np.random.default_rng(np.random.SeedSequence([seed, 0x5104])),
-        )
+        self.physics = PhasePhysics(network, population, np.random.default_rng(np.random.SeedSequence([seed, 0xFAD1])))
         self._ledger = EnergyLedger(population.num_clients)
         self._events: list[Event] | None = [] if record_events else None
         self._unbooked: list[tuple[int, int, list[LogRow]]] = []  # phases simulated, energy not yet booked
         self._phases_unbooked = 0
         self._phase_log: list | None = None  # the log of the phase running
-        self._running: dict = {}  # client -> its process, during a phase
+        self._running: dict = {}  # client -> its process, while its chain runs
+        # Chains started by start_chains: client -> its process; who completed; (when, client) of those ended
+        # and not yet taken by next_arrival; where they log (the round in progress's rows).
+        self._flight: dict = {}
+        self._flight_done: dict[int, bool] = {}
+        self._ended: list[tuple[float, int]] = []
+        self._live = _LiveLog()
         self._computing: dict = {}  # client -> its process, while it computes (set_cpu_hz re-times it) ...
         self._watch_cpu = False  # ... kept only when a component declares changes_cpu_rate (the engine's overhead)
         self._user_wait = None
@@ -125,7 +93,7 @@ class SimPyPricer:
         self.reports = {"positions_m": lambda: None, "battery_levels": lambda: None}
         self.radio = RadioStates(population)
         self.uplink = UPLINKS[network.access](self.env, self.radio, network.coherence_s)  # edgefl.sim.access
-        self._upload = self.uplink.send
+        self.downlink = DedicatedUplink(self.env, self.radio)  # every download on its own band
         self.components: list[Component] = []
         for component in [
             self.radio,
@@ -138,6 +106,7 @@ class SimPyPricer:
         now on. (Not part of a checkpoint: a resumed run is built with the components of its scenario.)"""
         self.components.append(component)
         self.uplink.retimable |= component.changes_uplink_rate
+        self.downlink.retimable |= component.changes_downlink_rate
         self._watch_cpu |= component.changes_cpu_rate
         component.attach(self)
         self._hooks = {hook: overriding(self.components, hook) for hook in HOOKS}
@@ -189,12 +158,17 @@ class SimPyPricer:
         self._cpu_hz[client] = hz
         proc = self._computing.get(client)
         if proc is not None and proc.is_alive and proc is not self.env.active_process:
-            proc.interrupt(_RETIME)  # (from the chain itself, e.g. a compute_start hook: it re-times after the hooks)
+            proc.interrupt(RETIME)  # (from the chain itself, e.g. a compute_start hook: it re-times after the hooks)
 
     def set_uplink_rate_factor(self, client: int, factor: float) -> None:
         """The client's uplink rate is ``factor`` times the planned one from now on (e.g. interference); an
         upload in progress is re-timed (FDMA: the band re-planned)."""
         self.uplink.rate_changed(client, factor)
+
+    def set_downlink_rate_factor(self, client: int, factor: float) -> None:
+        """The client's download rate is ``factor`` times the planned one from now on; a download in progress
+        is re-timed."""
+        self.downlink.rate_changed(client, factor)
 
     def log_row(self, at: tuple[int, int], row: LogRow) -> None:
         """Log a row outside a chain (a radio tail): in the phase running, or under ``at`` (round, phase)."""
@@ -312,6 +286,7 @@ class SimPyPricer:
     @journaled
     def end_round(self, round_: int) -> None:
         """The round ends (its metrics are read next): what runs on (radio tails) is charged up to now."""
+        self._live.close_round(self._unbooked, round_)  # (chains still running log under the round they end in)
         for hook in self._hooks["round_end"]:
             hook(round_)
 
@@ -321,41 +296,13 @@ class SimPyPricer:
         for hook in self._hooks["run_end"]:
             hook()
 
-    @property
-    def ledger(self) -> EnergyLedger:
-        """Energy by client and category so far (phases simulated since the last read are booked
-        first: a round's phases are then priced with one vectorised computation per category)."""
-        self._book()
-        return self._ledger
-
-    @property
-    def events(self) -> list[Event] | None:
-        """Every activity as it happened (events.csv rows), in the order they ended."""
-        self._book()
-        return self._events
-
-    def _book(self) -> None:
-        self._phases_unbooked = 0
-        if self._unbooked:
-            unbooked, self._unbooked = self._unbooked, []
-            book(self.pop, self._ledger, self._events, unbooked)
-
-    # -- one phase ------------------------------------------------------------------------
+    # -- phases of chains -------------------------------------------------------------------
     @journaled
     def price_phase(self, phase: PhaseRecord) -> dict[int, bool]:
-        """Simulate the phase; return, per client, whether its whole chain completed."""
-        env = self.env
-        clients = sorted(phase.chains)
-        plans = self.physics.plan(phase, clients)
-        completed: dict[int, bool] = {}
-        log: list[LogRow] = []
-        skip: set[int] = set()
-        for hook in self._hooks["phase_start"]:
-            skip |= hook(phase, clients, plans)
-        procs = [env.process(self._client(c, plans[c], completed, log, c in skip)) for c in clients]
-        self._running = dict(zip(clients, procs))
-        for hook in self._hooks["chains_started"]:
-            hook(clients, plans, procs)
+        """Simulate the phase: its chains start now, and the phase ends when the last one ends, or at
+        the deadline (the chains still running are cut); return, per client, whether its whole chain completed."""
+        env, completed, log = self.env, dict[int, bool](), list[LogRow]()
+        procs = self._start(phase, completed, log)
         # A process (not a bare AllOf condition): AnyOf would strip a nested condition's callbacks
         # when the deadline fires first, and the AllOf would never trigger.
         everyone = env.process(self._wait_all(procs))
@@ -381,197 +328,92 @@ class SimPyPricer:
     def _wait_all(self, procs):
         yield self.env.all_of(procs)
 
-    def _client(self, client: int, steps: list[Step], completed: dict, log: list, skipped: bool = False):
-        """One client's chain: its steps one after another; the chain ends at its first step that does not
-        complete (a lost message, or an interrupt: deadline, offline, failure, battery, stopped), and the
-        steps after it are neither run nor logged."""
-        env, radio, cpu_hz, knob_hz, tx_power_w = self.env, self.radio, self._cpu_hz, self._knob_hz, self._tx_power_w
-        for may_start in self._may_start:
-            skipped = skipped or not may_start(client)
-        if skipped:
-            completed[client] = False  # failed earlier in this round, empty, or offline: does nothing
-            return
-        before_step, watch_cpu = self._before_step, self._watch_cpu
-        latency_s = self.net.access_latency_s
-        ok = True
-        for step in steps:
-            kind, activity = step.kind, step.activity
-            doing = [WAIT, env.now]  # what the client is doing (waiting, promoting its radio, working) since when
-            try:
-                if before_step:
-                    for wait in before_step:
-                        yield from wait(client, step)
-                if kind == COMPUTE:  # its cycles at the CPU's speed, re-timed when the frequency changes (set_cpu_hz)
-                    radio.log_wait(log, client, doing[1], env.now)
-                    hz, planned_hz = cpu_hz[client], knob_hz[client]
-                    if hz == planned_hz:  # as planned (a straggler computes slower than its clock)
-                        speed, seconds = step.cycles_per_s or hz, step.duration_s
-                    else:  # the CPU runs at another frequency than the plan's (a component set it)
-                        speed = (step.cycles_per_s or planned_hz) * hz / planned_hz
-                        seconds = step.cycles / speed
-                    doing[:] = [WORK, env.now, speed, hz]  # the segment running: since, cycles per s, Hz
-                    left = step.cycles
-                    if watch_cpu:
-                        self._computing[client] = env.active_process
-                    if self._on_compute_start:
-                        for hook in self._on_compute_start:
-                            hook(client)
-                        if cpu_hz[client] != hz:  # a hook set the frequency: the computation starts at it
-                            left, seconds = self._retime(client, activity.label, left, log, doing)
-                    while True:
-                        try:
-                            yield env.timeout(seconds)
-                            break
-                        except simpy.Interrupt as change:
-                            if change.cause is not _RETIME:
-                                self._computing.pop(client, None)
-                                for hook in self._on_compute_end:
-                                    hook(client)
-                                raise
-                            left, seconds = self._retime(client, activity.label, left, log, doing)
-                    if watch_cpu:
-                        del self._computing[client]
-                    if self._on_compute_end:
-                        for hook in self._on_compute_end:
-                            hook(client)
-                    # (each log row: a LogRow's fields in order; a plain tuple in the hot paths, see LogRow)
-                    log.append(
-                        (
-                            client,
-                            "compute",
-                            activity.label,
-                            doing[1],
-                            env.now,
-                            0.0,
-                            CAT_COMPUTE,
-                            left,
-                            left,
-                            "ok",
-                            doing[3],
-                            0.0,
-                        )
-                    )
-                    continue
-                if not radio.connected(client, env.now) and latency_s > 0:  # idle radio: promotion first
-                    radio.log_wait(log, client, doing[1], env.now)
-                    doing[:] = [PROMOTION, env.now]
-                    yield env.timeout(latency_s)
-                    log.append(
-                        (
-                            client,
-                            "promotion",
-                            activity.label,
-                            doing[1],
-                            env.now,
-                            0.0,
-                            _PROMOTION_CODE[kind],
-                            latency_s,
-                            0.0,
-                            "ok",
-                            0.0,
-                            0.0,
-                        )
-                    )
-                    doing[:] = [WAIT, env.now]
-                if kind == DOWNLOAD:
-                    radio.start_transfer(log, client, doing)
-                    yield env.timeout(step.duration_s)
-                    lost = step.lost
-                else:
-                    lost = yield from self._upload(client, step, log, doing)
-                log.append(
-                    (
-                        client,
-                        activity.kind,
-                        activity.label,
-                        doing[1],
-                        env.now,
-                        step.bits,
-                        _CATEGORY[kind],
-                        env.now - doing[1],
-                        0.0,
-                        "lost" if lost else "ok",
-                        0.0,
-                        tx_power_w[client],
-                    )
-                )
-                radio.transfer_ended(client, _TAIL_CODE[kind], activity.label)
-                if lost:  # the chain ends here: what follows would be wasted (docs/model.md §6)
-                    ok = False
-                    break
-                if kind == UPLOAD:
-                    for hook in self._on_upload:
-                        hook(client)
-            except simpy.Interrupt as stop:  # the deadline, the device going offline, failing, empty, or stopped
-                ok = False
-                status = "cut" if stop.cause == "deadline" else str(stop.cause)
-                what, since = doing[0], doing[1]
-                if what == WAIT:  # in a plug-in's wait or the TDMA queue
-                    radio.log_wait(log, client, since, env.now)
-                elif what == PROMOTION:  # the radio falls back to idle
-                    log.append(
-                        LogRow(
-                            client,
-                            "promotion",
-                            activity.label,
-                            since,
-                            env.now,
-                            0.0,
-                            _PROMOTION_CODE[kind],
-                            env.now - since,
-                            0.0,
-                            status,
-                        )
-                    )
-                elif kind == COMPUTE:  # the cycles done at the speed it ran at
-                    done = (env.now - since) * doing[2]
-                    log.append(
-                        LogRow(
-                            client,
-                            "compute",
-                            activity.label,
-                            since,
-                            env.now,
-                            0.0,
-                            CAT_COMPUTE,
-                            done,
-                            done,
-                            status,
-                            doing[3],
-                        )
-                    )
-                else:  # the message did not get through: no bits delivered; the radio's tail follows
-                    log.append(
-                        LogRow(
-                            client,
-                            activity.kind,
-                            activity.label,
-                            since,
-                            env.now,
-                            0.0,
-                            _CATEGORY[kind],
-                            env.now - since,
-                            0.0,
-                            status,
-                            0.0,
-                            self._tx_power_w[client],
-                        )
-                    )
-                    radio.transfer_ended(client, _TAIL_CODE[kind], activity.label)
-                break
-        completed[client] = ok
+    def _start(self, phase: PhaseRecord, completed: dict, log) -> list:
+        """Start the phase's chains now (components' phase_start and chains_started hooks around it)."""
+        clients = sorted(phase.chains)
+        plans = self.physics.plan(phase, clients)
+        skip: set[int] = set()
+        for hook in self._hooks["phase_start"]:
+            skip |= hook(phase, clients, plans)
+        procs = [self.env.process(chain(self, c, plans[c], completed, log, c in skip)) for c in clients]
+        self._running.update(zip(clients, procs))
+        for hook in self._hooks["chains_started"]:
+            hook(clients, plans, procs)
+        return procs
 
-    def _retime(self, client: int, label: str, cycles: float, log: list, doing: list) -> tuple[float, float]:
-        """The CPU's frequency changed in the middle of a computation: log the segment so far at the
-        frequency it ran at, and return the cycles left and their time at the new speed (``doing``:
-        [WORK, since, cycles per s, Hz] of the segment running, updated)."""
-        now = self.env.now
-        _, since, speed, hz = doing
-        if now > since:
-            done = (now - since) * speed
-            log.append(LogRow(client, "compute", label, since, now, 0.0, CAT_COMPUTE, done, done, "ok", hz))
-            cycles -= done
-        new_hz = self._cpu_hz[client]
-        speed = speed * new_hz / hz
-        doing[:] = [WORK, now, speed, new_hz]
-        return cycles, max(cycles, 0.0) / speed
+    @journaled
+    def start_chains(self, phase: PhaseRecord) -> None:
+        """Start the phase's chains now and return at once (no simulated time passes): chains that run while
+        the server works (an asynchronous server, edgefl.sim.engine). A client has at most one chain running.
+        With ``network.deadline_s``, each chain is cut ``deadline_s`` after it starts. Their activities are
+        logged under the round in progress when each ends; :meth:`next_arrival` waits for them."""
+        busy = [c for c in phase.chains if c in self._flight]
+        if busy:
+            raise ValueError(f"clients {sorted(busy)} already have a chain running")
+        procs = self._start(phase, self._flight_done, self._live)
+        for client, proc in zip(sorted(phase.chains), procs):
+            self._flight[client] = proc
+            proc.callbacks.append(lambda _, client=client: self._ended.append((self.env.now, client)))
+            if self.net.deadline_s is not None:
+                self.interrupt_after(proc, self.net.deadline_s, "deadline")
+
+    @journaled
+    def next_arrival(self) -> tuple[int, bool] | None:
+        """Let simulated time pass until the next chain started by :meth:`start_chains` ends; return (client,
+        completed: its whole chain got through). Chains ending at the same instant come in client order.
+        None when no such chain is running."""
+        env = self.env
+        if not self._ended:
+            if not self._flight:
+                return None
+            env.run(until=env.any_of(list(self._flight.values())))
+            while env.peek() == env.now:  # every chain that ends at this instant, to take them in client order
+                env.step()
+        self._ended.sort()
+        _, client = self._ended.pop(0)
+        del self._flight[client]
+        self._running.pop(client, None)
+        return client, self._flight_done.pop(client)
+
+    # -- energy, booked from what happened ---------------------------------------------------
+    @property
+    def ledger(self) -> EnergyLedger:
+        """Energy by client and category so far (phases simulated since the last read are booked
+        first: a round's phases are then priced with one vectorised computation per category)."""
+        self._book()
+        return self._ledger
+
+    @property
+    def events(self) -> list[Event] | None:
+        """Every activity as it happened (events.csv rows), in the order they ended."""
+        self._book()
+        return self._events
+
+    def _book(self) -> None:
+        self._phases_unbooked = 0
+        self._live.flush(self._unbooked)
+        if self._unbooked:
+            unbooked, self._unbooked = self._unbooked, []
+            book(self.pop, self._ledger, self._events, unbooked)
+
+
+class _LiveLog:
+    """Where chains started by :meth:`SimPyPricer.start_chains` log their rows: the round in progress's."""
+
+    def __init__(self) -> None:
+        self.rows: list = []
+        self.round = 0
+
+    def append(self, row) -> None:
+        self.rows.append(row)
+
+    def flush(self, unbooked: list) -> None:
+        """Hand the rows logged so far to booking, under the round in progress (phase 0)."""
+        if self.rows:
+            unbooked.append((self.round, 0, self.rows))
+            self.rows = []
+
+    def close_round(self, unbooked: list, round_: int) -> None:
+        self.round = round_
+        self.flush(unbooked)
+        self.round = round_ + 1

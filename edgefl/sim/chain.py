@@ -1,0 +1,184 @@
+"""One client's chain of activities in a phase, as a SimPy process of the core (edgefl.sim.pricer).
+
+The steps run one after another: a computation takes its cycles at the CPU's speed, re-timed whenever
+a component changes the frequency (``core.set_cpu_hz``), each segment logged at the frequency it ran
+at; a message first promotes an idle radio, then goes over its link (``core.downlink`` or
+``core.uplink``, edgefl.sim.access), which may re-time it when a rate changes. The chain ends at its
+first step that does not complete (a lost message, or an interrupt: deadline, offline, failure,
+battery, stopped): the steps after it are neither run nor logged (docs/model.md §6).
+
+Each activity is logged as it happened, a row of :class:`~edgefl.sim.booking.LogRow`'s fields (a plain
+tuple where a row is logged once per activity: it is the engine's hot path, benchmarks [3]).
+"""
+
+from __future__ import annotations
+
+import simpy
+
+from edgefl.sim.access import RETIME
+from edgefl.sim.booking import (
+    CAT_COMPUTE,
+    CAT_DOWNLINK,
+    CAT_DOWNLINK_PROMOTION,
+    CAT_DOWNLINK_TAIL,
+    CAT_UPLINK,
+    CAT_UPLINK_PROMOTION,
+    CAT_UPLINK_TAIL,
+    LogRow,
+)
+from edgefl.sim.physics import COMPUTE, DOWNLOAD, UPLOAD, Step
+from edgefl.sim.radio import PROMOTION, WAIT, WORK
+
+_CATEGORY = {DOWNLOAD: CAT_DOWNLINK, UPLOAD: CAT_UPLINK}  # charge codes of a message ...
+_TAIL_CODE = {DOWNLOAD: CAT_DOWNLINK_TAIL, UPLOAD: CAT_UPLINK_TAIL}  # ... of its tail ...
+_PROMOTION_CODE = {DOWNLOAD: CAT_DOWNLINK_PROMOTION, UPLOAD: CAT_UPLINK_PROMOTION}  # ... and of its promotion
+
+
+def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: bool = False):
+    """The client's chain (a SimPy process); ``completed[client]``: whether every step got through."""
+    env, radio = core.env, core.radio
+    for may_start in core._may_start:
+        skipped = skipped or not may_start(client)
+    if skipped:
+        completed[client] = False  # failed earlier in this round, empty, or offline: does nothing
+        return
+    before_step, latency_s = core._before_step, core.net.access_latency_s
+    links = {DOWNLOAD: core.downlink.send, UPLOAD: core.uplink.send}
+    ok = True
+    for step in steps:
+        kind, label = step.kind, step.activity.label
+        doing = [WAIT, env.now]  # what the client is doing (waiting, promoting its radio, working) since when
+        try:
+            for wait in before_step:
+                yield from wait(client, step)
+            if kind == COMPUTE:
+                cycles = yield from _compute(core, client, step, log, doing)
+                log.append(
+                    (client, "compute", label, doing[1], env.now, 0.0, CAT_COMPUTE, cycles, cycles, "ok", doing[3], 0.0)
+                )
+                continue
+            if (
+                not radio.connected(client, env.now) and latency_s > 0
+            ):  # an idle radio: promotion first (a tail run out is charged)
+                radio.log_wait(log, client, doing[1], env.now)
+                doing[:] = [PROMOTION, env.now]
+                yield env.timeout(latency_s)
+                log.append(
+                    (
+                        client,
+                        "promotion",
+                        label,
+                        doing[1],
+                        env.now,
+                        0.0,
+                        _PROMOTION_CODE[kind],
+                        latency_s,
+                        0.0,
+                        "ok",
+                        0.0,
+                        0.0,
+                    )
+                )
+                doing[:] = [WAIT, env.now]
+            lost = yield from links[kind](client, step, log, doing)
+            status, seconds, power_w = "lost" if lost else "ok", env.now - doing[1], core._tx_power_w[client]
+            log.append(
+                (
+                    client,
+                    step.activity.kind,
+                    label,
+                    doing[1],
+                    env.now,
+                    step.bits,
+                    _CATEGORY[kind],
+                    seconds,
+                    0.0,
+                    status,
+                    0.0,
+                    power_w,
+                )
+            )
+            radio.transfer_ended(client, _TAIL_CODE[kind], label)
+            if lost:  # the chain ends here: what follows would be wasted (docs/model.md §6)
+                ok = False
+                break
+            if kind == UPLOAD:
+                for hook in core._on_upload:
+                    hook(client)
+        except simpy.Interrupt as stop:  # the deadline, the device going offline, failing, empty, or stopped
+            ok = False
+            _log_cut(core, client, step, log, doing, "cut" if stop.cause == "deadline" else str(stop.cause))
+            break
+    completed[client] = ok
+
+
+def _compute(core, client: int, step: Step, log, doing: list):
+    """A computation: its cycles at the CPU's speed, re-timed whenever the frequency changes (``core.set_cpu_hz``;
+    each segment before a change is logged at its own frequency). Returns the cycles of the last segment;
+    ``doing`` ends as [WORK, since, cycles per s, Hz] of that segment."""
+    env, label = core.env, step.activity.label
+    core.radio.log_wait(log, client, doing[1], env.now)
+    hz, planned_hz = core._cpu_hz[client], core._knob_hz[client]
+    if hz == planned_hz:  # as planned (a straggler computes slower than its clock)
+        speed, seconds = step.cycles_per_s or hz, step.duration_s
+    else:  # the CPU runs at another frequency than the plan's (a component set it)
+        speed = (step.cycles_per_s or planned_hz) * hz / planned_hz
+        seconds = step.cycles / speed
+    doing[:] = [WORK, env.now, speed, hz]  # the segment running: since, cycles per s, Hz
+    cycles = step.cycles
+    if core._watch_cpu:
+        core._computing[client] = env.active_process
+    for hook in core._on_compute_start:
+        hook(client)
+    if core._cpu_hz[client] != hz:  # a hook set the frequency: the computation starts at it
+        cycles, seconds = _retime(core, client, label, cycles, log, doing)
+    try:
+        while True:
+            try:
+                yield env.timeout(seconds)
+                break
+            except simpy.Interrupt as change:
+                if change.cause is not RETIME:
+                    raise
+                cycles, seconds = _retime(core, client, label, cycles, log, doing)
+    finally:
+        core._computing.pop(client, None)
+        for hook in core._on_compute_end:
+            hook(client)
+    return cycles
+
+
+def _retime(core, client: int, label: str, cycles: float, log, doing: list) -> tuple[float, float]:
+    """The CPU's frequency changed in the middle of a computation: log the segment so far at the frequency it
+    ran at, and return the cycles left and their time at the new speed (``doing`` updated to the new segment)."""
+    now = core.env.now
+    _, since, speed, hz = doing
+    if now > since:
+        done = (now - since) * speed
+        log.append(LogRow(client, "compute", label, since, now, 0.0, CAT_COMPUTE, done, done, "ok", hz))
+        cycles -= done
+    new_hz = core._cpu_hz[client]
+    speed = speed * new_hz / hz
+    doing[:] = [WORK, now, speed, new_hz]
+    return cycles, max(cycles, 0.0) / speed
+
+
+def _log_cut(core, client: int, step: Step, log, doing: list, status: str) -> None:
+    """Log what an interrupted step did until now: a wait, a promotion (the radio falls back to idle), the
+    cycles computed, or a message that did not get through (no bits delivered; the radio's tail follows)."""
+    now, kind, label = core.env.now, step.kind, step.activity.label
+    what, since = doing[0], doing[1]
+    if what == WAIT:  # in a plug-in's wait or the TDMA queue
+        core.radio.log_wait(log, client, since, now)
+    elif what == PROMOTION:
+        log.append(LogRow(client, "promotion", label, since, now, 0.0, _PROMOTION_CODE[kind], now - since, 0.0, status))
+    elif kind == COMPUTE:  # the cycles done at the speed it ran at
+        done = (now - since) * doing[2]
+        log.append(LogRow(client, "compute", label, since, now, 0.0, CAT_COMPUTE, done, done, status, doing[3]))
+    else:
+        power_w = core._tx_power_w[client]
+        row = LogRow(
+            client, step.activity.kind, label, since, now, 0.0, _CATEGORY[kind], now - since, 0.0, status, 0.0, power_w
+        )
+        log.append(row)
+        core.radio.transfer_ended(client, _TAIL_CODE[kind], label)
