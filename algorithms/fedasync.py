@@ -63,7 +63,7 @@ class FedAsync(Algorithm):
                 new = ctx.sample_idle(concurrency - len(self.in_flight), self.in_flight)
                 if len(new):
                     train = Train(new, self.x, ctx.local_steps, sgd_step, shared={"lr": ctx.lr})
-                    yield Dispatch(train, r, ctx.model_bits, ctx.model_bits)
+                    yield Dispatch(train, r, ctx.model_bits, ctx.model_bits, concurrency)
                     self.in_flight.update(new.tolist())
             arrival = yield NextArrival()
             if arrival is None:  # nobody trains and nobody can start: the model stays as it is

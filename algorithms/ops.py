@@ -130,12 +130,15 @@ class Dispatch(Op):
     uploads its result (``up_bits``); the server goes on at once. ``version``: the server's model
     version that ``train.start`` is (the number of server updates so far). The numerics are fixed
     now (they do not depend on time); the result reaches the algorithm through :class:`NextArrival`.
-    A client has at most one dispatched chain running. Result: None."""
+    A client has at most one dispatched chain running. ``concurrency``: the most chains the server keeps
+    running at once, the same in every Dispatch of a run (the network plans a shared band for that many
+    uploads); None: every client. Result: None."""
 
     train: Train
     version: int
     down_bits: float | np.ndarray
     up_bits: float | np.ndarray
+    concurrency: int | None = None
     clients: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:

@@ -79,6 +79,12 @@ CASES = {
         "algorithm.name=fedbuff",
         "algorithm.fedbuff.buffer_size=4",
     ],
+    "fedbuff, everything on (chains in flight across rounds and a checkpoint, a buffer, dropped updates)": [
+        "algorithm.name=fedbuff",
+        "algorithm.fedbuff.buffer_size=3",
+        "algorithm.fedbuff.max_staleness=2",
+    ],
+    "fedasync, everything on": ["algorithm.name=fedasync", "algorithm.fedasync.staleness=hinge"],
 }
 
 

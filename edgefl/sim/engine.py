@@ -122,6 +122,7 @@ class Engine:
         self.missed_count = np.zeros(num, dtype=np.int64)  # uploads cut off or lost
         self.in_flight: dict[int, InFlight] = {}  # an asynchronous server's dispatched chains, by client
         self.chain_ends: list[ChainEnd] = []  # ... and those that ended, in order
+        self.concurrency: int | None = None  # ... and the most of them running at once (Dispatch.concurrency)
 
     def run_round(self, algorithm: Algorithm, r: int) -> RoundRecord:
         # Devices move; where they can be offline, the server waits until enough are online, and
@@ -229,9 +230,23 @@ class Engine:
             )
         chains = self._phase
         self._phase = PhaseRecord(round=chains.round, phase=chains.phase + 1)
+        chains.sharers = self._concurrency(op)
         if self.controller is not None:
             self._allocate(chains)
         self.pricer.start_chains(chains)
+
+    def _concurrency(self, op: Dispatch) -> int:
+        """The most chains in flight at once, as the run's Dispatch ops declare it (checked)."""
+        declared = self._ctx.num_clients if op.concurrency is None else int(op.concurrency)
+        if self.concurrency is None:
+            self.concurrency = declared
+        if declared != self.concurrency or len(self.in_flight) > declared:
+            raise PluginError(
+                f"{_named(self._algorithm)}: Dispatch with concurrency {op.concurrency} and {len(self.in_flight)} "
+                f"chains in flight; the run's first Dispatch declared {self.concurrency}: every Dispatch declares the "
+                "same bound, and no more chains run at once"
+            )
+        return declared
 
     def _next_arrival(self) -> Arrival | None:
         """Simulated time passes until the next dispatched chain ends; its result, version and staleness."""
