@@ -8,8 +8,8 @@ and uploads x_new. On each arrival at version t, with staleness s = t − τ:
     α_t = α · s(t − τ),    x_{t+1} = (1 − α_t) · x_t + α_t · x_new
 
 s(·): constant 1, polynomial (1 + s)^−a, or hinge (1 for s ≤ b, else 1 / (a (s − b) + 1)). One round is
-one server update. Free slots are filled when the server waits, after every upload that arrived at the
-same instant. With one client and α = 1 it is sequential SGD on that client. (The paper's optional
+one server update. Free slots are filled when the server is about to wait, once every upload that has
+arrived by then is handled. With one client and α = 1 it is sequential SGD on that client. (The paper's optional
 proximal term ρ/2‖x − x_τ‖² in the local objective is not included.)
 Traffic per update: 1 model down, 1 model up.
 """

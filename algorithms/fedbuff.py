@@ -10,7 +10,7 @@ s = t − τ server updates old enters it weighted by w(s), and after K = ``buff
 w: polynomial (1 + s)^−a (a = 1/2: the paper's and FedScale's 1/√(1 + s)), constant 1, or hinge
 (1 for s ≤ b, else 1 / (a (s − b) + 1)). Updates older than ``max_staleness`` are dropped (their
 energy was spent all the same). One round is one server update. Free slots are filled when the server
-waits, after every upload that arrived at the same instant: with K = C = m, η_g = 1, constant weights and
+is about to wait, once every upload that has arrived by then is handled: with K = C = m, η_g = 1, constant weights and
 every client finishing at the same instant, a version is one synchronous FedAvg round with uniform weights.
 Traffic per update: 1 model down, 1 model up per client.
 """

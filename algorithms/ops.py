@@ -157,8 +157,9 @@ class NextArrival(Op):
 class Arrival:
     """One dispatched chain that ended. ``staleness``: the server updates made since it started, as the
     engine counts them (round r builds version r + 1 from version r, so an arrival taken in round r has
-    staleness r − version). ``more_now``: another chain ended at this same instant (the next NextArrival
-    returns it and no time passes): a server that acts once per instant (fills its free slots) waits."""
+    staleness r − version). ``more_now``: another chain has ended by now (the next NextArrival returns it
+    and no time passes; the pricer's ``arrived_by_now``): a server that fills its free slots when it is about to
+    wait handles that one first."""
 
     client: int
     arrived: bool  # its whole chain got through; False: cut (deadline), lost, offline, ... (no update)
