@@ -46,6 +46,7 @@ class FedAsync(Algorithm):
         super().__init__(ctx)
         self.x = ctx.init_params.clone()
         self.in_flight: set[int] = set()  # clients training now
+        self.failed: set[int] = set()  # clients whose chain did not get through in this round: not sampled again in it
         self.waiting = True  # the last arrival was the last of its instant: the server waits next
         self.applied: list[int] = []  # staleness of the update applied in the last round
 
@@ -57,10 +58,10 @@ class FedAsync(Algorithm):
     def round(self, r):
         ctx, hp = self.ctx, self.hp
         concurrency = hp.concurrency or ctx.clients_per_round
-        self.applied = []
+        self.applied, self.failed = [], set()
         while True:
             if self.waiting and len(self.in_flight) < concurrency:  # fill the free slots with idle clients, from x_r
-                new = ctx.sample_idle(concurrency - len(self.in_flight), self.in_flight)
+                new = ctx.sample_idle(concurrency - len(self.in_flight), self.in_flight | self.failed)
                 if len(new):
                     train = Train(new, self.x, ctx.local_steps, sgd_step, shared={"lr": ctx.lr})
                     yield Dispatch(train, r, ctx.model_bits, ctx.model_bits, concurrency)
@@ -70,7 +71,9 @@ class FedAsync(Algorithm):
                 return
             self.in_flight.discard(arrival.client)
             self.waiting = not arrival.more_now
-            if arrival.arrived:
+            if not arrival.arrived:  # (offline, cut, lost, empty battery: it may fail again at once)
+                self.failed.add(arrival.client)
+            else:
                 alpha_t = hp.alpha * staleness_weight(hp.staleness, arrival.staleness, hp.a, hp.b)
                 self.x = (1 - alpha_t) * self.x + alpha_t * arrival.params
                 self.applied = [arrival.staleness]

@@ -54,6 +54,7 @@ class FedBuff(Algorithm):
         super().__init__(ctx)
         self.x = ctx.init_params.clone()
         self.in_flight: set[int] = set()  # clients training now
+        self.failed: set[int] = set()  # clients whose chain did not get through in this round: not sampled again in it
         self.waiting = True  # the last arrival was the last of its instant: the server waits next
         self.buffer: list[torch.Tensor] = []  # w(s_i) Δ_i of the updates received since the last server update
         self.buffered: list[int] = []  # ... and their staleness
@@ -68,10 +69,10 @@ class FedBuff(Algorithm):
     def round(self, r):
         ctx, hp = self.ctx, self.hp
         concurrency = hp.concurrency or ctx.clients_per_round
-        self.applied, self.dropped = [], 0
+        self.applied, self.dropped, self.failed = [], 0, set()
         while len(self.buffer) < hp.buffer_size:
             if self.waiting and len(self.in_flight) < concurrency:  # fill the free slots with idle clients, from x_r
-                new = ctx.sample_idle(concurrency - len(self.in_flight), self.in_flight)
+                new = ctx.sample_idle(concurrency - len(self.in_flight), self.in_flight | self.failed)
                 if len(new):
                     train = Train(new, self.x, ctx.local_steps, sgd_step, shared={"lr": ctx.lr})
                     yield Dispatch(train, r, ctx.model_bits, ctx.model_bits, concurrency)
@@ -81,7 +82,8 @@ class FedBuff(Algorithm):
                 return
             self.in_flight.discard(arrival.client)
             self.waiting = not arrival.more_now
-            if not arrival.arrived:
+            if not arrival.arrived:  # (offline, cut, lost, empty battery: it may fail again at once)
+                self.failed.add(arrival.client)
                 continue
             if hp.max_staleness is not None and arrival.staleness > hp.max_staleness:
                 self.dropped += 1

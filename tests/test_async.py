@@ -273,3 +273,26 @@ def test_a_hand_timeline_of_three_clients_of_different_speeds(tmp_path):
     assert [float(row["staleness_max"]) for row in metrics] == staleness
     assert [float(row["sim_time_s"]) for row in metrics] == [float(row["end_s"]) for row in uploads]
     np.testing.assert_allclose([float(row["end_s"]) for row in uploads], approx_s, atol=0.1)
+
+
+@pytest.mark.parametrize("name", ["fedasync", "fedbuff"])
+def test_a_client_whose_chain_fails_at_once_is_not_sampled_again_in_the_round(name):
+    """A device the round's online mask calls online may fail its chain at once (gone offline, empty battery): no
+    simulated time passes, and sampling it again at once would spin for ever. Here client 0's chains always fail
+    at once, and every client is in flight (concurrency = N): the round goes on with the others."""
+    sim = Simulation(make_scenario(name, rounds=4, clients_per_round=4, data={**SYNTHETIC, "num_clients": 4}))
+    pricer = sim.engine.pricer
+    arrive = pricer.next_arrival
+
+    def failing_client_0():
+        ended = arrive()
+        return None if ended is None else (ended[0], ended[0] != 0)
+
+    pricer.next_arrival = failing_client_0
+    rows = sim.run(progress=False).metrics
+    assert len(rows) == 4
+    assert sim.engine.missed_count[0] == sim.engine.selected_count[0] <= 4  # at most once per round
+    assert sim.engine.arrived_count[1:].sum() > 0
+
+
+SYNTHETIC = {"name": "synthetic", "samples_per_client": 40}
