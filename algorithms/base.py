@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterator
+from typing import Any, Callable, ClassVar, Iterator
 
 import numpy as np
 import torch
@@ -54,6 +54,9 @@ class Context:
     # Over-selection x (FedScale): select ceil(m (1 + x)) clients; the engine keeps the first m
     # uploads to arrive and stops the others.
     over_selection: float = 0.0
+    # A client selection policy ([selection], edgefl.selection) for algorithms that accept one: k -> the k
+    # clients it picks (its own seeded stream). None: uniform sampling with ``rng``, as without a policy.
+    selector: Callable[[int], np.ndarray] | None = None
 
     def selection_size(self, m: int) -> int:
         """How many clients to select for m participants: ceil(m (1 + over_selection))."""
@@ -63,6 +66,8 @@ class Context:
         """``selection_size(m)`` distinct clients uniformly at random among those online (``rng``: the
         context's stream by default), sorted. With everyone online and no over-selection this is
         ``uniform_sample(rng, N, m)``."""
+        if self.selector is not None:
+            return self.selector(self.selection_size(m))
         rng = self.rng if rng is None else rng
         m = self.selection_size(m)
         if self.online is None:
@@ -100,10 +105,19 @@ class Algorithm:
     # An asynchronous server (Dispatch / NextArrival ops): one round is one server update (model version);
     # its numerics depend on the order of arrivals, so a run's trace cannot be re-priced on another network.
     asynchronous: ClassVar[bool] = False
+    # Whether a client selection policy ([selection] name, docs/selection.md) may choose the clients that
+    # ctx.sample returns: True where the math does not depend on how clients are sampled.
+    accepts_selection: ClassVar[bool] = False
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.hp = ctx.hp
+
+    @classmethod
+    def sums_uploads(cls, hp: HyperParams) -> bool:
+        """Whether, with these hyperparameters, the server needs only the uniform mean of the parameters the
+        clients upload after a Train (an over-the-air sum serves it: ``network.uplink = "aircomp"``). Default: no."""
+        return False
 
     @classmethod
     def check_scenario(cls, scenario) -> None:

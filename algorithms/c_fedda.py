@@ -96,6 +96,7 @@ def c_fedda_step(w, grad, carry, client, shared, k):
 
 class CFedDA(Algorithm):
     name = "c_fedda"
+    accepts_selection = True  # averages whoever takes part: any selection policy ([selection])
     Params: ClassVar[type[CFedDAParams]] = CFedDAParams
 
     def __init__(self, ctx):

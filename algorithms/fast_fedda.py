@@ -71,6 +71,7 @@ def fast_fedda_step(w, grad, carry, client, shared, k):
 
 class FastFedDA(Algorithm):
     name = "fast_fedda"
+    accepts_selection = True  # averages whoever takes part: any selection policy ([selection])
     Params = FastFedDAParams
 
     def __init__(self, ctx):

@@ -20,7 +20,12 @@ class FedAvgParams(HyperParams):
 
 class FedAvg(Algorithm):
     name = "fedavg"
+    accepts_selection = True  # averages whoever takes part: any selection policy ([selection])
     Params = FedAvgParams
+
+    @classmethod
+    def sums_uploads(cls, hp) -> bool:
+        return hp.weighting == "uniform"  # the plain mean of the uploads: an over-the-air sum serves it
 
     def __init__(self, ctx):
         super().__init__(ctx)

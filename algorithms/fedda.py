@@ -41,6 +41,7 @@ def fedda_step(w, grad, carry, client, shared, k):
 
 class FedDA(Algorithm):
     name = "fedda"
+    accepts_selection = True  # averages whoever takes part: any selection policy ([selection])
     Params = FedDAParams
 
     def __init__(self, ctx):

@@ -37,6 +37,7 @@ def feddyn_step(w, grad, carry, client, shared, k):
 
 class FedDyn(Algorithm):
     name = "feddyn"
+    accepts_selection = True  # averages whoever takes part: any selection policy ([selection])
     Params = FedDynParams
 
     def __init__(self, ctx):

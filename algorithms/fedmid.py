@@ -40,6 +40,7 @@ def fedmid_step(w, grad, carry, client, shared, k):
 
 class FedMiD(Algorithm):
     name = "fedmid"
+    accepts_selection = True  # averages whoever takes part: any selection policy ([selection])
     Params = FedMiDParams
 
     def __init__(self, ctx):

@@ -29,7 +29,12 @@ def fedprox_step(w, grad, carry, client, shared, k):
 
 class FedProx(Algorithm):
     name = "fedprox"
+    accepts_selection = True  # averages whoever takes part: any selection policy ([selection])
     Params = FedProxParams
+
+    @classmethod
+    def sums_uploads(cls, hp) -> bool:
+        return hp.weighting == "uniform"  # the plain mean of the uploads: an over-the-air sum serves it
 
     def __init__(self, ctx):
         super().__init__(ctx)

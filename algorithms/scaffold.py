@@ -36,6 +36,7 @@ def scaffold_step(w, grad, carry, client, shared, k):
 
 class Scaffold(Algorithm):
     name = "scaffold"
+    accepts_selection = True  # averages whoever takes part: any selection policy ([selection])
     Params = ScaffoldParams
 
     def __init__(self, ctx):

@@ -5,6 +5,13 @@ in names that say so. See docs/model.md for every equation and its source.
 """
 
 from .access import ACCESS_SCHEMES, fdma_bandwidth_hz, payload_bits
+from .aircomp import (
+    aircomp_airtime_s,
+    aircomp_mean_noise_std,
+    aircomp_receive_snr,
+    aircomp_scheduled,
+    aircomp_tx_power_w,
+)
 from .fading import FADING_KINDS, fading_power_gain
 from .link import (
     N0_DBM_PER_HZ,
@@ -26,6 +33,11 @@ from .rate import (
 from .units import db_to_linear, dbm_to_w, linear_to_db, w_to_dbm
 
 __all__ = [
+    "aircomp_airtime_s",
+    "aircomp_mean_noise_std",
+    "aircomp_receive_snr",
+    "aircomp_scheduled",
+    "aircomp_tx_power_w",
     "ACCESS_SCHEMES",
     "CQI_EFFICIENCY",
     "CQI_SNR_DB",

@@ -157,7 +157,7 @@ def restricted_loads(data: bytes, modules: tuple[str, ...] = ()):
 def save(simulation, path: Path) -> None:
     """Write ``simulation``'s state between two rounds to ``path`` (via a temporary file and a rename: a kill
     leaves the previous checkpoint or the new one)."""
-    if hasattr(simulation.pricer, "journal") and simulation.pricer.journal is None:
+    if simulation.pricer.journal is None:
         raise RuntimeError("the pricer keeps no journal: call Simulation.keep_checkpoints() before the first round")
     rebuilt = {id(getattr(simulation, name)): name for name in REBUILT}
     with atomic_file(path, durable=True) as tmp, open(tmp, "wb") as handle:
@@ -171,7 +171,7 @@ def save(simulation, path: Path) -> None:
                 "executor_rngs": [
                     rng.bit_generator.state for rng in (simulation.executor.rng, simulation.executor.eval_rng)
                 ],
-                "journal": getattr(simulation.pricer, "journal", None),  # None: a stateless pricer (IdealPricer)
+                "journal": simulation.pricer.journal,  # the calls to replay (IdealPricer: none)
                 "process_rngs": (torch.get_rng_state(), np.random.get_state(), random.getstate()),
             }
         )

@@ -43,19 +43,23 @@ Warnings (``edgefl.logs``; the run goes on):
 
 ``run.engine = "ideal"`` charges neither time nor energy: only the trace is checked. Cost: one pass over
 the devices' links (as the pricer makes) and a few numpy operations over N.
+
+What is checked is read from the run's parts (:class:`edgefl.parts.RunParts`: the network, the devices, the
+model, the pricer's physics, the algorithm, the compressor, the controller); the scenario is read only to
+name its keys and their values, as written, in the messages.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from channel import db_to_linear, linear_to_db, payload_bits, rayleigh_outage_probability, transmission_time_s
-from edgefl.compression import build_compressor
 from edgefl.errors import UserError
 from edgefl.logs import get_logger
-from edgefl.sim.physics import PhasePhysics
+from edgefl.sim import SimPyPricer
 from energy import (
     compute_energy_j,
     compute_time_s,
@@ -65,6 +69,10 @@ from energy import (
     uplink_energy_j,
 )
 
+if TYPE_CHECKING:
+    from edgefl.parts import RunParts
+    from edgefl.scenario import Scenario
+
 log = get_logger(__name__)
 
 MAX_ROUND_S = 1e7  # s, about 116 days: a nominal round longer than this (without a deadline) is an error
@@ -72,16 +80,15 @@ MAX_ROUND_J = 1e9  # J: the largest battery a scenario may declare (devices.batt
 MIN_DELIVERY = 1e-6  # a device whose messages get through with a lower probability is warned about
 
 
-def check_feasible(scenario, network, population, model, physics: PhasePhysics | None = None) -> None:
+def check_feasible(parts: RunParts, keys: Scenario) -> None:
     """Raise :class:`UserError` when the run cannot be meaningful (see the module's docstring); log a
-    warning for what is legitimate but probably not meant. ``network``: :func:`edgefl.physical.network_params`,
-    ``population``: :func:`edgefl.physical.build_population`, ``model``: :func:`edgefl.models.build_model`,
-    as :class:`edgefl.runner.Simulation` builds them; ``physics``: the pricer's (its mean rates are read, no
-    random draw is made), else one is built for the check."""
-    _check_trace(scenario, population)
-    if scenario.run.engine != "simpy":
+    warning for what is legitimate but probably not meant. ``parts``: the run's (edgefl.parts.build_parts; the
+    pricer's physics: its mean rates are read, no random draw is made; the data is not read); ``keys``: its
+    scenario, whose keys and values the messages name."""
+    _check_trace(parts, keys)
+    if parts.engine != "simpy":
         return
-    nominal = _Nominal(scenario, network, population, model, physics)
+    nominal = _Nominal(parts, keys)
     nominal.check_outage()
     nominal.check_finite()
     nominal.check_time()
@@ -95,25 +102,29 @@ class _Nominal:
 
     PARTS = ("download", "compute", "upload")
 
-    def __init__(self, s, net, pop, model, physics: PhasePhysics | None = None):
-        self.s, self.net, self.pop = s, net, pop
-        a = s.algorithm
+    def __init__(self, parts: RunParts, keys: Scenario):
+        self.keys = keys
+        self.net, self.pop = net, pop = parts.network, parts.population
+        self.algorithm = a = parts.algorithm
+        self.compressor = compressor = parts.compressor
+        self.controlled = parts.controller is not None  # a controller sets the knobs (and may set the local steps)
+        self.rounds = parts.rounds
         n = pop.num_clients
-        # the engine's rates: the pricer's own PhasePhysics when there is one (reading its links once is enough)
-        self.physics = physics = physics or PhasePhysics(net, pop, np.random.default_rng(0))
-        self.d = int(model.dim)
-        compressor = build_compressor(s.compression, n, s.run.seed, s.network.bits_per_param)
-        model_bits = float(payload_bits(self.d, s.network.bits_per_param))
+        # the engine's rates: the pricer's own PhasePhysics (reading its links once is enough)
+        assert isinstance(parts.pricer, SimPyPricer)  # run.engine = "simpy"
+        self.physics = physics = parts.pricer.physics
+        self.d = int(parts.model.dim)
+        model_bits = float(payload_bits(self.d, net.bits_per_param))
         self.down_bits = model_bits + net.header_bits
         self.up_bits = (model_bits if compressor is None else compressor.bits(self.d)) + net.header_bits
         # The mean SNR over the whole band (alone on it: the fastest a device can send), and the rate at it
-        # that PhasePhysics charges (_nominal_rate: mcs below the table at its lowest entry; the fixed rate of
+        # that PhasePhysics charges (nominal_rate: mcs below the table at its lowest entry; the fixed rate of
         # network.outage_snr_db).
-        self.up_snr = physics._up(net.bandwidth_hz)
-        self.down_snr = physics._down(net.downlink_bandwidth_hz)
+        self.up_snr = physics.mean_up_snr(net.bandwidth_hz)
+        self.down_snr = physics.mean_down_snr(net.downlink_bandwidth_hz)
         with np.errstate(all="ignore"):
-            up_airtime_rate = physics._nominal_rate(net.bandwidth_hz, self.up_snr, "up")
-            down_airtime_rate = physics._nominal_rate(net.downlink_bandwidth_hz, self.down_snr, "down")
+            up_airtime_rate = physics.nominal_rate(net.bandwidth_hz, self.up_snr, "up")
+            down_airtime_rate = physics.nominal_rate(net.downlink_bandwidth_hz, self.down_snr, "down")
         self.steps = a.local_steps
         self.cycles = (
             np.asarray(cycles_per_step(a.batch_size, cycles_per_sample=pop.train_cycles_per_sample)) * self.steps
@@ -150,17 +161,20 @@ class _Nominal:
         1 − exp(−θ/SNR̄) (channel.rayleigh_outage_probability), a message after 1 + max_retransmissions
         attempts. Error: fewer than one message expected to arrive in the whole run even if every device
         took part in every round; warning: some devices that practically never deliver (< MIN_DELIVERY)."""
-        net, s = self.net, self.s
+        net = self.net
         if net.fading not in ("none", "rayleigh") or (net.block_fading and net.outage_snr_db is None):
             return  # rician: not modelled here; block fading waits out outage blocks (nothing fails)
         up_snr = self.up_snr
         if net.access == "fdma":  # a link budget over a share B/n has an n times higher SNR
-            if s.control.name != "static":
+            if self.controlled:
                 up_snr = None  # a controller may allocate any share: nothing is certain
             else:
-                sharers = min(self.n, math.ceil(s.algorithm.clients_per_round * (1 + s.algorithm.over_selection)))
+                a = self.algorithm
+                sharers = min(self.n, math.ceil(a.clients_per_round * (1 + a.over_selection)))
                 up_snr = np.where(
-                    self.physics._up.scales_with_band, self.physics._up(net.bandwidth_hz / sharers), self.up_snr
+                    self.physics.mean_up_snr.scales_with_band,
+                    self.physics.mean_up_snr(net.bandwidth_hz / sharers),
+                    self.up_snr,
                 )
         mcs_db = net.mcs_snr_db[0] if net.rate == "mcs" else None
         up_db = net.outage_snr_db if net.outage_snr_db is not None else mcs_db
@@ -168,7 +182,7 @@ class _Nominal:
             if snr is None or threshold_db is None:
                 continue
             delivered = self._delivery_probability(snr, threshold_db)
-            expected = s.run.rounds * float(delivered.sum())
+            expected = self.rounds * float(delivered.sum())
             floor = self._floor(direction)
             if expected < 1:
                 keys = self._link_keys(direction) + self._rate_keys(direction == "upload")
@@ -181,7 +195,7 @@ class _Nominal:
                 raise UserError(
                     f"no {direction} can be expected to arrive: every device's mean {direction} SNR is at most "
                     f"{float(linear_to_db(snr.max())):.3g} dB, below {floor}, and {how} (expected arrivals in the whole "
-                    f"run, were every device to take part in all run.rounds = {s.run.rounds} rounds with "
+                    f"run, were every device to take part in all run.rounds = {self.rounds} rounds with "
                     f"network.max_retransmissions = {net.max_retransmissions}: {expected:.3g}). Keys: {keys}. Expected "
                     f"a mean SNR near or above the threshold: raise the SNR ({self._raise_snr(direction)}) or lower the "
                     f"threshold"
@@ -252,7 +266,7 @@ class _Nominal:
         if deadline is None:
             return
         parts = dict(self.time, **{"access latency": self.promotions * self.latency_s})
-        steps_set_by_controller = self.s.control.name != "static"
+        steps_set_by_controller = self.controlled
         if steps_set_by_controller:  # e.g. deadline_fit: as few as one local step
             parts["compute"] = parts["compute"] / self.steps
         phase_s = sum(parts.values())
@@ -307,8 +321,8 @@ class _Nominal:
     def _value(self, key: str, i: int) -> str:
         """``devices.<key>`` of device i, with its class when it has one."""
         cls = self.pop.device_class[i]
-        value = getattr(self.s.devices, key)
-        for c in self.s.devices.classes:
+        value = getattr(self.keys.devices, key)
+        for c in self.keys.devices.classes:
             if c.name == cls and getattr(c, key, None) is not None:
                 value = getattr(c, key)
         shown = f"{value:g}" if isinstance(value, float) else repr(value)
@@ -319,17 +333,17 @@ class _Nominal:
         return "" if d is None else f", {d[i]:.4g} m from the base station"
 
     def _explain(self, part: str, i: int, energy: bool = False) -> str:
-        s, net, pop = self.s, self.net, self.pop
+        keys, net, pop, a = self.keys, self.net, self.pop, self.algorithm
         if part == "compute":
             per_sample = float(pop.train_cycles_per_sample[i])
             source = (
                 self._value("cycles_per_sample", i)
                 if self._explicit_cycles(i)
-                else f"model.name = {s.model.name!r} measured FLOPs x {self._value('cycles_per_flop', i)}"
+                else f"model.name = {keys.model.name!r} measured FLOPs x {self._value('cycles_per_flop', i)}"
             )
             text = (
-                f"{self.cycles[i]:.3g} cycles (algorithm.local_steps = {s.algorithm.local_steps} x "
-                f"algorithm.batch_size = {s.algorithm.batch_size} x {per_sample:.3g} cycles per sample: {source}) "
+                f"{self.cycles[i]:.3g} cycles (algorithm.local_steps = {a.local_steps} x "
+                f"algorithm.batch_size = {a.batch_size} x {per_sample:.3g} cycles per sample: {source}) "
                 f"at {self._value('cpu_ghz', i)}"
             )
             if energy:
@@ -340,8 +354,8 @@ class _Nominal:
         snr = (self.up_snr if up else self.down_snr)[i]
         band = net.bandwidth_hz if up else net.downlink_bandwidth_hz
         text = (
-            f"{bits:.3g} bits (model.name = {s.model.name!r}: d = {self.d:,} parameters x network.bits_per_param = "
-            f"{s.network.bits_per_param}{self._compression()} + network.header_bits = {s.network.header_bits}) "
+            f"{bits:.3g} bits (model.name = {keys.model.name!r}: d = {self.d:,} parameters x network.bits_per_param = "
+            f"{net.bits_per_param}{self._compression()} + network.header_bits = {keys.network.header_bits}) "
             f"at a mean SNR of {float(linear_to_db(snr)):.3g} dB{self._where(i)} over {_hz(band)} "
             f"({self._band_key(up)}); keys: {self._link_keys(part) + self._rate_keys(up)}"
         )
@@ -369,21 +383,21 @@ class _Nominal:
 
     def _explicit_cycles(self, i: int) -> bool:
         cls = self.pop.device_class[i]
-        own = [c.cycles_per_sample for c in self.s.devices.classes if c.name == cls]
-        return self.s.devices.cycles_per_sample is not None or any(v is not None for v in own)
+        own = [c.cycles_per_sample for c in self.keys.devices.classes if c.name == cls]
+        return self.keys.devices.cycles_per_sample is not None or any(v is not None for v in own)
 
     def _compression(self) -> str:
-        c = self.s.compression
-        return "" if c.name == "none" else f", compressed by compression.name = {c.name!r}"
+        c = self.compressor
+        return "" if c is None else f", compressed by compression.name = {c.name!r}"
 
     def _band_key(self, up: bool) -> str:
-        n = self.s.network
+        n = self.keys.network
         if up or n.downlink_bandwidth_mhz is None:
             return f"network.bandwidth_mhz = {n.bandwidth_mhz:g}"
         return f"network.downlink_bandwidth_mhz = {n.downlink_bandwidth_mhz:g}"
 
     def _link_keys(self, part: str) -> str:
-        n = self.s.network
+        n = self.keys.network
         if part == "download" and n.downlink_snr_db is not None:
             return f"network.downlink_snr_db = {n.downlink_snr_db:g}"
         if n.snr_db is not None:
@@ -394,7 +408,7 @@ class _Nominal:
             else f"network.cell_radius_m = {n.cell_radius_m:g}"
         )
         power = (
-            f"devices.tx_power_dbm = {self.s.devices.tx_power_dbm:g}"
+            f"devices.tx_power_dbm = {self.keys.devices.tx_power_dbm:g}"
             if part == "upload"
             else f"network.bs_tx_power_dbm = {n.bs_tx_power_dbm:g}"
         )
@@ -410,7 +424,7 @@ class _Nominal:
         )
 
     def _rate_keys(self, up: bool) -> str:
-        n = self.s.network
+        n = self.keys.network
         keys = [f"network.rate = {n.rate!r}"]
         if n.rate == "shannon":
             keys += [f"network.shannon_efficiency = {n.shannon_efficiency:g}", f"network.snr_gap_db = {n.snr_gap_db:g}"]
@@ -423,7 +437,7 @@ class _Nominal:
         return ", " + ", ".join(keys)
 
     def _raise_snr(self, part: str) -> str:
-        n = self.s.network
+        n = self.keys.network
         if part == "download" and n.downlink_snr_db is not None:
             return "network.downlink_snr_db"
         if n.snr_db is not None:
@@ -447,17 +461,19 @@ def _hz(hz: float) -> str:
 
 
 # -- availability ---------------------------------------------------------------------------------
-def _check_trace(s, pop) -> None:
+def _check_trace(parts: RunParts, keys: Scenario) -> None:
     """A trace that lists fewer than m devices, or never has m online at once: error (each round waits for m
     devices online, so the first round would wait through the whole trace and find nobody at its end)."""
-    if s.devices.availability != "trace":
+    pop = parts.population
+    if pop.availability != "trace":
         return
-    m = s.algorithm.clients_per_round
+    m = parts.algorithm.clients_per_round
+    trace = keys.devices.availability_trace
     intervals = pop.availability_intervals
     listed = sum(1 for spans in intervals.values() if spans)
     if listed < m:
         raise UserError(
-            f"devices.availability_trace = {s.devices.availability_trace!r} lists {listed} device(s) with an online "
+            f"devices.availability_trace = {trace!r} lists {listed} device(s) with an online "
             f"interval, fewer than algorithm.clients_per_round = {m}: no round can ever have m participants. Expected "
             f"at least {m} devices in the trace: lower algorithm.clients_per_round or add devices to the trace"
         )
@@ -476,7 +492,7 @@ def _check_trace(s, pop) -> None:
     most = int(np.cumsum(deltas).max()) if len(deltas) else 0
     if most < m:
         raise UserError(
-            f"devices.availability_trace = {s.devices.availability_trace!r} never has algorithm.clients_per_round = "
+            f"devices.availability_trace = {trace!r} never has algorithm.clients_per_round = "
             f"{m} devices online at the same time (at most {most}): each round waits until m devices are online, so "
             f"no round could start before the trace ends. Lower algorithm.clients_per_round to {max(most, 1)} or "
             "less, or give the trace intervals in which m devices are online together"

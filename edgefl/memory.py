@@ -1,6 +1,6 @@
-"""Will the run fit in this machine's memory? An estimate from the scenario alone, checked before any work, so
-that a run too large for the machine is an error naming the keys that size it (exit 2), not an allocation
-failure after minutes of work or the kernel's out-of-memory kill.
+"""Will the run fit in this machine's memory? An estimate from the scenario's data, model and algorithm keys
+alone, checked before any work, so that a run too large for the machine is an error naming the keys that size it
+(exit 2), not an allocation failure after minutes of work or the kernel's out-of-memory kill.
 
 The estimate is deliberately a lower bound of the big items (a run needs at least this much):
 - the data: samples × (input values + 1 label) × 4 B (float32), from the data set's keys;
@@ -38,17 +38,18 @@ def available_bytes() -> int | None:
         return None
 
 
-def estimate_bytes(scenario) -> dict[str, float] | None:
-    """The estimate's parts in bytes (data, training, devices), or None when the data set cannot tell."""
-    data, a = scenario.data, scenario.algorithm
+def estimate_bytes(data, model, algorithm) -> dict[str, float] | None:
+    """The estimate's parts in bytes (data, training, devices), or None when the data set cannot tell. ``data``,
+    ``model``, ``algorithm``: the scenario's [data] params (edgefl.data.DataParams), [model] and [algorithm]."""
+    a = algorithm
     layout, samples = data.layout(), data.estimated_samples()
     if layout is None or samples is None:
         return None
     input_shape, classes = layout
     inputs = math.prod(input_shape)
-    d = parameter_count(scenario.model.name, input_shape, classes, scenario.model.hidden)
+    d = parameter_count(model.name, input_shape, classes, model.hidden)
     selected = min(data.num_clients, math.ceil(a.clients_per_round * (1 + a.over_selection)))
-    width = inputs + (scenario.model.hidden if scenario.model.name == "mlp" else 0)
+    width = inputs + (model.hidden if model.name == "mlp" else 0)
     return {
         "data": samples * (inputs + 1) * BYTES_PER_VALUE,
         "training": selected * d * BYTES_PER_VALUE * 6 + selected * a.batch_size * width * BYTES_PER_VALUE * 3,
@@ -56,9 +57,9 @@ def estimate_bytes(scenario) -> dict[str, float] | None:
     }
 
 
-def check_memory(scenario, available: int | None = None) -> None:
-    """Raise DataError when the estimate exceeds the memory available now."""
-    parts = estimate_bytes(scenario)
+def check_memory(data, model, algorithm, available: int | None = None) -> None:
+    """Raise DataError when the estimate (:func:`estimate_bytes`) exceeds the memory available now."""
+    parts = estimate_bytes(data, model, algorithm)
     available = available_bytes() if available is None else available
     if parts is None or available is None or sum(parts.values()) <= available:
         return
@@ -66,7 +67,7 @@ def check_memory(scenario, available: int | None = None) -> None:
     shown = ", ".join(f"{k} {gib(v)}" for k, v in parts.items())
     raise DataError(
         f"this run needs at least {gib(sum(parts.values()))} of memory ({shown}) and {gib(available)} are available: "
-        f"reduce what sizes it: data.num_clients (= {scenario.data.num_clients}), the samples per client, the "
-        f"input and model size (model.hidden = {scenario.model.hidden}), algorithm.clients_per_round "
-        f"(= {scenario.algorithm.clients_per_round}) or algorithm.batch_size (= {scenario.algorithm.batch_size})"
+        f"reduce what sizes it: data.num_clients (= {data.num_clients}), the samples per client, the "
+        f"input and model size (model.hidden = {model.hidden}), algorithm.clients_per_round "
+        f"(= {algorithm.clients_per_round}) or algorithm.batch_size (= {algorithm.batch_size})"
     )

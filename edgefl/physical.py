@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable
 
 import numpy as np
@@ -41,6 +41,15 @@ class NetworkParams:
     downlink: str = "broadcast"  # broadcast | multicast | unicast
     uplink_max_bits_per_hz: float | None = None  # the uplink modulation's highest spectral efficiency (bit/s/Hz)
     overhead_fraction: float = 0.0  # of every link's resource: control channels and reference signals
+    bits_per_param: int = 32  # payload bits per model parameter (32: fp32)
+    uplink: str = "digital"  # digital | aircomp (over-the-air computation: edgefl.sim.access.AirCompUplink)
+    aircomp_symbols_per_hz: float = 1.0  # aircomp: analog symbols per s per Hz of the uplink band
+    aircomp_threshold_db: float = 0.0  # aircomp: SNR at full power (dB) below which a device is not scheduled
+
+    @property
+    def uplink_access(self) -> str:
+        """How uploads get the channel (edgefl.sim.access.UPLINKS): the access scheme, or over-the-air computation."""
+        return "aircomp" if self.uplink == "aircomp" else self.access
 
     @property
     def block_fading(self) -> bool:
@@ -68,21 +77,77 @@ class NetworkParams:
         )
 
 
+@dataclass(frozen=True)
+class PerDevice:
+    """Marks a ``[devices]`` key of which each device has its own value (a ``[[devices.classes]]`` key too), in
+    the key's annotation: ``cpu_ghz: Annotated[Gigahertz, PerDevice("cpu_hz", lambda ghz, _: ghz * 1e9)]``.
+    ``si``: the name of its array in :class:`DeviceArrays` (SI units); ``to_si(values, columns)``: that array
+    from the devices' values of the key (NaN where unset) and of every per-device key (``columns``, by key);
+    ``si = None``: the key has no array of its own (:func:`build_population` combines it with others)."""
+
+    si: str | None
+    to_si: Callable[[np.ndarray, dict[str, np.ndarray]], np.ndarray] = lambda values, columns: values
+
+
+def per_device_keys(section_model) -> dict[str, PerDevice]:
+    """The per-device keys of a ``[devices]`` pydantic model, each with its :class:`PerDevice` marker, in
+    the model's order (the one list of them: device classes, device profiles and arrays derive from it)."""
+    keys = {}
+    for name, info in section_model.model_fields.items():
+        marker = next((m for m in info.metadata if isinstance(m, PerDevice)), None)
+        if marker is not None:
+            keys[name] = marker
+    return keys
+
+
 @dataclass
-class Population:
-    """Per-client device and link parameters (arrays of length N)."""
+class DeviceArrays:
+    """Each device's parameters (arrays [N], SI units): the arrays of the per-device ``[devices]`` keys
+    (:class:`PerDevice`), declared here so that the engine's reads are typed. Adding a device key: its field
+    in ``DevicesSection`` with its marker, and its array here (docs/architecture.md, "Adding a device key")."""
 
     cpu_hz: np.ndarray
+    cpu_hz_min: np.ndarray  # a controller's lower bounds (Hz, W); the upper: cpu_hz, tx_power_w
     kappa: np.ndarray  # effective switched capacitance (J / (cycle * Hz^2))
     static_power_w: np.ndarray
     tx_power_w: np.ndarray
+    tx_power_w_min: np.ndarray
     circuit_power_w: np.ndarray
+    pa_efficiency: np.ndarray  # of the transmit power amplifier, in (0, 1]
     rx_power_w: np.ndarray
     idle_power_w: np.ndarray
+    promotion_power_w: np.ndarray  # while the radio connects from idle (W)
     tail_s: np.ndarray  # radio tail after each message (s) ...
     tail_power_w: np.ndarray  # ... and its power (W)
-    train_cycles_per_sample: np.ndarray  # forward + backward
+    battery_j: np.ndarray  # capacity per device (J; inf: mains power) ...
+    battery_reserve_j: np.ndarray  # ... the level below which it is unavailable ...
+    harvest_w: np.ndarray  # ... and the power it harvests (W)
+    speed_mps: np.ndarray  # random-waypoint speed (0: static)
+    train_cycles_per_sample: np.ndarray  # forward + backward (devices.cycles_per_flop, cycles_per_sample)
     eval_cycles_per_sample: np.ndarray  # forward only
+
+    def device_arrays(self) -> dict[str, np.ndarray]:
+        """A copy of each array, by name."""
+        return {f.name: np.array(getattr(self, f.name), dtype=np.float64) for f in fields(DeviceArrays)}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The cell devices move in (``network.cell_radius_m``): an annulus around the base station."""
+
+    min_distance_m: float  # network.min_distance_m
+    radius_m: float  # network.cell_radius_m
+    path_loss_db: Callable[[np.ndarray], np.ndarray]  # of the scenario's model, at a distance (m)
+    bs_power_w: float  # the base station's transmit power (W; network.bs_tx_power_dbm)
+
+
+@dataclass(kw_only=True)
+class Population(DeviceArrays):
+    """Per-client device and link parameters (arrays of length N), as the scenario built them: nothing writes
+    them during a run (what changes, a controller's knobs and the links of moving devices, is the run's
+    :class:`edgefl.sim.devices.DeviceState`). A field named like a ``[devices]`` key that all devices share
+    (slowdown, availability, p_fail, ...) takes its value (:func:`build_population`)."""
+
     uplink: list[Link]
     downlink: list[Link]
     device_class: list[str]
@@ -95,98 +160,39 @@ class Population:
     mean_off_s: float = 1.0  # ... and mean offline period (s)
     availability_intervals: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # trace
     p_fail: float = 0.0  # probability that a participating device fails in a round
-    battery_j: np.ndarray | None = None  # capacity per device (J; inf: mains power) ...
-    battery_reserve_j: np.ndarray | None = None  # ... the level below which it is unavailable ...
-    harvest_w: np.ndarray | None = None  # ... and the power it harvests (W)
-    speed_mps: np.ndarray | None = None  # random-waypoint speed (0: static)
-    cell: tuple | None = None  # (d_min m, R m, path_loss_db(distance_m) of the scenario's model, BS power W)
-    cpu_hz_min: np.ndarray | None = None  # a controller's lower bounds (Hz, W); the upper: cpu_hz, tx_power_w
-    tx_power_w_min: np.ndarray | None = None
-    promotion_power_w: np.ndarray | None = None  # while the radio connects from idle (W); None: idle_power_w
-    pa_efficiency: np.ndarray | None = None  # of the transmit power amplifier, in (0, 1]; None: 1
-
-    def __post_init__(self) -> None:
-        n = len(self.cpu_hz)
-        if self.pa_efficiency is None:
-            self.pa_efficiency = np.ones(n)
-        if self.promotion_power_w is None:
-            self.promotion_power_w = np.array(self.idle_power_w, dtype=np.float64)
-        if self.battery_j is None:
-            self.battery_j = np.full(n, np.inf)
-        if self.battery_reserve_j is None:
-            self.battery_reserve_j = np.zeros(n)
-        if self.harvest_w is None:
-            self.harvest_w = np.zeros(n)
-        if self.speed_mps is None:
-            self.speed_mps = np.zeros(n)
-        if self.cpu_hz_min is None:
-            self.cpu_hz_min = self.cpu_hz.copy()
-        if self.tx_power_w_min is None:
-            self.tx_power_w_min = self.tx_power_w.copy()
+    cell: Cell | None = None  # where devices move (network.cell_radius_m set)
 
     @property
     def num_clients(self) -> int:
         return len(self.cpu_hz)
 
 
-DEVICE_FIELDS = (
-    "cpu_ghz",
-    "kappa",
-    "static_power_w",
-    "tx_power_dbm",
-    "circuit_power_w",
-    "pa_efficiency",
-    "rx_power_w",
-    "idle_power_w",
-    "promotion_power_w",
-    "tail_s",
-    "tail_power_w",
-    "battery_j",
-    "battery_reserve_j",
-    "harvest_w",
-    "speed_mps",
-    "cycles_per_flop",
-    "cycles_per_sample",
-    "cpu_ghz_min",
-    "tx_power_dbm_min",
-)
-
-
 def network_params(network) -> NetworkParams:
-    return NetworkParams(
-        bandwidth_hz=network.bandwidth_mhz * 1e6,
-        downlink_bandwidth_hz=(network.downlink_bandwidth_mhz or network.bandwidth_mhz) * 1e6,
-        access=network.access,
-        fading=network.fading,
-        rician_k=network.rician_k,
-        efficiency=network.shannon_efficiency,
-        snr_gap_db=network.snr_gap_db,
-        outage_snr_db=network.outage_snr_db,
-        deadline_s=network.deadline_s,
-        header_bits=float(network.header_bits),
-        rate=network.rate,
-        max_spectral_efficiency=network.max_spectral_efficiency,
-        mcs_snr_db=tuple(r[0] for r in network.mcs_table) if network.mcs_table else CQI_SNR_DB,
-        mcs_efficiency=tuple(r[1] for r in network.mcs_table) if network.mcs_table else CQI_EFFICIENCY,
-        coherence_s=network.coherence_s,
-        max_retransmissions=network.max_retransmissions,
-        access_latency_s=network.access_latency_s,
-        downlink=network.downlink,
-        uplink_max_bits_per_hz=network.uplink_max_bits_per_hz,
-        overhead_fraction=network.overhead_fraction,
-    )
+    """The network of a run from the scenario's ``[network]``: the keys that change unit or shape here,
+    and every other field of :class:`NetworkParams` from the ``[network]`` key of the same name."""
+    converted = {
+        "bandwidth_hz": network.bandwidth_mhz * 1e6,
+        "downlink_bandwidth_hz": (network.downlink_bandwidth_mhz or network.bandwidth_mhz) * 1e6,
+        "efficiency": network.shannon_efficiency,
+        "header_bits": float(network.header_bits),
+        "mcs_snr_db": tuple(r[0] for r in network.mcs_table) if network.mcs_table else CQI_SNR_DB,
+        "mcs_efficiency": tuple(r[1] for r in network.mcs_table) if network.mcs_table else CQI_EFFICIENCY,
+    }
+    same = {f.name: getattr(network, f.name) for f in fields(NetworkParams) if f.name not in converted}
+    return NetworkParams(**converted, **same)
 
 
 def assign_device_classes(devices, num_clients: int, rng: np.random.Generator) -> list[dict]:
     """Each client's device profile: base values, overridden by its class (shares of N)."""
-    base = {name: getattr(devices, name) for name in DEVICE_FIELDS}
+    keys = per_device_keys(type(devices))
+    base = {name: getattr(devices, name) for name in keys}
     labels = ["base"] * num_clients
     profiles = [dict(base) for _ in range(num_clients)]
     order = rng.permutation(num_clients)
     cursor = 0
     for cls in devices.classes:
         count = int(round(cls.share * num_clients))
-        overrides = {k: v for k, v in cls.model_dump().items() if k in DEVICE_FIELDS and v is not None}
+        overrides = {k: v for k, v in cls.model_dump().items() if k in keys and v is not None}
         for client in order[cursor : cursor + count]:
             profiles[client].update(overrides)
             labels[client] = cls.name
@@ -196,34 +202,35 @@ def assign_device_classes(devices, num_clients: int, rng: np.random.Generator) -
     return profiles
 
 
+def device_arrays(
+    devices, profiles: list[dict], train_flops_per_sample: float, eval_flops_per_sample: float, seed: int
+) -> dict[str, np.ndarray]:
+    """The :class:`DeviceArrays` of the clients' ``profiles`` (by name, SI units): each per-device key's
+    array by its marker's conversion, the compute cycles from the model's FLOPs, and the harvested power."""
+    keys = per_device_keys(type(devices))
+    columns = {key: np.array([np.nan if p[key] is None else p[key] for p in profiles], dtype=float) for key in keys}
+    arrays = {marker.si: marker.to_si(columns[key], columns) for key, marker in keys.items() if marker.si}
+    # Training a sample costs forward + backward; evaluating it, the forward pass only.
+    # With a configured cycles_per_sample (training), evaluation is taken as 1/3 of it,
+    # the usual forward : backward = 1 : 2 split.
+    explicit, cycles_per_flop = columns["cycles_per_sample"], columns["cycles_per_flop"]
+    given = ~np.isnan(explicit)
+    arrays["train_cycles_per_sample"] = np.where(given, explicit, train_flops_per_sample * cycles_per_flop)
+    arrays["eval_cycles_per_sample"] = np.where(given, explicit / 3.0, eval_flops_per_sample * cycles_per_flop)
+    if devices.harvest == "uniform":  # each device's power drawn once, uniform in [0, 2 harvest_w]: its own stream
+        rng_harvest = np.random.default_rng(np.random.SeedSequence([seed, 0x4A27]))
+        arrays["harvest_w"] = arrays["harvest_w"] * rng_harvest.uniform(0.0, 2.0, size=len(profiles))
+    return arrays
+
+
 def build_population(
     network, devices, num_clients: int, train_flops_per_sample: float, eval_flops_per_sample: float, seed: int
 ) -> Population:
     """Draw the clients' devices and positions (seeded) and compute their mean links."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x9E0]))
     profiles = assign_device_classes(devices, num_clients, rng)
-
-    def column(key):
-        return np.array([p[key] for p in profiles], dtype=float)
-
-    cycles_per_flop = column("cycles_per_flop")
-    explicit = [p["cycles_per_sample"] for p in profiles]
-    # Training a sample costs forward + backward; evaluating it, the forward pass only.
-    # With a configured cycles_per_sample (training), evaluation is taken as 1/3 of it,
-    # the usual forward : backward = 1 : 2 split.
-    train_cycles = np.array(
-        [c if c is not None else train_flops_per_sample * cpf for c, cpf in zip(explicit, cycles_per_flop)]
-    )
-    eval_cycles = np.array(
-        [c / 3.0 if c is not None else eval_flops_per_sample * cpf for c, cpf in zip(explicit, cycles_per_flop)]
-    )
-    tx_power_w = dbm_to_w(column("tx_power_dbm"))
-    # A controller's lower bounds (docs/control.md): unset, a tenth of the frequency and 30 dB below the power.
-    cpu_ghz_min = np.array([p["cpu_ghz"] / 10 if p["cpu_ghz_min"] is None else p["cpu_ghz_min"] for p in profiles])
-    tx_dbm_min = np.array(
-        [p["tx_power_dbm"] - 30 if p["tx_power_dbm_min"] is None else p["tx_power_dbm_min"] for p in profiles]
-    )
-    rng_harvest = np.random.default_rng(np.random.SeedSequence([seed, 0x4A27]))  # its own stream
+    arrays = device_arrays(devices, profiles, train_flops_per_sample, eval_flops_per_sample, seed)
+    tx_power_w = arrays["tx_power_w"]
 
     distance = None
     if network.snr_db is not None:
@@ -247,47 +254,24 @@ def build_population(
             downlink = [Link.from_snr_db(network.downlink_snr_db) for _ in range(num_clients)]
         else:
             downlink = [Link.from_budget(bs_power_w, loss[i], down_nf_db, shadowing[i]) for i in range(num_clients)]
+    # the [devices] keys all devices share (slowdown, availability, p_fail, ...): the Population's fields of that name
+    keys = type(devices).model_fields
+    shared = {f.name: getattr(devices, f.name) for f in fields(Population) if f.name in keys and f.name not in arrays}
     return Population(
-        cpu_hz=column("cpu_ghz") * 1e9,
-        cpu_hz_min=np.minimum(cpu_ghz_min, column("cpu_ghz")) * 1e9,
-        tx_power_w_min=dbm_to_w(np.minimum(tx_dbm_min, column("tx_power_dbm"))),
-        kappa=column("kappa"),
-        static_power_w=column("static_power_w"),
-        tx_power_w=tx_power_w,
-        circuit_power_w=column("circuit_power_w"),
-        pa_efficiency=column("pa_efficiency"),
-        rx_power_w=column("rx_power_w"),
-        idle_power_w=column("idle_power_w"),
-        promotion_power_w=np.array(
-            [p["idle_power_w"] if p["promotion_power_w"] is None else p["promotion_power_w"] for p in profiles],
-            dtype=float,
-        ),
-        tail_s=column("tail_s"),
-        tail_power_w=column("tail_power_w"),
-        train_cycles_per_sample=train_cycles,
-        eval_cycles_per_sample=eval_cycles,
+        **shared,
+        **arrays,
         uplink=uplink,
         downlink=downlink,
         device_class=[p["class"] for p in profiles],
         distance_m=distance,
-        slowdown=devices.slowdown,
-        slowdown_mean=devices.slowdown_mean,
-        slowdown_sigma=devices.slowdown_sigma,
-        availability=devices.availability,
-        mean_on_s=devices.mean_on_s,
-        mean_off_s=devices.mean_off_s,
         availability_intervals=(
             read_availability_trace(devices.availability_trace, num_clients) if devices.availability_trace else {}
         ),
-        p_fail=devices.p_fail,
-        battery_j=np.array([np.inf if p["battery_j"] is None else p["battery_j"] for p in profiles]),
-        battery_reserve_j=column("battery_reserve_j"),
-        harvest_w=column("harvest_w")
-        * (rng_harvest.uniform(0.0, 2.0, size=num_clients) if devices.harvest == "uniform" else 1.0),
-        speed_mps=column("speed_mps"),
         cell=None
         if network.cell_radius_m is None
-        else (network.min_distance_m, network.cell_radius_m, path_loss_db, float(dbm_to_w(network.bs_tx_power_dbm))),
+        else Cell(
+            network.min_distance_m, network.cell_radius_m, path_loss_db, float(dbm_to_w(network.bs_tx_power_dbm))
+        ),
     )
 
 

@@ -31,6 +31,7 @@ PLUGIN_KEYS: dict[str, str | None] = {
     "algorithm.name": "edgefl.algorithms",
     "data.name": "edgefl.datasets",
     "control.name": "edgefl.controllers",
+    "selection.name": "edgefl.selection",
     "network.path_loss": "edgefl.path_loss",
 }
 PROCESS_GROUP = "edgefl.processes"  # the entry-point group of components named in [[process]] tables
@@ -68,6 +69,7 @@ def plugin_values(raw) -> dict[str, str]:
             "algorithm": {"name": raw.algorithm.name, **(raw.algorithm.model_extra or {})},
             "data": {"name": raw.data.name},
             "control": {"name": raw.control.name},
+            "selection": {"name": raw.selection.name},
             "network": {"path_loss": raw.network.path_loss},
             "process": [{"name": p.name} for p in raw.process],
         }

@@ -17,13 +17,9 @@ import tomli_w
 import torch
 from tqdm import tqdm
 
-import algorithms
 from algorithms.base import Context
 from edgefl.checkpoint import restore as restore_checkpoint
 from edgefl.checkpoint import save as save_checkpoint
-from edgefl.compression import build_compressor
-from edgefl.control import ControlContext, DeviceLimits
-from edgefl.control.observe import Observer
 from edgefl.errors import UserError
 from edgefl.estimation import estimation_metrics
 from edgefl.executor import Executor
@@ -31,16 +27,12 @@ from edgefl.feasibility import check_feasible
 from edgefl.logs import get_logger
 from edgefl.memory import check_memory
 from edgefl.metrics import evaluate_global
-from edgefl.models import build_model
-from edgefl.physical import NetworkParams, Population, build_population, network_params
-from edgefl.plugins import faults_named
+from edgefl.parts import build_parts
 from edgefl.resolved import resolved_dict
 from edgefl.results import atomic_directory, checkpoint_file, claim_checkpoint, is_checkpoint, write_csv, write_json
 from edgefl.scenario import Scenario
-from edgefl.sim import Engine, IdealPricer, NoDeviceAvailable, SimPyPricer
+from edgefl.sim import Engine, NoDeviceAvailable
 from edgefl.sim.activities import EVENT_FIELDS
-from edgefl.sim.components import default_components
-from edgefl.sim.processes import build_processes
 from edgefl.target import DEFAULT_WINDOW, Target, definition, parse_target, rounds_to_target
 from energy import CATEGORIES
 
@@ -117,54 +109,34 @@ class RoundState(NamedTuple):
     missed_count: np.ndarray
 
 
-def build_pricer(s: Scenario, model) -> tuple[NetworkParams, Population, SimPyPricer | IdealPricer]:
-    """A run's network, devices and pricer, built from its scenario (their one home: a run and a sweep's
-    re-pricing build them alike): the SimPy pricer that co-simulates time and energy, or the ideal
-    engine's, which charges nothing. ``model``'s FLOPs per sample set the devices' compute cycles."""
-    network = network_params(s.network)
-    population = build_population(
-        s.network, s.devices, s.data.num_clients, model.train_flops_per_sample, model.eval_flops_per_sample, s.run.seed
-    )
-    if s.run.engine != "simpy":
-        return network, population, IdealPricer(s.data.num_clients)
-    if not s.process:
-        return network, population, SimPyPricer(network, population, s.run.seed)
-    with faults_named():  # a plug-in component's constructor: its exception is a PluginError
-        processes = build_processes(s.process, network, population, s.run.seed)
-    components = [*default_components(network, population, s.run.seed), *processes]  # [[process]]: after the built-ins
-    return network, population, SimPyPricer(network, population, s.run.seed, components=components)
-
-
 class Simulation:
     """Everything one run needs, built from a validated scenario."""
 
     def __init__(self, scenario: Scenario, record_trace: bool = False):
         self.scenario = s = scenario
-        check_memory(s)  # a run too large for this machine: an error now, before any work
+        check_memory(s.data, s.model, s.algorithm)  # a run too large for this machine: an error now, before any work
         if s.run.threads:
             torch.set_num_threads(s.run.threads)
-        seed = s.run.seed
-        self.data = s.data.build(seed)  # s.data: the data set's validated params (edgefl.data.registry)
-        self.model = build_model(
-            s.model.name, self.data.input_shape, self.data.num_classes, seed, hidden=s.model.hidden
-        )
-        self.network, self.population, self.pricer = build_pricer(s, self.model)
+        self.parts = parts = build_parts(s)  # the one place the scenario is read to build the run (edgefl.parts)
         # a meaningless run: an error now, before any work (at the pricer's mean rates)
-        check_feasible(s, self.network, self.population, self.model, getattr(self.pricer, "physics", None))
-        a = s.algorithm
-        self.executor = Executor(self.model, self.data, a.batch_size, seed, s.run.executor)
-        self.controller, observer = self._controller(s, seed)
+        check_feasible(parts, s)
+        self.data, self.model, self.network, self.population = parts.data, parts.model, parts.network, parts.population
+        self.devices = parts.devices  # the devices now (the population: as built)
+        self.pricer, self.controller, a = parts.pricer, parts.controller, parts.algorithm
+        self.selection = parts.selection
+        self.executor = Executor(self.model, self.data, a.batch_size, parts.seed, s.run.executor)
         self.engine = Engine(
             self.executor,
             self.pricer,
             self.network.header_bits,
             record_trace,
             controller=self.controller,
-            observer=observer,
-            compressor=build_compressor(s.compression, s.data.num_clients, seed, s.network.bits_per_param),
+            observer=parts.observer,
+            compressor=parts.compressor,
+            selection=self.selection,
         )
         self.context = Context(
-            num_clients=s.data.num_clients,
+            num_clients=self.population.num_clients,
             dim=self.model.dim,
             init_params=self.model.init_params(),
             train_sizes=np.asarray(self.data.train_sizes),
@@ -173,13 +145,14 @@ class Simulation:
             lr=a.lr,
             batch_size=a.batch_size,
             over_selection=a.over_selection,
-            bits_per_param=s.network.bits_per_param,
-            rng=np.random.default_rng(np.random.SeedSequence([seed, 0xA160])),
-            hp=a.hyperparams(),
+            bits_per_param=self.network.bits_per_param,
+            rng=np.random.default_rng(np.random.SeedSequence([parts.seed, 0xA160])),
+            hp=a.hp,
             client_roles=self.data.client_roles,
             param_layout=[(n, tuple(sh)) for n, sh in zip(self.model.names, self.model.shapes)],
+            selector=self.selection,  # None: the algorithm samples uniformly, with its own stream
         )
-        self.algorithm = algorithms.get(a.name)(self.context)
+        self.algorithm = a.cls(self.context)
         self.record = RunRecord()
 
     @classmethod
@@ -193,7 +166,7 @@ class Simulation:
     def keep_checkpoints(self) -> None:
         """Let :meth:`run` write checkpoints (edgefl.checkpoint): the pricer keeps the journal of its calls
         from the first round on."""
-        if hasattr(self.pricer, "journal") and self.pricer.journal is None:
+        if self.pricer.journal is None:
             self.pricer.journal = []
 
     def run(
@@ -329,8 +302,8 @@ class Simulation:
         )
 
     def _divergence_hint(self) -> str:
-        a = self.scenario.algorithm
-        hp = a.hyperparams().model_dump()
+        a = self.parts.algorithm
+        hp = a.hp.model_dump()
         step_keys = [
             f"algorithm.{a.name}.{k}" for k in hp if k in ("eta_g", "gamma", "server_lr", "mu", "mu_p", "alpha")
         ]
@@ -359,48 +332,6 @@ class Simulation:
             missed,
         )
 
-    def _controller(self, s: Scenario, seed: int):
-        """The scenario's controller and its observer (None, None for the static controller: the
-        scenario's knobs, nothing observed)."""
-        if s.control.name == "static":
-            return None, None
-        pop, a = self.population, s.algorithm
-        limits = DeviceLimits(
-            cpu_hz_min=pop.cpu_hz_min.copy(),
-            cpu_hz_max=pop.cpu_hz.copy(),
-            tx_power_w_min=pop.tx_power_w_min.copy(),
-            tx_power_w_max=pop.tx_power_w.copy(),
-            kappa=pop.kappa,
-            static_power_w=pop.static_power_w,
-            circuit_power_w=pop.circuit_power_w,
-            pa_efficiency=pop.pa_efficiency,
-            rx_power_w=pop.rx_power_w,
-            idle_power_w=pop.idle_power_w,
-            tail_s=pop.tail_s,
-            tail_power_w=pop.tail_power_w,
-            train_cycles_per_sample=pop.train_cycles_per_sample,
-            eval_cycles_per_sample=pop.eval_cycles_per_sample,
-        )
-        ctx = ControlContext(
-            num_clients=s.data.num_clients,
-            clients_per_round=a.clients_per_round,
-            local_steps=a.local_steps,
-            batch_size=a.batch_size,
-            model_bits=float(self.model.dim * s.network.bits_per_param),
-            network=self.network,
-            devices=limits,
-            rng=np.random.default_rng(np.random.SeedSequence([seed, 0xC011])),
-        )
-        controller = s.control.controller_class()(ctx, s.control.params())
-        observer = Observer(
-            ctx,
-            self.pricer,
-            self.network.header_bits,
-            s.control.channel_error_db,
-            np.random.default_rng(np.random.SeedSequence([seed, 0xE57])),
-        )
-        return controller, observer
-
     # -- rows ---------------------------------------------------------------------------
     def _energy_fields(self) -> dict:
         """The energy so far, in total and by category (metrics.csv's energy columns)."""
@@ -427,23 +358,25 @@ class Simulation:
         row.update({k: float(v) for k, v in self.algorithm.metrics().items()})
         if self.controller is not None:
             row.update(self.controller.metrics())
+        if self.engine.selection is not None:  # (the engine's: a resumed run's is the checkpoint's)
+            row.update(self.engine.selection.policy.metrics())
         return row
 
     def _client_rows(self, final: dict) -> list[dict]:
-        pop, ledger, eng = self.population, self.pricer.ledger, self.engine
+        pop, now, ledger, eng = self.population, self.devices, self.pricer.ledger, self.engine
         per_client = ledger.per_client()
         acc = final.get("client_acc")
         rows = []
         for i in range(self.scenario.data.num_clients):
-            link = pop.uplink[i].snr_linear(self.network.bandwidth_hz, 1.0)
+            link = now.uplink[i].snr_linear(self.network.bandwidth_hz, 1.0)
             rows.append(
                 {
                     "client": i,
                     "device_class": pop.device_class[i],
                     "train_samples": int(self.data.train_sizes[i]),
                     "test_samples": int(self.data.test_sizes[i]),
-                    "cpu_ghz": float(pop.cpu_hz[i] / 1e9),
-                    "distance_m": None if pop.distance_m is None else float(pop.distance_m[i]),  # at the end
+                    "cpu_ghz": float(now.cpu_hz[i] / 1e9),
+                    "distance_m": None if now.distance_m is None else float(now.distance_m[i]),  # at the end
                     "uplink_snr_db": float(10 * np.log10(link)),
                     **{f"{c}_energy_j": float(per_client[i, j]) for j, c in enumerate(CATEGORIES)},
                     "energy_j": float(per_client[i].sum()),
@@ -466,6 +399,7 @@ class Simulation:
             "engine": s.run.engine,
             "executor": s.run.executor,
             "control": s.control.name,
+            **({"selection": s.selection.name} if s.selection.name != "uniform" else {}),
             "compression": s.compression.model_dump(exclude_none=True),
             "num_clients": s.data.num_clients,
             "model": s.model.name,

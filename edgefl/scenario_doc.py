@@ -18,7 +18,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 import algorithms
-from edgefl import control
+from edgefl import control, selection
 from edgefl.data import DATASET_NAMES as DATA_NAMES
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl.data.registry import FAMILIES, family_names
@@ -135,7 +135,7 @@ def render() -> str:
     out = [INTRO]
     for section, model in SECTION_MODELS.items():
         out.append(f"## [{section}]\n")
-        if model.__doc__ and model.__doc__.strip() and section in ("algorithm", "control"):
+        if model.__doc__ and model.__doc__.strip() and section in ("algorithm", "control", "selection"):
             out.append(model.__doc__.strip() + "\n")
         rows = table(model, skip=("classes",))
         if section == "data":  # name: the registry's names (each family narrows it to its own)
@@ -183,6 +183,7 @@ def render() -> str:
         )
     )
     out.extend(own_keys("Controller", "control", control.names(), control.get, " (docs/control.md):"))
+    out.extend(own_keys("Selection policy", "selection", selection.names(), selection.get, " (docs/selection.md):"))
     out.extend(
         own_keys(
             "Process",

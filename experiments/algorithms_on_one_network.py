@@ -8,7 +8,10 @@ Rayleigh fading, MCS rates, 800-bit headers), co-simulated with the SimPy engine
 algorithm is charged (time and energy per client). Each algorithm runs with its defaults plus the
 few keys below (not tuned per algorithm); every algorithm in algorithms.REGISTRY is included, and
 the page lists the ones this script knows about but that were not registered at run time.
-Options: --jobs N (default 2), --seeds 0 1 ..., --rounds R, --cache DIR, --quick.
+Options: --jobs N (default 2), --seeds 0 1 ..., --rounds R, --cache DIR, --quick, --from-data (runs
+nothing: re-renders the page from docs/data/algorithms-on-one-network.json, the numbers the page shows,
+written by the last full run). The page's words and tables are
+experiments/templates/algorithms-on-one-network.md.j2.
 """
 
 from __future__ import annotations
@@ -26,11 +29,14 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from edgefl.results import atomic_write_text  # noqa: E402
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
 from edgefl.target import Target, rounds_to_target  # noqa: E402
-from experiments import provenance  # noqa: E402
+from experiments import pages, provenance  # noqa: E402
 
 SCENARIO = REPO / "scenarios" / "algorithms-on-one-network.toml"
+DOC = REPO / "docs" / "algorithms-on-one-network.md"
+SUMMARY = REPO / "docs" / "data" / "algorithms-on-one-network.json"  # what the page shows: it is rendered from it
 EXPECTED = [
     "fedavg",
     "fedprox",
@@ -135,12 +141,17 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--cache", type=Path, default=None)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--from-data", action="store_true", help=f"run nothing: re-render the page from {SUMMARY}")
     args = parser.parse_args(argv)
-    doc, fig_dir = REPO / "docs" / "algorithms-on-one-network.md", REPO / "docs" / "figures"
+    doc, summary_path, fig_dir = DOC, SUMMARY, REPO / "docs" / "figures"
     if args.quick:
         args.rounds, args.seeds = 4, [0]
         doc = Path("/tmp/edgefl-quick/algorithms-on-one-network.md")
-        fig_dir = doc.parent
+        summary_path, fig_dir = doc.parent / SUMMARY.name, doc.parent
+    if args.from_data:
+        atomic_write_text(doc, render(json.loads(summary_path.read_text())))
+        print(f"wrote {doc} from {summary_path}")
+        return 0
     fig_dir.mkdir(parents=True, exist_ok=True)
     names = algorithms.names()
     missing = [n for n in EXPECTED if n not in names]
@@ -159,9 +170,13 @@ def main(argv=None):
         describe=lambda job, res: f"  {res['key']}: {res['wall_s']:.0f} s",
     )
     total = time.time() - started
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(render(results, jobs, names, missing, args, fig_dir, provenance.current(command(args), total)))
-    print(f"wrote {doc} ({total / 60:.1f} min)")
+    plot(results, jobs, names, fig_dir / "network-accuracy-energy.png")
+    summary = {
+        "produced": provenance.current(command(args), total),
+        "figures": "." if args.quick else "figures",
+        **summarise(results, jobs, names, missing, args),
+    }
+    pages.store_and_render(summary, summary_path, doc, render, total)
     return 0
 
 
@@ -215,48 +230,13 @@ def command(args) -> str:
     return text
 
 
-def render(results, jobs, names, missing, args, fig_dir, produced):
-    rel = "figures" if not args.quick else "."
-    plot(results, jobs, names, fig_dir / "network-accuracy-energy.png")
-    target = 0.80
-    out = [
-        "# All algorithms on one wireless network",
-        "",
-        provenance.line(produced),
-        "",
-        "Regenerate this page:",
-        "",
-        f"    {command(args)}",
-        "",
-        f"Scenario `scenarios/algorithms-on-one-network.toml`, {args.rounds} rounds, seed(s) "
-        f"{', '.join(map(str, args.seeds))}, SimPy co-simulation (every message of every algorithm is charged: "
-        "time and energy per client).",
-        "",
-        "MNIST-10k (8,000 training images) over 30 clients with Dirichlet(0.5) class mixes, softmax regression "
-        "(7,850 parameters, 251 kbit per model), 10 clients per round, τ = 10 local steps of batch 32, lr 0.05; "
-        "clients uniform in a 400 m cell (path loss 128.1 + 37.6 log10 d[km], 8 dB shadowing, Rayleigh fading, "
-        "7 dB noise figure; rates from the 3GPP CQI table, an upload whose draw is below it is lost), one 1 MHz uplink band shared by the simultaneous uploaders (FDMA), 20 dBm "
-        "transmitters, an 800-bit header on every message, 1 GHz CPUs at 2·10⁴ cycles per sample.",
-        "",
-        f"Algorithms run: {', '.join(names)}."
-        + (f" **Not registered at run time (missing): {', '.join(missing)}.**" if missing else " None missing."),
-        "",
-        f"![accuracy vs energy]({rel}/network-accuracy-energy.png)",
-        "",
-        f"| algorithm | final acc. (mean) | final acc. (worst client) | energy (J) | of which uplink | simulated time (s) "
-        f"| uploads | upload Mbit | energy to {int(100 * target)} % acc. (J) |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+TARGET = 0.80  # accuracy (mean over clients) of the energy-to-target column
+
+
+def summarise(results, jobs, names, missing, args) -> dict:
+    """What the page shows, from the runs: per algorithm (best final mean accuracy first) the seed-mean
+    final accuracies, energy, time, uploads and energy to target, and the keys each algorithm ran with."""
     rows = []
-    last = {
-        n: (
-            np.nanmean(curve(results, jobs, n, "energy_j"), axis=0)[-1],
-            np.nanmean(curve(results, jobs, n, "sim_time_s"), axis=0)[-1],
-        )
-        for n in names
-    }
-    e_part, t_part = last.get("partial_avg", (np.nan, np.nan))
-    e_per, t_per = last.get("periodic_avg", (np.nan, np.nan))
     for name in names:
         acc = np.nanmean(curve(results, jobs, name, "acc_mean"), axis=0)
         worst = np.nanmean(curve(results, jobs, name, "acc_worst"), axis=0)
@@ -265,83 +245,39 @@ def render(results, jobs, names, missing, args, fig_dir, produced):
         t = np.nanmean(curve(results, jobs, name, "sim_time_s"), axis=0)
         runs = [results[j["key"]] for j in jobs if j["name"] == name]
         ok = ~np.isnan(acc)
-        reach = energy_to_target(acc, energy, target)
+        reach = energy_to_target(acc, energy, TARGET)
         rows.append(
-            (
-                name,
-                acc[ok][-1],
-                worst[ok][-1],
-                energy[-1],
-                up[-1],
-                t[-1],
-                np.mean([r["uploads"] for r in runs]),
-                np.mean([r["upload_bits"] for r in runs]) / 1e6,
-                reach,
-            )
+            {
+                "name": name,
+                "acc": float(acc[ok][-1]),
+                "worst": float(worst[ok][-1]),
+                "energy_j": float(energy[-1]),
+                "uplink_j": float(up[-1]),
+                "time_s": float(t[-1]),
+                "uploads": float(np.mean([r["uploads"] for r in runs])),
+                "upload_mbit": float(np.mean([r["upload_bits"] for r in runs]) / 1e6),
+                "energy_to_target_j": None if np.isnan(reach) else reach,
+            }
         )
-    for r in sorted(rows, key=lambda r: -r[1]):
-        reach = "not reached" if np.isnan(r[8]) else f"{r[8]:.1f}"
-        out.append(
-            f"| {r[0]} | {r[1]:.3f} | {r[2]:.3f} | {r[3]:.1f} | {r[4]:.1f} | {r[5]:.0f} | {r[6]:.0f} | "
-            f"{r[7]:.1f} | {reach} |"
-        )
-    out += [
-        "",
-        f"Energy to {int(100 * target)} % accuracy: the cumulative energy at the first evaluated round at "
-        f"which the seed-mean accuracy and its centred 5-evaluation moving average both reach "
-        f"{int(100 * target)} % (the definition `edgefl optimal-tau` uses, `edgefl.target.rounds_to_target`).",
-        "",
-        "Changes since the previous version of this page (issue 19, 2026-11-25): energy to 80 % was 1.7 J "
-        "(round 2, the first evaluation) for most algorithms under the old definition, the centred average "
-        "alone, which claimed the target there although the seed-mean accuracy at round 2 was below 80 % "
-        "(≈ 0.79 for FedAvg: figure above); now it is the energy of round 4 (3.5 J) or later. A lost download "
-        "now ends the client's chain (no compute or upload after it): a few uploads fewer (partial_avg 6060 "
-        "→ 6057 on average) and at most 0.3 % less energy and time; the accuracies are unchanged.",
-        "",
-        "## Reading the comparison",
-        "",
-        "- All algorithms see the same data, devices, channel draws' law, τ and number of clients per round; "
-        "each runs with its defaults plus the keys listed below — none was tuned for this scenario, so the "
-        "ranking is a starting point, not a verdict on any method.",
-        "- Message accounting per participant and round (charged by the engine): FedAvg/FedProx/FedDyn 1 model "
-        "each way; SCAFFOLD 2 vectors each way; DRDM/DRFA and SCAFF-PD their models plus the loss queries; "
-        "FedDA 1 vector + 1 scalar down, 1 up; FedMiD 1 each way; Fast-FedDA 3 down, 2 up; C-/MC-FedDA 3 down, "
-        "1 up (+ the stage anchor once per client and stage); partial averaging τ slices of ≈ d/τ each way "
-        "per round (τ× the messages, hence τ× the headers and barriers) plus full-model replica hand-overs "
-        "every τ − 1 rounds; periodic averaging 1 model each way; FedALIGN: priority clients 1 model down, a "
-        "loss scalar and a model up; every other sampled client 1 model + 2 scalars down and one evaluation, "
-        "and only accepted ones train and upload a model.",
-        "- FedALIGN optimises the priority clients' objective (here clients 0–9, set with "
-        "`algorithm.priority_clients`), so its accuracy over all 30 clients is not the quantity it targets; with "
-        "`participation = 1/3` it contacts 3 priority and 7 other clients per round, like the others' m = 10, but "
-        "every contacted non-priority client also pays an evaluation of its whole training set.",
-        "- Several rows coincide in energy and time: FedAvg, FedProx, FedDyn, FedDA, FedMiD and periodic averaging "
-        "send one model-sized vector each way to the same sampled clients (the same sampling stream and channel "
-        "draws), so the network charges them identically; only their learning differs.",
-        f"- Partial averaging uploads τ× more messages (more bits too: a header per message and the replica "
-        f"hand-overs) and spends more energy than periodic averaging ({e_part:.1f} vs {e_per:.1f} J); its simulated "
-        f"time is about the same ({t_part:.0f} vs {t_per:.0f} s): the same payload crosses the same shared band, the "
-        "headers add a few per cent, and here a barrier per iteration costs little because the clients' phases "
-        "are short and alike. This scenario has no per-message access latency; with one "
-        "(`network.access_latency_s`, before every message) the τ× messages would cost time as well.",
-        "- The composite-objective methods (FedDA, FedMiD, Fast-/C-/MC-FedDA) minimise loss + λ‖w‖₁ "
-        "(λ = 10⁻⁴; MC-FedDA 4·10⁻⁴ → 10⁻⁴), i.e. a sparse model.",
-        "",
-        "Per-algorithm keys used here (everything else: defaults, see docs/scenarios.md):",
-        "",
-    ]
-    for name in names:
-        if name in EXTRA:
-            out.append(f"- `{name}`: " + ", ".join(f"`{k} = {json.dumps(v)}`" for k, v in EXTRA[name].items()))
-    out += [
-        "",
-        "Run a single one with the CLI, e.g.",
-        "",
-        "    .venv/bin/edgefl run scenarios/algorithms-on-one-network.toml --set algorithm.name=fast_fedda "
-        "--set algorithm.fast_fedda.mu=0.001 --set algorithm.fast_fedda.gamma=25",
-        "",
-    ]
-    return "\n".join(out) + "\n"
+    return {
+        "rounds": args.rounds,
+        "seeds": list(args.seeds),
+        "target": TARGET,
+        "names": list(names),
+        "missing": missing,
+        "rows": sorted(rows, key=lambda r: -r["acc"]),
+        "keys": {name: EXTRA[name] for name in names if name in EXTRA},
+    }
+
+
+def render(summary: dict) -> str:
+    """The page from the stored summary (docs/data/algorithms-on-one-network.json), through its template."""
+    return pages.render(
+        "algorithms-on-one-network.md.j2",
+        filters={"json": json.dumps},
+        s=summary,
+        row={r["name"]: r for r in summary["rows"]},
+    )
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ if str(ROOT) not in sys.path:
 from edgefl.results import atomic_write_text  # noqa: E402
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
 from edgefl.target import Target, definition, rounds_to_target  # noqa: E402
-from experiments import provenance  # noqa: E402
+from experiments import pages, provenance  # noqa: E402
 
 SCENARIO = ROOT / "scenarios" / "phones-in-a-cell.toml"
 PAGE = ROOT / "docs" / "realistic-network.md"
@@ -210,7 +210,7 @@ def fmt(cell: dict, key: str, digits: int) -> str:
     if key not in cell:
         return "never"
     mean, half = cell[key]
-    text = f"{mean:.{digits}f} ± {half:.{digits}f}" if math.isfinite(half) else f"{mean:.{digits}f}"
+    text = pages.pm((mean, half), digits) if math.isfinite(half) else pages.fixed(mean, digits)
     return text if cell["reached"] == len(SEEDS) else f"{text} ({cell['reached']}/{len(SEEDS)})"
 
 
@@ -266,59 +266,26 @@ def command(workers: int) -> str:
 
 
 def render(summary: dict, runs: list[dict], workers: int, why: str, produced: dict) -> str:
-    table, optimum = summary["table"], summary["optimum"]
-    wall_s = sum(run["wall_s"] for run in runs)
-    stopped = sorted({f"{run['config']} τ={run['tau']} seed={run['seed']}" for run in runs if run["stopped"]})
-    lines = [
-        "# The realistic radio and device model: what each effect does",
-        "",
-        provenance.line(produced),
-        "",
-        "Baseline: `scenarios/phones-in-a-cell.toml` (FedAvg; 50 phones in a 500 m cell, two device",
-        "classes with batteries, Markov availability, walking users, MCS + Rayleigh + ARQ, access",
-        "latency, radio tails, stragglers, a 0.4 s deadline per phase). Each of the next nine rows",
-        "switches ONE effect off, the rest as in the baseline (docs/model.md has every equation);",
-        "`shannon-no-deadline` switches two off, and the last two rows switch on an effect the",
-        "scenario leaves off.",
-        "",
-        "```",
-        command(workers),
-        "```",
-        "",
-        f"τ ∈ {{{', '.join(map(str, TAUS))}}}, seeds {SEEDS[0]}..{SEEDS[-1]}, 60 rounds, evaluation every 2 rounds. "
-        f"{len(runs)} runs; their run times add up to {wall_s / 60:.1f} min on one core "
-        f"(≈ {wall_s / 60 / workers:.1f} min on {workers} workers, plus start-up).",
-        "",
-        "**Definitions.**",
-        f"- {definition(TARGET, 5)} (`edgefl.target.rounds_to_target`). Only evaluated rounds count:",
-        "  with evaluation every 2 rounds the moving average's window is 5 evaluations, i.e. rounds r − 4 … r + 4.",
-        "- Energy and time to target: the cumulative energy of all clients and the simulated time at that round.",
-        "- Cells: mean ± 95 % t-interval over the seeds that reached the target; `(k/5)` when only k did;",
-        "  `never` when none did. τ* is the τ with the least mean energy among those every seed reaches;",
-        "  `tie: …` lists the other τ whose mean energy lies inside τ*'s 95 % interval (not told apart).",
-        "",
-        f"![energy to target versus τ](figures/{FIGURE.name})",
-        "",
-        "| configuration (what changes) | τ | energy to target (J) | time to target (s) | rounds | τ* |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for name, what, _ in CONFIGURATIONS:
-        for tau in TAUS:
-            cell = table[(name, tau)]
-            star = ""
-            if tau == TAUS[0]:
-                star = str(optimum[name]) if optimum[name] is not None else "none"
-                if summary["ties"].get(name):
-                    star += f" (tie: {', '.join(map(str, summary['ties'][name]))})"
-            label = f"**{name}** ({what})" if tau == TAUS[0] else ""
-            lines.append(
-                f"| {label} | {tau} | {fmt(cell, 'energy', 1)} | {fmt(cell, 'time', 2)} | "
-                f"{fmt(cell, 'rounds', 1)} | {star} |"
-            )
-    if stopped:
-        lines += ["", "Runs that stopped early because no device could take part any more: " + ", ".join(stopped) + "."]
-    lines += ["", "## What each effect does", "", why.strip(), ""]
-    return "\n".join(lines) + "\n"
+    """The page from the stored runs' summary, through experiments/templates/realistic-network.md.j2."""
+    return pages.render(
+        "realistic-network.md.j2",
+        filters={"cell": fmt},
+        produced=produced,
+        command=command(workers),
+        workers=workers,
+        taus=TAUS,
+        seeds=SEEDS,
+        runs=len(runs),
+        wall_s=sum(run["wall_s"] for run in runs),
+        definition=definition(TARGET, 5),
+        figure=FIGURE.name,
+        configurations=[(name, what) for name, what, _ in CONFIGURATIONS],
+        table=summary["table"],
+        optimum=summary["optimum"],
+        ties=summary["ties"],
+        stopped=sorted({f"{run['config']} τ={run['tau']} seed={run['seed']}" for run in runs if run["stopped"]}),
+        why=why.strip(),
+    )
 
 
 def main() -> None:

@@ -85,6 +85,8 @@ CASES = {
         "algorithm.fedbuff.max_staleness=2",
     ],
     "fedasync, everything on": ["algorithm.name=fedasync", "algorithm.fedasync.staleness=hinge"],
+    "oort selection (past durations and losses)": ["selection.name=oort"],
+    "power_of_choice selection (charged loss queries)": ["selection.name=power_of_choice"],
 }
 
 

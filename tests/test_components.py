@@ -159,13 +159,10 @@ def test_the_core_calls_only_the_hooks_a_component_overrides_in_component_order(
             calls.append((self.name, "round_end", round_))
 
     network, population = world()
-    pricer = SimPyPricer(
-        network, population, 0, components=[Recorder("a"), Recorder("b"), OverSelection(), Knobs(population)]
-    )
-    assert overriding(pricer.components, "round_end")[1:] == [
-        pricer.components[1].round_end,
-        pricer.components[2].round_end,
-    ]
+    a, b = Recorder("a"), Recorder("b")
+    pricer = SimPyPricer(network, population, 0, components=[a, b, OverSelection(), Knobs(population)])
+    assert pricer.components[:2] == [pricer.radio, pricer.uplink]  # the core's own components come first
+    assert overriding(pricer.components, "round_end") == [pricer.radio.round_end, a.round_end, b.round_end]
     assert overriding(pricer.components, "wakeups") == []
     completed = pricer.price_phase(PhaseRecord(0, 0, train()))
     pricer.end_round(0)
@@ -175,12 +172,12 @@ def test_the_core_calls_only_the_hooks_a_component_overrides_in_component_order(
 
 
 class SlowLink(Component):
-    """Halves client 0's uplink rate at ``at_s``."""
+    """Halves client 0's uplink (or downlink) rate at ``at_s``."""
 
-    changes_uplink_rate = True
+    changes_uplink_rate = changes_downlink_rate = True
 
-    def __init__(self, at_s: float):
-        self.at_s = at_s
+    def __init__(self, at_s: float, link: str = "uplink"):
+        self.at_s, self.link = at_s, link
 
     def attach(self, core) -> None:
         super().attach(core)
@@ -188,7 +185,7 @@ class SlowLink(Component):
 
     def _fade(self):
         yield self.core.env.timeout(self.at_s)
-        self.core.set_uplink_rate_factor(0, 0.5)
+        getattr(self.core, f"set_{self.link}_rate_factor")(0, 0.5)
 
 
 @pytest.mark.parametrize("access", ["dedicated", "tdma", "fdma"])
@@ -211,6 +208,26 @@ def test_an_uplink_rate_halved_mid_upload_re_times_the_rest(access):
     assert row.status == "ok" and row.bits == ref.bits
 
 
+def test_a_downlink_rate_halved_mid_download_re_times_the_rest():
+    network, population = world()
+    chains = {0: [Activity("download", "broadcast", bits=1e6)]}
+    plain = SimPyPricer(network, population, 0)
+    plain.price_phase(PhaseRecord(0, 0, chains))
+    (ref,) = plain.events
+    airtime = ref.end_s - ref.start_s
+    slow = SimPyPricer(
+        network,
+        population,
+        0,
+        components=[*default_components(network, population, 0), SlowLink(airtime / 4, "downlink")],
+    )
+    slow.price_phase(PhaseRecord(0, 0, chains))
+    (row,) = slow.events
+    assert row.end_s - row.start_s == pytest.approx(airtime / 4 + 2 * 3 * airtime / 4, rel=1e-12)
+    assert row.energy_j == pytest.approx(ref.energy_j * 1.75, rel=1e-12)  # its time at the receive power
+    assert row.status == "ok" and row.bits == ref.bits
+
+
 def test_a_rate_change_needs_a_component_that_declares_it():
     network, population = world()
     pricer = SimPyPricer(network, population, 0)
@@ -218,3 +235,5 @@ def test_a_rate_change_needs_a_component_that_declares_it():
         pricer.set_uplink_rate_factor(0, 0.5)
     with pytest.raises(RuntimeError, match="changes_cpu_rate"):
         pricer.set_cpu_hz(0, 2e9)
+    with pytest.raises(RuntimeError, match="changes_downlink_rate"):
+        pricer.set_downlink_rate_factor(0, 0.5)

@@ -15,7 +15,7 @@ from edgefl.cli import main
 from edgefl.errors import UserError
 from edgefl.feasibility import MAX_ROUND_J, MAX_ROUND_S, check_feasible
 from edgefl.models import build_model
-from edgefl.physical import build_population, network_params
+from edgefl.parts import parts_of
 from edgefl.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,14 +25,11 @@ IMAGE_DATA = ("mnist", "fashion_mnist", "kmnist")
 
 
 def parts(path, overrides=None):
-    """(scenario, network, population, model) as Simulation builds them, without building the data."""
+    """(the run's parts, its scenario) as Simulation builds them, without building the data (the check reads none)."""
     s = load_scenario(path, overrides)
     shape, classes = s.data.layout()
     model = build_model(s.model.name, shape, classes, s.run.seed, hidden=s.model.hidden)
-    population = build_population(
-        s.network, s.devices, s.data.num_clients, model.train_flops_per_sample, model.eval_flops_per_sample, s.run.seed
-    )
-    return s, network_params(s.network), population, model
+    return parts_of(s, None, model), s
 
 
 def run(base, sets, tmp_path, capsys):
@@ -203,8 +200,7 @@ def test_some_devices_in_permanent_outage_is_a_warning(caplog):
 # -- what passes ----------------------------------------------------------------------------------------
 def test_the_check_is_a_lower_bound_alone_on_the_band():
     """An FDMA band shared by m uploaders is slower than the nominal round: the nominal upload is the whole band's."""
-    s, net, pop, model = parts(QUICKSTART, {"network.access": "fdma", "network.fading": "none"})
-    check_feasible(s, net, pop, model)
+    check_feasible(*parts(QUICKSTART, {"network.access": "fdma", "network.fading": "none"}))
     assert MAX_ROUND_S == 1e7 and MAX_ROUND_J == 1e9
 
 

@@ -87,7 +87,7 @@ def test_an_installed_controller_runs_by_its_name(installed):
             "control": {"name": "my_controller"},
         }
     )
-    assert s.control.controller_class().__name__ == "MyController"
+    assert s.control.plugin_class().__name__ == "MyController"
 
 
 def test_every_kind_resolves_module_attribute_and_says_what_is_wrong_alike(installed):

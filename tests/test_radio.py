@@ -14,6 +14,7 @@ from channel import CQI_EFFICIENCY, CQI_SNR_DB, link_rate_bps, mcs_spectral_effi
 from edgefl.physical import build_population, network_params
 from edgefl.scenario import ScenarioError, scenario_from_dict
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer
+from edgefl.sim.components import Stragglers
 from edgefl.sim.physics import PhasePhysics
 
 B = 1e6  # Hz
@@ -273,11 +274,14 @@ def test_multicast_with_block_fading_is_refused_with_a_clear_error():
 # -- stragglers --------------------------------------------------------------------------------
 def compute_times(slowdown, rounds=400, **keys):
     network, population = world(num_clients=50, snr_db=20.0, devices={"slowdown": slowdown, **keys})
-    physics = PhasePhysics(network, population, np.random.default_rng(0), np.random.default_rng(1))
+    physics = PhasePhysics(network, population, np.random.default_rng(0))
+    stragglers = Stragglers(population, seed=1)  # the component stretches the planned compute steps
     chains = {c: [Activity("compute", "train", samples=100.0)] for c in range(50)}
     times = []
     for r in range(rounds):
-        plans = physics.plan(PhaseRecord(r, 0, chains), list(range(50)))
+        phase = PhaseRecord(r, 0, chains)
+        plans = physics.plan(phase, list(range(50)))
+        assert stragglers.phase_start(phase, list(range(50)), plans) == set()
         times.extend(plans[c][0].duration_s for c in range(50))
     return np.array(times) / 0.1  # nominal: 100 samples x 1e6 cycles at 1 GHz
 

@@ -145,9 +145,9 @@ def test_min_energy_minimises_the_drawn_uplink_power():
     one = lambda x: np.array([x], dtype=float)  # noqa: E731
     limits = DeviceLimits(
         cpu_hz_min=one(f_lo),
-        cpu_hz_max=one(f_hi),
+        cpu_hz=one(f_hi),
         tx_power_w_min=one(p_lo),
-        tx_power_w_max=one(p_hi),
+        tx_power_w=one(p_hi),
         kappa=one(kappa),
         static_power_w=one(0.0),
         circuit_power_w=one(p_c),
@@ -155,6 +155,11 @@ def test_min_energy_minimises_the_drawn_uplink_power():
         idle_power_w=one(0.0),
         tail_s=one(0.0),
         tail_power_w=one(0.0),
+        promotion_power_w=one(0.0),
+        battery_j=one(np.inf),
+        battery_reserve_j=one(0.0),
+        harvest_w=one(0.0),
+        speed_mps=one(0.0),
         train_cycles_per_sample=one(1.0),
         eval_cycles_per_sample=one(1.0),
         pa_efficiency=one(eta),

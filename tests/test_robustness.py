@@ -292,10 +292,10 @@ def test_the_memory_estimate_counts_the_data_a_build_makes():
     s = load_scenario(QUICKSTART, {"data.samples_per_client": None, "data.num_clients": 300, "run.rounds": 1})
     data = Simulation(s).data
     built = (data.train_x.numel() + data.train_y.numel() + data.test_x.numel() + data.test_y.numel()) * 4
-    assert estimate_bytes(s)["data"] == pytest.approx(built, rel=0.15)  # the expected size of the random draw
+    assert estimate_bytes(s.data, s.model, s.algorithm)["data"] == pytest.approx(built, rel=0.15)  # the random draw
     with pytest.raises(Exception, match="this run needs at least"):
-        check_memory(s, available=1000)
-    check_memory(s, available=10**12)
+        check_memory(s.data, s.model, s.algorithm, available=1000)
+    check_memory(s.data, s.model, s.algorithm, available=10**12)
 
 
 @pytest.mark.parametrize(

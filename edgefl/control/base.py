@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import ConfigDict
 
 from edgefl.numbers import NumbersOnly
-from edgefl.physical import NetworkParams
+from edgefl.physical import DeviceArrays, NetworkParams
 
 
 class ControlParams(NumbersOnly):
@@ -32,27 +32,26 @@ class ControlParams(NumbersOnly):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-@dataclass(frozen=True)
-class DeviceLimits:
-    """What the server knows of the devices (arrays [N], SI units): the knob bounds and the
-    constants of the energy model (docs/model.md)."""
+@dataclass
+class DeviceLimits(DeviceArrays):
+    """What the server knows of the devices (arrays [N], SI units): every per-device array of the
+    population (edgefl.physical.DeviceArrays, derived from the [devices] keys) as the run starts: the knob
+    bounds and the constants of the energy model (docs/model.md)."""
 
-    cpu_hz_min: np.ndarray
-    cpu_hz_max: np.ndarray  # devices.cpu_ghz: what the static controller runs at
-    tx_power_w_min: np.ndarray
-    tx_power_w_max: np.ndarray  # devices.tx_power_dbm: what the static controller sends at
-    kappa: np.ndarray  # J / (cycle Hz^2)
-    static_power_w: np.ndarray
-    circuit_power_w: np.ndarray
-    rx_power_w: np.ndarray
-    idle_power_w: np.ndarray
-    tail_s: np.ndarray  # radio tail after each message (s) ...
-    tail_power_w: np.ndarray  # ... at this power (W)
-    train_cycles_per_sample: np.ndarray  # forward + backward
-    eval_cycles_per_sample: np.ndarray
-    pa_efficiency: np.ndarray | None = (
-        None  # of the power amplifier: a device draws p / pa_efficiency + circuit; None: 1
-    )
+    @classmethod
+    def of(cls, population: DeviceArrays) -> "DeviceLimits":
+        """The devices' arrays as they are now (copies: the engine may change a population's knobs)."""
+        return cls(**population.device_arrays())
+
+    @property
+    def cpu_hz_max(self) -> np.ndarray:
+        """devices.cpu_ghz: the highest frequency, what the static controller runs at."""
+        return self.cpu_hz
+
+    @property
+    def tx_power_w_max(self) -> np.ndarray:
+        """devices.tx_power_dbm: the highest power, what the static controller sends at."""
+        return self.tx_power_w
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ class MinEnergy(Controller):
         # The solver's power is the drawn transmit power p / eta (its energy is (p + P_circuit) t): with a power
         # amplifier of efficiency eta, the SNR per W drawn is eta times the SNR per W radiated, the bounds are
         # p / eta, and the radiated power is eta times the solver's.
-        eta = np.ones(ctx.num_clients) if limits.pa_efficiency is None else np.asarray(limits.pa_efficiency)
+        eta = np.asarray(limits.pa_efficiency)
 
         def problem(rows: np.ndarray) -> RoundProblem:
             i = c[rows]

@@ -169,6 +169,10 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
         scenario.control.params()  # the controller's own keys
     except ValidationError as exc:
         raise ScenarioError(format_validation_error(exc, source, ("control",))) from None
+    try:
+        scenario.selection.params()  # the selection policy's own keys
+    except ValidationError as exc:
+        raise ScenarioError(format_validation_error(exc, source, ("selection",))) from None
     for index, process in enumerate(scenario.process):
         where = f"process[{index}]"
         try:

@@ -17,6 +17,7 @@ from edgefl.scenario.sections import (
     NetworkSection,
     ProcessSection,
     RunSection,
+    SelectionSection,
     Strict,
     model_misfit,
 )
@@ -32,6 +33,7 @@ class Scenario(Strict):
     devices: DevicesSection = Field(default_factory=DevicesSection)
     control: ControlSection = Field(default_factory=ControlSection)
     compression: CompressionSection = Field(default_factory=CompressionSection)
+    selection: SelectionSection = Field(default_factory=SelectionSection)
     sweep: SweepSection = Field(default_factory=SweepSection, description="Grids for `edgefl sweep`.")
     process: list[ProcessSection] = Field(
         default_factory=list,
@@ -46,6 +48,8 @@ class Scenario(Strict):
         dumped = handler(self)
         if isinstance(dumped, dict) and not self.process:
             dumped.pop("process", None)
+        if isinstance(dumped, dict) and self.selection.name == "uniform" and not self.selection.model_extra:
+            dumped.pop("selection", None)  # likewise without a selection policy (docs/selection.md)
         return dumped
 
     @model_validator(mode="after")
@@ -74,7 +78,9 @@ class Scenario(Strict):
                     f'control.name = {self.control.name!r} needs run.engine = "simpy" (it sets knobs '
                     "the ideal engine does not charge)"
                 )
-            self.control.controller_class().check_scenario(self)
+            self.control.plugin_class().check_scenario(self)
+        if self.selection.name != "uniform":
+            self._check_selection()
         layout = self.data.layout()
         if layout is not None:
             why = model_misfit(self.model.name, *layout)
@@ -82,6 +88,8 @@ class Scenario(Strict):
                 raise ValueError(f"model.name = {self.model.name!r} does not fit data.name = {self.data.name!r}: {why}")
         if algorithms.is_algorithm(self.algorithm.name) and self._own_keys_valid():
             algorithms.get(self.algorithm.name).check_scenario(self)
+        if self.network.uplink == "aircomp":
+            self._check_aircomp()
         if self.compression.name != "none" and algorithms.is_algorithm(self.algorithm.name):
             why = getattr(algorithms.get(self.algorithm.name), "no_compression", None)
             if why:
@@ -89,6 +97,61 @@ class Scenario(Strict):
                     f"compression.name = {self.compression.name!r} does not apply to {self.algorithm.name}: {why}"
                 )
         return self
+
+    def _check_selection(self) -> None:
+        """A selection policy needs the SimPy engine (what the base station knows of the channel) and an algorithm
+        that lets it choose the clients (``Algorithm.accepts_selection``)."""
+        name = self.selection.name
+        if self.run.engine != "simpy":
+            raise ValueError(
+                f'selection.name = {name!r} needs run.engine = "simpy" (a policy selects from the channel, the '
+                "devices' durations and batteries, which the ideal engine does not model)"
+            )
+        if algorithms.is_algorithm(self.algorithm.name) and not algorithms.get(self.algorithm.name).accepts_selection:
+            accepting = [a for a in algorithms.names() if algorithms.get(a).accepts_selection]
+            raise ValueError(
+                f"selection.name = {name!r} does not apply to algorithm.name = {self.algorithm.name!r}: its math "
+                "depends on how its clients are sampled (e.g. DRDM samples by its weights λ), so it samples them "
+                f'itself; use selection.name = "uniform" (or leave [selection] out), or one of the algorithms '
+                f"that accept a policy: {', '.join(accepting)} (docs/selection.md)"
+            )
+        if self._selection_keys_valid():
+            self.selection.plugin_class().check_scenario(self)
+
+    def _selection_keys_valid(self) -> bool:
+        try:
+            self.selection.params()
+        except ValidationError:
+            return False
+        return True
+
+    def _check_aircomp(self) -> None:
+        """Over-the-air computation needs the co-simulation, uncompressed analog values, and an algorithm whose
+        server needs only the uniform mean of the uploads."""
+        if self.run.engine != "simpy":
+            raise ValueError('network.uplink = "aircomp" needs run.engine = "simpy" (the ideal engine has no channel)')
+        if self.compression.name != "none":
+            raise ValueError(
+                f'network.uplink = "aircomp" sends analog values, not compressed bits: compression.name = '
+                f'{self.compression.name!r} must be "none"'
+            )
+        if self.control.name != "static":
+            raise ValueError(
+                f'network.uplink = "aircomp" sets each sender\'s power itself (channel inversion) and has no band shares: '
+                f'control.name = {self.control.name!r} would plan with knobs it does not use; use control.name = "static"'
+            )
+        name = self.algorithm.name
+        if algorithms.is_algorithm(name) and self._own_keys_valid():
+            if not algorithms.get(name).sums_uploads(self.algorithm.hyperparams()):
+                fix = (
+                    f'set [algorithm.{name}] weighting = "uniform"'
+                    if name in ("fedavg", "fedprox")
+                    else 'use fedavg or fedprox with weighting = "uniform"'
+                )
+                raise ValueError(
+                    f'network.uplink = "aircomp" delivers only the mean of the clients\' uploads, and {name} with '
+                    f'these keys needs each one: {fix}, or set network.uplink = "digital"'
+                )
 
     def process_keys(self) -> list[list[str]]:
         """The own keys of each [[process]] table's component, in order (for sweep keys ``process.<i>.<key>``)."""

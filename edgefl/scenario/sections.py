@@ -7,8 +7,9 @@ rendered from them, edgefl.scenario_doc). Validators check values, never read fi
 from __future__ import annotations
 
 import difflib
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
+import numpy as np
 from pydantic import (
     ConfigDict,
     Discriminator,
@@ -19,19 +20,21 @@ from pydantic import (
     SerializeAsAny,
     StrictBool,
     Tag,
+    create_model,
     field_validator,
     model_validator,
 )
 
 import algorithms
-from channel import check_mcs_table, path_loss
-from edgefl import control, plugins
+from channel import check_mcs_table, dbm_to_w, path_loss
+from edgefl import control, plugins, selection
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.data import registry as data_registry
 from edgefl.errors import UserError
 from edgefl.models import fits_cnn
 from edgefl.numbers import NumbersOnly, bools_as_text
+from edgefl.physical import PerDevice, per_device_keys
 from edgefl.sim import processes
 from edgefl.target import parse_target
 
@@ -305,6 +308,28 @@ class NetworkSection(Strict):
         "set-up, grant, at devices.promotion_power_w; none while the radio is still in its tail (LTE: ~0.26 s, "
         "Huang et al. 2012).",
     )
+    uplink: Literal["digital", "aircomp"] = Field(
+        "digital",
+        description="digital: each upload a message over `access`; aircomp: over-the-air computation (Zhu, Wang "
+        "& Huang 2020): a phase's uploaders send their update vectors at once, analog, over the whole band, and "
+        "the server receives their sum plus noise (docs/over-the-air.md).",
+    )
+    aircomp_symbols_per_hz: float = Field(
+        1.0,
+        gt=0,
+        le=10,
+        allow_inf_nan=False,
+        description="aircomp: analog symbols per s per Hz of the uplink band, one model value each: d values take "
+        "d / (bandwidth · this) s, whatever the number of devices.",
+    )
+    aircomp_threshold_db: float = Field(
+        0.0,
+        ge=-50,
+        le=60,
+        allow_inf_nan=False,
+        description="aircomp: truncation (cell-interior scheduling): a device whose uplink SNR at full power over "
+        "the band, this round's fading included, is below this (dB) is not scheduled in the round.",
+    )
     distance_m: Optional[Metres] = Field(
         None, description="Link budget: every client at this distance (m, up to 10^5)."
     )
@@ -421,59 +446,49 @@ class NetworkSection(Strict):
         return self
 
 
-class DeviceClass(Strict):
-    name: str = Field(description="Label, shown in clients.csv.")
-    share: float = Field(gt=0, le=1, description="Fraction of the N clients in this class.")
-    cpu_ghz: Optional[Gigahertz] = None
-    kappa: Optional[Capacitance] = None
-    static_power_w: Optional[Watts] = None
-    tx_power_dbm: Optional[PowerDbm] = None
-    circuit_power_w: Optional[Watts] = None
-    pa_efficiency: Optional[PaEfficiency] = None
-    rx_power_w: Optional[Watts] = None
-    idle_power_w: Optional[Watts] = None
-    promotion_power_w: Optional[Watts] = None
-    tail_s: Optional[Seconds] = None
-    tail_power_w: Optional[Watts] = None
-    battery_j: Optional[PositiveJoules] = None
-    battery_reserve_j: Optional[Joules] = None
-    speed_mps: Optional[Speed] = None
-    harvest_w: Optional[Watts] = None
-    cycles_per_flop: Optional[CyclesPerFlop] = None
-    cycles_per_sample: Optional[CyclesPerSample] = None
-    cpu_ghz_min: Optional[Gigahertz] = None
-    tx_power_dbm_min: Optional[Annotated[float, Field(ge=-60, le=60, allow_inf_nan=False)]] = None
-
-
 class DevicesSection(Strict):
-    cpu_ghz: Gigahertz = Field(1.0, description="CPU frequency f (GHz, up to 100).")
-    kappa: Capacitance = Field(1e-28, description="Effective switched capacitance (energy = kappa*C*f^2).")
-    static_power_w: Watts = Field(0.0, description="CPU static power while computing.")
-    tx_power_dbm: PowerDbm = Field(23.0, description="Uplink transmit power (23 dBm = 0.2 W).")
-    circuit_power_w: Watts = Field(
+    cpu_ghz: Annotated[Gigahertz, PerDevice("cpu_hz", lambda ghz, _: ghz * 1e9)] = Field(
+        1.0, description="CPU frequency f (GHz, up to 100)."
+    )
+    kappa: Annotated[Capacitance, PerDevice("kappa")] = Field(
+        1e-28, description="Effective switched capacitance (energy = kappa*C*f^2)."
+    )
+    static_power_w: Annotated[Watts, PerDevice("static_power_w")] = Field(
+        0.0, description="CPU static power while computing."
+    )
+    tx_power_dbm: Annotated[PowerDbm, PerDevice("tx_power_w", lambda dbm, _: dbm_to_w(dbm))] = Field(
+        23.0, description="Uplink transmit power (23 dBm = 0.2 W)."
+    )
+    circuit_power_w: Annotated[Watts, PerDevice("circuit_power_w")] = Field(
         0.0,
         description="Radio circuit power added while transmitting (uplink power "
         "drawn = tx power / pa_efficiency + circuit_power_w).",
     )
-    pa_efficiency: PaEfficiency = Field(
+    pa_efficiency: Annotated[PaEfficiency, PerDevice("pa_efficiency")] = Field(
         1.0,
         description="Efficiency of the transmitter's power amplifier, in (0, 1]: it draws tx power / pa_efficiency "
         "(a phone's at 23 dBm: ~0.2-0.4). 1 (with circuit_power_w = 0): the radiated power only, as Yang et al. 2021.",
     )
-    rx_power_w: Watts = Field(0.1, description="Power while receiving (downlink).")
-    idle_power_w: Watts = Field(0.01, description="Power while waiting inside a phase (e.g. TDMA queue).")
-    promotion_power_w: Optional[Watts] = Field(
+    rx_power_w: Annotated[Watts, PerDevice("rx_power_w")] = Field(0.1, description="Power while receiving (downlink).")
+    idle_power_w: Annotated[Watts, PerDevice("idle_power_w")] = Field(
+        0.01, description="Power while waiting inside a phase (e.g. TDMA queue)."
+    )
+    promotion_power_w: Annotated[
+        Optional[Watts], PerDevice("promotion_power_w", lambda w, c: np.where(np.isnan(w), c["idle_power_w"], w))
+    ] = Field(
         None,
         description="Power (W) while the radio connects before a message from idle, for "
         "network.access_latency_s (LTE RRC promotion: ~1.2 W for ~0.26 s, Huang et al. 2012). Unset: idle_power_w.",
     )
-    tail_s: Seconds = Field(
+    tail_s: Annotated[Seconds, PerDevice("tail_s")] = Field(
         0.0,
         description="Radio tail after each message: the radio stays connected at "
         "tail_power_w this long unless the next message starts first, which then needs no "
         "promotion (LTE RRC tail: ~11.6 s).",
     )
-    tail_power_w: Watts = Field(0.0, description="Power during the radio tail (LTE: ~1.06 W; Huang et al. 2012).")
+    tail_power_w: Annotated[Watts, PerDevice("tail_power_w")] = Field(
+        0.0, description="Power during the radio tail (LTE: ~1.06 W; Huang et al. 2012)."
+    )
     slowdown: Literal["none", "exponential", "lognormal"] = Field(
         "none",
         description="Stragglers: a random per-round factor on every client's compute time. exponential: "
@@ -485,21 +500,25 @@ class DevicesSection(Strict):
     slowdown_sigma: Annotated[float, Field(ge=0, le=5, allow_inf_nan=False)] = Field(
         0.5, description="slowdown = lognormal: sigma of the log factor."
     )
-    battery_j: Optional[PositiveJoules] = Field(
+    battery_j: Annotated[
+        Optional[PositiveJoules], PerDevice("battery_j", lambda j, _: np.where(np.isnan(j), np.inf, j))
+    ] = Field(
         None,
         description="Battery capacity (J; a phone: ~40 kJ). Unset: mains power. Drawn by every charge; "
         "a device that empties mid-round stops (work lost, energy counted).",
     )
-    battery_reserve_j: Joules = Field(
+    battery_reserve_j: Annotated[Joules, PerDevice("battery_reserve_j")] = Field(
         0.0, description="Below this level a device is unavailable until it harvests back above it."
     )
-    harvest_w: Watts = Field(0.0, description="Harvested power (W): constant, or per device (harvest).")
+    harvest_w: Annotated[Watts, PerDevice("harvest_w")] = Field(
+        0.0, description="Harvested power (W): constant, or per device (harvest)."
+    )
     harvest: Literal["constant", "uniform"] = Field(
         "constant",
         description="constant: every device harvests harvest_w; uniform: each device's power is "
         "drawn once, uniform in [0, 2 harvest_w].",
     )
-    speed_mps: Speed = Field(
+    speed_mps: Annotated[Speed, PerDevice("speed_mps")] = Field(
         0.0,
         description="Mobility: random-waypoint speed inside the cell (m/s; "
         "needs network.cell_radius_m); path loss recomputed from the new distance each round.",
@@ -524,25 +543,33 @@ class DevicesSection(Strict):
         description="Probability that a participating device fails in a round "
         "(at a uniform time within its work in the phase); its work of that round is lost.",
     )
-    cycles_per_flop: CyclesPerFlop = Field(
+    cycles_per_flop: Annotated[CyclesPerFlop, PerDevice(None)] = Field(
         1.0,
         description="CPU cycles per measured FLOP. The default 1 is a "
         "convention, not a measurement (one FP32 operation per cycle): a phone core's "
         "SIMD units do 8-16 FLOPs per cycle at peak, training runs far below peak; "
         "calibrate it to the device (docs/model.md §7).",
     )
-    cycles_per_sample: Optional[CyclesPerSample] = Field(None, description="Override the measured FLOPs (training).")
-    cpu_ghz_min: Optional[Gigahertz] = Field(
+    cycles_per_sample: Annotated[Optional[CyclesPerSample], PerDevice(None)] = Field(
+        None, description="Override the measured FLOPs (training)."
+    )
+    cpu_ghz_min: Annotated[
+        Optional[Gigahertz],
+        PerDevice("cpu_hz_min", lambda ghz, c: np.where(np.isnan(ghz), c["cpu_ghz"] / 10, ghz) * 1e9),
+    ] = Field(
         None,
         description="Lowest CPU frequency a controller may set ([control]); cpu_ghz is the highest. "
         "Unset: cpu_ghz / 10.",
     )
-    tx_power_dbm_min: Optional[Annotated[float, Field(ge=-60, le=60, allow_inf_nan=False)]] = Field(
+    tx_power_dbm_min: Annotated[
+        Optional[Annotated[float, Field(ge=-60, le=60, allow_inf_nan=False)]],
+        PerDevice("tx_power_w_min", lambda dbm, c: dbm_to_w(np.where(np.isnan(dbm), c["tx_power_dbm"] - 30, dbm))),
+    ] = Field(
         None,
         description="Lowest transmit power a controller may set; tx_power_dbm is the highest. "
         "Unset: tx_power_dbm - 30 dB.",
     )
-    classes: list[DeviceClass] = Field(default_factory=list, description="[[devices.classes]] tables.")
+    classes: list["DeviceClass"] = Field(default_factory=list, description="[[devices.classes]] tables.")
 
     @field_validator("availability_trace")
     @classmethod
@@ -593,10 +620,60 @@ class DevicesSection(Strict):
         return self
 
 
-class ControlSection(NumbersOnly):
-    """Common keys; the controller's own keys are checked against its Params (edgefl/control)."""
+def _device_class_fields() -> dict[str, Any]:
+    """The keys of a [[devices.classes]] table: ``name``, ``share`` and every per-device key of [devices]
+    (edgefl.physical.PerDevice), with its bounds and description, unset by default (the base value)."""
+    keys: dict[str, Any] = {
+        "name": (str, Field(description="Label, shown in clients.csv.")),
+        "share": (float, Field(gt=0, le=1, description="Fraction of the N clients in this class.")),
+    }
+    for key in per_device_keys(DevicesSection):
+        info = DevicesSection.model_fields[key]
+        bounds = [m for m in info.metadata if not isinstance(m, PerDevice)]
+        accepts_none = info.default is None  # already Optional[...]
+        annotation = info.annotation if accepts_none else Optional[Annotated[(info.annotation, *bounds)]]
+        keys[key] = (annotation, Field(None, description=info.description))
+    return keys
+
+
+# A [[devices.classes]] table: derived from DevicesSection's per-device keys (each declared once, there).
+DeviceClass = create_model("DeviceClass", __base__=Strict, **_device_class_fields())
+DevicesSection.model_rebuild()
+
+
+class PluginSection(NumbersOnly):
+    """A section (or a table of [[process]]) that names a plug-in in ``name`` and holds the plug-in's own keys
+    beside it, checked against its Params: a controller, a selection policy, a component."""
 
     model_config = ConfigDict(extra="allow", validate_default=True, allow_inf_nan=False)
+    registry: ClassVar[Any]  # the plug-in kind's module: get(name) -> class (ValueError naming the known ones)
+
+    @field_validator("name", check_fields=False)
+    @classmethod
+    def _known(cls, name):
+        cls.registry.get(name)  # ValueError with the known names
+        return name
+
+    def plugin_class(self):
+        return self.registry.get(self.name)
+
+    def params(self):
+        """The plug-in's own keys, validated by its Params (None: it has none)."""
+        params_model = self.plugin_class().Params
+        extra = self.model_extra or {}
+        if params_model is None:
+            if extra:
+                raise ValueError(
+                    f"{', '.join(extra)}: {self.name} has no keys of its own (its class defines no Params)"
+                )
+            return None
+        return params_model(**extra)
+
+
+class ControlSection(PluginSection):
+    """Common keys; the controller's own keys are checked against its Params (edgefl/control)."""
+
+    registry: ClassVar[Any] = control
     name: str = Field(
         "static",
         description="Controller of per-device knobs, set each round (docs/control.md): "
@@ -609,18 +686,17 @@ class ControlSection(NumbersOnly):
         "device and round).",
     )
 
-    @field_validator("name")
-    @classmethod
-    def _known_controller(cls, name):
-        control.get(name)  # ValueError with the known names
-        return name
 
-    def controller_class(self):
-        return control.get(self.name)
+class SelectionSection(PluginSection):
+    """Who trains each round (docs/selection.md); the policy's own keys are checked against its Params."""
 
-    def params(self):
-        """The controller's own keys, validated by its Params model."""
-        return self.controller_class().Params(**(self.model_extra or {}))
+    registry: ClassVar[Any] = selection
+    name: str = Field(
+        "uniform",
+        description="Client selection policy, for the algorithms that accept one (docs/selection.md): uniform "
+        "(the algorithm's own sampling), fedcs, best_channel, energy_aware, oort, power_of_choice, or a user's "
+        '"package.module:Class".',
+    )
 
 
 class CompressionSection(Strict):
@@ -657,40 +733,19 @@ class CompressionSection(Strict):
         return self
 
 
-class ProcessSection(NumbersOnly):
+class ProcessSection(PluginSection):
     """A component from the scenario file: a table of the array ``[[process]]``, with ``name`` and the
     component's own keys (checked against its Params: docs/architecture.md, "Adding a physical process")."""
 
-    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    registry: ClassVar[Any] = processes
     name: str = Field(
         description="The process: a built-in (thermal), an installed plug-in (entry point "
         '`edgefl.processes`) or a user\'s "package.module:Class" (an edgefl.sim.component.Component '
         "subclass)."
     )
 
-    @field_validator("name")
-    @classmethod
-    def _known_process(cls, name):
-        processes.get(name)  # ValueError with the known names
-        return name
-
-    def component_class(self):
-        return processes.get(self.name)
-
-    def params(self):
-        """The component's own keys, validated by its Params (None: it has none)."""
-        params_model = self.component_class().Params
-        extra = self.model_extra or {}
-        if params_model is None:
-            if extra:
-                raise ValueError(
-                    f"{', '.join(extra)}: {self.name} has no keys of its own (its class defines no Params)"
-                )
-            return None
-        return params_model(**extra)
-
     def own_keys(self) -> list[str]:
-        params_model = self.component_class().Params
+        params_model = self.plugin_class().Params
         return list(params_model.model_fields) if params_model is not None else []
 
 
@@ -703,4 +758,5 @@ SECTION_MODELS = {  # data: the keys every data set has; each data set's own are
     "devices": DevicesSection,
     "control": ControlSection,
     "compression": CompressionSection,
+    "selection": SelectionSection,
 }

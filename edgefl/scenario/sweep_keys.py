@@ -8,7 +8,7 @@ from typing import Union
 from pydantic import Field, PositiveInt, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
 
 import algorithms
-from edgefl import control
+from edgefl import control, selection
 from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.scenario.sections import SECTION_MODELS, Strict
 
@@ -48,6 +48,9 @@ def check_sweep_key(key: str, data_keys: list[str] | tuple[str, ...] = (), proce
     if section == "control":  # any controller's own keys
         for controller_name in control.names():
             known += list(control.get(controller_name).Params.model_fields)
+    if section == "selection":  # any selection policy's own keys
+        for policy_name in selection.names():
+            known += list(selection.get(policy_name).Params.model_fields)
     if name not in known:
         hint = difflib.get_close_matches(name, known, n=1)
         raise ValueError(f"{key!r}: unknown key" + (f" (did you mean '{section}.{hint[0]}'?)" if hint else ""))

@@ -14,17 +14,32 @@ FDMA flow's rates are scaled and the band re-planned. Its energy is its airtime 
 
 from __future__ import annotations
 
+import numpy as np
 import simpy
+import torch
 
+from channel import (
+    aircomp_airtime_s,
+    aircomp_mean_noise_std,
+    aircomp_receive_snr,
+    aircomp_scheduled,
+    aircomp_tx_power_w,
+    fading_power_gain,
+)
 from edgefl.sim.band import SharedBand
-from edgefl.sim.physics import Step
+from edgefl.sim.component import Component
+from edgefl.sim.physics import UPLOAD, Step
 
 RETIME = object()  # the interrupt cause of a rate change in the middle of an activity
 
 
-class DedicatedUplink:
-    def __init__(self, env: simpy.Environment, radio, coherence_s: float | None = None):
-        self.env, self.radio = env, radio
+class DedicatedUplink(Component):
+    """A component (edgefl.sim.component) like the others; the digital accesses use none of its hooks."""
+
+    analog = False  # digital: the server receives each upload as sent (superpose returns it unchanged)
+
+    def __init__(self, env: simpy.Environment, radio, coherence_s: float | None = None, link: str = "uplink"):
+        self.env, self.radio, self.link = env, radio, link  # link: "uplink", or "downlink" (the core's downloads)
         self.rate_factor: dict[int, float] = {}  # client -> its uplink rate / the planned one (absent: 1)
         self._sending: dict[int, simpy.Process | None] = {}  # client -> its process, while a timed upload is on the air
         # Whether a component may change rates (Component.changes_uplink_rate): only then is a timed upload
@@ -69,11 +84,15 @@ class DedicatedUplink:
         new = self.rate_factor.get(client, 1.0)
         return left_s * factor / new, new
 
+    def superpose(self, updates: torch.Tensor) -> torch.Tensor:
+        """The arrived clients' update vectors [K, d] as the server receives them (digital: as sent)."""
+        return updates
+
     def rate_changed(self, client: int, factor: float) -> None:
-        """The client's uplink rate is ``factor`` times the planned one from now on."""
+        """The client's rate on this link is ``factor`` times the planned one from now on."""
         if not self.retimable:
             raise RuntimeError(
-                "an uplink rate changed, but no component declared changes_uplink_rate = True "
+                f"an {self.link} rate changed, but no component declared changes_{self.link}_rate = True "
                 "(edgefl.sim.component): set it on the component's class"
             )
         self.rate_factor[client] = factor
@@ -135,4 +154,93 @@ class FdmaUplink(DedicatedUplink):
             raise
 
 
-UPLINKS = {"dedicated": DedicatedUplink, "fdma": FdmaUplink, "tdma": TdmaUplink}
+class AirCompUplink(DedicatedUplink):
+    """Over-the-air computation (``network.uplink = "aircomp"``, channel/aircomp.py): a phase's uploaders send at
+    once, in one slot that starts when every one of them still running is ready, for d / (B · symbols per Hz)
+    seconds whatever their number; each at the power that inverts its channel. Which devices can take part is
+    decided per round (truncation: ``restrict``), from this round's fading (its own stream); the server's
+    estimate of the mean has the noise of :func:`channel.aircomp_mean_noise_std` (another stream)."""
+
+    analog = True
+
+    def __init__(self, env: simpy.Environment, radio, network, seed: int):
+        super().__init__(env, radio)
+        self.net = network
+        self._gain_rng = np.random.default_rng(np.random.SeedSequence([seed, 0xA1C0]))
+        self._noise_rng = np.random.default_rng(np.random.SeedSequence([seed, 0xA1C1]))
+        self._round_snr: np.ndarray | None = None  # every device's SNR at full power this round (None: to draw)
+        self._snr_per_w = np.zeros(0)  # ... and per W of transmit power
+        self.receive_snr = float("nan")  # of the phase's senders (rho)
+        self._senders: set[int] = set()  # the phase's uploaders still running, and those ready to send
+        self._ready: set[int] = set()
+        self._slot = env.event()
+
+    def round_start(self) -> None:
+        self._round_snr = None  # drawn when the server asks who can take part (after mobility moved devices)
+
+    def restrict(self, online: np.ndarray) -> np.ndarray:
+        if self._round_snr is None:
+            per_w = self.core.physics.mean_channel()[0]
+            gain = fading_power_gain(self.net.fading, self._gain_rng, size=len(per_w), rician_k=self.net.rician_k)
+            self._snr_per_w = per_w * gain
+            self._round_snr = self.core.pop.tx_power_w * self._snr_per_w
+        return online & aircomp_scheduled(self._round_snr, self.net.aircomp_threshold_db)
+
+    def phase_start(self, phase, clients, plans) -> set[int]:
+        """The phase's uploads: their airtime, and each sender's power for the common receive SNR."""
+        if self._round_snr is None:  # a phase outside start_round (a re-priced trace): this round's draw now
+            self.restrict(np.ones(self.core.pop.num_clients, dtype=bool))
+        assert self._round_snr is not None
+        senders = [c for c in clients if any(step.kind == UPLOAD for step in plans[c])]
+        self._senders, self._ready, self._slot = set(senders), set(), self.env.event()
+        if not senders:
+            return set()
+        self.receive_snr = aircomp_receive_snr(self._round_snr[senders])
+        power_w = aircomp_tx_power_w(self.receive_snr, self._snr_per_w[senders])
+        for client, watts in zip(senders, power_w.tolist()):
+            self.core.set_tx_power_w(client, watts)
+            for step in plans[client]:
+                if step.kind == UPLOAD:
+                    values = max(step.bits - self.net.header_bits, 0.0) / self.net.bits_per_param
+                    step.duration_s = aircomp_airtime_s(values, self.net.bandwidth_hz, self.net.aircomp_symbols_per_hz)
+                    step.lost, step.rates_bps = False, None
+        return set()
+
+    def chains_started(self, clients, plans, procs) -> None:
+        for client, proc in zip(clients, procs):
+            if client in self._senders:
+                proc.callbacks.append(lambda _, client=client: self._gone(client))
+
+    def _gone(self, client: int) -> None:
+        self._senders.discard(client)
+        self._open_when_ready()
+
+    def _open_when_ready(self) -> None:
+        if not self._slot.triggered and self._senders <= self._ready:
+            self._slot.succeed()
+
+    def send(self, client: int, step: Step, log: list, doing: list):
+        """Wait for the slot (every sender still running ready), then send with the others."""
+        self._ready.add(client)
+        self._open_when_ready()
+        yield self._slot
+        self.radio.start_transfer(log, client, doing)
+        yield self.env.timeout(step.duration_s)
+        return False
+
+    def superpose(self, updates: torch.Tensor) -> torch.Tensor:
+        """Each arrived update plus the same noise vector: their mean is the server's noisy estimate of the mean."""
+        rms = float(updates.double().pow(2).mean(dim=1).sqrt().max())
+        std = aircomp_mean_noise_std(rms, len(updates), self.receive_snr)
+        noise = self._noise_rng.standard_normal(updates.shape[1]) * std
+        return updates + torch.as_tensor(noise, dtype=updates.dtype)
+
+
+UPLINKS = {"dedicated": DedicatedUplink, "fdma": FdmaUplink, "tdma": TdmaUplink, "aircomp": AirCompUplink}
+
+
+def make_uplink(network, env: simpy.Environment, radio, seed: int) -> DedicatedUplink:
+    """The uplink access of ``network`` (``NetworkParams.uplink_access``)."""
+    if network.uplink_access == "aircomp":
+        return AirCompUplink(env, radio, network, seed)
+    return UPLINKS[network.uplink_access](env, radio, network.coherence_s)

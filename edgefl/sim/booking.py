@@ -76,14 +76,11 @@ def energies_j(
     clients: np.ndarray,
     codes: np.ndarray,
     amounts: np.ndarray,
-    cpu_hz: np.ndarray | None = None,
-    tx_power_w: np.ndarray | None = None,
+    cpu_hz: np.ndarray,
+    tx_power_w: np.ndarray,
 ) -> np.ndarray:
     """Energy (J) of log rows given as arrays: charge code, and its amount (cycles for compute,
-    seconds otherwise), at the rows' CPU frequencies and transmit powers (default: the
-    population's now); one vectorised call per code."""
-    cpu_hz = pop.cpu_hz[clients] if cpu_hz is None else cpu_hz
-    tx_power_w = pop.tx_power_w[clients] if tx_power_w is None else tx_power_w
+    seconds otherwise), at the rows' CPU frequencies and transmit powers; one vectorised call per code."""
     energy = np.zeros(len(codes))
     for charge_code, charge in _CHARGES.items():
         sel = np.flatnonzero(codes == charge_code)
@@ -134,3 +131,25 @@ def book(
                 col.status,
             )
         )
+
+
+class LiveLog:
+    """Where chains started by :meth:`edgefl.sim.pricer.SimPyPricer.start_chains` log their rows: the round in progress's."""
+
+    def __init__(self) -> None:
+        self.rows: list = []
+        self.round = 0
+
+    def append(self, row) -> None:
+        self.rows.append(row)
+
+    def flush(self, unbooked: list) -> None:
+        """Hand the rows logged so far to booking, under the round in progress (phase 0)."""
+        if self.rows:
+            unbooked.append((self.round, 0, self.rows))
+            self.rows = []
+
+    def close_round(self, unbooked: list, round_: int) -> None:
+        self.round = round_
+        self.flush(unbooked)
+        self.round = round_ + 1

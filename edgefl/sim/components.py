@@ -34,7 +34,7 @@ class Stragglers(Component):
     def phase_start(self, phase, clients, plans) -> set[int]:
         compute = [(c, step) for c in clients for step in plans[c] if step.kind == COMPUTE]
         if compute:
-            factor, cpu_hz = self._factors_in(phase.round), self.pop.cpu_hz
+            factor, cpu_hz = self._factors_in(phase.round), self.core.devices.cpu_hz
             for c, step in compute:
                 step.duration_s *= factor[c]
                 step.cycles_per_s = cpu_hz[c] / factor[c]
@@ -76,7 +76,7 @@ class Failures(Component):
         for client, proc in zip(clients, procs):
             if fails[client] and client not in self._crashed:
                 self._crashed.add(client)
-                core.interrupt_after(proc, when[client] * sum(core.nominal_seconds(plans[client])), "failed")
+                core.interrupt_after(proc, when[client] * sum(core.physics.nominal_seconds(plans[client])), "failed")
 
 
 class Batteries(Component):
@@ -133,14 +133,18 @@ class Batteries(Component):
         if not mortal:
             return
         core = self.core
-        seconds = {c: core.nominal_seconds(plans[c]) for c in mortal}
+        seconds = {c: core.physics.nominal_seconds(plans[c]) for c in mortal}
         owner, codes, amounts = [], [], []
         for c in mortal:
             step_code, step_amount = step_codes(plans[c], seconds[c])
             owner += [c] * len(step_code)
             codes += step_code
             amounts += step_amount
-        joules = energies_j(self.pop, np.array(owner), np.array(codes), np.array(amounts, dtype=np.float64)).tolist()
+        owners, devices = np.array(owner), core.devices  # at the knobs now
+        amounts_array = np.array(amounts, dtype=np.float64)
+        joules = energies_j(
+            self.pop, owners, np.array(codes), amounts_array, devices.cpu_hz[owners], devices.tx_power_w[owners]
+        ).tolist()
         latency_s, proc_of, k = core.net.access_latency_s, dict(zip(clients, procs)), 0
         promotion_w = self.pop.promotion_power_w
         assert promotion_w is not None  # Population fills it in
@@ -201,7 +205,7 @@ class Mobility(Component):
         assert population.cell is not None and population.distance_m is not None  # devices in a cell
         assert population.speed_mps is not None  # Population fills it in
         self.pop = population
-        r_min, r_max = population.cell[:2]
+        r_min, r_max = population.cell.min_distance_m, population.cell.radius_m
         self.walk = RandomWaypoint(population.distance_m, population.speed_mps, r_min, r_max, _rng(seed, 0x30B1))
 
     def attach(self, core) -> None:
@@ -209,12 +213,13 @@ class Mobility(Component):
         core.reports["positions_m"] = lambda: self.walk.position_m.copy()
 
     def _move(self) -> None:
-        pop = self.pop
+        cell, devices = self.pop.cell, self.core.devices
         self.walk.advance(self.core.env.now)
-        assert pop.cell is not None
-        *_, path_loss_db, bs_w = pop.cell
-        pop.uplink, pop.downlink = self.walk.links(pop.uplink, pop.downlink, path_loss_db, bs_w)
-        pop.distance_m = self.walk.distance_m
+        assert cell is not None
+        devices.uplink, devices.downlink = self.walk.links(
+            devices.uplink, devices.downlink, cell.path_loss_db, cell.bs_power_w
+        )
+        devices.distance_m = self.walk.distance_m
         self.core.physics.links_changed()
 
     def round_start(self) -> None:
@@ -247,7 +252,6 @@ class Knobs(Component):
     link scales with p / p_nominal) and FDMA band shares; the scenario's values are the nominal ones."""
 
     def __init__(self, population: Population):
-        self.pop = population
         self._nominal_cpu_hz, self._nominal_tx_power_w = population.cpu_hz.copy(), population.tx_power_w.copy()
         self._nominal_snr_db = [lk.snr_db for lk in population.uplink]  # configured-SNR links: at nominal power
         self._allocated = False
@@ -255,19 +259,19 @@ class Knobs(Component):
     def allocate(self, allocation) -> None:
         if allocation is None and not self._allocated:
             return
-        core, pop = self.core, self.pop
+        core, devices = self.core, self.core.devices
         cpu = getattr(allocation, "cpu_hz", None)
         power = getattr(allocation, "tx_power_w", None)
-        pop.cpu_hz = np.array(self._nominal_cpu_hz if cpu is None else cpu, dtype=np.float64)
+        devices.cpu_hz = np.array(self._nominal_cpu_hz if cpu is None else cpu, dtype=np.float64)
         power = np.array(self._nominal_tx_power_w if power is None else power, dtype=np.float64)
-        if not np.array_equal(power, pop.tx_power_w):
-            pop.uplink = [
+        if not np.array_equal(power, devices.tx_power_w):
+            devices.uplink = [
                 replace(lk, tx_power_w=float(p))
                 if lk.mode == "budget"
                 else replace(lk, snr_db=float(snr_db + 10 * np.log10(p / p0)))
-                for lk, p, p0, snr_db in zip(pop.uplink, power, self._nominal_tx_power_w, self._nominal_snr_db)
+                for lk, p, p0, snr_db in zip(devices.uplink, power, self._nominal_tx_power_w, self._nominal_snr_db)
             ]
-            pop.tx_power_w = power
+            devices.tx_power_w = power
         core.physics.resources_changed(getattr(allocation, "band_share", None))
         core.knobs_changed()
         self._allocated = allocation is not None

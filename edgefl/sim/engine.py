@@ -40,6 +40,7 @@ class Pricer(Protocol):
     ledger: EnergyLedger  # energy by client and category, so far
     events: list[Event] | None  # every activity as it happened (events.csv), if recorded
     can_change_participation: bool  # can the channel decide who arrives?
+    journal: list | None  # the state-changing calls received, when a run checkpoints (edgefl.sim.journal)
 
     @property
     def now(self) -> float: ...  # simulated time, s
@@ -47,6 +48,11 @@ class Pricer(Protocol):
     def price_phase(self, phase: PhaseRecord) -> dict[int, bool]: ...  # who completed their chain
 
     def start_chains(self, phase: PhaseRecord) -> None: ...  # start the phase's chains now; return at once
+
+    @property
+    def analog_uplink(self) -> bool: ...  # uploads arrive as an analog sum (over-the-air computation)
+
+    def superpose(self, updates): ...  # the arrived updates [K, d] as the server receives them
 
     def next_arrival(self) -> tuple[int, bool] | None: ...  # wait for the next of them to end: (client, completed)
 
@@ -104,14 +110,18 @@ class Engine:
         controller=None,
         observer=None,
         compressor=None,
+        selection=None,
     ):
         self.executor = executor
         # Update compression (edgefl.compression): Train results and Upload bits; None: none.
         self.compressor = compressor
+        # A client selection policy (edgefl.selection) behind Context.sample; None: the algorithm's own sampling.
+        self.selection = selection
         # A controller (edgefl.control) sets the round's plan (τ, τ_i, participants) and each phase's
         # resources (CPU, power, band shares); the observer builds what it sees. None: the scenario's knobs.
         self.controller, self.observer = controller, observer
         self._plan = None
+        self._trained: tuple | None = None  # the phase's Train (op, result), for an analog uplink
         self.pricer = pricer
         self.header_bits = float(header_bits)
         self.record_trace = record_trace
@@ -134,6 +144,8 @@ class Engine:
             self._plan_round(algorithm.ctx, r)
         self._record = RoundRecord(round=r, end_s=self.pricer.now)
         self._phase = PhaseRecord(round=r, phase=0)
+        if self.selection is not None:  # what the policy knows now; the loss queries it asks for, charged
+            self.selection.start_round(self, algorithm, r)
         rounds = algorithm.round(r)
         if not inspect.isgenerator(rounds):  # a plug-in's round() that returns instead of yielding
             raise PluginError(
@@ -164,6 +176,7 @@ class Engine:
             result = self.executor.train(op)
             if self.compressor is not None and self.compressor.changes_updates:
                 self._compress(op, result)
+            self._trained = (op, result)  # an analog uplink adds its noise to it when the upload arrives
             batch = op.batch_size or self.executor.batch_size
             self.selected_count[op.clients] += 1
             for client, steps in zip(op.clients, result.steps_done):
@@ -183,6 +196,9 @@ class Engine:
                 self._phase.needed = m  # the first m uploads to arrive; the others are stopped
             completed = self._close_phase()
             arrived = np.array([completed.get(int(c), False) for c in op.clients], dtype=bool)
+            if self.pricer.analog_uplink and arrived.any():
+                self._superpose(op.clients[arrived])
+            self._trained = None
             self.arrived_count[op.clients[arrived]] += 1
             self.missed_count[op.clients[~arrived]] += 1
             self._record.uploads_arrived += int(arrived.sum())
@@ -221,6 +237,7 @@ class Engine:
         train = op.train
         self._handle(Broadcast(train.clients, op.down_bits))
         result = self._handle(train)
+        self._trained = None  # (an analog uplink sums a phase's uploads: not an asynchronous server's)
         for client, bits in zip(train.clients, self._upload_bits(Upload(train.clients, op.up_bits))):
             self._add(client, Activity("upload", "upload", bits=bits + self.header_bits))
         starts = train.start if train.start.dim() == 2 else train.start.unsqueeze(0).expand(len(train.clients), -1)
@@ -297,6 +314,22 @@ class Engine:
             else:
                 start = rows(op.carry[name]).to(result.carry[name].dtype)
                 result.carry[name] = start + self.compressor.compress(result.carry[name] - start, op.clients, name)
+
+    def _superpose(self, arrived: np.ndarray) -> None:
+        """Over-the-air computation: the server receives the arrived clients' updates as an analog sum plus
+        noise (the pricer's ``superpose``), and the algorithm aggregates what it received: each arrived row of
+        the phase's Train result becomes start + its update as received (algorithms that need only the
+        uniform mean of the uploaded parameters: Algorithm.sums_uploads)."""
+        if self._trained is None:  # no Train in the phase: nothing of the model was sent
+            return
+        op, result = self._trained
+        row_of = {int(c): i for i, c in enumerate(op.clients)}
+        rows = torch.as_tensor([row_of[int(c)] for c in arrived if int(c) in row_of], dtype=torch.long)
+        if len(rows) == 0:
+            return
+        start = op.start if op.start.dim() == 2 else op.start.unsqueeze(0).expand(len(op.clients), -1)
+        updates = result.params[rows] - start[rows].to(result.params.dtype)
+        result.params[rows] = start[rows].to(result.params.dtype) + self.pricer.superpose(updates)
 
     def _upload_bits(self, op: Upload) -> np.ndarray:
         """Each client's payload: with compression, each of its ``op.vectors`` (default ⌊bits / model_bits⌋)

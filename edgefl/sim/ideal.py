@@ -12,6 +12,7 @@ class IdealPricer:
     can_change_participation = False
     journal: list | None = None  # its calls that change its state (the chains started), when a run checkpoints
     _journal_depth = 0
+    analog_uplink = False  # every upload arrives as sent
 
     def __init__(self, num_clients: int):
         self.ledger = EnergyLedger(num_clients)
@@ -36,6 +37,9 @@ class IdealPricer:
 
     def finish(self) -> None:  # nothing runs on after the run
         pass
+
+    def superpose(self, updates):
+        return updates
 
     def price_phase(self, phase) -> dict[int, bool]:
         return {client: True for client in phase.chains}

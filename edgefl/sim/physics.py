@@ -15,6 +15,7 @@ from channel import db_to_linear, fading_power_gain, snr_from_link
 from edgefl.errors import UserError
 from edgefl.physical import NetworkParams, Population
 from edgefl.sim.activities import Activity, PhaseRecord
+from edgefl.sim.devices import DeviceState
 from energy import compute_time_s
 
 COMPUTE, DOWNLOAD, UPLOAD = range(3)
@@ -151,12 +152,15 @@ class PhasePhysics:
         network: NetworkParams,
         population: Population,
         rng: np.random.Generator,
+        devices: DeviceState | None = None,
     ):
         self.net = network
         self.pop = population
+        self.devices = DeviceState.of(population) if devices is None else devices  # CPU, power, links now
         self.rng = rng
-        self._up = MeanSnr(population.uplink)
-        self._down = MeanSnr(population.downlink)
+        # every client's mean SNR over a band (a callable of the band in Hz; read by edgefl.feasibility too)
+        self.mean_up_snr = MeanSnr(self.devices.uplink)
+        self.mean_down_snr = MeanSnr(self.devices.downlink)
         self._compute_cache: dict[tuple, tuple[float, float]] = {}
         # Without fading, a client's rate over a band is the same in every phase: computed once for
         # all clients (per bandwidth, or per number of FDMA sharers) and looked up (_rates_without_fading).
@@ -174,16 +178,28 @@ class PhasePhysics:
         """Every client's mean uplink SNR per W of transmit power over the whole uplink band, whether
         it scales as 1/band (a link budget), and its mean download rate (bit/s) over the downlink band
         (no fading: what a base station knows)."""
-        net, pop = self.net, self.pop
-        snr = self._up(net.bandwidth_hz)
+        net, power_w = self.net, self.devices.tx_power_w
+        snr = self.mean_up_snr(net.bandwidth_hz)
         with np.errstate(divide="ignore", invalid="ignore"):
-            per_w = np.where(pop.tx_power_w > 0, snr / pop.tx_power_w, 0.0)
+            per_w = np.where(power_w > 0, snr / power_w, 0.0)
         down = self._rates_without_fading("down", net.downlink_bandwidth_hz, net.downlink_bandwidth_hz)[0]
-        return per_w, self._up.scales_with_band.copy(), np.array(down, dtype=np.float64)
+        return per_w, self.mean_up_snr.scales_with_band.copy(), np.array(down, dtype=np.float64)
+
+    def nominal_seconds(self, steps: list[Step]) -> list[float]:
+        """Each step's duration as planned: an FDMA upload's airtime alone on the band (it depends on
+        the others' timing; a first coherence block in outage counts one block)."""
+        return [
+            step.duration_s
+            if step.rates_bps is None
+            else step.bits / step.rates_bps[0]
+            if step.rates_bps[0] > 0
+            else self.net.coherence_s  # type: ignore[misc]  # an outage block: block fading, so coherence_s is set
+            for step in steps
+        ]
 
     def links_changed(self) -> None:
-        """The population's links moved (mobility): forget every cached SNR and rate."""
-        self._up, self._down = MeanSnr(self.pop.uplink), MeanSnr(self.pop.downlink)
+        """The devices' links changed (mobility, transmit powers): forget every cached SNR and rate."""
+        self.mean_up_snr, self.mean_down_snr = MeanSnr(self.devices.uplink), MeanSnr(self.devices.downlink)
         self._rates_at_mean = {}
 
     def plan(self, phase: PhaseRecord, clients: list[int]) -> dict[int, list[Step]]:
@@ -282,16 +298,18 @@ class PhasePhysics:
         bits = np.array([step.bits for _, step, _ in messages], dtype=np.float64)
         g = gains[[k for _, _, k in messages]]  # [M, attempts]
         attempts = g.shape[1]
-        mean = (self._up if link == "up" else self._down)(snr_bandwidth_hz)[clients]
+        mean = (self.mean_up_snr if link == "up" else self.mean_down_snr)(snr_bandwidth_hz)[clients]
         band: float | np.ndarray = bandwidth_hz  # Hz: one number, or one per message [M]
         attempt_band: float | np.ndarray = bandwidth_hz  # Hz: against [M, attempts]
         if share is not None:
             band_of_message = bandwidth_hz * share[clients]
             with np.errstate(divide="ignore"):
-                mean = np.where(self._up.scales_with_band[clients], mean * (snr_bandwidth_hz / band_of_message), mean)
+                mean = np.where(
+                    self.mean_up_snr.scales_with_band[clients], mean * (snr_bandwidth_hz / band_of_message), mean
+                )
             band, attempt_band = band_of_message, band_of_message[:, None]
         if fixed_rate:
-            nominal = self._nominal_rate(band, mean, link)
+            nominal = self.nominal_rate(band, mean, link)
             fails = mean[:, None] * g < db_to_linear(net.outage_snr_db)
             per_attempt = np.broadcast_to((bits / nominal)[:, None], g.shape)
         elif net.block_fading:
@@ -306,7 +324,7 @@ class PhasePhysics:
                 rate = self._rate(attempt_band, faded(mean[:, None], g), link)
             nominal = None
             if groups is not None:  # the weakest receiver of each group sets its rate
-                nominal = self._nominal_rate(band, mean, link)
+                nominal = self.nominal_rate(band, mean, link)
                 for group in np.unique(groups):
                     rows = groups == group
                     rate[rows] = rate[rows].min(axis=0)
@@ -315,7 +333,7 @@ class PhasePhysics:
             with np.errstate(divide="ignore"):
                 per_attempt = bits[:, None] / rate
             if fails.any():
-                nominal = self._nominal_rate(band, mean, link) if nominal is None else nominal
+                nominal = self.nominal_rate(band, mean, link) if nominal is None else nominal
                 per_attempt = np.where(fails, (bits / nominal)[:, None], per_attempt)
         if not fails.any():  # the usual case: every message gets through at its first attempt
             for (_, step, _), seconds in zip(messages, per_attempt[:, 0].tolist()):
@@ -375,7 +393,7 @@ class PhasePhysics:
                 return
         clients = np.array([c for c, _, _ in up], dtype=np.int64)
         g = gains[[k for _, _, k in up]]  # [U, attempts]
-        shares, mean_by_share = self._up.shared(net.bandwidth_hz, n)
+        shares, mean_by_share = self.mean_up_snr.shared(net.bandwidth_hz, n)
         mean = mean_by_share[clients]  # [U, sharers]
         if net.block_fading and net.outage_snr_db is None:
             # Block fading: the band re-plans at every block end; block k's rates come from the
@@ -386,7 +404,7 @@ class PhasePhysics:
                 step.rates_bps = step.block_rates(0)
             return
         if net.outage_snr_db is not None:
-            nominal = self._nominal_rate(shares[None, :], mean, "up")  # [U, sharers]
+            nominal = self.nominal_rate(shares[None, :], mean, "up")  # [U, sharers]
             fails = mean[:, None, :] * g[:, :, None] < db_to_linear(net.outage_snr_db)  # [U, attempts, sharers]
             rates = np.broadcast_to(nominal[:, None, :], fails.shape)
         else:
@@ -401,7 +419,7 @@ class PhasePhysics:
                 step.rates_bps = table
             return
         if nominal is None:  # a failed attempt is sent at the mean SNR's rates
-            nominal = self._nominal_rate(shares[None, :], mean, "up")  # [U, sharers]
+            nominal = self.nominal_rate(shares[None, :], mean, "up")  # [U, sharers]
             rates = np.where(fails, nominal[:, None, :], rates)
         for (_, step, _), ok_rates, fail_flags, nominal_rates in zip(
             up, rates.tolist(), fails.tolist(), nominal.tolist()
@@ -409,7 +427,7 @@ class PhasePhysics:
             step.fdma_attempts = [(ok, nominal_rates, flags) for ok, flags in zip(ok_rates, fail_flags)]
             step.rates_bps = ok_rates[0]
 
-    def _nominal_rate(self, bandwidth_hz, mean_snr: np.ndarray, link: str) -> np.ndarray:
+    def nominal_rate(self, bandwidth_hz, mean_snr: np.ndarray, link: str) -> np.ndarray:
         """The rate at the mean SNR (fixed-rate transmission, or a failed attempt's airtime); with mcs
         a mean SNR below the table is sent at its lowest entry (the most robust scheme)."""
         rate = self._rate(bandwidth_hz, mean_snr, link)
@@ -425,7 +443,7 @@ class PhasePhysics:
         be in outage), for plain look-ups per message."""
         key = (link, bandwidth_hz, snr_bandwidth_hz)
         if key not in self._rates_at_mean:
-            mean = (self._up if link == "up" else self._down)(snr_bandwidth_hz)
+            mean = (self.mean_up_snr if link == "up" else self.mean_down_snr)(snr_bandwidth_hz)
             self._rates_at_mean[key] = _with_list(self._rate(bandwidth_hz, mean, link))
         return self._rates_at_mean[key]
 
@@ -435,7 +453,7 @@ class PhasePhysics:
         lists when none is 0, as :meth:`_rates_without_fading`."""
         key = ("shared", sharers)
         if key not in self._rates_at_mean:
-            shares, mean = self._up.shared(self.net.bandwidth_hz, sharers)
+            shares, mean = self.mean_up_snr.shared(self.net.bandwidth_hz, sharers)
             self._rates_at_mean[key] = _with_list(self._rate(shares[None, :], mean, "up"))
         return self._rates_at_mean[key]
 
@@ -459,6 +477,6 @@ class PhasePhysics:
             train = np.array([k[2] == "train" for k in missing], dtype=bool)
             per_sample = np.where(train, pop.train_cycles_per_sample[c], pop.eval_cycles_per_sample[c])
             cycles = np.array([k[1] for k in missing], dtype=np.float64) * per_sample
-            seconds = np.asarray(compute_time_s(cycles, pop.cpu_hz[c]))
+            seconds = np.asarray(compute_time_s(cycles, self.devices.cpu_hz[c]))
             self._compute_cache.update(zip(missing, zip(cycles.tolist(), seconds.tolist())))
         return [self._compute_cache[k] for k in keys]

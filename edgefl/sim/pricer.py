@@ -29,15 +29,16 @@ import numpy as np
 import simpy
 
 from edgefl.physical import NetworkParams, Population
-from edgefl.sim.access import RETIME, UPLINKS, DedicatedUplink
+from edgefl.sim.access import RETIME, DedicatedUplink, make_uplink
 from edgefl.sim.activities import Event, PhaseRecord
-from edgefl.sim.booking import LogRow, book
+from edgefl.sim.booking import LiveLog, LogRow, book
 from edgefl.sim.chain import chain
 from edgefl.sim.component import HOOKS, Component, overriding
 from edgefl.sim.components import default_components
+from edgefl.sim.devices import DeviceState
 from edgefl.sim.journal import journaled
 from edgefl.sim.participation import can_change_participation
-from edgefl.sim.physics import PhasePhysics, Step
+from edgefl.sim.physics import PhasePhysics
 from edgefl.sim.radio import RadioStates
 from energy import EnergyLedger
 
@@ -68,11 +69,14 @@ class SimPyPricer:
         seed: int,
         record_events: bool = True,
         components: list[Component] | None = None,
+        devices: DeviceState | None = None,
     ):
         self.net = network
-        self.pop = population
+        self.pop = population  # the devices as the scenario built them (never written) ...
+        self.devices = DeviceState.of(population) if devices is None else devices  # ... and as they are now
         self.env = simpy.Environment()
-        self.physics = PhasePhysics(network, population, np.random.default_rng(np.random.SeedSequence([seed, 0xFAD1])))
+        fading_rng = np.random.default_rng(np.random.SeedSequence([seed, 0xFAD1]))
+        self.physics = PhasePhysics(network, population, fading_rng, self.devices)
         self._ledger = EnergyLedger(population.num_clients)
         self._events: list[Event] | None = [] if record_events else None
         self._unbooked: list[tuple[int, int, list[LogRow]]] = []  # phases simulated, energy not yet booked
@@ -84,7 +88,7 @@ class SimPyPricer:
         self._flight: dict = {}
         self._flight_done: dict[int, bool] = {}
         self._ended: list[tuple[float, int]] = []
-        self._live = _LiveLog()
+        self._live = LiveLog()
         self._computing: dict = {}  # client -> its process, while it computes (set_cpu_hz re-times it) ...
         self._watch_cpu = False  # ... kept only when a component declares changes_cpu_rate (the engine's overhead)
         self._user_wait = None
@@ -92,11 +96,12 @@ class SimPyPricer:
         # What components report (runner.py reads them): None where no component keeps it.
         self.reports = {"positions_m": lambda: None, "battery_levels": lambda: None}
         self.radio = RadioStates(population)
-        self.uplink = UPLINKS[network.access](self.env, self.radio, network.coherence_s)  # edgefl.sim.access
-        self.downlink = DedicatedUplink(self.env, self.radio)  # every download on its own band
+        self.uplink = make_uplink(network, self.env, self.radio, seed)  # edgefl.sim.access; a component
+        self.downlink = DedicatedUplink(self.env, self.radio, link="downlink")  # every download on its own band
         self.components: list[Component] = []
         for component in [
             self.radio,
+            self.uplink,
             *(default_components(network, population, seed) if components is None else components),
         ]:
             self.add_component(component)
@@ -133,11 +138,11 @@ class SimPyPricer:
 
     # -- what components use --------------------------------------------------------------
     def knobs_changed(self) -> None:
-        """The population's CPU frequencies or transmit powers changed (a controller's knobs): the next
+        """The devices' CPU frequencies or transmit powers changed (a controller's knobs): the next
         activities run at them."""
-        self._knob_hz = self.pop.cpu_hz.tolist()  # what the physics plans compute times with
+        self._knob_hz = self.devices.cpu_hz.tolist()  # what the physics plans compute times with
         self._cpu_hz = list(self._knob_hz)  # what each CPU runs at now
-        self._tx_power_w = self.pop.tx_power_w.tolist()
+        self._tx_power_w = self.devices.tx_power_w.tolist()
 
     def cpu_hz_of(self, client: int) -> float:
         """The frequency (Hz) the client's CPU runs at now."""
@@ -159,6 +164,21 @@ class SimPyPricer:
         proc = self._computing.get(client)
         if proc is not None and proc.is_alive and proc is not self.env.active_process:
             proc.interrupt(RETIME)  # (from the chain itself, e.g. a compute_start hook: it re-times after the hooks)
+
+    def set_tx_power_w(self, client: int, watts: float) -> None:
+        """The client transmits at ``watts`` from its next upload on (what it is charged at), until the knobs
+        change (:meth:`knobs_changed`)."""
+        self._tx_power_w[client] = watts
+
+    @property
+    def analog_uplink(self) -> bool:
+        """Whether the server receives uploads as an analog sum (over-the-air computation): see :meth:`superpose`."""
+        return self.uplink.analog
+
+    def superpose(self, updates):
+        """The arrived clients' update vectors [K, d] (a torch tensor) as the server receives them: as sent
+        (digital), or each plus the same noise vector, so that their mean is the over-the-air estimate."""
+        return self.uplink.superpose(updates)
 
     def set_uplink_rate_factor(self, client: int, factor: float) -> None:
         """The client's uplink rate is ``factor`` times the planned one from now on (e.g. interference); an
@@ -197,18 +217,6 @@ class SimPyPricer:
         yield self.env.timeout(delay_s)
         if proc.is_alive:
             proc.interrupt(cause)
-
-    def nominal_seconds(self, steps: list[Step]) -> list[float]:
-        """Each step's duration as planned: an FDMA upload's airtime alone on the band (it depends on
-        the others' timing; a first coherence block in outage counts one block)."""
-        return [
-            step.duration_s
-            if step.rates_bps is None
-            else step.bits / step.rates_bps[0]
-            if step.rates_bps[0] > 0
-            else self.net.coherence_s  # type: ignore[misc]  # an outage block: block fading, so coherence_s is set
-            for step in steps
-        ]
 
     # -- the pricer's calls (journaled: a checkpoint replays them) ---------------------------
     @journaled
@@ -395,25 +403,3 @@ class SimPyPricer:
         if self._unbooked:
             unbooked, self._unbooked = self._unbooked, []
             book(self.pop, self._ledger, self._events, unbooked)
-
-
-class _LiveLog:
-    """Where chains started by :meth:`SimPyPricer.start_chains` log their rows: the round in progress's."""
-
-    def __init__(self) -> None:
-        self.rows: list = []
-        self.round = 0
-
-    def append(self, row) -> None:
-        self.rows.append(row)
-
-    def flush(self, unbooked: list) -> None:
-        """Hand the rows logged so far to booking, under the round in progress (phase 0)."""
-        if self.rows:
-            unbooked.append((self.round, 0, self.rows))
-            self.rows = []
-
-    def close_round(self, unbooked: list, round_: int) -> None:
-        self.round = round_
-        self.flush(unbooked)
-        self.round = round_ + 1

@@ -115,11 +115,11 @@ def pricing_mode(scenario: Scenario) -> str:
     participates).
     A controller plans from the channel each round: its points are co-simulated."""
     devices = scenario.devices
-    if scenario.control.name != "static":
-        return COSIMULATED
+    if scenario.control.name != "static" or scenario.selection.name != "uniform":
+        return COSIMULATED  # a controller or a selection policy decides from the channel each round
     if algorithms.get(scenario.algorithm.name).asynchronous:
         return COSIMULATED  # an asynchronous server learns from the order uploads arrive in: the network's timing
-    if any(p.component_class().may_change_participation for p in scenario.process):
+    if any(p.plugin_class().may_change_participation for p in scenario.process):
         return COSIMULATED  # a process that may decide who takes part (thermal does not: it changes timing only)
     if scenario.run.engine != "simpy" or can_change_participation(
         network_params(scenario.network), devices.availability, devices.p_fail, scenario.algorithm.over_selection

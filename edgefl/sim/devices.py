@@ -1,0 +1,36 @@
+"""What changes about the devices while a run goes on: the state the engine and its components share.
+
+:class:`~edgefl.physical.Population` is the devices as the scenario built them and stays so; a run's
+:class:`DeviceState` starts as its copy, and the components that change a device write it (a controller's
+knobs: the Knobs component; positions and links: Mobility), while the physics reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from channel import Link
+from edgefl.physical import Population
+
+
+@dataclass
+class DeviceState:
+    cpu_hz: np.ndarray  # each CPU's frequency, Hz (the scenario's, or a controller's)
+    tx_power_w: np.ndarray  # each device's transmit power, W (the scenario's, or a controller's)
+    uplink: list[Link]  # each device's link to the base station, at its power and position now
+    downlink: list[Link]
+    distance_m: np.ndarray | None  # each device's distance to the base station now (m); None: no cell
+
+    @classmethod
+    def of(cls, population: Population) -> "DeviceState":
+        """The devices as the scenario built them (copies: the population is not written)."""
+        distance_m = None if population.distance_m is None else population.distance_m.copy()
+        return cls(
+            population.cpu_hz.copy(),
+            population.tx_power_w.copy(),
+            list(population.uplink),
+            list(population.downlink),
+            distance_m,
+        )
