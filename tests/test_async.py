@@ -296,3 +296,13 @@ def test_a_client_whose_chain_fails_at_once_is_not_sampled_again_in_the_round(na
 
 
 SYNTHETIC = {"name": "synthetic", "samples_per_client": 40}
+
+
+def test_a_sweep_co_simulates_asynchronous_points():
+    """Their learning depends on the order uploads arrive in: one training re-priced on another network is not
+    that network's run."""
+    from edgefl.sweeps.plan import COSIMULATED, REPRICED, pricing_mode
+
+    assert pricing_mode(make_scenario("fedavg", engine="simpy")) == REPRICED
+    assert pricing_mode(make_scenario("fedbuff", engine="simpy")) == COSIMULATED
+    assert pricing_mode(make_scenario("fedasync", engine="simpy")) == COSIMULATED
