@@ -175,11 +175,14 @@ def test_resume_without_a_checkpoint_starts_from_round_1(tmp_path, capsys):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGKILL")
-def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path):
+@pytest.mark.parametrize("algorithm", ["fedavg", "fedbuff"])  # fedbuff: chains in flight at the checkpoint
+def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path, algorithm):
     """`edgefl run` killed with SIGKILL once its checkpoint exists; `--resume` finishes it; the files equal an
     uninterrupted run's byte for byte."""
     args = [
         "--no-plots",
+        "--set",
+        f"algorithm.name={algorithm}",
         "--set",
         "run.rounds=8",
         "--set",
@@ -211,7 +214,7 @@ def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path):
     resumed = edgefl(out, "--resume")
     _, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err.decode()[-2000:]
-    assert "resuming fedavg after round" in err.decode()
+    assert f"resuming {algorithm} after round" in err.decode()
     for name in COMPARED:
         assert (out / name).read_bytes() == (reference / name).read_bytes(), name
     assert not checkpoint.exists()
