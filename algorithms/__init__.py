@@ -26,6 +26,9 @@ REGISTRY: dict[str, str] = {
     "fast_fedda": "algorithms.fast_fedda:FastFedDA",
     "c_fedda": "algorithms.c_fedda:CFedDA",
     "mc_fedda": "algorithms.mc_fedda:MCFedDA",
+    # asynchronous servers: one round is one server update
+    "fedasync": "algorithms.fedasync:FedAsync",
+    "fedbuff": "algorithms.fedbuff:FedBuff",
 }
 
 

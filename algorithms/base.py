@@ -75,6 +75,15 @@ class Context:
         ids = np.flatnonzero(self.online)
         return ids[uniform_sample(rng, len(ids), min(m, len(ids)))]
 
+    def sample_idle(self, k: int, busy) -> np.ndarray:
+        """Up to k distinct clients uniformly at random among those online and not in ``busy`` (an
+        asynchronous server's clients in flight), sorted. With everyone online and idle this is
+        ``uniform_sample(rng, N, k)``, the draw of :meth:`sample`."""
+        idle = np.ones(self.num_clients, dtype=bool) if self.online is None else self.online.copy()
+        idle[np.asarray(sorted(busy), dtype=np.int64)] = False
+        ids = np.flatnonzero(idle)
+        return ids[uniform_sample(self.rng, len(ids), min(k, len(ids)))]
+
     @property
     def model_bits(self) -> float:
         """Payload of one full model (or any d-vector), without headers."""
@@ -93,6 +102,9 @@ class Algorithm:
     # Why update compression ([compression]) cannot apply to this algorithm's uploads; None: it applies
     # (to the vectors each Train op lists in ``uploads``).
     no_compression: ClassVar[str | None] = None
+    # An asynchronous server (Dispatch / NextArrival ops): one round is one server update (model version);
+    # its numerics depend on the order of arrivals, so a run's trace cannot be re-priced on another network.
+    asynchronous: ClassVar[bool] = False
     # Whether a client selection policy ([selection] name, docs/selection.md) may choose the clients that
     # ctx.sample returns: True where the math does not depend on how clients are sampled.
     accepts_selection: ClassVar[bool] = False
@@ -124,6 +136,50 @@ class Algorithm:
     def metrics(self) -> dict[str, float]:
         """Extra per-round numbers for metrics.csv (e.g. the entropy of lambda)."""
         return {}
+
+
+STALENESS_FUNCTIONS = ("constant", "polynomial", "hinge")
+
+
+def staleness_weight(kind: str, staleness: int, a: float, b: float) -> float:
+    """Weight of an update ``staleness`` server updates old (Xie, Koyejo, Gupta 2019, FedAsync §5):
+    constant 1; polynomial (1 + s)^−a (a = 1/2: FedBuff's and FedScale's 1/√(1 + s)); hinge 1 for
+    s ≤ b, else 1 / (a (s − b) + 1)."""
+    if kind == "constant":
+        return 1.0
+    if kind == "polynomial":
+        return float((1.0 + staleness) ** -a)
+    if kind == "hinge":
+        return 1.0 if staleness <= b else 1.0 / (a * (staleness - b) + 1.0)
+    raise ValueError(f"unknown staleness function {kind!r} (known: {', '.join(STALENESS_FUNCTIONS)})")
+
+
+def staleness_metrics(applied: list[int]) -> dict[str, float]:
+    """metrics.csv's staleness_mean and staleness_max of the updates a server update applied (NaN: none)."""
+    if not applied:
+        return {"staleness_mean": float("nan"), "staleness_max": float("nan")}
+    return {"staleness_mean": sum(applied) / len(applied), "staleness_max": float(max(applied))}
+
+
+def check_asynchronous(name: str, scenario, concurrency: int) -> None:
+    """What an asynchronous server cannot run with: ValueError naming the key (edgefl's scenario loader
+    reports it as a scenario error)."""
+    if scenario.algorithm.over_selection > 0:
+        raise ValueError(
+            f"algorithm.over_selection = {scenario.algorithm.over_selection:g}: {name} is asynchronous, it has no "
+            "round for the first m uploads to close; set algorithm.over_selection = 0 (its concurrency keeps "
+            "clients busy instead)"
+        )
+    if scenario.control.name not in ("static", "deadline_fit"):
+        raise ValueError(
+            f'control.name = "{scenario.control.name}" plans synchronous rounds; with the asynchronous {name} '
+            'use control.name = "static" or "deadline_fit"'
+        )
+    if concurrency > scenario.data.num_clients:
+        raise ValueError(
+            f"algorithm.{name}.concurrency = {concurrency} is more than the {scenario.data.num_clients} clients "
+            f"(data.num_clients): lower it"
+        )
 
 
 def uniform_sample(rng: np.random.Generator, num_clients: int, m: int) -> np.ndarray:

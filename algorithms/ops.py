@@ -8,6 +8,12 @@ operation's result back from the engine::
     arrived = yield Upload(selected, bits)                  # -> bool mask: who made it
     values, arrived = yield Query(U, params, ...)           # -> (per-client values, mask)
 
+An asynchronous server (FedAsync, FedBuff) does not wait for a phase: it dispatches work and reacts
+to each upload as it arrives::
+
+    yield Dispatch(Train(selected, x, steps, ...), version, down_bits, up_bits)  # -> None, at once
+    arrival = yield NextArrival()                           # -> Arrival (or None: nothing in flight)
+
 The algorithm never sees time or energy. The engine decides *how* to compute (batched
 or one client at a time) and *what it costs* (SimPy co-simulation, or the ideal engine
 at zero cost). ``Upload`` and ``Query`` are the points where the engine lets simulated
@@ -116,6 +122,53 @@ class TrainResult:
     carry: dict[str, Tensor]  # [C, ...] final carried state
     snapshot: Tensor | None = None  # [C, d] after record_at steps
     steps_done: np.ndarray | None = None  # [C] steps actually computed (masks)
+
+
+@dataclass
+class Dispatch(Op):
+    """Non-blocking: each of ``train.clients`` downloads the model (``down_bits``), runs ``train`` and
+    uploads its result (``up_bits``); the server goes on at once. ``version``: the server's model
+    version that ``train.start`` is (the number of server updates so far). The numerics are fixed
+    now (they do not depend on time); the result reaches the algorithm through :class:`NextArrival`.
+    A client has at most one dispatched chain running. ``concurrency``: the most chains the server keeps
+    running at once, the same in every Dispatch of a run (the network plans a shared band for that many
+    uploads); None: every client. Result: None."""
+
+    train: Train
+    version: int
+    down_bits: float | np.ndarray
+    up_bits: float | np.ndarray
+    concurrency: int | None = None
+    clients: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.clients = self.train.clients
+
+
+@dataclass
+class NextArrival(Op):
+    """Wait (simulated time passes) until the next dispatched chain ends. Result: :class:`Arrival`, or
+    None when no dispatched chain is running."""
+
+    clients: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+@dataclass
+class Arrival:
+    """One dispatched chain that ended. ``staleness``: the server updates made since it started, as the
+    engine counts them (round r builds version r + 1 from version r, so an arrival taken in round r has
+    staleness r − version). ``more_now``: another chain has ended by now (the next NextArrival returns it
+    and no time passes; the pricer's ``arrived_by_now``): a server that fills its free slots when it is about to
+    wait handles that one first."""
+
+    client: int
+    arrived: bool  # its whole chain got through; False: cut (deadline), lost, offline, ... (no update)
+    version: int  # the model version it started from
+    staleness: int
+    start: Tensor  # [d] the model it started from
+    params: Tensor  # [d] its parameters after training (what it uploaded)
+    carry: dict[str, Tensor]  # its final carried state ([...] per key)
+    more_now: bool = False
 
 
 @dataclass

@@ -26,10 +26,9 @@ from typing import Any, Mapping, NamedTuple
 import pandas as pd
 
 from edgefl.results import check_target
-from edgefl.runner import RunResult, simulate, write_results
+from edgefl.runner import RunResult, event_table, simulate, write_results
 from edgefl.scenario import Scenario, ScenarioError, _drop_none, format_override, scenario_from_dict
 from edgefl.scenario import load_scenario as _load
-from edgefl.sim.activities import EVENT_FIELDS
 from edgefl.sweeps.plan import SweepError
 
 PLOT_KINDS = (
@@ -168,14 +167,12 @@ def run(
         result = simulate(
             scenario, Path(out) if out is not None else None, resume=resume, progress=progress, targets=parsed
         )
+        event_columns, event_rows = event_table(result)
         frame = Result(
             scenario=scenario,
             metrics=pd.DataFrame(result.metrics),
             clients=pd.DataFrame(result.clients),
-            events=pd.DataFrame(
-                [e.row() for e in sorted(result.events or [], key=lambda e: e.timeline_key())],
-                columns=list(EVENT_FIELDS),
-            ),
+            events=pd.DataFrame(event_rows, columns=event_columns),
             summary=result.summary,
             battery=pd.DataFrame(result.battery),
             positions=pd.DataFrame(result.positions),

@@ -84,6 +84,7 @@ class RunResult:
     trace: list = field(default_factory=list)
     battery: list[dict] = field(default_factory=list)  # battery.csv rows: round, client, device_class, level_j
     positions: list[dict] = field(default_factory=list)  # positions.csv rows (moving devices): round, client, x, y
+    chain_ends: list | None = None  # an asynchronous server's chains as they ended (Engine.chain_ends); None: sync
 
 
 @dataclass
@@ -283,7 +284,8 @@ class Simulation:
         if self.controller is not None:
             summary["control_state"] = self.controller.summary()
         events = self.pricer.events if not diverged else [e for e in self.pricer.events if e.round < len(rows)]
-        return RunResult(s, rows, clients, events, summary, self.engine.trace, battery, positions)
+        chain_ends = list(self.engine.chain_ends) if self.algorithm.asynchronous else None
+        return RunResult(s, rows, clients, events, summary, self.engine.trace, battery, positions, chain_ends)
 
     # -- divergence ---------------------------------------------------------------------
     def _divergence(self, r: int, row: dict) -> str | None:
@@ -509,6 +511,24 @@ def run_title(s: Scenario) -> str:
     )
 
 
+ASYNC_EVENT_COLUMNS = ("model_version", "staleness")
+
+
+def event_table(result: RunResult) -> tuple[list[str], list[tuple]]:
+    """events.csv's columns and rows, in timeline order. An asynchronous run's uploads also carry the model
+    version their chain started from and, for those that arrived, their staleness (server updates since)."""
+    events = sorted(result.events or [], key=lambda e: e.timeline_key())  # same order whichever engine
+    if result.chain_ends is None:
+        return list(EVENT_FIELDS), [e.row() for e in events]
+    ends = {(end.client, end.end_s): end for end in result.chain_ends}  # a chain ends with its upload
+
+    def extra(event) -> tuple:
+        end = ends.get((event.client, float(event.end_s))) if event.kind == "upload" else None
+        return (None, None) if end is None else (end.version, end.staleness if end.arrived else None)
+
+    return [*EVENT_FIELDS, *ASYNC_EVENT_COLUMNS], [e.row() + extra(e) for e in events]
+
+
 def write_results(result: RunResult, out_dir: Path, plots: bool = True, force: bool = False) -> Path:
     """Write metrics.csv, clients.csv, events.csv, summary.json, scenario.toml and plots."""
     # Lazy: matplotlib is slow to import and only needed when plots are drawn (not in sweep workers).
@@ -519,8 +539,8 @@ def write_results(result: RunResult, out_dir: Path, plots: bool = True, force: b
         columns = metric_columns(result.metrics)
         write_csv(tmp / "metrics.csv", columns, ([row.get(c) for c in columns] for row in result.metrics))
         write_csv(tmp / "clients.csv", CLIENT_COLUMNS, ([row[c] for c in CLIENT_COLUMNS] for row in result.clients))
-        events = sorted(result.events, key=lambda e: e.timeline_key())  # same order whichever engine
-        write_csv(tmp / "events.csv", list(EVENT_FIELDS), (e.row() for e in events))
+        event_columns, event_rows = event_table(result)
+        write_csv(tmp / "events.csv", event_columns, event_rows)
         write_json(tmp / "summary.json", result.summary)
         if result.positions:
             write_csv(

@@ -74,6 +74,17 @@ CASES = {
     "tdma, failures": ["network.access=tdma", "devices.p_fail=0.3"],
     "over-selection": ["algorithm.over_selection=0.5"],
     "ideal engine": ["run.engine=ideal"],
+    "fedbuff on the ideal engine (chains in flight across rounds, a buffer)": [
+        "run.engine=ideal",
+        "algorithm.name=fedbuff",
+        "algorithm.fedbuff.buffer_size=4",
+    ],
+    "fedbuff, everything on (chains in flight across rounds and a checkpoint, a buffer, dropped updates)": [
+        "algorithm.name=fedbuff",
+        "algorithm.fedbuff.buffer_size=3",
+        "algorithm.fedbuff.max_staleness=2",
+    ],
+    "fedasync, everything on": ["algorithm.name=fedasync", "algorithm.fedasync.staleness=hinge"],
     "oort selection (past durations and losses)": ["selection.name=oort"],
     "power_of_choice selection (charged loss queries)": ["selection.name=power_of_choice"],
 }
@@ -164,11 +175,14 @@ def test_resume_without_a_checkpoint_starts_from_round_1(tmp_path, capsys):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGKILL")
-def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path):
+@pytest.mark.parametrize("algorithm", ["fedavg", "fedbuff"])  # fedbuff: chains in flight at the checkpoint
+def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path, algorithm):
     """`edgefl run` killed with SIGKILL once its checkpoint exists; `--resume` finishes it; the files equal an
     uninterrupted run's byte for byte."""
     args = [
         "--no-plots",
+        "--set",
+        f"algorithm.name={algorithm}",
         "--set",
         "run.rounds=8",
         "--set",
@@ -200,7 +214,7 @@ def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path):
     resumed = edgefl(out, "--resume")
     _, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err.decode()[-2000:]
-    assert "resuming fedavg after round" in err.decode()
+    assert f"resuming {algorithm} after round" in err.decode()
     for name in COMPARED:
         assert (out / name).read_bytes() == (reference / name).read_bytes(), name
     assert not checkpoint.exists()

@@ -48,6 +48,7 @@ class PhaseRecord:
     phase: int
     chains: dict[int, list[Activity]] = field(default_factory=dict)
     needed: int | None = None  # over-selection: the phase ends when this many uploads have arrived
+    sharers: int | None = None  # FDMA: the most uploads in flight at once, where other phases' chains run too
 
 
 class Event(NamedTuple):

@@ -5,6 +5,12 @@ current phase (Train/Evaluate results are computed at once: numerics do not depe
 time). Upload closes the phase: the pricer simulates every pending chain and reports
 who finished, which is the Upload's result. Query = Broadcast + Evaluate + Upload.
 
+An asynchronous server (FedAsync, FedBuff) is the same round generator, a process among the others:
+``Dispatch`` trains its clients at once (one batched executor call) and has the pricer start their
+download -> compute -> upload chains (``start_chains``: no simulated time passes); ``NextArrival`` lets
+simulated time pass until the next of them ends (``next_arrival``) and hands its result to the
+algorithm. One round is one server update (one model version); the chains run on across rounds.
+
 With ``record_trace`` the phases are kept, so the same learning run can be re-priced on
 another channel (:func:`reprice`) without training again.
 """
@@ -20,7 +26,7 @@ import numpy as np
 import torch
 
 from algorithms.base import Algorithm
-from algorithms.ops import Broadcast, Evaluate, Query, Train, Upload
+from algorithms.ops import Arrival, Broadcast, Dispatch, Evaluate, NextArrival, Query, Train, Upload
 from edgefl.control.observe import phase_work
 from edgefl.executor import Executor
 from edgefl.plugins import PluginError
@@ -64,6 +70,28 @@ class Pricer(Protocol):
 
 
 @dataclass
+class InFlight:
+    """A dispatched chain running: where it started from and the result it carries (fixed at dispatch)."""
+
+    version: int
+    start: torch.Tensor  # [d]
+    params: torch.Tensor  # [d]
+    carry: dict[str, torch.Tensor]
+
+
+@dataclass
+class ChainEnd:
+    """A dispatched chain that ended (events.csv's model_version and staleness of its upload)."""
+
+    round: int  # the engine's round (0-based) when it ended
+    client: int
+    end_s: float  # simulated time it ended
+    version: int
+    staleness: int
+    arrived: bool
+
+
+@dataclass
 class RoundRecord:
     round: int
     end_s: float  # simulated time at the end of the round
@@ -102,6 +130,9 @@ class Engine:
         self.selected_count = np.zeros(num, dtype=np.int64)  # times a client was given training work
         self.arrived_count = np.zeros(num, dtype=np.int64)  # uploads that arrived
         self.missed_count = np.zeros(num, dtype=np.int64)  # uploads cut off or lost
+        self.in_flight: dict[int, InFlight] = {}  # an asynchronous server's dispatched chains, by client
+        self.chain_ends: list[ChainEnd] = []  # ... and those that ended, in order
+        self.concurrency: int | None = None  # ... and the most of them running at once (Dispatch.concurrency)
 
     def run_round(self, algorithm: Algorithm, r: int) -> RoundRecord:
         # Devices move; where they can be offline, the server waits until enough are online, and
@@ -173,6 +204,11 @@ class Engine:
             self._record.uploads_arrived += int(arrived.sum())
             self._record.uploads_missed += int((~arrived).sum())
             return arrived
+        if isinstance(op, Dispatch):
+            self._dispatch(op)
+            return None
+        if isinstance(op, NextArrival):
+            return self._next_arrival()
         if isinstance(op, Query):
             broadcast, evaluate, upload = op.expand()
             self._handle(broadcast)
@@ -180,7 +216,81 @@ class Engine:
             return values, self._handle(upload)
         raise PluginError(
             f"the plug-in {_named(getattr(self, '_algorithm', None))}: its round(r) yielded {type(op).__name__} ({op!r:.80}), not an "
-            "operation: round(r) yields Broadcast, Train, Evaluate, Upload or Query (algorithms.ops)"
+            "operation: round(r) yields Broadcast, Train, Evaluate, Upload, Query, Dispatch or NextArrival (algorithms.ops)"
+        )
+
+    # -- an asynchronous server ---------------------------------------------------------------
+    def _dispatch(self, op: Dispatch) -> None:
+        """Train the clients now (numerics do not depend on time) and start their chains: download,
+        train, upload, as one phase of their own (logged under the round in progress as each ends)."""
+        busy = [int(c) for c in op.clients if int(c) in self.in_flight]
+        if busy:
+            raise PluginError(
+                f"{_named(self._algorithm)}: Dispatch of client {busy[0]}, whose dispatched chain is still running "
+                "(a client has at most one: wait for its NextArrival)"
+            )
+        if self._phase.chains:
+            raise PluginError(
+                f"{_named(self._algorithm)}: Dispatch after Broadcast/Train/Evaluate without an Upload: an "
+                "asynchronous server's chains are Dispatch ops alone"
+            )
+        train = op.train
+        self._handle(Broadcast(train.clients, op.down_bits))
+        result = self._handle(train)
+        self._trained = None  # (an analog uplink sums a phase's uploads: not an asynchronous server's)
+        for client, bits in zip(train.clients, self._upload_bits(Upload(train.clients, op.up_bits))):
+            self._add(client, Activity("upload", "upload", bits=bits + self.header_bits))
+        starts = train.start if train.start.dim() == 2 else train.start.unsqueeze(0).expand(len(train.clients), -1)
+        for k, client in enumerate(train.clients.tolist()):
+            self.in_flight[client] = InFlight(
+                op.version, starts[k], result.params[k], {name: value[k] for name, value in result.carry.items()}
+            )
+        chains = self._phase
+        self._phase = PhaseRecord(round=chains.round, phase=chains.phase + 1)
+        chains.sharers = self._concurrency(op)
+        if self.controller is not None:
+            self._allocate(chains)
+        self.pricer.start_chains(chains)
+
+    def _concurrency(self, op: Dispatch) -> int:
+        """The most chains in flight at once, as the run's Dispatch ops declare it (checked)."""
+        declared = self._ctx.num_clients if op.concurrency is None else int(op.concurrency)
+        if self.concurrency is None:
+            self.concurrency = declared
+        if declared != self.concurrency or len(self.in_flight) > declared:
+            raise PluginError(
+                f"{_named(self._algorithm)}: Dispatch with concurrency {op.concurrency} and {len(self.in_flight)} "
+                f"chains in flight; the run's first Dispatch declared {self.concurrency}: every Dispatch declares the "
+                "same bound, and no more chains run at once"
+            )
+        return declared
+
+    def _next_arrival(self) -> Arrival | None:
+        """Simulated time passes until the next dispatched chain ends; its result, version and staleness."""
+        ended = self.pricer.next_arrival()
+        if ended is None:
+            return None
+        client, arrived = ended
+        chain = self.in_flight.pop(client)
+        r = self._record.round
+        staleness = r - chain.version
+        self.chain_ends.append(ChainEnd(r, client, float(self.pricer.now), chain.version, staleness, arrived))
+        if arrived:
+            self.arrived_count[client] += 1
+            self._record.uploads_arrived += 1
+        else:
+            self.missed_count[client] += 1
+            self._record.uploads_missed += 1
+        more_now = getattr(self.pricer, "arrived_by_now", None)
+        return Arrival(
+            client,
+            arrived,
+            chain.version,
+            staleness,
+            chain.start,
+            chain.params,
+            chain.carry,
+            more_now=bool(more_now()) if more_now is not None else False,
         )
 
     def _compress(self, op: Train, result) -> None:

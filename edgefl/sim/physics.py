@@ -246,7 +246,7 @@ class PhasePhysics:
                 share=self.band_share if fdma else None,
             )
         if up and fdma and self.band_share is None:
-            self._plan_shared(up, gains)
+            self._plan_shared(up, gains, max(len(up), phase.sharers or 0))
         return plans
 
     def _plan_downloads(self, down: list, gains: np.ndarray) -> None:
@@ -379,13 +379,12 @@ class PhasePhysics:
             "network.coherence_s: raise network.coherence_s, or give the links a higher rate (SNR, band)"
         )
 
-    def _plan_shared(self, up: list, gains: np.ndarray) -> None:
-        """FDMA uploads: each upload's rate at every number of sharers B/1 .. B/n (n = uploads in the
-        phase), per attempt. Adaptive rate: the rates of the attempt's draw; an attempt fails when its
+    def _plan_shared(self, up: list, gains: np.ndarray, n: int) -> None:
+        """FDMA uploads: each upload's rate at every number of sharers B/1 .. B/n (n: the uploads in the
+        phase, or more where chains of other phases run at the same time: PhaseRecord.sharers), per attempt. Adaptive rate: the rates of the attempt's draw; an attempt fails when its
         rate is 0 (mcs outage) on the share it holds when it starts, and is then sent at the mean SNR's
         rate. Fixed rate: the mean SNR's rates; fails below the packet-error threshold on its share."""
         net = self.net
-        n = len(up)
         if net.fading == "none" and net.outage_snr_db is None:
             _, rows = self._shared_rates_without_fading(n)
             if rows is not None:  # no gain, no outage: every upload at its client's rates

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import algorithms
 from edgefl.physical import network_params
 from edgefl.scenario import Scenario, apply_overrides, check_sweep_key, read_toml, scenario_from_dict
 from edgefl.sim import can_change_participation
@@ -110,11 +111,14 @@ def parse_grid(
 
 def pricing_mode(scenario: Scenario) -> str:
     """REPRICED when a recorded trace re-priced for this point equals its co-simulation
-    (the SimPy engine, the static controller, and a channel that cannot change who participates).
+    (the SimPy engine, the static controller, a synchronous algorithm, and a channel that cannot change who
+    participates).
     A controller plans from the channel each round: its points are co-simulated."""
     devices = scenario.devices
     if scenario.control.name != "static" or scenario.selection.name != "uniform":
         return COSIMULATED  # a controller or a selection policy decides from the channel each round
+    if algorithms.get(scenario.algorithm.name).asynchronous:
+        return COSIMULATED  # an asynchronous server learns from the order uploads arrive in: the network's timing
     if any(p.plugin_class().may_change_participation for p in scenario.process):
         return COSIMULATED  # a process that may decide who takes part (thermal does not: it changes timing only)
     if scenario.run.engine != "simpy" or can_change_participation(
