@@ -185,17 +185,7 @@ def _simpy_scenario(algorithm: str, network: dict | None = None, devices: dict |
     return scenario_from_dict({**base, "devices": {**base.get("devices", {}), **(devices or {})}})
 
 
-@pytest.fixture
-def pricer_tells_instants(monkeypatch):
-    """The pricer's answer to "did another chain end at this instant?" (Arrival.more_now). SimPyPricer keeps the
-    chains ended and not yet returned in ``_ended`` (next_arrival); until it answers itself, the test asks it so."""
-    from edgefl.sim.pricer import SimPyPricer
-
-    if not hasattr(SimPyPricer, "arrived_by_now"):
-        monkeypatch.setattr(SimPyPricer, "arrived_by_now", lambda self: bool(self._ended), raising=False)
-
-
-def test_fedbuff_is_fedavg_uniform_on_a_network_where_everyone_finishes_together(pricer_tells_instants):
+def test_fedbuff_is_fedavg_uniform_on_a_network_where_everyone_finishes_together():
     """The SimPy engine, equal devices at one SNR, no fading, no stragglers, FDMA: every chain of a dispatch ends
     at the same instant, and FedBuff (K = C = m, η_g = 1, constant) is FedAvg with uniform weights round for round:
     accuracy and loss to 1e-6, and the same simulated time and energy (the same chains)."""

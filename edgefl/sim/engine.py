@@ -56,6 +56,8 @@ class Pricer(Protocol):
 
     def next_arrival(self) -> tuple[int, bool] | None: ...  # wait for the next of them to end: (client, completed)
 
+    def arrived_by_now(self) -> bool: ...  # another of them has ended and next_arrival has not returned it
+
     def start_round(self, needed: int) -> np.ndarray | None: ...  # devices move, wait; who is online (None: all)
 
     def battery_levels(self) -> np.ndarray | None: ...  # every device's level (J) now; None: no batteries
@@ -281,7 +283,6 @@ class Engine:
         else:
             self.missed_count[client] += 1
             self._record.uploads_missed += 1
-        more_now = getattr(self.pricer, "arrived_by_now", None)
         return Arrival(
             client,
             arrived,
@@ -290,7 +291,7 @@ class Engine:
             chain.start,
             chain.params,
             chain.carry,
-            more_now=bool(more_now()) if more_now is not None else False,
+            more_now=self.pricer.arrived_by_now(),
         )
 
     def _compress(self, op: Train, result) -> None:

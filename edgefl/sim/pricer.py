@@ -383,6 +383,12 @@ class SimPyPricer:
         self._running.pop(client, None)
         return client, self._flight_done.pop(client)
 
+    def arrived_by_now(self) -> bool:
+        """Whether a chain started by :meth:`start_chains` has ended and :meth:`next_arrival` has not returned it
+        yet (taking it would let no time pass): the server handles every upload that has arrived before it
+        refills free slots."""
+        return bool(self._ended)
+
     # -- energy, booked from what happened ---------------------------------------------------
     @property
     def ledger(self) -> EnergyLedger:
