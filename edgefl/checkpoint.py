@@ -51,8 +51,10 @@ class CheckpointError(UserError):
     """A checkpoint that cannot be used for this run (exit 2)."""
 
 
-def _fingerprint(scenario) -> dict:
-    """The scenario's values that decide the run: everything but run.checkpoint_every."""
+def fingerprint(scenario) -> dict:
+    """The scenario's values that decide the run: everything but run.checkpoint_every. (Computed once per run,
+    Simulation.keep_checkpoints: a Ctrl-C that lands inside pydantic's serialisation is turned into a warning,
+    and the run would go on.)"""
     values = scenario.model_dump(mode="json")
     values["run"].pop("checkpoint_every", None)
     return values
@@ -166,7 +168,7 @@ def save(simulation, path: Path) -> None:
             {
                 "format": FORMAT,
                 "version": __version__,
-                "scenario": _fingerprint(simulation.scenario),
+                "scenario": simulation.fingerprint,
                 "state": {name: getattr(simulation, name) for name in SAVED},
                 "executor_rngs": [
                     rng.bit_generator.state for rng in (simulation.executor.rng, simulation.executor.eval_rng)
@@ -189,7 +191,7 @@ def restore(simulation, path: Path) -> int:
             f"{path}: written by edgefl {saved['version']}, this is {__version__} (the run could "
             "not continue identically); run without --resume to start again"
         )
-    now = _fingerprint(scenario)
+    now = fingerprint(scenario)
     if saved["scenario"] != now:
         raise CheckpointError(
             f"{path}: the checkpoint is of another scenario "

@@ -18,6 +18,7 @@ import torch
 from tqdm import tqdm
 
 from algorithms.base import Context
+from edgefl.checkpoint import fingerprint as checkpoint_fingerprint
 from edgefl.checkpoint import restore as restore_checkpoint
 from edgefl.checkpoint import save as save_checkpoint
 from edgefl.errors import UserError
@@ -168,6 +169,7 @@ class Simulation:
         from the first round on."""
         if self.pricer.journal is None:
             self.pricer.journal = []
+        self.fingerprint = checkpoint_fingerprint(self.scenario)  # what each checkpoint says it is of
 
     def run(
         self, progress: bool = True, on_round=None, targets: list[Target] | None = None, checkpoint: Path | None = None
