@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -72,6 +72,7 @@ CLIENT_COLUMNS = [
     "uploads_missed",
     "final_acc",
 ]
+CELL_COLUMNS = ["cell", "sinr_db", "handovers"]  # several cells only (docs/multi-cell.md): a single cell's file stays
 
 
 @dataclass
@@ -367,6 +368,14 @@ class Simulation:
         rows = []
         for i in range(self.scenario.data.num_clients):
             link = now.uplink[i].snr_linear(self.network.bandwidth_hz, 1.0)
+            cells = {}
+            if now.cell is not None and now.handovers is not None:  # several cells: the SNR without interference
+                cells = {
+                    "cell": int(now.cell[i]),
+                    "sinr_db": float(10 * np.log10(link)),
+                    "handovers": int(now.handovers[i]),
+                }
+                link = replace(now.uplink[i], interference_w_per_hz=0.0).snr_linear(self.network.bandwidth_hz, 1.0)
             rows.append(
                 {
                     "client": i,
@@ -382,6 +391,7 @@ class Simulation:
                     "uploads_arrived": int(eng.arrived_count[i]),
                     "uploads_missed": int(eng.missed_count[i]),
                     "final_acc": None if acc is None else float(acc[i]),
+                    **cells,
                 }
             )
         return rows
@@ -518,7 +528,8 @@ def write_results(result: RunResult, out_dir: Path, plots: bool = True, force: b
     with atomic_directory(out_dir, force) as tmp:
         columns = metric_columns(result.metrics)
         write_csv(tmp / "metrics.csv", columns, ([row.get(c) for c in columns] for row in result.metrics))
-        write_csv(tmp / "clients.csv", CLIENT_COLUMNS, ([row[c] for c in CLIENT_COLUMNS] for row in result.clients))
+        client_columns = CLIENT_COLUMNS + [c for c in CELL_COLUMNS if result.clients and c in result.clients[0]]
+        write_csv(tmp / "clients.csv", client_columns, ([row[c] for c in client_columns] for row in result.clients))
         events = sorted(result.events, key=lambda e: e.timeline_key())  # same order whichever engine
         write_csv(tmp / "events.csv", list(EVENT_FIELDS), (e.row() for e in events))
         write_json(tmp / "summary.json", result.summary)
