@@ -354,20 +354,27 @@ def build_population(
     )
 
 
+def cell_sites_m(network) -> tuple[np.ndarray, np.ndarray, float]:
+    """The base stations (x, y) [C, 2] in m of ``network.cells`` (listed, or a hexagonal layout), each cell's band
+    [C], and the hexagonal layout's inter-site distance (m; unset: sqrt(3) x cell_radius_m; nan for listed sites)."""
+    if network.site_positions_m is not None:
+        site_m = np.array(network.site_positions_m, dtype=np.float64)
+        return site_m, np.arange(len(site_m)) % network.reuse, float("nan")
+    radius_m = network.cell_radius_m
+    inter_site_m = network.inter_site_m if network.inter_site_m is not None else float(np.sqrt(3.0) * radius_m)
+    return hex_sites_m(network.cells, inter_site_m), hex_reuse_bands(network.cells, network.reuse), inter_site_m
+
+
 def build_cell_layout(network, max_tx_power_w: np.ndarray, num_clients: int, rng: np.random.Generator) -> CellLayout:
     """The base stations of ``network.cells`` > 1 (a hexagonal layout, or listed sites), the devices dropped
     uniformly over the cells' union, their shadowing towards every site, and the strongest cell of each."""
     radius_m, min_m = network.cell_radius_m, network.min_distance_m
+    site_m, band, inter_site_m = cell_sites_m(network)
     if network.site_positions_m is not None:
-        site_m = np.array(network.site_positions_m, dtype=np.float64)
-        band = np.arange(len(site_m)) % network.reuse
 
         def drop(generator: np.random.Generator, n: int) -> np.ndarray:
             return drop_in_disks(generator, n, site_m, radius_m, min_m)
     else:
-        inter_site_m = network.inter_site_m if network.inter_site_m is not None else np.sqrt(3.0) * radius_m
-        site_m = hex_sites_m(network.cells, inter_site_m)
-        band = hex_reuse_bands(network.cells, network.reuse)
 
         def drop(generator: np.random.Generator, n: int) -> np.ndarray:
             return drop_in_hex_cells(generator, n, site_m, inter_site_m, min_m)

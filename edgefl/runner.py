@@ -72,7 +72,13 @@ CLIENT_COLUMNS = [
     "uploads_missed",
     "final_acc",
 ]
-CELL_COLUMNS = ["cell", "sinr_db", "handovers"]  # several cells only (docs/multi-cell.md): a single cell's file stays
+CELL_COLUMNS = [
+    "cell",
+    "sinr_db",
+    "handovers",
+    "x_m",
+    "y_m",
+]  # several cells only (docs/multi-cell.md): a single cell's file stays
 
 
 @dataclass
@@ -374,6 +380,8 @@ class Simulation:
                     "cell": int(now.cell[i]),
                     "sinr_db": float(10 * np.log10(link)),
                     "handovers": int(now.handovers[i]),
+                    "x_m": float(now.position_m[i, 0]),  # type: ignore[index]  # several cells: positions kept
+                    "y_m": float(now.position_m[i, 1]),  # type: ignore[index]
                 }
                 link = replace(now.uplink[i], interference_w_per_hz=0.0).snr_linear(self.network.bandwidth_hz, 1.0)
             rows.append(

@@ -262,7 +262,7 @@ class CellMobility(Mobility):
         moved = serving != devices.cell
         devices.handovers = devices.handovers + moved
         self._quiet_from_s[moved] = core.env.now + layout.handover_interruption_s
-        devices.cell = serving
+        devices.cell, devices.position_m = serving, position.copy()
         power_w, devices.uplink, devices.downlink = layout.links(position, serving)
         devices.distance_m = site_distances_m(position, layout.site_m)[np.arange(len(serving)), serving]
         if not np.array_equal(power_w, devices.tx_power_w):  # power control follows the path loss
