@@ -473,6 +473,11 @@ class NetworkSection(Strict):
             raise ValueError("give network.distance_m or network.cell_radius_m, not both")
         if self.cell_radius_m is not None and self.cell_radius_m <= self.min_distance_m:
             raise ValueError("network.cell_radius_m must exceed network.min_distance_m")
+        if self.site_positions_m is not None and len(self.site_positions_m) < 2:
+            raise ValueError(
+                "network.site_positions_m lists base stations of several cells (at least 2); a single cell is the "
+                "default (its base station at the origin): unset site_positions_m"
+            )
         if self.site_positions_m is not None and len(self.site_positions_m) != self.cells:
             raise ValueError(
                 f"network.site_positions_m lists {len(self.site_positions_m)} base stations but network.cells is "
