@@ -245,7 +245,7 @@ class CellUplinks(DedicatedUplink):
         self.per_cell = [UPLINKS[access](env, radio, coherence_s) for _ in range(cells)]
         super().__init__(env, radio)
 
-    @property  # type: ignore[override]
+    @property
     def retimable(self) -> bool:
         return self.per_cell[0].retimable
 
