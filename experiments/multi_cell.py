@@ -33,7 +33,7 @@ CONFIGS = {  # name -> overrides
     "7 cells, reuse 1": {"network.cells": 7, "network.reuse": 1},
     "7 cells, reuse 1, power control": {
         "network.cells": 7,
-        "network.power_control_p0_dbm": -90.0,
+        "network.power_control_p0_dbm": -70.0,
         "network.power_control_alpha": 0.8,
     },
     "7 cells, reuse 1, ideal engine": {"network.cells": 7, "run.engine": "ideal"},
