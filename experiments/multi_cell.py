@@ -70,8 +70,10 @@ def main() -> None:
         print(name, {k: round(float(np.mean(v)), 3) for k, v in table[name].items()}, flush=True)
     SUMMARY.parent.mkdir(exist_ok=True)
     SUMMARY.write_text(json.dumps({"seeds": args.seeds, "rounds": args.rounds, "runs": table}, indent=1) + "\n")
-    print("\n| configuration | energy / round (J) | time / round (s) | uploads missed / round | mean SINR (dB) "
-          "| handovers | wall (s) |")
+    print(
+        "\n| configuration | energy / round (J) | time / round (s) | uploads missed / round | mean SINR (dB) "
+        "| handovers | wall (s) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, cols in table.items():
         print(
