@@ -274,3 +274,41 @@ def test_several_cells_need_a_link_budget(tmp_path, capsys):
     two = "network.site_positions_m=[[0, 0], [900, 0]]"
     code = main(["run", str(PHONES), "--out", str(tmp_path / "q"), "--no-plots", "-q", "--set", two])
     assert code == 2 and "set network.cells = 2" in capsys.readouterr().err
+
+
+def test_a_handover_changes_the_cell_and_holds_the_devices_messages_for_the_interruption():
+    """Hand track: device 0 is put next to site 1 while served by cell 0; at the next round's start it changes
+    cell (beyond the 3 dB margin), its links are rebuilt, and its next message waits handover_interruption_s."""
+    from types import SimpleNamespace
+
+    from edgefl.physical import network_params
+    from edgefl.sim.components import CellMobility
+    from edgefl.sim.physics import COMPUTE, UPLOAD
+
+    s = two_cell_scenario(extra={"handover_interruption_s": 0.05, "shadowing_std_db": 0.0})
+    s = scenario_from_dict({**s.to_dict(), "devices": {"tx_power_dbm": 23.0, "speed_mps": 1e-9}})
+    pop = build_population(s.network, s.devices, 4, 100.0, 30.0, seed=2)
+    pricer = SimPyPricer(network_params(s.network), pop, seed=0)
+    mobility = next(c for c in pricer.components if isinstance(c, CellMobility))
+    devices = pricer.devices
+    devices.cell[:] = 0  # everyone served by cell 0 ...
+    mobility.walk.position_m[0] = [950.0, 0.0]  # ... device 0 next to site 1, device 1 at the middle
+    mobility.walk.position_m[1] = [500.0, 10.0]
+    pricer.env.run(until=1.0)
+    pricer.start_round(1)
+    assert devices.cell[0] == 1 and devices.handovers[0] == 1
+    assert devices.cell[1] == 0 and devices.handovers[1] == 0  # within the margin: stays
+    assert devices.distance_m[0] == pytest.approx(50.0, abs=1e-6)
+    assert devices.uplink[0].path_loss_db == pytest.approx(log_distance_db(50.0))
+    waited = {}
+
+    def message(kind):
+        start = pricer.env.now
+        yield from mobility.before_step(0, SimpleNamespace(kind=kind))
+        waited[kind] = pricer.env.now - start
+
+    pricer.env.process(message(COMPUTE))
+    pricer.env.run()
+    pricer.env.process(message(UPLOAD))
+    pricer.env.run()
+    assert waited[COMPUTE] == 0.0 and waited[UPLOAD] == pytest.approx(0.05)
