@@ -155,6 +155,7 @@ class Simulation:
             rng=np.random.default_rng(np.random.SeedSequence([parts.seed, 0xA160])),
             hp=a.hp,
             client_roles=self.data.client_roles,
+            client_cells=None if self.population.cells is None else self.population.cells.serving.copy(),
             param_layout=[(n, tuple(sh)) for n, sh in zip(self.model.names, self.model.shapes)],
             selector=self.selection,  # None: the algorithm samples uniformly, with its own stream
         )

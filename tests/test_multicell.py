@@ -312,3 +312,40 @@ def test_a_handover_changes_the_cell_and_holds_the_devices_messages_for_the_inte
     pricer.env.process(message(UPLOAD))
     pricer.env.run()
     assert waited[COMPUTE] == 0.0 and waited[UPLOAD] == pytest.approx(0.05)
+
+
+def run_files(tmp_path: Path, name: str, scenario: Path, sets: list[str]) -> Path:
+    out = tmp_path / name
+    assert (
+        main(["run", str(scenario), "--out", str(out), "--no-plots", "-q", *[a for k in sets for a in ("--set", k)]])
+        == 0
+    )
+    return out
+
+
+def test_hierfavg_in_one_cell_with_one_edge_round_is_fedavg_round_for_round(tmp_path):
+    quick = ROOT / "scenarios" / "quickstart.toml"
+    fedavg = run_files(tmp_path, "fedavg", quick, ["run.rounds=4", "run.eval_every=1"])
+    hier = run_files(tmp_path, "hier", quick, ["run.rounds=4", "run.eval_every=1", "algorithm.name=hierfavg"])
+    for name in ("metrics.csv", "events.csv", "clients.csv"):
+        assert (fedavg / name).read_bytes() == (hier / name).read_bytes(), name
+
+
+def test_hierfavg_aggregates_at_the_edges_edge_rounds_times_per_cloud_round(tmp_path):
+    common = ["run.rounds=2", "run.eval_every=1", "data.num_clients=30", "network.cells=7", "devices.speed_mps=0"]
+    one = run_files(tmp_path, "one", PHONES, [*common, "algorithm.name=hierfavg"])
+    flat = run_files(tmp_path, "flat", PHONES, common)
+    three = run_files(
+        tmp_path, "three", PHONES, [*common, "algorithm.name=hierfavg", "algorithm.hierfavg.edge_rounds=3"]
+    )
+    rows = {
+        name: list(csv.DictReader(open(path / "metrics.csv")))
+        for name, path in [("one", one), ("flat", flat), ("three", three)]
+    }
+    for r1, rf in zip(rows["one"], rows["flat"]):  # one edge round: the cloud's average is FedAvg's (as floats go)
+        assert float(r1["loss"]) == pytest.approx(float(rf["loss"]), rel=1e-5)
+        assert r1["uploads_arrived"] == rf["uploads_arrived"]
+    m = 10  # phones-in-a-cell: algorithm.clients_per_round
+    for row in rows["three"]:
+        assert int(row["uploads_arrived"]) + int(row["uploads_missed"]) == 3 * m
+    assert float(rows["three"][-1]["sim_time_s"]) > 2 * float(rows["one"][-1]["sim_time_s"])
