@@ -356,6 +356,10 @@ class Simulation:
             "uploads_arrived": record.uploads_arrived,
             "uploads_missed": record.uploads_missed,
         }
+        backhaul = getattr(self.pricer, "reports", {}).get("backhaul")
+        if backhaul is not None:  # [backhaul] (edgefl.sim.backhaul): cloud rounds, time and energy so far
+            cloud_rounds, backhaul_s, backhaul_j = backhaul()
+            row.update({"cloud_rounds": cloud_rounds, "backhaul_s": backhaul_s, "backhaul_energy_j": backhaul_j})
         if evaluate:
             m = evaluate_global(self.model, self.data, self.algorithm.model)
             row.update({k: m.get(k) for k in ("acc_mean", "acc_worst", "acc_std", "loss")})

@@ -349,3 +349,55 @@ def test_hierfavg_aggregates_at_the_edges_edge_rounds_times_per_cloud_round(tmp_
     for row in rows["three"]:
         assert int(row["uploads_arrived"]) + int(row["uploads_missed"]) == 3 * m
     assert float(rows["three"][-1]["sim_time_s"]) > 2 * float(rows["one"][-1]["sim_time_s"])
+
+
+def test_the_backhaul_charges_time_and_energy_by_hand(tmp_path):
+    """[backhaul]: each round, every edge with uploads sends one aggregate (the largest upload message) to the
+    cloud and gets the model back: 2 (latency + bits / rate) of time, 2 bits x edges x J/bit of energy."""
+    sets = [
+        "run.rounds=3",
+        "data.num_clients=30",
+        "network.cells=7",
+        "devices.speed_mps=0",
+        "algorithm.name=hierfavg",
+        "algorithm.hierfavg.edge_rounds=2",
+        "backhaul.rate_mbps=100",
+        "backhaul.latency_ms=20",
+        "backhaul.energy_j_per_bit=1e-8",
+    ]
+    out = run_files(tmp_path, "backhaul", PHONES, sets)
+    import json
+
+    dim = json.loads((out / "summary.json").read_text())["model_parameters"]
+    bits = dim * 32 + 800  # fp32 model + phones-in-a-cell's header_bits
+    cell = {int(r["client"]): int(r["cell"]) for r in read_clients(out)}
+    events = list(csv.DictReader(open(out / "events.csv")))
+    rows = list(csv.DictReader(open(out / "metrics.csv")))
+    energy = 0.0
+    for r, row in enumerate(rows, start=1):
+        edges = {cell[int(e["client"])] for e in events if e["kind"] == "upload" and int(e["round"]) == r}
+        energy += 2 * bits * len(edges) * 1e-8
+        assert int(row["cloud_rounds"]) == r
+        assert float(row["backhaul_s"]) == pytest.approx(r * 2 * (0.020 + bits / 100e6))
+        assert float(row["backhaul_energy_j"]) == pytest.approx(energy)
+    devices_j = sum(float(rows[-1][f"{c}_energy_j"]) for c in ("compute", "uplink", "downlink", "idle"))
+    assert float(rows[-1]["energy_j"]) == pytest.approx(devices_j)  # the backhaul's energy is reported apart
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("backhaul.rate_mbps", "0", "backhaul.rate_mbps: Input should be greater than 0"),
+        ("backhaul.rate_mbps", "inf", "backhaul.rate_mbps: Input should be a finite number"),
+        ("backhaul.latency_ms", "-1", "backhaul.latency_ms: Input should be greater than or equal to 0"),
+        ("backhaul.latency_ms", "nan", "backhaul.latency_ms: Input should be a finite number"),
+        ("backhaul.energy_j_per_bit", "1e300", "backhaul.energy_j_per_bit: Input should be less than or equal"),
+        ("algorithm.hierfavg.edge_rounds", "0", "edge_rounds"),
+    ],
+)
+def test_bad_backhaul_and_hierfavg_values_exit_2(key, value, message, tmp_path, capsys):
+    out = tmp_path / "out"
+    sets = ["--set", "algorithm.name=hierfavg", "--set", f"{key}={value}"]
+    code = main(["run", str(PHONES), "--out", str(out), "--no-plots", "-q", *sets])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and not out.exists(), err

@@ -846,6 +846,22 @@ class ProcessSection(NumbersOnly):
         return list(params_model.model_fields) if params_model is not None else []
 
 
+class BackhaulSection(Strict):
+    """Edge servers at the base stations and a cloud server behind a backhaul (docs/multi-cell.md)."""
+
+    rate_mbps: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] = Field(
+        1000.0, description="Each edge server's link to the cloud (Mbit/s, each way; up to 10^6)."
+    )
+    latency_ms: Annotated[float, Field(ge=0, le=1e5, allow_inf_nan=False)] = Field(
+        10.0, description="One-way latency between an edge server and the cloud (ms)."
+    )
+    energy_j_per_bit: Annotated[float, Field(ge=0, le=1e-3, allow_inf_nan=False)] = Field(
+        0.0,
+        description="Energy of the backhaul per bit carried (J/bit; wired networks: ~1e-8 to 1e-7), reported apart "
+        "from the devices' energy.",
+    )
+
+
 SECTION_MODELS = {  # data: the keys every data set has; each data set's own are in its class
     "run": RunSection,
     "data": DataParams,
@@ -856,4 +872,5 @@ SECTION_MODELS = {  # data: the keys every data set has; each data set's own are
     "control": ControlSection,
     "compression": CompressionSection,
     "selection": SelectionSection,
+    "backhaul": BackhaulSection,
 }
