@@ -401,3 +401,28 @@ def test_bad_backhaul_and_hierfavg_values_exit_2(key, value, message, tmp_path, 
     code = main(["run", str(PHONES), "--out", str(out), "--no-plots", "-q", *sets])
     err = capsys.readouterr().err
     assert code == 2 and message in err and not out.exists(), err
+
+
+def test_the_cell_map_draws_every_base_station_and_each_devices_association(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from edgefl import run_plots
+    from edgefl.physical import cell_sites_m
+
+    sets = ["run.rounds=1", "data.num_clients=20", "network.cells=7", "devices.speed_mps=0"]
+    out = run_files(tmp_path, "map", PHONES, sets)
+    clients = [
+        {k: (None if v == "" else v if k == "device_class" else float(v)) for k, v in row.items()}
+        for row in read_clients(out)
+    ]
+    s = scenario_from_dict({"network": {"cells": 7, "cell_radius_m": 500.0}})
+    sites = cell_sites_m(s.network)[0]
+    fig = run_plots.draw_cell_map(clients, None, 500.0, "t", sites_m=sites)
+    ax = fig.axes[0]
+    lines = [line for line in ax.get_lines() if len(line.get_xdata()) == 2]  # device -> serving site
+    assert len(lines) == 20
+    for line, c in zip(lines, clients):
+        assert line.get_xdata()[0] == c["x_m"] and line.get_xdata()[1] == pytest.approx(sites[int(c["cell"]), 0])
+    markers = [line for line in ax.get_lines() if line.get_label() == "base stations"]
+    assert len(markers) == 1 and len(markers[0].get_xdata()) == 7
