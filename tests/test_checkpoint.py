@@ -74,13 +74,13 @@ CASES = {
     "tdma, failures": ["network.access=tdma", "devices.p_fail=0.3"],
     "over-selection": ["algorithm.over_selection=0.5"],
     "ideal engine": ["run.engine=ideal"],
+    "oort selection (past durations and losses)": ["selection.name=oort"],
+    "power_of_choice selection (charged loss queries)": ["selection.name=power_of_choice"],
     "seven cells, moving (handovers), power control": [
         "network.cells=7",
         "devices.speed_mps=40",
         "network.power_control_p0_dbm=-70",
     ],
-    "oort selection (past durations and losses)": ["selection.name=oort"],
-    "power_of_choice selection (charged loss queries)": ["selection.name=power_of_choice"],
 }
 
 
