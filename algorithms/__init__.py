@@ -17,6 +17,7 @@ REGISTRY: dict[str, str] = {
     "scaff_pd": "algorithms.scaff_pd:ScaffPD",
     "feddyn": "algorithms.feddyn:FedDyn",
     "fedprox": "algorithms.fedprox:FedProx",
+    "hierfavg": "algorithms.hierfavg:HierFAVG",
     # other papers' algorithms: partial model averaging, FedALIGN, composite-objective dual averaging
     "partial_avg": "algorithms.partial_avg:PartialAvg",
     "periodic_avg": "algorithms.partial_avg:PeriodicAvg",

@@ -51,15 +51,19 @@ def snr_from_link(
     noise_figure_db=0.0,
     shadowing_db=0.0,
     n0_dbm_per_hz=N0_DBM_PER_HZ,
+    interference_w_per_hz=0.0,
 ):
-    """Mean received SNR (linear) from a link budget.
+    """Mean received SNR (linear) from a link budget; with interference, the SINR.
 
-    SNR = P_tx · 10^(-(PL + shadowing)/10) / (N0 · B · NF)
-    P_tx [W], PL and shadowing [dB, positive = loss], B [Hz]. Gives inf when B = 0.
+    SNR = P_tx · 10^(-(PL + shadowing)/10) / (N0 · B · NF + I0 · B)
+    P_tx [W], PL and shadowing [dB, positive = loss], B [Hz], I0 [W/Hz] the interference spread over the band
+    (0: none; channel/cells.py). Gives inf when B = 0.
     """
     tx_power_w = require_nonnegative(tx_power_w, "tx_power_w")
     gain = np.asarray(db_to_linear(-(np.asarray(path_loss_db, dtype=np.float64) + shadowing_db)))
     noise = np.asarray(noise_power_w(bandwidth_hz, noise_figure_db, n0_dbm_per_hz))
+    if np.any(np.asarray(interference_w_per_hz) != 0):  # (only then: a single cell's numbers stay as they were)
+        noise = noise + np.asarray(interference_w_per_hz, dtype=np.float64) * np.asarray(bandwidth_hz)
     with np.errstate(divide="ignore", invalid="ignore"):
         snr = tx_power_w * gain / noise
     return out(snr)
@@ -87,6 +91,7 @@ class Link:
     noise_figure_db: float = 0.0
     shadowing_db: float = 0.0
     n0_dbm_per_hz: float = N0_DBM_PER_HZ
+    interference_w_per_hz: float = 0.0  # budget: co-channel interference spread over the band (W/Hz; several cells)
 
     def __post_init__(self) -> None:
         if self.mode == "snr":
@@ -117,8 +122,9 @@ class Link:
         noise_figure_db: float = 0.0,
         shadowing_db: float = 0.0,
         n0_dbm_per_hz: float = N0_DBM_PER_HZ,
+        interference_w_per_hz: float = 0.0,
     ) -> "Link":
-        """Link from transmit power [W], path loss [dB], noise figure [dB], shadowing [dB]."""
+        """Link from transmit power [W], path loss [dB], noise figure [dB], shadowing [dB], interference [W/Hz]."""
         return cls(
             mode="budget",
             tx_power_w=float(tx_power_w),
@@ -126,6 +132,7 @@ class Link:
             noise_figure_db=float(noise_figure_db),
             shadowing_db=float(shadowing_db),
             n0_dbm_per_hz=float(n0_dbm_per_hz),
+            interference_w_per_hz=float(interference_w_per_hz),
         )
 
     def with_shadowing(self, shadowing_db: float) -> "Link":
@@ -149,6 +156,7 @@ class Link:
                     self.noise_figure_db,
                     self.shadowing_db,
                     self.n0_dbm_per_hz,
+                    self.interference_w_per_hz,
                 )
             )
         with np.errstate(invalid="ignore"):

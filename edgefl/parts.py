@@ -22,6 +22,7 @@ from edgefl.physical import NetworkParams, Population, build_population, network
 from edgefl.plugins import faults_named
 from edgefl.selection import Selection
 from edgefl.sim import IdealPricer, SimPyPricer
+from edgefl.sim.backhaul import Backhaul
 from edgefl.sim.component import Component
 from edgefl.sim.components import default_components
 from edgefl.sim.devices import DeviceState
@@ -97,7 +98,12 @@ def build_pricer(
         return network, population, devices, [], IdealPricer(s.data.num_clients)
     with faults_named():  # a plug-in component's constructor: its exception is a PluginError
         processes = build_processes(s.process, network, population, s.run.seed)
-    components = [*default_components(network, population, s.run.seed), *processes]  # [[process]]: after the built-ins
+    backhaul = s.backhaul
+    if backhaul is not None:  # edge servers and a cloud (edgefl.sim.backhaul)
+        links = [Backhaul(backhaul.rate_mbps * 1e6, backhaul.latency_ms * 1e-3, backhaul.energy_j_per_bit)]
+    else:
+        links = []
+    components = [*default_components(network, population, s.run.seed), *links, *processes]  # [[process]]: last
     pricer = SimPyPricer(network, population, s.run.seed, components=components, devices=devices)
     return network, population, devices, components, pricer
 

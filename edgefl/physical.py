@@ -13,7 +13,18 @@ from typing import Callable
 
 import numpy as np
 
-from channel import CQI_EFFICIENCY, CQI_SNR_DB, Link, dbm_to_w, link_rate_bps, path_loss
+from channel import CQI_EFFICIENCY, CQI_SNR_DB, Link, db_to_linear, dbm_to_w, link_rate_bps, path_loss, w_to_dbm
+from channel.cells import (
+    downlink_interference_w,
+    drop_in_disks,
+    drop_in_hex_cells,
+    hex_reuse_bands,
+    hex_sites_m,
+    open_loop_tx_power_dbm,
+    site_distances_m,
+    strongest_cell,
+    uplink_interference_w,
+)
 from edgefl.data.errors import DataError
 from edgefl.files import special_file
 from edgefl.plugins import checked_path_loss
@@ -45,6 +56,7 @@ class NetworkParams:
     uplink: str = "digital"  # digital | aircomp (over-the-air computation: edgefl.sim.access.AirCompUplink)
     aircomp_symbols_per_hz: float = 1.0  # aircomp: analog symbols per s per Hz of the uplink band
     aircomp_threshold_db: float = 0.0  # aircomp: SNR at full power (dB) below which a device is not scheduled
+    cells: int = 1  # base stations (docs/multi-cell.md): each with its own uplink access (edgefl.sim.access)
 
     @property
     def uplink_access(self) -> str:
@@ -141,6 +153,60 @@ class Cell:
     bs_power_w: float  # the base station's transmit power (W; network.bs_tx_power_dbm)
 
 
+@dataclass(frozen=True)
+class CellLayout:
+    """Several base stations (``network.cells`` > 1, docs/multi-cell.md): where they are, their bands, where the
+    devices were dropped and which cell serves each, as built."""
+
+    site_m: np.ndarray  # base stations (x, y) [C, 2], m
+    band: np.ndarray  # each cell's band [C] (reuse 1: all 0; reuse 3: 0, 1, 2)
+    position_m: np.ndarray  # each device's position (x, y) [N, 2], m, as dropped
+    shadowing_db: np.ndarray  # each device's shadowing towards each site [N, C], dB (fixed for the run)
+    serving: np.ndarray  # each device's serving cell [N], as dropped: the strongest mean link
+    drop: Callable[[np.random.Generator, int], np.ndarray]  # n points uniform over the cells' union (rng, n) -> [n, 2]
+    path_loss_db: Callable[[np.ndarray], np.ndarray]  # the scenario's model, at a distance (m)
+    min_distance_m: float  # path loss taken at least at this distance
+    max_tx_power_w: np.ndarray  # each device's tx_power_dbm (W): power control's P_max
+    bs_power_w: float
+    up_noise_figure_db: float
+    down_noise_figure_db: float
+    uplink_bandwidth_hz: float
+    downlink_bandwidth_hz: float
+    interference_load: float
+    p0_dbm: float | None  # open-loop power control (None: off) ...
+    alpha: float  # ... its path-loss compensation
+    handover_margin_db: float
+    handover_interruption_s: float
+
+    def link_loss_db(self, position_m: np.ndarray) -> np.ndarray:
+        """Every device's mean loss to every site [N, C] (dB): path loss (at >= min_distance_m) + shadowing."""
+        distance = np.maximum(site_distances_m(position_m, self.site_m), self.min_distance_m)
+        return np.asarray(self.path_loss_db(distance), dtype=np.float64) + self.shadowing_db
+
+    def links(self, position_m: np.ndarray, serving: np.ndarray) -> tuple[np.ndarray, list[Link], list[Link]]:
+        """The devices' transmit powers [N] (W: power control, or P_max) and their mean uplinks and downlinks to
+        their serving cells, with the co-channel cells' mean interference (channel/cells.py) as extra noise over
+        the band (W/Hz: the interferer's power spread over its cell's band)."""
+        loss = self.link_loss_db(position_m)
+        rows = np.arange(len(serving))
+        own = loss[rows, serving]
+        power_w = self.max_tx_power_w
+        if self.p0_dbm is not None:
+            power_w = dbm_to_w(open_loop_tx_power_dbm(w_to_dbm(self.max_tx_power_w), self.p0_dbm, self.alpha, own))
+        gain = db_to_linear(-loss)
+        up_i = uplink_interference_w(power_w, gain, serving, self.band, self.interference_load)[serving]
+        down_i = downlink_interference_w(self.bs_power_w, gain, serving, self.band, self.interference_load)
+        up_psd, down_psd = up_i / self.uplink_bandwidth_hz, down_i / self.downlink_bandwidth_hz
+        uplink = [
+            Link.from_budget(power_w[i], own[i], self.up_noise_figure_db, interference_w_per_hz=up_psd[i]) for i in rows
+        ]
+        downlink = [
+            Link.from_budget(self.bs_power_w, own[i], self.down_noise_figure_db, interference_w_per_hz=down_psd[i])
+            for i in rows
+        ]
+        return np.asarray(power_w, dtype=np.float64), uplink, downlink
+
+
 @dataclass(kw_only=True)
 class Population(DeviceArrays):
     """Per-client device and link parameters (arrays of length N), as the scenario built them: nothing writes
@@ -161,6 +227,7 @@ class Population(DeviceArrays):
     availability_intervals: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # trace
     p_fail: float = 0.0  # probability that a participating device fails in a round
     cell: Cell | None = None  # where devices move (network.cell_radius_m set)
+    cells: CellLayout | None = None  # several base stations (network.cells > 1)
 
     @property
     def num_clients(self) -> int:
@@ -232,11 +299,16 @@ def build_population(
     arrays = device_arrays(devices, profiles, train_flops_per_sample, eval_flops_per_sample, seed)
     tx_power_w = arrays["tx_power_w"]
 
-    distance = None
+    distance, layout = None, None
     if network.snr_db is not None:
         uplink = [Link.from_snr_db(network.snr_db) for _ in range(num_clients)]
         down_db = network.downlink_snr_db if network.downlink_snr_db is not None else network.snr_db
         downlink = [Link.from_snr_db(down_db) for _ in range(num_clients)]
+    elif network.cells > 1:  # several base stations: devices dropped over them, served by the strongest
+        layout = build_cell_layout(network, tx_power_w, num_clients, rng)
+        arrays["tx_power_w"], uplink, downlink = layout.links(layout.position_m, layout.serving)
+        path_loss_db = layout.path_loss_db
+        distance = site_distances_m(layout.position_m, layout.site_m)[np.arange(num_clients), layout.serving]
     else:
         if network.distance_m is not None:
             distance = np.full(num_clients, float(network.distance_m))
@@ -249,6 +321,12 @@ def build_population(
         bs_power_w = float(dbm_to_w(network.bs_tx_power_dbm))
         # Each link's noise figure is its receiver's: the base station's on the uplink, the device's on the downlink.
         up_nf_db, down_nf_db = receiver_noise_figures_db(network)
+        if network.power_control_p0_dbm is not None:  # open-loop power control at the drop (TS 38.213)
+            tx_power_w = arrays["tx_power_w"] = dbm_to_w(
+                open_loop_tx_power_dbm(
+                    w_to_dbm(tx_power_w), network.power_control_p0_dbm, network.power_control_alpha, loss + shadowing
+                )
+            )
         uplink = [Link.from_budget(tx_power_w[i], loss[i], up_nf_db, shadowing[i]) for i in range(num_clients)]
         if network.downlink_snr_db is not None:
             downlink = [Link.from_snr_db(network.downlink_snr_db) for _ in range(num_clients)]
@@ -267,11 +345,66 @@ def build_population(
         availability_intervals=(
             read_availability_trace(devices.availability_trace, num_clients) if devices.availability_trace else {}
         ),
+        cells=layout,
         cell=None
         if network.cell_radius_m is None
         else Cell(
             network.min_distance_m, network.cell_radius_m, path_loss_db, float(dbm_to_w(network.bs_tx_power_dbm))
         ),
+    )
+
+
+def cell_sites_m(network) -> tuple[np.ndarray, np.ndarray, float]:
+    """The base stations (x, y) [C, 2] in m of ``network.cells`` (listed, or a hexagonal layout), each cell's band
+    [C], and the hexagonal layout's inter-site distance (m; unset: sqrt(3) x cell_radius_m; nan for listed sites)."""
+    if network.site_positions_m is not None:
+        site_m = np.array(network.site_positions_m, dtype=np.float64)
+        return site_m, np.arange(len(site_m)) % network.reuse, float("nan")
+    radius_m = network.cell_radius_m
+    inter_site_m = network.inter_site_m if network.inter_site_m is not None else float(np.sqrt(3.0) * radius_m)
+    return hex_sites_m(network.cells, inter_site_m), hex_reuse_bands(network.cells, network.reuse), inter_site_m
+
+
+def build_cell_layout(network, max_tx_power_w: np.ndarray, num_clients: int, rng: np.random.Generator) -> CellLayout:
+    """The base stations of ``network.cells`` > 1 (a hexagonal layout, or listed sites), the devices dropped
+    uniformly over the cells' union, their shadowing towards every site, and the strongest cell of each."""
+    radius_m, min_m = network.cell_radius_m, network.min_distance_m
+    site_m, band, inter_site_m = cell_sites_m(network)
+    if network.site_positions_m is not None:
+
+        def drop(generator: np.random.Generator, n: int) -> np.ndarray:
+            return drop_in_disks(generator, n, site_m, radius_m, min_m)
+    else:
+
+        def drop(generator: np.random.Generator, n: int) -> np.ndarray:
+            return drop_in_hex_cells(generator, n, site_m, inter_site_m, min_m)
+
+    position_m = drop(rng, num_clients)
+    shadowing_db = rng.normal(0.0, network.shadowing_std_db, size=(num_clients, len(site_m)))
+    path_loss_db = path_loss_function(network)
+    distance = np.maximum(site_distances_m(position_m, site_m), min_m)
+    serving = strongest_cell(np.asarray(path_loss_db(distance), dtype=np.float64) + shadowing_db)
+    up_nf_db, down_nf_db = receiver_noise_figures_db(network)
+    return CellLayout(
+        site_m=site_m,
+        band=band,
+        position_m=position_m,
+        shadowing_db=shadowing_db,
+        serving=serving,
+        drop=drop,
+        path_loss_db=path_loss_db,
+        min_distance_m=min_m,
+        max_tx_power_w=np.asarray(max_tx_power_w, dtype=np.float64).copy(),
+        bs_power_w=float(dbm_to_w(network.bs_tx_power_dbm)),
+        up_noise_figure_db=up_nf_db,
+        down_noise_figure_db=down_nf_db,
+        uplink_bandwidth_hz=network.bandwidth_mhz * 1e6,
+        downlink_bandwidth_hz=(network.downlink_bandwidth_mhz or network.bandwidth_mhz) * 1e6,
+        interference_load=network.interference_load,
+        p0_dbm=network.power_control_p0_dbm,
+        alpha=network.power_control_alpha,
+        handover_margin_db=network.handover_margin_db,
+        handover_interruption_s=network.handover_interruption_s,
     )
 
 

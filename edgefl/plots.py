@@ -14,6 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from edgefl import run_plots as rp  # noqa: E402
+from edgefl.physical import cell_sites_m  # noqa: E402
 from edgefl.run_plots import DPI, bars, tight  # noqa: E402
 from energy import CATEGORIES  # noqa: E402
 
@@ -106,6 +107,7 @@ def plot_events(
     positions: list[dict] | None = None,
     deadline_s: float | None = None,
     cell_radius_m: float | None = None,
+    sites_m=None,
 ) -> list[Path]:
     """gantt.png, energy_rounds.png, uploads_missed.png (with an event log), energy_snr.png and
     cell_map.png (devices with a distance only)."""
@@ -121,7 +123,7 @@ def plot_events(
         written.append(_save(rp.draw_uploads_missed(ev, title, rounds), out_dir / "uploads_missed.png"))
     for name, fig in (
         ("energy_snr.png", rp.draw_energy_snr(clients, title)),
-        ("cell_map.png", rp.draw_cell_map(clients, positions, cell_radius_m, title)),
+        ("cell_map.png", rp.draw_cell_map(clients, positions, cell_radius_m, title, sites_m=sites_m)),
     ):
         if fig is not None:
             written.append(_save(fig, out_dir / name))
@@ -154,6 +156,7 @@ def plot_run(
         positions,
         deadline_s=getattr(net, "deadline_s", None),
         cell_radius_m=getattr(net, "cell_radius_m", None),
+        sites_m=cell_sites_m(net)[0] if getattr(net, "cells", 1) > 1 else None,
     )
     if _evaluated(metrics):
         for kind in ACCURACY_FIGURES:

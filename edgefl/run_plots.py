@@ -350,6 +350,9 @@ def device_positions(clients, positions=None) -> tuple[np.ndarray, np.ndarray, b
     spread evenly by client index (the link budget models distances only). None without distances."""
     clients = _records(clients)
     ids = np.array([c.get("client", i) for i, c in enumerate(clients)], dtype=np.int64)
+    if clients and clients[0].get("x_m") is not None:  # several cells: clients.csv has the positions
+        xy = np.array([(c["x_m"], c["y_m"]) for c in clients], dtype=float)
+        return xy[:, 0], xy[:, 1], True
     rows = _records(positions)
     if rows and {"client", "x_m", "y_m"} <= set(rows[0]):
         last: dict[int, tuple[float, float]] = {}
@@ -369,9 +372,11 @@ def device_positions(clients, positions=None) -> tuple[np.ndarray, np.ndarray, b
     return distance * np.cos(angle), distance * np.sin(angle), False
 
 
-def draw_cell_map(clients, positions=None, cell_radius_m: float | None = None, title: str = "", fig=None):
+def draw_cell_map(clients, positions=None, cell_radius_m: float | None = None, title: str = "", fig=None, sites_m=None):
     """The cell seen from above: base station at the centre, devices coloured by their total energy, the cell
-    radius. None when the devices have no distance (scenarios that give the SNR)."""
+    radius. None when the devices have no distance (scenarios that give the SNR). Several cells (``sites_m``
+    [C, 2], clients with a ``cell``): every base station, a line from each device to its serving one, and a ring
+    around the devices that changed cell."""
     clients = _records(clients)
     where = device_positions(clients, positions)
     if where is None:
@@ -384,7 +389,29 @@ def draw_cell_map(clients, positions=None, cell_radius_m: float | None = None, t
     size = 22 if len(keep) <= 200 else max(2.0, 22 * math.sqrt(200 / len(keep)))
     points = ax.scatter(x[keep], y[keep], c=energy[keep], s=size, cmap="viridis", lw=0, zorder=3)
     fig.colorbar(points, ax=ax, label="energy per device, whole run (J)")
-    ax.plot(0, 0, marker="^", color="black", ms=11, ls="none", zorder=4, label="base station")
+    if sites_m is not None and len(sites_m) > 1 and clients and clients[0].get("cell") is not None:
+        sites = np.asarray(sites_m, dtype=float)
+        cell = np.array([int(c["cell"]) for c in clients])
+        for k in keep:
+            ax.plot([x[k], sites[cell[k], 0]], [y[k], sites[cell[k], 1]], color="#999999", lw=0.5, zorder=2)
+        moved = np.array([int(c.get("handovers") or 0) > 0 for c in clients])[keep]
+        if moved.any():
+            ax.scatter(
+                x[keep][moved],
+                y[keep][moved],
+                s=3 * size,
+                facecolors="none",
+                edgecolors="red",
+                lw=0.8,
+                zorder=4,
+                label="changed cell (handover)",
+            )
+        ax.plot(sites[:, 0], sites[:, 1], marker="^", color="black", ms=9, ls="none", zorder=4, label="base stations")
+        for i, (sx, sy) in enumerate(sites):
+            ax.annotate(str(i), (sx, sy), textcoords="offset points", xytext=(5, 5), fontsize=7, zorder=5)
+        cell_radius_m = None  # the lines to the sites show the cells
+    else:
+        ax.plot(0, 0, marker="^", color="black", ms=11, ls="none", zorder=4, label="base station")
     reach = float(np.hypot(x, y).max(initial=0.0))
     if cell_radius_m:
         ax.add_patch(

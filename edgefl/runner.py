@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -73,6 +73,13 @@ CLIENT_COLUMNS = [
     "uploads_missed",
     "final_acc",
 ]
+CELL_COLUMNS = [
+    "cell",
+    "sinr_db",
+    "handovers",
+    "x_m",
+    "y_m",
+]  # several cells only (docs/multi-cell.md): a single cell's file stays
 
 
 @dataclass
@@ -150,6 +157,7 @@ class Simulation:
             rng=np.random.default_rng(np.random.SeedSequence([parts.seed, 0xA160])),
             hp=a.hp,
             client_roles=self.data.client_roles,
+            client_cells=None if self.population.cells is None else self.population.cells.serving.copy(),
             param_layout=[(n, tuple(sh)) for n, sh in zip(self.model.names, self.model.shapes)],
             selector=self.selection,  # None: the algorithm samples uniformly, with its own stream
         )
@@ -352,6 +360,10 @@ class Simulation:
             "uploads_arrived": record.uploads_arrived,
             "uploads_missed": record.uploads_missed,
         }
+        backhaul = getattr(self.pricer, "reports", {}).get("backhaul")
+        if backhaul is not None:  # [backhaul] (edgefl.sim.backhaul): cloud rounds, time and energy so far
+            cloud_rounds, backhaul_s, backhaul_j = backhaul()
+            row.update({"cloud_rounds": cloud_rounds, "backhaul_s": backhaul_s, "backhaul_energy_j": backhaul_j})
         if evaluate:
             m = evaluate_global(self.model, self.data, self.algorithm.model)
             row.update({k: m.get(k) for k in ("acc_mean", "acc_worst", "acc_std", "loss")})
@@ -371,6 +383,16 @@ class Simulation:
         rows = []
         for i in range(self.scenario.data.num_clients):
             link = now.uplink[i].snr_linear(self.network.bandwidth_hz, 1.0)
+            cells = {}
+            if now.cell is not None and now.handovers is not None:  # several cells: the SNR without interference
+                cells = {
+                    "cell": int(now.cell[i]),
+                    "sinr_db": float(10 * np.log10(link)),
+                    "handovers": int(now.handovers[i]),
+                    "x_m": float(now.position_m[i, 0]),  # type: ignore[index]  # several cells: positions kept
+                    "y_m": float(now.position_m[i, 1]),  # type: ignore[index]
+                }
+                link = replace(now.uplink[i], interference_w_per_hz=0.0).snr_linear(self.network.bandwidth_hz, 1.0)
             rows.append(
                 {
                     "client": i,
@@ -386,6 +408,7 @@ class Simulation:
                     "uploads_arrived": int(eng.arrived_count[i]),
                     "uploads_missed": int(eng.missed_count[i]),
                     "final_acc": None if acc is None else float(acc[i]),
+                    **cells,
                 }
             )
         return rows
@@ -540,7 +563,8 @@ def write_results(result: RunResult, out_dir: Path, plots: bool = True, force: b
     with atomic_directory(out_dir, force) as tmp:
         columns = metric_columns(result.metrics)
         write_csv(tmp / "metrics.csv", columns, ([row.get(c) for c in columns] for row in result.metrics))
-        write_csv(tmp / "clients.csv", CLIENT_COLUMNS, ([row[c] for c in CLIENT_COLUMNS] for row in result.clients))
+        client_columns = CLIENT_COLUMNS + [c for c in CELL_COLUMNS if result.clients and c in result.clients[0]]
+        write_csv(tmp / "clients.csv", client_columns, ([row[c] for c in client_columns] for row in result.clients))
         event_columns, event_rows = event_table(result)
         write_csv(tmp / "events.csv", event_columns, event_rows)
         write_json(tmp / "summary.json", result.summary)

@@ -87,6 +87,11 @@ CASES = {
     "fedasync, everything on": ["algorithm.name=fedasync", "algorithm.fedasync.staleness=hinge"],
     "oort selection (past durations and losses)": ["selection.name=oort"],
     "power_of_choice selection (charged loss queries)": ["selection.name=power_of_choice"],
+    "seven cells, moving (handovers), power control": [
+        "network.cells=7",
+        "devices.speed_mps=40",
+        "network.power_control_p0_dbm=-70",
+    ],
 }
 
 

@@ -9,6 +9,7 @@ from edgefl.data import DEFAULT_DATASET
 from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.scenario.sections import (
     AlgorithmSection,
+    BackhaulSection,
     CompressionSection,
     ControlSection,
     DataSection,
@@ -34,6 +35,11 @@ class Scenario(Strict):
     control: ControlSection = Field(default_factory=ControlSection)
     compression: CompressionSection = Field(default_factory=CompressionSection)
     selection: SelectionSection = Field(default_factory=SelectionSection)
+    backhaul: BackhaulSection | None = Field(
+        None,
+        description="Edge servers and a cloud (docs/multi-cell.md): each round's aggregation goes from the edges to "
+        "the cloud and back over a backhaul. Unset: the server is at the base station, nothing is charged.",
+    )
     sweep: SweepSection = Field(default_factory=SweepSection, description="Grids for `edgefl sweep`.")
     process: list[ProcessSection] = Field(
         default_factory=list,
@@ -48,6 +54,8 @@ class Scenario(Strict):
         dumped = handler(self)
         if isinstance(dumped, dict) and not self.process:
             dumped.pop("process", None)
+        if isinstance(dumped, dict) and self.backhaul is None:
+            dumped.pop("backhaul", None)  # likewise without a backhaul
         if isinstance(dumped, dict) and self.selection.name == "uniform" and not self.selection.model_extra:
             dumped.pop("selection", None)  # likewise without a selection policy (docs/selection.md)
         return dumped

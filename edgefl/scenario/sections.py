@@ -58,6 +58,7 @@ Metres = Annotated[float, Field(ge=1, le=1e5, allow_inf_nan=False)]  # 1 m (path
 Gigahertz = Annotated[float, Field(ge=1e-5, le=100, allow_inf_nan=False)]  # CPU clock: 10 kHz .. 100 GHz
 Capacitance = Annotated[float, Field(ge=1e-40, le=1e-20, allow_inf_nan=False)]  # kappa; phones ~1e-28
 PaEfficiency = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]  # a power amplifier's output / input power
+Coordinate = Annotated[float, Field(ge=-1e5, le=1e5, allow_inf_nan=False)]  # a position's x or y (m)
 CyclesPerFlop = Annotated[float, Field(gt=0, le=1e4, allow_inf_nan=False)]
 CyclesPerSample = Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)]
 
@@ -406,6 +407,54 @@ class NetworkSection(Strict):
     )
     header_bits: int = Field(0, ge=0, le=10**9, description="Added to every message (both directions).")
     bits_per_param: PositiveInt = Field(32, le=64, description="Payload bits per parameter (32 = fp32).")
+    cells: PositiveInt = Field(
+        1,
+        le=19,
+        description="Base stations (docs/multi-cell.md): 1, 7 or 19 on a hexagonal layout (inter_site_m), or as many "
+        "as site_positions_m lists. More than 1 needs cell_radius_m (a link budget); devices are dropped over the "
+        "cells' union and served by their strongest mean link.",
+    )
+    inter_site_m: Optional[Metres] = Field(
+        None,
+        description="Hexagonal layout: distance between neighbouring base stations (m; 3GPP TR 38.901 UMa: 500). "
+        "Unset: sqrt(3) x cell_radius_m (hexagons of circumradius cell_radius_m).",
+    )
+    site_positions_m: Optional[list[tuple[Coordinate, Coordinate]]] = Field(
+        None,
+        description="Listed base stations [[x, y], ...] (m, |x|, |y| up to 10^5), instead of the hexagonal layout: "
+        "devices are dropped in disks of cell_radius_m around them; cells must equal their number.",
+    )
+    reuse: Literal[1, 3] = Field(
+        1,
+        description="Frequency reuse: 1, every cell on the same band (co-channel interference from every other "
+        "cell); 3, neighbouring cells on different bands (listed sites: cell i on band i mod 3). Each cell's band "
+        "is bandwidth_mhz.",
+    )
+    interference_load: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = Field(
+        1.0,
+        description="Multi-cell: the fraction of time a co-channel cell transmits on a resource (activity factor; "
+        "1: full buffer): interference is this times the mean received power of its devices (uplink) or base "
+        "station (downlink).",
+    )
+    handover_margin_db: Annotated[float, Field(ge=0, le=30, allow_inf_nan=False)] = Field(
+        3.0,
+        description="Multi-cell with moving devices: a device changes cell when another's mean link beats its "
+        "serving cell's by more than this (dB, the A3 hysteresis; checked at each round's start).",
+    )
+    handover_interruption_s: Seconds = Field(
+        0.05,
+        description="Multi-cell: after a handover a device cannot send or receive for this long (s; LTE: ~0.03-"
+        "0.06); its messages wait, charged at idle power.",
+    )
+    power_control_p0_dbm: Optional[Annotated[float, Field(ge=-150, le=30, allow_inf_nan=False)]] = Field(
+        None,
+        description="Open-loop uplink power control (3GPP TS 38.213): transmit power min(P_max, P0 + alpha x path "
+        "loss) in dBm, P_max the device's tx_power_dbm; P0 the target received power (dBm; e.g. -80 with alpha "
+        "0.8). Unset: off (every device at its tx_power_dbm). Needs a link budget.",
+    )
+    power_control_alpha: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = Field(
+        1.0, description="Power control: the fraction of the path loss compensated, in [0, 1] (1: full)."
+    )
 
     @field_validator("path_loss")
     @classmethod
@@ -424,6 +473,36 @@ class NetworkSection(Strict):
             raise ValueError("give network.distance_m or network.cell_radius_m, not both")
         if self.cell_radius_m is not None and self.cell_radius_m <= self.min_distance_m:
             raise ValueError("network.cell_radius_m must exceed network.min_distance_m")
+        if self.site_positions_m is not None and len(self.site_positions_m) < 2:
+            raise ValueError(
+                "network.site_positions_m lists base stations of several cells (at least 2); a single cell is the "
+                "default (its base station at the origin): unset site_positions_m"
+            )
+        if self.site_positions_m is not None and len(self.site_positions_m) != self.cells:
+            raise ValueError(
+                f"network.site_positions_m lists {len(self.site_positions_m)} base stations but network.cells is "
+                f"{self.cells}: set network.cells = {len(self.site_positions_m)}"
+            )
+        if self.cells > 1:
+            if self.site_positions_m is None and self.cells not in (7, 19):
+                raise ValueError(
+                    f"network.cells = {self.cells}: a hexagonal layout has 1, 7 or 19 cells; or list the base "
+                    "stations in network.site_positions_m"
+                )
+            if self.cell_radius_m is None:
+                raise ValueError(
+                    "network.cells > 1 needs a link budget with network.cell_radius_m (e.g. 500), not snr_db or "
+                    "distance_m: devices are dropped over the cells"
+                )
+            if self.downlink_snr_db is not None:
+                raise ValueError("network.cells > 1 computes the downlink from the link budget: unset downlink_snr_db")
+            if self.uplink == "aircomp":
+                raise ValueError('network.cells > 1 with network.uplink = "aircomp" is not supported: use "digital"')
+        if self.power_control_p0_dbm is not None and not budget:
+            raise ValueError(
+                "network.power_control_p0_dbm needs a link budget (path loss): set network.cell_radius_m or "
+                "distance_m instead of snr_db"
+            )
         if not budget and self.snr_db is None:
             self.snr_db = 20.0
         if self.mcs_table is not None:
@@ -749,6 +828,22 @@ class ProcessSection(PluginSection):
         return list(params_model.model_fields) if params_model is not None else []
 
 
+class BackhaulSection(Strict):
+    """Edge servers at the base stations and a cloud server behind a backhaul (docs/multi-cell.md)."""
+
+    rate_mbps: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] = Field(
+        1000.0, description="Each edge server's link to the cloud (Mbit/s, each way; up to 10^6)."
+    )
+    latency_ms: Annotated[float, Field(ge=0, le=1e5, allow_inf_nan=False)] = Field(
+        10.0, description="One-way latency between an edge server and the cloud (ms)."
+    )
+    energy_j_per_bit: Annotated[float, Field(ge=0, le=1e-3, allow_inf_nan=False)] = Field(
+        0.0,
+        description="Energy of the backhaul per bit carried (J/bit; wired networks: ~1e-8 to 1e-7), reported apart "
+        "from the devices' energy.",
+    )
+
+
 SECTION_MODELS = {  # data: the keys every data set has; each data set's own are in its class
     "run": RunSection,
     "data": DataParams,
@@ -759,4 +854,5 @@ SECTION_MODELS = {  # data: the keys every data set has; each data set's own are
     "control": ControlSection,
     "compression": CompressionSection,
     "selection": SelectionSection,
+    "backhaul": BackhaulSection,
 }

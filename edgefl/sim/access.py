@@ -236,11 +236,38 @@ class AirCompUplink(DedicatedUplink):
         return updates + torch.as_tensor(noise, dtype=updates.dtype)
 
 
+class CellUplinks(DedicatedUplink):
+    """Several cells (``network.cells`` > 1): each cell has its own uplink access of the network's scheme (its own
+    FDMA band or TDMA channel), and a device's uploads go through its serving cell's (``core.devices.cell``, which
+    a handover changes between rounds)."""
+
+    def __init__(self, env: simpy.Environment, radio, access: str, coherence_s: float | None, cells: int):
+        self.per_cell = [UPLINKS[access](env, radio, coherence_s) for _ in range(cells)]
+        super().__init__(env, radio)
+
+    @property
+    def retimable(self) -> bool:
+        return self.per_cell[0].retimable
+
+    @retimable.setter
+    def retimable(self, value: bool) -> None:
+        for uplink in self.per_cell:
+            uplink.retimable = value
+
+    def send(self, client: int, step: Step, log: list, doing: list):
+        return (yield from self.per_cell[self.core.devices.cell[client]].send(client, step, log, doing))
+
+    def rate_changed(self, client: int, factor: float) -> None:
+        self.per_cell[self.core.devices.cell[client]].rate_changed(client, factor)
+
+
 UPLINKS = {"dedicated": DedicatedUplink, "fdma": FdmaUplink, "tdma": TdmaUplink, "aircomp": AirCompUplink}
 
 
 def make_uplink(network, env: simpy.Environment, radio, seed: int) -> DedicatedUplink:
-    """The uplink access of ``network`` (``NetworkParams.uplink_access``)."""
+    """The uplink access of ``network`` (``NetworkParams.uplink_access``); with several cells, one per cell."""
+    if network.cells > 1:
+        return CellUplinks(env, radio, network.uplink_access, network.coherence_s, network.cells)
     if network.uplink_access == "aircomp":
         return AirCompUplink(env, radio, network, seed)
     return UPLINKS[network.uplink_access](env, radio, network.coherence_s)

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from channel.cells import handover, site_distances_m
 from edgefl.physical import NetworkParams, Population
 from edgefl.sim.availability import Availability
 from edgefl.sim.booking import energies_j, step_codes
@@ -230,6 +231,52 @@ class Mobility(Component):
             self._move()
 
 
+class CellMobility(Mobility):
+    """Moving devices among several cells (docs/multi-cell.md): they walk over the cells' union; at each round's
+    start a device changes cell when another's mean link beats its serving cell's by more than
+    ``network.handover_margin_db`` (channel.cells.handover), and then cannot send or receive for
+    ``network.handover_interruption_s`` (its messages wait, charged at idle power); links, powers (power control)
+    and interference are rebuilt from the new positions and cells."""
+
+    def __init__(self, population: Population, seed: int):
+        layout = population.cells
+        assert layout is not None and population.distance_m is not None and population.speed_mps is not None
+        self.pop, self.layout = population, layout
+        self.walk = RandomWaypoint(
+            population.distance_m,
+            population.speed_mps,
+            layout.min_distance_m,
+            float("inf"),
+            _rng(seed, 0x30B1),
+            position_m=layout.position_m,
+            draw=layout.drop,
+        )
+        self._quiet_from_s = np.zeros(population.num_clients)  # when each device's handover interruption ends
+
+    def _move(self) -> None:
+        core, devices, layout = self.core, self.core.devices, self.layout
+        self.walk.advance(core.env.now)
+        position = self.walk.position_m
+        assert devices.cell is not None and devices.handovers is not None
+        serving = handover(devices.cell, layout.link_loss_db(position), layout.handover_margin_db)
+        moved = serving != devices.cell
+        devices.handovers = devices.handovers + moved
+        self._quiet_from_s[moved] = core.env.now + layout.handover_interruption_s
+        devices.cell, devices.position_m = serving, position.copy()
+        power_w, devices.uplink, devices.downlink = layout.links(position, serving)
+        devices.distance_m = site_distances_m(position, layout.site_m)[np.arange(len(serving)), serving]
+        if not np.array_equal(power_w, devices.tx_power_w):  # power control follows the path loss
+            devices.tx_power_w = power_w
+            core.knobs_changed()
+        core.physics.links_changed()
+
+    def before_step(self, client: int, step):
+        if step.kind != COMPUTE:
+            wait_s = self._quiet_from_s[client] - self.core.env.now
+            if wait_s > 0:  # the handover's interruption is not over
+                yield self.core.env.timeout(wait_s)
+
+
 class OverSelection(Component):
     """``algorithm.over_selection``: once a phase has the uploads it needs (``PhaseRecord.needed``), the
     clients still working are told to stop (status ``stopped``; their energy until now counts)."""
@@ -286,7 +333,7 @@ def default_components(network: NetworkParams, population: Population, seed: int
     if np.isfinite(population.battery_j).any():
         components.append(Batteries(population))
     if population.cell is not None and (population.speed_mps > 0).any():
-        components.append(Mobility(population, seed))
+        components.append(Mobility(population, seed) if population.cells is None else CellMobility(population, seed))
     if population.availability != "always":
         components.append(DeviceAvailability(population, seed))
     return components + [OverSelection(), Knobs(population)]

@@ -22,6 +22,9 @@ class DeviceState:
     uplink: list[Link]  # each device's link to the base station, at its power and position now
     downlink: list[Link]
     distance_m: np.ndarray | None  # each device's distance to the base station now (m); None: no cell
+    cell: np.ndarray | None = None  # several cells: each device's serving cell now [N] ...
+    handovers: np.ndarray | None = None  # ... how many times it changed cell so far ...
+    position_m: np.ndarray | None = None  # ... and where it is (x, y) [N, 2], m (the central site at the origin)
 
     @classmethod
     def of(cls, population: Population) -> "DeviceState":
@@ -33,4 +36,7 @@ class DeviceState:
             list(population.uplink),
             list(population.downlink),
             distance_m,
+            None if population.cells is None else population.cells.serving.copy(),
+            None if population.cells is None else np.zeros(population.num_clients, dtype=np.int64),
+            None if population.cells is None else population.cells.position_m.copy(),
         )

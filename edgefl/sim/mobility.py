@@ -7,10 +7,14 @@ random waypoint model (Johnson and Maltz, "Dynamic source routing in ad hoc wire
 leaves the cell; it may pass closer than d_min to the base station, where the path loss is taken
 at d_min. Positions advance to the current simulated time at the start of every round; links
 (path loss from the new distance; shadowing is a property of the device and stays) are then
-rebuilt, and the next phases' physics uses them.
+rebuilt, and the next phases' physics uses them. With several cells (docs/multi-cell.md), waypoints are drawn over
+the cells' union (a segment between two of its points may cross a corner outside it) and the serving cell is
+re-checked with a hysteresis (handover, edgefl.sim.components.CellMobility).
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
@@ -26,13 +30,26 @@ def uniform_in_annulus(rng: np.random.Generator, size: int, r_min: float, r_max:
 
 class RandomWaypoint:
     def __init__(
-        self, distance_m: np.ndarray, speed_mps: np.ndarray, r_min: float, r_max: float, rng: np.random.Generator
+        self,
+        distance_m: np.ndarray,
+        speed_mps: np.ndarray,
+        r_min: float,
+        r_max: float,
+        rng: np.random.Generator,
+        position_m: np.ndarray | None = None,
+        draw: Callable[[np.random.Generator, int], np.ndarray] | None = None,
     ):
+        """``position_m`` [N, 2]: where devices start (default: the drawn distances at a random bearing); ``draw(rng,
+        n)``: n waypoints (default: uniform over the annulus r_min .. r_max; several cells: over their union)."""
         self.rng, self.r_min, self.r_max = rng, r_min, r_max
-        angle = rng.uniform(0.0, 2 * np.pi, size=len(distance_m))  # the drawn distances, at a random bearing
-        self.position_m = np.stack([distance_m * np.cos(angle), distance_m * np.sin(angle)], axis=1)
+        self._draw = draw if draw is not None else lambda rng, n: uniform_in_annulus(rng, n, r_min, r_max)
+        if position_m is None:
+            angle = rng.uniform(0.0, 2 * np.pi, size=len(distance_m))  # the drawn distances, at a random bearing
+            self.position_m = np.stack([distance_m * np.cos(angle), distance_m * np.sin(angle)], axis=1)
+        else:
+            self.position_m = np.array(position_m, dtype=np.float64)
         self.speed_mps = np.asarray(speed_mps, dtype=np.float64)
-        self.waypoint_m = uniform_in_annulus(rng, len(distance_m), r_min, r_max)
+        self.waypoint_m = self._draw(rng, len(distance_m))
         self.time_s = 0.0
 
     @property
@@ -52,7 +69,7 @@ class RandomWaypoint:
             self.position_m[moving] += step[:, None] * to_go
             left[moving] = np.where(arrive, left[moving] - gap, 0.0)
             arrived = moving[arrive]
-            self.waypoint_m[arrived] = uniform_in_annulus(self.rng, len(arrived), self.r_min, self.r_max)
+            self.waypoint_m[arrived] = self._draw(self.rng, len(arrived))
             moving = arrived[left[arrived] > 0]
 
     def links(

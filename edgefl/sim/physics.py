@@ -83,7 +83,14 @@ class MeanSnr:
         self._snr_db = np.array([links[i].snr_db for i in self._snr_idx], dtype=np.float64)
         self._budget = {
             name: np.array([getattr(links[i], name) for i in self._budget_idx], dtype=np.float64)
-            for name in ("tx_power_w", "path_loss_db", "noise_figure_db", "shadowing_db", "n0_dbm_per_hz")
+            for name in (
+                "tx_power_w",
+                "path_loss_db",
+                "noise_figure_db",
+                "shadowing_db",
+                "n0_dbm_per_hz",
+                "interference_w_per_hz",
+            )
         }
 
     def __call__(self, bandwidth_hz: float) -> np.ndarray:
@@ -101,6 +108,7 @@ class MeanSnr:
                     b["noise_figure_db"],
                     b["shadowing_db"],
                     b["n0_dbm_per_hz"],
+                    b["interference_w_per_hz"],
                 )
             self._by_bandwidth[bandwidth_hz] = cached
         return cached
@@ -122,6 +130,7 @@ class MeanSnr:
                     b["noise_figure_db"],
                     b["shadowing_db"],
                     b["n0_dbm_per_hz"],
+                    b["interference_w_per_hz"],
                 )
             self._shares[key] = (shares, table)
         return self._shares[key]

@@ -1,0 +1,50 @@
+"""The backhaul between the edge servers (one at each base station) and a cloud server (``[backhaul]``,
+docs/multi-cell.md): a component (edgefl.sim.component).
+
+At the end of every round in which uploads reached the edges, each edge that received some sends one aggregate to
+the cloud and receives the cloud's model back, every edge over a link of its own (in parallel): the round is
+longer by 2 · (latency + bits / rate) seconds, and the backhaul spends 2 · bits · edges · energy per bit joules,
+reported apart from the devices' energy (metrics.csv ``backhaul_energy_j``). An aggregate is the size of the
+round's largest upload message (headers included). One cell: one edge, the base station, on the way to the cloud.
+"""
+
+from __future__ import annotations
+
+from edgefl.sim.component import Component
+from edgefl.sim.physics import UPLOAD
+
+
+class Backhaul(Component):
+    may_change_participation = False  # it only adds time and energy
+
+    def __init__(self, rate_bps: float, latency_s: float, energy_j_per_bit: float):
+        self.rate_bps, self.latency_s, self.energy_j_per_bit = rate_bps, latency_s, energy_j_per_bit
+        self.time_s = self.energy_j = 0.0  # so far
+        self.cloud_rounds = 0  # exchanges with the cloud so far
+        self._edges: set[int] = set()  # the edges that had uploads this round ...
+        self._bits = 0.0  # ... and the largest upload message (bits)
+
+    def attach(self, core) -> None:
+        super().attach(core)
+        core.reports["backhaul"] = lambda: (self.cloud_rounds, self.time_s, self.energy_j)
+
+    def phase_start(self, phase, clients, plans) -> set[int]:
+        cells = self.core.devices.cell
+        for client in clients:
+            for step in plans[client]:
+                if step.kind == UPLOAD:
+                    self._edges.add(0 if cells is None else int(cells[client]))
+                    self._bits = max(self._bits, float(step.bits))
+        return set()
+
+    def round_end(self, round_: int) -> None:
+        if not self._edges:
+            return
+        seconds = 2.0 * (self.latency_s + self._bits / self.rate_bps)  # up to the cloud and back, edges in parallel
+        self.energy_j += 2.0 * self._bits * len(self._edges) * self.energy_j_per_bit  # J = bits x J/bit
+        self.time_s += seconds
+        self.cloud_rounds += 1
+        self._edges, self._bits = set(), 0.0
+        if seconds > 0:  # the server waits for the cloud: simulated time passes
+            env = self.core.env
+            env.run(until=env.now + seconds)
