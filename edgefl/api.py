@@ -25,6 +25,7 @@ from typing import Any, Mapping, NamedTuple
 
 import pandas as pd
 
+import algorithms
 from edgefl.results import check_target
 from edgefl.runner import RunResult, event_table, simulate, write_results
 from edgefl.scenario import Scenario, ScenarioError, _drop_none, format_override, scenario_from_dict
@@ -111,7 +112,11 @@ class Result:
         title, net = run_title(self.scenario), self.scenario.network
         if kind == "gantt":
             fig = run_plots.draw_gantt(
-                events, title, deadline_s=net.deadline_s, round_ends=run_plots.round_ends(metrics)
+                events,
+                title,
+                deadline_s=net.deadline_s,
+                round_ends=run_plots.round_ends(metrics),
+                chains=algorithms.get(self.scenario.algorithm.name).asynchronous,
             )
         elif kind == "energy-rounds":
             fig = run_plots.draw_energy_rounds(events, title, len(metrics))

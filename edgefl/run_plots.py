@@ -508,6 +508,22 @@ def _interesting(ev: EventArrays, mask: np.ndarray, limit: int) -> tuple[np.ndar
     return np.sort(clients[order[:limit]]), len(clients)
 
 
+def _chain_deadlines(ev: EventArrays, sel: np.ndarray, row: np.ndarray, deadline_s: float):
+    """The row and the deadline (simulated time) of each chain among the events ``sel`` (drawn on rows ``row``):
+    an asynchronous chain is the activities of one (phase, client), each Dispatch a phase (radio tails and idle
+    waits are logged in the phase that prices them, not the chain's); its deadline is its first activity's start
+    + ``deadline_s``."""
+    own = ~np.isin(ev.kind[sel], ("tail", "idle"))
+    phase, client, begin, row = ev.phase[sel][own], ev.client[sel][own], ev.start_s[sel][own], row[own]
+    keys, first = np.unique(np.stack([phase, client], axis=1), axis=0, return_inverse=True)
+    first = first.ravel()
+    starts = np.full(len(keys), np.inf)
+    np.minimum.at(starts, first, begin)
+    rows = np.zeros(len(keys))
+    rows[first] = row
+    return rows, starts + deadline_s
+
+
 def draw_gantt(
     events,
     title: str = "",
@@ -516,11 +532,14 @@ def draw_gantt(
     round_ends: dict[int, float] | None = None,
     max_rows: int = MAX_GANTT_ROWS,
     fig=None,
+    chains: bool = False,
 ):
     """Gantt chart of a few rounds side by side (:func:`gantt_rounds`): one row per device (at most
     ``max_rows``: :func:`_interesting`), bars for download / compute / upload, its idle wait as a light
     background, radio tails as thin bars; cut, lost (or otherwise stopped) activities hatched and marked with
-    a red x; the deadline of each phase as a vertical line. Times are relative to the round's start.
+    a red x; the deadline of each phase as a vertical line, or with ``chains`` (an asynchronous run, whose
+    chains start at different times, each its own phase) the deadline of each chain on its own row: its start
+    (its first activity) + ``deadline_s``. Times are relative to the round's start.
     ``round_ends``: engine round -> simulated end time (metrics sim_time_s). None when there are no events."""
     ev = event_arrays(events)
     picks = gantt_rounds(ev, rounds)
@@ -569,7 +588,13 @@ def draw_gantt(
             ax.plot(left[bad] + width[bad], row[bad], "x", color="#c44e52", ms=7, mew=2, zorder=5)
         missed_here = int(len(np.unique(ev.client[mask & (code_all > 0)])))
         span = end - start
-        if deadline_s is not None:
+        if deadline_s is not None and chains:
+            chain_rows, chain_ends = _chain_deadlines(ev, sel, row, deadline_s)
+            ax.vlines(
+                chain_ends - start, chain_rows - 0.45, chain_rows + 0.45, color="#c44e52", ls="--", lw=1.2, zorder=6
+            )
+            span = max(span, float(chain_ends.max(initial=start)) - start)
+        elif deadline_s is not None:
             for p in np.unique(ev.phase[mask]).tolist():
                 phase_start = (
                     start
@@ -601,7 +626,8 @@ def draw_gantt(
     for c in sorted(seen_codes):
         handles.append(Patch(facecolor="white", edgecolor="#c44e52", hatch=HATCHES[c], label=names[c]))
     if deadline_s is not None:
-        handles.append(Line2D([], [], color="#c44e52", ls="--", label=f"deadline {deadline_s:g} s per phase"))
+        per = "after each chain's start" if chains else "per phase"
+        handles.append(Line2D([], [], color="#c44e52", ls="--", label=f"deadline {deadline_s:g} s {per}"))
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4 * len(panels)), fontsize=7, frameon=False)
     _suptitle(fig, title, "who did what when, in the rounds shown (bars beyond the round end: radio tails)")
     tight(fig, rect=(0, 0.06 if rows > 8 else 0.09, 1, 1))

@@ -8,6 +8,7 @@ import collections
 import time
 from pathlib import Path
 
+import matplotlib.collections
 import matplotlib.image
 import matplotlib.pyplot as plt
 import numpy as np
@@ -102,6 +103,40 @@ def test_gantt_shows_the_first_round_and_the_worst(phones):
         clients = sorted({e.client for e in r.raw.events if e.round == r_})
         assert [int(t.get_text()) for t in ax.texts] == clients
         assert [t.get_position()[1] for t in ax.texts] == list(range(len(clients)))
+    plt.close(fig)
+
+
+def test_an_asynchronous_gantt_marks_each_chains_own_deadline_not_one_per_phase():
+    """FedBuff's chains start whenever a slot frees (each Dispatch a phase): the deadline of each chain is drawn
+    on its row at its own start + deadline_s (the API's figure, as edgefl run's gantt.png), no line across."""
+    deadline = 0.4
+    overrides = {"algorithm.name": "fedbuff", "algorithm.fedbuff.buffer_size": 3, "run.rounds": 6, "run.eval_every": 6}
+    r = run(PHONES, overrides=overrides, progress=False)
+    fig = r.plot("gantt")
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert panels
+    distinct_starts: set[float] = set()
+    for ax in panels:
+        rnd = int(ax.get_title().split(":")[0].split()[1]) - 1
+        shown = [int(t.get_text()) for t in ax.texts]
+        starts: dict[tuple[int, int], float] = {}  # each (phase, client) chain's first activity
+        for e in r.raw.events:
+            if e.round == rnd and e.client in shown and e.kind not in ("tail", "idle"):  # a tail: a later phase
+                key = (e.phase, e.client)
+                starts[key] = min(starts.get(key, np.inf), e.start_s)
+        marks = [c for c in ax.collections if isinstance(c, matplotlib.collections.LineCollection)]
+        assert len(marks) == 1 and not any(line.get_linestyle() == "--" for line in ax.get_lines())  # no axvline
+        segments = marks[0].get_segments()
+        xs = sorted(seg[0][0] for seg in segments)
+        expected = sorted(s + deadline for s in starts.values())
+        assert len(xs) == len(starts)
+        distinct_starts |= {round(s, 9) for s in starts.values()}
+        offset = xs[0] - expected[0]  # the panel's times are since its round's start
+        np.testing.assert_allclose(np.array(xs) - offset, expected, rtol=0, atol=1e-9)
+        rows = {(round(seg[0][0] - offset - deadline, 9), (seg[0][1] + seg[1][1]) / 2) for seg in segments}
+        assert rows == {(round(s, 9), float(shown.index(c))) for (_, c), s in starts.items()}  # on the chain's row
+    assert len(distinct_starts) > 1  # chains that started at other times, each with its own deadline
+    assert "after each chain's start" in " ".join(t.get_text() for t in fig.legends[0].get_texts())
     plt.close(fig)
 
 
