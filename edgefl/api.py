@@ -25,6 +25,7 @@ from typing import Any, Mapping, NamedTuple
 
 import pandas as pd
 
+import algorithms
 from edgefl.physical import cell_sites_m
 from edgefl.results import check_target
 from edgefl.runner import RunResult, event_table, simulate, write_results
@@ -112,7 +113,11 @@ class Result:
         title, net = run_title(self.scenario), self.scenario.network
         if kind == "gantt":
             fig = run_plots.draw_gantt(
-                events, title, deadline_s=net.deadline_s, round_ends=run_plots.round_ends(metrics)
+                events,
+                title,
+                deadline_s=net.deadline_s,
+                round_ends=run_plots.round_ends(metrics),
+                chains=algorithms.get(self.scenario.algorithm.name).asynchronous,
             )
         elif kind == "energy-rounds":
             fig = run_plots.draw_energy_rounds(events, title, len(metrics))

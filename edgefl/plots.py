@@ -13,6 +13,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+import algorithms  # noqa: E402
 from edgefl import run_plots as rp  # noqa: E402
 from edgefl.physical import cell_sites_m  # noqa: E402
 from edgefl.run_plots import DPI, bars, tight  # noqa: E402
@@ -108,15 +109,16 @@ def plot_events(
     deadline_s: float | None = None,
     cell_radius_m: float | None = None,
     sites_m=None,
+    chains: bool = False,
 ) -> list[Path]:
     """gantt.png, energy_rounds.png, uploads_missed.png (with an event log), energy_snr.png and
-    cell_map.png (devices with a distance only)."""
+    cell_map.png (devices with a distance only); ``chains``: an asynchronous run (a deadline per chain)."""
     out_dir = Path(out_dir)
     written = []
     rounds = len(metrics) or None
     if events is not None and len(events):
         ev = rp.event_arrays(events)  # once, for every plot
-        fig = rp.draw_gantt(ev, title, deadline_s=deadline_s, round_ends=rp.round_ends(metrics))
+        fig = rp.draw_gantt(ev, title, deadline_s=deadline_s, round_ends=rp.round_ends(metrics), chains=chains)
         if fig is not None:
             written.append(_save(fig, out_dir / "gantt.png"))
         written.append(_save(rp.draw_energy_rounds(ev, title, rounds), out_dir / "energy_rounds.png"))
@@ -157,6 +159,7 @@ def plot_run(
         deadline_s=getattr(net, "deadline_s", None),
         cell_radius_m=getattr(net, "cell_radius_m", None),
         sites_m=cell_sites_m(net)[0] if getattr(net, "cells", 1) > 1 else None,
+        chains=scenario is not None and algorithms.get(scenario.algorithm.name).asynchronous,
     )
     if _evaluated(metrics):
         for kind in ACCURACY_FIGURES:

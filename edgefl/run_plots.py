@@ -535,6 +535,30 @@ def _interesting(ev: EventArrays, mask: np.ndarray, limit: int) -> tuple[np.ndar
     return np.sort(clients[order[:limit]]), len(clients)
 
 
+def chain_starts(ev: EventArrays) -> np.ndarray:
+    """Per event of an asynchronous run, the start (simulated time) of the chain it belongs to; nan for radio tails
+    and idle waits. A chain is one client's [promotion →] download → compute → upload, dispatched as a whole; its
+    events are logged under the round in progress when each ends, so a chain can span rounds: a client's activities
+    in time order, a chain begins at a promotion, at a download that no promotion led into, or after an activity
+    that did not complete (cut, lost, offline: that chain ended there)."""
+    starts = np.full(len(ev.kind), np.nan)
+    own = np.flatnonzero(~np.isin(ev.kind, ("tail", "idle")))
+    if not len(own):
+        return starts
+    i = own[np.lexsort((ev.end_s[own], ev.start_s[own], ev.client[own]))]  # by client, then time
+    kind, client = ev.kind[i], ev.client[i]
+    new = np.ones(len(i), dtype=bool)
+    new[1:] = (
+        (client[1:] != client[:-1])
+        | (kind[1:] == "promotion")
+        | ((kind[1:] == "download") & (kind[:-1] != "promotion"))
+        | (ev.status[i][:-1] != "ok")
+    )
+    first = i[new]
+    starts[i] = ev.start_s[first][np.cumsum(new) - 1]
+    return starts
+
+
 def draw_gantt(
     events,
     title: str = "",
@@ -543,11 +567,14 @@ def draw_gantt(
     round_ends: dict[int, float] | None = None,
     max_rows: int = MAX_GANTT_ROWS,
     fig=None,
+    chains: bool = False,
 ):
     """Gantt chart of a few rounds side by side (:func:`gantt_rounds`): one row per device (at most
     ``max_rows``: :func:`_interesting`), bars for download / compute / upload, its idle wait as a light
     background, radio tails as thin bars; cut, lost (or otherwise stopped) activities hatched and marked with
-    a red x; the deadline of each phase as a vertical line. Times are relative to the round's start.
+    a red x; the deadline of each phase as a vertical line, or with ``chains`` (an asynchronous run, whose
+    chains start at different times) the deadline of each chain on its row: its start (:func:`chain_starts`) +
+    ``deadline_s``. Times are relative to the round's start.
     ``round_ends``: engine round -> simulated end time (metrics sim_time_s). None when there are no events."""
     ev = event_arrays(events)
     picks = gantt_rounds(ev, rounds)
@@ -564,6 +591,7 @@ def draw_gantt(
     heights = {"idle": 0.84, "tail": 0.22, "promotion": 0.22, "download": 0.6, "compute": 0.6, "upload": 0.6}
     zorders = {"idle": 1, "tail": 2, "promotion": 2, "download": 3, "compute": 3, "upload": 3}
     code_all = _missed_status(ev)
+    starts_of_chain = chain_starts(ev) if chains and deadline_s is not None else None
     seen_codes: set[int] = set()
     for ax, (r, mask, shown, participants) in zip(axes, panels):
         start, end = _round_window(ev, mask, r, round_ends)
@@ -596,7 +624,14 @@ def draw_gantt(
             ax.plot(left[bad] + width[bad], row[bad], "x", color="#c44e52", ms=7, mew=2, zorder=5)
         missed_here = int(len(np.unique(ev.client[mask & (code_all > 0)])))
         span = end - start
-        if deadline_s is not None:
+        if starts_of_chain is not None:
+            chains_here = np.unique(np.stack([ev.client[sel], starts_of_chain[sel]], axis=1), axis=0)
+            chains_here = chains_here[np.isfinite(chains_here[:, 1])]  # (client, chain start) of the panel's chains
+            chain_rows = np.searchsorted(shown, chains_here[:, 0].astype(np.int64))
+            deadlines = chains_here[:, 1] + deadline_s - start
+            ax.vlines(deadlines, chain_rows - 0.45, chain_rows + 0.45, color="#c44e52", ls="--", lw=1.2, zorder=6)
+            span = max(span, float(deadlines.max(initial=0.0)))
+        elif deadline_s is not None:
             for p in np.unique(ev.phase[mask]).tolist():
                 phase_start = (
                     start
@@ -628,7 +663,8 @@ def draw_gantt(
     for c in sorted(seen_codes):
         handles.append(Patch(facecolor="white", edgecolor="#c44e52", hatch=HATCHES[c], label=names[c]))
     if deadline_s is not None:
-        handles.append(Line2D([], [], color="#c44e52", ls="--", label=f"deadline {deadline_s:g} s per phase"))
+        per = "after each chain's start" if chains else "per phase"
+        handles.append(Line2D([], [], color="#c44e52", ls="--", label=f"deadline {deadline_s:g} s {per}"))
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4 * len(panels)), fontsize=7, frameon=False)
     _suptitle(fig, title, "who did what when, in the rounds shown (bars beyond the round end: radio tails)")
     tight(fig, rect=(0, 0.06 if rows > 8 else 0.09, 1, 1))

@@ -211,7 +211,7 @@ class Simulation:
             except NoDeviceAvailable as exc:
                 stopped = f"stopped before round {r + 1}: {exc}"
                 break
-            row = self._metrics_row(r, record, evaluate=(r + 1) % s.run.eval_every == 0 or r + 1 == s.run.rounds)
+            row = self._metrics_row(r, record, evaluate=self._evaluates(r, record.end_s, rows))
             diverged = self._divergence(r, row)
             if diverged:  # outputs end with the last finite round: its energy, events and model
                 self._restore_round_state(before)
@@ -347,6 +347,18 @@ class Simulation:
         """The energy so far, in total and by category (metrics.csv's energy columns)."""
         by_cat = self.pricer.ledger.by_category()
         return {"energy_j": float(sum(by_cat.values())), **{f"{c}_energy_j": float(by_cat[c]) for c in CATEGORIES}}
+
+    def _evaluates(self, r: int, end_s: float, rows: list[dict]) -> bool:
+        """Whether round r (0-based), which ends at `end_s` of simulated time, evaluates the global model: the
+        last round; every run.eval_every rounds; or with run.eval_every_s = t, the first round that ends at or
+        after each multiple of t, i.e. when a multiple of t lies in (the previous round's end, end_s]."""
+        run = self.scenario.run
+        if r + 1 == run.rounds:
+            return True
+        if run.eval_every_s is None:
+            return (r + 1) % run.eval_every == 0
+        previous_s = rows[-1]["sim_time_s"] if rows else 0.0
+        return math.floor(end_s / run.eval_every_s) > math.floor(previous_s / run.eval_every_s)
 
     def _metrics_row(self, r: int, record, evaluate: bool) -> dict:
         row = {

@@ -85,6 +85,11 @@ CASES = {
         "algorithm.fedbuff.max_staleness=2",
     ],
     "fedasync, everything on": ["algorithm.name=fedasync", "algorithm.fedasync.staleness=hinge"],
+    "fedbuff evaluated by simulated time (run.eval_every_s)": [
+        "algorithm.name=fedbuff",
+        "algorithm.fedbuff.buffer_size=3",
+        "run.eval_every_s=0.25",
+    ],
     "oort selection (past durations and losses)": ["selection.name=oort"],
     "power_of_choice selection (charged loss queries)": ["selection.name=power_of_choice"],
     "seven cells, moving (handovers), power control": [

@@ -39,6 +39,10 @@ STUDIES = {
         REPO / "docs" / "algorithms-on-one-network.md",
         lambda mod: mod.render(json.loads(mod.SUMMARY.read_text())),
     ),
+    "asynchronous": (
+        REPO / "docs" / "asynchronous.md",
+        lambda mod: mod.render(json.loads(mod.SUMMARY.read_text())),
+    ),
     "over_the_air": (
         REPO / "docs" / "over-the-air.md",
         lambda mod: mod.render(json.loads(mod.SUMMARY.read_text())),

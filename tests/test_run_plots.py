@@ -8,6 +8,7 @@ import collections
 import time
 from pathlib import Path
 
+import matplotlib.collections
 import matplotlib.image
 import matplotlib.pyplot as plt
 import numpy as np
@@ -16,6 +17,8 @@ import pytest
 from edgefl import run_plots
 from edgefl.api import PLOT_KINDS, run
 from edgefl.plots import plot_run
+from edgefl.runner import Simulation
+from edgefl.scenario import load_scenario
 from edgefl.sim.activities import Event
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,6 +106,56 @@ def test_gantt_shows_the_first_round_and_the_worst(phones):
         assert [int(t.get_text()) for t in ax.texts] == clients
         assert [t.get_position()[1] for t in ax.texts] == list(range(len(clients)))
     plt.close(fig)
+
+
+def test_an_asynchronous_gantt_marks_each_chains_own_deadline_not_one_per_phase():
+    """FedBuff's chains start whenever a slot frees and run across rounds: the deadline of each chain is drawn on
+    its row at its dispatch + deadline_s (the moments the pricer started the chains, recorded here), no line
+    across the panel."""
+    deadline = 0.4
+    scenario = load_scenario(
+        PHONES, ["algorithm.name=fedbuff", "algorithm.fedbuff.buffer_size=3", "run.rounds=6", "run.eval_every=6"]
+    )
+    sim = Simulation(scenario)
+    dispatched: dict[int, list[float]] = collections.defaultdict(list)  # client -> the times its chains started
+    start_chains = sim.pricer.start_chains
+
+    def record(phase):
+        for client in phase.chains:
+            dispatched[client].append(sim.pricer.now)
+        return start_chains(phase)
+
+    sim.pricer.start_chains = record
+    result = sim.run(progress=False)
+    ev = run_plots.event_arrays(result.events)
+    starts = run_plots.chain_starts(ev)
+    own = ~np.isin(ev.kind, ("tail", "idle"))
+    for i in np.flatnonzero(own):  # each activity belongs to its client's latest chain started by then
+        assert starts[i] == max(t for t in dispatched[ev.client[i]] if t <= ev.start_s[i] + 1e-12)
+    assert np.isnan(starts[~own]).all()
+    spanning = {(c, s) for c, s, r in zip(ev.client[own], starts[own], ev.round[own])}
+    assert len(spanning) < len({(c, s, r) for c, s, r in zip(ev.client[own], starts[own], ev.round[own])})
+
+    fig = run_plots.draw_gantt(
+        result.events, deadline_s=deadline, chains=True, round_ends=run_plots.round_ends(result.metrics)
+    )
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    for ax in panels:
+        rnd = int(ax.get_title().split(":")[0].split()[1]) - 1
+        shown = [int(t.get_text()) for t in ax.texts]
+        here = own & (ev.round == rnd) & np.isin(ev.client, shown)
+        expected = sorted({(shown.index(int(c)), s + deadline) for c, s in zip(ev.client[here], starts[here])})
+        marks = [c for c in ax.collections if isinstance(c, matplotlib.collections.LineCollection)]
+        assert len(marks) == 1 and not any(line.get_linestyle() == "--" for line in ax.get_lines())  # no axvline
+        drawn = sorted(((seg[0][1] + seg[1][1]) / 2, seg[0][0]) for seg in marks[0].get_segments())
+        offset = drawn[0][1] - next(x for row, x in expected if row == drawn[0][0])  # times since the round's start
+        assert [row for row, _ in drawn] == [row for row, _ in expected]
+        np.testing.assert_allclose([x for _, x in drawn], [x + offset for _, x in expected], rtol=0, atol=1e-9)
+    assert "after each chain's start" in " ".join(t.get_text() for t in fig.legends[0].get_texts())
+    plt.close(fig)
+    api = run(PHONES, overrides={"algorithm.name": "fedasync", "run.rounds": 3}, progress=False).plot("gantt")
+    assert "after each chain's start" in " ".join(t.get_text() for t in api.legends[0].get_texts())  # as gantt.png
+    plt.close(api)
 
 
 def test_cell_map_uses_the_last_positions_of_moving_devices(phones):

@@ -58,8 +58,10 @@ class AdaptiveTau(Controller):
         p = scenario.control.params()
         if p.tau_min > p.tau_max:
             raise ValueError(f"control.tau_min = {p.tau_min} must be <= control.tau_max = {p.tau_max}")
-        if scenario.run.eval_every != 1:
-            raise ValueError('control.name = "adaptive_tau" reads the loss every round: set run.eval_every = 1')
+        if scenario.run.eval_every != 1 or scenario.run.eval_every_s is not None:
+            raise ValueError(
+                'control.name = "adaptive_tau" reads the loss every round: set run.eval_every = 1 and leave run.eval_every_s unset'
+            )
 
     def __init__(self, ctx, params=None):
         super().__init__(ctx, params)

@@ -71,7 +71,16 @@ class RunSection(Strict):
         description="Master seed: data partition, model init, sampling, fading (0 <= seed < 2^63: numpy seeds are non-negative).",
     )
     rounds: PositiveInt = Field(50, le=1_000_000, description="Number of communication rounds S (at most 10^6).")
-    eval_every: PositiveInt = Field(1, description="Evaluate the global model every k rounds (and at the last).")
+    eval_every: PositiveInt = Field(
+        1, description="Evaluate the global model every k rounds (and at the last); run.eval_every_s replaces it."
+    )
+    eval_every_s: Optional[PositiveSeconds] = Field(
+        None,
+        description="Evaluate the global model every t seconds of simulated time instead of every k rounds: at "
+        "the first round (server update) that ends at or after each multiple of t, and at the last round "
+        "(0 < t <= 10^6 s). Set, it replaces run.eval_every; unset (the default), run.eval_every applies. The "
+        "ideal engine's time stays 0: there only the last round is evaluated.",
+    )
     engine: Literal["simpy", "ideal"] = Field(
         "simpy",
         description="simpy: co-simulate time and energy (SimPy discrete-event engine); ideal: zero "

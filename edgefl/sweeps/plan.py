@@ -117,6 +117,8 @@ def pricing_mode(scenario: Scenario) -> str:
     devices = scenario.devices
     if scenario.control.name != "static" or scenario.selection.name != "uniform":
         return COSIMULATED  # a controller or a selection policy decides from the channel each round
+    if scenario.run.eval_every_s is not None:
+        return COSIMULATED  # which rounds are evaluated depends on the point's simulated time
     if algorithms.get(scenario.algorithm.name).asynchronous:
         return COSIMULATED  # an asynchronous server learns from the order uploads arrive in: the network's timing
     if any(p.plugin_class().may_change_participation for p in scenario.process):
