@@ -163,7 +163,8 @@ def save(simulation, path: Path) -> None:
         raise RuntimeError("the pricer keeps no journal: call Simulation.keep_checkpoints() before the first round")
     rebuilt = {id(getattr(simulation, name)): name for name in REBUILT}
     with atomic_file(path, durable=True) as tmp, open(tmp, "wb") as handle:
-        handle.write(checkpoint_header())  # first: what proves the file a checkpoint (edgefl.results.recover)
+        handle.write(checkpoint_header())  # first: what proves the file a checkpoint (edgefl.results.recover) ...
+        handle.flush()  # ... on disk at once, not when pickling fills the buffer: a kill -9 then leaves a provable file
         _Pickler(handle, rebuilt).dump(
             {
                 "format": FORMAT,

@@ -229,3 +229,24 @@ def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path, algorithm)
         assert (out / name).read_bytes() == (reference / name).read_bytes(), name
     assert not checkpoint.exists()
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+def test_a_checkpoint_being_written_carries_its_header_on_disk_before_the_state_is_pickled(tmp_path, monkeypatch):
+    """A kill -9 while the state is pickled leaves a temporary file that recover() can prove its own (the header
+    naming the dead writer) and remove; an empty one it would have to leave."""
+    from edgefl import checkpoint as ckpt
+    from edgefl.results import checkpoint_header
+
+    seen = []
+
+    def dump(self, obj):
+        (tmp,) = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+        seen.append(tmp.read_bytes())
+        raise KeyboardInterrupt  # killed while pickling
+
+    monkeypatch.setattr(ckpt._Pickler, "dump", dump)
+    sim = Simulation(load_scenario(QUICKSTART, ["run.rounds=2"]))
+    sim.keep_checkpoints()
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.save(sim, tmp_path / ".run.checkpoint")
+    assert seen == [checkpoint_header()]
