@@ -141,50 +141,6 @@ class Algorithm:
         return {}
 
 
-STALENESS_FUNCTIONS = ("constant", "polynomial", "hinge")
-
-
-def staleness_weight(kind: str, staleness: int, a: float, b: float) -> float:
-    """Weight of an update ``staleness`` server updates old (Xie, Koyejo, Gupta 2019, FedAsync §5):
-    constant 1; polynomial (1 + s)^−a (a = 1/2: FedBuff's and FedScale's 1/√(1 + s)); hinge 1 for
-    s ≤ b, else 1 / (a (s − b) + 1)."""
-    if kind == "constant":
-        return 1.0
-    if kind == "polynomial":
-        return float((1.0 + staleness) ** -a)
-    if kind == "hinge":
-        return 1.0 if staleness <= b else 1.0 / (a * (staleness - b) + 1.0)
-    raise ValueError(f"unknown staleness function {kind!r} (known: {', '.join(STALENESS_FUNCTIONS)})")
-
-
-def staleness_metrics(applied: list[int]) -> dict[str, float]:
-    """metrics.csv's staleness_mean and staleness_max of the updates a server update applied (NaN: none)."""
-    if not applied:
-        return {"staleness_mean": float("nan"), "staleness_max": float("nan")}
-    return {"staleness_mean": sum(applied) / len(applied), "staleness_max": float(max(applied))}
-
-
-def check_asynchronous(name: str, scenario, concurrency: int) -> None:
-    """What an asynchronous server cannot run with: ValueError naming the key (edgefl's scenario loader
-    reports it as a scenario error)."""
-    if scenario.algorithm.over_selection > 0:
-        raise ValueError(
-            f"algorithm.over_selection = {scenario.algorithm.over_selection:g}: {name} is asynchronous, it has no "
-            "round for the first m uploads to close; set algorithm.over_selection = 0 (its concurrency keeps "
-            "clients busy instead)"
-        )
-    if scenario.control.name not in ("static", "deadline_fit"):
-        raise ValueError(
-            f'control.name = "{scenario.control.name}" plans synchronous rounds; with the asynchronous {name} '
-            'use control.name = "static" or "deadline_fit"'
-        )
-    if concurrency > scenario.data.num_clients:
-        raise ValueError(
-            f"algorithm.{name}.concurrency = {concurrency} is more than the {scenario.data.num_clients} clients "
-            f"(data.num_clients): lower it"
-        )
-
-
 def uniform_sample(rng: np.random.Generator, num_clients: int, m: int) -> np.ndarray:
     """m distinct clients, uniformly at random, sorted (sorting keeps batches deterministic)."""
     return np.sort(rng.choice(num_clients, size=m, replace=False))

@@ -16,72 +16,28 @@ Traffic per update: 1 model down, 1 model up.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field
 
-from algorithms.base import Algorithm, HyperParams, check_asynchronous, staleness_metrics, staleness_weight
-from algorithms.ops import Dispatch, NextArrival, Train, sgd_step
+from algorithms.asynchronous import AsynchronousParams, AsynchronousServer, staleness_metrics, staleness_weight
 
 
-class FedAsyncParams(HyperParams):
+class FedAsyncParams(AsynchronousParams):
     alpha: float = Field(0.6, gt=0, le=1, description="α, the mixing weight of a fresh update (0 < α ≤ 1).")
-    staleness: Literal["constant", "polynomial", "hinge"] = Field(
-        "polynomial",
-        description="s(staleness): constant 1, polynomial (1 + s)^-a, hinge (1 if s <= b else 1/(a(s-b)+1)).",
-    )
-    a: float = Field(0.5, ge=0, le=100, description="Exponent of the polynomial, slope of the hinge.")
-    b: int = Field(4, ge=0, le=1_000_000, description="Staleness up to which the hinge weighs 1.")
-    concurrency: int | None = Field(
-        None, ge=1, le=10_000_000, description="Clients training at once; unset: algorithm.clients_per_round."
-    )
 
 
-class FedAsync(Algorithm):
+class FedAsync(AsynchronousServer):
     name = "fedasync"
     Params = FedAsyncParams
-    asynchronous = True
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.x = ctx.init_params.clone()
-        self.in_flight: set[int] = set()  # clients training now
-        self.failed: set[int] = set()  # clients whose chain did not get through in this round: not sampled again in it
-        self.waiting = True  # the last arrival was the last of its instant: the server waits next
-        self.applied: list[int] = []  # staleness of the update applied in the last round
-
-    @classmethod
-    def check_scenario(cls, scenario) -> None:
-        hp = scenario.algorithm.hyperparams()
-        check_asynchronous(cls.name, scenario, hp.concurrency or scenario.algorithm.clients_per_round)
 
     def round(self, r):
-        ctx, hp = self.ctx, self.hp
-        concurrency = hp.concurrency or ctx.clients_per_round
+        hp = self.hp
         self.applied, self.failed = [], set()
-        while True:
-            if self.waiting and len(self.in_flight) < concurrency:  # fill the free slots with idle clients, from x_r
-                new = ctx.sample_idle(concurrency - len(self.in_flight), self.in_flight | self.failed)
-                if len(new):
-                    train = Train(new, self.x, ctx.local_steps, sgd_step, shared={"lr": ctx.lr})
-                    yield Dispatch(train, r, ctx.model_bits, ctx.model_bits, concurrency)
-                    self.in_flight.update(new.tolist())
-            arrival = yield NextArrival()
-            if arrival is None:  # nobody trains and nobody can start: the model stays as it is
-                return
-            self.in_flight.discard(arrival.client)
-            self.waiting = not arrival.more_now
-            if not arrival.arrived:  # (offline, cut, lost, empty battery: it may fail again at once)
-                self.failed.add(arrival.client)
-            else:
-                alpha_t = hp.alpha * staleness_weight(hp.staleness, arrival.staleness, hp.a, hp.b)
-                self.x = (1 - alpha_t) * self.x + alpha_t * arrival.params
-                self.applied = [arrival.staleness]
-                return
-
-    @property
-    def model(self):
-        return self.x
+        arrival = yield from self.next_update(r)
+        if arrival is None:  # nobody trains and nobody can start: the model stays as it is
+            return
+        alpha_t = hp.alpha * staleness_weight(hp.staleness, arrival.staleness, hp.a, hp.b)
+        self.x = (1 - alpha_t) * self.x + alpha_t * arrival.params
+        self.applied = [arrival.staleness]
 
     def metrics(self) -> dict[str, float]:
         return staleness_metrics(self.applied)

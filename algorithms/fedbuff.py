@@ -17,74 +17,37 @@ Traffic per update: 1 model down, 1 model up per client.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 from pydantic import Field
 
-from algorithms.base import Algorithm, HyperParams, check_asynchronous, staleness_metrics, staleness_weight
-from algorithms.ops import Dispatch, NextArrival, Train, sgd_step
+from algorithms.asynchronous import AsynchronousParams, AsynchronousServer, staleness_metrics, staleness_weight
 
 
-class FedBuffParams(HyperParams):
+class FedBuffParams(AsynchronousParams):
     buffer_size: int = Field(10, ge=1, le=10_000_000, description="K, updates buffered per server update.")
-    concurrency: int | None = Field(
-        None, ge=1, le=10_000_000, description="C, clients training at once; unset: algorithm.clients_per_round."
-    )
     server_lr: float = Field(1.0, gt=0, le=1e4, description="η_g, the server's step on the buffer's mean.")
-    staleness: Literal["constant", "polynomial", "hinge"] = Field(
-        "polynomial",
-        description="w(staleness): polynomial (1 + s)^-a, constant 1, hinge (1 if s <= b else 1/(a(s-b)+1)).",
-    )
-    a: float = Field(
-        0.5, ge=0, le=100, description="Exponent of the polynomial (1/2: 1/sqrt(1 + s)), slope of the hinge."
-    )
-    b: int = Field(4, ge=0, le=1_000_000, description="Staleness up to which the hinge weighs 1.")
     max_staleness: int | None = Field(
         None, ge=0, le=1_000_000, description="Updates staler than this are dropped; unset: none is."
     )
 
 
-class FedBuff(Algorithm):
+class FedBuff(AsynchronousServer):
     name = "fedbuff"
     Params = FedBuffParams
-    asynchronous = True
 
     def __init__(self, ctx):
         super().__init__(ctx)
-        self.x = ctx.init_params.clone()
-        self.in_flight: set[int] = set()  # clients training now
-        self.failed: set[int] = set()  # clients whose chain did not get through in this round: not sampled again in it
-        self.waiting = True  # the last arrival was the last of its instant: the server waits next
         self.buffer: list[torch.Tensor] = []  # w(s_i) Δ_i of the updates received since the last server update
         self.buffered: list[int] = []  # ... and their staleness
-        self.applied: list[int] = []  # staleness of the updates the last round applied
         self.dropped = 0  # updates dropped as too stale, in the last round
 
-    @classmethod
-    def check_scenario(cls, scenario) -> None:
-        hp = scenario.algorithm.hyperparams()
-        check_asynchronous(cls.name, scenario, hp.concurrency or scenario.algorithm.clients_per_round)
-
     def round(self, r):
-        ctx, hp = self.ctx, self.hp
-        concurrency = hp.concurrency or ctx.clients_per_round
+        hp = self.hp
         self.applied, self.dropped, self.failed = [], 0, set()
         while len(self.buffer) < hp.buffer_size:
-            if self.waiting and len(self.in_flight) < concurrency:  # fill the free slots with idle clients, from x_r
-                new = ctx.sample_idle(concurrency - len(self.in_flight), self.in_flight | self.failed)
-                if len(new):
-                    train = Train(new, self.x, ctx.local_steps, sgd_step, shared={"lr": ctx.lr})
-                    yield Dispatch(train, r, ctx.model_bits, ctx.model_bits, concurrency)
-                    self.in_flight.update(new.tolist())
-            arrival = yield NextArrival()
+            arrival = yield from self.next_update(r)
             if arrival is None:  # nobody trains and nobody can start: no update this round
                 return
-            self.in_flight.discard(arrival.client)
-            self.waiting = not arrival.more_now
-            if not arrival.arrived:  # (offline, cut, lost, empty battery: it may fail again at once)
-                self.failed.add(arrival.client)
-                continue
             if hp.max_staleness is not None and arrival.staleness > hp.max_staleness:
                 self.dropped += 1
                 continue
@@ -93,10 +56,6 @@ class FedBuff(Algorithm):
             self.buffered.append(arrival.staleness)
         self.x = self.x + hp.server_lr * torch.stack(self.buffer).mean(dim=0)
         self.applied, self.buffer, self.buffered = self.buffered, [], []
-
-    @property
-    def model(self):
-        return self.x
 
     def metrics(self) -> dict[str, float]:
         return {**staleness_metrics(self.applied), "updates_dropped": float(self.dropped)}

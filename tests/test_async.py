@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from algorithms.base import Algorithm, staleness_weight
+from algorithms.asynchronous import staleness_weight
+from algorithms.base import Algorithm
 from algorithms.ops import Dispatch, NextArrival, Train, sgd_step
 from edgefl.plugins import PluginError
 from edgefl.runner import Simulation
