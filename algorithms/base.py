@@ -47,8 +47,8 @@ class Context:
     # and the model's parameter layout [(name, shape), ...] in flat-vector order (partitions
     # of the vector by tensor, e.g. partial model averaging). None where the run has none.
     client_roles: np.ndarray | None = None
-    # Several cells (network.cells > 1): each client's cell, its edge server (int [N], as the devices were dropped).
-    # None in a single cell.
+    # Several cells (network.cells > 1): each client's serving cell, its edge server (int [N]; set by the engine at
+    # each round's start, so it follows handovers). None in a single cell.
     client_cells: np.ndarray | None = None
     param_layout: list[tuple[str, tuple[int, ...]]] | None = None
     # Which clients are online at the start of the current round (bool [N]); set by the engine

@@ -5,9 +5,10 @@ Client–edge–cloud FL: each cell's base station hosts an edge server. Per clo
 steps (their κ1), uploads, and each edge server averages the uploads of its own cell's clients that arrived
 (weighted by data size, or uniformly); then the cloud averages the edge models, each weighted by the data of
 its clients that took part (so that with ``edge_rounds = 1`` it is FedAvg's average over every upload). The
-edges start a cloud round from the cloud model. A client's edge is its cell as the devices were dropped
-(``Context.client_cells``; one cell: a single edge). The backhaul between edges and the cloud is not priced
-yet (docs/multi-cell.md). With one cell and ``edge_rounds = 1`` it is FedAvg, round for round.
+edges start a cloud round from the cloud model. A client's edge is its serving cell at the round's start
+(``Context.client_cells``, which follows handovers; one cell: a single edge). The backhaul between edges and the
+cloud is priced by the engine (``[backhaul]``, docs/multi-cell.md). With one cell and ``edge_rounds = 1`` it is
+FedAvg, round for round.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class HierFAVG(Algorithm):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.w = ctx.init_params.clone()
+        self.edge_rounds_done = 0  # edge aggregations so far (metrics.csv edge_rounds): edge_rounds per round
 
     def round(self, r):
         ctx, hp = self.ctx, self.hp
@@ -59,6 +61,7 @@ class HierFAVG(Algorithm):
                         result.params[mine], sizes if hp.weighting == "data_size" else None
                     )
                     edge_data[edge] = float(np.sum(sizes)) if hp.weighting == "data_size" else float(mine.sum())
+            self.edge_rounds_done += 1
             if len(edges) == 1:
                 self.w = edge_model[edges[0]]
         if len(edges) > 1:  # the cloud: the edges that received something, weighted by their clients' data

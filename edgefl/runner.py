@@ -93,6 +93,7 @@ class RunResult:
     battery: list[dict] = field(default_factory=list)  # battery.csv rows: round, client, device_class, level_j
     positions: list[dict] = field(default_factory=list)  # positions.csv rows (moving devices): round, client, x, y
     chain_ends: list | None = None  # an asynchronous server's chains as they ended (Engine.chain_ends); None: sync
+    edge_rounds: int | None = None  # a hierarchical run's edge aggregations per cloud round (events.csv's tiers)
 
 
 @dataclass
@@ -295,7 +296,17 @@ class Simulation:
             summary["control_state"] = self.controller.summary()
         events = self.pricer.events if not diverged else [e for e in self.pricer.events if e.round < len(rows)]
         chain_ends = list(self.engine.chain_ends) if self.algorithm.asynchronous else None
-        return RunResult(s, rows, clients, events, summary, self.engine.trace, battery, positions, chain_ends)
+        edge_rounds = self.algorithm.hp.edge_rounds if self._hierarchical() else None
+        return RunResult(
+            s, rows, clients, events, summary, self.engine.trace, battery, positions, chain_ends, edge_rounds
+        )
+
+    def _hierarchical(self) -> bool:
+        """Whether edge servers aggregate before a cloud (HierFAVG, algorithm.hierfavg, over several cells or a
+        [backhaul]): metrics.csv then counts edge_rounds and events.csv marks each phase's aggregation. One cell
+        without a backhaul has a single server: its outputs are FedAvg's (at edge_rounds = 1)."""
+        several = self.context.client_cells is not None or self.scenario.backhaul is not None
+        return several and hasattr(self.algorithm, "edge_rounds_done")
 
     # -- divergence ---------------------------------------------------------------------
     def _divergence(self, r: int, row: dict) -> str | None:
@@ -372,6 +383,8 @@ class Simulation:
             "uploads_arrived": record.uploads_arrived,
             "uploads_missed": record.uploads_missed,
         }
+        if self._hierarchical():  # HierFAVG's edge aggregations so far (edge_rounds per cloud round)
+            row["edge_rounds"] = self.algorithm.edge_rounds_done  # type: ignore[attr-defined]
         backhaul = getattr(self.pricer, "reports", {}).get("backhaul")
         if backhaul is not None:  # [backhaul] (edgefl.sim.backhaul): cloud rounds, time and energy so far
             cloud_rounds, backhaul_s, backhaul_j = backhaul()
@@ -551,10 +564,18 @@ def run_title(s: Scenario) -> str:
 ASYNC_EVENT_COLUMNS = ("model_version", "staleness")
 
 
+def aggregation(phase: int, edge_rounds: int) -> str:
+    """events.csv's mark of a hierarchical run's phase (0-based in its round): 'edge' when its uploads are
+    aggregated at the edges only, 'cloud' for the round's last phase, after which the edges send to the cloud."""
+    return "cloud" if phase >= edge_rounds - 1 else "edge"
+
+
 def event_table(result: RunResult) -> tuple[list[str], list[tuple]]:
     """events.csv's columns and rows, in timeline order. An asynchronous run's uploads also carry the model
     version their chain started from and, for those that arrived, their staleness (server updates since)."""
     events = sorted(result.events or [], key=lambda e: e.timeline_key())  # same order whichever engine
+    if result.edge_rounds is not None:  # hierarchical: the aggregation that closes each phase
+        return [*EVENT_FIELDS, "aggregation"], [e.row() + (aggregation(e.phase, result.edge_rounds),) for e in events]
     if result.chain_ends is None:
         return list(EVENT_FIELDS), [e.row() for e in events]
     ends = {(end.client, end.end_s): end for end in result.chain_ends}  # a chain ends with its upload

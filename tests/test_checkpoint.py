@@ -97,6 +97,15 @@ CASES = {
         "devices.speed_mps=40",
         "network.power_control_p0_dbm=-70",
     ],
+    "hierfavg on seven cells, moving (edges following handovers), a backhaul (edge and cloud counts)": [
+        "network.cells=7",
+        "devices.speed_mps=40",
+        "algorithm.name=hierfavg",
+        "algorithm.hierfavg.edge_rounds=2",
+        "backhaul.rate_mbps=100",
+        "backhaul.latency_ms=20",
+        "backhaul.energy_j_per_bit=1e-8",
+    ],
 }
 
 

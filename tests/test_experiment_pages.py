@@ -43,6 +43,10 @@ STUDIES = {
         REPO / "docs" / "asynchronous.md",
         lambda mod: mod.render(json.loads(mod.SUMMARY.read_text())),
     ),
+    "multi_cell_target": (
+        REPO / "docs" / "multi-cell-grids.md",
+        lambda mod: mod.render(json.loads(mod.GRIDS.read_text())),
+    ),
     "over_the_air": (
         REPO / "docs" / "over-the-air.md",
         lambda mod: mod.render(json.loads(mod.SUMMARY.read_text())),

@@ -349,6 +349,46 @@ def test_hierfavg_aggregates_at_the_edges_edge_rounds_times_per_cloud_round(tmp_
     for row in rows["three"]:
         assert int(row["uploads_arrived"]) + int(row["uploads_missed"]) == 3 * m
     assert float(rows["three"][-1]["sim_time_s"]) > 2 * float(rows["one"][-1]["sim_time_s"])
+    # metrics.csv counts the edge aggregations so far; a flat algorithm has none
+    assert [int(r["edge_rounds"]) for r in rows["three"]] == [3, 6]
+    assert [int(r["edge_rounds"]) for r in rows["one"]] == [1, 2]
+    assert "edge_rounds" not in rows["flat"][0]
+    # events.csv marks each phase: edge aggregations only, then the round's last, closed by the cloud
+    events = list(csv.DictReader(open(three / "events.csv")))
+    marks = {(e["round"], e["phase"], e["aggregation"]) for e in events}
+    assert marks == {(r, p, "edge") for r in "12" for p in "01"} | {(r, "2", "cloud") for r in "12"}
+    assert "aggregation" not in next(csv.DictReader(open(flat / "events.csv")))
+
+
+def test_hierfavgs_edges_follow_handovers():
+    """A client's edge is its serving cell at the round's start: after handovers, not the cell of the drop."""
+    from edgefl.runner import Simulation
+    from edgefl.scenario import load_scenario
+
+    overrides = {
+        "run.rounds": 8,
+        "data.num_clients": 30,
+        "network.cells": 7,
+        "devices.speed_mps": 100.0,
+        "algorithm.name": "hierfavg",
+        "algorithm.hierfavg.edge_rounds": 2,
+    }
+    sim = Simulation(load_scenario(PHONES, overrides))
+    dropped = sim.context.client_cells.copy()
+    seen = []  # (the algorithm's cells, the devices' serving cells) as each round starts
+    round_ = sim.algorithm.round
+
+    def spy(r):
+        seen.append((sim.algorithm.ctx.client_cells.copy(), sim.pricer.devices.cell.copy()))
+        return round_(r)
+
+    sim.algorithm.round = spy
+    sim.run(progress=False)
+    assert len(seen) == 8
+    for edges, serving in seen:
+        np.testing.assert_array_equal(edges, serving)
+    assert int(sim.pricer.devices.handovers.sum()) > 0
+    assert not np.array_equal(seen[-1][0], dropped)  # some client changed edge
 
 
 def test_the_backhaul_charges_time_and_energy_by_hand(tmp_path):

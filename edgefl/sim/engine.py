@@ -64,6 +64,8 @@ class Pricer(Protocol):
 
     def positions_m(self) -> np.ndarray | None: ...  # every device's (x, y) in m; None: nobody moves
 
+    def serving_cells(self) -> np.ndarray | None: ...  # every device's serving cell now; None: as dropped
+
     def allocate(self, allocation) -> None: ...  # a controller's knobs for the next phase (None: nominal)
 
     def end_round(self, round_: int) -> None: ...  # the round ends: what runs on (radio tails) is charged so far
@@ -142,6 +144,9 @@ class Engine:
         self._ctx = algorithm.ctx
         self._algorithm = algorithm
         algorithm.ctx.online = self.pricer.start_round(algorithm.ctx.clients_per_round)
+        cells = self.pricer.serving_cells() if algorithm.ctx.client_cells is not None else None
+        if cells is not None:  # several cells: a client's edge is its serving cell at the round's start (handovers)
+            algorithm.ctx.client_cells = cells
         if self.controller is not None:
             self._plan_round(algorithm.ctx, r)
         self._record = RoundRecord(round=r, end_s=self.pricer.now)

@@ -29,6 +29,9 @@ class IdealPricer:
     def positions_m(self):
         return None  # nobody moves
 
+    def serving_cells(self):
+        return None  # nobody hands over: the cells as dropped
+
     def allocate(self, allocation) -> None:  # knobs cost nothing here
         pass
 

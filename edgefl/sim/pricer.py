@@ -252,6 +252,10 @@ class SimPyPricer:
         """Every device's position (x, y) in m, the base station at the origin; None if static."""
         return self.reports["positions_m"]()
 
+    def serving_cells(self) -> np.ndarray | None:
+        """Every device's serving cell now (a copy; it changes at handovers); None with one cell."""
+        return None if self.devices.cell is None else self.devices.cell.copy()
+
     @journaled
     def online_clients(self, needed: int, patience_s: float = 1e7) -> np.ndarray | None:
         """At the start of a round: wait (simulated time passes; nobody is charged) until at least
