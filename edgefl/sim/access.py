@@ -111,12 +111,7 @@ class TdmaUplink(DedicatedUplink):
         band's rate, keeping the channel for every attempt."""
         with self.channel.request() as slot:
             yield slot
-            self.radio.start_transfer(log, client, doing)
-            if not self.retimable:
-                yield self.env.timeout(step.duration_s)
-            else:
-                yield from self._on_air(client, step.duration_s)
-        return step.lost
+            return (yield from super().send(client, step, log, doing))  # then as on a band of its own
 
 
 class FdmaUplink(DedicatedUplink):

@@ -306,19 +306,16 @@ class Engine:
         uploads; an algorithm's quantities derived from the compressed vector (SCAFFOLD's control
         variate) follow from it."""
 
-        def rows(start):
-            return start if start.dim() == 2 else start.unsqueeze(0).expand(len(op.clients), -1)
-
         for name in op.uploads:
             if name == "params":
-                start = rows(op.start)
+                start = _start_rows(op.start, len(op.clients))
                 result.params = start + self.compressor.compress(result.params - start, op.clients, name)
             elif name == "snapshot":
                 if result.snapshot is not None:
-                    start = rows(op.start)
+                    start = _start_rows(op.start, len(op.clients))
                     result.snapshot = start + self.compressor.compress(result.snapshot - start, op.clients, name)
             else:
-                start = rows(op.carry[name]).to(result.carry[name].dtype)
+                start = _start_rows(op.carry[name], len(op.clients)).to(result.carry[name].dtype)
                 result.carry[name] = start + self.compressor.compress(result.carry[name] - start, op.clients, name)
 
     def _superpose(self, arrived: np.ndarray) -> None:
@@ -333,9 +330,8 @@ class Engine:
         rows = torch.as_tensor([row_of[int(c)] for c in arrived if int(c) in row_of], dtype=torch.long)
         if len(rows) == 0:
             return
-        start = op.start if op.start.dim() == 2 else op.start.unsqueeze(0).expand(len(op.clients), -1)
-        updates = result.params[rows] - start[rows].to(result.params.dtype)
-        result.params[rows] = start[rows].to(result.params.dtype) + self.pricer.superpose(updates)
+        start = _start_rows(op.start, len(op.clients))[rows].to(result.params.dtype)
+        result.params[rows] = start + self.pricer.superpose(result.params[rows] - start)
 
     def _upload_bits(self, op: Upload) -> np.ndarray:
         """Each client's payload: with compression, each of its ``op.vectors`` (default ⌊bits / model_bits⌋)
@@ -458,6 +454,11 @@ def reprice_rounds(trace: list[PhaseRecord], pricer: Pricer) -> list[RoundCost]:
                 pricer.finish()
             costs[phase.round] = RoundCost(phase.round, pricer.now, pricer.ledger.by_category())
     return [costs[r] for r in sorted(costs)]
+
+
+def _start_rows(start: torch.Tensor, clients: int) -> torch.Tensor:
+    """A Train op's start as one row per client: as it is when per client [C, d], else [d] repeated C times."""
+    return start if start.dim() == 2 else start.unsqueeze(0).expand(clients, -1)
 
 
 def _named(algorithm) -> str:
