@@ -173,24 +173,26 @@ class AirCompUplink(DedicatedUplink):
     def round_start(self) -> None:
         self._round_snr = None  # drawn when the server asks who can take part (after mobility moved devices)
 
-    def restrict(self, online: np.ndarray) -> np.ndarray:
+    def _round_channel(self) -> np.ndarray:
+        """Every device's SNR at full power this round (its fading drawn at the round's first ask)."""
         if self._round_snr is None:
             per_w = self.core.physics.mean_channel()[0]
             gain = fading_power_gain(self.net.fading, self._gain_rng, size=len(per_w), rician_k=self.net.rician_k)
             self._snr_per_w = per_w * gain
             self._round_snr = self.core.pop.tx_power_w * self._snr_per_w
-        return online & aircomp_scheduled(self._round_snr, self.net.aircomp_threshold_db)
+        return self._round_snr
+
+    def restrict(self, online: np.ndarray) -> np.ndarray:
+        return online & aircomp_scheduled(self._round_channel(), self.net.aircomp_threshold_db)
 
     def phase_start(self, phase, clients, plans) -> set[int]:
         """The phase's uploads: their airtime, and each sender's power for the common receive SNR."""
-        if self._round_snr is None:  # a phase outside start_round (a re-priced trace): this round's draw now
-            self.restrict(np.ones(self.core.pop.num_clients, dtype=bool))
-        assert self._round_snr is not None
+        round_snr = self._round_channel()  # (drawn here for a phase outside start_round: a re-priced trace)
         senders = [c for c in clients if any(step.kind == UPLOAD for step in plans[c])]
         self._senders, self._ready, self._slot = set(senders), set(), self.env.event()
         if not senders:
             return set()
-        self.receive_snr = aircomp_receive_snr(self._round_snr[senders])
+        self.receive_snr = aircomp_receive_snr(round_snr[senders])
         power_w = aircomp_tx_power_w(self.receive_snr, self._snr_per_w[senders])
         for client, watts in zip(senders, power_w.tolist()):
             self.core.set_tx_power_w(client, watts)
