@@ -30,8 +30,8 @@ from pydantic import Field
 from edgefl.data.errors import DataError
 from edgefl.data.federated import FederatedData, seed_streams
 from edgefl.data.partition import stratified_split
-from edgefl.files import special_file
 from edgefl.data.pools import PoolKeys, Pools, federate_pools
+from edgefl.files import special_file
 
 CIFAR_SHAPE = (3, 32, 32)
 PIXEL_BYTES = 3 * 32 * 32  # 3072: R, G, B planes of 32 x 32, row-major
@@ -48,7 +48,7 @@ class CifarFormat:
     archive_md5: str
     train_files: tuple[str, ...]
     test_file: str
-    label_names: tuple[str, ...]  # the label bytes at the start of a record, in order
+    label_names: tuple[str, ...]  # the label bytes at the start of a record, in order ("fine label")
     label_classes: tuple[int, ...]  # each label byte's number of classes
 
     @property
@@ -74,7 +74,7 @@ FORMATS: dict[str, CifarFormat] = {
         "03b5dce01913d631647c71ecec9e9cb8",
         ("train.bin",),
         "test.bin",
-        ("coarse", "fine"),
+        ("coarse label", "fine label"),
         (20, 100),
     ),
 }
@@ -110,7 +110,7 @@ def read_cifar_records(path: str | Path, fmt: CifarFormat) -> tuple[np.ndarray, 
         if bad.size:
             i = int(bad[0])
             raise DataError(
-                f"'{path}': record {i} (byte {i * size + column}): {name} label {labels[i, column]} is not in "
+                f"'{path}': record {i} (byte {i * size + column}): {name} {labels[i, column]} is not in "
                 f"0..{classes - 1}: not a {fmt.display} binary file (the wrong data.name, or a corrupt file)"
             )
     images = np.ascontiguousarray(records[:, len(fmt.label_names) :]).reshape(-1, *CIFAR_SHAPE)
@@ -122,8 +122,10 @@ def _read_split(files: list[Path], fmt: CifarFormat) -> tuple[np.ndarray, np.nda
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def load_cifar(name: str, directory: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray] | None]:
-    """``{"train": (images, labels) or None, "test": (images, labels)}`` of CIFAR ``name`` ("cifar10" or
+def load_cifar(
+    name: str, directory: str | Path
+) -> tuple[tuple[np.ndarray, np.ndarray] | None, tuple[np.ndarray, np.ndarray]]:
+    """``((train images, labels) or None, (test images, labels))`` of CIFAR ``name`` ("cifar10" or
     "cifar100") from ``directory`` (see :func:`read_cifar_records`). The test file must exist; the training
     files are all present or all absent."""
     fmt = FORMATS[name]
@@ -140,7 +142,7 @@ def load_cifar(name: str, directory: str | Path) -> dict[str, tuple[np.ndarray, 
         if (nested / fmt.test_file).exists():
             message += f"; found them in '{nested}', use that folder instead"
         elif any(directory.glob("*.json")) or (directory / "train").is_dir():
-            message += " (this looks like LEAF JSON: use data.name = \"femnist\" or \"shakespeare\")"
+            message += ' (this looks like LEAF JSON: use data.name = "femnist" or "shakespeare")'
         raise DataError(message + f"; {_download_hint(fmt)}")
     present = [directory / f for f in fmt.train_files if (directory / f).exists()]
     if present and len(present) < len(fmt.train_files):
@@ -150,7 +152,7 @@ def load_cifar(name: str, directory: str | Path) -> dict[str, tuple[np.ndarray, 
             f"training split needs all of {', '.join(fmt.train_files)} (or none, to split {fmt.test_file} "
             f"train/test); {_download_hint(fmt)}"
         )
-    return {"train": _read_split(present, fmt) if present else None, "test": _read_split([test], fmt)}
+    return (_read_split(present, fmt) if present else None), _read_split([test], fmt)
 
 
 def channel_statistics(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -203,11 +205,11 @@ class CifarKeys(PoolKeys):
         split_rng, subsample_rng, partition_rng, test_rng = (np.random.default_rng(s) for s in seed_streams(seed))
         fmt = FORMATS[self.name]
         column = self.label_column()
-        splits = load_cifar(self.name, self.dir)
-        test_images, test_labels = splits["test"][0], splits["test"][1][:, column]
-        label = f" ({fmt.label_names[column]} labels)" if len(fmt.label_names) > 1 else ""
-        if splits["train"] is not None:
-            train_images, train_labels = splits["train"][0], splits["train"][1][:, column]
+        train, test = load_cifar(self.name, self.dir)
+        test_images, test_labels = test[0], test[1][:, column]
+        label = f" ({fmt.label_names[column]}s)" if len(fmt.label_names) > 1 else ""
+        if train is not None:
+            train_images, train_labels = train[0], train[1][:, column]
             source = f"{fmt.display}{label}: {', '.join(fmt.train_files)} for training, {fmt.test_file} for testing"
         else:
             train_idx, test_idx = stratified_split(test_labels, self.test_fraction, split_rng)
@@ -246,5 +248,4 @@ class Cifar100Data(CifarKeys):
     )
 
     def label_column(self) -> int:
-        return FORMATS["cifar100"].label_names.index(self.labels)
-
+        return FORMATS["cifar100"].label_names.index(f"{self.labels} label")

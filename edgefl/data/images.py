@@ -58,7 +58,7 @@ def load_pools(dataset: str, directory: Path, test_fraction: float, split_rng: n
     return (images[train_idx], labels[train_idx], images[test_idx], labels[test_idx], (len(train_idx), len(test_idx)))
 
 
-class ImageData(IdxParams, PoolKeys):
+class ImageData(PoolKeys, IdxParams):
     """MNIST, Fashion-MNIST or KMNIST: Zipf client sizes, Dirichlet class mixes, per-client test
     sets following each client's class mix. IDX sets with only a test split are split train/test."""
 

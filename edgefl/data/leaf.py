@@ -75,7 +75,7 @@ def read_leaf_file(path: str | Path) -> dict[str, tuple[list, list]]:
     if not isinstance(data, dict) or not isinstance(data.get("user_data"), dict):
         got = f"keys {sorted(data)}" if isinstance(data, dict) else f"a JSON {type(data).__name__}"
         raise DataError(
-            f"'{path}': expected a LEAF JSON object with \"user_data\" (and \"users\", \"num_samples\"), got {got}"
+            f'\'{path}\': expected a LEAF JSON object with "user_data" (and "users", "num_samples"), got {got}'
         )
     writers = {}
     for name, entry in data["user_data"].items():
@@ -192,6 +192,9 @@ class LeafKeys(WriterKeys):
         "a folder of unsplit .json files. Relative to the scenario file."
     )
 
+    def layout(self) -> tuple[tuple[int, ...], int]:  # pragma: no cover - interface
+        raise NotImplementedError
+
     def samples(self, xs: list, ys: list, where: str) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
         """The inputs and labels of one writer's samples, encoded (DataError naming the first bad one)."""
         raise NotImplementedError
@@ -270,7 +273,7 @@ class ShakespeareData(LeafKeys):
     )
     encoding: Literal["indices", "one_hot"] = Field(
         "indices",
-        description='Inputs: "indices" (each character\'s index in LEAF\'s ALL_LETTERS, shape [sequence_length], '
+        description="Inputs: \"indices\" (each character's index in LEAF's ALL_LETTERS, shape [sequence_length], "
         'for a sequence model that embeds them) or "one_hot" ([sequence_length, 80], e.g. for linear or mlp).',
     )
 

@@ -78,7 +78,9 @@ def read_npz(path: Path, members: tuple[str, ...] = MEMBERS) -> dict[str, np.nda
 def _labels(path: Path, arrays: dict[str, np.ndarray], key: str, num_classes: int | None) -> np.ndarray:
     y = arrays[key]
     if y.ndim != 1 or y.dtype.kind not in "iu":
-        raise DataError(f"'{path}': {key} has dtype {y.dtype} and shape {list(y.shape)}: expected integer class labels [n]")
+        raise DataError(
+            f"'{path}': {key} has dtype {y.dtype} and shape {list(y.shape)}: expected integer class labels [n]"
+        )
     if y.size and y.min() < 0:
         raise DataError(f"'{path}': {key}[{int(np.argmin(y))}] = {y.min()}: expected labels >= 0")
     if num_classes is not None and y.size and y.max() >= num_classes:
@@ -101,7 +103,9 @@ def _inputs(path: Path, arrays: dict[str, np.ndarray], key: str, labels: np.ndar
     x = x.astype(np.float32)
     finite = np.isfinite(x).reshape(len(x), -1).all(axis=1)
     if not finite.all():
-        raise DataError(f"'{path}': {key}[{int(np.argmin(finite))}] holds NaN or infinity (as float32): expected finite inputs")
+        raise DataError(
+            f"'{path}': {key}[{int(np.argmin(finite))}] holds NaN or infinity (as float32): expected finite inputs"
+        )
     return x
 
 

@@ -132,7 +132,9 @@ def choose_writers(found: Writers, num_clients: int, rng: np.random.Generator) -
     return [found.writers[i] for i in np.sort(rng.choice(count, size=num_clients, replace=False))]
 
 
-def natural_clients(chosen: list[Writer], found: Writers) -> list[tuple[np.ndarray, ...]]:
+def natural_clients(
+    chosen: list[Writer], found: Writers
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """The chosen writers' (train x, train y, test x, test y); DataError for a writer that cannot be a client."""
     clients = []
     for writer in chosen:
