@@ -113,14 +113,22 @@ def class_labels(ys: list, classes: int, where: str) -> np.ndarray:
 def femnist_samples(xs: list, ys: list, where: str) -> tuple[np.ndarray, np.ndarray]:
     """FEMNIST x (lists of 784 numbers) and y (0..61) -> float32 [n, 1, 28, 28], int64 [n]."""
     pixels = FEMNIST_SHAPE[1] * FEMNIST_SHAPE[2]
-    for i, x in enumerate(xs):
-        if not isinstance(x, list) or len(x) != pixels or not all(_is_number(v) for v in x):
-            detail = _describe(x)
-            if isinstance(x, list) and len(x) == pixels:
-                j = next(j for j, v in enumerate(x) if not _is_number(v))
-                detail = f"entry {j} is {x[j]!r}"
-            raise DataError(f"{where}.x[{i}]: expected {pixels} numbers (a 28 x 28 image, row by row), got {detail}")
-    x_arr = np.asarray(xs, dtype=np.float32).reshape(len(xs), *FEMNIST_SHAPE)
+    try:
+        parsed = np.asarray(xs) if xs else np.zeros((0, pixels))
+    except ValueError:  # ragged lists
+        parsed = None
+    if parsed is None or parsed.dtype.kind not in "iuf" or parsed.shape[1:] != (pixels,):
+        for i, x in enumerate(xs):  # the slow path, only to name the first bad sample
+            if not isinstance(x, list) or len(x) != pixels or not all(_is_number(v) for v in x):
+                detail = _describe(x)
+                if isinstance(x, list) and len(x) == pixels:
+                    j = next(j for j, v in enumerate(x) if not _is_number(v))
+                    detail = f"entry {j} is {x[j]!r}"
+                raise DataError(
+                    f"{where}.x[{i}]: expected {pixels} numbers (a 28 x 28 image, row by row), got {detail}"
+                )
+        raise DataError(f"{where}.x: expected lists of {pixels} numbers (a 28 x 28 image, row by row)")
+    x_arr = parsed.astype(np.float32).reshape(len(xs), *FEMNIST_SHAPE)
     finite = np.isfinite(x_arr).reshape(len(xs), -1).all(axis=1)
     if not finite.all():
         raise DataError(f"{where}.x[{int(np.argmin(finite))}]: holds NaN or infinity: expected finite pixel values")
