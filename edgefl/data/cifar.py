@@ -29,8 +29,7 @@ from pydantic import Field
 
 from edgefl.data.errors import DataError
 from edgefl.data.federated import FederatedData, seed_streams
-from edgefl.data.partition import stratified_split
-from edgefl.data.pools import PoolKeys, Pools, federate_pools
+from edgefl.data.pools import PoolKeys, Pools, federate_pools, split_one_pool
 from edgefl.files import special_file
 
 CIFAR_SHAPE = (3, 32, 32)
@@ -212,11 +211,11 @@ class CifarKeys(PoolKeys):
             train_images, train_labels = train[0], train[1][:, column]
             source = f"{fmt.display}{label}: {', '.join(fmt.train_files)} for training, {fmt.test_file} for testing"
         else:
-            train_idx, test_idx = stratified_split(test_labels, self.test_fraction, split_rng)
-            train_images, train_labels = test_images[train_idx], test_labels[train_idx]
-            test_images, test_labels = test_images[test_idx], test_labels[test_idx]
+            train_images, train_labels, test_images, test_labels = split_one_pool(
+                test_images, test_labels, self.test_fraction, split_rng
+            )
             source = (
-                f"{fmt.display}{label}: {fmt.test_file} only, stratified {len(train_idx)}/{len(test_idx)} "
+                f"{fmt.display}{label}: {fmt.test_file} only, stratified {len(train_labels)}/{len(test_labels)} "
                 "into train/test pools"
             )
         mean, std = channel_statistics(train_images)

@@ -22,8 +22,7 @@ from pydantic import Field
 
 from edgefl.data.federated import IMAGE_SHAPE, DataParams, FederatedData, images_to_tensor, seed_streams
 from edgefl.data.idx import DISPLAY_NAMES, NUM_CLASSES, load_idx_dataset
-from edgefl.data.partition import stratified_split
-from edgefl.data.pools import PoolKeys, Pools, federate_pools
+from edgefl.data.pools import PoolKeys, Pools, federate_pools, split_one_pool
 
 ImageName = Literal["mnist", "fashion_mnist", "kmnist"]
 
@@ -53,9 +52,8 @@ def load_pools(dataset: str, directory: Path, test_fraction: float, split_rng: n
     if splits["train"] is not None:
         (train_images, train_labels), (test_images, test_labels) = splits["train"], splits["test"]
         return train_images, train_labels, test_images, test_labels, None
-    images, labels = splits["test"]
-    train_idx, test_idx = stratified_split(labels, test_fraction, split_rng)
-    return (images[train_idx], labels[train_idx], images[test_idx], labels[test_idx], (len(train_idx), len(test_idx)))
+    train_images, train_labels, test_images, test_labels = split_one_pool(*splits["test"], test_fraction, split_rng)
+    return train_images, train_labels, test_images, test_labels, (len(train_labels), len(test_labels))
 
 
 class ImageData(PoolKeys, IdxParams):

@@ -26,7 +26,13 @@ from pydantic import Field, PositiveInt, model_validator
 
 from edgefl.data.errors import DataError
 from edgefl.data.federated import DataParams, client_offsets, proportional_test_sizes
-from edgefl.data.partition import client_test_indices, dirichlet_partition, stratified_sample, zipf_sizes
+from edgefl.data.partition import (
+    client_test_indices,
+    dirichlet_partition,
+    stratified_sample,
+    stratified_split,
+    zipf_sizes,
+)
 
 PoolPartition = Literal["dirichlet", "iid"]
 
@@ -75,6 +81,15 @@ class Pools:
     test_x: np.ndarray
     test_y: np.ndarray
     source: str  # how the pools were made, e.g. "CIFAR-10: data_batch_1..5 for training, test_batch for testing"
+
+
+def split_one_pool(
+    x: np.ndarray, y: np.ndarray, test_fraction: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A data set with only its test split (MNIST-10k, a CIFAR test file alone): (train x, train y, test x,
+    test y), a stratified split with ``test_fraction`` of it testing ([R], not in the DRDM paper)."""
+    train_idx, test_idx = stratified_split(y, test_fraction, rng)
+    return x[train_idx], y[train_idx], x[test_idx], y[test_idx]
 
 
 def client_test_sets(
