@@ -362,6 +362,18 @@ def test_malformed_npz_files_name_the_file_and_array(tmp_path, arrays, expected)
     assert expected in str(info.value) and "client_bad.npz" in str(info.value)
 
 
+def test_a_file_that_is_no_npz_archive_is_named_without_advice_to_unpickle(tmp_path):
+    write_npz_clients(tmp_path / "own", [6], [None])
+    (tmp_path / "own" / "b.npz").write_bytes(b"not a zip")
+    with pytest.raises(DataError, match=r"b.npz' is not an .npz archive") as info:
+        build_federated_data("federated_npz", 2, seed=0, dir=tmp_path / "own")
+    assert "pickle" not in str(info.value)
+    np.save(tmp_path / "own" / "b.npy", np.zeros(3))
+    (tmp_path / "own" / "b.npy").rename(tmp_path / "own" / "b.npz")
+    with pytest.raises(DataError, match=r"b.npz' is a single .npy array"):
+        build_federated_data("federated_npz", 2, seed=0, dir=tmp_path / "own")
+
+
 def test_an_absent_folder_is_a_clear_error_for_every_file_format(tmp_path):
     for name, expected in (
         ("cifar10", "cifar-10-binary.tar.gz"),

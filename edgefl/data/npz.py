@@ -47,6 +47,15 @@ def read_npz(path: Path, members: tuple[str, ...] = MEMBERS) -> dict[str, np.nda
     if special is not None:
         raise DataError(f"'{path}' is {special}, not a regular file")
     try:
+        with open(path, "rb") as handle:
+            magic = handle.read(6)
+    except OSError as exc:
+        raise DataError(f"cannot read '{path}': {exc.strerror or exc}") from None
+    if magic == b"\x93NUMPY":
+        raise DataError(f"'{path}' is a single .npy array: expected an .npz archive of x and y (numpy.savez)")
+    if not zipfile.is_zipfile(path):
+        raise DataError(f"'{path}' is not an .npz archive (a zip of .npy arrays, as numpy.savez writes)")
+    try:
         with np.load(path, allow_pickle=False) as archive:
             names = list(archive.files)
             unknown = [n for n in names if n not in MEMBERS]
@@ -70,9 +79,7 @@ def read_npz(path: Path, members: tuple[str, ...] = MEMBERS) -> dict[str, np.nda
     except DataError:
         raise
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise DataError(f"'{path}' is not a readable .npz file ({exc}): expected numpy.savez output") from None
-    except AttributeError:  # np.load returned a plain array: an .npy file named .npz
-        raise DataError(f"'{path}' is a single .npy array: expected an .npz archive (numpy.savez)") from None
+        raise DataError(f"'{path}' is not a readable .npz archive ({exc}): expected numpy.savez output") from None
 
 
 def _labels(path: Path, arrays: dict[str, np.ndarray], key: str, num_classes: int | None) -> np.ndarray:
