@@ -4,8 +4,8 @@ the scenario keys it is built from (:class:`DataParams`).
 Layout: all clients' training samples in one tensor, client-contiguous; client i owns rows
 ``train_offsets[i]:train_offsets[i+1]``. The per-client test sets use the same layout.
 
-Each data set family (``edgefl/data/images.py``, ``synthetic.py``, ``priority.py``,
-``regression.py``) subclasses :class:`DataParams` once: its ``[data]`` keys with types, defaults,
+Each data set family (``edgefl/data/images.py``, ``cifar.py``, ``leaf.py``, ``npz.py``, ``synthetic.py``,
+``priority.py``, ``regression.py``) subclasses :class:`DataParams` once: its ``[data]`` keys with types, defaults,
 bounds and descriptions, and ``build(seed)``. ``edgefl.data.registry`` maps ``data.name`` to the
 class; the scenario validates ``[data]`` against it and the runner calls ``build``.
 """
