@@ -133,6 +133,39 @@ def plot_events(
     return written
 
 
+def draw_energy_clients(clients: list[dict], title: str = ""):
+    """Energy per client by category (:data:`edgefl.run_plots.ENERGY_CATEGORIES`), stacked; above MAX_BARS
+    clients, the mean per device class. A Figure."""
+    many = len(clients) > MAX_BARS  # one bar per client up to MAX_BARS; beyond, the mean per device class
+    groups = (
+        [(str(c["client"]), [c]) for c in clients]
+        if not many
+        else [
+            (name, [c for c in clients if c["device_class"] == name])
+            for name in dict.fromkeys(c["device_class"] for c in clients)
+        ]
+    )
+    fig, ax = plt.subplots(figsize=(min(16, max(6, len(groups) * 0.18 + 2)), 4), dpi=DPI)
+    positions = list(range(len(groups)))
+    bottom = [0.0] * len(groups)
+    for category in ENERGY_CATEGORIES:
+        values = [sum(c[f"{category.key}_energy_j"] for c in members) / len(members) for _, members in groups]
+        bars(ax, positions, values, bottom, width=0.8, facecolors=category.color, label=category.label)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    if many:
+        ax.set_xticks(positions, [f"{name}\n({len(members)} clients)" for name, members in groups], fontsize=8)
+        ax.set_xlabel("device class (mean over its clients)")
+    else:
+        step = max(1, len(groups) // 30)
+        ax.set_xticks(positions[::step], [name for name, _ in groups][::step], fontsize=7)
+        ax.set_xlabel("client")
+    ax.set_ylabel("energy (J)")
+    ax.set_title(fit_title(f"{title}\nenergy per client by category", fig.get_figwidth() - 1.2), fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: hides no bar
+    tight(fig)
+    return fig
+
+
 def plot_run(
     out_dir: Path,
     metrics: list[dict],
@@ -171,32 +204,6 @@ def plot_run(
         for kind in ACCURACY_FIGURES:
             figure = draw_accuracy(metrics, kind, title, asynchronous)
             written.append(_save(figure, out_dir / f"{kind.replace('-', '_')}.{fmt}"))
-    many = len(clients) > MAX_BARS  # one bar per client up to MAX_BARS; beyond, the mean per device class
-    groups = (
-        [(str(c["client"]), [c]) for c in clients]
-        if not many
-        else [
-            (name, [c for c in clients if c["device_class"] == name])
-            for name in dict.fromkeys(c["device_class"] for c in clients)
-        ]
-    )
-    fig, ax = plt.subplots(figsize=(min(16, max(6, len(groups) * 0.18 + 2)), 4), dpi=DPI)
-    positions = list(range(len(groups)))
-    bottom = [0.0] * len(groups)
-    for category in ENERGY_CATEGORIES:
-        values = [sum(c[f"{category.key}_energy_j"] for c in members) / len(members) for _, members in groups]
-        bars(ax, positions, values, bottom, width=0.8, facecolors=category.color, label=category.label)
-        bottom = [b + v for b, v in zip(bottom, values)]
-    if many:
-        ax.set_xticks(positions, [f"{name}\n({len(members)} clients)" for name, members in groups], fontsize=8)
-        ax.set_xlabel("device class (mean over its clients)")
-    else:
-        step = max(1, len(groups) // 30)
-        ax.set_xticks(positions[::step], [name for name, _ in groups][::step], fontsize=7)
-        ax.set_xlabel("client")
-    ax.set_ylabel("energy (J)")
-    ax.set_title(fit_title(f"{title}\nenergy per client by category", fig.get_figwidth() - 1.2), fontsize=9)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: hides no bar
-    tight(fig)
+    fig = draw_energy_clients(clients, title)
     written.append(_save(fig, out_dir / f"energy_clients.{fmt}"))
     return written

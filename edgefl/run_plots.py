@@ -25,7 +25,7 @@ from matplotlib.collections import LineCollection, PolyCollection  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.markers import TICKLEFT  # noqa: E402
 from matplotlib.patches import Circle, Patch  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 from matplotlib.transforms import ScaledTranslation, blended_transform_factory  # noqa: E402
 
 from edgefl.figures import DPI  # noqa: E402  (re-exported: edgefl.plots and the tests read it here)
@@ -540,10 +540,13 @@ def draw_cell_map(
     ax.set_xlim(-lim, lim)
     ax.set_ylim(-lim, lim)
     ax.set_aspect("equal")
+    unit = "km" if lim >= 5000 else "m"  # 19 cells of a few km: "−20" rather than "−20000"
     for axis in (ax.xaxis, ax.yaxis):  # round numbers, few enough not to touch (MAX_MAP_TICKS)
         axis.set_major_locator(MaxNLocator(nbins=MAX_MAP_TICKS - 1, steps=[1, 2, 2.5, 5, 10]))
-    ax.set_xlabel("x (m)")
-    ax.set_ylabel("y (m)")
+        if unit == "km":
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1000:g}".replace("-", "\N{MINUS SIGN}")))
+    ax.set_xlabel(f"x ({unit})")
+    ax.set_ylabel(f"y ({unit})")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=2, frameon=False)  # hides no device
     how = (
