@@ -462,6 +462,8 @@ def test_cell_map_ticks_of_19_cells_are_few_and_do_not_touch(inter_site_m):
         shown = [t for t in labels if t.get_visible() and t.get_text()]
         assert 3 <= len(shown) <= run_plots.MAX_MAP_TICKS
         boxes = [t.get_window_extent(renderer) for t in shown]
-        assert not any(_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]), [t.get_text() for t in shown]
+        assert not any(_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]), [
+            t.get_text() for t in shown
+        ]
     assert ax.get_xlabel() == ("x (km)" if inter_site_m >= 3000 else "x (m)")
     plt.close(fig)
