@@ -70,7 +70,8 @@ def test_a_wrong_format_exits_2_with_a_hint_before_any_work(command, tmp_path, c
 
 
 def drawn(monkeypatch) -> list:
-    """Record every figure edgefl writes (path, y labels, x tick labels, suptitle, y data of its lines) as written."""
+    """Record every figure edgefl writes (path, y labels, x tick labels, suptitle, y data of its lines, x labels of
+    its visible axes) as it is written."""
     seen = []
     original = save_figure
 
@@ -78,7 +79,8 @@ def drawn(monkeypatch) -> list:
         title = fig._suptitle.get_text() if fig._suptitle is not None else ""
         ys = [float(y) for ax in fig.axes for line in ax.get_lines() for y in line.get_ydata()]
         ticks = [ax.get_xticklabels() for ax in fig.axes]
-        seen.append((str(path), [ax.get_ylabel() for ax in fig.axes], ticks, title, ys))
+        xlabels = [ax.get_xlabel() for ax in fig.axes if ax.get_visible()]
+        seen.append((str(path), [ax.get_ylabel() for ax in fig.axes], ticks, title, ys, xlabels))
         return original(fig, path, fmt, **kwargs)
 
     monkeypatch.setattr(figure_files, "save_figure", record)
@@ -118,8 +120,8 @@ def test_compare_writes_its_format_and_names_server_updates_beside_rounds(tmp_pa
     assert main(args) == 0
     figure = out / "compare_loss=5" / "compare.svg"
     assert figure.read_bytes().startswith(b"<?xml") and not figure.with_suffix(".png").exists()
-    ((_, ylabels, ticks, title, _),) = seen
-    assert ylabels[2] == "rounds (asynchronous: server updates) to target"
+    ((_, ylabels, ticks, title, _, _),) = seen
+    assert ylabels[2] == "rounds to target\n(asynchronous: server updates)"
     assert [t.get_text() for t in ticks[2]] == ["fedavg\n(1/1)", "fedbuff\n(1/1)\nserver updates"]
     assert title.startswith("fedavg, fedbuff: N = 6")  # the scenario compared, then the target
 
@@ -139,3 +141,27 @@ def test_result_plot_and_save_write_the_format_asked(tmp_path):
     with pytest.raises(ValueError, match="expected one of png, pdf, svg"):
         r.save(tmp_path / "out2", plot_format="eps")
     assert not (tmp_path / "out2").exists()
+
+
+def test_rounds_of_asynchronous_algorithms_are_named_server_updates():
+    from edgefl.sweeps.plots import rounds_axis
+
+    assert rounds_axis(["fedavg", "fedprox"]) == ("rounds to target", {"fedavg": "", "fedprox": ""})
+    assert rounds_axis(["fedbuff", "fedasync"])[0] == "server updates to target"
+    label, marks = rounds_axis(["fedavg", "fedasync"])
+    assert label == "rounds to target\n(asynchronous: server updates)" and marks["fedasync"] == "\nserver updates"
+    assert rounds_axis([None]) == ("rounds to target", {})  # nothing known: rounds
+
+
+def test_the_pareto_front_of_an_asynchronous_sweep_counts_server_updates(tmp_path, monkeypatch):
+    import json
+
+    sweep = tmp_path / "sweep"
+    write_fake_sweep(sweep, synthetic_rows({(5, 0): 3, (10, 0): 2}, 1.0, 1.0, 5, snrs=[0], bandwidths=[1]), GRID)
+    manifest = json.loads((sweep / "sweep.json").read_text())
+    manifest["definition"]["scenario"] = {"algorithm": {"name": "fedbuff"}}  # the sweep's own algorithm
+    (sweep / "sweep.json").write_text(json.dumps(manifest))
+    seen = drawn(monkeypatch)
+    assert main(["plot", str(sweep), "--target", "acc_worst=0.5", "--window", "1", "--quiet"]) == 0
+    (pareto,) = [s for s in seen if s[0].endswith("tau-pareto.png")]
+    assert pareto[5] == ["server updates to target"]

@@ -283,7 +283,7 @@ def plot(outcomes: list[AlgorithmOutcome], target: Target, path, scenario=None) 
         (
             ("energy to target (J)", "energy_j"),
             ("simulated time to target (s)", "time_s"),
-            (f"{rounds_label} to target", "rounds"),
+            (rounds_label, "rounds"),
         ),
     ):
         means = [getattr(o, attr)[0] for o in outcomes]

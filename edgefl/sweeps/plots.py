@@ -94,18 +94,18 @@ def _save(fig, path: Path) -> Path:
     return save_figure(fig, path)  # laid out by the figure's constrained layout (_grid): titles never overlap
 
 
-def rounds_axis(names) -> tuple[str, dict[str, str]]:
-    """The name of "rounds" on an axis that shows the algorithms ``names`` side by side, and what to add under
-    each name: an asynchronous server's round is one server update (docs/asynchronous.md), not a synchronous
-    round. All synchronous: ("rounds", no marks); all asynchronous: ("server updates", no marks); mixed: the axis
-    says both and each asynchronous name is marked "server updates"."""
+def rounds_axis(names, what: str = "to target") -> tuple[str, dict[str, str]]:
+    """The label of an axis of rounds ``what`` that shows the algorithms ``names`` side by side, and what to add
+    under each name: an asynchronous server's round is one server update (docs/asynchronous.md), not a synchronous
+    round. All synchronous: "rounds to target", no marks; all asynchronous: "server updates to target"; mixed:
+    the label says both (on two lines) and each asynchronous name is marked "server updates"."""
     names = list(dict.fromkeys(n for n in names if n is not None))
     kinds = {n: algorithm_registry.is_algorithm(n) and algorithm_registry.get(n).asynchronous for n in names}
     if not any(kinds.values()):
-        return "rounds", {n: "" for n in names}
+        return f"rounds {what}", {n: "" for n in names}
     if all(kinds.values()):
-        return "server updates", {n: "" for n in names}
-    return "rounds (asynchronous: server updates)", {n: "\nserver updates" if kinds[n] else "" for n in names}
+        return f"server updates {what}", {n: "" for n in names}
+    return f"rounds {what}\n(asynchronous: server updates)", {n: "\nserver updates" if kinds[n] else "" for n in names}
 
 
 def _grid(n: int, width=4.6, height=3.6):
@@ -402,10 +402,10 @@ def _place_labels(ax, xy: list[tuple], labels: list[str], keep: set[int], fontsi
 
 
 def plot_pareto(
-    result: OptimalTau, path: Path, channels: list[tuple] | None = None, algorithm: str | None = None
+    result: OptimalTau, path: Path, channels: list[tuple] | None = None, sweep_algorithm: str | None = None
 ) -> Path:
     """Energy-to-target versus rounds-to-target for every eligible (algorithm, τ) at a channel
-    point, with the Pareto front (neither fewer rounds nor less energy is possible). ``algorithm``: the sweep's
+    point, with the Pareto front (neither fewer rounds nor less energy is possible). ``sweep_algorithm``: the sweep's
     own (its scenario's) when algorithm.name is no grid key: an asynchronous one counts server updates."""
     keys = result.channel_keys
     panel_keys = channel_panel_keys(keys)
@@ -442,7 +442,7 @@ def plot_pareto(
         labels = [f"{algorithm + ' ' if len(algorithms) > 1 else ''}τ={s.tau}" for algorithm, s in entries]
         _place_labels(ax, xy, labels, keep=set(front))
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, min_n_ticks=1))  # whole rounds
-        ax.set_xlabel(f"{rounds_axis(algorithms or [algorithm])[0]} to target")
+        ax.set_xlabel(rounds_axis(algorithms or [sweep_algorithm])[0])
         ax.set_ylabel("energy to target (J)")
         ax.set_title(_label(panel_keys, panel) or "Pareto front", fontsize=10)
         ax.grid(alpha=0.3, which="both")
