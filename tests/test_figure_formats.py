@@ -165,3 +165,10 @@ def test_the_pareto_front_of_an_asynchronous_sweep_counts_server_updates(tmp_pat
     assert main(["plot", str(sweep), "--target", "acc_worst=0.5", "--window", "1", "--quiet"]) == 0
     (pareto,) = [s for s in seen if s[0].endswith("tau-pareto.png")]
     assert pareto[5] == ["server updates to target"]
+
+
+def test_sweep_panels_name_cells_reuse_sectors_and_controller_in_words():
+    from edgefl.sweeps.plots import _label
+
+    keys = ["network.cells", "network.reuse", "network.sectors", "control.name"]
+    assert _label(keys, [7, 3, 3, "deadline_fit"]) == "7 cells, reuse 3, 3 sectors a site, controller deadline_fit"
