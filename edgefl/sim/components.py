@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from channel.cells import handover, site_distances_m
+from channel.cells import handover
 from edgefl.physical import NetworkParams, Population
 from edgefl.sim.availability import Availability
 from edgefl.sim.booking import energies_j, step_codes
@@ -264,7 +264,7 @@ class CellMobility(Mobility):
         self._quiet_from_s[moved] = core.env.now + layout.handover_interruption_s
         devices.cell, devices.position_m = serving, position.copy()
         power_w, devices.uplink, devices.downlink = layout.links(position, serving)
-        devices.distance_m = site_distances_m(position, layout.site_m)[np.arange(len(serving)), serving]
+        devices.distance_m = layout.serving_distance_m(position, serving)
         if not np.array_equal(power_w, devices.tx_power_w):  # power control follows the path loss
             devices.tx_power_w = power_w
             core.knobs_changed()
