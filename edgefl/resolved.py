@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from channel import path_loss
+from channel import path_loss, tr38901
 from edgefl.scenario import Scenario
 
 
@@ -51,11 +51,17 @@ NOT_APPLICABLE: dict[str, Callable[[Scenario], bool]] = {  # dotted key -> "does
     # a built-in path-loss model reads only its own keys; a plug-in may read any of them
     "network.path_loss_intercept_db": lambda s: not _geometry(s) or _other_builtin_loss(s, "log_distance"),
     "network.path_loss_slope_db": lambda s: not _geometry(s) or _other_builtin_loss(s, "log_distance"),
-    "network.carrier_ghz": lambda s: not _geometry(s) or _other_builtin_loss(s, "free_space", "umi_street_canyon"),
-    "network.bs_height_m": lambda s: not _geometry(s) or _other_builtin_loss(s, "umi_street_canyon"),
-    "network.ue_height_m": lambda s: not _geometry(s) or _other_builtin_loss(s, "umi_street_canyon"),
-    "network.line_of_sight": lambda s: not _geometry(s) or _other_builtin_loss(s, "umi_street_canyon"),
-    "network.shadowing_std_db": lambda s: not _geometry(s),
+    "network.carrier_ghz": lambda s: not _geometry(s) or _other_builtin_loss(s, "free_space", *tr38901.SCENARIOS),
+    "network.bs_height_m": lambda s: not _geometry(s) or _other_builtin_loss(s, *tr38901.SCENARIOS),
+    "network.ue_height_m": lambda s: not _geometry(s) or _other_builtin_loss(s, *tr38901.SCENARIOS),
+    "network.line_of_sight": lambda s: not _geometry(s) or _other_builtin_loss(s, *tr38901.SCENARIOS),
+    "network.shadowing_std_db": lambda s: not _geometry(s) or s.network.line_of_sight == "random",
+    "network.shadowing_correlation": lambda s: not _geometry(s),
+    "network.shadowing_decorrelation_m": lambda s: s.network.shadowing_correlation != "spatial",
+    "network.shadowing_site_correlation": lambda s: s.network.shadowing_correlation != "spatial",
+    "network.sectors": lambda s: not _geometry(s),
+    "network.downtilt_deg": lambda s: s.network.sectors == 1,
+    "network.wraparound": lambda s: s.network.cells == 1,
     "network.noise_figure_db": lambda s: not _geometry(s),
     "network.bs_noise_figure_db": lambda s: not _geometry(s),
     "network.device_noise_figure_db": lambda s: not _geometry(s) or s.network.downlink_snr_db is not None,

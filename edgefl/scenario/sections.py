@@ -620,6 +620,8 @@ class NetworkSection(Strict):
                     f"site_positions_m); got cells = {self.cells}"
                     + (" with listed sites" if self.site_positions_m is not None else "")
                 )
+        if self.uses_layout() and self.downlink_snr_db is not None:
+            raise ValueError("the multi-cell layout computes the downlink from the link budget: unset downlink_snr_db")
         if self.uses_layout() and self.uplink == "aircomp":
             raise ValueError('network.uplink = "aircomp" is single-cell only: unset the multi-cell keys, or use "digital"')
 
