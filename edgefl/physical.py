@@ -15,6 +15,7 @@ import numpy as np
 
 from channel import CQI_EFFICIENCY, CQI_SNR_DB, Link, db_to_linear, dbm_to_w, link_rate_bps, path_loss, w_to_dbm
 from channel import tr38901
+from channel.mcs import MCS_TABLES, nr_overhead_fraction
 from channel.cells import (
     downlink_interference_w,
     drop_in_disks,
@@ -258,12 +259,22 @@ def network_params(network) -> NetworkParams:
         "downlink_bandwidth_hz": (network.downlink_bandwidth_mhz or network.bandwidth_mhz) * 1e6,
         "efficiency": network.shannon_efficiency,
         "header_bits": float(network.header_bits),
-        "mcs_snr_db": tuple(r[0] for r in network.mcs_table) if network.mcs_table else CQI_SNR_DB,
-        "mcs_efficiency": tuple(r[1] for r in network.mcs_table) if network.mcs_table else CQI_EFFICIENCY,
+        "mcs_snr_db": tuple(r[0] for r in network.mcs_table) if network.mcs_table else MCS_TABLES[network.standard][0],
+        "mcs_efficiency": tuple(r[1] for r in network.mcs_table) if network.mcs_table else MCS_TABLES[network.standard][1],
         "cells": network.cells * network.sectors,
+        "overhead_fraction": overhead_fraction(network),
     }
     same = {f.name: getattr(network, f.name) for f in fields(NetworkParams) if f.name not in converted}
     return NetworkParams(**converted, **same)
+
+
+def overhead_fraction(network) -> float:
+    """The share of every link's resource that carries no data: ``network.overhead_fraction``, and with
+    ``standard = "nr"`` the NR framing's too (channel.mcs.nr_overhead_fraction): 1 − (1 − o)(1 − o_NR)."""
+    if network.standard != "nr":
+        return float(network.overhead_fraction)
+    framing = nr_overhead_fraction(network.nr_pusch_symbols, network.nr_dmrs_symbols)
+    return 1.0 - (1.0 - network.overhead_fraction) * (1.0 - framing)
 
 
 def assign_device_classes(devices, num_clients: int, rng: np.random.Generator) -> list[dict]:

@@ -62,6 +62,8 @@ NOT_APPLICABLE: dict[str, Callable[[Scenario], bool]] = {  # dotted key -> "does
     "network.sectors": lambda s: not _geometry(s),
     "network.downtilt_deg": lambda s: s.network.sectors == 1,
     "network.wraparound": lambda s: s.network.cells == 1,
+    "network.nr_pusch_symbols": lambda s: s.network.standard != "nr",
+    "network.nr_dmrs_symbols": lambda s: s.network.standard != "nr",
     "network.noise_figure_db": lambda s: not _geometry(s),
     "network.bs_noise_figure_db": lambda s: not _geometry(s),
     "network.device_noise_figure_db": lambda s: not _geometry(s) or s.network.downlink_snr_db is not None,

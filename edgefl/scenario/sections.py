@@ -294,6 +294,19 @@ class NetworkSection(Strict):
         description="rate = mcs: [[snr_db, bit/s/Hz], ...], both increasing. Unset: the 15 entries of the "
         "3GPP 4-bit CQI table (0.1523-5.5547 bit/s/Hz at -6.7-22.7 dB).",
     )
+    standard: Literal["lte", "nr"] = Field(
+        "lte",
+        description="The link's standard: lte, the 3GPP 4-bit CQI table for rate = mcs; nr, the NR PUSCH MCS table "
+        "(TS 38.214 Table 5.1.3.1-1, SNR for 10 % BLER from 5G-LENA's link-level curves) and NR framing: the "
+        "cyclic prefix and the DMRS take 1 - (nr_pusch_symbols - nr_dmrs_symbols) / 15 of the resource, on top of "
+        "overhead_fraction (docs/model.md §3a).",
+    )
+    nr_pusch_symbols: int = Field(
+        14, ge=2, le=14, description="standard = nr: OFDM symbols of a 14-symbol slot that carry the PUSCH."
+    )
+    nr_dmrs_symbols: int = Field(
+        1, ge=1, le=4, description="standard = nr: of those, the symbols of the demodulation reference signal (1-4)."
+    )
     coherence_s: Optional[Annotated[float, Field(ge=1e-4, le=1e6, allow_inf_nan=False)]] = Field(
         None,
         description="Block fading (s, at least 0.1 ms: a 5G slot): a message longer than this sees a new fading draw per block (the rate "
@@ -548,6 +561,11 @@ class NetworkSection(Strict):
             if self.uplink == "aircomp":
                 raise ValueError('network.cells > 1 with network.uplink = "aircomp" is not supported: use "digital"')
         self._check_layout_keys(budget)
+        if self.nr_dmrs_symbols >= self.nr_pusch_symbols:
+            raise ValueError(
+                f"network.nr_dmrs_symbols ({self.nr_dmrs_symbols}) must be fewer than network.nr_pusch_symbols "
+                f"({self.nr_pusch_symbols}): some symbols must carry data"
+            )
         if self.power_control_p0_dbm is not None and not budget:
             raise ValueError(
                 "network.power_control_p0_dbm needs a link budget (path loss): set network.cell_radius_m or "
