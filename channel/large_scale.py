@@ -12,8 +12,8 @@
   position (``correlated``): z = sqrt(ρ) z_common(x) + sqrt(1 − ρ) z_site(x), ρ the correlation between sites,
   each z exponentially correlated in space (channel.tr38901.CorrelatedField);
 - σ: the state's (Table 7.4.1-1) with random LOS and no σ given, else the σ given;
-- G: the sector's TR 38.901 element gain (Table 7.3-1) towards the device; 0 dBi with one (omnidirectional) cell
-  per site. Cell c is sector c mod K of site c // K (K sectors per site).
+- G: the sector's TR 38.901 element gain (Table 7.3-1) towards the device, times a vertical column's array gain
+  with ``antenna_rows`` > 1 (channel.tr38901.column_gain_db); 0 dBi with one (omnidirectional) cell per site. Cell c is sector c mod K of site c // K (K sectors per site).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from .tr38901 import SECTOR_BORESIGHTS_DEG, CorrelatedField, element_gain_dbi, wrapped_offsets_m
+from .tr38901 import SECTOR_BORESIGHTS_DEG, CorrelatedField, column_gain_db, element_gain_dbi, wrapped_offsets_m
 
 
 @dataclass
@@ -45,6 +45,7 @@ class LargeScale:
     bs_height_m: float = 10.0
     ue_height_m: float = 1.5
     downtilt_deg: float = 0.0
+    antenna_rows: int = 1  # a vertical column of elements per sector (1: the element alone, tilted mechanically)
 
     @property
     def num_cells(self) -> int:
@@ -103,7 +104,11 @@ class LargeScale:
         ground = np.maximum(np.hypot(offset[..., 0], offset[..., 1]), self.min_distance_m)
         zenith = 90.0 + np.degrees(np.arctan2(self.bs_height_m - self.ue_height_m, ground))  # below the horizon
         boresight = np.asarray(SECTOR_BORESIGHTS_DEG)[None, None, :]
-        return element_gain_dbi(azimuth[..., None] - boresight, zenith[..., None], self.downtilt_deg)
+        if self.antenna_rows == 1:  # one element, tilted down mechanically
+            return element_gain_dbi(azimuth[..., None] - boresight, zenith[..., None], self.downtilt_deg)
+        # a column: upright elements, the beam tilted electrically (TR 38.901 calibration, configuration 1)
+        element = element_gain_dbi(azimuth[..., None] - boresight, zenith[..., None], 0.0)
+        return element + column_gain_db(zenith, self.antenna_rows, self.downtilt_deg)[..., None]
 
     def loss_db(self, position_m: np.ndarray) -> np.ndarray:
         """Every device's coupling loss to every cell [N, S·K] (dB): its site's path loss and shadowing, less the

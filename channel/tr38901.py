@@ -90,6 +90,23 @@ def element_gain_dbi(azimuth_deg, zenith_deg=90.0, tilt_deg=0.0):
     return out(ELEMENT_MAX_GAIN_DBI - np.minimum(-(a_h + a_v), ELEMENT_MAX_ATTENUATION_DB))
 
 
+PANEL_SPACING_WAVELENGTHS = 0.8  # vertical element spacing d_V of TR 38.901 Table 7.8-1's BS antenna configuration 1
+
+
+def column_gain_db(zenith_deg, rows: int, tilt_deg: float = 0.0, spacing_wavelengths: float = PANEL_SPACING_WAVELENGTHS):
+    """Array gain (dB) of a vertical column of ``rows`` elements ``spacing_wavelengths`` apart, electrically tilted
+    down by ``tilt_deg`` (TR 38.901 §7.3: weights w_m = exp(−j2π m d cos θ_tilt)/sqrt(M), θ_tilt = 90° + tilt):
+    10 log10 |Σ_m exp(j2π m d (cos θ − cos θ_tilt))|² / M, 10 log10 M at the beam, 0 dB for one element."""
+    theta = np.radians(np.asarray(zenith_deg, dtype=np.float64))
+    if rows == 1:
+        return out(np.zeros(theta.shape))
+    phase = 2.0 * np.pi * spacing_wavelengths * (np.cos(theta) - np.cos(np.radians(90.0 + tilt_deg)))
+    m = np.arange(rows)
+    field = np.exp(1j * phase[..., None] * m).sum(axis=-1)
+    with np.errstate(divide="ignore"):
+        return out(np.maximum(10.0 * np.log10(np.abs(field) ** 2 / rows), -100.0))
+
+
 # -- a spatially correlated shadowing field -------------------------------------------------------------------------
 class CorrelatedField:
     """A zero-mean, unit-variance random field z(x) on the plane with E[z(x) z(y)] = exp(−|x − y| / d_corr) (the

@@ -496,6 +496,7 @@ def large_scale_model(
         bs_height_m=network.bs_height_m,
         ue_height_m=network.ue_height_m,
         downtilt_deg=network.downtilt_deg,
+        antenna_rows=network.antenna_rows,
         **los_args,
     )
 

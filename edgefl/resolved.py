@@ -61,6 +61,7 @@ NOT_APPLICABLE: dict[str, Callable[[Scenario], bool]] = {  # dotted key -> "does
     "network.shadowing_site_correlation": lambda s: s.network.shadowing_correlation != "spatial",
     "network.sectors": lambda s: not _geometry(s),
     "network.downtilt_deg": lambda s: s.network.sectors == 1,
+    "network.antenna_rows": lambda s: s.network.sectors == 1,
     "network.wraparound": lambda s: s.network.cells == 1,
     "network.nr_pusch_symbols": lambda s: s.network.standard != "nr",
     "network.nr_dmrs_symbols": lambda s: s.network.standard != "nr",

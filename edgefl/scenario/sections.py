@@ -512,6 +512,14 @@ class NetworkSection(Strict):
     downtilt_deg: Annotated[float, Field(ge=0, le=90, allow_inf_nan=False)] = Field(
         0.0, description="sectors = 3: the element's downtilt below the horizon (deg; TR 38.901 calibration: 12)."
     )
+    antenna_rows: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="sectors = 3: elements in each sector's vertical column, 0.8 wavelengths apart, the beam tilted "
+        "electrically by downtilt_deg (TR 38.901 calibration, configuration 1: 10; about 10 log10(rows) dB of gain). "
+        "1: the element alone, tilted mechanically.",
+    )
     wraparound: StrictBool = Field(
         False,
         description="Hexagonal layout of 7 or 19 sites: every distance and angle taken to the nearest copy of the site "
