@@ -59,6 +59,7 @@ class NetworkParams:
     aircomp_symbols_per_hz: float = 1.0  # aircomp: analog symbols per s per Hz of the uplink band
     aircomp_threshold_db: float = 0.0  # aircomp: SNR at full power (dB) below which a device is not scheduled
     cells: int = 1  # cells (docs/multi-cell.md: sites x sectors): each with its own uplink access (edgefl.sim.access)
+    interference: str = "expected_load"  # multi-cell uplink interference: expected_load | events (docs/multi-cell.md)
 
     @property
     def uplink_access(self) -> str:
@@ -175,6 +176,7 @@ class CellLayout:
     uplink_bandwidth_hz: float
     downlink_bandwidth_hz: float
     interference_load: float
+    uplink_events: bool  # network.interference = "events": the uplinks carry no standing interference (it comes and goes)
     p0_dbm: float | None  # open-loop power control (None: off) ...
     alpha: float  # ... its path-loss compensation
     handover_margin_db: float
@@ -211,7 +213,8 @@ class CellLayout:
         if self.p0_dbm is not None:
             power_w = dbm_to_w(open_loop_tx_power_dbm(w_to_dbm(self.max_tx_power_w), self.p0_dbm, self.alpha, own))
         gain = db_to_linear(-loss)
-        up_i = uplink_interference_w(power_w, gain, serving, self.band, self.interference_load)[serving]
+        up_load = 0.0 if self.uplink_events else self.interference_load
+        up_i = uplink_interference_w(power_w, gain, serving, self.band, up_load)[serving]
         down_i = downlink_interference_w(self.bs_power_w, gain, serving, self.band, self.interference_load)
         up_psd, down_psd = up_i / self.uplink_bandwidth_hz, down_i / self.downlink_bandwidth_hz
         uplink = [
@@ -437,6 +440,7 @@ def build_cell_layout(
         uplink_bandwidth_hz=network.bandwidth_mhz * 1e6,
         downlink_bandwidth_hz=(network.downlink_bandwidth_mhz or network.bandwidth_mhz) * 1e6,
         interference_load=network.interference_load,
+        uplink_events=network.interference == "events",
         p0_dbm=network.power_control_p0_dbm,
         alpha=network.power_control_alpha,
         handover_margin_db=network.handover_margin_db,

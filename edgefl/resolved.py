@@ -72,6 +72,7 @@ NOT_APPLICABLE: dict[str, Callable[[Scenario], bool]] = {  # dotted key -> "does
     "network.inter_site_m": lambda s: s.network.cells == 1 or s.network.site_positions_m is not None,
     "network.reuse": lambda s: s.network.cells == 1,
     "network.interference_load": lambda s: s.network.cells == 1,
+    "network.interference": lambda s: s.network.cells * s.network.sectors == 1,
     "network.handover_margin_db": lambda s: s.network.cells == 1,
     "network.handover_interruption_s": lambda s: s.network.cells == 1,
     "network.power_control_alpha": lambda s: s.network.power_control_p0_dbm is None,

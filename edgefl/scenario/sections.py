@@ -484,6 +484,13 @@ class NetworkSection(Strict):
         "1: full buffer): interference is this times the mean received power of its devices (uplink) or base "
         "station (downlink).",
     )
+    interference: Literal["expected_load", "events"] = Field(
+        "expected_load",
+        description="Multi-cell uplink interference: expected_load, each co-channel cell's average device a fraction "
+        "interference_load of the time, fixed for the round; events, the co-channel uploads on the air now: an "
+        "upload starting or ending in another cell re-times the uploads it interferes with (docs/multi-cell.md). "
+        "The downlink keeps the expected load.",
+    )
     handover_margin_db: Annotated[float, Field(ge=0, le=30, allow_inf_nan=False)] = Field(
         3.0,
         description="Multi-cell with moving devices: a device changes cell when another's mean link beats its "

@@ -233,14 +233,40 @@ class AirCompUplink(DedicatedUplink):
         return updates + torch.as_tensor(noise, dtype=updates.dtype)
 
 
+class _OnAirTap:
+    """A radio seen through: its ``start_transfer`` also tells ``on_start(client)`` (the moment a transfer goes on the
+    air, after any wait for the channel); every other attribute is the radio's."""
+
+    def __init__(self, radio, on_start):
+        self._radio, self._on_start = radio, on_start
+
+    def start_transfer(self, log: list, client: int, doing: list) -> None:
+        self._radio.start_transfer(log, client, doing)
+        self._on_start(client)
+
+    def __getattr__(self, name):
+        return getattr(self._radio, name)
+
+
 class CellUplinks(DedicatedUplink):
     """Several cells (``network.cells`` > 1): each cell has its own uplink access of the network's scheme (its own
     FDMA band or TDMA channel), and a device's uploads go through its serving cell's (``core.devices.cell``, which
-    a handover changes between rounds)."""
+    a handover changes between rounds). With ``watch_air`` (``network.interference = "events"``) it keeps the
+    clients whose uploads are on the air (``on_air``) and calls ``air_changed()`` whenever one starts or ends."""
 
-    def __init__(self, env: simpy.Environment, radio, access: str, coherence_s: float | None, cells: int):
-        self.per_cell = [UPLINKS[access](env, radio, coherence_s) for _ in range(cells)]
+    def __init__(
+        self, env: simpy.Environment, radio, access: str, coherence_s: float | None, cells: int, watch_air=False
+    ):
+        self.watch_air = watch_air
+        self.on_air: set[int] = set()
+        self.air_changed = lambda: None  # set by the component that follows the uploads (EventInterference)
+        cell_radio = _OnAirTap(radio, self._started) if watch_air else radio
+        self.per_cell = [UPLINKS[access](env, cell_radio, coherence_s) for _ in range(cells)]
         super().__init__(env, radio)
+
+    def _started(self, client: int) -> None:
+        self.on_air.add(client)
+        self.air_changed()
 
     @property
     def retimable(self) -> bool:
@@ -252,7 +278,15 @@ class CellUplinks(DedicatedUplink):
             uplink.retimable = value
 
     def send(self, client: int, step: Step, log: list, doing: list):
-        return (yield from self.per_cell[self.core.devices.cell[client]].send(client, step, log, doing))
+        access = self.per_cell[self.core.devices.cell[client]]
+        if not self.watch_air:
+            return (yield from access.send(client, step, log, doing))
+        try:
+            return (yield from access.send(client, step, log, doing))
+        finally:  # sent, lost or cut: off the air
+            if client in self.on_air:
+                self.on_air.discard(client)
+                self.air_changed()
 
     def rate_changed(self, client: int, factor: float) -> None:
         self.per_cell[self.core.devices.cell[client]].rate_changed(client, factor)
@@ -264,7 +298,8 @@ UPLINKS = {"dedicated": DedicatedUplink, "fdma": FdmaUplink, "tdma": TdmaUplink,
 def make_uplink(network, env: simpy.Environment, radio, seed: int) -> DedicatedUplink:
     """The uplink access of ``network`` (``NetworkParams.uplink_access``); with several cells, one per cell."""
     if network.cells > 1:
-        return CellUplinks(env, radio, network.uplink_access, network.coherence_s, network.cells)
+        events = network.interference == "events"
+        return CellUplinks(env, radio, network.uplink_access, network.coherence_s, network.cells, events)
     if network.uplink_access == "aircomp":
         return AirCompUplink(env, radio, network, seed)
     return UPLINKS[network.uplink_access](env, radio, network.coherence_s)
