@@ -79,7 +79,12 @@ def uma_db(distance_m, carrier_ghz, bs_height_m=25.0, ue_height_m=1.5, line_of_s
     d3d = np.sqrt(d**2 + (bs_height_m - ue_height_m) ** 2)
     breakpoint_m = 4.0 * (bs_height_m - 1.0) * (ue_height_m - 1.0) * fc * 1e9 / SPEED_OF_LIGHT_MPS
     pl1 = 28.0 + 22.0 * np.log10(d3d) + 20.0 * np.log10(fc)
-    pl2 = 28.0 + 40.0 * np.log10(d3d) + 20.0 * np.log10(fc) - 9.0 * np.log10(breakpoint_m**2 + (bs_height_m - ue_height_m) ** 2)
+    pl2 = (
+        28.0
+        + 40.0 * np.log10(d3d)
+        + 20.0 * np.log10(fc)
+        - 9.0 * np.log10(breakpoint_m**2 + (bs_height_m - ue_height_m) ** 2)
+    )
     los = np.where(d <= breakpoint_m, pl1, pl2)
     if line_of_sight:
         return out(los)
@@ -128,7 +133,6 @@ def rma_db(distance_m, carrier_ghz, bs_height_m=35.0, ue_height_m=1.5, line_of_s
     return out(np.maximum(los, nlos))
 
 
-
 # -- the models a scenario names: model(distance_m, network) -> dB -------------------------------
 def log_distance(distance_m, network):
     """network.path_loss_intercept_db + network.path_loss_slope_db · log10(d / 1 km)."""
@@ -149,12 +153,16 @@ def umi_street_canyon(distance_m, network):
 
 def uma(distance_m, network):
     """3GPP UMa at network.carrier_ghz, bs_height_m (38.901: 25 m), ue_height_m, line_of_sight."""
-    return uma_db(distance_m, network.carrier_ghz, network.bs_height_m, network.ue_height_m, network.line_of_sight is True)
+    return uma_db(
+        distance_m, network.carrier_ghz, network.bs_height_m, network.ue_height_m, network.line_of_sight is True
+    )
 
 
 def rma(distance_m, network):
     """3GPP RMa at network.carrier_ghz, bs_height_m (38.901: 35 m), ue_height_m, line_of_sight."""
-    return rma_db(distance_m, network.carrier_ghz, network.bs_height_m, network.ue_height_m, network.line_of_sight is True)
+    return rma_db(
+        distance_m, network.carrier_ghz, network.bs_height_m, network.ue_height_m, network.line_of_sight is True
+    )
 
 
 MODELS: dict[str, Callable] = {

@@ -93,7 +93,9 @@ def element_gain_dbi(azimuth_deg, zenith_deg=90.0, tilt_deg=0.0):
 PANEL_SPACING_WAVELENGTHS = 0.8  # vertical element spacing d_V of TR 38.901 Table 7.8-1's BS antenna configuration 1
 
 
-def column_gain_db(zenith_deg, rows: int, tilt_deg: float = 0.0, spacing_wavelengths: float = PANEL_SPACING_WAVELENGTHS):
+def column_gain_db(
+    zenith_deg, rows: int, tilt_deg: float = 0.0, spacing_wavelengths: float = PANEL_SPACING_WAVELENGTHS
+):
     """Array gain (dB) of a vertical column of ``rows`` elements ``spacing_wavelengths`` apart, electrically tilted
     down by ``tilt_deg`` (TR 38.901 §7.3: weights w_m = exp(−j2π m d cos θ_tilt)/sqrt(M), θ_tilt = 90° + tilt):
     10 log10 |Σ_m exp(j2π m d (cos θ − cos θ_tilt))|² / M, 10 log10 M at the beam, 0 dB for one element."""

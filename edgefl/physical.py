@@ -13,9 +13,17 @@ from typing import Callable
 
 import numpy as np
 
-from channel import CQI_EFFICIENCY, CQI_SNR_DB, Link, db_to_linear, dbm_to_w, link_rate_bps, path_loss, w_to_dbm
-from channel import tr38901
-from channel.mcs import MCS_TABLES, nr_overhead_fraction
+from channel import (
+    CQI_EFFICIENCY,
+    CQI_SNR_DB,
+    Link,
+    db_to_linear,
+    dbm_to_w,
+    link_rate_bps,
+    path_loss,
+    tr38901,
+    w_to_dbm,
+)
 from channel.cells import (
     downlink_interference_w,
     drop_in_disks,
@@ -27,6 +35,7 @@ from channel.cells import (
     uplink_interference_w,
 )
 from channel.large_scale import LargeScale
+from channel.mcs import MCS_TABLES, nr_overhead_fraction
 from edgefl.data.errors import DataError
 from edgefl.files import special_file
 from edgefl.plugins import checked_path_loss
@@ -176,7 +185,9 @@ class CellLayout:
     uplink_bandwidth_hz: float
     downlink_bandwidth_hz: float
     interference_load: float
-    uplink_events: bool  # network.interference = "events": the uplinks carry no standing interference (it comes and goes)
+    uplink_events: (
+        bool  # network.interference = "events": the uplinks carry no standing interference (it comes and goes)
+    )
     p0_dbm: float | None  # open-loop power control (None: off) ...
     alpha: float  # ... its path-loss compensation
     handover_margin_db: float
@@ -263,7 +274,9 @@ def network_params(network) -> NetworkParams:
         "efficiency": network.shannon_efficiency,
         "header_bits": float(network.header_bits),
         "mcs_snr_db": tuple(r[0] for r in network.mcs_table) if network.mcs_table else MCS_TABLES[network.standard][0],
-        "mcs_efficiency": tuple(r[1] for r in network.mcs_table) if network.mcs_table else MCS_TABLES[network.standard][1],
+        "mcs_efficiency": tuple(r[1] for r in network.mcs_table)
+        if network.mcs_table
+        else MCS_TABLES[network.standard][1],
         "cells": network.cells * network.sectors,
         "overhead_fraction": overhead_fraction(network),
     }
@@ -484,9 +497,7 @@ def large_scale_model(
             d_los, d_nlos = tr38901.SHADOWING_DECORRELATION_M[model]
         field_rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5F1D]))
         field = tr38901.CorrelatedField(field_rng, np.array([d_los, d_nlos] + [d_los] * sites + [d_nlos] * sites))
-    shifts = (
-        tr38901.hex_wrap_shifts_m(network.cells, inter_site_m) if network.wraparound else np.zeros((1, 2))
-    )
+    shifts = tr38901.hex_wrap_shifts_m(network.cells, inter_site_m) if network.wraparound else np.zeros((1, 2))
     return LargeScale(
         site_m=site_m,
         sectors=network.sectors,

@@ -132,7 +132,9 @@ def measure(devices: int, seeds: list[int]) -> dict:
             # the reference's coupling loss at percentile p is minus its coupling gain at 100 - p
             "reference_coupling_loss_db": {p: -REFERENCE_GAIN_DB[ref][(100 - p) // 5 - 1] for p in PERCENTILES},
             "reference_geometry_db": {p: REFERENCE_GEOMETRY_DB[ref][p // 5 - 1] for p in PERCENTILES},
-            "cdf": {k: np.sort(merged[k]).tolist()[:: max(1, len(merged[k]) // 400)] for k in ("coupling_loss_db", "sir_db")},
+            "cdf": {
+                k: np.sort(merged[k]).tolist()[:: max(1, len(merged[k]) // 400)] for k in ("coupling_loss_db", "sir_db")
+            },
         }
     return results
 
@@ -154,7 +156,9 @@ def figure(results: dict) -> None:
             (axes[1], "sir_db", REFERENCE_GEOMETRY_DB[ref]),
         ):
             x = np.asarray(r["cdf"][key])
-            ax.plot(x, 100 * np.arange(1, len(x) + 1) / len(x), style, color=colours[r["layout"]], label=f"edgefl, {name}")
+            ax.plot(
+                x, 100 * np.arange(1, len(x) + 1) / len(x), style, color=colours[r["layout"]], label=f"edgefl, {name}"
+            )
             if r["rows"] > 1:
                 ax.plot(ref_x, levels, "+--", color=colours[r["layout"]], label=f"3GPP R1-165974, {r['layout']}")
     axes[0].set_xlabel("coupling loss to the serving cell (dB)")
@@ -184,9 +188,7 @@ def page(results: dict, produced: dict) -> str:
     table = "\n".join(rows)
     los = ", ".join(f"{name}: {100 * r['los_share']:.0f} %" for name, r in results.items())
     devices = next(iter(results.values()))["devices"]
-    gaps = {
-        r["layout"]: r["reference_geometry_db"][50] - r["sir_db"][50] for r in results.values() if r["rows"] > 1
-    }
+    gaps = {r["layout"]: r["reference_geometry_db"][50] - r["sir_db"][50] for r in results.values() if r["rows"] > 1}
     gap_text = ", ".join(f"{gap:.1f} dB ({name.split(',')[0]})" for name, gap in gaps.items())
     panel = [r for r in results.values() if r["rows"] > 1]
 
@@ -249,7 +251,7 @@ with one element per sector the far interferers are not cut by a narrow vertical
 {element_gap} lower. The remaining gap is consistent with what is still missing (indoor devices are mostly NLOS
 towards every site and sit higher; the reference's UMa LOS parameters are 38.900's), but we have not isolated it.
 
-Reproduce: `{produced['command']}` (geometry only, no training; a few seconds).
+Reproduce: `{produced["command"]}` (geometry only, no training; a few seconds).
 """
 
 
@@ -276,7 +278,10 @@ def main(argv: list[str] | None = None) -> int:
     figure(results)
     atomic_write_text(PAGE, page(results, produced))
     for name, r in results.items():
-        print(name, {k: r[k] for k in ("coupling_loss_db", "reference_coupling_loss_db", "sir_db", "reference_geometry_db")})
+        print(
+            name,
+            {k: r[k] for k in ("coupling_loss_db", "reference_coupling_loss_db", "sir_db", "reference_geometry_db")},
+        )
     return 0
 
 

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 from channel import check_mcs_table
-from channel.mcs import CQI_EFFICIENCY, CQI_SNR_DB, NR_PUSCH_EFFICIENCY, NR_PUSCH_MCS, NR_PUSCH_SNR_DB, nr_overhead_fraction
+from channel.mcs import (
+    CQI_EFFICIENCY,
+    CQI_SNR_DB,
+    NR_PUSCH_EFFICIENCY,
+    NR_PUSCH_MCS,
+    NR_PUSCH_SNR_DB,
+    nr_overhead_fraction,
+)
 from edgefl.cli import main
 from edgefl.physical import network_params
 from edgefl.scenario import scenario_from_dict
@@ -52,7 +59,9 @@ def test_standard_nr_uses_the_table_and_the_framing_in_the_rate():
 def test_a_run_on_nr_links(tmp_path):
     out = tmp_path / "nr"
     sets = ["run.rounds=1", "network.rate=mcs", "network.standard=nr", "network.nr_dmrs_symbols=2"]
-    assert main(["run", str(QUICK), "--out", str(out), "--no-plots", "-q", *[a for k in sets for a in ("--set", k)]]) == 0
+    assert (
+        main(["run", str(QUICK), "--out", str(out), "--no-plots", "-q", *[a for k in sets for a in ("--set", k)]]) == 0
+    )
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,9 @@ def test_los_states_of_10000_drops_match_the_table_within_2_standard_errors(mode
     """10,000 links at each of 6 distances through the model a run uses (edgefl.physical.large_scale_model): the
     share in LOS is within 2 standard errors sqrt(p(1 - p)/n) of Table 7.4.2-1."""
     n, site = 10_000, np.zeros((1, 2))
-    net = network(path_loss=model, cell_radius_m=2000.0, min_distance_m=10.0, bs_height_m=25.0 if model == "uma" else 10.0)
+    net = network(
+        path_loss=model, cell_radius_m=2000.0, min_distance_m=10.0, bs_height_m=25.0 if model == "uma" else 10.0
+    )
     for k, d in enumerate((20.0, 40.0, 80.0, 150.0, 300.0, 1000.0)):
         rng = np.random.default_rng(k)
         large = large_scale_model(net, site, float("nan"), path_loss_function(net), n, rng, seed=100 + k)
@@ -67,7 +69,9 @@ def test_los_states_of_10000_drops_match_the_table_within_2_standard_errors(mode
 def test_each_links_state_gives_its_path_loss_and_sigma():
     net = network(path_loss="uma", bs_height_m=25.0, cell_radius_m=2000.0)
     n = 4000
-    large = large_scale_model(net, np.zeros((1, 2)), float("nan"), path_loss_function(net), n, np.random.default_rng(1), 7)
+    large = large_scale_model(
+        net, np.zeros((1, 2)), float("nan"), path_loss_function(net), n, np.random.default_rng(1), 7
+    )
     position = np.stack([np.linspace(20, 1500, n), np.zeros(n)], axis=1)
     loss, los = large.site_loss_db(position)
     d = np.maximum(position[:, 0], 35.0)  # the path loss is taken at least at min_distance_m
@@ -150,8 +154,13 @@ def test_shadowing_through_the_run_model_is_correlated_in_space_and_between_site
     assert abs(space - math.exp(-1)) <= 3 * (1 - math.exp(-2)) / math.sqrt(n), space
     assert abs(sites_corr - 0.5) <= 3 * 0.75 / math.sqrt(n), sites_corr
     # another site correlation
-    net0 = network(line_of_sight=False, shadowing_std_db=7.82, shadowing_correlation="spatial", cells=7,
-                   shadowing_site_correlation=0.0)
+    net0 = network(
+        line_of_sight=False,
+        shadowing_std_db=7.82,
+        shadowing_correlation="spatial",
+        cells=7,
+        shadowing_site_correlation=0.0,
+    )
     cross = []
     for r in range(n):
         large = large_scale_model(net0, sites, 500.0, path_loss_function(net0), 1, np.random.default_rng(r), seed=r)
@@ -275,7 +284,7 @@ def test_bad_layout_values_exit_2_naming_the_key(key, value, message, tmp_path, 
 @pytest.mark.parametrize(
     "sets, message",
     [
-        (["network.line_of_sight=random"], 'set network.path_loss to one of umi_street_canyon, uma, rma'),
+        (["network.line_of_sight=random"], "set network.path_loss to one of umi_street_canyon, uma, rma"),
         (
             ["network.line_of_sight=random", "network.path_loss=uma", "network.shadowing_std_db=4"],
             "leave network.shadowing_std_db at 0",

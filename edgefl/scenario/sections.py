@@ -384,7 +384,7 @@ class NetworkSection(Strict):
     )
     line_of_sight: Union[StrictBool, Literal["random"]] = Field(
         False,
-        description="umi_street_canyon, uma, rma: true, the LOS formula; false, NLOS (default); \"random\", each "
+        description='umi_street_canyon, uma, rma: true, the LOS formula; false, NLOS (default); "random", each '
         "device-site link LOS with the probability of 3GPP TR 38.901 Table 7.4.2-1 at its distance, with its state's "
         "path loss and shadowing sigma (Table 7.4.1-1); puts the devices on the hexagonal layout (docs/multi-cell.md).",
     )
@@ -394,7 +394,7 @@ class NetworkSection(Strict):
         le=30,
         allow_inf_nan=False,
         description="Log-normal shadowing sigma (dB), drawn once per client (and site). With line_of_sight = "
-        "\"random\" it is the state's of TR 38.901 Table 7.4.1-1 instead: leave this at 0.",
+        '"random" it is the state\'s of TR 38.901 Table 7.4.1-1 instead: leave this at 0.',
     )
     shadowing_correlation: Literal["independent", "spatial"] = Field(
         "independent",
@@ -607,7 +607,6 @@ class NetworkSection(Strict):
             )
         return self
 
-
     def uses_layout(self) -> bool:
         """Whether the devices are dropped on the multi-cell layout (edgefl.physical.CellLayout): several cells, or
         a key that needs it (sectors, random LOS, spatially correlated shadowing)."""
@@ -636,13 +635,13 @@ class NetworkSection(Strict):
             and self.path_loss not in tr38901.SCENARIOS
         ):
             raise ValueError(
-                f"network.shadowing_correlation = \"spatial\" with network.path_loss = {self.path_loss!r} needs "
+                f'network.shadowing_correlation = "spatial" with network.path_loss = {self.path_loss!r} needs '
                 "network.shadowing_decorrelation_m (m; e.g. 50): TR 38.901's table covers "
                 f"{', '.join(tr38901.SCENARIOS)} only"
             )
         if self.uses_layout() and self.cell_radius_m is None:
             raise ValueError(
-                "network.sectors, line_of_sight = \"random\" and shadowing_correlation = \"spatial\" place devices on "
+                'network.sectors, line_of_sight = "random" and shadowing_correlation = "spatial" place devices on '
                 "the hexagonal layout: they need a link budget with network.cell_radius_m (e.g. 300), not snr_db or "
                 "distance_m"
             )
@@ -656,7 +655,9 @@ class NetworkSection(Strict):
         if self.uses_layout() and self.downlink_snr_db is not None:
             raise ValueError("the multi-cell layout computes the downlink from the link budget: unset downlink_snr_db")
         if self.uses_layout() and self.uplink == "aircomp":
-            raise ValueError('network.uplink = "aircomp" is single-cell only: unset the multi-cell keys, or use "digital"')
+            raise ValueError(
+                'network.uplink = "aircomp" is single-cell only: unset the multi-cell keys, or use "digital"'
+            )
 
 
 class DevicesSection(Strict):

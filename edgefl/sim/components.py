@@ -327,15 +327,15 @@ class EventInterference(Component):
         bandwidth = self.net.bandwidth_hz
         for k in on_air:
             b = cell[k]
-            interference = sum(
-                power[j] * gain[j, b] for j in on_air if cell[j] != b and band[cell[j]] == band[b]
-            )
+            interference = sum(power[j] * gain[j, b] for j in on_air if cell[j] != b and band[cell[j]] == band[b])
             snr = core.devices.uplink[k].snr_linear(bandwidth, 1.0)
             noise = power[k] * gain[k, b] / snr  # the link's noise over the band (W)
             clear = float(self.net.rate_bps(bandwidth, snr))
             factor = 1.0
             if interference > 0 and clear > 0:
-                factor = max(float(self.net.rate_bps(bandwidth, snr * noise / (noise + interference))) / clear, self.FLOOR)
+                factor = max(
+                    float(self.net.rate_bps(bandwidth, snr * noise / (noise + interference))) / clear, self.FLOOR
+                )
             if factor != self._factor.get(k, 1.0):
                 self._factor[k] = factor
                 core.set_uplink_rate_factor(k, factor)
