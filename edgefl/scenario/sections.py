@@ -573,8 +573,6 @@ class NetworkSection(Strict):
                 )
             if self.downlink_snr_db is not None:
                 raise ValueError("network.cells > 1 computes the downlink from the link budget: unset downlink_snr_db")
-            if self.uplink == "aircomp":
-                raise ValueError('network.cells > 1 with network.uplink = "aircomp" is not supported: use "digital"')
         self._check_layout_keys(budget)
         if self.nr_dmrs_symbols >= self.nr_pusch_symbols:
             raise ValueError(
@@ -654,9 +652,10 @@ class NetworkSection(Strict):
                 )
         if self.uses_layout() and self.downlink_snr_db is not None:
             raise ValueError("the multi-cell layout computes the downlink from the link budget: unset downlink_snr_db")
-        if self.uses_layout() and self.uplink == "aircomp":
+        if self.uplink == "aircomp" and self.interference == "events":
             raise ValueError(
-                'network.uplink = "aircomp" is single-cell only: unset the multi-cell keys, or use "digital"'
+                'network.interference = "events" follows digital uploads; with network.uplink = "aircomp" the cells '
+                'interfere in their shared slot (docs/over-the-air.md): use interference = "expected_load"'
             )
 
 
