@@ -19,13 +19,13 @@ import simpy
 import torch
 
 from channel import (
-    noise_power_w,
     aircomp_airtime_s,
     aircomp_mean_noise_std,
     aircomp_receive_snr,
     aircomp_scheduled,
     aircomp_tx_power_w,
     fading_power_gain,
+    noise_power_w,
 )
 from edgefl.sim.band import SharedBand
 from edgefl.sim.component import Component
