@@ -289,8 +289,8 @@ class CellAirCompUplink(AirCompUplink):
         members: dict[int, list[int]] = {}
         for client in senders:
             members.setdefault(int(cell[client]), []).append(client)
-        power = {}
-        rho = {}
+        power: dict[int, float] = {}
+        rho: dict[int, float] = {}
         for c, group in members.items():
             rho[c] = aircomp_receive_snr(round_snr[group])
             power.update(zip(group, aircomp_tx_power_w(rho[c], self._snr_per_w[group]).tolist()))
