@@ -48,20 +48,27 @@ def umi_street_canyon_db(distance_m, carrier_ghz, bs_height_m=10.0, ue_height_m=
     """
     distance_m = require_positive(distance_m, "distance_m")
     fc = float(require_positive(carrier_ghz, "carrier_ghz"))
-    d3d = np.sqrt(distance_m**2 + (bs_height_m - ue_height_m) ** 2)
-    breakpoint_m = 4.0 * (bs_height_m - 1.0) * (ue_height_m - 1.0) * fc * 1e9 / SPEED_OF_LIGHT_MPS
-    pl1 = 32.4 + 21.0 * np.log10(d3d) + 20.0 * np.log10(fc)
-    pl2 = (
-        32.4
-        + 40.0 * np.log10(d3d)
-        + 20.0 * np.log10(fc)
-        - 9.5 * np.log10(breakpoint_m**2 + (bs_height_m - ue_height_m) ** 2)
-    )
-    los = np.where(distance_m <= breakpoint_m, pl1, pl2)
+    d3d, los = _two_slope_los_db(distance_m, fc, bs_height_m, ue_height_m, 32.4, 21.0, 9.5)
     if line_of_sight:
         return out(los)
     nlos = 35.3 * np.log10(d3d) + 22.4 + 21.3 * np.log10(fc) - 0.3 * (ue_height_m - 1.5)
     return out(np.maximum(los, nlos))
+
+
+def _two_slope_los_db(distance_m, fc, bs_height_m, ue_height_m, intercept_db, near_slope, far_correction):
+    """The UMi / UMa LOS path loss of TR 38.901 Table 7.4.1-1 (h_E = 1 m) and d3D: with d'BP = 4 h'BS h'UT f_c[Hz]/c,
+    PL1 = A + s log10 d3D + 20 log10 f_c up to d'BP, PL2 = A + 40 log10 d3D + 20 log10 f_c − k log10(d'BP² + Δh²)
+    beyond; (A, s, k) = (32.4, 21, 9.5) for UMi, (28, 22, 9) for UMa."""
+    d3d = np.sqrt(distance_m**2 + (bs_height_m - ue_height_m) ** 2)
+    breakpoint_m = 4.0 * (bs_height_m - 1.0) * (ue_height_m - 1.0) * fc * 1e9 / SPEED_OF_LIGHT_MPS
+    pl1 = intercept_db + near_slope * np.log10(d3d) + 20.0 * np.log10(fc)
+    pl2 = (
+        intercept_db
+        + 40.0 * np.log10(d3d)
+        + 20.0 * np.log10(fc)
+        - far_correction * np.log10(breakpoint_m**2 + (bs_height_m - ue_height_m) ** 2)
+    )
+    return d3d, np.where(distance_m <= breakpoint_m, pl1, pl2)
 
 
 RMA_BUILDING_HEIGHT_M = 5.0  # TR 38.901 Table 7.4.1-1 RMa: average building height h (default 5 m) ...
@@ -76,16 +83,7 @@ def uma_db(distance_m, carrier_ghz, bs_height_m=25.0, ue_height_m=1.5, line_of_s
     max(PL_LOS, 13.54 + 39.08 log10 d3D + 20 log10 f_c − 0.6 (h_UT − 1.5)) (σ 6 dB)."""
     d = require_positive(distance_m, "distance_m")
     fc = float(require_positive(carrier_ghz, "carrier_ghz"))
-    d3d = np.sqrt(d**2 + (bs_height_m - ue_height_m) ** 2)
-    breakpoint_m = 4.0 * (bs_height_m - 1.0) * (ue_height_m - 1.0) * fc * 1e9 / SPEED_OF_LIGHT_MPS
-    pl1 = 28.0 + 22.0 * np.log10(d3d) + 20.0 * np.log10(fc)
-    pl2 = (
-        28.0
-        + 40.0 * np.log10(d3d)
-        + 20.0 * np.log10(fc)
-        - 9.0 * np.log10(breakpoint_m**2 + (bs_height_m - ue_height_m) ** 2)
-    )
-    los = np.where(d <= breakpoint_m, pl1, pl2)
+    d3d, los = _two_slope_los_db(d, fc, bs_height_m, ue_height_m, 28.0, 22.0, 9.0)
     if line_of_sight:
         return out(los)
     nlos = 13.54 + 39.08 * np.log10(d3d) + 20.0 * np.log10(fc) - 0.6 * (ue_height_m - 1.5)
