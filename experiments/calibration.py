@@ -30,7 +30,7 @@ from channel.cells import downlink_interference_w  # noqa: E402
 from edgefl.physical import build_population  # noqa: E402
 from edgefl.results import atomic_write_text  # noqa: E402
 from edgefl.scenario import scenario_from_dict  # noqa: E402
-from experiments import provenance  # noqa: E402
+from experiments import pages, provenance  # noqa: E402
 
 PAGE = ROOT / "docs" / "calibration.md"
 FIGURE = ROOT / "docs" / "figures" / "calibration.png"
@@ -175,84 +175,56 @@ def figure(results: dict) -> None:
     plt.close(fig)
 
 
-def page(results: dict, produced: dict) -> str:
-    rows = []
-    for name, r in results.items():
-        for metric, ours, ref in (
-            ("coupling loss (dB)", r["coupling_loss_db"], r["reference_coupling_loss_db"]),
-            ("geometry, no noise (dB)", r["sir_db"], r["reference_geometry_db"]),
-            ("geometry SINR with noise (dB)", r["sinr_db"], None),
-        ):
-            cells = [f"{ours[p]:.1f} / {ref[p]:.1f}" if ref else f"{ours[p]:.1f} / –" for p in PERCENTILES]
-            rows.append(f"| {name} | {metric} | " + " | ".join(cells) + " |")
-    table = "\n".join(rows)
-    los = ", ".join(f"{name}: {100 * r['los_share']:.0f} %" for name, r in results.items())
-    devices = next(iter(results.values()))["devices"]
-    gaps = {r["layout"]: r["reference_geometry_db"][50] - r["sir_db"][50] for r in results.values() if r["rows"] > 1}
-    gap_text = ", ".join(f"{gap:.1f} dB ({name.split(',')[0]})" for name, gap in gaps.items())
+def summary(stored: dict) -> dict:
+    """The page's numbers from the stored results (docs/data/calibration.json; percentile keys as strings)."""
+    results = stored["results"]
     panel = [r for r in results.values() if r["rows"] > 1]
 
     def spread(values) -> str:
         return f"{min(values):.1f}-{max(values):.1f} dB"
 
-    cl_gap = spread([r["reference_coupling_loss_db"][50] - r["coupling_loss_db"][50] for r in panel])
-    low_gap = spread([r["reference_geometry_db"][5] - r["sir_db"][5] for r in panel])
-    high_gap = spread([abs(r["reference_geometry_db"][95] - r["sir_db"][95]) for r in panel])
-    element_gap = spread(
-        [
-            results[name]["sir_db"][50] - r["sir_db"][50]
-            for name, r in results.items()
-            if r["rows"] == 1
-            for name in [n for n, q in results.items() if q["layout"] == r["layout"] and q["rows"] > 1]
-        ]
+    def pair(ours: dict, ref: dict | None) -> list[str]:
+        return [f"{ours[str(p)]:.1f} / " + (f"{ref[str(p)]:.1f}" if ref else "–") for p in PERCENTILES]
+
+    rows = []
+    for name, r in results.items():
+        rows.append(
+            {
+                "name": name,
+                "metric": "coupling loss (dB)",
+                "cells": pair(r["coupling_loss_db"], r["reference_coupling_loss_db"]),
+            }
+        )
+        rows.append(
+            {"name": name, "metric": "geometry, no noise (dB)", "cells": pair(r["sir_db"], r["reference_geometry_db"])}
+        )
+        rows.append({"name": name, "metric": "geometry SINR with noise (dB)", "cells": pair(r["sinr_db"], None)})
+    panel_of = {r["layout"]: r for r in panel}
+    return {
+        "rows": rows,
+        "los": ", ".join(f"{name}: {100 * r['los_share']:.0f} %" for name, r in results.items()),
+        "devices": next(iter(results.values()))["devices"],
+        "gap_text": ", ".join(
+            f"{r['reference_geometry_db']['50'] - r['sir_db']['50']:.1f} dB ({r['layout'].split(',')[0]})"
+            for r in panel
+        ),
+        "cl_gap": spread([r["reference_coupling_loss_db"]["50"] - r["coupling_loss_db"]["50"] for r in panel]),
+        "low_gap": spread([r["reference_geometry_db"]["5"] - r["sir_db"]["5"] for r in panel]),
+        "high_gap": spread([abs(r["reference_geometry_db"]["95"] - r["sir_db"]["95"]) for r in panel]),
+        "element_gap": spread(
+            [panel_of[r["layout"]]["sir_db"]["50"] - r["sir_db"]["50"] for r in results.values() if r["rows"] == 1]
+        ),
+    }
+
+
+def render(stored: dict) -> str:
+    """docs/calibration.md from the stored results (experiments/templates/calibration.md.j2)."""
+    return pages.render(
+        "calibration.md.j2",
+        produced=provenance.line(stored["produced"]),
+        command=stored["produced"]["command"],
+        **summary(stored),
     )
-    return f"""# Calibration against the 3GPP TR 38.901 large-scale calibration
-
-{provenance.line(produced)}
-
-What edgefl's multi-cell radio gives on the 3GPP evaluation layouts, next to the 3GPP calibration results: the
-**coupling loss** to the serving cell (path loss + shadowing − antenna gain) and the downlink **geometry** (the
-serving cell's received power over the sum of the others', full load), as CDFs over devices dropped uniformly.
-
-- **edgefl**: 19 sites, 3 sectors each, wraparound, `line_of_sight = "random"` (LOS probability, per-state path
-  loss and shadowing σ), 6 GHz, 20 MHz, UT noise figure 9 dB, BS power 44 dBm (UMi) / 49 dBm (UMa), {devices}
-  devices per layout; each sector a column of 10 TR 38.901 elements 0.8 λ apart tilted 12° electrically
-  (`antenna_rows = 10`, `downtilt_deg = 12`: the calibration's configuration 1), or one element tilted 12°. The keys
-  are `experiments/calibration.py`'s `network_keys`; the drop is a run's (`edgefl.physical.build_population`), the
-  interference a run's (`channel.cells.downlink_interference_w`).
-- **3GPP**: the median over the companies' results of R1-165974 (TR 38.901 §7.8.1, large-scale calibration, 6 GHz),
-  as QuaDRiGa tabulates them (fraunhoferhhi/QuaDRiGa, `tutorials/calib_3GPP_ref_data.m`, percentiles 5 … 95; the
-  coupling loss at p % is minus the tabulated coupling gain at 100 − p %). We could not read R1-165974 itself.
-  QuaDRiGa notes that these results were made with TR 38.900 v14.0.0, whose UMa LOS parameters changed in 38.901.
-
-![calibration CDFs](figures/calibration.png)
-
-5th / 50th / 95th percentiles, **edgefl / 3GPP**:
-
-| layout | metric | 5 % | 50 % | 95 % |
-|---|---|---|---|---|
-{table}
-
-Share of devices whose serving link is LOS: {los}.
-
-## What differs, and why
-
-**Coupling loss: not calibrated.** The calibration puts **80 % of the devices indoor** (TR 38.901 Table 7.8-1), with
-the O2I penetration loss (§7.4.3: 50 % low-loss, 50 % high-loss buildings, plus an indoor distance) and heights
-3(n_fl − 1) + 1.5 m; edgefl's devices are all outdoor at 1.5 m (no O2I model). An indoor device loses some 10-30 dB
-more on every link, which is the {cl_gap} gap of the median and the longer upper tail of the reference. The coupling
-loss is shown so that a reader sees the size of that missing effect, not as a match.
-
-**Geometry: {gap_text} below the reference at the median with the calibration's panel**, {low_gap} lower at the 5th
-percentile and {high_gap} off at the 95th. The geometry is nearly free of the O2I loss (an indoor device loses the same towards every
-site) and of the array's peak gain (the same for every cell), so it tests the LOS probability, the per-state path
-loss and σ, the sector pattern, the association and the wraparound together. What the panel does shows in the table:
-with one element per sector the far interferers are not cut by a narrow vertical beam and the median geometry is
-{element_gap} lower. The remaining gap is consistent with what is still missing (indoor devices are mostly NLOS
-towards every site and sit higher; the reference's UMa LOS parameters are 38.900's), but we have not isolated it.
-
-Reproduce: `{produced["command"]}` (geometry only, no training; a few seconds).
-"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,27 +233,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--from-data", action="store_true", help="re-render the page from docs/data/calibration.json")
     args = parser.parse_args(argv)
-    if args.from_data:
-        stored = json.loads(DATA.read_text())
-        results, produced = stored["results"], stored["produced"]
-        results = {
-            name: {k: ({int(p): v for p, v in val.items()} if isinstance(val, dict) and k != "cdf" else val)
-                   for k, val in r.items()}
-            for name, r in results.items()
-        }  # fmt: skip
-    else:
+    if not args.from_data:
         start = time.perf_counter()
         results = measure(args.devices, args.seeds)
         command = "python experiments/calibration.py" + ("" if argv is None else " " + " ".join(argv))
         produced = provenance.current(command.strip(), time.perf_counter() - start)
         atomic_write_text(DATA, json.dumps({"results": results, "produced": produced}, indent=1) + "\n")
-    figure(results)
-    atomic_write_text(PAGE, page(results, produced))
-    for name, r in results.items():
-        print(
-            name,
-            {k: r[k] for k in ("coupling_loss_db", "reference_coupling_loss_db", "sir_db", "reference_geometry_db")},
-        )
+    stored = json.loads(DATA.read_text())
+    figure(stored["results"])
+    atomic_write_text(PAGE, render(stored))
     return 0
 
 
