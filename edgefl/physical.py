@@ -415,6 +415,14 @@ def cell_sites_m(network) -> tuple[np.ndarray, np.ndarray, float]:
     return site_m, band, inter_site_m
 
 
+def cell_map_sites_m(network) -> np.ndarray | None:
+    """Each cell's base station (x, y) [C, 2] in m, for the cell map (a site's sectors share its position); None for
+    a network without several cells (nor a scenario)."""
+    if network is None or getattr(network, "cells", 1) * getattr(network, "sectors", 1) <= 1:
+        return None
+    return np.repeat(cell_sites_m(network)[0], network.sectors, axis=0)
+
+
 def build_cell_layout(
     network, max_tx_power_w: np.ndarray, num_clients: int, rng: np.random.Generator, seed: int = 0
 ) -> CellLayout:
