@@ -298,3 +298,18 @@ def test_layout_keys_that_do_not_fit_exit_2(sets, message, tmp_path, capsys):
     code = main(["run", str(PHONES), "--out", str(out), "--no-plots", "-q", *[a for k in sets for a in ("--set", k)]])
     err = capsys.readouterr().err
     assert code == 2 and message in err and not out.exists(), err
+
+
+def test_a_device_moving_1_m_reads_the_same_field_nearby():
+    """Mobility moves through the field: a step of 1 m changes a UMi NLOS link's shadowing by E|dX| =
+    sigma sqrt(2 (1 - exp(-1/13))) sqrt(2/pi) (2.4 dB), not the 8.8 dB of a fresh draw."""
+    net = network(line_of_sight=False, shadowing_std_db=7.82, shadowing_correlation="spatial", cells=7)
+    n = 4000
+    large = large_scale_model(net, np.zeros((1, 2)), 500.0, path_loss_function(net), n, np.random.default_rng(0), 4)
+    rng = np.random.default_rng(1)
+    position = rng.uniform(-2000, 2000, size=(n, 2))
+    angle = rng.uniform(0, 2 * np.pi, n)
+    moved = position + np.stack([np.cos(angle), np.sin(angle)], axis=1)
+    step = np.abs(large.site_shadowing_db(moved) - large.site_shadowing_db(position))[:, 0]
+    hand = 7.82 * math.sqrt(2 * (1 - math.exp(-1 / 13))) * math.sqrt(2 / math.pi)
+    assert float(step.mean()) == pytest.approx(hand, rel=0.1)
