@@ -51,11 +51,8 @@ def losses_db(reuse: int, seeds: list[int], rounds: int) -> np.ndarray:
             chains = {c: [Activity("upload", "upload", bits=32.0 * 7850)] for c in np.flatnonzero(can).tolist()}
             pricer.price_phase(PhaseRecord(r, 0, chains))
             uplink = pricer.uplink
-            cell = pricer.devices.cell
             for c, eff in uplink.cell_snr.items():
-                members = [k for k in chains if cell[k] == c]
-                rho = float(np.min(uplink._round_snr[members]))  # the weakest scheduled sender at full power
-                out.append(10 * np.log10(rho / eff))
+                out.append(10 * np.log10(uplink.cell_clear_snr[c] / eff))
     return np.array(out)
 
 

@@ -78,6 +78,7 @@ def test_each_cell_inverts_to_its_own_snr_and_the_other_cell_interferes_by_hand(
     inr0 = p[2] * g[2, 0] / noise  # device 2 (cell 1) heard at site 0
     inr1 = (p[0] * g[0, 1] + p[1] * g[1, 1]) / noise  # cell 0's senders heard at site 1
     uplink = pricer.uplink
+    assert uplink.cell_clear_snr[0] == pytest.approx(rho0, rel=1e-9)
     assert uplink.cell_snr[0] == pytest.approx(rho0 / (1 + inr0), rel=1e-9)
     assert uplink.cell_snr[1] == pytest.approx(rho1 / (1 + inr1), rel=1e-9)
     sent = {e.client: e for e in pricer.events if e.kind == "upload"}

@@ -268,7 +268,8 @@ class CellAirCompUplink(AirCompUplink):
     def attach(self, core) -> None:
         super().attach(core)
         self.layout = core.pop.cells
-        self.cell_snr: dict[int, float] = {}  # each cell's effective receive SNR this phase (interference included)
+        self.cell_snr: dict[int, float] = {}  # each cell's effective receive SNR this phase (interference included) ...
+        self.cell_clear_snr: dict[int, float] = {}  # ... and without the other cells (rho_c)
 
     def _round_channel(self) -> np.ndarray:
         """Every device's SNR at full power to its serving cell this round (mean gain x this round's fading), and
@@ -303,6 +304,7 @@ class CellAirCompUplink(AirCompUplink):
                 for j in group
             )
             self.cell_snr[c] = rho[c] / (1.0 + inr)
+        self.cell_clear_snr = rho
         self.receive_snr = min(self.cell_snr.values())
         return np.array([power[client] for client in senders])
 
