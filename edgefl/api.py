@@ -26,7 +26,7 @@ from typing import Any, Mapping, NamedTuple
 import pandas as pd
 
 import algorithms
-from edgefl.physical import cell_sites_m
+from edgefl.physical import cell_map_sites_m
 from edgefl.results import check_target
 from edgefl.runner import RunResult, event_table, simulate, write_results
 from edgefl.scenario import Scenario, ScenarioError, _drop_none, format_override, scenario_from_dict
@@ -126,7 +126,7 @@ class Result:
         elif kind == "energy-snr":
             fig = run_plots.draw_energy_snr(clients, title)
         else:
-            sites_m = cell_sites_m(net)[0] if net.cells > 1 else None
+            sites_m = cell_map_sites_m(net)
             fig = run_plots.draw_cell_map(clients, positions, net.cell_radius_m, title, sites_m=sites_m)
         if fig is None:
             raise ValueError(

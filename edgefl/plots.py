@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import algorithms  # noqa: E402
 from edgefl import run_plots as rp  # noqa: E402
-from edgefl.physical import cell_sites_m  # noqa: E402
+from edgefl.physical import cell_map_sites_m  # noqa: E402
 from edgefl.run_plots import DPI, bars, tight  # noqa: E402
 from energy import CATEGORIES  # noqa: E402
 
@@ -158,7 +158,7 @@ def plot_run(
         positions,
         deadline_s=getattr(net, "deadline_s", None),
         cell_radius_m=getattr(net, "cell_radius_m", None),
-        sites_m=cell_sites_m(net)[0] if getattr(net, "cells", 1) > 1 else None,
+        sites_m=cell_map_sites_m(net),
         chains=scenario is not None and algorithms.get(scenario.algorithm.name).asynchronous,
     )
     if _evaluated(metrics):

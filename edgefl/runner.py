@@ -75,6 +75,7 @@ CLIENT_COLUMNS = [
 ]
 CELL_COLUMNS = [
     "cell",
+    "los",
     "sinr_db",
     "handovers",
     "x_m",
@@ -405,6 +406,9 @@ class Simulation:
         pop, now, ledger, eng = self.population, self.devices, self.pricer.ledger, self.engine
         per_client = ledger.per_client()
         acc = final.get("client_acc")
+        los = None
+        if pop.cells is not None and now.cell is not None and now.position_m is not None:
+            los = pop.cells.serving_los(now.position_m, now.cell)
         rows = []
         for i in range(self.scenario.data.num_clients):
             link = now.uplink[i].snr_linear(self.network.bandwidth_hz, 1.0)
@@ -418,6 +422,8 @@ class Simulation:
                     "y_m": float(now.position_m[i, 1]),  # type: ignore[index]
                 }
                 link = replace(now.uplink[i], interference_w_per_hz=0.0).snr_linear(self.network.bandwidth_hz, 1.0)
+                if los is not None:  # network.line_of_sight = "random": the serving link's state at the end
+                    cells["los"] = int(los[i])
             rows.append(
                 {
                     "client": i,
