@@ -27,7 +27,7 @@ import pandas as pd
 
 import algorithms
 from edgefl.figures import check_format, save_figure
-from edgefl.physical import cell_sites_m
+from edgefl.physical import cell_map_sites_m
 from edgefl.results import check_target
 from edgefl.runner import RunResult, event_table, simulate, write_results
 from edgefl.scenario import Scenario, ScenarioError, _drop_none, format_override, scenario_from_dict
@@ -141,10 +141,9 @@ class Result:
         elif kind == "energy-snr":
             fig = run_plots.draw_energy_snr(clients, title)
         else:
-            sites_m = cell_sites_m(net)[0] if net.cells > 1 else None
-            sectors = getattr(net, "sectors", 1)  # network.sectors where the scenario has it
+            sites_m = cell_map_sites_m(net)
             fig = run_plots.draw_cell_map(
-                clients, positions, net.cell_radius_m, title, sites_m=sites_m, sectors=sectors
+                clients, positions, net.cell_radius_m, title, sites_m=sites_m, sectors=net.sectors
             )
         if fig is None:
             raise ValueError(

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import algorithms  # noqa: E402
 from edgefl import run_plots as rp  # noqa: E402
 from edgefl.figures import DEFAULT_FORMAT, save_figure  # noqa: E402
-from edgefl.physical import cell_sites_m  # noqa: E402
+from edgefl.physical import cell_map_sites_m  # noqa: E402
 from edgefl.run_plots import DPI, ENERGY_CATEGORIES, bars, fit_title, round_label, tight  # noqa: E402
 
 MAX_BARS = 200  # energy_clients.png: above this many clients, one bar per device class
@@ -195,9 +195,9 @@ def plot_run(
         positions,
         deadline_s=getattr(net, "deadline_s", None),
         cell_radius_m=getattr(net, "cell_radius_m", None),
-        sites_m=cell_sites_m(net)[0] if getattr(net, "cells", 1) > 1 else None,
+        sites_m=cell_map_sites_m(net),
         chains=asynchronous,
-        sectors=getattr(net, "sectors", 1),  # network.sectors where the scenario has it (docs/multi-cell.md)
+        sectors=getattr(net, "sectors", 1),
         fmt=fmt,
     )
     if _evaluated(metrics):

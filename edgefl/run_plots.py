@@ -456,10 +456,11 @@ def draw_cell_map(
     sectors: int = 1,
 ):
     """The cell seen from above: base station at the centre, devices coloured by their total energy, the cell
-    radius. None when the devices have no distance (scenarios that give the SNR). Several cells (``sites_m``
-    [S, 2], clients with a ``cell``): every base station (numbered), a line from each device to the site of its
-    serving cell (cell c is sector c mod ``sectors`` of site c // ``sectors``; with sectors, one colour per
-    sector) and a ring around the devices that changed cell. The legend, below the map, names every mark."""
+    radius. None when the devices have no distance (scenarios that give the SNR). Several cells (``sites_m``: each
+    cell's base station [C, 2], a site's ``sectors`` sharing its position, edgefl.physical.cell_map_sites_m;
+    clients with a ``cell``): every site (numbered), a line from each device to its serving cell's site (cell c is
+    sector c mod ``sectors`` of site c // ``sectors``; with sectors, one colour per sector) and a ring around the
+    devices that changed cell. The legend, below the map, names every mark."""
     clients = _records(clients)
     where = device_positions(clients, positions)
     if where is None:
@@ -476,13 +477,13 @@ def draw_cell_map(
     fig.colorbar(points, ax=ax, label="energy per device, whole run (J)")
     several = sites_m is not None and len(sites_m) > 1 and bool(clients) and clients[0].get("cell") is not None
     if several:
-        sites = np.asarray(sites_m, dtype=float)
+        sites = np.asarray(sites_m, dtype=float)  # per cell
         cell = np.array([int(c["cell"]) for c in clients])[keep]
-        site, sector = cell // sectors, cell % sectors
+        sector = cell % sectors
         for k in range(sectors):  # one collection per sector: one artist and one legend entry each
             pick = sector == k
             segments = np.stack(
-                [np.stack([x[keep][pick], y[keep][pick]], axis=1), sites[site[pick]]], axis=1
+                [np.stack([x[keep][pick], y[keep][pick]], axis=1), sites[cell[pick]]], axis=1
             )  # [n, 2 ends, (x, y)]
             ax.add_collection(
                 LineCollection(
@@ -507,6 +508,7 @@ def draw_cell_map(
                 zorder=4,
                 label="ring: device that changed cell (handover)",
             )
+        sites = sites[::sectors]  # one per site
         ax.plot(
             sites[:, 0],
             sites[:, 1],

@@ -75,6 +75,7 @@ CLIENT_COLUMNS = [
 ]
 CELL_COLUMNS = [
     "cell",
+    "los",
     "sinr_db",
     "handovers",
     "x_m",
@@ -405,6 +406,9 @@ class Simulation:
         pop, now, ledger, eng = self.population, self.devices, self.pricer.ledger, self.engine
         per_client = ledger.per_client()
         acc = final.get("client_acc")
+        los = None
+        if pop.cells is not None and now.cell is not None and now.position_m is not None:
+            los = pop.cells.serving_los(now.position_m, now.cell)
         rows = []
         for i in range(self.scenario.data.num_clients):
             link = now.uplink[i].snr_linear(self.network.bandwidth_hz, 1.0)
@@ -418,6 +422,8 @@ class Simulation:
                     "y_m": float(now.position_m[i, 1]),  # type: ignore[index]
                 }
                 link = replace(now.uplink[i], interference_w_per_hz=0.0).snr_linear(self.network.bandwidth_hz, 1.0)
+                if los is not None:  # network.line_of_sight = "random": the serving link's state at the end
+                    cells["los"] = int(los[i])
             rows.append(
                 {
                     "client": i,
@@ -551,21 +557,17 @@ def run_title(s: Scenario, algorithm: str | None = None) -> str:
     the algorithms compared) and its sizes, the link (several cells: their number, size, frequency reuse and
     sectors), and the controller unless static."""
     net = s.network
-    sectors = getattr(net, "sectors", 1)  # network.sectors where the scenario has it (docs/multi-cell.md)
-    link = (
-        f"SNR {net.snr_db:g} dB"
-        if net.snr_db is not None
-        else (
-            f"{net.distance_m:g} m"
-            if net.distance_m is not None
-            else (
-                f"{net.cells} cells of {net.cell_radius_m:g} m, reuse {net.reuse}"
-                + (f", {sectors} sectors a site" if sectors > 1 else "")
-                if net.cells > 1
-                else f"cell {net.cell_radius_m:g} m"
-            )
-        )
-    )
+    if net.snr_db is not None:
+        link = f"SNR {net.snr_db:g} dB"
+    elif net.distance_m is not None:
+        link = f"{net.distance_m:g} m"
+    elif net.sectors > 1:  # docs/multi-cell.md: network.cells counts the sites
+        sites = f"{net.cells} site{'s' if net.cells > 1 else ''}"
+        link = f"{sites} of {net.cell_radius_m:g} m, {net.sectors} sectors each, reuse {net.reuse}"
+    elif net.cells > 1:
+        link = f"{net.cells} cells of {net.cell_radius_m:g} m, reuse {net.reuse}"
+    else:
+        link = f"cell {net.cell_radius_m:g} m"
     return (
         f"{algorithm or s.algorithm.name}: N = {s.data.num_clients}, m = {s.algorithm.clients_per_round}, "
         f"τ = {s.algorithm.local_steps}, η = {s.algorithm.lr:g}; {link}, {net.bandwidth_mhz:g} MHz {net.access}"

@@ -357,6 +357,8 @@ def test_multi_cell_titles_name_the_cells_the_reuse_and_the_algorithm(cells7):
 
     assert run_title(scenario).endswith("; controller deadline_fit") and "cells" not in run_title(scenario)
     assert "controller" not in run_title(load_scenario(PHONES, []))  # static: the default, not said
+    sectors = load_scenario(PHONES, ["network.cells=7", "network.sectors=3", "network.reuse=3"])
+    assert "; 7 sites of 500 m, 3 sectors each, reuse 3, 10 MHz" in run_title(sectors)
 
 
 def test_titles_wrap_to_the_figure_between_items():
@@ -413,9 +415,9 @@ def test_the_cell_maps_legend_names_every_mark(cells7):
 
 
 def cell_sites(result):
-    from edgefl.physical import cell_sites_m
+    from edgefl.physical import cell_map_sites_m
 
-    return cell_sites_m(result.scenario.network)[0]
+    return cell_map_sites_m(result.scenario.network)
 
 
 def hex_clients(sites, per_cell: int, sectors: int = 1, seed: int = 0):
@@ -434,7 +436,7 @@ def test_a_sectorised_cell_map_draws_each_device_to_its_site_coloured_by_sector(
 
     sites = hex_sites_m(7, 500.0)
     clients = hex_clients(sites, per_cell=2, sectors=3)  # cells 0..20: sector c mod 3 of site c // 3
-    fig = run_plots.draw_cell_map(clients, sites_m=sites, sectors=3)
+    fig = run_plots.draw_cell_map(clients, sites_m=np.repeat(sites, 3, axis=0), sectors=3)  # a site per cell
     ax = fig.axes[0]
     collections = [c for c in ax.collections if isinstance(c, matplotlib.collections.LineCollection)]
     assert [c.get_label() for c in collections] == [
@@ -446,6 +448,9 @@ def test_a_sectorised_cell_map_draws_each_device_to_its_site_coloured_by_sector(
         cells = np.array([c["cell"] for c in clients if c["cell"] % 3 == k])
         np.testing.assert_allclose(ends, sites[cells // 3])
     assert "site (its number), 3 sectors each" in _legend_texts(ax.get_legend())
+    (triangles,) = [line for line in ax.get_lines() if line.get_marker() == "^"]
+    np.testing.assert_allclose(triangles.get_xydata(), sites)  # one triangle and one number a site
+    assert [t.get_text() for t in ax.texts] == [str(i) for i in range(len(sites))]
     plt.close(fig)
 
 

@@ -41,7 +41,7 @@ class IdealPricer:
     def finish(self) -> None:  # nothing runs on after the run
         pass
 
-    def superpose(self, updates):
+    def superpose(self, updates, clients=None):
         return updates
 
     def price_phase(self, phase) -> dict[int, bool]:
