@@ -468,7 +468,7 @@ def draw_cell_map(
     x, y, real = where
     _, energy, _, _, _ = _client_columns(clients)
     keep, note = _sample(len(x))
-    fig = _new_figure(fig, (6, 6.2))
+    fig = _new_figure(fig, (6, 6))
     ax = fig.add_subplot()
     size = 22 if len(keep) <= 200 else max(2.0, 22 * math.sqrt(200 / len(keep)))
     points = ax.scatter(
@@ -493,7 +493,7 @@ def draw_cell_map(
                     zorder=2,
                     label="line: device to the base station serving it"
                     if sectors == 1
-                    else f"line: device to its site, served by sector {k + 1} of {sectors}",
+                    else f"line: device to its site, sector {k + 1} serving it",
                 )
             )
         moved = np.array([int(c.get("handovers") or 0) > 0 for c in clients])[keep]
@@ -550,7 +550,9 @@ def draw_cell_map(
     ax.set_xlabel(f"x ({unit})")
     ax.set_ylabel(f"y ({unit})")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=2, frameon=False)  # hides no device
+    columns = 2 if sectors == 1 else 1  # sectors' longer entries one a line, clear of the colour bar
+    legend = ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=columns, frameon=False)
+    fig.set_size_inches(6, 5.6 + 0.22 * math.ceil(len(legend.get_texts()) / columns))  # room below the map for it
     how = (
         "each device at its last position"
         if real

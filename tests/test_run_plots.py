@@ -440,7 +440,7 @@ def test_a_sectorised_cell_map_draws_each_device_to_its_site_coloured_by_sector(
     ax = fig.axes[0]
     collections = [c for c in ax.collections if isinstance(c, matplotlib.collections.LineCollection)]
     assert [c.get_label() for c in collections] == [
-        f"line: device to its site, served by sector {k} of 3" for k in (1, 2, 3)
+        f"line: device to its site, sector {k} serving it" for k in (1, 2, 3)
     ]
     assert len({tuple(c.get_colors()[0]) for c in collections}) == 3
     for k, lines in enumerate(collections):
@@ -448,6 +448,10 @@ def test_a_sectorised_cell_map_draws_each_device_to_its_site_coloured_by_sector(
         cells = np.array([c["cell"] for c in clients if c["cell"] % 3 == k])
         np.testing.assert_allclose(ends, sites[cells // 3])
     assert "site (its number), 3 sectors each" in _legend_texts(ax.get_legend())
+    fig.canvas.draw()
+    legend, colour_bar = _box(ax.get_legend(), fig), _box(fig.axes[1], fig)
+    assert not _overlap(legend, colour_bar) and legend.x0 >= 0 and legend.x1 <= fig.bbox.x1  # clear of it
+    assert legend.y0 >= 0  # the figure grows to hold the legend's rows
     (triangles,) = [line for line in ax.get_lines() if line.get_marker() == "^"]
     np.testing.assert_allclose(triangles.get_xydata(), sites)  # one triangle and one number a site
     assert [t.get_text() for t in ax.texts] == [str(i) for i in range(len(sites))]
