@@ -25,16 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from edgefl.errors import UserError
+from plugin_registry import KINDS, kind_of
 
-# scenario key -> the entry-point group of installed plug-ins (None: "package.module:attribute" only)
-PLUGIN_KEYS: dict[str, str | None] = {
-    "algorithm.name": "edgefl.algorithms",
-    "data.name": "edgefl.datasets",
-    "control.name": "edgefl.controllers",
-    "selection.name": "edgefl.selection",
-    "network.path_loss": "edgefl.path_loss",
-}
-PROCESS_GROUP = "edgefl.processes"  # the entry-point group of components named in [[process]] tables
+# scenario key -> the entry-point group of installed plug-ins (the table of kinds: plugin_registry.KINDS)
+PLUGIN_KEYS: dict[str, str] = {kind.key: kind.group for kind in KINDS}
 # edgefl's own packages: code in them is never a plug-in's, even when named as "package.module:attribute"
 OWN_PACKAGES = ("edgefl", "algorithms", "channel", "energy")
 # A path loss (dB) outside these bounds is no radio link: below 0 dB the channel would amplify the signal
@@ -64,31 +58,34 @@ _ROOTS: dict[str, tuple[str, str]] = {}
 def plugin_values(raw) -> dict[str, str]:
     """The plug-in keys a scenario (a raw dict, or a Scenario) sets to a plug-in, -> their values. The
     own tables of plug-in algorithms (``[algorithm."pkg.mod:Class"]``) count as ``algorithm.name``."""
-    if not isinstance(raw, dict):
-        raw = {
-            "algorithm": {"name": raw.algorithm.name, **(raw.algorithm.model_extra or {})},
-            "data": {"name": raw.data.name},
-            "control": {"name": raw.control.name},
-            "selection": {"name": raw.selection.name},
-            "network": {"path_loss": raw.network.path_loss},
-            "process": [{"name": p.name} for p in raw.process],
-        }
+    if not isinstance(raw, dict):  # a Scenario: its plug-in keys as a file would give them
+        scenario, raw = raw, {}
+        for kind in KINDS:
+            section = getattr(scenario, kind.section, None)
+            if kind.in_tables:
+                raw[kind.section] = [{kind.field: getattr(table, kind.field)} for table in section or ()]
+            elif section is not None:
+                raw.setdefault(kind.section, {})[kind.field] = getattr(section, kind.field)
+        raw["algorithm"].update(scenario.algorithm.model_extra or {})
     found = {}
-    for key in PLUGIN_KEYS:
-        section, name = key.split(".")
-        value = raw.get(section, {}).get(name) if isinstance(raw.get(section), dict) else None
-        if isinstance(value, str) and target_of(key, value) is not None:
-            found[key] = value
+    for kind in KINDS:
+        section = raw.get(kind.section)
+        tables = (
+            [(f"{kind.section}[{i}].{kind.field}", t) for i, t in enumerate(section)]
+            if kind.in_tables and isinstance(section, list)
+            else [(kind.key, section)]
+            if not kind.in_tables
+            else []
+        )
+        for key, table in tables:
+            value = table.get(kind.field) if isinstance(table, dict) else None
+            if isinstance(value, str) and target_of(key, value) is not None:
+                found[key] = value
     algorithm = raw.get("algorithm")
     if isinstance(algorithm, dict):
         for table, value in algorithm.items():
             if isinstance(value, dict) and ":" in table and "algorithm.name" not in found:
                 found["algorithm.name"] = table
-    processes = raw.get("process")
-    for index, table in enumerate(processes if isinstance(processes, list) else []):
-        value = table.get("name") if isinstance(table, dict) else None
-        if isinstance(value, str) and target_of(f"process[{index}].name", value) is not None:
-            found[f"process[{index}].name"] = value
     return found
 
 
@@ -96,10 +93,7 @@ def target_of(key: str, value: str) -> str | None:
     """``"package.module:attribute"`` that ``value`` of ``key`` names, or None (a built-in, or no plug-in)."""
     if ":" in value:
         return value
-    group = PROCESS_GROUP if key.startswith("process[") else PLUGIN_KEYS[key]
-    if group is None:
-        return None
-    match = [ep.value for ep in entry_points(group=group) if ep.name == value]
+    match = [ep.value for ep in entry_points(group=kind_of(key).group) if ep.name == value]
     return match[0] if match else None
 
 
@@ -183,12 +177,9 @@ def _owner(filename: str) -> tuple[str, str] | None:
 
 def plugin_fault(exc: BaseException) -> PluginError | None:
     """``exc`` as a PluginError if it was raised inside a plug-in's code (or by code a plug-in called), else
-    None. Exceptions edgefl documents as the user's to fix (UserError, ScenarioError, DataError) are not
-    plug-in faults: a data plug-in may raise DataError for a missing file."""
-    from edgefl.data import DataError
-    from edgefl.scenario import ScenarioError
-
-    if isinstance(exc, (UserError, DataError, ScenarioError, KeyboardInterrupt)):
+    None. Exceptions edgefl documents as the user's to fix (UserError and its subclasses, ScenarioError and
+    DataError among them) are not plug-in faults: a data plug-in may raise DataError for a missing file."""
+    if isinstance(exc, (UserError, KeyboardInterrupt)):
         return None
     frames = traceback.extract_tb(exc.__traceback__)
     for frame in reversed(frames):  # innermost first

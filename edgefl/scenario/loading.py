@@ -12,8 +12,9 @@ import tomli_w
 from pydantic import ValidationError
 
 from edgefl import plugins, shipped
+from edgefl.errors import ScenarioError
 from edgefl.files import special_file
-from edgefl.scenario.messages import ScenarioError, format_validation_error
+from edgefl.scenario.messages import format_validation_error
 from edgefl.scenario.schema import Scenario
 from edgefl.scenario.sections import _data_name
 

@@ -17,10 +17,6 @@ from edgefl.scenario.schema import Scenario
 from edgefl.scenario.sections import PLUGIN_DATA_TAG, SECTION_MODELS, AlgorithmSection, DeviceClass
 
 
-class ScenarioError(ValueError):
-    """A user mistake in a scenario file or override. The CLI prints it and exits 2."""
-
-
 def _known_keys(parent: list[str], algorithm_name: str | None, data_name: str | None = None) -> list[str]:
     """The keys allowed under ``parent`` (a field path), for suggestions."""
     if not parent:

@@ -8,14 +8,8 @@ from __future__ import annotations
 from edgefl.sim.component import Component
 from plugin_registry import Registry, subclass_of
 
-ENTRY_POINT_GROUP = "edgefl.processes"
-PROCESSES = Registry(
-    "process",
-    {"thermal": "edgefl.sim.thermal:Thermal"},
-    ENTRY_POINT_GROUP,
-    subclass_of(Component),
-    "an edgefl.sim.component.Component subclass",
-)
+PROCESSES = Registry.of("process[].name", {"thermal": "edgefl.sim.thermal:Thermal"}, subclass_of(Component))
+ENTRY_POINT_GROUP = PROCESSES.group
 
 
 def names() -> list[str]:
