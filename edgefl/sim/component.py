@@ -54,10 +54,15 @@ timing or energy): a sweep may then re-price a recorded trace for it rather than
 
 from __future__ import annotations
 
+import inspect
+import math
 from typing import ClassVar
 
 import numpy as np
+import simpy
 from pydantic import BaseModel
+
+from edgefl.plugins import owner_of, returned_fault
 
 
 class Component:
@@ -135,5 +140,96 @@ HOOKS = (
 
 
 def overriding(components: list[Component], hook: str) -> list:
-    """The bound ``hook`` of every component that overrides it (the core calls only these)."""
-    return [getattr(c, hook) for c in components if getattr(type(c), hook) is not getattr(Component, hook)]
+    """The bound ``hook`` of every component that overrides it (the core calls only these); a plug-in's
+    (a component a scenario names, edgefl.plugins) with its results checked (:func:`checked_hook`)."""
+    return [
+        checked_hook(getattr(c, hook), hook) if owner_of(c) is not None else getattr(c, hook)
+        for c in components
+        if getattr(type(c), hook) is not getattr(Component, hook)
+    ]
+
+
+# -- what a plug-in component's hooks must return (checked where it enters the core) -----------------------
+def _fault(method, value, rule: str, verb: str = "returned"):
+    owner = method.__self__
+    return returned_fault(owner, method, value, rule, f"the component {type(owner).__name__}", verb)
+
+
+def _is_event(value) -> bool:
+    return isinstance(value, simpy.events.Event)
+
+
+def checked_hook(method, hook: str):
+    """``method`` (a plug-in component's bound ``hook``) as the core calls it: what it returns checked
+    against the hook's contract (a PluginError naming the plug-in, the value and the method's file:line)."""
+    if hook == "before_step":
+        return _checked_waits(method)
+    if hook == "restrict":
+
+        def restrict(online):
+            got = method(online)
+            if not (isinstance(got, np.ndarray) and got.dtype == bool and got.shape == np.shape(online)):
+                raise _fault(
+                    method, got, f"expected a numpy bool array of shape {np.shape(online)} (who can take part)"
+                )
+            return got
+
+        return restrict
+    if hook == "wakeups":
+
+        def wakeups():
+            got = method()
+            if not (isinstance(got, (list, tuple)) and all(_is_event(e) for e in got)):
+                raise _fault(method, got, "expected a list of SimPy events (after which who can take part may change)")
+            return got
+
+        return wakeups
+    if hook == "phase_start":
+
+        def phase_start(phase, clients, plans):
+            got = method(phase, clients, plans)
+            if not (isinstance(got, (set, frozenset)) and got <= set(clients)):
+                raise _fault(
+                    method, got, "expected a set of the phase's clients (those that do nothing in it; set(): none)"
+                )
+            return got
+
+        return phase_start
+    if hook == "chain_may_start":
+
+        def chain_may_start(client):
+            got = method(client)
+            if not isinstance(got, (bool, np.bool_)):
+                raise _fault(method, got, "expected True or False (whether the client's chain may start)")
+            return got
+
+        return chain_may_start
+    return method  # the other hooks return nothing the core uses
+
+
+def _checked_waits(method):
+    """A plug-in's ``before_step``: a generator of SimPy events, each a wait of finite, non-negative length."""
+
+    def before_step(client, step):
+        waits = method(client, step)
+        if not inspect.isgenerator(waits):
+            raise _fault(method, waits, "expected a generator (a method with yield) of SimPy events to wait for")
+        send, value = waits.send, None
+        while True:
+            try:
+                event = send(value)
+            except StopIteration:
+                return
+            delay = getattr(event, "_delay", 0.0) if isinstance(event, simpy.Timeout) else 0.0
+            if not _is_event(event) or not (isinstance(delay, (int, float)) and 0.0 <= delay < math.inf):
+                what = "a SimPy event" if not _is_event(event) else "a finite wait (seconds >= 0)"
+                raise _fault(method, event, f"expected {what}: e.g. yield core.env.timeout(seconds)", "yielded")
+            try:
+                value, send = (yield event), waits.send
+            except GeneratorExit:
+                waits.close()
+                raise
+            except BaseException as exc:  # an interrupt while it waits: the plug-in's generator handles it
+                value, send = exc, waits.throw
+
+    return before_step

@@ -29,6 +29,7 @@ import numpy as np
 import simpy
 
 from edgefl.physical import NetworkParams, Population
+from edgefl.plugins import core_fault, positive_finite, shown
 from edgefl.sim.access import RETIME, DedicatedUplink, make_uplink
 from edgefl.sim.activities import Event, PhaseRecord
 from edgefl.sim.booking import LiveLog, LogRow, book
@@ -156,10 +157,14 @@ class SimPyPricer:
         """The client's CPU runs at ``hz`` from now on; a computation in progress is re-timed (the cycles
         left at the new speed), each segment charged at its own frequency."""
         if not self._watch_cpu:
-            raise RuntimeError(
+            raise core_fault(
+                f"set_cpu_hz({client}, {shown(hz)})",
                 "a CPU frequency changed, but no component declared changes_cpu_rate = True "
-                "(edgefl.sim.component): set it on the component's class"
+                "(edgefl.sim.component): set it on the component's class",
+                RuntimeError,
             )
+        if not positive_finite(hz):
+            raise core_fault(f"set_cpu_hz({client}, {shown(hz)})", "a CPU frequency is a finite number of Hz > 0")
         self._cpu_hz[client] = hz
         proc = self._computing.get(client)
         if proc is not None and proc.is_alive and proc is not self.env.active_process:
@@ -168,6 +173,10 @@ class SimPyPricer:
     def set_tx_power_w(self, client: int, watts: float) -> None:
         """The client transmits at ``watts`` from its next upload on (what it is charged at), until the knobs
         change (:meth:`knobs_changed`)."""
+        if not positive_finite(watts):
+            raise core_fault(
+                f"set_tx_power_w({client}, {shown(watts)})", "a transmit power is a finite number of W > 0"
+            )
         self._tx_power_w[client] = watts
 
     @property
@@ -183,11 +192,13 @@ class SimPyPricer:
     def set_uplink_rate_factor(self, client: int, factor: float) -> None:
         """The client's uplink rate is ``factor`` times the planned one from now on (e.g. interference); an
         upload in progress is re-timed (FDMA: the band re-planned)."""
+        _check_rate_factor("set_uplink_rate_factor", client, factor, self.uplink.retimable, "changes_uplink_rate")
         self.uplink.rate_changed(client, factor)
 
     def set_downlink_rate_factor(self, client: int, factor: float) -> None:
         """The client's download rate is ``factor`` times the planned one from now on; a download in progress
         is re-timed."""
+        _check_rate_factor("set_downlink_rate_factor", client, factor, self.downlink.retimable, "changes_downlink_rate")
         self.downlink.rate_changed(client, factor)
 
     def log_row(self, at: tuple[int, int], row: LogRow) -> None:
@@ -413,3 +424,17 @@ class SimPyPricer:
         if self._unbooked:
             unbooked, self._unbooked = self._unbooked, []
             book(self.pop, self._ledger, self._events, unbooked)
+
+
+def _check_rate_factor(setter: str, client: int, factor, declared: bool, flag: str) -> None:
+    """A rate factor a component sets (core.set_uplink_rate_factor / set_downlink_rate_factor): declared by its
+    class, finite and > 0 (a PluginError naming a plug-in that breaks the rule)."""
+    if not declared:
+        raise core_fault(
+            f"{setter}({client}, {shown(factor)})",
+            f"a rate changed, but no component declared {flag} = True (edgefl.sim.component): set it on the "
+            "component's class",
+            RuntimeError,
+        )
+    if not positive_finite(factor):
+        raise core_fault(f"{setter}({client}, {shown(factor)})", "a rate factor is a finite number > 0 (1: as planned)")
