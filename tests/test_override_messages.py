@@ -1,0 +1,60 @@
+"""Messages (issue 32 item 7): a mistake made in ``--set`` (or an API override) is attributed to the override,
+not to the scenario file; a target written as a percentage gets the hint to write a fraction."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from edgefl.cli import main
+from edgefl.errors import UserError
+from edgefl.scenario import ScenarioError, load_scenario
+from edgefl.target import parse_target
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
+
+
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("network.snr_db=abc", "network.snr_db: Input should be a valid number"),
+        ("network.snr_db=1e400", "network.snr_db: Input should be a finite number"),
+        ("data.num_clients=-3", "data.num_clients: Input should be greater than 0"),
+        ("algorithm.nosuch=3", "unknown key 'nosuch'"),
+        ("network.bandwith_mhz=2", "did you mean 'bandwidth_mhz'"),
+    ],
+)
+def test_a_mistake_in_set_names_the_override(tmp_path, capsys, override, words):
+    code = main(["run", str(QUICKSTART), "--out", str(tmp_path / "o"), "-q", "--set", override])
+    err = capsys.readouterr().err
+    assert code == 2 and words in err, err
+    assert err.startswith(f"edgefl: error: --set {override!r} (overriding {QUICKSTART})"), err
+
+
+def test_a_mistake_in_the_file_still_names_the_file(tmp_path, capsys):
+    bad = tmp_path / "s.toml"
+    bad.write_text(QUICKSTART.read_text().replace("snr_db = 20.0", "snr_db = 'abc'"))
+    code = main(["run", str(bad), "--out", str(tmp_path / "o"), "-q", "--set", "run.rounds=2"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"edgefl: error: {bad}: network.snr_db"), err
+
+
+def test_an_api_override_is_named_too():
+    with pytest.raises(ScenarioError, match=r"^override 'network.snr_db' \(overriding .*quickstart.toml\)"):
+        load_scenario(QUICKSTART, {"network.snr_db": "abc"})
+
+
+@pytest.mark.parametrize(
+    "text, hint",
+    [
+        ("acc_mean=85%", "'85%' is a percentage; acc_mean is an accuracy, a fraction in [0, 1]: write 0.85"),
+        ("acc_worst= 80 %", "write 0.8"),
+        ("energy_j=5%", "write energy_j's value in its own unit, a plain number without %"),
+    ],
+)
+def test_a_target_written_as_a_percentage_gets_the_hint(text, hint):
+    with pytest.raises(UserError, match=re.escape(hint)):
+        parse_target(text)
