@@ -296,7 +296,7 @@ class Simulation:
             summary["control_state"] = self.controller.summary()
         events = self.pricer.events if not diverged else [e for e in self.pricer.events if e.round < len(rows)]
         chain_ends = list(self.engine.chain_ends) if self.algorithm.asynchronous else None
-        edge_rounds = self.algorithm.hp.edge_rounds if self._hierarchical() else None
+        edge_rounds = self.algorithm.edge_rounds_per_round() if self._hierarchical() else None
         return RunResult(
             s, rows, clients, events, summary, self.engine.trace, battery, positions, chain_ends, edge_rounds
         )
@@ -306,7 +306,7 @@ class Simulation:
         [backhaul]): metrics.csv then counts edge_rounds and events.csv marks each phase's aggregation. One cell
         without a backhaul has a single server: its outputs are FedAvg's (at edge_rounds = 1)."""
         several = self.context.client_cells is not None or self.scenario.backhaul is not None
-        return several and hasattr(self.algorithm, "edge_rounds_done")
+        return several and self.algorithm.edge_rounds_per_round() is not None
 
     # -- divergence ---------------------------------------------------------------------
     def _divergence(self, r: int, row: dict) -> str | None:
@@ -383,12 +383,10 @@ class Simulation:
             "uploads_arrived": record.uploads_arrived,
             "uploads_missed": record.uploads_missed,
         }
-        if self._hierarchical():  # HierFAVG's edge aggregations so far (edge_rounds per cloud round)
-            row["edge_rounds"] = self.algorithm.edge_rounds_done  # type: ignore[attr-defined]
-        backhaul = getattr(self.pricer, "reports", {}).get("backhaul")
-        if backhaul is not None:  # [backhaul] (edgefl.sim.backhaul): cloud rounds, time and energy so far
-            cloud_rounds, backhaul_s, backhaul_j = backhaul()
-            row.update({"cloud_rounds": cloud_rounds, "backhaul_s": backhaul_s, "backhaul_energy_j": backhaul_j})
+        if self._hierarchical():  # edge aggregations so far (edge_rounds per cloud round)
+            row["edge_rounds"] = self.algorithm.edge_rounds_done
+        if self.pricer.columns:  # the components' own columns (e.g. [backhaul]: cloud rounds, time, energy)
+            row.update(self.pricer.component_metrics())
         if evaluate:
             m = evaluate_global(self.model, self.data, self.algorithm.model)
             row.update({k: m.get(k) for k in ("acc_mean", "acc_worst", "acc_std", "loss")})

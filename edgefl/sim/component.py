@@ -10,8 +10,7 @@ the overridden ones.
 
 Hooks, in the order a run meets them:
 
-- ``attach(core)``: run start; keep ``core``, start background processes, register
-  ``core.reports`` (e.g. ``"positions_m"``, ``"battery_levels"``).
+- ``attach(core)``: run start; keep ``core``, start background processes.
 - ``round_start()``: a round starts, before the server waits for devices (devices move).
 - ``settle()``, ``restrict(online)``, ``wakeups()``: while the server waits for enough devices:
   bring the state to now; narrow the bool mask of devices that can take part; the SimPy events
@@ -45,6 +44,14 @@ now on, also in the middle of an upload (its airtime left is re-timed; FDMA: the
 component that does declares ``changes_uplink_rate = True``; ``core.set_downlink_rate_factor(client, factor)``
 does the same for downloads (``changes_downlink_rate = True``).
 
+What a component reports (typed, declared on its class; docs/extending.md, "A component that reports"):
+``columns``, the metrics.csv columns it adds (name -> what it holds, with its unit), whose values its
+``metrics()`` returns at the end of every round; and ``exposes``, the per-device values it keeps (name ->
+what it is, with its unit; the usual names in :data:`DEVICE_VALUES`), read by other components and the runner
+as ``core.device_value(name)`` (an array [N] now; None when no component keeps it), which calls its
+``device_value(name)``. The core itself exposes each CPU's frequency now (``cpu_hz``) and each device's
+transmit power (``tx_power_w``).
+
 From the scenario file (``[[process]]``, edgefl.sim.processes): a component class named there has ``Params``,
 a pydantic model of its own keys (units in the names, bounds, descriptions; None: no keys), and is built by
 ``from_scenario(params, network, population, seed)`` (default: ``cls(**params)``). It declares
@@ -64,9 +71,21 @@ from pydantic import BaseModel
 
 from edgefl.plugins import owner_of, returned_fault
 
+# The per-device values the built-ins expose (a component may expose others, described in its ``exposes``).
+DEVICE_VALUES = {
+    "cpu_hz": "the frequency each CPU runs at now (Hz; the core's)",
+    "tx_power_w": "each device's transmit power for its next upload (W; the core's)",
+    "battery_j": "each device's battery level now (J; devices.battery_j)",
+    "position_m": "each device's position (x, y) in m, the base station at the origin (moving devices)",
+    "temperature_c": "each device's temperature now (°C; [[process]] thermal)",
+}
+
 
 class Component:
     """A process of the co-simulation; see the module's docstring for the hooks."""
+
+    columns: ClassVar[dict[str, str]] = {}  # metrics.csv columns it adds: name -> what it holds (unit)
+    exposes: ClassVar[dict[str, str]] = {}  # per-device values it keeps: name -> what it is (unit)
 
     changes_cpu_rate = False  # True: it calls core.set_cpu_hz (computations are then watched for it)
     changes_uplink_rate = False  # True: it calls core.set_uplink_rate_factor (uploads are then watched for it)
@@ -118,6 +137,14 @@ class Component:
     def round_end(self, round_: int) -> None: ...
 
     def run_end(self) -> None: ...
+
+    def metrics(self) -> dict[str, float]:
+        """The values of its ``columns`` at the end of a round (every column, every round)."""
+        return {}
+
+    def device_value(self, name: str) -> np.ndarray:
+        """The per-device value ``name`` (a key of ``exposes``) now: an array [N] (or [N, 2] for positions)."""
+        raise KeyError(f"{type(self).__name__} exposes no per-device value {name!r}")
 
 
 HOOKS = (

@@ -103,9 +103,10 @@ class Thermal(Component):
         self.throttled_s = np.zeros(n)  # time spent throttled, in all (for a report)
         self._version = [0] * n
 
-    def attach(self, core) -> None:
-        super().attach(core)
-        core.reports["temperature_c"] = self.temperatures_c
+    exposes = {"temperature_c": "each device's temperature now (°C)"}
+
+    def device_value(self, name: str) -> np.ndarray:
+        return self.temperatures_c()
 
     def temperatures_c(self) -> np.ndarray:
         """Every device's temperature (°C) now."""
