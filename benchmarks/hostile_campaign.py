@@ -938,7 +938,7 @@ FEATURES = {
     "handover": ["network.cells=3", "network.cell_radius_m=300", "devices.speed_mps=30"],
     "power-control": ["network.cell_radius_m=300", "network.power_control_p0_dbm=-70"],
     "backhaul": ["backhaul.rate_mbps=100", "backhaul.latency_ms=20", "backhaul.energy_j_per_bit=1e-8"],
-    "aircomp": ["network.access=aircomp", "algorithm.fedavg.weighting='uniform'"],
+    "aircomp": ["network.uplink=aircomp", "algorithm.fedavg.weighting='uniform'"],
     "tdma": ["network.access=tdma"],
     "oort": ["selection.name=oort"],
     "power-of-choice": ["selection.name=power_of_choice"],

@@ -148,7 +148,9 @@ def register_commands(sub) -> None:
         "versus rounds-to-target (needs --target).",
     )
     p.add_argument("dir", type=Path, help="a finished sweep folder (with results.csv)")
-    p.add_argument("--metric", default="acc_worst", help="metric on the y axis (default acc_worst)")
+    p.add_argument(
+        "--metric", default=None, help="metric on the y axis (default: the --target's metric, else acc_worst)"
+    )
     p.add_argument("--target", default=None, metavar="METRIC=VALUE", help="for the Pareto front, e.g. acc_worst=0.8")
     p.add_argument(
         "--window",
@@ -327,6 +329,8 @@ def cmd_plot(args) -> int:
 
     def prepare():
         keys, header, rows = read_sweep(args.dir)
+        if args.metric is None:  # the metric the target names (--target acc_mean=0.8 draws acc_mean)
+            args.metric = parse_target(args.target).metric if args.target else "acc_worst"
         if args.metric not in header:
             raise SweepError(f"--metric {args.metric!r}: no such column in results.csv")
         wanted = _channel_filter(args.at, keys)
