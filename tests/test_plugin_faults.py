@@ -69,44 +69,24 @@ PROCESS = {
     ),
     "Params is a dict": ("    Params = {'a': 1}\n", "is {'a': 1}, expected None"),
     "Params is not a pydantic model": ("    class Params:\n        pass\n", "expected None or a pydantic model"),
-    **{
-        f"CPU frequency {name}": (
-            f"    changes_cpu_rate = True\n    def compute_start(self, client):\n        self.core.set_cpu_hz(client, {v})\n",
-            ("set_cpu_hz(", f", {shown}): "),
-        )
-        for name, v, shown in [
-            ("0", "0", "0"),
-            ("NaN", "float('nan')", "nan"),
-            ("< 0", "-1", "-1"),
-            ("inf", "1e400", "inf"),
-        ]
-    },
     "CPU frequency undeclared": (
         "    def compute_start(self, client):\n        self.core.set_cpu_hz(client, 1e9)\n",
         "no component declared changes_cpu_rate",
     ),
-    **{
-        f"uplink rate factor {name}": (
-            "    changes_uplink_rate = True\n    def compute_start(self, client):\n"
-            f"        self.core.set_uplink_rate_factor(client, {v})\n",
-            ("set_uplink_rate_factor(", f", {shown}): "),
-        )
-        for name, v, shown in [
-            ("0", "0", "0"),
-            ("NaN", "float('nan')", "nan"),
-            ("< 0", "-2", "-2"),
-            ("inf", "1e400", "inf"),
-        ]
-    },
     "uplink rate factor undeclared": (
         "    def compute_start(self, client):\n        self.core.set_uplink_rate_factor(client, 2.0)\n",
         "no component declared changes_uplink_rate",
     ),
-    **{
-        f"transmit power {name}": (
-            f"    def compute_start(self, client):\n        self.core.set_tx_power_w(client, {v})\n",
-            ("set_tx_power_w(", f", {shown}): "),
+    **{  # each setter of the core with a value out of its domain, its class declaring what it changes
+        f"{what} {name}": (
+            f"{declared}    def compute_start(self, client):\n        self.core.{setter}(client, {v})\n",
+            (f"{setter}(", f", {shown}): "),
         )
+        for what, setter, declared in [
+            ("CPU frequency", "set_cpu_hz", "    changes_cpu_rate = True\n"),
+            ("uplink rate factor", "set_uplink_rate_factor", "    changes_uplink_rate = True\n"),
+            ("transmit power", "set_tx_power_w", ""),
+        ]
         for name, v, shown in [
             ("0", "0", "0"),
             ("NaN", "float('nan')", "nan"),

@@ -224,36 +224,18 @@ def test_the_scenario_finds_a_plug_in_of_every_kind(plugin_folder):
 
 
 # -- every kind resumes ---------------------------------------------------------------------------
-class Killed(Exception):
-    pass
-
-
-def outputs(result, folder: Path) -> dict[str, bytes]:
-    from edgefl.runner import write_results
-
-    write_results(result, folder, plots=False)
-    return {name: (folder / name).read_bytes() for name in COMPARED if (folder / name).exists()}
-
-
 @pytest.mark.parametrize("key", list(NAMED))
 def test_a_run_with_a_plug_in_of_every_kind_resumes_identically(plugin_folder, key):
+    from test_checkpoint import interrupted_and_resumed, outputs
+
     from edgefl.checkpoint import plugin_modules
 
     scenario = load_scenario(scenario_file(plugin_folder, key), SMALL + NAMED[key])
-    straight = outputs(Simulation(scenario).run(progress=False), plugin_folder / "straight")
-    checkpoint = checkpoint_file(plugin_folder / "resumed")
-
-    def abort(row):
-        if row["round"] == 3:
-            raise Killed
-
-    with pytest.raises(Killed):
-        Simulation(scenario).run(progress=False, on_round=abort, checkpoint=checkpoint)
-    resumed_sim = Simulation.resume(scenario, checkpoint)
-    assert resumed_sim.record.rounds_done == 2
     kind = plugin_registry.kind_of(key)
-    assert (f"kind_{kind.section}" in plugin_modules(resumed_sim)) == kind.checkpoint  # the allow-list: the table
-    resumed = outputs(resumed_sim.run(progress=False, checkpoint=checkpoint), plugin_folder / "resumed")
+    modules = plugin_modules(Simulation(scenario))
+    assert (f"kind_{kind.section}" in modules) == kind.checkpoint  # the checkpoint's allow-list: the table
+    straight = outputs(Simulation(scenario).run(progress=False), plugin_folder / "straight")
+    resumed = outputs(interrupted_and_resumed(scenario, plugin_folder / "resumed", 2), plugin_folder / "resumed")
     assert set(resumed) == set(straight)
     for name in straight:
         assert resumed[name] == straight[name], (key, name)
