@@ -7,10 +7,12 @@ models), every built-in algorithm's, controller's, selection policy's, process's
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 import typing
 from pathlib import Path
 
+import pytest
 from pydantic import BaseModel
 
 import algorithms
@@ -79,3 +81,21 @@ def test_the_coverage_check_can_fail(monkeypatch):
     monkeypatch.setattr(plugin_registry, "KINDS", (*plugin_registry.KINDS, fake))
     assert "model.name" not in hostile.PLUGIN_FAMILIES
     assert "network.no_such_key" not in hostile.covered()
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("algorithm.drdm.gamma", 4611686018427387904),
+        ("algorithm.scaff_pd.theta", 1e300),
+        ("algorithm.drfa.gamma", 1e300),
+    ],
+)
+def test_found_by_the_keys_family_a_dual_step_that_overflows_is_refused(key, value):
+    """The keys family, seed 1: drdm's gamma = 2^62 and scaff_pd's theta = 1e300 overflowed the dual update and
+    ended in exit 70 (IndexError in the projection onto the simplex); now exit 2 naming the key."""
+    from edgefl.scenario import ScenarioError, load_scenario
+
+    name = key.split(".")[1]
+    with pytest.raises(ScenarioError, match=re.escape(key) + ".*less than or equal to 1000000"):
+        load_scenario(ROOT / "scenarios" / "quickstart.toml", {"algorithm.name": name, key: value})
