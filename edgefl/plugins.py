@@ -232,6 +232,8 @@ def faults_named():
 def owner_of(obj) -> tuple[str, str] | None:
     """(scenario key, value) of the plug-in whose code defines ``obj``'s class (or ``obj``, a class or a
     function), or None: edgefl's own, or code no scenario named."""
+    if not _ROOTS:  # no plug-in imported (the common case; the core asks for every component and hook)
+        return None
     target = obj if isinstance(obj, type) or inspect.isroutine(obj) else type(obj)
     try:
         filename = inspect.getsourcefile(target) or inspect.getfile(target)
