@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,6 @@ import plugin_registry
 from channel import path_loss
 from edgefl import control, selection
 from edgefl.data import registry as data_registry
-from edgefl.results import checkpoint_file
 from edgefl.runner import Simulation
 from edgefl.scenario import load_scenario
 from edgefl.sim import processes
@@ -246,6 +243,8 @@ def test_a_run_with_a_plug_in_of_every_kind_resumes_identically(plugin_folder, k
 def test_kill_9_then_resume_with_a_plug_in(plugin_folder, key):
     """``edgefl run`` with a selection, a process or a data plug-in killed with SIGKILL once its checkpoint
     exists; ``--resume`` finishes it; the files equal an uninterrupted run's byte for byte."""
+    from test_checkpoint import killed_then_resumed
+
     scenario = scenario_file(plugin_folder, key)
     args = [a for s in [*SMALL, "run.rounds=8", *NAMED[key]] for a in ("--set", s)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
@@ -264,19 +263,7 @@ def test_kill_9_then_resume_with_a_plug_in(plugin_folder, key):
     first = edgefl(reference)
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err.decode()[-2000:]
-    run = edgefl(out)
-    checkpoint = checkpoint_file(out)
-    deadline = time.monotonic() + 300
-    while not checkpoint.exists() and run.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert checkpoint.exists(), "the run ended or timed out before its first checkpoint"
-    os.kill(run.pid, signal.SIGKILL)
-    run.wait()
-    assert not out.exists()
-    resumed = edgefl(out, "--resume")
-    _, err = resumed.communicate(timeout=300)
-    assert resumed.returncode == 0, err.decode()[-2000:]
-    assert "resuming" in err.decode()
+    assert "resuming" in killed_then_resumed(edgefl, out)
     for name in COMPARED:
         if (reference / name).exists():
             assert (out / name).read_bytes() == (reference / name).read_bytes(), name
