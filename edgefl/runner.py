@@ -545,17 +545,28 @@ def metric_columns(rows: list[dict]) -> list[str]:
 
 
 def run_title(s: Scenario) -> str:
-    """The key values of a scenario, for plot titles."""
+    """The key values of a scenario, for plot titles: what varies between runs is named (the algorithm, the
+    cells and their reuse, the uplink, a controller, a selection policy, a backhaul where they are not the
+    defaults)."""
     net = s.network
     link = (
         f"SNR {net.snr_db:g} dB"
         if net.snr_db is not None
         else (f"{net.distance_m:g} m" if net.distance_m is not None else f"cell {net.cell_radius_m:g} m")
     )
+    cells = f", {net.cells} cells (reuse {net.reuse})" if net.cells > 1 else ""
+    uplink = ", over the air" if net.uplink == "aircomp" else ""
+    others = [
+        *([f"controller {s.control.name}"] if s.control.name != "static" else []),
+        *([f"selection {s.selection.name}"] if s.selection.name != "uniform" else []),
+        *([f"backhaul {s.backhaul.rate_mbps:g} Mbit/s"] if s.backhaul is not None else []),
+    ]
     return (
         f"{s.algorithm.name}: N = {s.data.num_clients}, m = {s.algorithm.clients_per_round}, "
-        f"τ = {s.algorithm.local_steps}, η = {s.algorithm.lr:g}; {link}, {net.bandwidth_mhz:g} MHz {net.access}"
+        f"τ = {s.algorithm.local_steps}, η = {s.algorithm.lr:g}; {link}{cells}, {net.bandwidth_mhz:g} MHz "
+        f"{net.access}{uplink}"
         + (f", deadline {net.deadline_s:g} s" if net.deadline_s is not None else "")
+        + ("; " + ", ".join(others) if others else "")
     )
 
 
