@@ -12,6 +12,7 @@ in the CSV files (the engine counts from 0).
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 
 import matplotlib
@@ -140,8 +141,14 @@ def bars(ax, x, heights, bottom=None, width: float = 0.85, **kwargs) -> PolyColl
     return collection
 
 
+TITLE_CHARS_PER_INCH = 14  # characters of 9-point text across one inch of figure (a long title wraps)
+
+
 def _suptitle(fig, title: str, what: str) -> None:
-    fig.suptitle(f"{title}\n{what}" if title else what, fontsize=9)
+    """The run's ``title`` (wrapped to the figure's width: a multi-cell run names much) above ``what`` it shows."""
+    width = max(40, int(fig.get_figwidth() * TITLE_CHARS_PER_INCH))
+    lines = textwrap.wrap(title, width, break_on_hyphens=False) if title else []
+    fig.suptitle("\n".join([*lines, what]), fontsize=9)
 
 
 # ------------------------------------------------------------------------------------------------ uploads
@@ -392,8 +399,15 @@ def draw_cell_map(clients, positions=None, cell_radius_m: float | None = None, t
     if sites_m is not None and len(sites_m) > 1 and clients and clients[0].get("cell") is not None:
         sites = np.asarray(sites_m, dtype=float)
         cell = np.array([int(c["cell"]) for c in clients])
-        for k in keep:
-            ax.plot([x[k], sites[cell[k], 0]], [y[k], sites[cell[k], 1]], color="#999999", lw=0.5, zorder=2)
+        for n, k in enumerate(keep):  # one legend entry for the lines
+            ax.plot(
+                [x[k], sites[cell[k], 0]],
+                [y[k], sites[cell[k], 1]],
+                color="#999999",
+                lw=0.5,
+                zorder=2,
+                label="device to its serving base station" if n == 0 else None,
+            )
         moved = np.array([int(c.get("handovers") or 0) > 0 for c in clients])[keep]
         if moved.any():
             ax.scatter(
@@ -406,7 +420,18 @@ def draw_cell_map(clients, positions=None, cell_radius_m: float | None = None, t
                 zorder=4,
                 label="changed cell (handover)",
             )
-        ax.plot(sites[:, 0], sites[:, 1], marker="^", color="black", ms=9, ls="none", zorder=4, label="base stations")
+        ax.plot(
+            sites[:, 0],
+            sites[:, 1],
+            marker="^",
+            color="black",
+            ms=9,
+            ls="none",
+            zorder=4,
+            label="base stations (cell no.)",
+        )
+        for axis in (ax.xaxis, ax.yaxis):  # readable ticks however many cells (19: ~4 km across)
+            axis.set_major_locator(MaxNLocator(nbins=5))
         for i, (sx, sy) in enumerate(sites):
             ax.annotate(str(i), (sx, sy), textcoords="offset points", xytext=(5, 5), fontsize=7, zorder=5)
         cell_radius_m = None  # the lines to the sites show the cells

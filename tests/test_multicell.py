@@ -464,5 +464,5 @@ def test_the_cell_map_draws_every_base_station_and_each_devices_association(tmp_
     assert len(lines) == 20
     for line, c in zip(lines, clients):
         assert line.get_xdata()[0] == c["x_m"] and line.get_xdata()[1] == pytest.approx(sites[int(c["cell"]), 0])
-    markers = [line for line in ax.get_lines() if line.get_label() == "base stations"]
+    markers = [line for line in ax.get_lines() if line.get_label() == "base stations (cell no.)"]
     assert len(markers) == 1 and len(markers[0].get_xdata()) == 7
