@@ -84,7 +84,7 @@ def _add_scenarios(sub) -> None:
 
 
 def cmd_scenarios(args) -> int:
-    from edgefl import shipped
+    from edgefl import shipped_scenarios as shipped
 
     if args.name is None:
         names = shipped.names()

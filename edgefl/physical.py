@@ -26,7 +26,7 @@ from channel.cells import (
     uplink_interference_w,
 )
 from edgefl.data.errors import DataError
-from edgefl.files import special_file
+from edgefl.input_files import special_file
 from edgefl.plugins import checked_path_loss
 
 

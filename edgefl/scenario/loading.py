@@ -11,9 +11,10 @@ from typing import Any
 import tomli_w
 from pydantic import ValidationError
 
-from edgefl import plugins, shipped
+from edgefl import plugins
+from edgefl import shipped_scenarios as shipped
 from edgefl.errors import ScenarioError
-from edgefl.files import special_file
+from edgefl.input_files import special_file
 from edgefl.scenario.messages import Sources, format_validation_error, source_of
 from edgefl.scenario.schema import Scenario
 from edgefl.scenario.sections import _data_name
@@ -187,7 +188,7 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
 
 def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> Scenario:
     """Read, override (``--set`` texts or a dict of dotted keys) and validate a scenario file (a path,
-    or the name of a scenario shipped with edgefl: :mod:`edgefl.shipped`). Raises ScenarioError."""
+    or the name of a scenario shipped with edgefl: :mod:`edgefl.shipped_scenarios`). Raises ScenarioError."""
     path = shipped.resolve(path)
     raw = read_toml(path)
     data = raw.get("data")

@@ -33,7 +33,7 @@ from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.data import registry as data_registry
 from edgefl.errors import UserError
 from edgefl.models import fits_cnn
-from edgefl.numbers import NumbersOnly, bools_as_text
+from edgefl.numeric_keys import NumbersOnly, bools_as_text
 from edgefl.physical import PerDevice, per_device_keys
 from edgefl.sim import processes
 from edgefl.target import parse_target

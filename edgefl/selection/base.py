@@ -25,7 +25,7 @@ from pydantic import ConfigDict
 from algorithms.ops import Evaluate, Query
 from edgefl.control.base import ControlContext, Observation
 from edgefl.control.estimate import download_s, equal_share, promotion_s, uplink_rate_bps
-from edgefl.numbers import NumbersOnly
+from edgefl.numeric_keys import NumbersOnly
 from edgefl.plugins import checked_clients
 
 if TYPE_CHECKING:  # the engine imports the runner's objects, not this module

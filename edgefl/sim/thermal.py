@@ -17,7 +17,7 @@ import math
 import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 
-from edgefl.numbers import NumbersOnly
+from edgefl.numeric_keys import NumbersOnly
 from edgefl.sim.component import Component
 from energy.thermal import compute_power_w, temperature_c, time_to_temperature_s
 
