@@ -171,17 +171,8 @@ MODELS: dict[str, Callable] = {
     "rma": rma,
 }
 DEFAULT_MODEL = "log_distance"
-ENTRY_POINT_GROUP = "edgefl.path_loss"  # installed plug-ins: name = "package.module:function"
-
-
-PATH_LOSS_MODELS = Registry(
-    "path-loss model",
-    MODELS,
-    ENTRY_POINT_GROUP,
-    callable,
-    "a function model(distance_m, network) -> loss_db",
-    form="package.module:function",
-)
+PATH_LOSS_MODELS = Registry.of("network.path_loss", MODELS, callable)
+ENTRY_POINT_GROUP = PATH_LOSS_MODELS.group  # installed plug-ins: name = "package.module:function"
 
 
 def names() -> list[str]:

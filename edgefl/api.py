@@ -297,7 +297,6 @@ def documented_errors(kind: type[Exception]):
     OutputError and CheckpointError for an output folder or checkpoint edgefl will not use; WorkerDied for a
     sweep worker that died. Anything else is a bug of edgefl (and passes unchanged)."""
     from edgefl.checkpoint import CheckpointError
-    from edgefl.data import DataError
     from edgefl.errors import UserError, WorkerDied
     from edgefl.plugins import PluginError, plugin_fault
     from edgefl.results import OutputError
@@ -306,7 +305,7 @@ def documented_errors(kind: type[Exception]):
         yield
     except (PluginError, OutputError, CheckpointError, WorkerDied, ScenarioError, SweepError):
         raise
-    except (UserError, DataError) as exc:
+    except UserError as exc:
         raise kind(str(exc)) from None
     except (Exception, SystemExit) as exc:
         named = plugin_fault(exc)

@@ -86,7 +86,7 @@ def _add_scenarios(sub) -> None:
 
 
 def cmd_scenarios(args) -> int:
-    from edgefl import shipped
+    from edgefl import shipped_scenarios as shipped
 
     if args.name is None:
         names = shipped.names()
@@ -206,15 +206,10 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 def load(path: Path, overrides: list[str]):
-    """Load and validate a scenario, turning every user mistake into a UserError."""
-    from edgefl.data import DataError
-    from edgefl.scenario import ScenarioError, load_scenario
+    """Load and validate a scenario (a mistake: a UserError, ScenarioError or DataError)."""
+    from edgefl.scenario import load_scenario
 
-    try:
-        scenario = load_scenario(path, overrides)
-    except (ScenarioError, DataError) as exc:
-        raise UserError(str(exc)) from None
-    return scenario
+    return load_scenario(path, overrides)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -243,7 +238,6 @@ def _extra_commands():
 
 
 def main(argv: list[str] | None = None) -> int:
-    from edgefl.data import DataError
     from edgefl.plugins import PluginError, faults_named
 
     parser = build_parser()
@@ -252,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with faults_named():  # an exception raised in a plug-in's code: a PluginError naming it
             return int(args.func(args) or 0)
-    except (UserError, DataError) as exc:
+    except UserError as exc:  # the one root of the user's faults (edgefl.errors)
         if isinstance(exc, PluginError) and args.verbose >= 1 and exc.traceback_text:
             print(exc.traceback_text, file=sys.stderr, end="")
         print(f"edgefl: error: {exc}", file=sys.stderr)

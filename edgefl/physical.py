@@ -37,7 +37,7 @@ from channel.cells import (
 from channel.large_scale import LargeScale
 from channel.mcs import MCS_TABLES, nr_overhead_fraction
 from edgefl.data.errors import DataError
-from edgefl.files import special_file
+from edgefl.input_files import special_file
 from edgefl.plugins import checked_path_loss
 
 

@@ -297,7 +297,7 @@ class Simulation:
             summary["control_state"] = self.controller.summary()
         events = self.pricer.events if not diverged else [e for e in self.pricer.events if e.round < len(rows)]
         chain_ends = list(self.engine.chain_ends) if self.algorithm.asynchronous else None
-        edge_rounds = self.algorithm.hp.edge_rounds if self._hierarchical() else None
+        edge_rounds = self.algorithm.edge_rounds_per_round() if self._hierarchical() else None
         return RunResult(
             s, rows, clients, events, summary, self.engine.trace, battery, positions, chain_ends, edge_rounds
         )
@@ -307,7 +307,7 @@ class Simulation:
         [backhaul]): metrics.csv then counts edge_rounds and events.csv marks each phase's aggregation. One cell
         without a backhaul has a single server: its outputs are FedAvg's (at edge_rounds = 1)."""
         several = self.context.client_cells is not None or self.scenario.backhaul is not None
-        return several and hasattr(self.algorithm, "edge_rounds_done")
+        return several and self.algorithm.edge_rounds_per_round() is not None
 
     # -- divergence ---------------------------------------------------------------------
     def _divergence(self, r: int, row: dict) -> str | None:
@@ -384,12 +384,10 @@ class Simulation:
             "uploads_arrived": record.uploads_arrived,
             "uploads_missed": record.uploads_missed,
         }
-        if self._hierarchical():  # HierFAVG's edge aggregations so far (edge_rounds per cloud round)
-            row["edge_rounds"] = self.algorithm.edge_rounds_done  # type: ignore[attr-defined]
-        backhaul = getattr(self.pricer, "reports", {}).get("backhaul")
-        if backhaul is not None:  # [backhaul] (edgefl.sim.backhaul): cloud rounds, time and energy so far
-            cloud_rounds, backhaul_s, backhaul_j = backhaul()
-            row.update({"cloud_rounds": cloud_rounds, "backhaul_s": backhaul_s, "backhaul_energy_j": backhaul_j})
+        if self._hierarchical():  # edge aggregations so far (edge_rounds per cloud round)
+            row["edge_rounds"] = self.algorithm.edge_rounds_done
+        if self.pricer.columns:  # the components' own columns (e.g. [backhaul]: cloud rounds, time, energy)
+            row.update(self.pricer.component_metrics())
         if evaluate:
             m = evaluate_global(self.model, self.data, self.algorithm.model)
             row.update({k: m.get(k) for k in ("acc_mean", "acc_worst", "acc_std", "loss")})
@@ -555,7 +553,8 @@ def metric_columns(rows: list[dict]) -> list[str]:
 def run_title(s: Scenario, algorithm: str | None = None) -> str:
     """The key values of a scenario, for plot titles: the algorithm (``algorithm``: instead of the scenario's, e.g.
     the algorithms compared) and its sizes, the link (several cells: their number, size, frequency reuse and
-    sectors), and the controller unless static."""
+    sectors), the uplink if over the air, and a controller, a selection policy
+    or a backhaul where they are not the defaults."""
     net = s.network
     if net.snr_db is not None:
         link = f"SNR {net.snr_db:g} dB"
@@ -568,11 +567,17 @@ def run_title(s: Scenario, algorithm: str | None = None) -> str:
         link = f"{net.cells} cells of {net.cell_radius_m:g} m, reuse {net.reuse}"
     else:
         link = f"cell {net.cell_radius_m:g} m"
+    others = [
+        *([f"controller {s.control.name}"] if s.control.name != "static" else []),
+        *([f"selection {s.selection.name}"] if s.selection.name != "uniform" else []),
+        *([f"backhaul {s.backhaul.rate_mbps:g} Mbit/s"] if s.backhaul is not None else []),
+    ]
     return (
         f"{algorithm or s.algorithm.name}: N = {s.data.num_clients}, m = {s.algorithm.clients_per_round}, "
         f"τ = {s.algorithm.local_steps}, η = {s.algorithm.lr:g}; {link}, {net.bandwidth_mhz:g} MHz {net.access}"
+        + (", over the air" if net.uplink == "aircomp" else "")
         + (f", deadline {net.deadline_s:g} s" if net.deadline_s is not None else "")
-        + (f"; controller {s.control.name}" if s.control.name != "static" else "")
+        + ("; " + ", ".join(others) if others else "")
     )
 
 

@@ -30,7 +30,7 @@ from pydantic import Field
 from edgefl.data.errors import DataError
 from edgefl.data.federated import FederatedData, seed_streams
 from edgefl.data.pools import PoolKeys, Pools, federate_pools, split_one_pool
-from edgefl.files import special_file
+from edgefl.input_files import special_file
 
 CIFAR_SHAPE = (3, 32, 32)
 PIXEL_BYTES = 3 * 32 * 32  # 3072: R, G, B planes of 32 x 32, row-major

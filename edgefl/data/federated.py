@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from pydantic import ConfigDict, Field, PositiveInt
 
-from edgefl.numbers import NumbersOnly
+from edgefl.numeric_keys import NumbersOnly
 
 # MNIST's pixel mean and std (of the [0,1]-scaled training images), the customary normalisation.
 # Used for Fashion-MNIST and KMNIST too: one fixed affine map per pixel, which a linear model or

@@ -36,7 +36,7 @@ from pydantic import Field, PositiveInt
 
 from edgefl.data.errors import DataError
 from edgefl.data.writers import Writer, WriterKeys, Writers
-from edgefl.files import special_file
+from edgefl.input_files import special_file
 
 LEAF_REPO = "https://github.com/TalwalkarLab/leaf"
 

@@ -20,7 +20,7 @@ from pydantic import Field, PositiveInt
 
 from edgefl.data.errors import DataError
 from edgefl.data.writers import Writer, WriterKeys, Writers
-from edgefl.files import special_file
+from edgefl.input_files import special_file
 
 MEMBERS = ("x", "y", "x_test", "y_test")
 

@@ -56,12 +56,8 @@ DATASET_NAMES: tuple[str, ...] = tuple(REGISTRY)
 DEFAULT_DATASET = "synthetic"  # a [data] section without a name
 
 
-ENTRY_POINT_GROUP = "edgefl.datasets"  # installed plug-ins: name = "package.module:Class"
-
-
-DATA_SETS = Registry(
-    "data set", REGISTRY, ENTRY_POINT_GROUP, subclass_of(DataParams), "an edgefl.data.DataParams subclass"
-)
+DATA_SETS = Registry.of("data.name", REGISTRY, subclass_of(DataParams))
+ENTRY_POINT_GROUP = DATA_SETS.group  # installed plug-ins: name = "package.module:Class"
 
 
 def names() -> list[str]:

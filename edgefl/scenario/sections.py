@@ -33,7 +33,7 @@ from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.data import registry as data_registry
 from edgefl.errors import UserError
 from edgefl.models import fits_cnn
-from edgefl.numbers import NumbersOnly, bools_as_text
+from edgefl.numeric_keys import NumbersOnly, bools_as_text
 from edgefl.physical import PerDevice, per_device_keys
 from edgefl.sim import processes
 from edgefl.target import parse_target
@@ -860,11 +860,17 @@ class PluginSection(NumbersOnly):
 
     model_config = ConfigDict(extra="allow", validate_default=True, allow_inf_nan=False)
     registry: ClassVar[Any]  # the plug-in kind's module: get(name) -> class (ValueError naming the known ones)
+    key: ClassVar[str]  # the scenario key that names the plug-in (plugin_registry.KINDS)
+    # (base class, the methods it leaves to a subclass, what they are) when the base cannot run by itself
+    abstract: ClassVar[tuple[type, tuple[str, ...], str] | None] = None
 
     @field_validator("name", check_fields=False)
     @classmethod
     def _known(cls, name):
-        cls.registry.get(name)  # ValueError with the known names
+        found = cls.registry.get(name)  # ValueError with the known names
+        plugins.check_params_model(cls.key, name, found)  # a PluginError (exit 4): the plug-in's own fault
+        if cls.abstract is not None:
+            plugins.check_defines(cls.key, name, found, *cls.abstract)
         return name
 
     def plugin_class(self):
@@ -887,6 +893,7 @@ class ControlSection(PluginSection):
     """Common keys; the controller's own keys are checked against its Params (edgefl/control)."""
 
     registry: ClassVar[Any] = control
+    key: ClassVar[str] = "control.name"
     name: str = Field(
         "static",
         description="Controller of per-device knobs, set each round (docs/control.md): "
@@ -904,6 +911,12 @@ class SelectionSection(PluginSection):
     """Who trains each round (docs/selection.md); the policy's own keys are checked against its Params."""
 
     registry: ClassVar[Any] = selection
+    key: ClassVar[str] = "selection.name"
+    abstract: ClassVar[tuple[type, tuple[str, ...], str] | None] = (
+        selection.Policy,
+        ("select",),
+        "a selection policy defines select(view, k), the clients it picks: docs/selection.md",
+    )
     name: str = Field(
         "uniform",
         description="Client selection policy, for the algorithms that accept one (docs/selection.md): uniform "
@@ -951,6 +964,7 @@ class ProcessSection(PluginSection):
     component's own keys (checked against its Params: docs/architecture.md, "Adding a physical process")."""
 
     registry: ClassVar[Any] = processes
+    key: ClassVar[str] = "[[process]] name"
     name: str = Field(
         description="The process: a built-in (thermal), an installed plug-in (entry point "
         '`edgefl.processes`) or a user\'s "package.module:Class" (an edgefl.sim.component.Component '

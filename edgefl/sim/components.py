@@ -90,9 +90,10 @@ class Batteries(Component):
         self.bank = BatteryBank(population.battery_j, population.battery_reserve_j, population.harvest_w)
         self._time, self._spent = 0.0, np.zeros(population.num_clients)
 
-    def attach(self, core) -> None:
-        super().attach(core)
-        core.reports["battery_levels"] = self.levels
+    exposes = {"battery_j": "each device's battery level now (J)"}
+
+    def device_value(self, name: str) -> np.ndarray:
+        return self.levels()
 
     def settle(self) -> None:
         """Harvest since the last update, then draw what the ledger charged since (levels >= 0), radio tails
@@ -209,9 +210,10 @@ class Mobility(Component):
         r_min, r_max = population.cell.min_distance_m, population.cell.radius_m
         self.walk = RandomWaypoint(population.distance_m, population.speed_mps, r_min, r_max, _rng(seed, 0x30B1))
 
-    def attach(self, core) -> None:
-        super().attach(core)
-        core.reports["positions_m"] = lambda: self.walk.position_m.copy()
+    exposes = {"position_m": "each device's position (x, y) in m, the base station at the origin"}
+
+    def device_value(self, name: str) -> np.ndarray:
+        return self.walk.position_m.copy()
 
     def _move(self) -> None:
         cell, devices = self.pop.cell, self.core.devices

@@ -64,6 +64,12 @@ class Pricer(Protocol):
 
     def positions_m(self) -> np.ndarray | None: ...  # every device's (x, y) in m; None: nobody moves
 
+    def device_value(self, name: str) -> np.ndarray | None: ...  # a per-device value a component keeps (None: none)
+
+    columns: dict[str, str]  # the metrics.csv columns the components add
+
+    def component_metrics(self) -> dict[str, float]: ...  # their values at the end of a round
+
     def serving_cells(self) -> np.ndarray | None: ...  # every device's serving cell now; None: as dropped
 
     def allocate(self, allocation) -> None: ...  # a controller's knobs for the next phase (None: nominal)
