@@ -4,6 +4,7 @@ open-loop power control, handover with hysteresis, per-cell uplinks, outputs and
 from __future__ import annotations
 
 import csv
+import json
 import math
 from pathlib import Path
 
@@ -415,13 +416,54 @@ def test_the_backhaul_charges_time_and_energy_by_hand(tmp_path):
     rows = list(csv.DictReader(open(out / "metrics.csv")))
     energy = 0.0
     for r, row in enumerate(rows, start=1):
-        edges = {cell[int(e["client"])] for e in events if e["kind"] == "upload" and int(e["round"]) == r}
+        edges = {
+            cell[int(e["client"])]
+            for e in events
+            if e["kind"] == "upload" and e["status"] == "ok" and int(e["round"]) == r
+        }
         energy += 2 * bits * len(edges) * 1e-8
         assert int(row["cloud_rounds"]) == r
         assert float(row["backhaul_s"]) == pytest.approx(r * 2 * (0.020 + bits / 100e6))
         assert float(row["backhaul_energy_j"]) == pytest.approx(energy)
     devices_j = sum(float(rows[-1][f"{c}_energy_j"]) for c in ("compute", "uplink", "downlink", "idle"))
     assert float(rows[-1]["energy_j"]) == pytest.approx(devices_j)  # the backhaul's energy is reported apart
+
+
+def test_the_backhaul_bills_only_the_edges_that_received_an_upload(tmp_path):
+    """Issue 28: the backhaul billed every cell with a planned upload: a run in which no upload arrived reported
+    cloud_rounds 1, 2, 3 and backhaul energy. Every device fails before its upload ends here: no exchange with the
+    cloud, 0 J; with half of them failing, only the cells whose uploads got through are billed (the hand test
+    above, on the rows of status ok)."""
+    sets = [
+        "run.rounds=3",
+        "data.num_clients=30",
+        "network.cells=7",
+        "devices.speed_mps=0",
+        "algorithm.name=hierfavg",
+        "backhaul.rate_mbps=100",
+        "backhaul.energy_j_per_bit=1e-8",
+    ]
+    out = run_files(tmp_path, "none", PHONES, [*sets, "devices.p_fail=0.999999"])
+    events = list(csv.DictReader(open(out / "events.csv")))
+    assert events and all(e["status"] != "ok" for e in events)  # work was planned and charged, none went through
+    assert not any(e["kind"] == "upload" and e["status"] == "ok" for e in events)
+    for row in csv.DictReader(open(out / "metrics.csv")):
+        assert int(row["cloud_rounds"]) == 0
+        assert float(row["backhaul_s"]) == 0.0 and float(row["backhaul_energy_j"]) == 0.0
+    half = run_files(tmp_path, "half", PHONES, [*sets, "devices.p_fail=0.5"])
+    cell = {int(r["client"]): int(r["cell"]) for r in read_clients(half)}
+    events = list(csv.DictReader(open(half / "events.csv")))
+    billed = planned = 0
+    for r in (1, 2, 3):
+        in_round = [e for e in events if int(e["round"]) == r]
+        cells_planned = {cell[int(e["client"])] for e in in_round}  # (a promotion, a download ...: it took part)
+        got = {cell[int(e["client"])] for e in in_round if e["kind"] == "upload" and e["status"] == "ok"}
+        assert got <= cells_planned
+        billed, planned = billed + len(got), planned + len(cells_planned)
+    assert billed < planned  # some cell worked but received nothing: the test can tell the two rules apart
+    dim = json.loads((half / "summary.json").read_text())["model_parameters"]
+    last = list(csv.DictReader(open(half / "metrics.csv")))[-1]
+    assert float(last["backhaul_energy_j"]) == pytest.approx(2 * (dim * 32 + 800) * billed * 1e-8)
 
 
 @pytest.mark.parametrize(

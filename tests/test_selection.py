@@ -327,6 +327,17 @@ def test_fedcs_needs_a_deadline():
         scenario({"name": "fedcs"})
 
 
+def test_fedcs_max_clients_above_the_clients_selected_a_round_is_refused_and_at_most_m_runs():
+    """Issue 28: FedCS `max_clients` > m was accepted, then the run exited 4 blaming the policy (it returned more
+    clients than the algorithm asked for)."""
+    with pytest.raises(
+        ScenarioError, match=r"selection.max_clients = 5 is more than the 3 clients .*clients_per_round"
+    ):
+        scenario({"name": "fedcs", "max_clients": 5}, deadline_s=1.0)
+    result = Simulation(scenario({"name": "fedcs", "max_clients": 3}, deadline_s=1.0)).run(progress=False)
+    assert 1 <= max(len(s) for s in selected_per_round(result)) <= 3
+
+
 BAD_KEYS = [
     ("fedcs", "deadline_s"),
     ("fedcs", "candidate_fraction"),

@@ -186,16 +186,11 @@ class AirCompUplink(DedicatedUplink):
         return online & aircomp_scheduled(self._round_channel(), self.net.aircomp_threshold_db)
 
     def phase_start(self, phase, clients, plans) -> set[int]:
-        """The phase's uploads: their airtime, and each sender's power for the common receive SNR."""
-        round_snr = self._round_channel()  # (drawn here for a phase outside start_round: a re-priced trace)
+        """The phase's uploads: their airtime (each sender's power is set when the slot opens)."""
+        self._round_channel()  # (drawn here for a phase outside start_round: a re-priced trace)
         senders = [c for c in clients if any(step.kind == UPLOAD for step in plans[c])]
         self._senders, self._ready, self._slot = set(senders), set(), self.env.event()
-        if not senders:
-            return set()
-        self.receive_snr = aircomp_receive_snr(round_snr[senders])
-        power_w = aircomp_tx_power_w(self.receive_snr, self._snr_per_w[senders])
-        for client, watts in zip(senders, power_w.tolist()):
-            self.core.set_tx_power_w(client, watts)
+        for client in senders:
             for step in plans[client]:
                 if step.kind == UPLOAD:
                     values = max(step.bits - self.net.header_bits, 0.0) / self.net.bits_per_param
@@ -214,7 +209,18 @@ class AirCompUplink(DedicatedUplink):
 
     def _open_when_ready(self) -> None:
         if not self._slot.triggered and self._senders <= self._ready:
+            self._set_powers(sorted(self._senders))
             self._slot.succeed()
+
+    def _set_powers(self, senders: list[int]) -> None:
+        """The common receive SNR rho over the devices whose upload starts in the slot (not those planned whose
+        chain ended before: a lost download, a failure, offline), and each one's power for it."""
+        if not senders:
+            return
+        self.receive_snr = aircomp_receive_snr(self._round_channel()[senders])
+        power_w = aircomp_tx_power_w(self.receive_snr, self._snr_per_w[senders])
+        for client, watts in zip(senders, power_w.tolist()):
+            self.core.set_tx_power_w(client, watts)
 
     def send(self, client: int, step: Step, log: list, doing: list):
         """Wait for the slot (every sender still running ready), then send with the others."""

@@ -43,6 +43,15 @@ from edgefl.sim.radio import RadioStates
 from energy import EnergyLedger
 
 
+SAME_INSTANT_S = 1e-12  # s: chain ends closer than this are one instant (relative beyond 1 s of simulated time)
+
+
+def same_instant_s(t: float) -> float:
+    """How close (s) two event times near ``t`` are to be one instant: SAME_INSTANT_S, relative to t beyond 1 s (a
+    float's last bits at t = 10^6 s are about 10^-10 s)."""
+    return SAME_INSTANT_S * max(1.0, abs(t))
+
+
 class NoDeviceAvailable(RuntimeError):
     """No device can take part in a round, and none ever will (empty batteries, no harvesting, or an
     availability trace that has ended): the run stops there."""
@@ -364,10 +373,14 @@ class SimPyPricer:
             raise ValueError(f"clients {sorted(busy)} already have a chain running")
         procs = self._start(phase, self._flight_done, self._live)
         for client, proc in zip(sorted(phase.chains), procs):
-            self._flight[client] = proc
-            proc.callbacks.append(lambda _, client=client: self._ended.append((self.env.now, client)))
+            self._in_flight(client, proc)
             if self.net.deadline_s is not None:
                 self.interrupt_after(proc, self.net.deadline_s, "deadline")
+
+    def _in_flight(self, client: int, proc) -> None:
+        """The client's chain ``proc`` runs while the server works: :meth:`next_arrival` waits for it."""
+        self._flight[client] = proc
+        proc.callbacks.append(lambda _, client=client: self._ended.append((self.env.now, client)))
 
     @journaled
     def next_arrival(self) -> tuple[int, bool] | None:
@@ -379,10 +392,16 @@ class SimPyPricer:
             if not self._flight:
                 return None
             env.run(until=env.any_of(list(self._flight.values())))
-            while env.peek() == env.now:  # every chain that ends at this instant, to take them in client order
+            # every chain that ends at this instant, to take them in client order (times that agree in exact
+            # arithmetic may differ in their last bits: within SAME_INSTANT_S they are one instant)
+            while env.peek() <= env.now + same_instant_s(env.now):
                 env.step()
         self._ended.sort()
-        _, client = self._ended.pop(0)
+        first = self._ended[0][0]
+        at_first = [entry for entry in self._ended if entry[0] <= first + same_instant_s(first)]
+        taken = min(at_first, key=lambda entry: entry[1])  # the lowest client of the first instant
+        self._ended.remove(taken)
+        client = taken[1]
         del self._flight[client]
         self._running.pop(client, None)
         return client, self._flight_done.pop(client)
