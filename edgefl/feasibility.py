@@ -28,6 +28,12 @@ Errors (:class:`edgefl.errors.UserError`, exit 2, naming the keys and their valu
   round (run.rounds × Σ_i P(delivered)_i < 1), the run learns nothing: an error. (Rician fading and block
   fading, where the transmitter waits out outage blocks, are not checked here; a shared FDMA band is
   taken at its best SNR, 1/m of the band, and not checked when a controller allocates shares);
+- with ``network.deadline_s``: no download, or no upload, that can finish within the deadline even at the best rate
+  any device can have (alone on the whole band, at its mean SNR times the fading gain that one draw exceeds with
+  probability :data:`MIN_DELIVERY`, at its highest power; over the air, the slot's airtime): every chain is cut
+  before its message arrives, so the run learns nothing (a CNN whose every download outlasted the deadline
+  trained for minutes before a warning at the end). The message names the message's size in bits, the rate and
+  the deadline;
 - ``devices.availability = "trace"`` listing fewer devices than ``algorithm.clients_per_round`` in
   total: no round can ever have m participants. It is the m <= N check of the scenario after
   availability (the engine would run every round with fewer than the m the scenario asks for).
@@ -38,6 +44,7 @@ Warnings (``edgefl.logs``; the run goes on):
   a phase of one local step): every upload is cut, which is a legitimate experiment (what a deadline
   that is too tight costs), and fading and lognormal stragglers can still let some through. It is not
   an empty run either: every round is simulated and charged, and the outputs say what was cut;
+- several cells (``network.cells`` > 1) of which some serve no device (as dropped; they still interfere);
 - some devices (not all) whose messages practically never get through (probability < :data:`MIN_DELIVERY`,
   10^-6; e.g. at a cell's edge without fading);
 
@@ -56,7 +63,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from channel import db_to_linear, linear_to_db, payload_bits, rayleigh_outage_probability, transmission_time_s
+from channel import (
+    aircomp_airtime_s,
+    db_to_linear,
+    fading_gain_exceeded,
+    linear_to_db,
+    payload_bits,
+    rayleigh_outage_probability,
+    transmission_time_s,
+)
 from edgefl.errors import UserError
 from edgefl.logs import get_logger
 from edgefl.sim import SimPyPricer
@@ -86,11 +101,13 @@ def check_feasible(parts: RunParts, keys: Scenario) -> None:
     pricer's physics: its mean rates are read, no random draw is made; the data is not read); ``keys``: its
     scenario, whose keys and values the messages name."""
     _check_trace(parts, keys)
+    _check_empty_cells(parts)
     if parts.engine != "simpy":
         return
     nominal = _Nominal(parts, keys)
     nominal.check_outage()
     nominal.check_finite()
+    nominal.check_messages_fit_the_deadline()
     nominal.check_time()
     nominal.check_energy()
     nominal.check_deadline()
@@ -215,6 +232,61 @@ class _Nominal:
                     float(linear_to_db(snr[i])),
                     self._where(i),
                 )
+
+    def check_messages_fit_the_deadline(self) -> None:
+        """Error when no download, or no upload, can finish within ``network.deadline_s`` even at the best rate
+        (see the module's docstring): the fastest message of every device, its bits over the best rate."""
+        net = self.net
+        deadline = net.deadline_s
+        if deadline is None:
+            return
+        gain = fading_gain_exceeded(net.fading, MIN_DELIVERY, net.rician_k)
+        for direction in ("download", "upload"):
+            up = direction == "upload"
+            bits = self.up_bits if up else self.down_bits
+            if up and net.uplink == "aircomp":  # one analog value per symbol, whatever the rate
+                values = max(bits - net.header_bits, 0.0) / net.bits_per_param
+                seconds = aircomp_airtime_s(values, net.bandwidth_hz, net.aircomp_symbols_per_hz)
+                if seconds > deadline:
+                    raise UserError(
+                        f"no upload can finish within network.deadline_s = {deadline:g} s: over the air a model of "
+                        f"{values:.4g} values ({self._size(up)}) takes {seconds:.3g} s at network.bandwidth_mhz = "
+                        f"{self.keys.network.bandwidth_mhz:g} and network.aircomp_symbols_per_hz = "
+                        f"{net.aircomp_symbols_per_hz:g} (one value per symbol). Expected an airtime within the "
+                        "deadline: raise network.deadline_s or the bandwidth, or use a smaller model or compression"
+                    )
+                continue
+            snr = self.up_snr if up else self.down_snr
+            band = net.bandwidth_hz if up else net.downlink_bandwidth_hz
+            with np.errstate(all="ignore"):
+                best_rate = np.asarray(net.rate_bps(band, snr * gain, "up" if up else "down"), dtype=np.float64)
+            i = int(np.argmax(best_rate))
+            seconds = bits / best_rate[i] if best_rate[i] > 0 else math.inf
+            if seconds <= deadline:
+                continue
+            faded = (
+                ""
+                if net.fading == "none"
+                else f" times a fading gain of {float(linear_to_db(gain)):.3g} dB, which one {net.fading} draw exceeds "
+                f"with probability {MIN_DELIVERY:g}"
+            )
+            raise UserError(
+                f"no {direction} can finish within network.deadline_s = {deadline:g} s, even at the best rate: a model "
+                f"of {bits:.4g} bits ({self._size(up)}) at {best_rate[i]:.4g} bit/s, the best rate of any device (device "
+                f"{i}, alone on {_hz(band)}, at its mean SNR of {float(linear_to_db(snr[i])):.3g} dB{faded}{self._where(i)}), "
+                f"takes {seconds:.3g} s: every chain would be cut before its {direction} arrives, and the run would learn "
+                f"nothing. Keys: {self._band_key(up)}, {self._link_keys(direction)}{self._rate_keys(up)}. Expected a "
+                f"{direction} within the deadline: raise network.deadline_s to at least {seconds:.3g}, or "
+                f"{self._suggest(direction)}"
+            )
+
+    def _size(self, up: bool) -> str:
+        """How a message's bits come about (model.name, d, bits per parameter, compression, header)."""
+        return (
+            f"model.name = {self.keys.model.name!r}: d = {self.d:,} parameters x network.bits_per_param = "
+            f"{self.net.bits_per_param}{self._compression() if up else ''} + network.header_bits = "
+            f"{self.keys.network.header_bits}"
+        )
 
     def _delivery_probability(self, snr: np.ndarray, threshold_db: float) -> np.ndarray:
         """Probability that a message gets through within its 1 + max_retransmissions attempts."""
@@ -458,6 +530,29 @@ def _hz(hz: float) -> str:
         if hz >= scale:
             return f"{hz / scale:.4g} {unit}"
     return f"{hz:.4g} Hz"
+
+
+# -- cells ---------------------------------------------------------------------------------------
+def _check_empty_cells(parts: RunParts) -> None:
+    """Several cells of which some serve no device (as dropped; devices that move may reach them later): a
+    warning naming them (they have a base station, an edge server, a band, and co-channel interference)."""
+    layout = parts.population.cells
+    if layout is None:
+        return
+    cells = len(layout.band)
+    served = np.bincount(np.asarray(layout.serving, dtype=np.int64), minlength=cells)
+    empty = np.flatnonzero(served == 0)
+    if len(empty):
+        log.warning(
+            "%d of network.cells = %d serve no device as dropped (cell%s %s; %d devices): they receive no uploads "
+            "(moving devices may reach them later) but still interfere. Use fewer cells, or more devices "
+            "(data.num_clients), if that is not the experiment",
+            len(empty),
+            cells,
+            "" if len(empty) == 1 else "s",
+            ", ".join(str(int(c)) for c in empty[:20]) + (" ..." if len(empty) > 20 else ""),
+            parts.population.num_clients,
+        )
 
 
 # -- availability ---------------------------------------------------------------------------------

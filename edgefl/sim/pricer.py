@@ -42,7 +42,6 @@ from edgefl.sim.physics import PhasePhysics
 from edgefl.sim.radio import RadioStates
 from energy import EnergyLedger
 
-
 SAME_INSTANT_S = 1e-12  # s: chain ends closer than this are one instant (relative beyond 1 s of simulated time)
 
 
