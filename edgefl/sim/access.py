@@ -235,8 +235,12 @@ class AirCompUplink(DedicatedUplink):
         """Each arrived update plus the same noise vector: their mean is the server's noisy estimate of the mean."""
         rms = float(updates.double().pow(2).mean(dim=1).sqrt().max())
         std = aircomp_mean_noise_std(rms, len(updates), self.receive_snr)
-        noise = self._noise_rng.standard_normal(updates.shape[1]) * std
+        noise = self.core.analog_noise(updates.shape[1]) * std  # (through the core: journaled, edgefl.checkpoint)
         return updates + torch.as_tensor(noise, dtype=updates.dtype)
+
+    def noise(self, values: int) -> np.ndarray:
+        """``values`` standard normal draws of the aggregation noise's stream."""
+        return self._noise_rng.standard_normal(values)
 
 
 class CellUplinks(DedicatedUplink):

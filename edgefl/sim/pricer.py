@@ -29,7 +29,7 @@ import numpy as np
 import simpy
 
 from edgefl.physical import NetworkParams, Population
-from edgefl.sim.access import RETIME, DedicatedUplink, make_uplink
+from edgefl.sim.access import RETIME, AirCompUplink, DedicatedUplink, make_uplink
 from edgefl.sim.activities import Event, PhaseRecord
 from edgefl.sim.booking import LiveLog, LogRow, book
 from edgefl.sim.chain import chain
@@ -187,6 +187,14 @@ class SimPyPricer:
         """The arrived clients' update vectors [K, d] (a torch tensor) as the server receives them: as sent
         (digital), or each plus the same noise vector, so that their mean is the over-the-air estimate."""
         return self.uplink.superpose(updates)
+
+    @journaled
+    def analog_noise(self, values: int) -> np.ndarray:
+        """``values`` standard normal draws of the analog uplink's aggregation noise (its own stream). Journaled: the
+        engine asks for it outside the pricer's phases, so a resumed run draws it again and its stream goes on where
+        the interrupted run's was (edgefl.checkpoint)."""
+        assert isinstance(self.uplink, AirCompUplink)  # (only an analog uplink asks)
+        return self.uplink.noise(values)
 
     def set_uplink_rate_factor(self, client: int, factor: float) -> None:
         """The client's uplink rate is ``factor`` times the planned one from now on (e.g. interference); an
