@@ -75,6 +75,7 @@ from channel import (
 from edgefl.errors import UserError
 from edgefl.logs import get_logger
 from edgefl.sim import SimPyPricer
+from edgefl.sim.backhaul import Backhaul, backhaul_round_s
 from energy import (
     compute_energy_j,
     compute_time_s,
@@ -104,10 +105,12 @@ def check_feasible(parts: RunParts, keys: Scenario) -> None:
     _check_empty_cells(parts)
     if parts.engine != "simpy":
         return
+    _check_markov_wait(parts, keys)
     nominal = _Nominal(parts, keys)
     nominal.check_outage()
     nominal.check_finite()
     nominal.check_messages_fit_the_deadline()
+    nominal.check_backhaul()
     nominal.check_time()
     nominal.check_energy()
     nominal.check_deadline()
@@ -168,6 +171,7 @@ class _Nominal:
                 self.time["download"] + self.time["compute"] + self.time["upload"] + self.promotions * self.latency_s
             )
         self.n = n
+        self.components = parts.components
 
     # -- the checks ---------------------------------------------------------------------------
     def check_outage(self) -> None:
@@ -279,6 +283,25 @@ class _Nominal:
                 f"{direction} within the deadline: raise network.deadline_s to at least {seconds:.3g}, or "
                 f"{self._suggest(direction)}"
             )
+
+    def check_backhaul(self) -> None:
+        """Error when the backhaul's exchange with the cloud, once per round, takes more than MAX_ROUND_S: the
+        server waits for it, so the simulated clock would run for years a round (and the processes that live in
+        simulated time would step through them event by event: the run would not end)."""
+        backhaul = next((c for c in self.components if isinstance(c, Backhaul)), None)
+        if backhaul is None:
+            return
+        seconds = backhaul_round_s(backhaul.latency_s, self.up_bits, backhaul.rate_bps)
+        if seconds <= MAX_ROUND_S:
+            return
+        b = self.keys.backhaul
+        raise UserError(
+            f"the backhaul's exchange with the cloud takes {seconds:.3g} s of simulated time a round (2 x (latency + "
+            f"bits / rate): backhaul.latency_ms = {b.latency_ms:g}, an aggregate of {self.up_bits:.4g} bits "
+            f"({self._size(True)}) at backhaul.rate_mbps = {b.rate_mbps:g}), more than {MAX_ROUND_S:.0e} s (about "
+            f"{MAX_ROUND_S / 86400:.0f} days). Expected at most {MAX_ROUND_S:.0e} s: raise backhaul.rate_mbps or lower "
+            "backhaul.latency_ms"
+        )
 
     def _size(self, up: bool) -> str:
         """How a message's bits come about (model.name, d, bits per parameter, compression, header)."""
@@ -530,6 +553,36 @@ def _hz(hz: float) -> str:
         if hz >= scale:
             return f"{hz / scale:.4g} {unit}"
     return f"{hz:.4g} Hz"
+
+
+# -- availability: how long a round waits -------------------------------------------------------
+def _check_markov_wait(parts: RunParts, keys: Scenario) -> None:
+    """Markov on/off availability under which m devices are practically never online at once: each round would wait
+    (simulated time passes, every availability change an event) for about 1 / (the rate at which the count of
+    online devices goes from m - 1 to m), more than MAX_ROUND_S: error. The count is Binomial(N, p), p = on / (on +
+    off) (independent devices in their stationary state); it goes up from m - 1 when one of the N - m + 1 offline
+    devices comes online (rate 1 / mean_off_s each)."""
+    from scipy.stats import binom
+
+    pop = parts.population
+    if pop.availability != "markov":
+        return
+    n, m = pop.num_clients, parts.algorithm.clients_per_round
+    on, off = pop.mean_on_s, pop.mean_off_s
+    p = on / (on + off)
+    below = float(binom.cdf(m - 1, n, p))  # the share of the time with fewer than m online
+    rate = float(binom.pmf(m - 1, n, p)) * (n - m + 1) / off  # up-crossings to m online, per s
+    wait_s = below / rate if rate > 0 else math.inf
+    if wait_s <= MAX_ROUND_S:
+        return
+    raise UserError(
+        f'devices.availability = "markov" with devices.mean_on_s = {keys.devices.mean_on_s:g} and '
+        f"devices.mean_off_s = {keys.devices.mean_off_s:g}: a device is online {100 * p:.3g} % of the time, "
+        f"{n * p:.3g} of data.num_clients = {n} on average, so algorithm.clients_per_round = {m} are online at once "
+        f"only every {wait_s:.3g} s of simulated time or so, more than {MAX_ROUND_S:.0e} s: each round would wait for "
+        f"them. Expected m well below the devices online on average: lower algorithm.clients_per_round (to "
+        f"{max(1, math.floor(n * p))} or less), or raise devices.mean_on_s or data.num_clients"
+    )
 
 
 # -- cells ---------------------------------------------------------------------------------------

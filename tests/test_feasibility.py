@@ -178,6 +178,47 @@ def run(base, sets, tmp_path, capsys):
             ],
             id="no_aircomp_slot_within_the_deadline",
         ),
+        # Issue 33 item 2: what ran on past any limit (no output) is refused before the run
+        pytest.param(
+            PHONES,
+            ["network.cells=7", "algorithm.name=hierfavg", "backhaul.rate_mbps=1e-300"],
+            [
+                "the backhaul's exchange with the cloud takes 5.04e+299 s of simulated time a round",
+                "backhaul.rate_mbps = 1e-300",
+                "backhaul.latency_ms = 10",
+                "2.52e+05 bits",
+            ],
+            id="a_backhaul_so_slow_a_round_takes_years",
+        ),
+        pytest.param(
+            PHONES,
+            ["selection.name=oort", "devices.mean_on_s=1", "devices.mean_off_s=1000"],
+            [
+                'devices.availability = "markov" with devices.mean_on_s = 1 and devices.mean_off_s = 1000',
+                "online 0.0999 % of the time",
+                "algorithm.clients_per_round = 10 are online at once only every 1.02e+19 s",
+                "lower algorithm.clients_per_round (to 1 or less)",
+            ],
+            id="oort_with_markov_availability_mostly_off",
+        ),
+        pytest.param(
+            PHONES,
+            ["network.cells=7", "network.inter_site_m=1"],
+            ["network.inter_site_m = 1 puts the base stations closer than twice network.min_distance_m = 35"],
+            id="seven_cells_1m_apart",
+        ),
+        pytest.param(
+            PHONES,
+            ["algorithm.name=hierfavg", "algorithm.hierfavg.edge_rounds=10000"],
+            ["algorithm.hierfavg.edge_rounds: Input should be less than or equal to 1000"],
+            id="ten_thousand_edge_rounds",
+        ),
+        pytest.param(
+            PHONES,
+            ["algorithm.name=hierfavg", "algorithm.hierfavg.edge_rounds=1000", "run.rounds=1001"],
+            ["run.rounds = 1001 x algorithm.hierfavg.edge_rounds = 1000 is 1,001,000 training phases"],
+            id="a_million_edge_rounds",
+        ),
     ],
 )
 def test_infeasible_runs_are_exit_2_naming_the_keys(base, sets, expected, tmp_path, capsys):

@@ -70,6 +70,13 @@ def test_drop_covers_the_cells_union_and_keeps_the_minimum_distance():
     assert counts.min() > 850 and counts.max() < 1150
 
 
+def test_a_drop_where_no_point_can_be_far_enough_from_its_site_is_an_error_not_a_hang():
+    """Issue 33: 7 cells 1 m apart with min_distance_m = 35 m looped for ever, rejecting every point."""
+    with pytest.raises(ValueError, match="must be below half the inter-site distance"):
+        drop_in_hex_cells(np.random.default_rng(0), 5, hex_sites_m(7, 1.0), 1.0, 35.0)
+    assert drop_in_hex_cells(np.random.default_rng(0), 5, hex_sites_m(7, 71.0), 71.0, 35.0).shape == (5, 2)
+
+
 def test_association_to_the_strongest_mean_link_by_hand():
     sites = np.array([[0.0, 0.0], [1000.0, 0.0]])
     points = np.array([[300.0, 0.0], [700.0, 0.0], [450.0, 0.0]])

@@ -17,6 +17,11 @@ from edgefl.sim.component import Component
 from edgefl.sim.physics import UPLOAD
 
 
+def backhaul_round_s(latency_s: float, bits: float, rate_bps: float) -> float:
+    """The round's exchange with the cloud (s): up and back, 2 (latency + bits / rate), every edge in parallel."""
+    return 2.0 * (latency_s + bits / rate_bps)
+
+
 class Backhaul(Component):
     may_change_participation = False  # it only adds time and energy
 
@@ -47,7 +52,7 @@ class Backhaul(Component):
     def round_end(self, round_: int) -> None:
         if not self._edges:
             return
-        seconds = 2.0 * (self.latency_s + self._bits / self.rate_bps)  # up to the cloud and back, edges in parallel
+        seconds = backhaul_round_s(self.latency_s, self._bits, self.rate_bps)
         self.energy_j += 2.0 * self._bits * len(self._edges) * self.energy_j_per_bit  # J = bits x J/bit
         self.time_s += seconds
         self.cloud_rounds += 1
