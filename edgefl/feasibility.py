@@ -111,6 +111,7 @@ def check_feasible(parts: RunParts, keys: Scenario) -> None:
     nominal.check_finite()
     nominal.check_messages_fit_the_deadline()
     nominal.check_backhaul()
+    nominal.check_buffer_can_fill()
     nominal.check_time()
     nominal.check_energy()
     nominal.check_deadline()
@@ -301,6 +302,30 @@ class _Nominal:
             f"({self._size(True)}) at backhaul.rate_mbps = {b.rate_mbps:g}), more than {MAX_ROUND_S:.0e} s (about "
             f"{MAX_ROUND_S / 86400:.0f} days). Expected at most {MAX_ROUND_S:.0e} s: raise backhaul.rate_mbps or lower "
             "backhaul.latency_ms"
+        )
+
+    def check_buffer_can_fill(self) -> None:
+        """Error when a buffering server (FedBuff: ``buffer_size`` K uploads per server update) can never receive K
+        uploads in the whole run: devices on batteries that nothing recharges (devices.harvest_w = 0) complete at
+        most floor(battery / nominal chain energy) chains each (a chain: its download, its τ steps, its upload, the
+        promotions; radio tails, retransmissions and idle waits make it dearer), so the model would never change."""
+        k = getattr(self.algorithm.hp, "buffer_size", None)
+        pop = self.pop
+        if k is None or not np.isfinite(pop.battery_j).all() or (pop.harvest_w > 0).any():
+            return
+        chain_j = sum(self.energy[part] for part in self.PARTS) + self.promotions * self.latency_j
+        with np.errstate(divide="ignore", invalid="ignore"):
+            chains = np.where(chain_j > 0, np.floor(pop.battery_j / chain_j), np.inf)
+        most = float(chains.sum())
+        if most >= k:
+            return
+        raise UserError(
+            f"algorithm.{self.algorithm.name}.buffer_size = {k} uploads per server update, but the devices' batteries "
+            f"(devices.battery_j, nothing recharging them: devices.harvest_w = 0) pay for at most {most:.0f} chains "
+            f"in the whole run (at least {float(np.min(chain_j)):.3g} J a chain: a model down, "
+            f"algorithm.local_steps = {self.steps} steps, a model up): the buffer could never fill, and the model "
+            f"would never change. Expected buffer_size <= {most:.0f}: lower it, or give the devices more battery or "
+            "harvesting"
         )
 
     def _size(self, up: bool) -> str:

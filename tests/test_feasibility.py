@@ -219,6 +219,17 @@ def run(base, sets, tmp_path, capsys):
             ["run.rounds = 1001 x algorithm.hierfavg.edge_rounds = 1000 is 1,001,000 training phases"],
             id="a_million_edge_rounds",
         ),
+        # issue 33 item 4: a setting under which the model can never change (it ran, silently, without an update)
+        pytest.param(
+            PHONES,
+            ["algorithm.name=fedbuff", "algorithm.fedbuff.buffer_size=100000", "devices.harvest_w=0"],
+            [
+                "algorithm.fedbuff.buffer_size = 100000 uploads per server update",
+                "pay for at most 43299 chains in the whole run",
+                "the model would never change",
+            ],
+            id="a_fedbuff_buffer_no_battery_can_fill",
+        ),
     ],
 )
 def test_infeasible_runs_are_exit_2_naming_the_keys(base, sets, expected, tmp_path, capsys):
@@ -237,6 +248,17 @@ def test_a_trace_with_fewer_devices_than_m_is_exit_2(tmp_path, capsys):
     )
     assert code == 2, err
     assert "lists 3 device(s)" in err and "algorithm.clients_per_round = 10" in err and "trace.csv" in err, err
+    assert not out.exists()
+
+
+def test_a_sweep_refused_before_its_first_point_leaves_nothing_behind(tmp_path, capsys):
+    """Issue 33: a sweep refused for "no upload can arrive" left its results folder (sweep.json, points/, the lock
+    and the marker)."""
+    out = tmp_path / "sweep"
+    argv = ["sweep", str(QUICKSTART), "--out", str(out), "--quiet", "--grid", "algorithm.local_steps=1,2"]
+    code = main([*argv, "--set", "run.rounds=1", "--set", "network.snr_db=-50"])
+    err = capsys.readouterr().err
+    assert code == 2 and "no upload can be expected to arrive" in err, err
     assert not out.exists()
 
 

@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 
 from edgefl.data import DataError
-from edgefl.errors import WorkerDied
+from edgefl.errors import UserError, WorkerDied
 from edgefl.parts import build_pricer
 from edgefl.plugins import PluginError, faults_named, import_plugins
 from edgefl.results import empty_again, open_folder
@@ -121,7 +121,7 @@ class SweepSummary:
 
 def user_errors() -> tuple[type[Exception], ...]:
     """The exceptions that mean a user mistake (for the CLI)."""
-    return (SweepError, ScenarioError, DataError, PluginError)
+    return (SweepError, ScenarioError, DataError, PluginError, UserError)  # UserError: e.g. edgefl.feasibility
 
 
 def run_sweep(
