@@ -65,7 +65,7 @@ class HierFAVG(Algorithm):
         edge_model = {edge: self.w for edge in edges}
         edge_data = {edge: 0.0 for edge in edges}  # data of the clients whose uploads reached the edge
         for _ in range(hp.edge_rounds):
-            start = self.w if len(edges) == 1 else torch.stack([edge_model[int(c)] for c in cells])
+            start = self.w if len(edges) <= 1 else torch.stack([edge_model[int(c)] for c in cells])  # (none: nobody)
             yield Broadcast(selected, ctx.model_bits)
             result = yield Train(selected, start, ctx.local_steps, sgd_step, shared={"lr": ctx.lr})
             arrived = yield Upload(selected, ctx.model_bits)
