@@ -137,6 +137,17 @@ def _python_function(attr) -> bool:
     return isinstance(attr, (types.FunctionType, staticmethod, classmethod, property))
 
 
+_STATIC: dict[tuple[type, str], object] = {}  # (class, name) -> inspect.getattr_static's answer (classes do not change)
+_CONTAINERS = frozenset({list, dict, set})  # their append, extend, __setitem__ and add are builtins
+
+
+def _static(cls: type, name: str):
+    key = (cls, name)
+    if key not in _STATIC:
+        _STATIC[key] = inspect.getattr_static(cls, name, None)
+    return _STATIC[key]
+
+
 class _Unpickler(pickle._Unpickler):  # the Python unpickler: each opcode that calls something is checked here
     """Reads data only (issue 33): ``find_class`` gives only what :data:`ALLOWED` names, torch dtypes, and classes
     defined in the project's packages or in ``modules`` (never a function of theirs, never a ``__main__``), and
@@ -199,7 +210,7 @@ class _Unpickler(pickle._Unpickler):  # the Python unpickler: each opcode that c
             return cls.__new__(cls, *args, **kwargs)
         if issubclass(cls, tuple) and hasattr(cls, "_fields") and not kwargs:  # a named tuple: its items
             return tuple.__new__(cls, args)
-        if args or kwargs or _python_function(inspect.getattr_static(cls, "__new__", None)):
+        if args or kwargs or _python_function(_static(cls, "__new__")):
             self._refuse(f"makes an object of {cls.__module__}.{cls.__qualname__} with arguments")
         return cls.__new__(cls)
 
@@ -217,7 +228,7 @@ class _Unpickler(pickle._Unpickler):  # the Python unpickler: each opcode that c
     def load_build(self):
         state, inst = self.stack[-1], self.stack[-2]
         cls = type(inst)
-        setstate = inspect.getattr_static(cls, "__setstate__", None)
+        setstate = _static(cls, "__setstate__")
         if (
             _project_class(cls, self._modules)
             and _python_function(setstate)
@@ -226,13 +237,13 @@ class _Unpickler(pickle._Unpickler):  # the Python unpickler: each opcode that c
             self._refuse(f"sets the state of {cls.__module__}.{cls.__qualname__} through its own __setstate__")
         if setstate is None and isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
             for key in state[1]:  # slots: setattr, so no property (code) may be among them
-                attr = inspect.getattr_static(cls, key, None) if isinstance(key, str) else None
+                attr = _static(cls, key) if isinstance(key, str) else None
                 if attr is not None and not isinstance(attr, types.MemberDescriptorType):
                     self._refuse(f"sets {cls.__qualname__}.{key!s:.40}, which is not a plain attribute")
         super().load_build()
 
     def _builtin_method(self, obj, method: str) -> None:
-        if _python_function(inspect.getattr_static(type(obj), method, None)):
+        if type(obj) not in _CONTAINERS and _python_function(_static(type(obj), method)):
             self._refuse(f"calls {type(obj).__qualname__}.{method}, code of its own")
 
     def load_appends(self):

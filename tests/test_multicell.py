@@ -399,23 +399,23 @@ def test_hierfavgs_edges_follow_handovers():
     assert not np.array_equal(seen[-1][0], dropped)  # some client changed edge
 
 
+BACKHAUL = [  # hierfavg on seven cells of static phones, a backhaul
+    "run.rounds=3",
+    "data.num_clients=30",
+    "network.cells=7",
+    "devices.speed_mps=0",
+    "algorithm.name=hierfavg",
+    "backhaul.rate_mbps=100",
+    "backhaul.energy_j_per_bit=1e-8",
+]
+
+
 def test_the_backhaul_charges_time_and_energy_by_hand(tmp_path):
     """[backhaul]: each round, every edge with uploads sends one aggregate (the largest upload message) to the
     cloud and gets the model back: 2 (latency + bits / rate) of time, 2 bits x edges x J/bit of energy."""
-    sets = [
-        "run.rounds=3",
-        "data.num_clients=30",
-        "network.cells=7",
-        "devices.speed_mps=0",
-        "algorithm.name=hierfavg",
-        "algorithm.hierfavg.edge_rounds=2",
-        "backhaul.rate_mbps=100",
-        "backhaul.latency_ms=20",
-        "backhaul.energy_j_per_bit=1e-8",
-    ]
-    out = run_files(tmp_path, "backhaul", PHONES, sets)
-    import json
-
+    out = run_files(
+        tmp_path, "backhaul", PHONES, [*BACKHAUL, "algorithm.hierfavg.edge_rounds=2", "backhaul.latency_ms=20"]
+    )
     dim = json.loads((out / "summary.json").read_text())["model_parameters"]
     bits = dim * 32 + 800  # fp32 model + phones-in-a-cell's header_bits
     cell = {int(r["client"]): int(r["cell"]) for r in read_clients(out)}
@@ -441,23 +441,14 @@ def test_the_backhaul_bills_only_the_edges_that_received_an_upload(tmp_path):
     cloud_rounds 1, 2, 3 and backhaul energy. Every device fails before its upload ends here: no exchange with the
     cloud, 0 J; with half of them failing, only the cells whose uploads got through are billed (the hand test
     above, on the rows of status ok)."""
-    sets = [
-        "run.rounds=3",
-        "data.num_clients=30",
-        "network.cells=7",
-        "devices.speed_mps=0",
-        "algorithm.name=hierfavg",
-        "backhaul.rate_mbps=100",
-        "backhaul.energy_j_per_bit=1e-8",
-    ]
-    out = run_files(tmp_path, "none", PHONES, [*sets, "devices.p_fail=0.999999"])
+    out = run_files(tmp_path, "none", PHONES, [*BACKHAUL, "devices.p_fail=0.999999"])
     events = list(csv.DictReader(open(out / "events.csv")))
     assert events and all(e["status"] != "ok" for e in events)  # work was planned and charged, none went through
     assert not any(e["kind"] == "upload" and e["status"] == "ok" for e in events)
     for row in csv.DictReader(open(out / "metrics.csv")):
         assert int(row["cloud_rounds"]) == 0
         assert float(row["backhaul_s"]) == 0.0 and float(row["backhaul_energy_j"]) == 0.0
-    half = run_files(tmp_path, "half", PHONES, [*sets, "devices.p_fail=0.5"])
+    half = run_files(tmp_path, "half", PHONES, [*BACKHAUL, "devices.p_fail=0.5"])
     cell = {int(r["client"]): int(r["cell"]) for r in read_clients(half)}
     events = list(csv.DictReader(open(half / "events.csv")))
     billed = planned = 0
