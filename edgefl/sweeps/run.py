@@ -121,7 +121,7 @@ class SweepSummary:
 
 def user_errors() -> tuple[type[Exception], ...]:
     """The exceptions that mean a user mistake (for the CLI)."""
-    return (SweepError, ScenarioError, DataError, PluginError, UserError)  # UserError: e.g. edgefl.feasibility
+    return (SweepError, ScenarioError, DataError, PluginError)
 
 
 def run_sweep(
@@ -190,7 +190,7 @@ def _run_locked(plan, out, workers, backend, address, force, progress, claimed, 
             unit="point",
         )
         results = assemble_results(out, plan)
-    except user_errors():
+    except (*user_errors(), UserError):  # (UserError: e.g. edgefl.feasibility's refusal of the first point)
         if not (out / POINTS_DIR).is_dir() or not any((out / POINTS_DIR).iterdir()):
             empty_again(out, claimed)  # e.g. missing data: leave nothing behind in a folder that was new or empty
         raise
