@@ -65,6 +65,7 @@ WORK = [
     ("cells7", "tdma"),
     ("cells7", "min_energy"),
     ("backhaul", "aircomp"),
+    ("aircomp", "cells7"),  # over the air on several cells: issue 31 item 6
     ("ideal", "topk"),
 ]
 
@@ -79,7 +80,6 @@ REFUSED = [
     ("min_energy", "tdma", 'network.access = "tdma" is not supported'),
     ("topk", "aircomp", "compression.name = 'topk' must be \"none\""),
     ("oort", "ideal", "selection.name = 'oort' needs run.engine = \"simpy\""),
-    ("aircomp", "cells7", 'network.cells > 1 with network.uplink = "aircomp" is not supported'),
     ("deadline_fit", "ideal", "control.name = 'deadline_fit' needs run.engine = \"simpy\""),
 ]
 
