@@ -96,7 +96,6 @@ def test_nobody_meets_the_deadline_model_unchanged(name):
     w0 = sim.algorithm.model.clone()
     for r in range(2):
         sim.engine.run_round(sim.algorithm, r)
-    assert not [e for e in sim.pricer.events if e.kind == "upload" and e.status == "ok"]  # nobody got through
     assert torch.equal(sim.algorithm.model, w0)
 
 
