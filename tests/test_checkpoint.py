@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,8 @@ from edgefl.cli import main
 from edgefl.results import checkpoint_file
 from edgefl.runner import Simulation, write_results
 from edgefl.scenario import load_scenario
+
+from conftest import hooked_edgefl
 
 ROOT = Path(__file__).resolve().parents[1]
 PHONES = ROOT / "scenarios" / "phones-in-a-cell.toml"
@@ -220,18 +221,23 @@ def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path, algorithm)
         )
 
     reference, out = tmp_path / "reference", tmp_path / "res"
-    assert edgefl(reference).wait(timeout=300) == 0
-    run = edgefl(out)
+    assert edgefl(reference).wait(timeout=600) == 0
     checkpoint = checkpoint_file(out)
-    deadline = time.monotonic() + 300
-    while not checkpoint.exists() and run.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert checkpoint.exists(), "the run ended or timed out before its first checkpoint"
-    os.kill(run.pid, signal.SIGKILL)
-    run.wait()
+    # SIGKILLed right after its second checkpoint (round 4 of 8) is in place
+    run = hooked_edgefl(
+        ["run", PHONES, "--out", out, *args],
+        name=checkpoint.name,
+        count=2,
+        when="after",
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert run.wait(timeout=600) == -signal.SIGKILL, run.stderr.read().decode()[-2000:]
+    assert checkpoint.exists()
     assert not out.exists()
     resumed = edgefl(out, "--resume")
-    _, err = resumed.communicate(timeout=300)
+    _, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err.decode()[-2000:]
     assert f"resuming {algorithm} after round" in err.decode()
     for name in COMPARED:
