@@ -103,9 +103,9 @@ def cmd_scenarios(args) -> int:
 def cmd_run(args) -> int:
     from edgefl.data import DataError
     from edgefl.results import check_target
-    from edgefl.runner import simulate, write_results
 
     scenario = load(args.scenario, args.overrides)
+    from edgefl.runner import simulate, write_results  # after the scenario is valid: a mistake is told sooner
     out = args.out or Path("results") / Path(args.scenario).stem
     check_target(out, args.force)  # before the work: a folder in the way is an error now, not after the run
     from edgefl.target import parse_target
