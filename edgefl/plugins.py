@@ -19,12 +19,12 @@ import os
 import sys
 import traceback
 from contextlib import contextmanager
-from importlib.metadata import entry_points
 from pathlib import Path
 
 import numpy as np
 
 from edgefl.errors import UserError
+from plugin_registry import installed
 
 # scenario key -> the entry-point group of installed plug-ins (None: "package.module:attribute" only)
 PLUGIN_KEYS: dict[str, str | None] = {
@@ -99,7 +99,7 @@ def target_of(key: str, value: str) -> str | None:
     group = PROCESS_GROUP if key.startswith("process[") else PLUGIN_KEYS[key]
     if group is None:
         return None
-    match = [ep.value for ep in entry_points(group=group) if ep.name == value]
+    match = [target for name, target in installed(group) if name == value]
     return match[0] if match else None
 
 
