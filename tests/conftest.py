@@ -99,6 +99,8 @@ hook = json.loads(os.environ["EDGEFL_TEST_HOOK"])
 module_name, _, attr = hook["call"].rpartition(".")
 module = importlib.import_module(module_name)
 original, seen, sig = getattr(module, attr), [0], getattr(signal, hook["signal"])
+# Ctrl-C as in a terminal: a test runner's worker (pytest-xdist) ignores SIGINT, and a child inherits that
+signal.signal(signal.SIGINT, signal.default_int_handler)
 def fire():
     if hook["target"] == "group":
         os.killpg(os.getpgrp(), sig)
