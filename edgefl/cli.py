@@ -106,6 +106,7 @@ def cmd_run(args) -> int:
 
     scenario = load(args.scenario, args.overrides)
     from edgefl.runner import simulate, write_results  # after the scenario is valid: a mistake is told sooner
+
     out = args.out or Path("results") / Path(args.scenario).stem
     check_target(out, args.force)  # before the work: a folder in the way is an error now, not after the run
     from edgefl.target import parse_target
