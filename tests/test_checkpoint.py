@@ -222,28 +222,40 @@ def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path, algorithm)
 
     reference, out = tmp_path / "reference", tmp_path / "res"
     assert edgefl(reference).wait(timeout=600) == 0
+    command = ["-v", "run", PHONES, *args]
+    err = killed_then_resumed(command, out, env=env, cwd=ROOT)
+    assert f"resuming {algorithm} after round" in err
     checkpoint = checkpoint_file(out)
-    # SIGKILLed right after its second checkpoint (round 4 of 8) is in place
-    run = hooked_edgefl(
-        ["run", PHONES, "--out", out, *args],
-        name=checkpoint.name,
-        count=2,
-        when="after",
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    assert run.wait(timeout=600) == -signal.SIGKILL, run.stderr.read().decode()[-2000:]
-    assert checkpoint.exists()
-    assert not out.exists()
-    resumed = edgefl(out, "--resume")
-    _, err = resumed.communicate(timeout=600)
-    assert resumed.returncode == 0, err.decode()[-2000:]
-    assert f"resuming {algorithm} after round" in err.decode()
     for name in COMPARED:
         assert (out / name).read_bytes() == (reference / name).read_bytes(), name
     assert not checkpoint.exists()
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+def killed_then_resumed(command: list, out: Path, **popen) -> str:
+    """`edgefl COMMAND --out OUT` (``popen``: more Popen arguments) SIGKILLed right after its first checkpoint is in
+    place (conftest.hooked_edgefl: at that call, not after a guessed wait), then the same with --resume to the end;
+    its stderr."""
+    checkpoint = checkpoint_file(out)
+    run = hooked_edgefl(
+        [*command, "--out", out],
+        name=checkpoint.name,
+        when="after",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        **popen,
+    )
+    assert run.wait(timeout=600) == -signal.SIGKILL, run.stderr.read().decode()[-2000:]
+    assert checkpoint.exists() and not out.exists()
+    resumed = subprocess.Popen(
+        [sys.executable, "-m", "edgefl", *map(str, command), "--out", str(out), "--resume"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        **popen,
+    )
+    _, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err.decode()[-2000:]
+    return err.decode()
 
 
 def test_a_checkpoint_being_written_carries_its_header_on_disk_before_the_state_is_pickled(tmp_path, monkeypatch):

@@ -5,15 +5,18 @@ scenario mistake are answered without loading them. Each sub-command's ``func`` 
 
 edgefl sweep SCENARIO [--grid key=v1,v2,...]... [--seeds K] [--out DIR] [--set key=value]...
                       [--workers N] [--backend local|ray [--address ADDR]] [--force] [--quiet]
-edgefl compare SCENARIO --algorithms A,B,... [--seeds K] [--target METRIC=VALUE] [--out DIR] ...
+edgefl compare SCENARIO --algorithms A,B,... [--seeds K] [--target METRIC=VALUE] [--out DIR] [--no-plots]
 edgefl optimal-tau DIR --target acc_worst=0.80 [--window 5] [--confidence 0.95] [--out DIR] [--no-plots]
 edgefl plot DIR [--metric acc_worst] [--target acc_worst=0.80] [--window 5] [--at key=value]... [--out DIR]
+
+compare, optimal-tau and plot draw their figures in --format png (default), pdf or svg (edgefl.figures).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from edgefl.figures import add_format_argument
 from edgefl.sweeps.jobs import BACKENDS
 from edgefl.target import DEFAULT_WINDOW
 
@@ -108,6 +111,7 @@ def register_commands(sub) -> None:
         "folder edgefl did not write (with everything in it)",
     )
     p.add_argument("--no-plots", action="store_true", help="tables only")
+    add_format_argument(p)
     p.set_defaults(func="cmd_compare")
 
     p = sub.add_parser(
@@ -134,6 +138,7 @@ def register_commands(sub) -> None:
         "for a window or confidence other than the default)",
     )
     p.add_argument("--no-plots", action="store_true", help="tables only")
+    add_format_argument(p)
     p.set_defaults(func="cmd_optimal_tau")
 
     p = sub.add_parser(
@@ -143,7 +148,11 @@ def register_commands(sub) -> None:
         "versus rounds-to-target (needs --target).",
     )
     p.add_argument("dir", type=Path, help="a finished sweep folder (with results.csv)")
-    p.add_argument("--metric", default="acc_worst", help="metric on the y axis (default acc_worst)")
+    p.add_argument(
+        "--metric",
+        default=None,
+        help="metric on the y axis (default: the --target's metric, else acc_worst)",
+    )
     p.add_argument("--target", default=None, metavar="METRIC=VALUE", help="for the Pareto front, e.g. acc_worst=0.8")
     p.add_argument(
         "--window",
@@ -162,7 +171,8 @@ def register_commands(sub) -> None:
         "--out",
         type=Path,
         default=None,
-        help="where to write the figures (default: DIR, and tau-pareto.png beside optimal-tau's outputs "
+        help="where to write the figures (default: DIR, and tau-pareto beside optimal-tau's outputs "
         "for the target, DIR/optimal-tau_METRIC=VALUE)",
     )
+    add_format_argument(p)
     p.set_defaults(func="cmd_plot")
