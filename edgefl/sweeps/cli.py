@@ -1,14 +1,5 @@
-"""Sub-commands for sweeps; their arguments are in edgefl.sweeps.arguments, and edgefl.cli imports this module
-only when one of them runs:
-
-edgefl sweep SCENARIO [--grid key=v1,v2,...]... [--seeds K] [--out DIR] [--set key=value]...
-                      [--workers N] [--backend local|ray [--address ADDR]] [--force] [--quiet]
-edgefl compare SCENARIO --algorithms A,B,... [--seeds K] [--target METRIC=VALUE] [--out DIR] [--no-plots]
-edgefl optimal-tau DIR --target acc_worst=0.80 [--window 5] [--confidence 0.95] [--out DIR] [--no-plots]
-edgefl plot DIR [--metric acc_worst] [--target acc_worst=0.80] [--window 5] [--at key=value]... [--out DIR]
-
-compare, optimal-tau and plot draw their figures in --format png (default), pdf or svg (edgefl.figures).
-"""
+"""The sweep sub-commands: ``edgefl sweep | compare | optimal-tau | plot``. Their arguments and usage are in
+:mod:`edgefl.sweeps.arguments`; edgefl.cli imports this module only when one of them runs."""
 
 from __future__ import annotations
 
