@@ -107,6 +107,20 @@ CASES = {
         "backhaul.latency_ms=20",
         "backhaul.energy_j_per_bit=1e-8",
     ],
+    # issue 33: the aggregation noise's stream was not restored (126 rows of metrics.csv differed from round 25)
+    "over-the-air computation (truncation's fading and the aggregation noise, streams of their own)": [
+        "network.uplink=aircomp",
+        "algorithm.fedavg.weighting=uniform",
+    ],
+    "fedcs selection, dedicated bands, rician block fading": [
+        "selection.name=fedcs",
+        "network.access=dedicated",
+        "network.fading=rician",
+        "network.coherence_s=0.05",
+    ],
+    "energy_aware selection (its observer's state)": [
+        "selection.name=energy_aware",
+    ],
 }
 
 
@@ -119,6 +133,105 @@ def test_a_resumed_run_is_identical_to_an_uninterrupted_one(tmp_path, overrides)
     for name in straight:
         assert resumed[name] == straight[name], name
     assert not checkpoint_file(tmp_path / "resumed").exists()  # removed once the results are written
+
+
+JITTER = """
+import numpy as np
+
+from edgefl.sim.component import Component
+
+
+class Jitter(Component):
+    \"\"\"Each upload at a random share of its planned rate: a plug-in component with a random stream of its own.\"\"\"
+
+    changes_uplink_rate = True
+    may_change_participation = False
+
+    @classmethod
+    def from_scenario(cls, params, network, population, seed):
+        return cls(seed)
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng([seed, 7])
+
+    def chains_started(self, clients, plans, procs):
+        for client in clients:
+            self.core.set_uplink_rate_factor(client, float(self.rng.uniform(0.5, 1.0)))
+"""
+
+
+@pytest.mark.parametrize(
+    "processes",
+    [[{"name": "thermal", "throttle_c": 36.0, "resume_c": 33.0}], [{"name": "my_jitter:Jitter"}]],
+    ids=["thermal", "a plug-in component with a random stream"],
+)
+def test_a_resumed_run_with_a_process_component_is_identical(tmp_path, monkeypatch, processes):
+    """[[process]] components (issue 33: every component's state and random stream restored on --resume)."""
+    import tomllib
+
+    from edgefl.scenario import scenario_from_dict
+
+    (tmp_path / "my_jitter.py").write_text(JITTER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    raw = tomllib.loads(PHONES.read_text())
+    raw["data"]["dir"] = str((PHONES.parent / raw["data"]["dir"]).resolve())
+    raw["run"].update(rounds=4, checkpoint_every=2)
+    raw["data"]["num_clients"], raw["algorithm"]["clients_per_round"], raw["algorithm"]["local_steps"] = 20, 6, 3
+    raw["process"] = processes
+    try:
+        scenario = scenario_from_dict(raw)
+        straight = outputs(Simulation(scenario).run(progress=False), tmp_path / "straight")
+        resumed = outputs(interrupted_and_resumed(scenario, tmp_path / "resumed", stop_after=2), tmp_path / "resumed")
+        assert resumed == straight
+    finally:
+        sys.modules.pop("my_jitter", None)
+
+
+def test_the_unpickler_makes_data_and_calls_nothing_of_the_project():
+    """A checkpoint's pickle gets data back (named tuples, dataclasses, pydantic models, arrays, tensors, random
+    generators) but cannot call a class of the project (REDUCE), make one with arguments (NEWOBJ), or have its own
+    code run through a property, append or __setitem__ (issue 33)."""
+    import pickle
+
+    import numpy as np
+    import torch
+
+    from edgefl.checkpoint import restricted_loads
+    from edgefl.sim.backhaul import Backhaul
+    from edgefl.sim.booking import LogRow
+
+    data = {
+        "row": LogRow(1, "upload", "upload", 0.0, 1.0, 8.0, 2, 1.0, 0.0, "ok", 0.0, 0.2),
+        "component": Backhaul(1e6, 0.01, 1e-9),
+        "scenario": load_scenario(QUICKSTART),
+        "array": np.arange(5.0),
+        "tensor": torch.ones(3),
+        "rng": np.random.default_rng(3),
+        "torch_rng": torch.Generator().manual_seed(4),
+    }
+    back = restricted_loads(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
+    assert back["row"] == data["row"] and type(back["row"]) is LogRow
+    assert vars(back["component"]) == vars(data["component"])
+    assert back["scenario"] == data["scenario"] and torch.equal(back["tensor"], data["tensor"])
+    assert back["rng"].random() == data["rng"].random()
+
+    class Calls:
+        def __init__(self, reduce):
+            self.reduce = reduce
+
+        def __reduce__(self):
+            return self.reduce
+
+    crafted = {  # (protocol 0 GLOBAL opcodes, then protocol 2+ NEWOBJ / NEWOBJ_EX / BUILD)
+        "a class of the project called": pickle.dumps(Calls((Backhaul, (1.0, 0.0, 0.0)))),
+        "made with arguments": b"\x80\x04cedgefl.sim.backhaul\nBackhaul\n(F1.0\nF0.0\nF0.0\nt\x81.",
+        "made with keyword arguments": b"\x80\x04cedgefl.sim.backhaul\nBackhaul\n)}(Vrate_bps\nF1.0\nu\x92.",
+        "a property set": b"\x80\x04cedgefl.sim.pricer\nSimPyPricer\n)\x81N}(Vbefore_step\nI1\nu\x86b.",
+    }
+    for what, crafted_bytes in crafted.items():
+        with pytest.raises(pickle.UnpicklingError, match="which a checkpoint may not"):
+            restricted_loads(crafted_bytes)
+            raise AssertionError(what)
 
 
 def test_availability_trace_resumes_identically(tmp_path):
