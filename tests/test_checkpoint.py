@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,8 @@ from edgefl.cli import main
 from edgefl.results import checkpoint_file
 from edgefl.runner import Simulation, write_results
 from edgefl.scenario import load_scenario
+
+from conftest import hooked_edgefl
 
 ROOT = Path(__file__).resolve().parents[1]
 PHONES = ROOT / "scenarios" / "phones-in-a-cell.toml"
@@ -333,8 +334,9 @@ def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path, algorithm)
         )
 
     reference, out = tmp_path / "reference", tmp_path / "res"
-    assert edgefl(reference).wait(timeout=300) == 0
-    err = killed_then_resumed(edgefl, out)
+    assert edgefl(reference).wait(timeout=600) == 0
+    command = ["-v", "run", PHONES, *args]
+    err = killed_then_resumed(command, out, env=env, cwd=ROOT)
     assert f"resuming {algorithm} after round" in err
     checkpoint = checkpoint_file(out)
     for name in COMPARED:
@@ -343,20 +345,28 @@ def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path, algorithm)
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
 
 
-def killed_then_resumed(edgefl, out: Path) -> str:
-    """Start ``edgefl(out)`` (a Popen of ``edgefl run``), SIGKILL it once its first checkpoint exists, then run
-    ``edgefl(out, "--resume")`` to the end; its stderr."""
-    run = edgefl(out)
+def killed_then_resumed(command: list, out: Path, **popen) -> str:
+    """`edgefl COMMAND --out OUT` (``popen``: more Popen arguments) SIGKILLed right after its first checkpoint is in
+    place (conftest.hooked_edgefl: at that call, not after a guessed wait), then the same with --resume to the end;
+    its stderr."""
     checkpoint = checkpoint_file(out)
-    deadline = time.monotonic() + 300
-    while not checkpoint.exists() and run.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert checkpoint.exists(), "the run ended or timed out before its first checkpoint"
-    os.kill(run.pid, signal.SIGKILL)
-    run.wait()
-    assert not out.exists()
-    resumed = edgefl(out, "--resume")
-    _, err = resumed.communicate(timeout=300)
+    run = hooked_edgefl(
+        [*command, "--out", out],
+        name=checkpoint.name,
+        when="after",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        **popen,
+    )
+    assert run.wait(timeout=600) == -signal.SIGKILL, run.stderr.read().decode()[-2000:]
+    assert checkpoint.exists() and not out.exists()
+    resumed = subprocess.Popen(
+        [sys.executable, "-m", "edgefl", *map(str, command), "--out", str(out), "--resume"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        **popen,
+    )
+    _, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err.decode()[-2000:]
     return err.decode()
 

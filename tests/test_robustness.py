@@ -123,12 +123,12 @@ def run_case(base: Path, assignments: list[tuple[str, object]], tmp_path: Path, 
 
 
 def _timeout(signum, frame):
-    raise TimeoutError("a 2-round run took more than 60 s")
+    raise TimeoutError("a 2-round run took more than 300 s")
 
 
 def _fuzz(base, assignments, tmp_path, capsys):
     previous = signal.signal(signal.SIGALRM, _timeout)
-    signal.alarm(60)  # a hang fails the test
+    signal.alarm(300)  # a hang fails the test (generous: a loaded machine is slow, not hung)
     try:
         code, err, out = run_case(base, assignments, tmp_path, capsys)
     finally:
