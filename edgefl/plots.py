@@ -16,14 +16,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import algorithms  # noqa: E402
 from edgefl import run_plots as rp  # noqa: E402
 from edgefl.physical import cell_sites_m  # noqa: E402
-from edgefl.run_plots import DPI, bars, tight  # noqa: E402
+from edgefl.run_plots import CATEGORY_COLORS, DPI, bars, tight  # noqa: E402
+from edgefl.target import energy_at  # noqa: E402
 from energy import CATEGORIES  # noqa: E402
 
 MAX_BARS = 200  # energy_clients.png: above this many clients, one bar per device class
 # zlib level of the PNGs: 3 encodes in ~60 % of the time of PIL's default 6 (a 770 x 418 figure: 15 ms instead of
 # 25 ms); the run's figures are 5-15 % larger
 PNG_COMPRESSION = 3
-CATEGORY_COLORS = {"compute": "#4c72b0", "uplink": "#dd8452", "downlink": "#55a868", "idle": "#8c8c8c"}
 
 
 def _evaluated(metrics):
@@ -34,7 +34,7 @@ def _evaluated(metrics):
 # accuracy.png and accuracy_energy.png, and Result.plot("accuracy") / ("accuracy-energy"): one drawing each
 ACCURACY_FIGURES = {
     "accuracy": ("round", "round"),
-    "accuracy-energy": ("energy_j", "cumulative energy, all clients (J)"),
+    "accuracy-energy": ("committed_energy_j", "committed energy, all clients (J): booked + radio tails to run"),
 }
 
 
@@ -52,7 +52,7 @@ def draw_accuracy(metrics, kind: str = "accuracy", title: str = ""):
 
 def plot_accuracy(ax, metrics, x_key: str, xlabel: str, label_prefix: str = ""):
     rows = _evaluated(metrics)
-    x = [r[x_key] for r in rows]
+    x = [energy_at(r) if x_key == "committed_energy_j" else r[x_key] for r in rows]  # (older files: booked)
     mean = [r["acc_mean"] for r in rows]
     std = [r["acc_std"] for r in rows]
     ax.plot(x, mean, label=f"{label_prefix}mean")
@@ -188,7 +188,7 @@ def plot_run(
         ax.set_xticks(positions[::step], [name for name, _ in groups][::step], fontsize=7)
         ax.set_xlabel("client")
     ax.set_ylabel("energy (J)")
-    ax.set_title(f"{title}\nenergy per client by category", fontsize=9)
+    ax.set_title(f"{title}\nenergy booked per client by category, whole run (= committed at its end)", fontsize=9)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: hides no bar
     tight(fig)
     written.append(_save(fig, out_dir / "energy_clients.png"))

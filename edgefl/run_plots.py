@@ -28,7 +28,14 @@ from matplotlib.transforms import ScaledTranslation, blended_transform_factory  
 
 from energy import CATEGORIES  # noqa: E402
 
-CATEGORY_COLORS = {"compute": "#4c72b0", "uplink": "#dd8452", "downlink": "#55a868", "idle": "#8c8c8c"}
+CATEGORY_COLORS = {
+    "compute": "#4c72b0",
+    "uplink": "#dd8452",
+    "downlink": "#55a868",
+    "idle": "#8c8c8c",
+    "promotion": "#8172b3",
+    "tail": "#c9a0dc",
+}
 KIND_COLORS = {
     "download": "#55a868",
     "compute": "#4c72b0",
@@ -254,7 +261,7 @@ def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=N
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     shares = ", ".join(f"{c} {100 * per[c].sum() / total:.0f} %" for c in CATEGORIES) if total > 0 else "no energy"
-    _suptitle(fig, title, f"energy per round by category (total {total:.3g} J: {shares})")
+    _suptitle(fig, title, f"energy booked in each round by category (total {total:.3g} J: {shares})")
     tight(fig)
     return fig
 
