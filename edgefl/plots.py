@@ -177,7 +177,8 @@ def plot_run(
     positions = list(range(len(groups)))
     bottom = [0.0] * len(groups)
     for category in CATEGORIES:
-        values = [sum(c[f"{category}_energy_j"] for c in members) / len(members) for _, members in groups]
+        # (files written before promotion and tail were categories of their own have no such column)
+        values = [sum(c.get(f"{category}_energy_j", 0.0) for c in members) / len(members) for _, members in groups]
         bars(ax, positions, values, bottom, width=0.8, facecolors=CATEGORY_COLORS[category], label=category)
         bottom = [b + v for b, v in zip(bottom, values)]
     if many:

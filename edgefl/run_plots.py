@@ -269,7 +269,7 @@ def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=N
 def _client_columns(clients: list[dict]):
     energy = np.array(
         [
-            c["energy_j"] if c.get("energy_j") is not None else sum(c[f"{k}_energy_j"] for k in CATEGORIES)
+            c["energy_j"] if c.get("energy_j") is not None else sum(c.get(f"{k}_energy_j", 0.0) for k in CATEGORIES)
             for c in clients
         ],
         dtype=float,

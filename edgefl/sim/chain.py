@@ -163,7 +163,8 @@ def _log_cut(core, client: int, step: Step, log, doing: list, status: str) -> No
     """Log what an interrupted step did until now (:func:`cut_rows`); a message cut mid-way is followed by the
     radio's tail."""
     rows, tail_follows = cut_rows(core, client, step, doing, status)
-    log.extend(rows)
+    for row in rows:  # (a list, or the LiveLog of chains started while the server works)
+        log.append(row)
     if tail_follows:
         core.radio.transfer_ended(client, step.activity.label)
 
@@ -186,7 +187,18 @@ def cut_rows(core, client: int, step: Step, doing: list, status: str) -> tuple[l
         power_w = core._tx_power_w[client]
         rows.append(
             LogRow(
-                client, step.activity.kind, label, since, now, 0.0, _CATEGORY[kind], now - since, 0.0, status, 0.0, power_w
+                client,
+                step.activity.kind,
+                label,
+                since,
+                now,
+                0.0,
+                _CATEGORY[kind],
+                now - since,
+                0.0,
+                status,
+                0.0,
+                power_w,
             )
         )
         return rows, True

@@ -111,7 +111,9 @@ class RadioStates(Component):
         end, empty = self._tail_end(client, tail, until)
         seconds = end - tail[1]
         if seconds > 0 and self._tail_power_w[client] > 0:
-            self.core.log_row(self._at, LogRow(client, "tail", tail[2], tail[1], end, 0.0, CAT_TAIL, seconds, 0.0, "ok"))
+            self.core.log_row(
+                self._at, LogRow(client, "tail", tail[2], tail[1], end, 0.0, CAT_TAIL, seconds, 0.0, "ok")
+            )
         tail[1] = max(tail[1], end)
         return empty
 
