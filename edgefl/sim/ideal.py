@@ -42,7 +42,7 @@ class IdealPricer:
         pass
 
     def committed_energy_j(self) -> float:  # nothing runs on: what was booked
-        return self.ledger.total()
+        return sum(self.ledger.by_category().values())
 
     def superpose(self, updates):
         return updates

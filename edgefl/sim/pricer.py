@@ -322,16 +322,18 @@ class SimPyPricer:
         for client, proc in self._flight.items():  # an asynchronous server's chains still running: cut now
             state = self.chain_states.get(client)
             if state is not None and proc.is_alive:
-                step_rows, tail_follows = cut_rows(self, client, *state, "aborted")
+                step, doing = state
+                step_rows, tail_follows = cut_rows(self, client, step, doing, "aborted")
                 rows += step_rows
                 if tail_follows:
                     cut.add(client)
         spent: dict[int, float] = {}
         if rows:
             col, joules = rows_energies_j(self.pop, rows)
-            for client, j in zip(col.client, joules.tolist()):
+            for client, j in zip(col.client, joules.tolist()):  # type: ignore[call-overload]  # (a column)
                 spent[client] = spent.get(client, 0.0) + j
-        return self.ledger.total() + sum(spent.values()) + self.radio.pending_j(spent, cut)
+        booked = sum(self.ledger.by_category().values())  # (as metrics.csv's energy_j sums it: equal when none runs on)
+        return booked + sum(spent.values()) + self.radio.pending_j(spent, cut)
 
     @journaled
     def finish(self) -> None:
