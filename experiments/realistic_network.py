@@ -242,7 +242,7 @@ def plot(summary: dict) -> None:
                 label=name,
             )
     ax.set_xlabel("local steps τ")
-    ax.set_ylabel(f"energy to {TARGET} (J, all clients)")
+    ax.set_ylabel(f"committed energy to {TARGET} (J, all clients)")
     ax.set_xscale("log")
     ax.set_yscale("log")  # without radio tails the energy is several times lower
     ax.set_xticks(TAUS, [str(t) for t in TAUS])
