@@ -76,24 +76,7 @@ def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: b
                 lost = step.lost
             else:
                 lost = yield from download(client, step, log, doing)
-            since, now = doing[1], env.now
-            status, power_w = "lost" if lost else "ok", tx_power_w[client]
-            log.append(
-                (
-                    client,
-                    step.activity.kind,
-                    label,
-                    since,
-                    now,
-                    step.bits,
-                    _CATEGORY[kind],
-                    now - since,
-                    0.0,
-                    status,
-                    0.0,
-                    power_w,
-                )
-            )
+            log.append(_message_row(client, step, doing[1], env.now, step.bits, "lost" if lost else "ok", tx_power_w))
             radio.transfer_ended(client, label)
             if lost:  # the chain ends here: what follows would be wasted (docs/model.md §6)
                 ok = False
@@ -184,22 +167,26 @@ def cut_rows(core, client: int, step: Step, doing: list, status: str) -> tuple[l
         done = (now - since) * doing[2]
         rows.append(LogRow(client, "compute", label, since, now, 0.0, CAT_COMPUTE, done, done, status, doing[3]))
     else:
-        power_w = core._tx_power_w[client]
-        rows.append(
-            LogRow(
-                client,
-                step.activity.kind,
-                label,
-                since,
-                now,
-                0.0,
-                _CATEGORY[kind],
-                now - since,
-                0.0,
-                status,
-                0.0,
-                power_w,
-            )
-        )
+        rows.append(_message_row(client, step, since, now, 0.0, status, core._tx_power_w))
         return rows, True
     return rows, False
+
+
+def _message_row(client: int, step: Step, since: float, now: float, bits: float, status: str, tx_power_w) -> tuple:
+    """A message's log row (:class:`LogRow`'s fields, a plain tuple: the hot path): ``bits`` delivered, charged its
+    airtime at the client's transmit power now (``tx_power_w``: every client's)."""
+    code = _CATEGORY[step.kind]
+    return (
+        client,
+        step.activity.kind,
+        step.activity.label,
+        since,
+        now,
+        bits,
+        code,
+        now - since,
+        0.0,
+        status,
+        0.0,
+        tx_power_w[client],
+    )
