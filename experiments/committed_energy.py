@@ -19,8 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
 
@@ -29,7 +27,7 @@ from edgefl.runner import Simulation  # noqa: E402
 from edgefl.scenario import load_scenario  # noqa: E402
 from edgefl.sweeps.analysis import mean_ci  # noqa: E402
 from edgefl.target import COMMITTED_ENERGY, parse_target  # noqa: E402
-from experiments import provenance  # noqa: E402
+from experiments import pages, provenance  # noqa: E402
 
 PHONES = REPO / "scenarios" / "phones-in-a-cell.toml"
 DOC = REPO / "docs" / "committed-energy.md"
@@ -76,84 +74,69 @@ def _pm(values) -> str:
     return f"{mean:.4g}" + ("" if math.isnan(half) else f" ± {half:.2g}")
 
 
+def _ratio(runs: list[dict], network: str, key: str) -> tuple[str, bool | None, int]:
+    """FedBuff / FedAvg of ``key`` in ``network``: the geometric mean over the seeds both reached the target with of
+    the per-seed ratio and its 95 % t-interval (on the log-ratios), as text; whether significant; the seeds."""
+    first, second = SERVERS
+    by = {
+        s: {r["seed"]: r for r in runs if r["network"] == network and r["server"] == s and r["reached"]}
+        for s in SERVERS
+    }
+    seeds = sorted(set(by[first]) & set(by[second]))
+    mean, half = mean_ci([math.log(by[second][s][key] / by[first][s][key]) for s in seeds])
+    if math.isnan(mean):
+        return "–", None, len(seeds)
+    if math.isnan(half):
+        return f"{math.exp(mean):.3f}", None, len(seeds)
+    lo, hi = mean - half, mean + half
+    significant = hi < 0 or lo > 0
+    verdict = "significant" if significant else "not significant"
+    return f"{math.exp(mean):.3f} [{math.exp(lo):.3f}, {math.exp(hi):.3f}] ({verdict})", significant, len(seeds)
+
+
 def render(data: dict) -> str:
-    runs, target = data["runs"], data["target"]
-    servers = list(SERVERS)
-    lines = [
-        "# Energy to a target: booked and committed",
-        "",
-        provenance.line(data["produced"]),
-        "",
-        f"FedBuff (K = 5, C = 10) against FedAvg (m = 10) on `phones-in-a-cell` (LTE radio tails of 11.6 s at "
-        f"1.06 W), target {target}, seeds {', '.join(map(str, data['seeds']))}; every run stops once the target "
-        "is reached and confirmed (`run.stop_at`). Energy to the target at the round it is reached:",
-        "",
-        "- **booked**: what was charged by the end of that round (radio tails up to then only);",
-        f"- **committed** (the default since issue 28): the {COMMITTED_ENERGY} (docs/model.md §8).",
-        "",
-        "Means over the seeds that reached the target ± 95 % t-interval; the ratio FedBuff / FedAvg is paired "
-        "over the seeds both reached it with.",
-        "",
-        "| network | server | reached | simulated time (s) | booked (J) | committed (J) | committed / booked |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    """The page from the stored runs, through experiments/templates/committed-energy.md.j2."""
+    runs = data["runs"]
+    rows = []
     for network in NETWORKS:
-        for server in servers:
-            ok = [r for r in runs if r["network"] == network and r["server"] == server and r["reached"]]
-            n = len([r for r in runs if r["network"] == network and r["server"] == server])
-            lines.append(
-                f"| {network} | {server} | {len(ok)}/{n} | {_pm([r['sim_time_s'] for r in ok])} | "
-                f"{_pm([r['booked_j'] for r in ok])} | {_pm([r['committed_j'] for r in ok])} | "
-                f"{_pm([r['committed_j'] / r['booked_j'] for r in ok])} |"
+        for server in SERVERS:
+            mine = [r for r in runs if r["network"] == network and r["server"] == server]
+            ok = [r for r in mine if r["reached"]]
+            rows.append(
+                {
+                    "network": network,
+                    "server": server,
+                    "reached": f"{len(ok)}/{len(mine)}",
+                    "time": _pm([r["sim_time_s"] for r in ok]),
+                    "booked": _pm([r["booked_j"] for r in ok]),
+                    "committed": _pm([r["committed_j"] for r in ok]),
+                    "factor": _pm([r["committed_j"] / r["booked_j"] for r in ok]),
+                }
             )
-    lines += [
-        "",
-        "FedBuff / FedAvg energy to the target, paired over seeds: the geometric mean over the seeds of the per-seed "
-        "ratio, [its 95 % t-interval] (taken on the log-ratios); significant: the interval excludes 1.",
-        "",
-        "| network | booked ratio | committed ratio | seeds |",
-        "|---|---|---|---|",
-    ]
+    ratios = []
     for network in NETWORKS:
-        by = {
-            s: {r["seed"]: r for r in runs if r["network"] == network and r["server"] == s and r["reached"]}
-            for s in servers
-        }
-        seeds = sorted(set(by[servers[0]]) & set(by[servers[1]]))
-        cells = []
-        for key in ("booked_j", "committed_j"):
-            logs = np.array([math.log(by[servers[1]][s][key] / by[servers[0]][s][key]) for s in seeds])
-            mean, half = mean_ci(logs)
-            if math.isnan(mean):
-                cells.append("–")
-                continue
-            lo, hi = (mean - half, mean + half) if not math.isnan(half) else (math.nan, math.nan)
-            verdict = "" if math.isnan(lo) else (" (significant)" if hi < 0 or lo > 0 else " (not significant)")
-            interval = "" if math.isnan(lo) else f" [{math.exp(lo):.3f}, {math.exp(hi):.3f}]"
-            cells.append(f"{math.exp(mean):.3f}{interval}{verdict}")
-        lines.append(f"| {network} | {cells[0]} | {cells[1]} | {len(seeds)} |")
-    changed = [
-        line.split(" | ")[0].lstrip("| ")
-        for line in lines
-        if "(significant) | " in line and "(not significant)" in line
-    ]
-    if changed:
-        lines += [
-            "",
-            f"**The conclusion changes with the definition** in {' and '.join(map(repr, changed))}: FedBuff's saving in energy to the "
-            "target is significant when the energy is booked and not when it is committed (the radios that sent "
-            "something in the last 11.6 s are still in their tails when the target is reached, whoever sent).",
-        ]
-    worst = max(abs(r["final_j"] - r["final_committed_j"]) for r in runs)
-    lines += [
-        "",
-        f"Every run ends with exactly its last round's committed energy (largest difference between the final "
-        f"ledger and metrics.csv's committed energy at the stopping round: {worst:.2g} J).",
-        "",
-        "Data: [data/committed-energy.json](data/committed-energy.json); `--from-data` re-renders this page.",
-        "",
-    ]
-    return "\n".join(lines)
+        booked, booked_sig, seeds = _ratio(runs, network, "booked_j")
+        committed, committed_sig, _ = _ratio(runs, network, "committed_j")
+        ratios.append(
+            {
+                "network": network,
+                "booked": booked,
+                "committed": committed,
+                "seeds": seeds,
+                "flips": booked_sig != committed_sig,
+            }
+        )
+    return pages.render(
+        "committed-energy.md.j2",
+        produced=data["produced"],
+        target=data["target"],
+        seeds=data["seeds"],
+        committed_energy=COMMITTED_ENERGY,
+        rows=rows,
+        ratios=ratios,
+        changed=[r["network"] for r in ratios if r["flips"]],
+        worst=max(abs(r["final_j"] - r["final_committed_j"]) for r in runs),
+    )
 
 
 def main() -> None:
