@@ -168,6 +168,7 @@ def render(grids: dict) -> str:
         },
         grids=grids,
         summary=summarise(grids),
+        committed=any("booked_j" in r for by_tau in grids["tau"].values() for rs in by_tau.values() for r in rs),
     )
 
 
