@@ -80,6 +80,7 @@ CLIENT_COLUMNS = [
 ]
 CELL_COLUMNS = [
     "cell",
+    "los",
     "sinr_db",
     "handovers",
     "x_m",
@@ -427,6 +428,9 @@ class Simulation:
         pop, now, ledger, eng = self.population, self.devices, self.pricer.ledger, self.engine
         per_client = ledger.per_client()
         acc = final.get("client_acc")
+        los = None
+        if pop.cells is not None and now.cell is not None and now.position_m is not None:
+            los = pop.cells.serving_los(now.position_m, now.cell)
         rows = []
         for i in range(self.scenario.data.num_clients):
             link = now.uplink[i].snr_linear(self.network.bandwidth_hz, 1.0)
@@ -440,6 +444,8 @@ class Simulation:
                     "y_m": float(now.position_m[i, 1]),  # type: ignore[index]
                 }
                 link = replace(now.uplink[i], interference_w_per_hz=0.0).snr_linear(self.network.bandwidth_hz, 1.0)
+                if los is not None:  # network.line_of_sight = "random": the serving link's state at the end
+                    cells["los"] = int(los[i])
             rows.append(
                 {
                     "client": i,
@@ -570,18 +576,27 @@ def metric_columns(rows: list[dict]) -> list[str]:
     return METRIC_COLUMNS + extra
 
 
-def run_title(s: Scenario) -> str:
-    """The key values of a scenario, for plot titles."""
+def run_title(s: Scenario, algorithm: str | None = None) -> str:
+    """The key values of a scenario, for plot titles: the algorithm (``algorithm``: instead of the scenario's, e.g.
+    the algorithms compared) and its sizes, the link (several cells: their number, size, frequency reuse and
+    sectors), and the controller unless static."""
     net = s.network
-    link = (
-        f"SNR {net.snr_db:g} dB"
-        if net.snr_db is not None
-        else (f"{net.distance_m:g} m" if net.distance_m is not None else f"cell {net.cell_radius_m:g} m")
-    )
+    if net.snr_db is not None:
+        link = f"SNR {net.snr_db:g} dB"
+    elif net.distance_m is not None:
+        link = f"{net.distance_m:g} m"
+    elif net.sectors > 1:  # docs/multi-cell.md: network.cells counts the sites
+        sites = f"{net.cells} site{'s' if net.cells > 1 else ''}"
+        link = f"{sites} of {net.cell_radius_m:g} m, {net.sectors} sectors each, reuse {net.reuse}"
+    elif net.cells > 1:
+        link = f"{net.cells} cells of {net.cell_radius_m:g} m, reuse {net.reuse}"
+    else:
+        link = f"cell {net.cell_radius_m:g} m"
     return (
-        f"{s.algorithm.name}: N = {s.data.num_clients}, m = {s.algorithm.clients_per_round}, "
+        f"{algorithm or s.algorithm.name}: N = {s.data.num_clients}, m = {s.algorithm.clients_per_round}, "
         f"τ = {s.algorithm.local_steps}, η = {s.algorithm.lr:g}; {link}, {net.bandwidth_mhz:g} MHz {net.access}"
         + (f", deadline {net.deadline_s:g} s" if net.deadline_s is not None else "")
+        + (f"; controller {s.control.name}" if s.control.name != "static" else "")
     )
 
 
@@ -611,8 +626,11 @@ def event_table(result: RunResult) -> tuple[list[str], list[tuple]]:
     return [*EVENT_FIELDS, *ASYNC_EVENT_COLUMNS], [e.row() + extra(e) for e in events]
 
 
-def write_results(result: RunResult, out_dir: Path, plots: bool = True, force: bool = False) -> Path:
-    """Write metrics.csv, clients.csv, events.csv, summary.json, scenario.toml and plots."""
+def write_results(
+    result: RunResult, out_dir: Path, plots: bool = True, force: bool = False, plot_format: str = "png"
+) -> Path:
+    """Write metrics.csv, clients.csv, events.csv, summary.json, scenario.toml and plots (``plot_format``: png,
+    pdf or svg, edgefl.figures)."""
     # Lazy: matplotlib is slow to import and only needed when plots are drawn (not in sweep workers).
     from edgefl.plots import plot_run
 
@@ -649,6 +667,7 @@ def write_results(result: RunResult, out_dir: Path, plots: bool = True, force: b
                 events=result.events,
                 positions=result.positions,
                 scenario=result.scenario,
+                fmt=plot_format,
             )
     if is_checkpoint(checkpoint_file(out_dir)):  # the run's checkpoint, if any: the results are complete
         checkpoint_file(out_dir).unlink(missing_ok=True)

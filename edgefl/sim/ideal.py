@@ -44,7 +44,7 @@ class IdealPricer:
     def committed_energy_j(self) -> float:  # nothing runs on: what was booked
         return sum(self.ledger.by_category().values())
 
-    def superpose(self, updates):
+    def superpose(self, updates, clients=None):
         return updates
 
     def price_phase(self, phase) -> dict[int, bool]:

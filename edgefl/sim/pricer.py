@@ -177,10 +177,11 @@ class SimPyPricer:
         """Whether the server receives uploads as an analog sum (over-the-air computation): see :meth:`superpose`."""
         return self.uplink.analog
 
-    def superpose(self, updates):
-        """The arrived clients' update vectors [K, d] (a torch tensor) as the server receives them: as sent
-        (digital), or each plus the same noise vector, so that their mean is the over-the-air estimate."""
-        return self.uplink.superpose(updates)
+    def superpose(self, updates, clients=None):
+        """The arrived clients' update vectors [K, d] (a torch tensor; ``clients`` [K]: whose) as the server receives
+        them: as sent (digital), or each plus its cell's noise vector, so that their mean is the over-the-air
+        estimate."""
+        return self.uplink.superpose(updates, clients)
 
     def set_uplink_rate_factor(self, client: int, factor: float) -> None:
         """The client's uplink rate is ``factor`` times the planned one from now on (e.g. interference); an
