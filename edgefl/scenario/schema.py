@@ -20,6 +20,7 @@ from edgefl.scenario.sections import (
     RunSection,
     SelectionSection,
     Strict,
+    apply_radio_profile,
     model_misfit,
 )
 from edgefl.scenario.sweep_keys import SweepSection, check_sweep_key
@@ -60,6 +61,11 @@ class Scenario(Strict):
         if isinstance(dumped, dict) and getattr(selection, "name", None) == "uniform" and not selection.model_extra:
             dumped.pop("selection", None)  # likewise without a selection policy (docs/selection.md)
         return dumped
+
+    @model_validator(mode="before")
+    @classmethod
+    def _radio_profile(cls, raw):
+        return apply_radio_profile(raw)  # devices.radio_profile: named values of the radio keys
 
     @model_validator(mode="after")
     def _consistent(self):

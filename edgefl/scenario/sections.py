@@ -667,6 +667,39 @@ class NetworkSection(Strict):
             )
 
 
+# The radio profiles (devices.radio_profile): values of the radio's state-machine keys, each set unless the scenario
+# sets it (docs/model.md §8 gives the sources). lte: measured on a commercial LTE network, Huang et al., "A close
+# examination of performance and power characteristics of 4G LTE networks", MobiSys 2012 (promotion 260 ms at
+# 1.21 W, tail 11.58 s at 1.06 W). lte_fast_dormancy: the same radio, which asks for its release (fast dormancy,
+# 3GPP Rel-8 SCRI / LTE RRC connection release) ~1 s after its last packet, as the traffic-aware scheme of Deng and
+# Balakrishnan, CoNEXT 2012; every message after a gap then pays a promotion. nr_inactive: 5G NR standalone,
+# suspended to RRC_INACTIVE (3GPP TS 38.331 §5.3.8) after a short inactivity timer and resumed from it: the
+# resume is the control-plane latency 3GPP TR 38.913 §7.5 targets (10 ms), taken as 50 ms with its random access;
+# the tail and promotion powers are taken from LTE (an assumption: 5G modems draw comparable power while connected).
+RADIO_PROFILES: dict[str, dict[str, float]] = {
+    "lte": {"access_latency_s": 0.26, "promotion_power_w": 1.2, "tail_s": 11.6, "tail_power_w": 1.06},
+    "lte_fast_dormancy": {"access_latency_s": 0.26, "promotion_power_w": 1.2, "tail_s": 1.0, "tail_power_w": 1.06},
+    "nr_inactive": {"access_latency_s": 0.05, "promotion_power_w": 1.2, "tail_s": 1.0, "tail_power_w": 1.06},
+}
+
+
+def apply_radio_profile(raw):
+    """A raw scenario (a dict) with ``devices.radio_profile``'s values filled in where the keys are not set
+    (network.access_latency_s; devices.promotion_power_w, tail_s, tail_power_w); anything else unchanged."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("devices"), dict):
+        return raw
+    profile = RADIO_PROFILES.get(raw["devices"].get("radio_profile"))  # (an unknown name: the field's error)
+    if profile is None:
+        return raw
+    devices = dict(raw["devices"])
+    for key in ("promotion_power_w", "tail_s", "tail_power_w"):
+        devices.setdefault(key, profile[key])
+    network = raw.get("network", {})
+    if isinstance(network, dict):  # (anything else: the section's own error)
+        network = {"access_latency_s": profile["access_latency_s"], **network}
+    return {**raw, "devices": devices, "network": network}
+
+
 class DevicesSection(Strict):
     cpu_ghz: Annotated[Gigahertz, PerDevice("cpu_hz", lambda ghz, _: ghz * 1e9)] = Field(
         1.0, description="CPU frequency f (GHz, up to 100)."
@@ -709,6 +742,13 @@ class DevicesSection(Strict):
     )
     tail_power_w: Annotated[Watts, PerDevice("tail_power_w")] = Field(
         0.0, description="Power during the radio tail (LTE: ~1.06 W; Huang et al. 2012)."
+    )
+    radio_profile: Optional[Literal["lte", "lte_fast_dormancy", "nr_inactive"]] = Field(
+        None,
+        description="A named set of the radio's state-machine keys (RADIO_PROFILES, docs/model.md §8): "
+        "network.access_latency_s, devices.promotion_power_w, tail_s, tail_power_w, each unless set explicitly. "
+        "lte: Huang et al. 2012; lte_fast_dormancy: the phone releases the connection ~1 s after its last packet; "
+        "nr_inactive: 5G NR suspended to RRC_INACTIVE, resumed quickly. Unset: the keys' own values.",
     )
     slowdown: Literal["none", "exponential", "lognormal"] = Field(
         "none",
