@@ -4,10 +4,11 @@ alone, checked before any work, so that a run too large for the machine is an er
 
 The estimate is deliberately a lower bound of the big items (a run needs at least this much):
 - the data: samples × (input values + 1 label) × 4 B (float32), from the data set's keys;
-- the clients trained at once: m' × d × 4 B × 6 (parameters, gradients, step and algorithm buffers) and their
-  minibatches m' × B × (input + hidden) × 4 B × 3 (inputs, activations, their gradients);
+- the selected clients' models: m' × d × 4 B × 3 (start, result, algorithm state), and one client's step at
+  least (:func:`step_bytes`; the executor trains as many clients at once as the memory allows, edgefl.executor);
 - per device: 2 kB (profiles, links, ledger, counters).
-Model size d from the model's layers, counted without allocating them (edgefl.models.parameter_count). A data
+Model size d from the model's layers, counted without allocating them (edgefl.models.parameter_count), its
+activations measured on a forward pass of 1 and 3 samples (edgefl.models.saved_bytes). A data
 set that cannot say its size from its keys (a plug-in, see DataParams.layout) is not checked.
 """
 
@@ -18,7 +19,7 @@ import os
 from pathlib import Path
 
 from edgefl.data import DataError
-from edgefl.models import parameter_count
+from edgefl.models import parameter_count, saved_bytes
 
 BYTES_PER_VALUE = 4
 PER_DEVICE_BYTES = 2048
@@ -47,14 +48,23 @@ def estimate_bytes(data, model, algorithm) -> dict[str, float] | None:
         return None
     input_shape, classes = layout
     inputs = math.prod(input_shape)
-    d = parameter_count(model.name, input_shape, classes, model.hidden)
+    keys = model.keys()
+    d = parameter_count(model.name, input_shape, classes, model.hidden, keys)
+    per_sample, fixed = saved_bytes(model.name, input_shape, classes, model.hidden, keys)
     selected = min(data.num_clients, math.ceil(a.clients_per_round * (1 + a.over_selection)))
-    width = inputs + (model.hidden if model.name == "mlp" else 0)
     return {
         "data": samples * (inputs + 1) * BYTES_PER_VALUE,
-        "training": selected * d * BYTES_PER_VALUE * 6 + selected * a.batch_size * width * BYTES_PER_VALUE * 3,
+        "training": selected * d * BYTES_PER_VALUE * 3 + step_bytes(d, per_sample, fixed, a.batch_size, inputs),
         "devices": data.num_clients * PER_DEVICE_BYTES,
     }
+
+
+def step_bytes(d: int, per_sample: float, fixed: float, batch: int, inputs: int) -> float:
+    """Memory of one client's local step (bytes): its parameters, gradient and step result (d × 4 B × 3), its
+    minibatch (B × (inputs + 1) × 4 B), and the activations autograd keeps for the backward pass (``per_sample``
+    × B + ``fixed``, edgefl.models.saved_bytes) twice (the backward pass builds their gradients, at most as
+    large, while they are still held)."""
+    return d * BYTES_PER_VALUE * 3 + batch * (inputs + 1) * BYTES_PER_VALUE + 2 * (per_sample * batch + fixed)
 
 
 def check_memory(data, model, algorithm, available: int | None = None) -> None:
@@ -68,6 +78,6 @@ def check_memory(data, model, algorithm, available: int | None = None) -> None:
     raise DataError(
         f"this run needs at least {gib(sum(parts.values()))} of memory ({shown}) and {gib(available)} are available: "
         f"reduce what sizes it: data.num_clients (= {data.num_clients}), the samples per client, the "
-        f"input and model size (model.hidden = {model.hidden}), algorithm.clients_per_round "
+        f"input and model size (model.name = {model.name!r}, model.hidden = {model.hidden}), algorithm.clients_per_round "
         f"(= {algorithm.clients_per_round}) or algorithm.batch_size (= {algorithm.batch_size})"
     )

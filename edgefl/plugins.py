@@ -33,6 +33,7 @@ PLUGIN_KEYS: dict[str, str | None] = {
     "control.name": "edgefl.controllers",
     "selection.name": "edgefl.selection",
     "network.path_loss": "edgefl.path_loss",
+    "model.name": "edgefl.models",
 }
 PROCESS_GROUP = "edgefl.processes"  # the entry-point group of components named in [[process]] tables
 # edgefl's own packages: code in them is never a plug-in's, even when named as "package.module:attribute"
@@ -71,6 +72,7 @@ def plugin_values(raw) -> dict[str, str]:
             "control": {"name": raw.control.name},
             "selection": {"name": raw.selection.name},
             "network": {"path_loss": raw.network.path_loss},
+            "model": {"name": raw.model.name},
             "process": [{"name": p.name} for p in raw.process],
         }
     found = {}
