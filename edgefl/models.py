@@ -21,6 +21,7 @@ installed entry point of the group ``edgefl.models``, or ``"package.module:facto
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import math
 import typing
@@ -160,14 +161,14 @@ class FlatModel:
     def loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Mean minibatch loss (cross-entropy on logits, or mean squared error: :func:`output_loss`), evaluation
         behaviour."""
-        return output_loss(self.forward(w, x), y, self.loss_name)
+        return output_loss(self.forward(w, x), y.to(self.device), self.loss_name)
 
     def train_loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Mean minibatch loss with the training behaviour of the layers (for models without buffers)."""
-        return output_loss(self.forward(w, x, train=True), y, self.loss_name)
+        return output_loss(self.forward(w, x, train=True), y.to(self.device), self.loss_name)
 
     def per_sample_loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return output_loss(self.forward(w, x), y, self.loss_name, reduction="none")
+        return output_loss(self.forward(w, x), y.to(self.device), self.loss_name, reduction="none")
 
     def train_grad(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor):
         """One client's training gradient at ``w`` [d] on a minibatch: (loss, gradient [d] with zeros in the
@@ -345,7 +346,12 @@ def check_keys(name: str, values: dict) -> dict:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ValueError(f"model.{_table(name)}.{where}: {first['msg']}") from None
+        what = first["msg"]
+        if first["type"] == "extra_forbidden":
+            known = list(keys_model(name).model_fields)
+            hint = difflib.get_close_matches(where, known, n=1)
+            what = "unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else "") + f"; its keys: {', '.join(known)}"
+        raise ValueError(f"model.{_table(name)}.{where}: {what}") from None
     out = {**checked.model_dump(), **(checked.model_extra or {})}
     for key, value in out.items():
         if isinstance(value, float) and not math.isfinite(value):

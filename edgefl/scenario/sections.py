@@ -86,11 +86,12 @@ class RunSection(Strict):
         description="simpy: co-simulate time and energy (SimPy discrete-event engine); ideal: zero "
         "time and energy, everyone finishes (learning only).",
     )
-    executor: Literal["batched", "loop"] = Field(
+    executor: Literal["batched", "loop", "vmap", "threads"] = Field(
         "batched",
-        description="Client numerics: batched (the fastest of closed form, vmap over the clients or clients in "
-        "parallel threads, measured on the first round; as many clients at once as the memory allows) or the "
-        "per-client reference loop.",
+        description="Client numerics: batched (closed form for linear models, else the faster of vmap over the "
+        "clients and clients in parallel threads, measured on the first round and kept on --resume; vmap trains "
+        "as many clients at once as the memory allows), vmap or threads (that path, not measured: the same "
+        "numbers on every machine), or loop (the per-client reference). All agree within float32 rounding.",
     )
     device: Literal["cpu", "cuda", "auto"] = Field(
         "cpu",
@@ -202,9 +203,14 @@ class ModelSection(Strict):
     )
     hidden: PositiveInt = Field(200, le=100_000, description="Hidden units of the mlp (at most 10^5).")
 
+    @field_validator("name")
+    @classmethod
+    def _known_model(cls, name):
+        models.REGISTRY.get(name)  # UnknownPlugin (a ValueError) naming what is wrong, the nearest name
+        return name
+
     @model_validator(mode="after")
-    def _known_model(self):
-        models.REGISTRY.get(self.name)  # UnknownPlugin (a ValueError) naming what is wrong, the nearest name
+    def _own_keys(self):
         for key, value in (self.model_extra or {}).items():
             if not (key in models.BUILTINS or models.is_plugin(key)):
                 hint = difflib.get_close_matches(key, [*ModelSection.model_fields, *models.REGISTRY.names()], n=1)
