@@ -34,7 +34,7 @@ def resolve_device(name: str) -> torch.device:
         return torch.device("cpu")
     raise UserError(
         'run.device = "cuda", but PyTorch sees no CUDA GPU here (torch.cuda.is_available() is False: no GPU, no '
-        "driver, or a CPU-only PyTorch build): use run.device = \"auto\" (the GPU when there is one, else the CPU) "
+        'driver, or a CPU-only PyTorch build): use run.device = "auto" (the GPU when there is one, else the CPU) '
         'or "cpu"'
     )
 

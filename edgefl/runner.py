@@ -21,9 +21,9 @@ from algorithms.base import Context
 from edgefl.checkpoint import fingerprint as checkpoint_fingerprint
 from edgefl.checkpoint import restore as restore_checkpoint
 from edgefl.checkpoint import save as save_checkpoint
+from edgefl.device import resolve_device
 from edgefl.errors import UserError
 from edgefl.estimation import estimation_metrics
-from edgefl.device import resolve_device
 from edgefl.executor import Executor
 from edgefl.feasibility import check_feasible
 from edgefl.logs import get_logger
