@@ -36,11 +36,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
+from shaped_data import Characters, Images  # noqa: E402
+
 from algorithms.ops import Train  # noqa: E402
 from edgefl.executor import Executor  # noqa: E402
 from edgefl.memory import step_bytes  # noqa: E402
 from edgefl.models import build_model, saved_bytes  # noqa: E402
-from shaped_data import Characters, Images  # noqa: E402
 
 # name -> (model, data plug-in, its keys, B)
 WORKLOADS = {

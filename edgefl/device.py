@@ -7,11 +7,13 @@
 The simulation (SimPy, the network, the energy ledger) and the algorithms' state stay on the CPU; the executor
 moves each operation's parameters to the device and its results back (edgefl.executor), so algorithms are
 written once. The same seed gives the same minibatches on every device; the numbers agree within float32
-rounding of a different kernel order (benchmarks/gpu_check.py measures it, docs/performance.md).
+rounding of a different kernel order (benchmarks/gpu_check.py measures it, docs/performance.md): on a GPU,
+TF32 is off and cuDNN picks deterministic algorithms (:func:`_exact_cuda`).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 import torch
@@ -29,6 +31,7 @@ def resolve_device(name: str) -> torch.device:
     if name not in ("cuda", "auto"):
         raise UserError(f'run.device = {name!r}: expected "cpu", "cuda" or "auto"')
     if torch.cuda.is_available():
+        _exact_cuda()
         return torch.device("cuda", 0)
     if name == "auto":
         return torch.device("cpu")
@@ -37,6 +40,16 @@ def resolve_device(name: str) -> torch.device:
         'driver, or a CPU-only PyTorch build): use run.device = "auto" (the GPU when there is one, else the CPU) '
         'or "cpu"'
     )
+
+
+def _exact_cuda() -> None:
+    """float32 as on the CPU (no TF32: cuDNN's convolutions would use it by default, 10-bit mantissas) and the
+    same numbers run after run (cuDNN's deterministic algorithms, cuBLAS's fixed workspace)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
 
 
 def free_bytes(device: torch.device) -> int | None:

@@ -417,7 +417,7 @@ _SAVED: dict[tuple, tuple[float, float]] = {}
 
 
 def _measure_saved(model: FlatModel) -> tuple[float, float]:
-    w = model.init_params()
+    w = model.init_params().to(model.device)
     own = w.untyped_storage().data_ptr()
     sizes = []
     for batch in (1, 3):
