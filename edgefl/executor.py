@@ -382,7 +382,7 @@ class Executor:
             shared=op.shared,
         )
         timings: dict[str, float] = {}
-        failed: set[str] = set()
+        failed: dict[str, Exception] = {}
         for attempt in range(4):  # a warm-up, then the best of 3, interleaved (the load varies)
             for name in self.candidates():
                 if name in failed:
@@ -392,14 +392,14 @@ class Executor:
                     self._train_with(name, probe, probe.start, idx[:clients, :1], None)
                     if self.device.type == "cuda":
                         torch.cuda.synchronize(self.device)
-                except Exception:  # noqa: BLE001 - a path the model does not support is no candidate
-                    failed.add(name)
+                except Exception as exc:  # noqa: BLE001 - a path the model does not support is no candidate
+                    failed[name] = exc
                     continue
                 if attempt:
                     spent = (time.perf_counter() - began) / clients
                     timings[name] = min(timings.get(name, spent), spent)
-        if not timings:
-            raise RuntimeError(f"no training path works for this model (tried {', '.join(self.candidates())})")
+        if not timings:  # the model fails on every path: its own exception (a plug-in's: exit 4 naming it)
+            raise failed[guess if guess in failed else next(iter(failed))]
         self.timings = timings
         fastest = min(timings, key=timings.get)
         if guess in timings and timings[guess] <= SWITCH_MARGIN * timings[fastest]:

@@ -223,3 +223,17 @@ def test_cuda_without_a_gpu_is_exit_2_and_auto_falls_back_to_the_cpu(tmp_path, c
     assert json.loads((tmp_path / "auto" / "summary.json").read_text())["device"] == "cpu"
     code, err = cli(capsys, "run", quick, "--out", tmp_path / "tpu", "-q", "--set", "run.device=tpu")
     assert code == 2 and "run.device" in err
+
+
+def test_a_model_that_fails_while_training_is_exit_4_naming_it(own_model, capsys):
+    (own_model / "late_fault.py").write_text(
+        "from torch import nn\n\n\nclass Picky(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = nn.Linear(784, 10)\n\n    def forward(self, x):\n        if x.shape[0] > 2:\n"
+        "            raise ValueError('batches of 3 or more are not for me')\n        return self.fc(x.flatten(1))\n\n\n"
+        "def picky(input_shape, num_classes):\n    return Picky()\n"
+    )
+    code, err = cli(
+        capsys, "run", "small-resnet.toml", "--out", "out", "-q", "--no-plots", "--set", "model.name=late_fault:picky"
+    )
+    assert code == 4 and "model.name = 'late_fault:picky'" in err and "batches of 3 or more" in err, err
+    sys.modules.pop("late_fault", None)
