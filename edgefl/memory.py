@@ -50,13 +50,18 @@ def estimate_bytes(data, model, algorithm) -> dict[str, float] | None:
     inputs = math.prod(input_shape)
     keys = model.keys()
     d = parameter_count(model.name, input_shape, classes, model.hidden, keys)
-    per_sample, fixed = saved_bytes(model.name, input_shape, classes, model.hidden, keys)
     selected = min(data.num_clients, math.ceil(a.clients_per_round * (1 + a.over_selection)))
-    return {
+    parts = {
         "data": samples * (inputs + 1) * BYTES_PER_VALUE,
-        "training": selected * d * BYTES_PER_VALUE * 3 + step_bytes(d, per_sample, fixed, a.batch_size, inputs),
+        "training": selected * d * BYTES_PER_VALUE * 3 + step_bytes(d, 0.0, 0.0, a.batch_size, inputs),
         "devices": data.num_clients * PER_DEVICE_BYTES,
     }
+    available = available_bytes()
+    if available is not None and sum(parts.values()) + d * BYTES_PER_VALUE > available:
+        return parts  # too large already: the activations are not measured (that would build the model)
+    per_sample, fixed = saved_bytes(model.name, input_shape, classes, model.hidden, keys)
+    parts["training"] += 2 * (per_sample * a.batch_size + fixed)  # step_bytes' activations
+    return parts
 
 
 def step_bytes(d: int, per_sample: float, fixed: float, batch: int, inputs: int) -> float:
@@ -78,6 +83,9 @@ def check_memory(data, model, algorithm, available: int | None = None) -> None:
     raise DataError(
         f"this run needs at least {gib(sum(parts.values()))} of memory ({shown}) and {gib(available)} are available: "
         f"reduce what sizes it: data.num_clients (= {data.num_clients}), the samples per client, the "
-        f"input and model size (model.name = {model.name!r}, model.hidden = {model.hidden}), algorithm.clients_per_round "
+        f"input and model size (model.name = {model.name!r}"
+        + (f", model.hidden = {model.hidden}" if model.name == "mlp" else "")
+        + (f", [model.{model.name}] keys {model.keys()}" if model.keys() and model.name != "mlp" else "")
+        + "), algorithm.clients_per_round "
         f"(= {algorithm.clients_per_round}) or algorithm.batch_size (= {algorithm.batch_size})"
     )
