@@ -41,7 +41,7 @@ from shaped_data import Characters, Images  # noqa: E402
 
 from algorithms.ops import Train  # noqa: E402
 from edgefl.executor import Executor  # noqa: E402
-from edgefl.memory import step_bytes  # noqa: E402
+from edgefl.memory import training_bytes  # noqa: E402
 from edgefl.models import build_model, saved_bytes  # noqa: E402
 
 # name -> (model, data plug-in, its keys, B)
@@ -128,7 +128,7 @@ def peak_child(name: str, clients: int, strategy: str) -> None:
     before = vm("VmRSS")
     ex.train(op)
     peak = vm("VmHWM") - before
-    estimate = clients * model.dim * 4 * 3 + at_once * step_bytes(model.dim, per_sample, fixed, batch, inputs)
+    estimate = training_bytes(ex.strategy, clients, at_once, model.dim, per_sample, fixed, batch, inputs)
     print(json.dumps({"workload": name, "strategy": ex.strategy, "clients": clients, "at_once": at_once,
                       "peak_bytes": peak, "estimate_bytes": estimate, "ratio": estimate / peak}))  # fmt: skip
 

@@ -65,11 +65,28 @@ def estimate_bytes(data, model, algorithm) -> dict[str, float] | None:
 
 
 def step_bytes(d: int, per_sample: float, fixed: float, batch: int, inputs: int) -> float:
-    """Memory of one client's local step (bytes): its parameters, gradient and step result (d × 4 B × 3), its
-    minibatch (B × (inputs + 1) × 4 B), and the activations autograd keeps for the backward pass (``per_sample``
-    × B + ``fixed``, edgefl.models.saved_bytes) twice (the backward pass builds their gradients, at most as
-    large, while they are still held)."""
+    """Memory of one client's local step in a vmap batch (bytes): its parameters' copies besides the result (d × 4 B
+    × 3: the per-parameter tensors cut from the [C, d] matrix, their gradients, the step's result before it replaces
+    the old), its minibatch (B × (inputs + 1) × 4 B), and the activations autograd keeps for the backward pass
+    (``per_sample`` × B + ``fixed``, edgefl.models.saved_bytes) twice (the backward pass builds their gradients, at
+    most as large, while they are still held)."""
     return d * BYTES_PER_VALUE * 3 + batch * (inputs + 1) * BYTES_PER_VALUE + 2 * (per_sample * batch + fixed)
+
+
+def training_bytes(
+    strategy: str, clients: int, at_once: int, d: int, per_sample: float, fixed: float, batch: int, inputs: int
+) -> float:
+    """Memory a Train op of ``clients`` adds (bytes), by the executor's path (edgefl.executor): the results
+    (clients × d × 4 B) and ``at_once`` clients' steps: vmap (and the closed form), :func:`step_bytes` each;
+    threads or the loop, each client in its own thread with its own module copy and its own allocator arena:
+    7 × d × 4 B (the copy, w, its gradient leaves and their concatenation, the step's result and temporaries)
+    plus the minibatch and the activations once (one sample's backward at a time frees them as it goes).
+    benchmarks/models.py compares it with the measured peak (docs/performance.md)."""
+    results = clients * d * BYTES_PER_VALUE
+    if strategy in ("vmap", "linear"):
+        return results + at_once * step_bytes(d, per_sample, fixed, batch, inputs)
+    minibatch = batch * (inputs + 1) * BYTES_PER_VALUE
+    return results + at_once * (7 * d * BYTES_PER_VALUE + minibatch + per_sample * batch + fixed)
 
 
 def check_memory(data, model, algorithm, available: int | None = None) -> None:
