@@ -154,6 +154,9 @@ def cosim(rounds: int, smoke: bool) -> dict:
         "data.test_per_client": 4 if smoke else 20,
         "model.name": "cifar_cnn",
         "algorithm.local_steps": 5,
+        # a phone's phase is ~45 s of compute (τ = 5 x B = 32 x 187 MFLOP x 3 cycles/FLOP at 2 GHz) and a 56 Mbit
+        # upload: the scenario's 0.4 s deadline would cut everyone (the feasibility check refuses it)
+        "network.deadline_s": 120.0,
     }
     raw_phones = (ROOT / "scenarios" / "phones-in-a-cell.toml").read_text()
     # the scenario's [data] keys that the shaped data set does not have
