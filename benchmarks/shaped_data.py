@@ -42,20 +42,7 @@ class Images(DataParams):
             x = patterns[y] + self.noise * rng.standard_normal((n, *shape), dtype=np.float32)
             return torch.from_numpy(x), torch.from_numpy(y), np.arange(self.num_clients + 1) * per_client
 
-        train_x, train_y, train_offsets = draw(self.samples_per_client)
-        test_x, test_y, test_offsets = draw(self.test_per_client)
-        return FederatedData(
-            name=self.name,
-            num_classes=self.classes,
-            input_shape=shape,
-            train_x=train_x,
-            train_y=train_y,
-            train_offsets=train_offsets,
-            test_x=test_x,
-            test_y=test_y,
-            test_offsets=test_offsets,
-            source=f"synthetic images {shape}, {self.classes} classes (benchmarks/shaped_data.py)",
-        )
+        return federated(self, shape, draw, f"synthetic images {shape}, {self.classes} classes")
 
 
 class Characters(DataParams):
@@ -83,17 +70,22 @@ class Characters(DataParams):
                 np.arange(self.num_clients + 1) * per_client,
             )
 
-        train_x, train_y, train_offsets = draw(self.samples_per_client)
-        test_x, test_y, test_offsets = draw(self.test_per_client)
-        return FederatedData(
-            name=self.name,
-            num_classes=self.classes,
-            input_shape=(self.length,),
-            train_x=train_x,
-            train_y=train_y,
-            train_offsets=train_offsets,
-            test_x=test_x,
-            test_y=test_y,
-            test_offsets=test_offsets,
-            source=f"synthetic character sequences of {self.length}, {self.classes} classes (benchmarks/shaped_data.py)",
-        )
+        return federated(self, (self.length,), draw, f"synthetic sequences of {self.length}, {self.classes} classes")
+
+
+def federated(params, shape: tuple[int, ...], draw, source: str) -> FederatedData:
+    """The clients' training and test samples, ``draw(per_client)`` each."""
+    train_x, train_y, train_offsets = draw(params.samples_per_client)
+    test_x, test_y, test_offsets = draw(params.test_per_client)
+    return FederatedData(
+        name=params.name,
+        num_classes=params.classes,
+        input_shape=shape,
+        train_x=train_x,
+        train_y=train_y,
+        train_offsets=train_offsets,
+        test_x=test_x,
+        test_y=test_y,
+        test_offsets=test_offsets,
+        source=f"{source} (benchmarks/shaped_data.py)",
+    )
