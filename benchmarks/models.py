@@ -5,8 +5,9 @@
     .venv/bin/python benchmarks/models.py --smoke         # tiny sizes: checks that everything runs
 
 - cifar: a CIFAR-CNN round (McMahan et al. 2017's CNN, m = 10, τ = 5, B = 32, 32x32x3): the batched executor
-  (its measured strategy; vmap and threads shown too) vs a lean per-client loop (torch.func.grad, one client
-  after another, every op on all threads); the sides interleaved (A B C D, A B C D, ...), medians compared;
+  (its measured strategy; the other path shown too) vs a lean per-client loop (:class:`LeanLoop`: one module,
+  torch.optim.SGD, one client after another, every op on all threads); the sides interleaved (A B C, A B C, ...
+  after a warm-up round each), medians compared;
 - resnet, lstm: a ResNet-18-GN round (m = 2, τ = 1, B = 32) and a Shakespeare-LSTM round (m = 10, τ = 2,
   B = 10), batched vs the lean loop, and their peak memory;
 - memory: each built-in model's training in a fresh process: the peak resident memory it adds (VmHWM) vs
@@ -20,6 +21,7 @@ Timings depend on the load: the script prints the load average before and after.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import statistics
@@ -70,6 +72,38 @@ def round_op(model, clients: int, tau: int) -> Train:
     return Train(clients=np.arange(clients), start=model.init_params(), steps=tau, shared={"lr": 0.01})
 
 
+class LeanLoop:
+    """What a careful user writes by hand (as benchmarks/run.py's): one nn.Module reused, torch.optim.SGD, one
+    client after another, every op on all threads; the executor's minibatches (same seed, same draws)."""
+
+    def __init__(self, model, data, batch: int):
+        self.module = copy.deepcopy(model.module).train()
+        self.params = list(self.module.parameters())
+        self.x, self.y = data.train_x, data.train_y
+        self.indices = Executor(model, data, batch, 0)  # its minibatch stream only
+        self.batch = batch
+
+    def train(self, op: Train):
+        idx = self.indices.sample_indices(op.clients, op.steps, self.batch)
+        opt = torch.optim.SGD(self.params, lr=op.shared["lr"])
+        finals = []
+        for c in range(len(op.clients)):
+            with torch.no_grad():
+                torch.nn.utils.vector_to_parameters(op.start.clone(), self.params)
+            for k in range(op.steps):
+                rows = idx[c, k]
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(self.module(self.x[rows]), self.y[rows]).backward()
+                opt.step()
+            finals.append(torch.nn.utils.parameters_to_vector(self.params).detach())
+        return _Result(torch.stack(finals))
+
+
+class _Result:
+    def __init__(self, params):
+        self.params = params
+
+
 def compare_round(name: str, clients: int, tau: int, repeats: int, alternatives: bool = True) -> dict:
     """Seconds per round of each executor path, interleaved, medians; and the max |difference| of their results
     (each path's first round from a fresh executor: the same minibatches). ``alternatives``: also time the
@@ -82,7 +116,7 @@ def compare_round(name: str, clients: int, tau: int, repeats: int, alternatives:
     others = [s for s in ("vmap", "threads") if s != chooser.strategy and s in chooser.timings]
     for strategy in others if alternatives else []:  # the paths the model can take (an LSTM cannot be vmapped)
         sides[strategy] = Executor(model, data, batch, 0, strategy=strategy)
-    sides["lean loop"] = Executor(model, data, batch, 0, "loop")
+    sides["lean loop"] = LeanLoop(model, data, batch)
     times: dict[str, list[float]] = {k: [] for k in sides}
     for side, ex in sides.items():  # warm-up: the first round of each, compared
         if side != "batched":
