@@ -363,7 +363,7 @@ class Executor:
 
     def candidates(self) -> list[str]:
         if self.device.type != "cpu":
-            return ["vmap", "loop"]  # one GPU: its kernels run one after another, threads would not help
+            return ["vmap", "threads"]  # on a GPU, "threads" is one client after another (its kernels queue anyway)
         return ["vmap", "threads" if torch.get_num_threads() > 1 else "loop"]
 
     def choose_strategy(self, op: Train, start, idx) -> str:
@@ -471,7 +471,8 @@ class Executor:
         if name == "loop":
             return self._train_loop(op, start, idx, mask)
         if name == "threads":
-            return self._train_loop(op, start, idx, mask, workers=min(torch.get_num_threads(), len(op.clients)))
+            workers = 1 if self.device.type != "cpu" else min(torch.get_num_threads(), len(op.clients))
+            return self._train_loop(op, start, idx, mask, workers=workers)
         if name == "linear":
             return self._train_batched(op, start, idx, mask)
         chunk = self.clients_at_once()
