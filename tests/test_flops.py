@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -34,13 +35,15 @@ def reference_flops(model, batch=8):
     x = torch.zeros((batch, *model.input_shape))
     y = torch.zeros(batch) if model.loss_name == "mse" else torch.zeros(batch, dtype=torch.long)
     w = model.init_params()
-    with torch.backends.mkldnn.flags(enabled=False):  # as edgefl counts: an LSTM as its matmuls
-        with FlopCounterMode(display=False) as counter:
-            with torch.no_grad():
-                model.loss(w, x, y)
-        eval_flops = counter.get_total_flops() / batch
-        with FlopCounterMode(display=False) as counter:
-            model.train_loss(w.clone().requires_grad_(True), x, y).backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # oneDNN's flags about TF32 on Intel GPUs
+        with torch.backends.mkldnn.flags(enabled=False):  # as edgefl counts: an LSTM as its matmuls
+            with FlopCounterMode(display=False) as counter:
+                with torch.no_grad():
+                    model.loss(w, x, y)
+            eval_flops = counter.get_total_flops() / batch
+            with FlopCounterMode(display=False) as counter:
+                model.train_loss(w.clone().requires_grad_(True), x, y).backward()
     return counter.get_total_flops() / batch, eval_flops
 
 
