@@ -33,14 +33,8 @@ REGISTRY: dict[str, str] = {
 }
 
 
-ENTRY_POINT_GROUP = "edgefl.algorithms"  # installed plug-ins: name = "package.module:Class"
-ALGORITHMS = Registry(
-    "algorithm",
-    dict(sorted(REGISTRY.items())),
-    ENTRY_POINT_GROUP,
-    subclass_of(Algorithm),
-    "an algorithms.Algorithm subclass",
-)
+ALGORITHMS = Registry.of("algorithm.name", dict(sorted(REGISTRY.items())), subclass_of(Algorithm))
+ENTRY_POINT_GROUP = ALGORITHMS.group  # installed plug-ins: name = "package.module:Class"
 
 
 def names() -> list[str]:

@@ -140,6 +140,15 @@ class Algorithm:
         """Extra per-round numbers for metrics.csv (e.g. the entropy of lambda)."""
         return {}
 
+    # A hierarchical algorithm (edge servers aggregate before a cloud, HierFAVG): its edge aggregations so far
+    # (metrics.csv edge_rounds, over several cells or a [backhaul]); one server tier: never counted.
+    edge_rounds_done = 0
+
+    def edge_rounds_per_round(self) -> int | None:
+        """A hierarchical algorithm's edge aggregations per cloud round (events.csv marks each phase's
+        aggregation, edge or cloud); None: one server tier (the default)."""
+        return None
+
 
 def uniform_sample(rng: np.random.Generator, num_clients: int, m: int) -> np.ndarray:
     """m distinct clients, uniformly at random, sorted (sorting keeps batches deterministic)."""

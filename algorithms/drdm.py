@@ -40,13 +40,15 @@ from pydantic import Field
 
 from algorithms.base import Algorithm, HyperParams, weighted_mean
 from algorithms.ops import Broadcast, Train, Upload, sgd_step
-from algorithms.simplex import dual_variable_update, initial_lambda, lambda_metrics, sample_by_lambda
+from algorithms.simplex import DUAL_STEP_MAX, dual_variable_update, initial_lambda, lambda_metrics, sample_by_lambda
 from algorithms.state import ClientStore
 
 
 class DRDMParams(HyperParams):
     mu: float = Field(1.0, gt=0, description="mu, dynamic-regularisation weight (tuned: docs/reproduce-drdm.md).")
-    gamma: float = Field(1e-3, ge=0, description="gamma, dual step (lambda moves by tau*gamma*v; tuned).")
+    gamma: float = Field(
+        1e-3, ge=0, le=DUAL_STEP_MAX, description="gamma, dual step (lambda moves by tau*gamma*v; tuned; at most 10^6)."
+    )
     sampling: Literal["with_replacement", "without_replacement", "uniform"] = Field(
         "with_replacement",
         description="D ~ lambda i.i.d. (default); without replacement from max(lambda, 1e-3); "

@@ -24,12 +24,15 @@ from pydantic import Field
 from algorithms.base import Algorithm, HyperParams, weighted_mean
 from algorithms.drdm import sgd_ball_step
 from algorithms.ops import Broadcast, Train, Upload
-from algorithms.simplex import dual_variable_update, initial_lambda, lambda_metrics, sample_by_lambda
+from algorithms.simplex import DUAL_STEP_MAX, dual_variable_update, initial_lambda, lambda_metrics, sample_by_lambda
 
 
 class DRFAParams(HyperParams):
     gamma: float = Field(
-        3e-4, ge=0, description="gamma, dual step (lambda moves by tau*gamma*v; tuned: docs/reproduce-drdm.md)."
+        3e-4,
+        ge=0,
+        le=DUAL_STEP_MAX,
+        description="gamma, dual step (lambda moves by tau*gamma*v; tuned: docs/reproduce-drdm.md; at most 10^6).",
     )
     sampling: Literal["with_replacement", "without_replacement"] = "with_replacement"
     lambda_init: Literal["uniform", "data_size"] = "uniform"

@@ -70,6 +70,9 @@ class HierFAVG(Algorithm):
                 models = torch.stack([edge_model[edge] for edge in reached])
                 self.w = weighted_mean(models, np.array([edge_data[edge] for edge in reached]))
 
+    def edge_rounds_per_round(self) -> int:
+        return self.hp.edge_rounds
+
     @property
     def model(self):
         return self.w

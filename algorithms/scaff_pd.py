@@ -31,18 +31,23 @@ from pydantic import Field
 
 from algorithms.base import Algorithm, HyperParams
 from algorithms.ops import Broadcast, Evaluate, Query, Train, Upload
-from algorithms.simplex import initial_lambda, lambda_metrics, project_simplex
+from algorithms.simplex import DUAL_STEP_MAX, initial_lambda, lambda_metrics, project_simplex
 
 
 class ScaffPDParams(HyperParams):
     gamma: float = Field(
         1e-4,
         ge=0,
-        description="Dual step per local step: sigma = tau * gamma (as DRDM; tuned: docs/reproduce-drdm.md).",
+        le=DUAL_STEP_MAX,
+        description="Dual step per local step: sigma = tau * gamma (as DRDM; tuned: docs/reproduce-drdm.md; at most "
+        "10^6).",
     )
-    theta: float = Field(1.0, ge=0, description="theta, dual extrapolation.")
+    theta: float = Field(1.0, ge=0, le=DUAL_STEP_MAX, description="theta, dual extrapolation (at most 10^6).")
     rho: float = Field(
-        0.0, ge=0, description="rho, weight of psi(lambda) = (rho/2)||lambda - 1/N||^2 (0: eq. 2 exactly)."
+        0.0,
+        ge=0,
+        le=DUAL_STEP_MAX,
+        description="rho, weight of psi(lambda) = (rho/2)||lambda - 1/N||^2 (0: eq. 2 exactly; at most 10^6).",
     )
     eta_g: float = Field(1.0, gt=0, description="eta_g, global step size.")
     lambda_init: Literal["uniform", "data_size"] = "uniform"

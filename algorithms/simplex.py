@@ -22,6 +22,9 @@ import torch
 from algorithms.ops import Query
 
 LAMBDA_FLOOR = 1e-3  # the authors' reference-code floor for sampling without replacement
+# The largest dual step (and extrapolation) an algorithm's keys accept: lam + tau*gamma*v with losses of order
+# 1-10 and tau up to 10^4 stays far from float overflow (beyond, the projection below gets no finite input).
+DUAL_STEP_MAX = 1e6
 
 
 def project_simplex(y: np.ndarray) -> np.ndarray:

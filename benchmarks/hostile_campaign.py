@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/hostile_campaign.py --cases 600 --workers 2 [--seed 0] [--report FILE]
 
-Four families of cases, drawn from one seed:
+Families of cases, drawn from one seed (``--families`` picks some; ``--list`` shows them):
 
 - structural mutations of the committed scenarios (sections removed, tables where values belong and the
   reverse, unknown and duplicated keys, wrong types deep in a table, truncated and bit-flipped files);
@@ -13,7 +13,15 @@ Four families of cases, drawn from one seed:
   ``compare``): the user's own files in ``--out``, hidden ``.NAME.old``/``.NAME.<digits>.tmp`` folders beside
   it, ``--out`` a file, the root, the home or the current folder; named pipes and devices as inputs;
   crafted checkpoints whose unpickling would run a command; damaged results folders;
-- misuse of the Python API (wrong argument types, mutated ``Scenario`` objects, out-of-range options).
+- misuse of the Python API (wrong argument types, mutated ``Scenario`` objects, out-of-range options);
+- (issue 33 item 6, the families that grow with the features) ``keys``: every scenario key (every section's,
+  every algorithm's, controller's, selection policy's, process's and data set's own keys) set to a hostile
+  value (NaN, ±inf, ±1e300, -1, 0, 1e-300, text, an array, a table, a huge integer), one drawn per key and
+  seed; ``kinds``: faulty plug-ins of every plug-in kind (:data:`PLUGIN_FAMILIES`, one entry per row of
+  ``plugin_registry.KINDS``: tests/test_hostile_coverage.py fails when a kind or a key has none);
+  ``combinations``: every pair of the features added since the campaign was first written (cells, reuse,
+  handover, power control, backhaul, AirComp, selection policies, FedAsync/FedBuff, HierFAVG, ``[[process]]``,
+  radio power keys, controllers), and ``api-sections``: each section of a loaded ``Scenario`` set to None.
 
 Each case runs in a forked child (edgefl imported once) in a fresh folder, with a time limit. Rules:
 
@@ -66,6 +74,7 @@ class Case:
     marker: str | None = None  # a file a malicious checkpoint would create
     prepare: str | None = None  # "quick_sweep": a finished edgefl sweep folder made first
     refuse: bool = False  # the command must not succeed (e.g. --out the current folder)
+    covers: tuple[str, ...] = ()  # the scenario keys and plug-in kinds (plugin_registry.KINDS keys) it tries
 
 
 # -- scenario sources --------------------------------------------------------------------------------
@@ -315,6 +324,7 @@ def plugin_cases(rng: random.Random) -> list[Case]:
                     run,
                     files={"s.toml": scen, f"myplug{i}.py": (fault + "\n").encode()},
                     user_files=["s.toml"],
+                    covers=(key,),
                 )
             )
     link_budget = json.loads(json.dumps(doc))
@@ -330,6 +340,7 @@ def plugin_cases(rng: random.Random) -> list[Case]:
                 run,
                 files={"s.toml": budget, "mypl.py": src.encode()},
                 user_files=["s.toml", "mypl.py"],
+                covers=("network.path_loss",),
             )
         )
         moving = with_keys(
@@ -405,6 +416,7 @@ def plugin_cases(rng: random.Random) -> list[Case]:
                 "cli",
                 run,
                 files={"s.toml": with_keys(doc, algorithm={"name": f"myalg{i}:Alg"}), f"myalg{i}.py": src.encode()},
+                covers=("algorithm.name",),
             )
         )
     for i, src in enumerate(CONTROLLER_CLASSES):
@@ -415,6 +427,7 @@ def plugin_cases(rng: random.Random) -> list[Case]:
                 "cli",
                 run,
                 files={"s.toml": with_keys(doc, control={"name": f"myctl{i}:Ctl"}), f"myctl{i}.py": src.encode()},
+                covers=("control.name",),
             )
         )
     for i, src in enumerate(DATA_CLASSES):
@@ -425,6 +438,7 @@ def plugin_cases(rng: random.Random) -> list[Case]:
                 "cli",
                 run,
                 files={"s.toml": with_keys(doc, data={"name": f"mydata{i}:Data"}), f"mydata{i}.py": src.encode()},
+                covers=("data.name",),
             )
         )
     return cases
@@ -712,10 +726,290 @@ def api_cases() -> list[Case]:
     return cases
 
 
-def all_cases(seed: int, count: int) -> list[Case]:
+# -- the families that grow with the features (issue 33 item 6) -------------------------------------------
+HOSTILE_VALUES = [  # TOML literals, as --set reads them
+    "nan",
+    "inf",
+    "-inf",
+    "1e300",
+    "-1e300",
+    "-1",
+    "0",
+    "1e-300",
+    "'x'",
+    "''",
+    "[]",
+    "{}",
+    "[1, 'a']",
+    "4611686018427387904",  # 2**62
+    "true",
+]
+PROCESS_TABLE = '\n[[process]]\nname = "thermal"\n'  # a [[process]] table for the process keys (process.0.<key>)
+
+
+def scenario_keys() -> dict[str, tuple[list[str], str]]:
+    """Every scenario key, -> (the overrides that make it apply, text appended to the scenario): the sections'
+    keys (edgefl.scenario.SECTION_MODELS and the Scenario's other fields), the keys of every built-in algorithm
+    (``algorithm.<name>.<key>``, that algorithm chosen), controller and selection policy (chosen), process
+    (``process.0.<key>`` of a [[process]] table) and data set family (chosen; an IDX family reads the MNIST
+    test split)."""
+    import algorithms
+    from edgefl import control, selection
+    from edgefl.data import DataParams
+    from edgefl.data.registry import FAMILIES, family_names
+    from edgefl.scenario import SECTION_MODELS, Scenario
+    from edgefl.sim import processes
+
+    keys: dict[str, tuple[list[str], str]] = {}
+    for section, model in SECTION_MODELS.items():
+        for name in model.model_fields:
+            keys[f"{section}.{name}"] = ([], "")
+    for section, info in Scenario.model_fields.items():
+        if section in SECTION_MODELS:
+            continue
+        if section == "process":
+            keys["process.0.name"] = ([], PROCESS_TABLE)
+            continue
+        model = info.annotation
+        for name in getattr(model, "model_fields", {}):
+            keys[f"{section}.{name}"] = ([], "")
+    for name in algorithms.names():
+        for key in algorithms.get(name).Params.model_fields:
+            keys[f"algorithm.{name}.{key}"] = ([f"algorithm.name={name}"], "")
+    for registry, section in ((control, "control"), (selection, "selection")):
+        for name in registry.names():
+            for key in registry.get(name).Params.model_fields:
+                keys.setdefault(f"{section}.{key}", ([f"{section}.name={name}"], ""))
+    for name in processes.names():
+        for key in getattr(processes.get(name).Params, "model_fields", {}):
+            keys[f"process.0.{key}"] = ([], f'\n[[process]]\nname = "{name}"\n')
+    for cls in FAMILIES:
+        name = family_names(cls)[0]
+        context = [f"data.name={name}"] + ([f"data.dir={MNIST}"] if "dir" in cls.model_fields else [])
+        for key in cls.model_fields:
+            if key not in DataParams.model_fields:
+                keys.setdefault(f"data.{key}", (context, ""))
+    return keys
+
+
+def key_cases(rng: random.Random) -> list[Case]:
+    """Every scenario key set to a hostile value (one drawn per key): exit 2 naming the key, or a sane run."""
+    doc = quick_doc()
+    for section in ("data", "network", "devices"):
+        doc.setdefault(section, {})
+    if doc["data"].get("name", "synthetic") != "synthetic":
+        raise RuntimeError("the keys family expects the quickstart scenario's synthetic data")
+    base = toml_dump(doc)
+    cases = []
+    for key, (context, extra) in scenario_keys().items():
+        value = rng.choice(HOSTILE_VALUES)
+        sets = [*context, f"{key}={value}"]
+        if key.startswith("data.") and context:  # another data set: the synthetic data's own keys go
+            text = toml_dump({**doc, "data": {"num_clients": doc["data"]["num_clients"]}})
+        else:
+            text = base
+        cases.append(
+            Case(
+                "keys",
+                f"{key}={value}",
+                "cli",
+                ["run", "s.toml", "--out", "out", "--no-plots", "-q", *[a for s in sets for a in ("--set", s)]],
+                files={"s.toml": (text + extra).encode()},
+                user_files=["s.toml"],
+                covers=(key,),
+            )
+        )
+    return cases
+
+
+SELECT_FAULTS = [
+    "return None",
+    "return 'abc'",
+    "return {'a': 1}",
+    "return (i for i in range(k))",
+    "return [2**70]",
+    "return [0, 10**6]",
+    "return [float('nan'), 1.0]",
+    "return [1, 1]",
+    "return []",
+    "return view.online",
+    "raise ValueError('my select failed')",
+    "import sys; sys.exit(0)",
+    "return [0.5]",
+]
+PROCESS_FAULTS = [
+    "    @classmethod\n    def from_scenario(cls, params, network, population, seed):\n        return None\n",
+    "    def before_step(self, client, step):\n        yield 5\n",
+    "    def before_step(self, client, step):\n        return 3\n",
+    "    def before_step(self, client, step):\n        raise RuntimeError('boom')\n        yield\n",
+    "    def before_step(self, client, step):\n        yield self.core.env.timeout(-1)\n",
+    "    def before_step(self, client, step):\n        yield self.core.env.timeout(float('nan'))\n",
+    "    def before_step(self, client, step):\n        yield self.core.env.timeout(float('inf'))\n",
+    "    def phase_start(self, phase, clients, plans):\n        return None\n",
+    "    def phase_start(self, phase, clients, plans):\n        return {10**6}\n",
+    "    def restrict(self, online):\n        return None\n",
+    "    def chain_may_start(self, client):\n        return 'yes'\n",
+    "    Params = {'a': 1}\n",
+    "    class Params:\n        pass\n",
+    "    def compute_start(self, client):\n        self.core.set_cpu_hz(client, 1e9)\n",
+    "    def compute_start(self, client):\n        self.core.set_uplink_rate_factor(client, 2.0)\n",
+    *(
+        f"    changes_cpu_rate = True\n    def compute_start(self, client):\n        self.core.set_cpu_hz(client, {v})\n"
+        for v in ("0", "float('nan')", "-1", "1e400")
+    ),
+    *(
+        "    changes_uplink_rate = True\n    def compute_start(self, client):\n"
+        f"        self.core.set_uplink_rate_factor(client, {v})\n"
+        for v in ("0", "float('nan')", "-2", "1e400")
+    ),
+    *(
+        f"    def compute_start(self, client):\n        self.core.set_tx_power_w(client, {v})\n"
+        for v in ("0", "float('nan')", "-1", "1e400")
+    ),
+    "    def attach(self, core):\n        raise KeyError('attach')\n",
+    "    def round_end(self, round_):\n        import sys; sys.exit(2)\n",
+]
+
+
+def _selection_cases(doc: dict) -> list[Case]:
+    cases = []
+    for i, body in enumerate(SELECT_FAULTS):
+        src = f"from edgefl.selection import Policy\nclass P(Policy):\n    def select(self, view, k):\n        {body}\n"
+        cases.append(
+            _plugin_case("selection.name", f"mysel{i}", src, with_keys(doc, selection={"name": f"mysel{i}:P"}))
+        )
+    cases.append(
+        Case(
+            "kinds",
+            "selection.name:abstract Policy",
+            "cli",
+            ["run", "s.toml", "--out", "out", "--no-plots", "-q"],
+            files={"s.toml": with_keys(doc, selection={"name": "edgefl.selection.base:Policy"})},
+            covers=("selection.name",),
+        )
+    )
+    return cases
+
+
+def _process_cases(doc: dict) -> list[Case]:
+    cases = []
+    for i, body in enumerate(PROCESS_FAULTS):
+        src = "from edgefl.sim.component import Component\nclass C(Component):\n" + body
+        text = toml_dump(doc).encode() + f'\n[[process]]\nname = "myproc{i}:C"\n'.encode()
+        cases.append(_plugin_case("process[].name", f"myproc{i}", src, text))
+    return cases
+
+
+def _plugin_case(key: str, module: str, src: str, scenario: bytes) -> Case:
+    return Case(
+        "kinds",
+        f"{key}:{module}:{src.strip().splitlines()[-1].strip()[:50]}",
+        "cli",
+        ["run", "s.toml", "--out", "out", "--no-plots", "-q"],
+        files={"s.toml": scenario, f"{module}.py": src.encode()},
+        user_files=["s.toml", f"{module}.py"],
+        covers=(key,),
+    )
+
+
+# The faulty plug-ins of every plug-in kind: scenario key (plugin_registry.KINDS) -> the family that writes
+# them (the older kinds' are in plugin_cases). A kind added to the table needs an entry here
+# (tests/test_hostile_coverage.py).
+PLUGIN_FAMILIES = {
+    "algorithm.name": "plugin",
+    "data.name": "plugin",
+    "control.name": "plugin",
+    "network.path_loss": "plugin",
+    "selection.name": _selection_cases,
+    "process[].name": _process_cases,
+}
+
+
+def kind_cases() -> list[Case]:
+    doc = quick_doc()
+    return [case for family in PLUGIN_FAMILIES.values() if callable(family) for case in family(doc)]
+
+
+# The features added since the campaign was first written, each as the overrides that turn it on (on the
+# quickstart scenario, its SNR line replaced by a link budget where the feature needs one): every pair is run.
+FEATURES = {
+    "cells": ["network.cells=7", "network.cell_radius_m=300"],
+    "reuse": ["network.cells=7", "network.cell_radius_m=300", "network.reuse=3"],
+    "handover": ["network.cells=3", "network.cell_radius_m=300", "devices.speed_mps=30"],
+    "power-control": ["network.cell_radius_m=300", "network.power_control_p0_dbm=-70"],
+    "backhaul": ["backhaul.rate_mbps=100", "backhaul.latency_ms=20", "backhaul.energy_j_per_bit=1e-8"],
+    "aircomp": ["network.uplink=aircomp", "algorithm.fedavg.weighting='uniform'"],
+    "tdma": ["network.access=tdma"],
+    "oort": ["selection.name=oort"],
+    "power-of-choice": ["selection.name=power_of_choice"],
+    "fedbuff": ["algorithm.name=fedbuff", "algorithm.fedbuff.buffer_size=3"],
+    "fedasync": ["algorithm.name=fedasync"],
+    "hierfavg": ["algorithm.name=hierfavg", "algorithm.hierfavg.edge_rounds=2"],
+    "deadline-fit": ["control.name=deadline_fit", "network.deadline_s=1.0"],
+    "min-energy": ["control.name=min_energy"],
+    "radio-power": ["devices.tail_s=0.5", "devices.tail_power_w=1.0", "network.access_latency_s=0.05"],
+    "thermal": [],  # a [[process]] table (PROCESS_TABLE)
+    "markov": ["devices.availability=markov", "devices.mean_on_s=30", "devices.mean_off_s=15"],
+    "batteries": ["devices.battery_j=5", "devices.battery_reserve_j=1"],
+}
+
+
+def combination_cases() -> list[Case]:
+    doc = quick_doc()
+    doc["network"].pop("snr_db", None)  # a link budget (cell_radius_m) where a feature sets one; else 20 dB
+    cases = []
+    names = list(FEATURES)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            sets = [*FEATURES[a], *FEATURES[b]]
+            merged = dict(s.split("=", 1) for s in sets)  # a later value of a key wins (cells: reuse's)
+            text = toml_dump(doc) + (PROCESS_TABLE if "thermal" in (a, b) else "")
+            cases.append(
+                Case(
+                    "combinations",
+                    f"{a}+{b}",
+                    "cli",
+                    ["run", "s.toml", "--out", "out", "--no-plots", "-q"]
+                    + [x for k, v in merged.items() for x in ("--set", f"{k}={v}")],
+                    files={"s.toml": text.encode()},
+                    user_files=["s.toml"],
+                )
+            )
+    return cases
+
+
+def api_section_cases() -> list[Case]:
+    """Each field of a loaded Scenario set to None in Python, then run: a documented error (or a run)."""
+    from edgefl.scenario import Scenario
+
+    return [
+        Case(
+            "api-sections",
+            f"s.{name} = None",
+            "api",
+            api=f"s = edgefl.load_scenario('s.toml')\ns.{name} = None\nedgefl.run(s, out='out', progress=False)\n",
+            files={"s.toml": quick_toml()},
+        )
+        for name in Scenario.model_fields
+    ]
+
+
+NEW_FAMILIES = ("keys", "kinds", "combinations", "api-sections")
+
+
+def all_cases(seed: int, count: int, families: tuple[str, ...] | None = None) -> list[Case]:
     rng = random.Random(seed)
     fixed = plugin_cases(rng) + placement_cases(rng) + api_cases()
-    return fixed + structural_cases(rng, max(count - len(fixed), 100))
+    cases = fixed + structural_cases(rng, max(count - len(fixed), 100))
+    cases += key_cases(random.Random(seed)) + kind_cases() + combination_cases() + api_section_cases()
+    return [c for c in cases if families is None or c.family in families]
+
+
+def covered() -> set[str]:
+    """The scenario keys and plug-in kinds some family tries (tests/test_hostile_coverage.py)."""
+    return {key for case in all_cases(0, 0) for key in case.covers} | {
+        key for key, family in PLUGIN_FAMILIES.items() if family == "plugin"
+    }
 
 
 # -- running one case ------------------------------------------------------------------------------------
@@ -896,6 +1190,8 @@ def run_case(case: Case, limit_s: float) -> dict:
             broken.append("user file lost or changed: wrote into a folder that is never a results folder")
         if case.marker and (folder / case.marker).exists():
             broken.append("code ran from a checkpoint")
+        if code == 0 and non_finite_output(folder):
+            broken.append("non-finite output: NaN or inf in metrics.csv or summary.json")
         for system, entries in system_before.items():  # never a results folder (nothing may appear there)
             for name in sorted(set(os.listdir(system)) - entries):
                 broken.append(f"user file lost or changed: wrote {name} into {system}")
@@ -913,6 +1209,19 @@ def run_case(case: Case, limit_s: float) -> dict:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def non_finite_output(folder: Path) -> bool:
+    """Whether a results folder the case wrote (any folder under it holding metrics.csv) has a NaN or an
+    infinity in metrics.csv or summary.json (the house rule: no NaN/inf in outputs)."""
+    for metrics in folder.rglob("metrics.csv"):
+        cells = {cell.strip().lower() for line in metrics.read_text().splitlines() for cell in line.split(",")}
+        if cells & {"nan", "inf", "-inf", "infinity", "-infinity"}:
+            return True
+        summary = metrics.parent / "summary.json"
+        if summary.is_file() and any(t in summary.read_text() for t in ("NaN", "Infinity")):
+            return True
+    return False
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=600)
@@ -920,6 +1229,11 @@ def main() -> int:
     parser.add_argument("--limit-s", type=float, default=120.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--only", default=None, help="run only the cases whose name contains this")
+    parser.add_argument(
+        "--families",
+        default=None,
+        help="comma-separated families to run (new ones: " + ",".join(NEW_FAMILIES) + "); default: all",
+    )
     parser.add_argument("--list", action="store_true", help="list the cases and stop")
     parser.add_argument("--report", type=Path, default=None, help="write every case's outcome here (JSON lines)")
     args = parser.parse_args()
@@ -927,7 +1241,7 @@ def main() -> int:
     import edgefl.cli  # noqa: F401  (imported once; every case forks from here)
     from edgefl.sweeps import cli as _  # noqa: F401
 
-    cases = all_cases(args.seed, args.cases)
+    cases = all_cases(args.seed, args.cases, tuple(args.families.split(",")) if args.families else None)
     if args.only:
         cases = [c for c in cases if args.only in c.name]
     print(
@@ -974,7 +1288,13 @@ def main() -> int:
         f"{sum(bool(o['broken']) for o in outcomes)} |"
     )
     print("\nexit codes:", dict(sorted(codes.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))))
-    for rule in ("user file lost or changed", "internal error", "hang", "code ran from a checkpoint"):
+    for rule in (
+        "user file lost or changed",
+        "internal error",
+        "hang",
+        "code ran from a checkpoint",
+        "non-finite output",
+    ):
         print(f"{rule}: {sum(n for (f, b), n in broken.items() if b == rule)}")
     return 1 if any(o["broken"] for o in outcomes) else 0
 

@@ -26,7 +26,8 @@ from typing import Any, Mapping, NamedTuple
 import pandas as pd
 
 import algorithms
-from edgefl.physical import cell_sites_m
+from edgefl.figures import check_format, save_figure
+from edgefl.physical import cell_map_sites_m
 from edgefl.results import check_target
 from edgefl.runner import RunResult, event_table, simulate, write_results
 from edgefl.scenario import Scenario, ScenarioError, _drop_none, format_override, scenario_from_dict
@@ -67,35 +68,52 @@ class Result:
     positions: pd.DataFrame = field(default_factory=pd.DataFrame)  # positions.csv (moving devices)
     raw: RunResult | None = field(default=None, repr=False)
 
-    def save(self, out: str | Path, plots: bool = True, force: bool = False) -> Path:
-        """Write the results folder, as ``edgefl run --out`` does (``force``: replace a folder edgefl did not write)."""
-        return write_results(self.raw, Path(out), plots=plots, force=force)
+    def save(self, out: str | Path, plots: bool = True, force: bool = False, plot_format: str = "png") -> Path:
+        """Write the results folder, as ``edgefl run --out`` does (``force``: replace a folder edgefl did not write;
+        ``plot_format``: the figures' format, png, pdf or svg, as ``--format``)."""
+        check_format(plot_format)  # ValueError with the known formats, before anything is written
+        return write_results(self.raw, Path(out), plots=plots, force=force, plot_format=plot_format)
 
-    def plot(self, kind: str = "accuracy"):
+    def plot(self, kind: str = "accuracy", path: str | Path | None = None, format: str | None = None):
         """A matplotlib Figure: ``accuracy`` (mean, mean ± std and worst client over rounds) and
         ``accuracy-energy`` (the same against cumulative energy): the figures accuracy.png and
         accuracy_energy.png of `edgefl run`, drawn by the same function (edgefl.plots.draw_accuracy);
         ``energy`` (cumulative energy by category over rounds); or the plots of docs/run-plots.md: ``gantt``,
-        ``energy-rounds``, ``energy-snr``, ``cell-map``, ``uploads-missed``."""
-        import matplotlib.pyplot as plt
-
+        ``energy-rounds``, ``energy-snr``, ``cell-map``, ``uploads-missed``. ``path``: also write it there, in
+        ``format`` (png, pdf or svg; default: the suffix of ``path``), as `edgefl run --format` writes it; the
+        figure stays open (returned)."""
         if kind not in PLOT_KINDS:
             raise ValueError(f"unknown plot kind {kind!r}; known: {', '.join(PLOT_KINDS)}")
-        if kind in EVENT_PLOT_KINDS:
-            return self._event_plot(kind)
+        if path is not None:  # before the drawing: a wrong format costs nothing
+            check_format(format if format is not None else Path(path).suffix.lstrip(".").lower())
+        fig = self._event_plot(kind) if kind in EVENT_PLOT_KINDS else self._metrics_plot(kind)
+        if path is not None:
+            save_figure(fig, path, format, close=False)
+        return fig
+
+    def _metrics_plot(self, kind: str):
+        import matplotlib.pyplot as plt
+
+        from edgefl.run_plots import ENERGY_CATEGORIES, round_label
         from edgefl.runner import run_title
 
         title = run_title(self.scenario)
+        asynchronous = algorithms.get(self.scenario.algorithm.name).asynchronous
         if kind in ("accuracy", "accuracy-energy"):  # the figures `edgefl run` writes, drawn by the same function
             from edgefl.plots import draw_accuracy
 
             metrics = self.raw.metrics if self.raw is not None else self.metrics.to_dict("records")
-            return draw_accuracy(metrics, kind, title)
+            return draw_accuracy(metrics, kind, title, asynchronous)
         m = self.metrics
         fig, ax = plt.subplots(figsize=(6, 4))
-        categories = [c for c in ("compute", "uplink", "downlink", "idle") if f"{c}_energy_j" in m]
-        ax.stackplot(m["round"], *[m[f"{c}_energy_j"] for c in categories], labels=categories)
-        ax.set(xlabel="round", ylabel="cumulative energy, all clients (J)")
+        categories = [c for c in ENERGY_CATEGORIES if f"{c.key}_energy_j" in m]
+        ax.stackplot(
+            m["round"],
+            *[m[f"{c.key}_energy_j"] for c in categories],
+            labels=[c.label for c in categories],
+            colors=[c.color for c in categories],
+        )
+        ax.set(xlabel=round_label(asynchronous), ylabel="cumulative energy, all clients (J)")
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=8)
         fig.tight_layout()
@@ -111,23 +129,22 @@ class Result:
         positions = raw.positions if raw is not None else self.positions
         metrics = raw.metrics if raw is not None else self.metrics.to_dict("records")
         title, net = run_title(self.scenario), self.scenario.network
+        asynchronous = algorithms.get(self.scenario.algorithm.name).asynchronous
         if kind == "gantt":
             fig = run_plots.draw_gantt(
-                events,
-                title,
-                deadline_s=net.deadline_s,
-                round_ends=run_plots.round_ends(metrics),
-                chains=algorithms.get(self.scenario.algorithm.name).asynchronous,
+                events, title, deadline_s=net.deadline_s, round_ends=run_plots.round_ends(metrics), chains=asynchronous
             )
         elif kind == "energy-rounds":
-            fig = run_plots.draw_energy_rounds(events, title, len(metrics))
+            fig = run_plots.draw_energy_rounds(events, title, len(metrics), asynchronous=asynchronous)
         elif kind == "uploads-missed":
-            fig = run_plots.draw_uploads_missed(events, title, len(metrics))
+            fig = run_plots.draw_uploads_missed(events, title, len(metrics), asynchronous=asynchronous)
         elif kind == "energy-snr":
             fig = run_plots.draw_energy_snr(clients, title)
         else:
-            sites_m = cell_sites_m(net)[0] if net.cells > 1 else None
-            fig = run_plots.draw_cell_map(clients, positions, net.cell_radius_m, title, sites_m=sites_m)
+            sites_m = cell_map_sites_m(net)
+            fig = run_plots.draw_cell_map(
+                clients, positions, net.cell_radius_m, title, sites_m=sites_m, sectors=net.sectors
+            )
         if fig is None:
             raise ValueError(
                 f"no {kind} plot for this run: "
@@ -280,7 +297,6 @@ def documented_errors(kind: type[Exception]):
     OutputError and CheckpointError for an output folder or checkpoint edgefl will not use; WorkerDied for a
     sweep worker that died. Anything else is a bug of edgefl (and passes unchanged)."""
     from edgefl.checkpoint import CheckpointError
-    from edgefl.data import DataError
     from edgefl.errors import UserError, WorkerDied
     from edgefl.plugins import PluginError, plugin_fault
     from edgefl.results import OutputError
@@ -289,7 +305,7 @@ def documented_errors(kind: type[Exception]):
         yield
     except (PluginError, OutputError, CheckpointError, WorkerDied, ScenarioError, SweepError):
         raise
-    except (UserError, DataError) as exc:
+    except UserError as exc:
         raise kind(str(exc)) from None
     except (Exception, SystemExit) as exc:
         named = plugin_fault(exc)

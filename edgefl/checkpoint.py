@@ -37,9 +37,11 @@ import torch
 
 from edgefl import __version__
 from edgefl.errors import UserError
+from edgefl.plugins import plugin_values, target_of
 from edgefl.results import CHECKPOINT_MAGIC, atomic_file, checkpoint_header
 from edgefl.scenario import describe_differences
 from edgefl.sim.journal import replay
+from plugin_registry import kind_of
 
 FORMAT = 3  # 2: the scenario's values nested, as model_dump gives them; 3: a header line before the pickle
 # The Simulation's attributes rebuilt from the scenario (referred to by name), and those saved.
@@ -112,10 +114,14 @@ def _storage_from_bytes(data: bytes):
 
 
 def plugin_modules(simulation) -> tuple[str, ...]:
-    """The modules of the run's algorithm and controller, as the fresh ``simulation`` built them from the scenario
-    (a plug-in's, named "module:Class" or by an entry point): their classes may be in a checkpoint."""
-    objects = (getattr(simulation, "algorithm", None), getattr(simulation, "controller", None))
-    return tuple(type(obj).__module__ for obj in objects if obj is not None)
+    """The top modules of the scenario's plug-ins (named "module:Class" or by an entry point; a package: all of
+    it, as edgefl.plugins counts a package's files as the plug-in's) of every kind whose objects a checkpoint
+    saves (``checkpoint`` in the table of kinds, plugin_registry.KINDS): their classes may be in a checkpoint."""
+    return tuple(
+        str(target_of(key, value)).partition(":")[0].partition(".")[0]  # plugin_values: a target exists
+        for key, value in plugin_values(simulation.scenario).items()
+        if kind_of(key).checkpoint
+    )
 
 
 class _Unpickler(pickle.Unpickler):

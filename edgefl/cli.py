@@ -1,6 +1,6 @@
 """The ``edgefl`` command line.
 
-    edgefl [-v|-q] run SCENARIO [--set key=value ...] [--out DIR] [--target METRIC=VALUE] [-v] [-q]
+    edgefl [-v|-q] run SCENARIO [--set key=value ...] [--out DIR] [--target METRIC=VALUE] [--format png|pdf|svg] [-v] [-q]
 
 User mistakes (bad scenario, missing data) print one clear message and exit with code 2,
 without a traceback and without writing anything. An exception raised by a plug-in (the user's own
@@ -24,6 +24,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from edgefl import __version__, logs  # noqa: E402
 from edgefl.errors import UserError  # noqa: E402  (also known as edgefl.cli.UserError)
+from edgefl.figures import add_format_argument  # noqa: E402
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70  # sysexits.h EX_SOFTWARE: a bug of edgefl, not a user mistake
@@ -55,7 +56,8 @@ def _add_run(sub) -> None:
         help="replace --out with everything in it even if edgefl did not "
         "write it (never /, the home or the current folder)",
     )
-    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--no-plots", action="store_true", help="skip the figures")
+    add_format_argument(p)
     p.add_argument(
         "--resume",
         action="store_true",
@@ -84,7 +86,7 @@ def _add_scenarios(sub) -> None:
 
 
 def cmd_scenarios(args) -> int:
-    from edgefl import shipped
+    from edgefl import shipped_scenarios as shipped
 
     if args.name is None:
         names = shipped.names()
@@ -142,7 +144,7 @@ def cmd_run(args) -> int:
             "algorithm.clients_per_round"
         ) from None
     log.info("writing results to %s", out)
-    write_results(result, out, plots=not args.no_plots, force=args.force)
+    write_results(result, out, plots=not args.no_plots, force=args.force, plot_format=args.plot_format)
     final = result.summary["final"]
     energy = result.summary["energy_by_category_j"]
     ran = result.summary["rounds_run"]
@@ -180,7 +182,7 @@ def cmd_run(args) -> int:
         )
     print(
         f"results in {out}/ (metrics.csv, clients.csv, events.csv, summary.json, scenario.toml"
-        + (", *.png)" if not args.no_plots else ")")
+        + (f", *.{args.plot_format})" if not args.no_plots else ")")
     )
     if result.summary["status"] == "diverged":
         print(f"edgefl: {result.summary['diverged']}", file=sys.stderr)
@@ -204,15 +206,10 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 def load(path: Path, overrides: list[str]):
-    """Load and validate a scenario, turning every user mistake into a UserError."""
-    from edgefl.data import DataError
-    from edgefl.scenario import ScenarioError, load_scenario
+    """Load and validate a scenario (a mistake: a UserError, ScenarioError or DataError)."""
+    from edgefl.scenario import load_scenario
 
-    try:
-        scenario = load_scenario(path, overrides)
-    except (ScenarioError, DataError) as exc:
-        raise UserError(str(exc)) from None
-    return scenario
+    return load_scenario(path, overrides)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -241,7 +238,6 @@ def _extra_commands():
 
 
 def main(argv: list[str] | None = None) -> int:
-    from edgefl.data import DataError
     from edgefl.plugins import PluginError, faults_named
 
     parser = build_parser()
@@ -250,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with faults_named():  # an exception raised in a plug-in's code: a PluginError naming it
             return int(args.func(args) or 0)
-    except (UserError, DataError) as exc:
+    except UserError as exc:  # the one root of the user's faults (edgefl.errors)
         if isinstance(exc, PluginError) and args.verbose >= 1 and exc.traceback_text:
             print(exc.traceback_text, file=sys.stderr, end="")
         print(f"edgefl: error: {exc}", file=sys.stderr)

@@ -434,6 +434,8 @@ class _Nominal:
             keys.append(f"network.uplink_max_bits_per_hz = {n.uplink_max_bits_per_hz:g}")
         if n.overhead_fraction:
             keys.append(f"network.overhead_fraction = {n.overhead_fraction:g}")
+        if n.standard == "nr":
+            keys.append('network.standard = "nr" (framing overhead)')
         return ", " + ", ".join(keys)
 
     def _raise_snr(self, part: str) -> str:

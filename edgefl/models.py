@@ -293,15 +293,7 @@ BUILTINS: dict[str, Callable[..., nn.Module]] = {
     "shakespeare_lstm": zoo.shakespeare_lstm,
 }
 MODEL_NAMES = tuple(BUILTINS)
-MODEL_GROUP = "edgefl.models"  # the entry-point group of installed model plug-ins
-REGISTRY = Registry(
-    "model",
-    BUILTINS,
-    MODEL_GROUP,
-    accepts=callable,
-    expected="a function factory(input_shape, num_classes, **keys) returning a torch.nn.Module",
-    form="package.module:factory",
-)
+REGISTRY = Registry.of("model.name", BUILTINS, accepts=callable)
 
 
 def is_plugin(name: str) -> bool:

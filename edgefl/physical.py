@@ -13,7 +13,17 @@ from typing import Callable
 
 import numpy as np
 
-from channel import CQI_EFFICIENCY, CQI_SNR_DB, Link, db_to_linear, dbm_to_w, link_rate_bps, path_loss, w_to_dbm
+from channel import (
+    CQI_EFFICIENCY,
+    CQI_SNR_DB,
+    Link,
+    db_to_linear,
+    dbm_to_w,
+    link_rate_bps,
+    path_loss,
+    tr38901,
+    w_to_dbm,
+)
 from channel.cells import (
     downlink_interference_w,
     drop_in_disks,
@@ -21,12 +31,13 @@ from channel.cells import (
     hex_reuse_bands,
     hex_sites_m,
     open_loop_tx_power_dbm,
-    site_distances_m,
     strongest_cell,
     uplink_interference_w,
 )
+from channel.large_scale import LargeScale
+from channel.mcs import MCS_TABLES, nr_overhead_fraction
 from edgefl.data.errors import DataError
-from edgefl.files import special_file
+from edgefl.input_files import special_file
 from edgefl.plugins import checked_path_loss
 
 
@@ -56,7 +67,8 @@ class NetworkParams:
     uplink: str = "digital"  # digital | aircomp (over-the-air computation: edgefl.sim.access.AirCompUplink)
     aircomp_symbols_per_hz: float = 1.0  # aircomp: analog symbols per s per Hz of the uplink band
     aircomp_threshold_db: float = 0.0  # aircomp: SNR at full power (dB) below which a device is not scheduled
-    cells: int = 1  # base stations (docs/multi-cell.md): each with its own uplink access (edgefl.sim.access)
+    cells: int = 1  # cells (docs/multi-cell.md: sites x sectors): each with its own uplink access (edgefl.sim.access)
+    interference: str = "expected_load"  # multi-cell uplink interference: expected_load | events (docs/multi-cell.md)
 
     @property
     def uplink_access(self) -> str:
@@ -155,13 +167,13 @@ class Cell:
 
 @dataclass(frozen=True)
 class CellLayout:
-    """Several base stations (``network.cells`` > 1, docs/multi-cell.md): where they are, their bands, where the
-    devices were dropped and which cell serves each, as built."""
+    """Several cells (``network.cells`` > 1, sectors, docs/multi-cell.md): where the sites are, the cells' bands,
+    where the devices were dropped and which cell serves each, as built, and the links' large-scale loss."""
 
-    site_m: np.ndarray  # base stations (x, y) [C, 2], m
-    band: np.ndarray  # each cell's band [C] (reuse 1: all 0; reuse 3: 0, 1, 2)
+    site_m: np.ndarray  # base stations (x, y) [S, 2], m
+    band: np.ndarray  # each cell's band [C] (reuse 1: all 0; reuse 3: 0, 1, 2); C = S x sectors
     position_m: np.ndarray  # each device's position (x, y) [N, 2], m, as dropped
-    shadowing_db: np.ndarray  # each device's shadowing towards each site [N, C], dB (fixed for the run)
+    large_scale: LargeScale  # every link's loss at a position: path loss (LOS state), shadowing, sector gain
     serving: np.ndarray  # each device's serving cell [N], as dropped: the strongest mean link
     drop: Callable[[np.random.Generator, int], np.ndarray]  # n points uniform over the cells' union (rng, n) -> [n, 2]
     path_loss_db: Callable[[np.ndarray], np.ndarray]  # the scenario's model, at a distance (m)
@@ -173,15 +185,33 @@ class CellLayout:
     uplink_bandwidth_hz: float
     downlink_bandwidth_hz: float
     interference_load: float
+    uplink_events: (
+        bool  # network.interference = "events": the uplinks carry no standing interference (it comes and goes)
+    )
     p0_dbm: float | None  # open-loop power control (None: off) ...
     alpha: float  # ... its path-loss compensation
     handover_margin_db: float
     handover_interruption_s: float
 
     def link_loss_db(self, position_m: np.ndarray) -> np.ndarray:
-        """Every device's mean loss to every site [N, C] (dB): path loss (at >= min_distance_m) + shadowing."""
-        distance = np.maximum(site_distances_m(position_m, self.site_m), self.min_distance_m)
-        return np.asarray(self.path_loss_db(distance), dtype=np.float64) + self.shadowing_db
+        """Every device's mean loss to every cell [N, C] (dB): path loss (at >= min_distance_m, in the link's LOS
+        state) + shadowing − the sector's antenna gain (channel.large_scale)."""
+        return self.large_scale.loss_db(position_m)
+
+    @property
+    def shadowing_db(self) -> np.ndarray:
+        """Each device's shadowing towards each site [N, S] (dB) where it was dropped."""
+        return self.large_scale.site_shadowing_db(self.position_m)
+
+    def serving_distance_m(self, position_m: np.ndarray, serving: np.ndarray) -> np.ndarray:
+        """Each device's ground distance to its serving cell's site [N] (m; its nearest copy with wraparound)."""
+        offset = self.large_scale.offsets_m(position_m)[np.arange(len(serving)), serving // self.large_scale.sectors]
+        return np.hypot(offset[:, 0], offset[:, 1])
+
+    def serving_los(self, position_m: np.ndarray, serving: np.ndarray) -> np.ndarray | None:
+        """Whether each device's link to its serving site is LOS [N] (random LOS), or None (a fixed state)."""
+        los = self.large_scale.los(position_m)
+        return None if los is None else los[np.arange(len(serving)), serving // self.large_scale.sectors]
 
     def links(self, position_m: np.ndarray, serving: np.ndarray) -> tuple[np.ndarray, list[Link], list[Link]]:
         """The devices' transmit powers [N] (W: power control, or P_max) and their mean uplinks and downlinks to
@@ -194,7 +224,8 @@ class CellLayout:
         if self.p0_dbm is not None:
             power_w = dbm_to_w(open_loop_tx_power_dbm(w_to_dbm(self.max_tx_power_w), self.p0_dbm, self.alpha, own))
         gain = db_to_linear(-loss)
-        up_i = uplink_interference_w(power_w, gain, serving, self.band, self.interference_load)[serving]
+        up_load = 0.0 if self.uplink_events else self.interference_load
+        up_i = uplink_interference_w(power_w, gain, serving, self.band, up_load)[serving]
         down_i = downlink_interference_w(self.bs_power_w, gain, serving, self.band, self.interference_load)
         up_psd, down_psd = up_i / self.uplink_bandwidth_hz, down_i / self.downlink_bandwidth_hz
         uplink = [
@@ -242,11 +273,24 @@ def network_params(network) -> NetworkParams:
         "downlink_bandwidth_hz": (network.downlink_bandwidth_mhz or network.bandwidth_mhz) * 1e6,
         "efficiency": network.shannon_efficiency,
         "header_bits": float(network.header_bits),
-        "mcs_snr_db": tuple(r[0] for r in network.mcs_table) if network.mcs_table else CQI_SNR_DB,
-        "mcs_efficiency": tuple(r[1] for r in network.mcs_table) if network.mcs_table else CQI_EFFICIENCY,
+        "mcs_snr_db": tuple(r[0] for r in network.mcs_table) if network.mcs_table else MCS_TABLES[network.standard][0],
+        "mcs_efficiency": tuple(r[1] for r in network.mcs_table)
+        if network.mcs_table
+        else MCS_TABLES[network.standard][1],
+        "cells": network.cells * network.sectors,
+        "overhead_fraction": overhead_fraction(network),
     }
     same = {f.name: getattr(network, f.name) for f in fields(NetworkParams) if f.name not in converted}
     return NetworkParams(**converted, **same)
+
+
+def overhead_fraction(network) -> float:
+    """The share of every link's resource that carries no data: ``network.overhead_fraction``, and with
+    ``standard = "nr"`` the NR framing's too (channel.mcs.nr_overhead_fraction): 1 − (1 − o)(1 − o_NR)."""
+    if network.standard != "nr":
+        return float(network.overhead_fraction)
+    framing = nr_overhead_fraction(network.nr_pusch_symbols, network.nr_dmrs_symbols)
+    return 1.0 - (1.0 - network.overhead_fraction) * (1.0 - framing)
 
 
 def assign_device_classes(devices, num_clients: int, rng: np.random.Generator) -> list[dict]:
@@ -304,11 +348,11 @@ def build_population(
         uplink = [Link.from_snr_db(network.snr_db) for _ in range(num_clients)]
         down_db = network.downlink_snr_db if network.downlink_snr_db is not None else network.snr_db
         downlink = [Link.from_snr_db(down_db) for _ in range(num_clients)]
-    elif network.cells > 1:  # several base stations: devices dropped over them, served by the strongest
-        layout = build_cell_layout(network, tx_power_w, num_clients, rng)
+    elif network.uses_layout():  # several cells: devices dropped over them, served by the strongest
+        layout = build_cell_layout(network, tx_power_w, num_clients, rng, seed)
         arrays["tx_power_w"], uplink, downlink = layout.links(layout.position_m, layout.serving)
         path_loss_db = layout.path_loss_db
-        distance = site_distances_m(layout.position_m, layout.site_m)[np.arange(num_clients), layout.serving]
+        distance = layout.serving_distance_m(layout.position_m, layout.serving)
     else:
         if network.distance_m is not None:
             distance = np.full(num_clients, float(network.distance_m))
@@ -355,19 +399,36 @@ def build_population(
 
 
 def cell_sites_m(network) -> tuple[np.ndarray, np.ndarray, float]:
-    """The base stations (x, y) [C, 2] in m of ``network.cells`` (listed, or a hexagonal layout), each cell's band
-    [C], and the hexagonal layout's inter-site distance (m; unset: sqrt(3) x cell_radius_m; nan for listed sites)."""
+    """The base stations (x, y) [S, 2] in m of ``network.cells`` (listed, or a hexagonal layout), each cell's band
+    [S x sectors] (3 sectors at reuse 3: band = the sector), and the hexagonal layout's inter-site distance (m;
+    unset: sqrt(3) x cell_radius_m; nan for listed sites)."""
     if network.site_positions_m is not None:
         site_m = np.array(network.site_positions_m, dtype=np.float64)
-        return site_m, np.arange(len(site_m)) % network.reuse, float("nan")
-    radius_m = network.cell_radius_m
-    inter_site_m = network.inter_site_m if network.inter_site_m is not None else float(np.sqrt(3.0) * radius_m)
-    return hex_sites_m(network.cells, inter_site_m), hex_reuse_bands(network.cells, network.reuse), inter_site_m
+        band, inter_site_m = np.arange(len(site_m)) % network.reuse, float("nan")
+    else:
+        radius_m = network.cell_radius_m
+        inter_site_m = network.inter_site_m if network.inter_site_m is not None else float(np.sqrt(3.0) * radius_m)
+        site_m, band = hex_sites_m(network.cells, inter_site_m), hex_reuse_bands(network.cells, network.reuse)
+    if network.sectors > 1:
+        sector = np.tile(np.arange(network.sectors), len(site_m))
+        band = sector % network.reuse if network.reuse > 1 else np.zeros_like(sector)
+    return site_m, band, inter_site_m
 
 
-def build_cell_layout(network, max_tx_power_w: np.ndarray, num_clients: int, rng: np.random.Generator) -> CellLayout:
-    """The base stations of ``network.cells`` > 1 (a hexagonal layout, or listed sites), the devices dropped
-    uniformly over the cells' union, their shadowing towards every site, and the strongest cell of each."""
+def cell_map_sites_m(network) -> np.ndarray | None:
+    """Each cell's base station (x, y) [C, 2] in m, for the cell map (a site's sectors share its position); None for
+    a network without several cells (nor a scenario)."""
+    if network is None or getattr(network, "cells", 1) * getattr(network, "sectors", 1) <= 1:
+        return None
+    return np.repeat(cell_sites_m(network)[0], network.sectors, axis=0)
+
+
+def build_cell_layout(
+    network, max_tx_power_w: np.ndarray, num_clients: int, rng: np.random.Generator, seed: int = 0
+) -> CellLayout:
+    """The base stations of ``network.cells`` (a hexagonal layout, or listed sites), the devices dropped
+    uniformly over the cells' union, their links' large-scale loss (channel.large_scale: LOS states, shadowing,
+    sectors, wraparound), and the strongest cell of each."""
     radius_m, min_m = network.cell_radius_m, network.min_distance_m
     site_m, band, inter_site_m = cell_sites_m(network)
     if network.site_positions_m is not None:
@@ -380,16 +441,15 @@ def build_cell_layout(network, max_tx_power_w: np.ndarray, num_clients: int, rng
             return drop_in_hex_cells(generator, n, site_m, inter_site_m, min_m)
 
     position_m = drop(rng, num_clients)
-    shadowing_db = rng.normal(0.0, network.shadowing_std_db, size=(num_clients, len(site_m)))
     path_loss_db = path_loss_function(network)
-    distance = np.maximum(site_distances_m(position_m, site_m), min_m)
-    serving = strongest_cell(np.asarray(path_loss_db(distance), dtype=np.float64) + shadowing_db)
+    large_scale = large_scale_model(network, site_m, inter_site_m, path_loss_db, num_clients, rng, seed)
+    serving = strongest_cell(large_scale.loss_db(position_m))
     up_nf_db, down_nf_db = receiver_noise_figures_db(network)
     return CellLayout(
         site_m=site_m,
         band=band,
         position_m=position_m,
-        shadowing_db=shadowing_db,
+        large_scale=large_scale,
         serving=serving,
         drop=drop,
         path_loss_db=path_loss_db,
@@ -401,10 +461,66 @@ def build_cell_layout(network, max_tx_power_w: np.ndarray, num_clients: int, rng
         uplink_bandwidth_hz=network.bandwidth_mhz * 1e6,
         downlink_bandwidth_hz=(network.downlink_bandwidth_mhz or network.bandwidth_mhz) * 1e6,
         interference_load=network.interference_load,
+        uplink_events=network.interference == "events",
         p0_dbm=network.power_control_p0_dbm,
         alpha=network.power_control_alpha,
         handover_margin_db=network.handover_margin_db,
         handover_interruption_s=network.handover_interruption_s,
+    )
+
+
+def large_scale_model(
+    network,
+    site_m: np.ndarray,
+    inter_site_m: float,
+    path_loss_db: Callable[[np.ndarray], np.ndarray],
+    num_clients: int,
+    rng: np.random.Generator,
+    seed: int,
+) -> LargeScale:
+    """The links' large-scale model (channel.large_scale.LargeScale) of the scenario's ``[network]``. Independent
+    shadowing is drawn from ``rng`` (the drop's stream, as before these keys existed); the LOS draws and the
+    correlated fields from streams of their own."""
+    sites = len(site_m)
+    random_los = network.line_of_sight == "random"
+    model = network.path_loss
+    heights = (network.carrier_ghz, network.bs_height_m, network.ue_height_m)
+    los_args: dict = {}
+    if random_los:
+        los_rng = np.random.default_rng(np.random.SeedSequence([seed, 0x105]))
+        los_args = {
+            "state_path_loss_db": lambda d, los: tr38901.path_loss_by_state_db(model, d, los, *heights),
+            "los_probability": lambda d: tr38901.los_probability(model, d, network.ue_height_m),
+            "state_sigma_db": lambda d, los: tr38901.shadowing_std_by_state_db(model, d, los, *heights),
+            "los_uniform": los_rng.uniform(0.0, 1.0, size=(num_clients, sites)),
+        }
+    sigma_db = None if random_los else float(network.shadowing_std_db)
+    z, field = None, None
+    if network.shadowing_correlation == "independent":
+        z = rng.standard_normal(size=(num_clients, sites))  # sigma x z: the same numbers as normal(0, sigma)
+    else:
+        if network.shadowing_decorrelation_m is not None:
+            d_los = d_nlos = float(network.shadowing_decorrelation_m)
+        else:
+            d_los, d_nlos = tr38901.SHADOWING_DECORRELATION_M[model]
+        field_rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5F1D]))
+        field = tr38901.CorrelatedField(field_rng, np.array([d_los, d_nlos] + [d_los] * sites + [d_nlos] * sites))
+    shifts = tr38901.hex_wrap_shifts_m(network.cells, inter_site_m) if network.wraparound else np.zeros((1, 2))
+    return LargeScale(
+        site_m=site_m,
+        sectors=network.sectors,
+        shifts_m=shifts,
+        min_distance_m=network.min_distance_m,
+        path_loss_db=path_loss_db,
+        sigma_db=sigma_db,
+        z=z,
+        field=field,
+        site_correlation=network.shadowing_site_correlation,
+        bs_height_m=network.bs_height_m,
+        ue_height_m=network.ue_height_m,
+        downtilt_deg=network.downtilt_deg,
+        antenna_rows=network.antenna_rows,
+        **los_args,
     )
 
 

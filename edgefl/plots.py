@@ -1,4 +1,4 @@
-"""Plots of one run (PNG, matplotlib Agg): accuracy per round, accuracy versus energy,
+"""Plots of one run (PNG, PDF or SVG: edgefl.figures; matplotlib Agg): accuracy per round, accuracy versus energy,
 energy per client by category, battery levels, and (edgefl.run_plots) a Gantt chart of selected rounds,
 energy per round, energy against SNR and distance, a map of the cell and the uploads missed per round.
 docs/run-plots.md shows each."""
@@ -15,15 +15,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import algorithms  # noqa: E402
 from edgefl import run_plots as rp  # noqa: E402
-from edgefl.physical import cell_sites_m  # noqa: E402
-from edgefl.run_plots import DPI, bars, tight  # noqa: E402
-from energy import CATEGORIES  # noqa: E402
+from edgefl.figures import DEFAULT_FORMAT, save_figure  # noqa: E402
+from edgefl.physical import cell_map_sites_m  # noqa: E402
+from edgefl.run_plots import DPI, ENERGY_CATEGORIES, bars, fit_title, round_label, tight  # noqa: E402
 
 MAX_BARS = 200  # energy_clients.png: above this many clients, one bar per device class
-# zlib level of the PNGs: 3 encodes in ~60 % of the time of PIL's default 6 (a 770 x 418 figure: 15 ms instead of
-# 25 ms); the run's figures are 5-15 % larger
-PNG_COMPRESSION = 3
-CATEGORY_COLORS = {"compute": "#4c72b0", "uplink": "#dd8452", "downlink": "#55a868", "idle": "#8c8c8c"}
 
 
 def _evaluated(metrics):
@@ -31,20 +27,22 @@ def _evaluated(metrics):
     return [r for r in metrics if r.get("acc_mean") is not None and not math.isnan(r["acc_mean"])]
 
 
-# accuracy.png and accuracy_energy.png, and Result.plot("accuracy") / ("accuracy-energy"): one drawing each
+# accuracy.png and accuracy_energy.png, and Result.plot("accuracy") / ("accuracy-energy"): one drawing each;
+# x axis: a metrics.csv column and its label (None: the round's, edgefl.run_plots.round_label)
 ACCURACY_FIGURES = {
-    "accuracy": ("round", "round"),
+    "accuracy": ("round", None),
     "accuracy-energy": ("energy_j", "cumulative energy, all clients (J)"),
 }
 
 
-def draw_accuracy(metrics, kind: str = "accuracy", title: str = ""):
-    """Mean, mean ± std across clients and worst-client accuracy against the round (``accuracy``) or the
-    cumulative energy (``accuracy-energy``); the legend below the axes, where it hides no curve. A Figure."""
+def draw_accuracy(metrics, kind: str = "accuracy", title: str = "", asynchronous: bool = False):
+    """Mean, mean ± std across clients and worst-client accuracy against the round (``accuracy``; the server
+    update of an ``asynchronous`` run) or the cumulative energy (``accuracy-energy``); the legend below the axes,
+    where it hides no curve. A Figure."""
     x_key, xlabel = ACCURACY_FIGURES[kind]
     fig, ax = plt.subplots(figsize=(6, 4.4), dpi=DPI)
-    plot_accuracy(ax, metrics, x_key, xlabel)
-    ax.set_title(title, fontsize=9)
+    plot_accuracy(ax, metrics, x_key, xlabel or round_label(asynchronous))
+    ax.set_title(fit_title(title, 6), fontsize=9)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, fontsize=8, frameon=False)
     tight(fig)
     return fig
@@ -70,8 +68,9 @@ def plot_accuracy(ax, metrics, x_key: str, xlabel: str, label_prefix: str = ""):
     ax.grid(alpha=0.3)
 
 
-def plot_battery(path: Path, battery: list[dict], title: str = "") -> Path:
-    """Battery level per round: one thin line per device, coloured by device class."""
+def plot_battery(path: Path, battery: list[dict], title: str = "", asynchronous: bool = False) -> Path:
+    """Battery level per round (server update of an ``asynchronous`` run): one thin line per device, coloured by
+    device class; written to ``path`` in the format of its suffix."""
     fig, ax = plt.subplots(figsize=(6, 4), dpi=DPI)
     classes = sorted({row["device_class"] for row in battery})
     colors = dict(zip(classes, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4))
@@ -84,19 +83,19 @@ def plot_battery(path: Path, battery: list[dict], title: str = "") -> Path:
         cls = class_of[client]
         ax.plot(*zip(*points), lw=0.8, alpha=0.6, color=colors[cls], label=None if cls in labelled else cls)
         labelled.add(cls)
-    ax.set_xlabel("round")
+    ax.set_xlabel(round_label(asynchronous))
     ax.set_ylabel("battery level (J)")
     ax.set_ylim(bottom=0)
-    ax.set_title(f"{title}\nbattery level per device" if title else "battery level per device", fontsize=9)
+    ax.set_title(
+        fit_title(f"{title}\nbattery level per device" if title else "battery level per device", 6), fontsize=9
+    )
     ax.legend(fontsize=8, title="device class", title_fontsize=8, loc="lower left")  # levels fall from the top
     tight(fig)
     return _save(fig, path)
 
 
 def _save(fig, path: Path) -> Path:
-    fig.savefig(path, dpi=DPI, pil_kwargs={"compress_level": PNG_COMPRESSION})
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)  # in the format of the suffix (edgefl.figures)
 
 
 def plot_events(
@@ -110,9 +109,11 @@ def plot_events(
     cell_radius_m: float | None = None,
     sites_m=None,
     chains: bool = False,
+    sectors: int = 1,
+    fmt: str = DEFAULT_FORMAT,
 ) -> list[Path]:
-    """gantt.png, energy_rounds.png, uploads_missed.png (with an event log), energy_snr.png and
-    cell_map.png (devices with a distance only); ``chains``: an asynchronous run (a deadline per chain)."""
+    """gantt, energy_rounds, uploads_missed (with an event log), energy_snr and cell_map (devices with a distance
+    only), as ``<name>.<fmt>``; ``chains``: an asynchronous run (a deadline per chain, rounds are server updates)."""
     out_dir = Path(out_dir)
     written = []
     rounds = len(metrics) or None
@@ -120,50 +121,21 @@ def plot_events(
         ev = rp.event_arrays(events)  # once, for every plot
         fig = rp.draw_gantt(ev, title, deadline_s=deadline_s, round_ends=rp.round_ends(metrics), chains=chains)
         if fig is not None:
-            written.append(_save(fig, out_dir / "gantt.png"))
-        written.append(_save(rp.draw_energy_rounds(ev, title, rounds), out_dir / "energy_rounds.png"))
-        written.append(_save(rp.draw_uploads_missed(ev, title, rounds), out_dir / "uploads_missed.png"))
+            written.append(_save(fig, out_dir / f"gantt.{fmt}"))
+        for name, draw in (("energy_rounds", rp.draw_energy_rounds), ("uploads_missed", rp.draw_uploads_missed)):
+            written.append(_save(draw(ev, title, rounds, asynchronous=chains), out_dir / f"{name}.{fmt}"))
     for name, fig in (
-        ("energy_snr.png", rp.draw_energy_snr(clients, title)),
-        ("cell_map.png", rp.draw_cell_map(clients, positions, cell_radius_m, title, sites_m=sites_m)),
+        ("energy_snr", rp.draw_energy_snr(clients, title)),
+        ("cell_map", rp.draw_cell_map(clients, positions, cell_radius_m, title, sites_m=sites_m, sectors=sectors)),
     ):
         if fig is not None:
-            written.append(_save(fig, out_dir / name))
+            written.append(_save(fig, out_dir / f"{name}.{fmt}"))
     return written
 
 
-def plot_run(
-    out_dir: Path,
-    metrics: list[dict],
-    clients: list[dict],
-    title: str = "",
-    battery: list[dict] | None = None,
-    events=None,
-    positions: list[dict] | None = None,
-    scenario=None,
-) -> list[Path]:
-    """Every plot of a run into ``out_dir``; ``events`` (RunResult.events), ``positions`` and ``scenario``
-    (its deadline and cell radius) for the plots of edgefl.run_plots. energy_clients.png comes last."""
-    out_dir = Path(out_dir)
-    written = []
-    if battery:
-        written.append(plot_battery(out_dir / "battery.png", battery, title))
-    net = getattr(scenario, "network", None)
-    written += plot_events(
-        out_dir,
-        metrics,
-        clients,
-        events,
-        title,
-        positions,
-        deadline_s=getattr(net, "deadline_s", None),
-        cell_radius_m=getattr(net, "cell_radius_m", None),
-        sites_m=cell_sites_m(net)[0] if getattr(net, "cells", 1) > 1 else None,
-        chains=scenario is not None and algorithms.get(scenario.algorithm.name).asynchronous,
-    )
-    if _evaluated(metrics):
-        for kind in ACCURACY_FIGURES:
-            written.append(_save(draw_accuracy(metrics, kind, title), out_dir / f"{kind.replace('-', '_')}.png"))
+def draw_energy_clients(clients: list[dict], title: str = ""):
+    """Energy per client by category (:data:`edgefl.run_plots.ENERGY_CATEGORIES`), stacked; above MAX_BARS
+    clients, the mean per device class. A Figure."""
     many = len(clients) > MAX_BARS  # one bar per client up to MAX_BARS; beyond, the mean per device class
     groups = (
         [(str(c["client"]), [c]) for c in clients]
@@ -176,9 +148,9 @@ def plot_run(
     fig, ax = plt.subplots(figsize=(min(16, max(6, len(groups) * 0.18 + 2)), 4), dpi=DPI)
     positions = list(range(len(groups)))
     bottom = [0.0] * len(groups)
-    for category in CATEGORIES:
-        values = [sum(c[f"{category}_energy_j"] for c in members) / len(members) for _, members in groups]
-        bars(ax, positions, values, bottom, width=0.8, facecolors=CATEGORY_COLORS[category], label=category)
+    for category in ENERGY_CATEGORIES:
+        values = [sum(c[f"{category.key}_energy_j"] for c in members) / len(members) for _, members in groups]
+        bars(ax, positions, values, bottom, width=0.8, facecolors=category.color, label=category.label)
         bottom = [b + v for b, v in zip(bottom, values)]
     if many:
         ax.set_xticks(positions, [f"{name}\n({len(members)} clients)" for name, members in groups], fontsize=8)
@@ -188,8 +160,50 @@ def plot_run(
         ax.set_xticks(positions[::step], [name for name, _ in groups][::step], fontsize=7)
         ax.set_xlabel("client")
     ax.set_ylabel("energy (J)")
-    ax.set_title(f"{title}\nenergy per client by category", fontsize=9)
+    ax.set_title(fit_title(f"{title}\nenergy per client by category", fig.get_figwidth() - 1.2), fontsize=9)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: hides no bar
     tight(fig)
-    written.append(_save(fig, out_dir / "energy_clients.png"))
+    return fig
+
+
+def plot_run(
+    out_dir: Path,
+    metrics: list[dict],
+    clients: list[dict],
+    title: str = "",
+    battery: list[dict] | None = None,
+    events=None,
+    positions: list[dict] | None = None,
+    scenario=None,
+    fmt: str = DEFAULT_FORMAT,
+) -> list[Path]:
+    """Every plot of a run into ``out_dir``, in format ``fmt`` (png, pdf, svg: edgefl.figures); ``events``
+    (RunResult.events), ``positions`` and ``scenario`` (its deadline, cell radius, cells, and whether its algorithm
+    is asynchronous) for the plots of edgefl.run_plots. energy_clients comes last."""
+    out_dir = Path(out_dir)
+    written = []
+    asynchronous = scenario is not None and algorithms.get(scenario.algorithm.name).asynchronous
+    if battery:
+        written.append(plot_battery(out_dir / f"battery.{fmt}", battery, title, asynchronous))
+    net = getattr(scenario, "network", None)
+    written += plot_events(
+        out_dir,
+        metrics,
+        clients,
+        events,
+        title,
+        positions,
+        deadline_s=getattr(net, "deadline_s", None),
+        cell_radius_m=getattr(net, "cell_radius_m", None),
+        sites_m=cell_map_sites_m(net),
+        chains=asynchronous,
+        sectors=getattr(net, "sectors", 1),
+        fmt=fmt,
+    )
+    if _evaluated(metrics):
+        for kind in ACCURACY_FIGURES:
+            figure = draw_accuracy(metrics, kind, title, asynchronous)
+            written.append(_save(figure, out_dir / f"{kind.replace('-', '_')}.{fmt}"))
+    fig = draw_energy_clients(clients, title)
+    written.append(_save(fig, out_dir / f"energy_clients.{fmt}"))
     return written

@@ -21,21 +21,17 @@ import traceback
 from contextlib import contextmanager
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
+from algorithms import Algorithm
 from edgefl.errors import UserError
+from plugin_registry import KINDS, kind_of
 
-# scenario key -> the entry-point group of installed plug-ins (None: "package.module:attribute" only)
-PLUGIN_KEYS: dict[str, str | None] = {
-    "algorithm.name": "edgefl.algorithms",
-    "data.name": "edgefl.datasets",
-    "control.name": "edgefl.controllers",
-    "selection.name": "edgefl.selection",
-    "network.path_loss": "edgefl.path_loss",
-    "model.name": "edgefl.models",
-}
-PROCESS_GROUP = "edgefl.processes"  # the entry-point group of components named in [[process]] tables
+# scenario key -> the entry-point group of installed plug-ins (the table of kinds: plugin_registry.KINDS)
+PLUGIN_KEYS: dict[str, str] = {kind.key: kind.group for kind in KINDS}
 # edgefl's own packages: code in them is never a plug-in's, even when named as "package.module:attribute"
 OWN_PACKAGES = ("edgefl", "algorithms", "channel", "energy")
 # A path loss (dB) outside these bounds is no radio link: below 0 dB the channel would amplify the signal
@@ -65,32 +61,34 @@ _ROOTS: dict[str, tuple[str, str]] = {}
 def plugin_values(raw) -> dict[str, str]:
     """The plug-in keys a scenario (a raw dict, or a Scenario) sets to a plug-in, -> their values. The
     own tables of plug-in algorithms (``[algorithm."pkg.mod:Class"]``) count as ``algorithm.name``."""
-    if not isinstance(raw, dict):
-        raw = {
-            "algorithm": {"name": raw.algorithm.name, **(raw.algorithm.model_extra or {})},
-            "data": {"name": raw.data.name},
-            "control": {"name": raw.control.name},
-            "selection": {"name": raw.selection.name},
-            "network": {"path_loss": raw.network.path_loss},
-            "model": {"name": raw.model.name},
-            "process": [{"name": p.name} for p in raw.process],
-        }
+    if not isinstance(raw, dict):  # a Scenario: its plug-in keys as a file would give them
+        scenario, raw = raw, {}
+        for kind in KINDS:
+            section = getattr(scenario, kind.section, None)
+            if kind.in_tables:
+                raw[kind.section] = [{kind.field: getattr(table, kind.field)} for table in section or ()]
+            elif section is not None:
+                raw.setdefault(kind.section, {})[kind.field] = getattr(section, kind.field)
+        raw["algorithm"].update(scenario.algorithm.model_extra or {})
     found = {}
-    for key in PLUGIN_KEYS:
-        section, name = key.split(".")
-        value = raw.get(section, {}).get(name) if isinstance(raw.get(section), dict) else None
-        if isinstance(value, str) and target_of(key, value) is not None:
-            found[key] = value
+    for kind in KINDS:
+        section = raw.get(kind.section)
+        tables = (
+            [(f"{kind.section}[{i}].{kind.field}", t) for i, t in enumerate(section)]
+            if kind.in_tables and isinstance(section, list)
+            else [(kind.key, section)]
+            if not kind.in_tables
+            else []
+        )
+        for key, table in tables:
+            value = table.get(kind.field) if isinstance(table, dict) else None
+            if isinstance(value, str) and target_of(key, value) is not None:
+                found[key] = value
     algorithm = raw.get("algorithm")
     if isinstance(algorithm, dict):
         for table, value in algorithm.items():
             if isinstance(value, dict) and ":" in table and "algorithm.name" not in found:
                 found["algorithm.name"] = table
-    processes = raw.get("process")
-    for index, table in enumerate(processes if isinstance(processes, list) else []):
-        value = table.get("name") if isinstance(table, dict) else None
-        if isinstance(value, str) and target_of(f"process[{index}].name", value) is not None:
-            found[f"process[{index}].name"] = value
     return found
 
 
@@ -98,10 +96,7 @@ def target_of(key: str, value: str) -> str | None:
     """``"package.module:attribute"`` that ``value`` of ``key`` names, or None (a built-in, or no plug-in)."""
     if ":" in value:
         return value
-    group = PROCESS_GROUP if key.startswith("process[") else PLUGIN_KEYS[key]
-    if group is None:
-        return None
-    match = [ep.value for ep in entry_points(group=group) if ep.name == value]
+    match = [ep.value for ep in entry_points(group=kind_of(key).group) if ep.name == value]
     return match[0] if match else None
 
 
@@ -185,18 +180,17 @@ def _owner(filename: str) -> tuple[str, str] | None:
 
 def plugin_fault(exc: BaseException) -> PluginError | None:
     """``exc`` as a PluginError if it was raised inside a plug-in's code (or by code a plug-in called), else
-    None. Exceptions edgefl documents as the user's to fix (UserError, ScenarioError, DataError) are not
-    plug-in faults: a data plug-in may raise DataError for a missing file."""
-    from edgefl.data import DataError
-    from edgefl.scenario import ScenarioError
-
-    if isinstance(exc, (UserError, DataError, ScenarioError, KeyboardInterrupt)):
+    None. Exceptions edgefl documents as the user's to fix (UserError and its subclasses, ScenarioError and
+    DataError among them) are not plug-in faults: a data plug-in may raise DataError for a missing file."""
+    if isinstance(exc, (UserError, KeyboardInterrupt)):
         return None
-    frames = traceback.extract_tb(exc.__traceback__)
-    for frame in reversed(frames):  # innermost first
-        owner = _owner(frame.filename)
-        if owner is not None:
-            return as_plugin_error(*owner, exc, f"at {frame.filename}:{frame.lineno}")
+    cause: BaseException | None = exc
+    while cause is not None:  # and what it was raised from: SimPy re-raises a process's exception as the cause
+        for frame in reversed(traceback.extract_tb(cause.__traceback__)):  # innermost first
+            owner = _owner(frame.filename)
+            if owner is not None:
+                return as_plugin_error(*owner, cause, f"at {frame.filename}:{frame.lineno}")
+        cause = cause.__cause__
     return None
 
 
@@ -230,6 +224,118 @@ def faults_named():
 
 
 # -- what plug-ins must be and return ---------------------------------------------------------------
+# Every value a plug-in hands to edgefl is checked where it enters the core, once: what a selection policy
+# returns (checked_clients), what a component's hooks return (edgefl.sim.component.checked_hook), what it
+# sets through the core's setters (core_value), what a path loss returns (checked_path_loss). A value that
+# breaks the rule is a PluginError naming the plug-in (its scenario key and value), the value and the
+# file:line of the code that returned or set it.
+def owner_of(obj) -> tuple[str, str] | None:
+    """(scenario key, value) of the plug-in whose code defines ``obj``'s class (or ``obj``, a class or a
+    function), or None: edgefl's own, or code no scenario named."""
+    if not _ROOTS:  # no plug-in imported (the common case; the core asks for every component and hook)
+        return None
+    target = obj if isinstance(obj, type) or inspect.isroutine(obj) else type(obj)
+    try:
+        filename = inspect.getsourcefile(target) or inspect.getfile(target)
+    except (TypeError, OSError):
+        return None
+    return _owner(filename)
+
+
+def where(function) -> str:
+    """``file:line`` of ``function`` (a bound method, a function), or its name where Python cannot tell."""
+    function = getattr(function, "__func__", function)
+    try:
+        return f"{inspect.getsourcefile(function)}:{inspect.getsourcelines(function)[1]}"
+    except (TypeError, OSError):
+        return getattr(function, "__qualname__", repr(function))
+
+
+def shown(value) -> str:
+    """``value`` for a message: its repr, cut to 120 characters, and its type where the repr does not say it."""
+    text = repr(value)
+    text = text if len(text) <= 120 else text[:117] + "..."
+    obvious = value is None or isinstance(value, (bool, int, float, str, list, tuple, dict, set, np.ndarray))
+    return text if obvious else f"{text} (a {type(value).__name__})"
+
+
+def returned_fault(plugin, function, value, rule: str, fallback: str, verb: str = "returned") -> PluginError:
+    """The PluginError of ``function`` (a plug-in's method, e.g. a policy's ``select``) having returned ``value``,
+    which breaks ``rule``. ``plugin``: the plug-in object; ``fallback``: how to name it when no scenario key
+    names its code (a built-in, or one built in Python)."""
+    owner = owner_of(plugin)
+    name = f"the plug-in {owner[0]} = {owner[1]!r}" if owner else fallback
+    qualname = getattr(function, "__qualname__", str(function))
+    return PluginError(f"{name}: {qualname}() {verb} {shown(value)} (at {where(function)}); {rule}")
+
+
+def core_fault(call: str, rule: str, error: type[Exception] = ValueError) -> Exception:
+    """The fault of a call a component made to the core's setters (``call``, e.g. ``"set_cpu_hz(3, nan)"``) that
+    breaks ``rule``: a PluginError naming the plug-in whose code made the call (the innermost plug-in frame of
+    the stack, its file:line), or ``error`` (a component of edgefl's own: a bug of edgefl)."""
+    message = f"core.{call}: {rule}"
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        owner = _owner(frame.f_code.co_filename)
+        if owner is not None:
+            return PluginError(
+                f"the plug-in {owner[0]} = {owner[1]!r} called {message} (at {frame.f_code.co_filename}:"
+                f"{frame.f_lineno}); this is an error in the plug-in's code, not in edgefl"
+            )
+        frame = frame.f_back
+    return error(message)
+
+
+def positive_finite(value) -> bool:
+    """Whether ``value`` is a real number in (0, inf) (not a bool, not NaN)."""
+    try:
+        return not isinstance(value, (bool, np.bool_)) and 0.0 < float(value) < float("inf")
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def checked_clients(
+    plugin, function, value, num_clients: int, at_most: int, allowed=None, at_least: int = 0
+) -> np.ndarray:
+    """``value`` (returned by ``function`` of the plug-in object ``plugin``) as distinct client indices: a
+    sequence or numpy array of integers (integral floats too) in [0, num_clients), ``at_least`` to ``at_most``
+    of them, each allowed by the bool mask ``allowed`` (e.g. online). PluginError naming the rule otherwise."""
+    rule = (
+        f"expected a list or numpy array of {at_least} to {at_most} distinct client indices (integers in 0 to "
+        f"{num_clients - 1})" + (f", among the {int(np.sum(allowed))} online" if allowed is not None else "")
+    )
+
+    def fault(why: str) -> PluginError:
+        return returned_fault(plugin, function, value, f"{why}; {rule}", f"selection policy {type(plugin).__name__}")
+
+    if not isinstance(value, (list, tuple, np.ndarray)):
+        raise fault("not a sequence of client indices")
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError, OverflowError):
+        raise fault("not a flat sequence of numbers") from None
+    if array.dtype == object and all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in array.reshape(-1)
+    ):
+        raise fault("an index out of range")  # integers too large for numpy
+    if array.dtype.kind not in "iuf" or array.ndim > 1:
+        raise fault("not a flat sequence of numbers")
+    array = array.reshape(-1)
+    if array.dtype.kind == "f":
+        if not np.isfinite(array).all() or (array != np.round(array)).any():
+            raise fault("not whole numbers")
+    if ((array < 0) | (array >= num_clients)).any():
+        raise fault("an index out of range")
+    chosen = array.astype(np.int64)
+    if len(np.unique(chosen)) != len(chosen):
+        raise fault("an index more than once")
+    if not at_least <= len(chosen) <= at_most:
+        raise fault(f"{len(chosen)} clients")
+    if allowed is not None and not np.asarray(allowed)[chosen].all():
+        raise fault("a client that is not online")
+    return chosen
+
+
 def check_path_loss_function(name: str, found) -> None:
     """A path-loss model must be a Python function taking (distance_m, network) positionally (ValueError
     saying what it is otherwise: a class, a built-in such as print, os.system or os.path.join)."""
@@ -248,16 +354,37 @@ def check_path_loss_function(name: str, found) -> None:
         )
 
 
-def check_algorithm_class(name: str, cls) -> None:
-    """An algorithm plug-in defines what the engine calls: round(r) and the property model (PluginError)."""
-    from algorithms import Algorithm
-
-    missing = [m for m in ("round", "model") if getattr(cls, m, None) is getattr(Algorithm, m)]
+def check_defines(key: str, name: str, cls, base: type, methods: tuple[str, ...], what: str) -> None:
+    """A plug-in class (``key`` = ``name``) defines the ``methods`` its ``base`` leaves to subclasses
+    (PluginError saying ``what`` they are otherwise: e.g. the abstract base itself named as the plug-in)."""
+    missing = [m for m in methods if getattr(cls, m, None) is getattr(base, m)]
     if missing:
         raise PluginError(
-            f"the plug-in algorithm.name = {name!r}: {cls.__module__}.{cls.__qualname__} does not define "
-            f"{' and '.join(missing)} (an algorithm defines round(r), a generator of operations, and the "
-            "property model, the global model: docs/extending.md)"
+            f"the plug-in {key} = {name!r}: {cls.__module__}.{cls.__qualname__} (at {where(cls)}) does not define "
+            f"{' and '.join(missing)} ({what})"
+        )
+
+
+def check_algorithm_class(name: str, cls) -> None:
+    """An algorithm plug-in defines what the engine calls: round(r) and the property model (PluginError)."""
+    check_defines(
+        "algorithm.name",
+        name,
+        cls,
+        Algorithm,
+        ("round", "model"),
+        "an algorithm defines round(r), a generator of operations, and the property model, the global model: "
+        "docs/extending.md",
+    )
+
+
+def check_params_model(key: str, name: str, cls) -> None:
+    """A plug-in class's ``Params`` (its own keys) is None or a pydantic model (PluginError otherwise)."""
+    params = getattr(cls, "Params", None)
+    if params is not None and not (isinstance(params, type) and issubclass(params, BaseModel)):
+        raise PluginError(
+            f"the plug-in {key} = {name!r}: {cls.__module__}.{cls.__qualname__}.Params (at {where(cls)}) is "
+            f"{shown(params)}, expected None or a pydantic model of its own keys (a subclass of pydantic.BaseModel)"
         )
 
 

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from channel import path_loss
+from channel import path_loss, tr38901
 from edgefl.scenario import Scenario
 
 
@@ -51,11 +51,20 @@ NOT_APPLICABLE: dict[str, Callable[[Scenario], bool]] = {  # dotted key -> "does
     # a built-in path-loss model reads only its own keys; a plug-in may read any of them
     "network.path_loss_intercept_db": lambda s: not _geometry(s) or _other_builtin_loss(s, "log_distance"),
     "network.path_loss_slope_db": lambda s: not _geometry(s) or _other_builtin_loss(s, "log_distance"),
-    "network.carrier_ghz": lambda s: not _geometry(s) or _other_builtin_loss(s, "free_space", "umi_street_canyon"),
-    "network.bs_height_m": lambda s: not _geometry(s) or _other_builtin_loss(s, "umi_street_canyon"),
-    "network.ue_height_m": lambda s: not _geometry(s) or _other_builtin_loss(s, "umi_street_canyon"),
-    "network.line_of_sight": lambda s: not _geometry(s) or _other_builtin_loss(s, "umi_street_canyon"),
-    "network.shadowing_std_db": lambda s: not _geometry(s),
+    "network.carrier_ghz": lambda s: not _geometry(s) or _other_builtin_loss(s, "free_space", *tr38901.SCENARIOS),
+    "network.bs_height_m": lambda s: not _geometry(s) or _other_builtin_loss(s, *tr38901.SCENARIOS),
+    "network.ue_height_m": lambda s: not _geometry(s) or _other_builtin_loss(s, *tr38901.SCENARIOS),
+    "network.line_of_sight": lambda s: not _geometry(s) or _other_builtin_loss(s, *tr38901.SCENARIOS),
+    "network.shadowing_std_db": lambda s: not _geometry(s) or s.network.line_of_sight == "random",
+    "network.shadowing_correlation": lambda s: not _geometry(s),
+    "network.shadowing_decorrelation_m": lambda s: s.network.shadowing_correlation != "spatial",
+    "network.shadowing_site_correlation": lambda s: s.network.shadowing_correlation != "spatial",
+    "network.sectors": lambda s: not _geometry(s),
+    "network.downtilt_deg": lambda s: s.network.sectors == 1,
+    "network.antenna_rows": lambda s: s.network.sectors == 1,
+    "network.wraparound": lambda s: s.network.cells == 1,
+    "network.nr_pusch_symbols": lambda s: s.network.standard != "nr",
+    "network.nr_dmrs_symbols": lambda s: s.network.standard != "nr",
     "network.noise_figure_db": lambda s: not _geometry(s),
     "network.bs_noise_figure_db": lambda s: not _geometry(s),
     "network.device_noise_figure_db": lambda s: not _geometry(s) or s.network.downlink_snr_db is not None,
@@ -63,6 +72,7 @@ NOT_APPLICABLE: dict[str, Callable[[Scenario], bool]] = {  # dotted key -> "does
     "network.inter_site_m": lambda s: s.network.cells == 1 or s.network.site_positions_m is not None,
     "network.reuse": lambda s: s.network.cells == 1,
     "network.interference_load": lambda s: s.network.cells == 1,
+    "network.interference": lambda s: s.network.cells * s.network.sectors == 1,
     "network.handover_margin_db": lambda s: s.network.cells == 1,
     "network.handover_interruption_s": lambda s: s.network.cells == 1,
     "network.power_control_alpha": lambda s: s.network.power_control_p0_dbm is None,

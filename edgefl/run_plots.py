@@ -1,4 +1,4 @@
-"""Plots of one run drawn from its event log and client table (PNG, matplotlib Agg; docs/run-plots.md):
+"""Plots of one run drawn from its event log and client table (matplotlib Agg; docs/run-plots.md):
 a Gantt chart of selected rounds, energy per round by category, energy per device against SNR and
 distance, a map of the cell, and the uploads cut or lost per round.
 
@@ -12,6 +12,8 @@ in the CSV files (the engine counts from 0).
 from __future__ import annotations
 
 import math
+import re
+import textwrap
 from dataclasses import dataclass
 
 import matplotlib
@@ -19,16 +21,34 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.collections import PolyCollection  # noqa: E402
+from matplotlib.collections import LineCollection, PolyCollection  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.markers import TICKLEFT  # noqa: E402
 from matplotlib.patches import Circle, Patch  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 from matplotlib.transforms import ScaledTranslation, blended_transform_factory  # noqa: E402
 
-from energy import CATEGORIES  # noqa: E402
+from edgefl.figures import DPI  # noqa: E402  (re-exported: edgefl.plots and the tests read it here)
 
-CATEGORY_COLORS = {"compute": "#4c72b0", "uplink": "#dd8452", "downlink": "#55a868", "idle": "#8c8c8c"}
+
+@dataclass(frozen=True)
+class EnergyCategory:
+    """How the figures show one category of the energy ledger (energy.CATEGORIES)."""
+
+    key: str  # the ledger's name: events.csv `category`, the `<key>_energy_j` columns of metrics.csv and clients.csv
+    label: str  # legend text
+    color: str
+
+
+# Every energy split of a run's figures reads this table, in this order: energy_rounds.png, energy_clients.png
+# (edgefl.plots) and Result.plot("energy") (edgefl.api). A new category of the ledger is one entry here
+# (tests/test_run_plots.py checks that the table covers energy.CATEGORIES, in order).
+ENERGY_CATEGORIES = (
+    EnergyCategory("compute", "compute", "#4c72b0"),
+    EnergyCategory("uplink", "uplink", "#dd8452"),
+    EnergyCategory("downlink", "downlink", "#55a868"),
+    EnergyCategory("idle", "idle", "#8c8c8c"),
+)
 KIND_COLORS = {
     "download": "#55a868",
     "compute": "#4c72b0",
@@ -41,7 +61,6 @@ MAX_GANTT_ROWS = 40  # devices per Gantt panel; beyond, the most interesting one
 MAX_GANTT_ROUNDS = 3
 MAX_SCATTER = 10_000  # energy_snr / cell_map: above this many devices, a fixed random sample of this size
 MAX_ROUND_BARS = 150  # energy_rounds / uploads_missed: above this many rounds, filled areas instead of bars
-DPI = 110  # every PNG of a run (a 7 x 3.8 in figure: 770 x 418 pixels)
 MISSED = ("cut", "lost", "other")  # why an upload did not arrive (uploads_missed_per_round)
 HATCHES = (None, "////", "xxxx", "....")  # ok, cut, lost, other
 
@@ -140,8 +159,38 @@ def bars(ax, x, heights, bottom=None, width: float = 0.85, **kwargs) -> PolyColl
     return collection
 
 
+CHAR_EM = 0.5  # mean width of a character of a title in DejaVu Sans, in em (measured: 0.45 on a run title)
+
+
+def fit_title(text: str, width_in: float, fontsize: float = 9) -> str:
+    """``text`` with each line wrapped to ``width_in`` inches at ``fontsize`` points: a multi-cell run's title
+    (its cells, reuse, controller) is longer than a figure is wide."""
+    chars = max(20, int(width_in * 72 / (CHAR_EM * fontsize)))
+    lines = []
+    for line in text.split("\n"):
+        current = ""
+        for part in re.split(r"(?<=[;,]) ", line):  # break between the title's items ("10 MHz fdma" stays whole)
+            if current and len(current) + 1 + len(part) > chars:
+                lines.append(current)
+                current = ""
+            current = f"{current} {part}" if current else part
+        lines += textwrap.wrap(current, chars, break_on_hyphens=False) or [""]  # an item longer than a line
+    return "\n".join(lines)
+
+
 def _suptitle(fig, title: str, what: str) -> None:
-    fig.suptitle(f"{title}\n{what}" if title else what, fontsize=9)
+    fig.suptitle(fit_title(f"{title}\n{what}" if title else what, fig.get_figwidth()), fontsize=9)
+
+
+def round_label(asynchronous: bool = False) -> str:
+    """The name of a round on a figure's axis: an asynchronous run's round is one server update (one model version,
+    docs/asynchronous.md), which the figures say, with the CSV files' name for it."""
+    return "server update (round in the CSV files)" if asynchronous else "round"
+
+
+def per_round(asynchronous: bool = False) -> str:
+    """The words "per round", or for an asynchronous run "per server update" (:func:`round_label`)."""
+    return "per server update" if asynchronous else "per round"
 
 
 # ------------------------------------------------------------------------------------------------ uploads
@@ -177,8 +226,9 @@ def _other_statuses(events) -> str:
     return " / ".join(sorted(set(ev.status[_missed_status(ev) == 3].tolist()))) or "offline / failed"
 
 
-def draw_uploads_missed(events, title: str = "", rounds: int | None = None, fig=None):
-    """Stacked bars: the clients whose upload was cut, lost or stopped otherwise, in each round."""
+def draw_uploads_missed(events, title: str = "", rounds: int | None = None, fig=None, asynchronous: bool = False):
+    """Stacked bars: the clients whose upload was cut, lost or stopped otherwise, in each round (each server update
+    of an ``asynchronous`` run)."""
     counts = uploads_missed_per_round(events, rounds)
     fig = _new_figure(fig, (7, 3.8))
     ax = fig.add_subplot()
@@ -197,7 +247,7 @@ def draw_uploads_missed(events, title: str = "", rounds: int | None = None, fig=
             )
         bottom = bottom + counts[status]
     total = int(bottom.sum())
-    ax.set_xlabel("round")
+    ax.set_xlabel(round_label(asynchronous))
     ax.set_ylabel("uploads missed (clients)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -208,7 +258,7 @@ def draw_uploads_missed(events, title: str = "", rounds: int | None = None, fig=
     _suptitle(
         fig,
         title,
-        f"uploads missed per round (clients): {int(counts['cut'].sum())} cut, "
+        f"uploads missed {per_round(asynchronous)} (clients): {int(counts['cut'].sum())} cut, "
         f"{int(counts['lost'].sum())} lost"
         + (f", {other} {labels['other']}" if other else "")
         + (" (none)" if total == 0 else ""),
@@ -225,13 +275,14 @@ def energy_per_round(events, rounds: int | None = None) -> dict[str, np.ndarray]
     ev = event_arrays(events)
     n = max(rounds or 0, ev.rounds)
     return {
-        c: np.bincount(ev.round, weights=np.where(ev.category == c, ev.energy_j, 0.0), minlength=n)[:n]
-        for c in CATEGORIES
+        c.key: np.bincount(ev.round, weights=np.where(ev.category == c.key, ev.energy_j, 0.0), minlength=n)[:n]
+        for c in ENERGY_CATEGORIES
     }
 
 
-def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=None):
-    """Stacked bars (a stack plot beyond MAX_ROUND_BARS rounds): energy per round by category."""
+def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=None, asynchronous: bool = False):
+    """Stacked bars (a stack plot beyond MAX_ROUND_BARS rounds): energy per round (per server update of an
+    ``asynchronous`` run) by category (:data:`ENERGY_CATEGORIES`)."""
     per = energy_per_round(events, rounds)
     fig = _new_figure(fig, (7, 3.8))
     ax = fig.add_subplot()
@@ -239,22 +290,29 @@ def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=N
     x = np.arange(1, n + 1)
     if n <= MAX_ROUND_BARS:
         bottom = np.zeros(n)
-        for c in CATEGORIES:
-            bars(ax, x, per[c], bottom, facecolors=CATEGORY_COLORS[c], label=c)
-            bottom += per[c]
+        for c in ENERGY_CATEGORIES:
+            bars(ax, x, per[c.key], bottom, facecolors=c.color, label=c.label)
+            bottom += per[c.key]
     else:
         ax.stackplot(
-            x, *[per[c] for c in CATEGORIES], labels=list(CATEGORIES), colors=[CATEGORY_COLORS[c] for c in CATEGORIES]
+            x,
+            *[per[c.key] for c in ENERGY_CATEGORIES],
+            labels=[c.label for c in ENERGY_CATEGORIES],
+            colors=[c.color for c in ENERGY_CATEGORIES],
         )
     total = sum(float(v.sum()) for v in per.values())
-    ax.set_xlabel("round")
-    ax.set_ylabel("energy in the round, all devices (J)")
+    ax.set_xlabel(round_label(asynchronous))
+    ax.set_ylabel(f"energy in the {'server update' if asynchronous else 'round'}, all devices (J)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    shares = ", ".join(f"{c} {100 * per[c].sum() / total:.0f} %" for c in CATEGORIES) if total > 0 else "no energy"
-    _suptitle(fig, title, f"energy per round by category (total {total:.3g} J: {shares})")
+    shares = (
+        ", ".join(f"{c.label} {100 * per[c.key].sum() / total:.0f} %" for c in ENERGY_CATEGORIES)
+        if total > 0
+        else "no energy"
+    )
+    _suptitle(fig, title, f"energy {per_round(asynchronous)} by category (total {total:.3g} J: {shares})")
     tight(fig)
     return fig
 
@@ -262,12 +320,14 @@ def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=N
 def _client_columns(clients: list[dict]):
     energy = np.array(
         [
-            c["energy_j"] if c.get("energy_j") is not None else sum(c[f"{k}_energy_j"] for k in CATEGORIES)
+            c["energy_j"] if c.get("energy_j") is not None else sum(c[f"{k.key}_energy_j"] for k in ENERGY_CATEGORIES)
             for c in clients
         ],
         dtype=float,
     )
     snr = np.array([c.get("uplink_snr_db", np.nan) for c in clients], dtype=float)
+    if clients and clients[0].get("sinr_db") is not None:  # several cells: the SINR decides the rate (interference)
+        snr = np.array([np.nan if c.get("sinr_db") is None else c["sinr_db"] for c in clients], dtype=float)
     distance = np.array([np.nan if c.get("distance_m") is None else c["distance_m"] for c in clients], dtype=float)
     classes = np.array([str(c.get("device_class", "device")) for c in clients])
     ids = np.array([c.get("client", i) for i, c in enumerate(clients)], dtype=np.int64)
@@ -288,21 +348,31 @@ def _class_colors(classes) -> dict[str, str]:
 
 
 def draw_energy_snr(clients, title: str = "", fig=None):
-    """Energy per device against its mean uplink SNR and, where devices have a distance, against distance;
-    coloured by device class. None when no device has an uplink SNR."""
+    """Energy per device against its mean uplink SNR (several cells: its SINR, clients.csv ``sinr_db``, which
+    decides its rate) and, where devices have a distance, against distance; coloured by device class. None when
+    no device has an uplink SNR."""
     clients = _records(clients)
     if not clients:
         return None
     ids, energy, snr, distance, classes = _client_columns(clients)
     if not np.isfinite(snr).any():
         return None
-    panels = [("uplink_snr", snr, "mean uplink SNR over the band, before fading (dB)")]
+    cells = clients[0].get("sinr_db") is not None
+    panels = [
+        (
+            "uplink_snr",
+            snr,
+            "mean uplink SINR over the band, before fading (dB):\ninterference from the co-channel cells"
+            if cells
+            else "mean uplink SNR over the band, before fading (dB)",
+        )
+    ]
     if np.isfinite(distance).any():
-        panels.append(("distance", distance, "distance to the base station (m)"))
+        panels.append(("distance", distance, f"distance to {'its serving' if cells else 'the'} base station (m)"))
     same = [(name, x) for name, x, _ in panels if np.nanmax(x) == np.nanmin(x)]
     if len(same) == len(panels):  # every device on the same link (e.g. one scenario SNR): one vertical strip;
         # instead, energy by client, the common link said on the axis
-        words = {"uplink_snr": "mean uplink SNR {:g} dB", "distance": "distance {:g} m"}
+        words = {"uplink_snr": f"mean uplink {'SINR' if cells else 'SNR'} {{:g}} dB", "distance": "distance {:g} m"}
         link = ", ".join(words[name].format(float(np.nanmax(x))) for name, x in same)
         panels = [("client", ids.astype(float), f"client (every device has the same link: {link})")]
     keep, note = _sample(len(clients))
@@ -372,11 +442,25 @@ def device_positions(clients, positions=None) -> tuple[np.ndarray, np.ndarray, b
     return distance * np.cos(angle), distance * np.sin(angle), False
 
 
-def draw_cell_map(clients, positions=None, cell_radius_m: float | None = None, title: str = "", fig=None, sites_m=None):
+SECTOR_COLORS = ("#4c72b0", "#dd8452", "#55a868", "#8172b3", "#937860", "#da8bc3")  # device-to-site lines, by sector
+MAX_MAP_TICKS = 7  # tick labels per axis of the cell map: 19 cells span ±2.3 km at the 3GPP spacing
+
+
+def draw_cell_map(
+    clients,
+    positions=None,
+    cell_radius_m: float | None = None,
+    title: str = "",
+    fig=None,
+    sites_m=None,
+    sectors: int = 1,
+):
     """The cell seen from above: base station at the centre, devices coloured by their total energy, the cell
-    radius. None when the devices have no distance (scenarios that give the SNR). Several cells (``sites_m``
-    [C, 2], clients with a ``cell``): every base station, a line from each device to its serving one, and a ring
-    around the devices that changed cell."""
+    radius. None when the devices have no distance (scenarios that give the SNR). Several cells (``sites_m``: each
+    cell's base station [C, 2], a site's ``sectors`` sharing its position, edgefl.physical.cell_map_sites_m;
+    clients with a ``cell``): every site (numbered), a line from each device to its serving cell's site (cell c is
+    sector c mod ``sectors`` of site c // ``sectors``; with sectors, one colour per sector) and a ring around the
+    devices that changed cell. The legend, below the map, names every mark."""
     clients = _records(clients)
     where = device_positions(clients, positions)
     if where is None:
@@ -384,16 +468,34 @@ def draw_cell_map(clients, positions=None, cell_radius_m: float | None = None, t
     x, y, real = where
     _, energy, _, _, _ = _client_columns(clients)
     keep, note = _sample(len(x))
-    fig = _new_figure(fig, (6, 5.4))
+    fig = _new_figure(fig, (6, 6))
     ax = fig.add_subplot()
     size = 22 if len(keep) <= 200 else max(2.0, 22 * math.sqrt(200 / len(keep)))
-    points = ax.scatter(x[keep], y[keep], c=energy[keep], s=size, cmap="viridis", lw=0, zorder=3)
+    points = ax.scatter(
+        x[keep], y[keep], c=energy[keep], s=size, cmap="viridis", lw=0, zorder=3, label="device (colour: its energy)"
+    )
     fig.colorbar(points, ax=ax, label="energy per device, whole run (J)")
-    if sites_m is not None and len(sites_m) > 1 and clients and clients[0].get("cell") is not None:
-        sites = np.asarray(sites_m, dtype=float)
-        cell = np.array([int(c["cell"]) for c in clients])
-        for k in keep:
-            ax.plot([x[k], sites[cell[k], 0]], [y[k], sites[cell[k], 1]], color="#999999", lw=0.5, zorder=2)
+    several = sites_m is not None and len(sites_m) > 1 and bool(clients) and clients[0].get("cell") is not None
+    if several:
+        sites = np.asarray(sites_m, dtype=float)  # per cell
+        cell = np.array([int(c["cell"]) for c in clients])[keep]
+        sector = cell % sectors
+        for k in range(sectors):  # one collection per sector: one artist and one legend entry each
+            pick = sector == k
+            segments = np.stack(
+                [np.stack([x[keep][pick], y[keep][pick]], axis=1), sites[cell[pick]]], axis=1
+            )  # [n, 2 ends, (x, y)]
+            ax.add_collection(
+                LineCollection(
+                    segments,
+                    colors="#999999" if sectors == 1 else SECTOR_COLORS[k % len(SECTOR_COLORS)],
+                    lw=0.5,
+                    zorder=2,
+                    label="line: device to the base station serving it"
+                    if sectors == 1
+                    else f"line: device to its site, sector {k + 1} serving it",
+                )
+            )
         moved = np.array([int(c.get("handovers") or 0) > 0 for c in clients])[keep]
         if moved.any():
             ax.scatter(
@@ -404,9 +506,19 @@ def draw_cell_map(clients, positions=None, cell_radius_m: float | None = None, t
                 edgecolors="red",
                 lw=0.8,
                 zorder=4,
-                label="changed cell (handover)",
+                label="ring: device that changed cell (handover)",
             )
-        ax.plot(sites[:, 0], sites[:, 1], marker="^", color="black", ms=9, ls="none", zorder=4, label="base stations")
+        sites = sites[::sectors]  # one per site
+        ax.plot(
+            sites[:, 0],
+            sites[:, 1],
+            marker="^",
+            color="black",
+            ms=9,
+            ls="none",
+            zorder=4,
+            label="base station (site number)" if sectors == 1 else f"site (its number), {sectors} sectors each",
+        )
         for i, (sx, sy) in enumerate(sites):
             ax.annotate(str(i), (sx, sy), textcoords="offset points", xytext=(5, 5), fontsize=7, zorder=5)
         cell_radius_m = None  # the lines to the sites show the cells
@@ -430,16 +542,23 @@ def draw_cell_map(clients, positions=None, cell_radius_m: float | None = None, t
     ax.set_xlim(-lim, lim)
     ax.set_ylim(-lim, lim)
     ax.set_aspect("equal")
-    ax.set_xlabel("x (m)")
-    ax.set_ylabel("y (m)")
+    unit = "km" if lim >= 5000 else "m"  # 19 cells of a few km: "−20" rather than "−20000"
+    for axis in (ax.xaxis, ax.yaxis):  # round numbers, few enough not to touch (MAX_MAP_TICKS)
+        axis.set_major_locator(MaxNLocator(nbins=MAX_MAP_TICKS - 1, steps=[1, 2, 2.5, 5, 10]))
+        if unit == "km":
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v / 1000:g}".replace("-", "\N{MINUS SIGN}")))
+    ax.set_xlabel(f"x ({unit})")
+    ax.set_ylabel(f"y ({unit})")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper right")
+    columns = 2 if sectors == 1 else 1  # sectors' longer entries one a line, clear of the colour bar
+    legend = ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=columns, frameon=False)
+    fig.set_size_inches(6, 5.6 + 0.22 * math.ceil(len(legend.get_texts()) / columns))  # room below the map for it
     how = (
         "each device at its last position"
         if real
         else "angles not modelled: devices spread evenly, each at its distance"
     )
-    _suptitle(fig, title, f"the cell ({how}){note}")
+    _suptitle(fig, title, f"the {'cells' if several else 'cell'} ({how}){note}")
     tight(fig)
     return fig
 
@@ -643,7 +762,7 @@ def draw_gantt(
         row_labels(ax, [str(c) for c in shown.tolist()], 7 if len(shown) <= 20 else 5.5, "client")
         ax.set_ylim(len(shown) - 0.5, -0.5)  # first client on top
         ax.set_xlim(0, span * 1.04 if span > 0 else 1.0)
-        ax.set_xlabel("time since the round started (s)")
+        ax.set_xlabel(f"time since the {'previous server update' if chains else 'round started'} (s)")
         ax.grid(alpha=0.3, axis="x")
         shown_note = (
             f"; {len(shown)} of {participants} devices shown (cut/lost, then slowest)"
@@ -651,7 +770,9 @@ def draw_gantt(
             else f"; {participants} devices"
         )
         ax.set_title(
-            f"round {r + 1}: {missed_here} upload{'s' if missed_here != 1 else ''} missed{shown_note}", fontsize=8
+            f"{'server update' if chains else 'round'} {r + 1}: {missed_here} upload{'s' if missed_here != 1 else ''} "
+            f"missed{shown_note}",
+            fontsize=8,
         )
     drawn = set(np.unique(ev.kind[np.isin(ev.round, picks)]).tolist())
     handles = [
@@ -666,6 +787,11 @@ def draw_gantt(
         per = "after each chain's start" if chains else "per phase"
         handles.append(Line2D([], [], color="#c44e52", ls="--", label=f"deadline {deadline_s:g} s {per}"))
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4 * len(panels)), fontsize=7, frameon=False)
-    _suptitle(fig, title, "who did what when, in the rounds shown (bars beyond the round end: radio tails)")
+    what = (
+        "up to each server update shown (bars beyond it: radio tails)"
+        if chains
+        else "in the rounds shown (bars beyond the round end: radio tails)"
+    )
+    _suptitle(fig, title, f"who did what when, {what}")
     tight(fig, rect=(0, 0.06 if rows > 8 else 0.09, 1, 1))
     return fig

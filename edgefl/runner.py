@@ -76,6 +76,7 @@ CLIENT_COLUMNS = [
 ]
 CELL_COLUMNS = [
     "cell",
+    "los",
     "sinr_db",
     "handovers",
     "x_m",
@@ -312,7 +313,7 @@ class Simulation:
             summary["control_state"] = self.controller.summary()
         events = self.pricer.events if not diverged else [e for e in self.pricer.events if e.round < len(rows)]
         chain_ends = list(self.engine.chain_ends) if self.algorithm.asynchronous else None
-        edge_rounds = self.algorithm.hp.edge_rounds if self._hierarchical() else None
+        edge_rounds = self.algorithm.edge_rounds_per_round() if self._hierarchical() else None
         return RunResult(
             s, rows, clients, events, summary, self.engine.trace, battery, positions, chain_ends, edge_rounds
         )
@@ -322,7 +323,7 @@ class Simulation:
         [backhaul]): metrics.csv then counts edge_rounds and events.csv marks each phase's aggregation. One cell
         without a backhaul has a single server: its outputs are FedAvg's (at edge_rounds = 1)."""
         several = self.context.client_cells is not None or self.scenario.backhaul is not None
-        return several and hasattr(self.algorithm, "edge_rounds_done")
+        return several and self.algorithm.edge_rounds_per_round() is not None
 
     # -- divergence ---------------------------------------------------------------------
     def _divergence(self, r: int, row: dict) -> str | None:
@@ -399,12 +400,10 @@ class Simulation:
             "uploads_arrived": record.uploads_arrived,
             "uploads_missed": record.uploads_missed,
         }
-        if self._hierarchical():  # HierFAVG's edge aggregations so far (edge_rounds per cloud round)
-            row["edge_rounds"] = self.algorithm.edge_rounds_done  # type: ignore[attr-defined]
-        backhaul = getattr(self.pricer, "reports", {}).get("backhaul")
-        if backhaul is not None:  # [backhaul] (edgefl.sim.backhaul): cloud rounds, time and energy so far
-            cloud_rounds, backhaul_s, backhaul_j = backhaul()
-            row.update({"cloud_rounds": cloud_rounds, "backhaul_s": backhaul_s, "backhaul_energy_j": backhaul_j})
+        if self._hierarchical():  # edge aggregations so far (edge_rounds per cloud round)
+            row["edge_rounds"] = self.algorithm.edge_rounds_done
+        if self.pricer.columns:  # the components' own columns (e.g. [backhaul]: cloud rounds, time, energy)
+            row.update(self.pricer.component_metrics())
         if evaluate:
             m = evaluate_global(self.model, self.data, self.algorithm.model)
             row.update({k: m.get(k) for k in ("acc_mean", "acc_worst", "acc_std", "loss")})
@@ -421,6 +420,9 @@ class Simulation:
         pop, now, ledger, eng = self.population, self.devices, self.pricer.ledger, self.engine
         per_client = ledger.per_client()
         acc = final.get("client_acc")
+        los = None
+        if pop.cells is not None and now.cell is not None and now.position_m is not None:
+            los = pop.cells.serving_los(now.position_m, now.cell)
         rows = []
         for i in range(self.scenario.data.num_clients):
             link = now.uplink[i].snr_linear(self.network.bandwidth_hz, 1.0)
@@ -434,6 +436,8 @@ class Simulation:
                     "y_m": float(now.position_m[i, 1]),  # type: ignore[index]
                 }
                 link = replace(now.uplink[i], interference_w_per_hz=0.0).snr_linear(self.network.bandwidth_hz, 1.0)
+                if los is not None:  # network.line_of_sight = "random": the serving link's state at the end
+                    cells["los"] = int(los[i])
             rows.append(
                 {
                     "client": i,
@@ -567,18 +571,34 @@ def metric_columns(rows: list[dict]) -> list[str]:
     return METRIC_COLUMNS + extra
 
 
-def run_title(s: Scenario) -> str:
-    """The key values of a scenario, for plot titles."""
+def run_title(s: Scenario, algorithm: str | None = None) -> str:
+    """The key values of a scenario, for plot titles: the algorithm (``algorithm``: instead of the scenario's, e.g.
+    the algorithms compared) and its sizes, the link (several cells: their number, size, frequency reuse and
+    sectors), the uplink if over the air, and a controller, a selection policy
+    or a backhaul where they are not the defaults."""
     net = s.network
-    link = (
-        f"SNR {net.snr_db:g} dB"
-        if net.snr_db is not None
-        else (f"{net.distance_m:g} m" if net.distance_m is not None else f"cell {net.cell_radius_m:g} m")
-    )
+    if net.snr_db is not None:
+        link = f"SNR {net.snr_db:g} dB"
+    elif net.distance_m is not None:
+        link = f"{net.distance_m:g} m"
+    elif net.sectors > 1:  # docs/multi-cell.md: network.cells counts the sites
+        sites = f"{net.cells} site{'s' if net.cells > 1 else ''}"
+        link = f"{sites} of {net.cell_radius_m:g} m, {net.sectors} sectors each, reuse {net.reuse}"
+    elif net.cells > 1:
+        link = f"{net.cells} cells of {net.cell_radius_m:g} m, reuse {net.reuse}"
+    else:
+        link = f"cell {net.cell_radius_m:g} m"
+    others = [
+        *([f"controller {s.control.name}"] if s.control.name != "static" else []),
+        *([f"selection {s.selection.name}"] if s.selection.name != "uniform" else []),
+        *([f"backhaul {s.backhaul.rate_mbps:g} Mbit/s"] if s.backhaul is not None else []),
+    ]
     return (
-        f"{s.algorithm.name}: N = {s.data.num_clients}, m = {s.algorithm.clients_per_round}, "
+        f"{algorithm or s.algorithm.name}: N = {s.data.num_clients}, m = {s.algorithm.clients_per_round}, "
         f"τ = {s.algorithm.local_steps}, η = {s.algorithm.lr:g}; {link}, {net.bandwidth_mhz:g} MHz {net.access}"
+        + (", over the air" if net.uplink == "aircomp" else "")
         + (f", deadline {net.deadline_s:g} s" if net.deadline_s is not None else "")
+        + ("; " + ", ".join(others) if others else "")
     )
 
 
@@ -608,8 +628,11 @@ def event_table(result: RunResult) -> tuple[list[str], list[tuple]]:
     return [*EVENT_FIELDS, *ASYNC_EVENT_COLUMNS], [e.row() + extra(e) for e in events]
 
 
-def write_results(result: RunResult, out_dir: Path, plots: bool = True, force: bool = False) -> Path:
-    """Write metrics.csv, clients.csv, events.csv, summary.json, scenario.toml and plots."""
+def write_results(
+    result: RunResult, out_dir: Path, plots: bool = True, force: bool = False, plot_format: str = "png"
+) -> Path:
+    """Write metrics.csv, clients.csv, events.csv, summary.json, scenario.toml and plots (``plot_format``: png,
+    pdf or svg, edgefl.figures)."""
     # Lazy: matplotlib is slow to import and only needed when plots are drawn (not in sweep workers).
     from edgefl.plots import plot_run
 
@@ -646,6 +669,7 @@ def write_results(result: RunResult, out_dir: Path, plots: bool = True, force: b
                 events=result.events,
                 positions=result.positions,
                 scenario=result.scenario,
+                fmt=plot_format,
             )
     if is_checkpoint(checkpoint_file(out_dir)):  # the run's checkpoint, if any: the results are complete
         checkpoint_file(out_dir).unlink(missing_ok=True)

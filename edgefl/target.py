@@ -39,6 +39,14 @@ def parse_target(text: str) -> Target:
         value = float(raw)
     except ValueError:
         value = math.nan
+    percent = _percentage(raw)
+    if sep and metric.strip() and percent is not None:
+        what = (
+            f"{metric.strip()} is an accuracy, a fraction in [0, 1]: write {percent / 100:g}"
+            if is_accuracy(metric.strip())
+            else f"write {metric.strip()}'s value in its own unit, a plain number without %"
+        )
+        raise UserError(f"--target {text!r}: {raw.strip()!r} is a percentage; {what}")
     if not sep or not metric.strip() or not math.isfinite(value):
         raise UserError(f"--target {text!r}: expected metric=value, e.g. --target acc_worst=0.80")
     metric = metric.strip()
@@ -50,6 +58,18 @@ def parse_target(text: str) -> Target:
         )
         raise UserError(f"--target {text!r}: {metric} is an accuracy, a fraction in [0, 1]; {hint}")
     return Target(metric, value)
+
+
+def _percentage(raw: str) -> float | None:
+    """The number of ``raw`` written as a percentage (``"85%"`` -> 85.0), or None."""
+    raw = raw.strip()
+    if not raw.endswith("%"):
+        return None
+    try:
+        value = float(raw[:-1])
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def is_accuracy(metric: str) -> bool:

@@ -221,11 +221,23 @@ def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path, algorithm)
 
     reference, out = tmp_path / "reference", tmp_path / "res"
     assert edgefl(reference).wait(timeout=300) == 0
+    err = killed_then_resumed(edgefl, out)
+    assert f"resuming {algorithm} after round" in err
+    checkpoint = checkpoint_file(out)
+    for name in COMPARED:
+        assert (out / name).read_bytes() == (reference / name).read_bytes(), name
+    assert not checkpoint.exists()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+def killed_then_resumed(edgefl, out: Path) -> str:
+    """Start ``edgefl(out)`` (a Popen of ``edgefl run``), SIGKILL it once its first checkpoint exists, then run
+    ``edgefl(out, "--resume")`` to the end; its stderr."""
     run = edgefl(out)
     checkpoint = checkpoint_file(out)
     deadline = time.monotonic() + 300
     while not checkpoint.exists() and run.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
+        time.sleep(0.01)
     assert checkpoint.exists(), "the run ended or timed out before its first checkpoint"
     os.kill(run.pid, signal.SIGKILL)
     run.wait()
@@ -233,11 +245,7 @@ def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path, algorithm)
     resumed = edgefl(out, "--resume")
     _, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err.decode()[-2000:]
-    assert f"resuming {algorithm} after round" in err.decode()
-    for name in COMPARED:
-        assert (out / name).read_bytes() == (reference / name).read_bytes(), name
-    assert not checkpoint.exists()
-    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
+    return err.decode()
 
 
 def test_a_checkpoint_being_written_carries_its_header_on_disk_before_the_state_is_pickled(tmp_path, monkeypatch):

@@ -51,6 +51,14 @@ STUDIES = {
         REPO / "docs" / "over-the-air.md",
         lambda mod: mod.render(json.loads(mod.SUMMARY.read_text())),
     ),
+    "calibration": (
+        REPO / "docs" / "calibration.md",
+        lambda mod: mod.render(json.loads(mod.DATA.read_text())),
+    ),
+    "event_interference": (
+        REPO / "docs" / "event-interference.md",
+        lambda mod: mod.render(json.loads(mod.DATA.read_text())),
+    ),
     "realistic_network": (
         REPO / "docs" / "realistic-network.md",
         lambda mod: render_realistic_network(mod),

@@ -165,3 +165,139 @@ def test_the_scanner_sees_nested_relative_and_dynamic_imports():
     # a package's __init__ resolves "." to itself
     assert [n for _, n in imported_modules("from ._util import out\n", "channel", is_package=True)] == ["channel._util"]
     assert not under("edgefl.simulator", "edgefl.sim") and under("edgefl.sweeps.grid", "edgefl.sweeps")
+
+
+# -- no import cycle -------------------------------------------------------------------------------
+CYCLE_PACKAGES = ("edgefl", "channel", "energy", "algorithms")
+# Deferred imports that may close a loop: ``edgefl.__getattr__`` loads the API when ``edgefl.run`` is first
+# used (PEP 562), so that ``import edgefl`` stays cheap; it runs after every module has loaded.
+DEFERRED_ALLOWED = {("edgefl", "edgefl.api")}
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    """Module name -> (file, is a package) of every source file of :data:`CYCLE_PACKAGES`."""
+    found = {}
+    for package in CYCLE_PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            name, is_package = module_name(path), path.name == "__init__.py"
+            found[name.rsplit(".", 1)[0] if is_package else name] = (path, is_package)
+    return found
+
+
+def _module_level(tree: ast.Module):
+    """The statements that run when the module is imported: its body, and the bodies of its top-level
+    ``if``/``try`` blocks (not ``if TYPE_CHECKING:``, not functions or classes' methods)."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop(0)
+        yield node
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        if isinstance(node, (ast.If, ast.Try)):
+            todo += [*node.body, *node.orelse, *getattr(node, "finalbody", [])]
+            todo += [s for handler in getattr(node, "handlers", []) for s in handler.body]
+
+
+def _every_import_that_runs(tree: ast.AST):
+    """Every node, except under ``if TYPE_CHECKING:`` (imports for the type checker never run)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from (n for child in node.orelse for n in [child, *_every_import_that_runs(child)])
+            continue
+        yield node
+        yield from _every_import_that_runs(node)
+
+
+def import_graph(deferred: bool = False) -> tuple[dict[str, set[str]], dict[tuple[str, str], int]]:
+    """module -> the project's modules it imports, and (module, imported) -> line. Module-level imports only,
+    or every import (``deferred``). ``from a.b import c`` imports ``a.b`` and, where ``c`` is a module,
+    ``a.b.c``; importing ``a.b`` imports its parent package ``a`` (unless the importer is inside ``a``)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    lines: dict[tuple[str, str], int] = {}
+    for name, (path, is_package) in modules.items():
+        tree = ast.parse(path.read_text())
+        package = name.split(".") if is_package else name.split(".")[:-1]
+        nodes = _every_import_that_runs(tree) if deferred else _module_level(tree)
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(package[: len(package) - (node.level - 1)] + [node.module or ""]).strip(".")
+                base = base if node.level else node.module
+                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for target in targets:
+                parts = target.split(".")
+                for i in range(1, len(parts) + 1):
+                    imported = ".".join(parts[:i])
+                    if imported in modules and imported != name and not under(name, imported):
+                        graph[name].add(imported)
+                        lines.setdefault((name, imported), node.lineno)
+    return graph, lines
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle of ``graph`` (its modules in import order, the first repeated at the end), or []."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return []
+
+    for start in sorted(graph):
+        if start not in state:
+            found = visit(start)
+            if found:
+                return found
+    return []
+
+
+def reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, todo = {start}, [start]
+    while todo:
+        node = todo.pop()
+        if node == goal:
+            return True
+        todo += [n for n in graph[node] if n not in seen and not seen.add(n)]  # type: ignore[func-returns-value]
+    return False
+
+
+def test_the_module_level_import_graph_has_no_cycle():
+    graph, lines = import_graph()
+    cycle = find_cycle(graph)
+    steps = [f"{a} (line {lines[(a, b)]}) -> {b}" for a, b in zip(cycle, cycle[1:])]
+    assert not cycle, "import cycle:\n" + "\n".join(steps)
+
+
+def test_no_deferred_import_hides_a_cycle():
+    """An import inside a function whose module imports the importer (at module level, through any
+    chain) is a cycle closed by a lazy import: the modules depend on each other all the same."""
+    graph, _ = import_graph()
+    every, lines = import_graph(deferred=True)
+    hidden = [
+        f"{a} (line {lines[(a, b)]}) -> {b}, which imports {a}"
+        for a in sorted(every)
+        for b in sorted(every[a] - graph[a])
+        if (a, b) not in DEFERRED_ALLOWED and reaches(graph, b, a)
+    ]
+    assert not hidden, "\n".join(hidden)
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) == []
+    assert reaches({"a": {"b"}, "b": {"c"}, "c": set()}, "a", "c")
+    assert not reaches({"a": {"b"}, "b": set(), "c": {"a"}}, "a", "c")

@@ -445,6 +445,7 @@ def test_bad_backhaul_and_hierfavg_values_exit_2(key, value, message, tmp_path, 
 
 def test_the_cell_map_draws_every_base_station_and_each_devices_association(tmp_path):
     import matplotlib
+    import matplotlib.collections
 
     matplotlib.use("Agg")
     from edgefl import run_plots
@@ -460,9 +461,9 @@ def test_the_cell_map_draws_every_base_station_and_each_devices_association(tmp_
     sites = cell_sites_m(s.network)[0]
     fig = run_plots.draw_cell_map(clients, None, 500.0, "t", sites_m=sites)
     ax = fig.axes[0]
-    lines = [line for line in ax.get_lines() if len(line.get_xdata()) == 2]  # device -> serving site
-    assert len(lines) == 20
-    for line, c in zip(lines, clients):
-        assert line.get_xdata()[0] == c["x_m"] and line.get_xdata()[1] == pytest.approx(sites[int(c["cell"]), 0])
-    markers = [line for line in ax.get_lines() if line.get_label() == "base stations"]
+    (lines,) = [c for c in ax.collections if isinstance(c, matplotlib.collections.LineCollection)]  # device -> site
+    assert len(lines.get_segments()) == 20
+    for (start, end), c in zip(lines.get_segments(), clients):
+        assert start[0] == c["x_m"] and end[0] == pytest.approx(sites[int(c["cell"]), 0])
+    markers = [line for line in ax.get_lines() if line.get_label() == "base station (site number)"]
     assert len(markers) == 1 and len(markers[0].get_xdata()) == 7

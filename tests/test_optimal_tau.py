@@ -364,3 +364,25 @@ def test_optimal_tau_draws_the_heatmap_of_a_link_budget_sweep(tmp_path, capsys):
     code, out, err = run_cli(capsys, "optimal-tau", str(sweep), "--target", "acc_worst=0.5")
     assert code == 0, err
     assert "no heatmap" not in out and (sweep / "optimal-tau_acc_worst=0.5" / "tau-heatmap.png").stat().st_size > 0
+
+
+def test_plot_draws_the_metric_its_target_names(tmp_path, capsys, monkeypatch):
+    """`edgefl plot --target acc_mean=...` draws acc_mean (it drew acc_worst, the --metric default, before)."""
+    import edgefl.sweeps.plots as plots
+
+    reach = {(5, 0): 30, (10, 0): 22, (20, 0): 15, (30, 0): 12, (5, 1): 32, (10, 1): 24, (20, 1): 16, (30, 1): 13}
+    rows = synthetic_rows(reach, a=1.0, b_scale=40.0, num_rounds=40, snrs=[0, 10, 20], bandwidths=[0.5, 2, 10])
+    rows = [{**r, "acc_mean": r["acc_worst"]} for r in rows]
+    sweep = tmp_path / "sweep"
+    write_fake_sweep(sweep, rows, GRID)
+    drawn = []
+    monkeypatch.setattr(plots, "plot_accuracy_energy", lambda rows, keys, metric, path, panels: drawn.append(metric))
+    monkeypatch.setattr(plots, "plot_pareto", lambda result, path, panels: path)
+    for args, metric in (
+        (["--target", "acc_mean=0.5"], "acc_mean"),
+        ([], "acc_worst"),
+        (["--target", "acc_mean=0.5", "--metric", "acc_worst"], "acc_worst"),
+    ):
+        code, out, err = run_cli(capsys, "plot", str(sweep), *args)
+        assert code == 0, err
+        assert drawn[-1] == metric, (args, drawn)

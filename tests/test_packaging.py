@@ -9,7 +9,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-from edgefl import shipped
+from edgefl import shipped_scenarios as shipped
 from edgefl.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]

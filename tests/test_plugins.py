@@ -38,7 +38,7 @@ def documented_modules(tmp_path: Path) -> list[str]:
 @pytest.fixture
 def plugins(tmp_path, monkeypatch):
     names = documented_modules(tmp_path)
-    assert {"my_datasets", "my_path_loss"} <= set(names)
+    assert {"my_datasets", "my_path_loss", "my_governor"} <= set(names)
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
     for name in names:
@@ -148,3 +148,31 @@ def test_a_path_loss_model_of_ones_own(plugins):
         PluginError, match=r"network.path_loss = 'nan_loss:far_nan' returned nan dB at .* m \(\d+ of 50"
     ):
         Simulation(load_scenario(PHONES, {"network.path_loss": "nan_loss:far_nan"}))
+
+
+# -- a component that reports (docs/extending.md, "A component that reports") ------------------------
+def test_the_documented_governor_adds_a_column_and_reads_the_battery(plugins, tmp_path):
+    import csv
+
+    from edgefl.runner import write_results
+
+    text = (ROOT / "docs" / "extending.md").read_text()
+    table = next(b for b in re.findall(r"```toml\n(.*?)```", text, flags=re.S) if "my_governor:Governor" in b)
+    path = tmp_path / "phones-governed.toml"
+    phones = PHONES.read_text().replace('dir = "../../', f'dir = "{PHONES.parent}/../../')  # data.dir from here
+    path.write_text(phones + "\n" + table)  # the page's [[process]] table
+    scenario = load_scenario(
+        path, ["run.rounds=3", "data.num_clients=20", "algorithm.clients_per_round=8", "algorithm.local_steps=3"]
+    )
+    simulation = Simulation(scenario)
+    nominal = {float(f) for f in simulation.population.cpu_hz}  # the devices' frequencies as the scenario set them
+    result = simulation.run(progress=False)
+    write_results(result, tmp_path / "out", plots=False)
+    rows = list(csv.DictReader(open(tmp_path / "out" / "metrics.csv")))
+    counts = [int(r["slowed_computations"]) for r in rows]
+    assert counts == sorted(counts) and counts[-1] > 0, counts  # batteries of 60 J and 30 J: some under 40 J
+    events = list(csv.DictReader(open(tmp_path / "out" / "events.csv")))
+    hz = {float(e["cpu_hz"]) for e in events if e["kind"] == "compute"}
+    assert hz - nominal and {h * 2 for h in hz - nominal} <= nominal  # the slowed ones at half a nominal frequency
+    assert all(e["cpu_hz"] == "" for e in events if e["kind"] != "compute")
+    assert all(float(e["tx_power_w"]) > 0 for e in events if e["kind"] == "upload")

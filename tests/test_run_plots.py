@@ -141,7 +141,9 @@ def test_an_asynchronous_gantt_marks_each_chains_own_deadline_not_one_per_phase(
     )
     panels = [ax for ax in fig.axes if ax.get_title()]
     for ax in panels:
-        rnd = int(ax.get_title().split(":")[0].split()[1]) - 1
+        name, number = ax.get_title().split(":")[0].rsplit(" ", 1)
+        assert name == "server update"  # an asynchronous run's round is one server update
+        rnd = int(number) - 1
         shown = [int(t.get_text()) for t in ax.texts]
         here = own & (ev.round == rnd) & np.isin(ev.client, shown)
         expected = sorted({(shown.index(int(c)), s + deadline) for c, s in zip(ev.client[here], starts[here])})
@@ -305,3 +307,172 @@ def test_battery_title_is_inside_the_figure(tmp_path):
     # the title's text is drawn (dark pixels) in the top rows, and no dark pixel touches the left or right edge
     top = image[: image.shape[0] // 10, :, :3].mean(axis=2)
     assert (top < 0.5).any() and not (top[:, :3] < 0.5).any() and not (top[:, -3:] < 0.5).any()
+
+
+# ------------------------------------------------------------------------ figures for a paper (issue 32 item 6)
+
+
+@pytest.fixture(scope="module")
+def cells7():
+    """Three server updates of FedBuff over 7 cells at reuse 3: a multi-cell asynchronous run."""
+    overrides = {"network.cells": 7, "network.reuse": 3, "algorithm.name": "fedbuff", "run.rounds": 3}
+    return run(PHONES, overrides={**overrides, "run.eval_every": 1}, progress=False)
+
+
+def _texts(fig) -> str:
+    """Every title of a figure (its suptitle and its axes' titles), lines joined."""
+    titles = [fig._suptitle.get_text()] if fig._suptitle is not None else []
+    titles += [ax.get_title() for ax in fig.axes]
+    return " ".join(" ".join(titles).split())
+
+
+def _legend_texts(legend) -> list[str]:
+    return [t.get_text() for t in legend.get_texts()]
+
+
+def test_the_energy_split_of_every_figure_reads_one_table_of_the_ledgers_categories(phones):
+    from edgefl.plots import draw_energy_clients
+    from energy import CATEGORIES
+
+    assert [c.key for c in run_plots.ENERGY_CATEGORIES] == list(CATEGORIES)  # a new category: one entry there
+    labels = [c.label for c in run_plots.ENERGY_CATEGORIES]
+    r, _ = phones
+    for fig in (
+        run_plots.draw_energy_rounds(r.raw.events),
+        draw_energy_clients(r.raw.clients),
+        r.plot("energy"),
+    ):
+        assert _legend_texts(fig.axes[0].get_legend()) == labels
+        plt.close(fig)
+
+
+def test_multi_cell_titles_name_the_cells_the_reuse_and_the_algorithm(cells7):
+    for kind in PLOT_KINDS:
+        fig = cells7.plot(kind)
+        text = _texts(fig)
+        assert "fedbuff:" in text and "7 cells of 500 m, reuse 3" in text, (kind, text)
+        plt.close(fig)
+    scenario = load_scenario(PHONES, ["control.name=deadline_fit"])
+    from edgefl.runner import run_title
+
+    assert run_title(scenario).endswith("; controller deadline_fit") and "cells" not in run_title(scenario)
+    assert "controller" not in run_title(load_scenario(PHONES, []))  # static: the default, not said
+    sectors = load_scenario(PHONES, ["network.cells=7", "network.sectors=3", "network.reuse=3"])
+    assert "; 7 sites of 500 m, 3 sectors each, reuse 3, 10 MHz" in run_title(sectors)
+
+
+def test_titles_wrap_to_the_figure_between_items():
+    title = "fedbuff: N = 50, m = 10, τ = 10, η = 0.05; 7 cells of 500 m, reuse 3, 10 MHz fdma, deadline 0.4 s"
+    lines = run_plots.fit_title(title, 6).split("\n")
+    assert len(lines) == 2 and all(len(line) <= 6 * 72 / (run_plots.CHAR_EM * 9) for line in lines)
+    assert " ".join(lines) == title and lines[0].endswith("10 MHz fdma,")  # broken after an item, not inside one
+
+
+def test_energy_snr_plots_the_sinr_where_interference_exists(cells7, phones):
+    fig = cells7.plot("energy-snr")
+    ax = fig.axes[0]
+    assert ax.get_xlabel().startswith("mean uplink SINR") and "co-channel cells" in ax.get_xlabel()
+    x = np.sort(np.concatenate([c.get_offsets()[:, 0] for c in ax.collections]))
+    np.testing.assert_allclose(x, np.sort(cells7.clients["sinr_db"].to_numpy()))
+    assert not np.allclose(x, np.sort(cells7.clients["uplink_snr_db"].to_numpy()))  # reuse 3 still interferes
+    assert fig.axes[1].get_xlabel() == "distance to its serving base station (m)"
+    plt.close(fig)
+    r, _ = phones  # one cell: the SNR
+    fig = r.plot("energy-snr")
+    assert fig.axes[0].get_xlabel().startswith("mean uplink SNR")
+    plt.close(fig)
+
+
+def test_an_asynchronous_runs_rounds_are_server_updates_on_every_axis(cells7, quickstart):
+    for result, name in ((cells7, run_plots.round_label(True)), (quickstart, "round")):
+        for kind in ("accuracy", "energy", "energy-rounds", "uploads-missed"):
+            fig = result.plot(kind)
+            assert fig.axes[0].get_xlabel() == name, kind
+            plt.close(fig)
+    assert run_plots.round_label(True).startswith("server update")
+    fig = cells7.plot("gantt")
+    assert all(ax.get_title().startswith("server update ") for ax in fig.axes if ax.get_title())
+    assert "up to each server update shown" in fig._suptitle.get_text()
+    plt.close(fig)
+
+
+def test_the_cell_maps_legend_names_every_mark(cells7):
+    fig = cells7.plot("cell-map")
+    ax = fig.axes[0]
+    marks = [*ax.collections, *ax.lines, *ax.patches]  # the devices, the lines, the sites (texts: their numbers)
+    assert all(not a.get_label().startswith("_") for a in marks)  # none left out of the legend
+    named = _legend_texts(ax.get_legend())
+    assert sorted(named) == sorted(a.get_label() for a in marks)  # one entry per mark drawn
+    assert "line: device to the base station serving it" in named and "base station (site number)" in named
+    (lines,) = [c for c in ax.collections if isinstance(c, matplotlib.collections.LineCollection)]
+    sites = cell_sites(cells7)
+    ends = np.array([segment[1] for segment in lines.get_segments()])
+    np.testing.assert_allclose(ends, sites[cells7.clients["cell"].to_numpy()])  # each device to its serving site
+    fig.canvas.draw()
+    legend, axes = _box(ax.get_legend(), fig), _box(ax.patch, fig)
+    assert not _overlap(legend, axes)  # below the map: hides no device
+    plt.close(fig)
+
+
+def cell_sites(result):
+    from edgefl.physical import cell_map_sites_m
+
+    return cell_map_sites_m(result.scenario.network)
+
+
+def hex_clients(sites, per_cell: int, sectors: int = 1, seed: int = 0):
+    """clients.csv rows of devices around each site, served by cell c (site c // sectors)."""
+    rng = np.random.default_rng(seed)
+    cell = np.repeat(np.arange(len(sites) * sectors), per_cell)
+    xy = sites[cell // sectors] + rng.normal(0, 0.2 * float(np.ptp(sites[:, 0])) / 5, (len(cell), 2))
+    return [
+        {"client": i, "cell": int(c), "x_m": float(x), "y_m": float(y), "distance_m": 1.0, "energy_j": 1.0}
+        for i, (c, (x, y)) in enumerate(zip(cell, xy))
+    ]
+
+
+def test_a_sectorised_cell_map_draws_each_device_to_its_site_coloured_by_sector():
+    from channel.cells import hex_sites_m
+
+    sites = hex_sites_m(7, 500.0)
+    clients = hex_clients(sites, per_cell=2, sectors=3)  # cells 0..20: sector c mod 3 of site c // 3
+    fig = run_plots.draw_cell_map(clients, sites_m=np.repeat(sites, 3, axis=0), sectors=3)  # a site per cell
+    ax = fig.axes[0]
+    collections = [c for c in ax.collections if isinstance(c, matplotlib.collections.LineCollection)]
+    assert [c.get_label() for c in collections] == [
+        f"line: device to its site, sector {k} serving it" for k in (1, 2, 3)
+    ]
+    assert len({tuple(c.get_colors()[0]) for c in collections}) == 3
+    for k, lines in enumerate(collections):
+        ends = np.array([segment[1] for segment in lines.get_segments()])
+        cells = np.array([c["cell"] for c in clients if c["cell"] % 3 == k])
+        np.testing.assert_allclose(ends, sites[cells // 3])
+    assert "site (its number), 3 sectors each" in _legend_texts(ax.get_legend())
+    fig.canvas.draw()
+    legend, colour_bar = _box(ax.get_legend(), fig), _box(fig.axes[1], fig)
+    assert not _overlap(legend, colour_bar) and legend.x0 >= 0 and legend.x1 <= fig.bbox.x1  # clear of it
+    assert legend.y0 >= 0  # the figure grows to hold the legend's rows
+    (triangles,) = [line for line in ax.get_lines() if line.get_marker() == "^"]
+    np.testing.assert_allclose(triangles.get_xydata(), sites)  # one triangle and one number a site
+    assert [t.get_text() for t in ax.texts] == [str(i) for i in range(len(sites))]
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("inter_site_m", [200.0, 866.0, 3000.0, 7000.0, 20000.0])
+def test_cell_map_ticks_of_19_cells_are_few_and_do_not_touch(inter_site_m):
+    from channel.cells import hex_sites_m
+
+    sites = hex_sites_m(19, inter_site_m)
+    fig = run_plots.draw_cell_map(hex_clients(sites, per_cell=5), sites_m=sites, title="19 cells")
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for labels in (ax.get_xticklabels(), ax.get_yticklabels()):
+        shown = [t for t in labels if t.get_visible() and t.get_text()]
+        assert 3 <= len(shown) <= run_plots.MAX_MAP_TICKS
+        boxes = [t.get_window_extent(renderer) for t in shown]
+        assert not any(_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]), [
+            t.get_text() for t in shown
+        ]
+    assert ax.get_xlabel() == ("x (km)" if inter_site_m >= 3000 else "x (m)")
+    plt.close(fig)

@@ -301,7 +301,7 @@ def test_a_plugin_returning_offline_or_too_many_clients_is_its_fault(tmp_path, m
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
-        with pytest.raises(PluginError, match=r"expected 1 to 3 distinct clients"):
+        with pytest.raises(PluginError, match=r"of 1 to 3 distinct client indices"):
             Simulation(scenario({"name": "bad_sel:All"})).run(progress=False)
     finally:
         sys.modules.pop("bad_sel", None)

@@ -24,14 +24,8 @@ REGISTRY: dict[str, str] = {
 }
 
 
-ENTRY_POINT_GROUP = "edgefl.controllers"  # installed plug-ins: name = "package.module:Class"
-CONTROLLERS = Registry(
-    "controller",
-    dict(sorted(REGISTRY.items())),
-    ENTRY_POINT_GROUP,
-    subclass_of(Controller),
-    "an edgefl.control.Controller subclass",
-)
+CONTROLLERS = Registry.of("control.name", dict(sorted(REGISTRY.items())), subclass_of(Controller))
+ENTRY_POINT_GROUP = CONTROLLERS.group  # installed plug-ins: name = "package.module:Class"
 
 
 def names() -> list[str]:

@@ -21,7 +21,7 @@ from typing import ClassVar
 import numpy as np
 from pydantic import ConfigDict
 
-from edgefl.numbers import NumbersOnly
+from edgefl.numeric_keys import NumbersOnly
 from edgefl.physical import DeviceArrays, NetworkParams
 
 

@@ -1,4 +1,5 @@
-"""Data layer: IDX loaders, the Synthetic(alpha, beta) generator, partitioning, federated data sets.
+"""Data layer: IDX loaders, the Synthetic(alpha, beta) generator, the field's benchmarks from their published files
+(CIFAR binary, LEAF JSON, per-client npz: docs/datasets.md), partitioning, federated data sets.
 
 Each data set family declares its ``[data]`` keys once, as a :class:`DataParams` subclass with a
 ``build(seed)``; :data:`REGISTRY` maps ``data.name`` to it (``edgefl/data/registry.py``).

@@ -1,11 +1,7 @@
-"""The one error type of the data layer."""
+"""The one error type of the data layer (defined with the other user errors in :mod:`edgefl.errors`)."""
 
 from __future__ import annotations
 
+from edgefl.errors import DataError
 
-class DataError(ValueError):
-    """A user mistake about data: a missing or corrupt file, an unknown dataset, impossible sizes.
-
-    The message names the file or setting, what was expected and what to do; the CLI prints it
-    as a clean error without a traceback.
-    """
+__all__ = ["DataError"]

@@ -4,8 +4,8 @@ the scenario keys it is built from (:class:`DataParams`).
 Layout: all clients' training samples in one tensor, client-contiguous; client i owns rows
 ``train_offsets[i]:train_offsets[i+1]``. The per-client test sets use the same layout.
 
-Each data set family (``edgefl/data/images.py``, ``synthetic.py``, ``priority.py``,
-``regression.py``) subclasses :class:`DataParams` once: its ``[data]`` keys with types, defaults,
+Each data set family (``edgefl/data/images.py``, ``cifar.py``, ``leaf.py``, ``npz.py``, ``synthetic.py``,
+``priority.py``, ``regression.py``) subclasses :class:`DataParams` once: its ``[data]`` keys with types, defaults,
 bounds and descriptions, and ``build(seed)``. ``edgefl.data.registry`` maps ``data.name`` to the
 class; the scenario validates ``[data]`` against it and the runner calls ``build``.
 """
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from pydantic import ConfigDict, Field, PositiveInt
 
-from edgefl.numbers import NumbersOnly
+from edgefl.numeric_keys import NumbersOnly
 
 # MNIST's pixel mean and std (of the [0,1]-scaled training images), the customary normalisation.
 # Used for Fashion-MNIST and KMNIST too: one fixed affine map per pixel, which a linear model or
@@ -188,27 +188,32 @@ def proportional_test_sizes(train_sizes: np.ndarray, test_pool_size: int) -> np.
     return np.maximum(np.floor(share + 0.5).astype(np.int64), 1)
 
 
-def split_each_client(clients: list[tuple[np.ndarray, np.ndarray]]) -> dict:
-    """Each client's own (x, y) -> its first floor(0.9 n) samples train, the rest (at least 1) test.
+def own_split(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A client's own samples -> (train x, train y, test x, test y): the first floor(0.9 n) train, the rest
+    (at least 1) test."""
+    n_train = min(math.floor(TRAIN_FRACTION * len(y)), len(y) - 1)  # >= 1 test sample
+    return x[:n_train], y[:n_train], x[n_train:], y[n_train:]
 
-    Returns the FederatedData tensors as keyword arguments; the global test pool is every test sample.
-    """
-    train_x, train_y, test_x, test_y = [], [], [], []
-    for x, y in clients:
-        n_train = min(math.floor(TRAIN_FRACTION * len(y)), len(y) - 1)  # >= 1 test sample
-        train_x.append(x[:n_train])
-        train_y.append(y[:n_train])
-        test_x.append(x[n_train:])
-        test_y.append(y[n_train:])
-    test_x_all = torch.from_numpy(np.concatenate(test_x))
-    test_y_all = torch.from_numpy(np.concatenate(test_y))
+
+def assemble_clients(clients: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> dict:
+    """Each client's (train x, train y, test x, test y), in client order -> the FederatedData tensors as keyword
+    arguments; the global test pool is every test sample."""
+    test_x_all = torch.from_numpy(np.concatenate([c[2] for c in clients]))
+    test_y_all = torch.from_numpy(np.concatenate([c[3] for c in clients]))
     return dict(
-        train_x=torch.from_numpy(np.concatenate(train_x)),
-        train_y=torch.from_numpy(np.concatenate(train_y)),
-        train_offsets=client_offsets([len(y) for y in train_y]),
+        train_x=torch.from_numpy(np.concatenate([c[0] for c in clients])),
+        train_y=torch.from_numpy(np.concatenate([c[1] for c in clients])),
+        train_offsets=client_offsets([len(c[1]) for c in clients]),
         test_x=test_x_all,
         test_y=test_y_all,
-        test_offsets=client_offsets([len(y) for y in test_y]),
+        test_offsets=client_offsets([len(c[3]) for c in clients]),
         global_test_x=test_x_all,
         global_test_y=test_y_all,
     )
+
+
+def split_each_client(clients: list[tuple[np.ndarray, np.ndarray]]) -> dict:
+    """Each client's own (x, y) -> its first floor(0.9 n) samples train, the rest (at least 1) test
+    (:func:`own_split`). Returns the FederatedData tensors as keyword arguments; the global test pool is every
+    test sample."""
+    return assemble_clients([own_split(x, y) for x, y in clients])

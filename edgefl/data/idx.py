@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from edgefl.data.errors import DataError
-from edgefl.files import special_file
+from edgefl.input_files import special_file
 
 # IDX element type code -> numpy dtype (big-endian, as stored).
 IDX_DTYPES: dict[int, np.dtype] = {

@@ -43,7 +43,8 @@ from edgefl.data.federated import (
     split_each_client,
 )
 from edgefl.data.idx import NUM_CLASSES
-from edgefl.data.images import IdxParams, ImageName, client_test_sets, load_pools
+from edgefl.data.images import IdxParams, ImageName, load_pools
+from edgefl.data.pools import client_test_sets
 from edgefl.data.synthetic import SyntheticKeys, synthetic_devices, synthetic_sample_counts
 
 PRIORITY = "priority"
@@ -248,7 +249,7 @@ class ImagePriorityData(IdxParams):
             if self.test_per_client is None
             else np.full(n, self.test_per_client, dtype=np.int64)
         )
-        test_parts = client_test_sets(train_labels, parts, test_labels, test_sizes, test_rng)
+        test_parts = client_test_sets(train_labels, parts, test_labels, test_sizes, test_rng, NUM_CLASSES)
         train_order, test_order = np.concatenate(parts), np.concatenate(test_parts)
         return FederatedData(
             name="image_priority",

@@ -19,9 +19,12 @@ import typing
 
 from pydantic import ValidationError
 
+from edgefl.data.cifar import Cifar10Data, Cifar100Data
 from edgefl.data.errors import DataError
 from edgefl.data.federated import DataParams, FederatedData
 from edgefl.data.images import ImageData
+from edgefl.data.leaf import FemnistData, ShakespeareData
+from edgefl.data.npz import NpzData
 from edgefl.data.priority import ImagePriorityData, SyntheticPriorityData
 from edgefl.data.regression import LowRankMatrixData, SparseRegressionData
 from edgefl.data.synthetic import SyntheticData
@@ -30,6 +33,11 @@ from plugin_registry import Registry, UnknownPlugin, subclass_of
 FAMILIES: tuple[type[DataParams], ...] = (
     SyntheticData,
     ImageData,  # mnist, fashion_mnist, kmnist
+    Cifar10Data,  # the field's benchmarks in their published formats (docs/datasets.md)
+    Cifar100Data,
+    FemnistData,
+    ShakespeareData,
+    NpzData,  # one .npz file per client
     # prioritized FL (priority.py) and statistical recovery (regression.py)
     SyntheticPriorityData,
     ImagePriorityData,
@@ -48,12 +56,8 @@ DATASET_NAMES: tuple[str, ...] = tuple(REGISTRY)
 DEFAULT_DATASET = "synthetic"  # a [data] section without a name
 
 
-ENTRY_POINT_GROUP = "edgefl.datasets"  # installed plug-ins: name = "package.module:Class"
-
-
-DATA_SETS = Registry(
-    "data set", REGISTRY, ENTRY_POINT_GROUP, subclass_of(DataParams), "an edgefl.data.DataParams subclass"
-)
+DATA_SETS = Registry.of("data.name", REGISTRY, subclass_of(DataParams))
+ENTRY_POINT_GROUP = DATA_SETS.group  # installed plug-ins: name = "package.module:Class"
 
 
 def names() -> list[str]:

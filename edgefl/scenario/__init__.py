@@ -13,11 +13,12 @@ One module a concern; every name is importable from here (``from edgefl.scenario
 - :mod:`~edgefl.scenario.sections`: the sections' pydantic models (fields, bounds, descriptions);
 - :mod:`~edgefl.scenario.sweep_keys`: which keys a sweep may vary, and [sweep];
 - :mod:`~edgefl.scenario.schema`: :class:`Scenario`, and the checks across sections;
-- :mod:`~edgefl.scenario.messages`: :class:`ScenarioError`, and validation errors as messages that
+- :mod:`~edgefl.scenario.messages`: validation errors as messages that
   name the file and the key and suggest the nearest known key;
 - :mod:`~edgefl.scenario.loading`: reading the TOML file, ``--set`` overrides, paths, validation.
 """
 
+from edgefl.errors import ScenarioError
 from edgefl.scenario.loading import (
     absolute_path,
     apply_overrides,
@@ -30,7 +31,7 @@ from edgefl.scenario.loading import (
     scenario_from_dict,
     split_key,
 )
-from edgefl.scenario.messages import ScenarioError, format_validation_error
+from edgefl.scenario.messages import format_validation_error
 from edgefl.scenario.schema import Scenario, _drop_none
 from edgefl.scenario.sections import (
     SECTION_MODELS,

@@ -11,9 +11,11 @@ from typing import Any
 import tomli_w
 from pydantic import ValidationError
 
-from edgefl import plugins, shipped
-from edgefl.files import special_file
-from edgefl.scenario.messages import ScenarioError, format_validation_error
+from edgefl import plugins
+from edgefl import shipped_scenarios as shipped
+from edgefl.errors import ScenarioError
+from edgefl.input_files import special_file
+from edgefl.scenario.messages import Sources, format_validation_error, source_of
 from edgefl.scenario.schema import Scenario
 from edgefl.scenario.sections import _data_name
 
@@ -180,13 +182,13 @@ def scenario_from_dict(raw: dict, source: str = "<scenario>") -> Scenario:
         except ValidationError as exc:
             raise ScenarioError(format_validation_error(exc, source, (where,), known_keys=process.own_keys())) from None
         except ValueError as exc:
-            raise ScenarioError(f"{source}: {where}: {exc}") from None
+            raise ScenarioError(f"{source_of(source, where)}: {where}: {exc}") from None
     return scenario
 
 
 def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> Scenario:
     """Read, override (``--set`` texts or a dict of dotted keys) and validate a scenario file (a path,
-    or the name of a scenario shipped with edgefl: :mod:`edgefl.shipped`). Raises ScenarioError."""
+    or the name of a scenario shipped with edgefl: :mod:`edgefl.shipped_scenarios`). Raises ScenarioError."""
     path = shipped.resolve(path)
     raw = read_toml(path)
     data = raw.get("data")
@@ -198,4 +200,9 @@ def load_scenario(path: str | Path, overrides: list[str] | dict[str, Any] | None
             path.parent, devices["availability_trace"], "devices.availability_trace", path
         )
     raw = apply_overrides(raw, overrides or [])
-    return scenario_from_dict(raw, source=str(path))
+    if isinstance(overrides, dict):
+        texts = {key: f"override {key!r}" for key in map(str, overrides)}
+    else:
+        texts = {".".join(parse_override(text)[0]): f"--set {text!r}" for text in overrides or []}
+    keys = {re.sub(r"^process\.(\d+)\.", r"process[\1].", key): text for key, text in texts.items()}
+    return scenario_from_dict(raw, source=Sources(str(path), keys))

@@ -17,10 +17,6 @@ from edgefl.scenario.schema import Scenario
 from edgefl.scenario.sections import PLUGIN_DATA_TAG, SECTION_MODELS, AlgorithmSection, DeviceClass
 
 
-class ScenarioError(ValueError):
-    """A user mistake in a scenario file or override. The CLI prints it and exits 2."""
-
-
 def _known_keys(parent: list[str], algorithm_name: str | None, data_name: str | None = None) -> list[str]:
     """The keys allowed under ``parent`` (a field path), for suggestions."""
     if not parent:
@@ -57,6 +53,31 @@ def _unknown_key_message(
     return f"unknown {'section' if len(loc) == 1 else 'key'}" + (f"; known: {', '.join(known)}" if known else "")
 
 
+class Sources(str):
+    """Where a scenario's values come from: its file (this string) and the overrides (``--set``) that set some
+    keys, so that a mistake in an override is attributed to the override, not to the file."""
+
+    overrides: dict[str, str]  # dotted key (process[i].key for [[process]] tables) -> "--set 'key=value'"
+
+    def __new__(cls, path: str, overrides: dict[str, str]):
+        made = super().__new__(cls, path)
+        made.overrides = overrides
+        return made
+
+    def of(self, key: str) -> str:
+        """The source of the value at ``key`` (a dotted path): the override that set it or a table holding
+        it, or one it holds (a section's check naming the key); else the file."""
+        for set_key, text in self.overrides.items():
+            if key == set_key or key.startswith(set_key + ".") or set_key.startswith((key + ".", key + "[")):
+                return f"{text} (overriding {self})"
+        return str(self)
+
+
+def source_of(source: str, key: str) -> str:
+    """``source`` (a file, or :class:`Sources`) as the origin of the value at the dotted ``key``."""
+    return source.of(key) if isinstance(source, Sources) else source
+
+
 def format_validation_error(
     err: ValidationError,
     source: str,
@@ -74,18 +95,19 @@ def format_validation_error(
         if len(loc) >= 2 and loc[0] == "data" and (loc[1] in DATA_REGISTRY or loc[1] == PLUGIN_DATA_TAG):
             del loc[1]  # the tag of the data set's class, not a key
         path = ".".join(loc) if loc else "(scenario)"
+        source_here = source_of(source, path)
         if item["type"] == "union_tag_invalid" and loc == ["data"]:
-            lines.append(f"{source}: data.name: {unknown_name_message(item['ctx']['tag'])}")
+            lines.append(f"{source_here}: data.name: {unknown_name_message(item['ctx']['tag'])}")
         elif loc == ["process"] and item["type"] == "list_type":
             lines.append(
-                f"{source}: process: expected an array of tables, one [[process]] (double brackets) per "
+                f"{source_here}: process: expected an array of tables, one [[process]] (double brackets) per "
                 'component, e.g. [[process]] name = "thermal"'
             )
         elif item["type"] == "extra_forbidden":
-            lines.append(f"{source}: {path}: {_unknown_key_message(loc, algorithm_name, data_name, known_keys)}")
+            lines.append(f"{source_here}: {path}: {_unknown_key_message(loc, algorithm_name, data_name, known_keys)}")
         elif item["type"] == "missing":
             where = f" for data.name = {data_name!r}" if loc[0] == "data" else ""
-            lines.append(f"{source}: {path} is required{where}")
+            lines.append(f"{source_here}: {path} is required{where}")
         else:
             msg = item["msg"].removeprefix("Value error, ")
             if "cannot import" in msg and "No module named" in msg:
@@ -94,5 +116,5 @@ def format_validation_error(
             shown = "" if isinstance(got, dict) or item["type"] == "value_error" else f" (got {got!r})"
             names_key = msg.startswith(f"{path}.") or (not loc and msg.split(".")[0] in Scenario.model_fields)
             where = "" if names_key else f"{path}: "  # the message names the key itself
-            lines.append(f"{source}: {where}{msg}{shown}")
+            lines.append(f"{source_here}: {where}{msg}{shown}")
     return "\n".join(lines)

@@ -56,7 +56,8 @@ class Scenario(Strict):
             dumped.pop("process", None)
         if isinstance(dumped, dict) and self.backhaul is None:
             dumped.pop("backhaul", None)  # likewise without a backhaul
-        if isinstance(dumped, dict) and self.selection.name == "uniform" and not self.selection.model_extra:
+        selection = self.selection  # (not a SelectionSection when set to None in Python: validation says so)
+        if isinstance(dumped, dict) and getattr(selection, "name", None) == "uniform" and not selection.model_extra:
             dumped.pop("selection", None)  # likewise without a selection policy (docs/selection.md)
         return dumped
 

@@ -26,14 +26,14 @@ from pydantic import (
 )
 
 import algorithms
-from channel import check_mcs_table, dbm_to_w, path_loss
+from channel import check_mcs_table, dbm_to_w, path_loss, tr38901
 from edgefl import control, models, plugins, selection
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.data import registry as data_registry
 from edgefl.errors import UserError
 from edgefl.models import fits_cnn
-from edgefl.numbers import NumbersOnly, bools_as_text
+from edgefl.numeric_keys import NumbersOnly, bools_as_text
 from edgefl.physical import PerDevice, per_device_keys
 from edgefl.sim import processes
 from edgefl.target import parse_target
@@ -347,6 +347,19 @@ class NetworkSection(Strict):
         description="rate = mcs: [[snr_db, bit/s/Hz], ...], both increasing. Unset: the 15 entries of the "
         "3GPP 4-bit CQI table (0.1523-5.5547 bit/s/Hz at -6.7-22.7 dB).",
     )
+    standard: Literal["lte", "nr"] = Field(
+        "lte",
+        description="The link's standard: lte, the 3GPP 4-bit CQI table for rate = mcs; nr, the NR PUSCH MCS table "
+        "(TS 38.214 Table 5.1.3.1-1, SNR for 10 % BLER from 5G-LENA's link-level curves) and NR framing: the "
+        "cyclic prefix and the DMRS take 1 - (nr_pusch_symbols - nr_dmrs_symbols) / 15 of the resource, on top of "
+        "overhead_fraction (docs/model.md §3a).",
+    )
+    nr_pusch_symbols: int = Field(
+        14, ge=2, le=14, description="standard = nr: OFDM symbols of a 14-symbol slot that carry the PUSCH."
+    )
+    nr_dmrs_symbols: int = Field(
+        1, ge=1, le=4, description="standard = nr: of those, the symbols of the demodulation reference signal (1-4)."
+    )
     coherence_s: Optional[Annotated[float, Field(ge=1e-4, le=1e6, allow_inf_nan=False)]] = Field(
         None,
         description="Block fading (s, at least 0.1 ms: a 5G slot): a message longer than this sees a new fading draw per block (the rate "
@@ -422,8 +435,34 @@ class NetworkSection(Strict):
     ue_height_m: Annotated[float, Field(ge=1.5, le=22.5, allow_inf_nan=False)] = Field(
         1.5, description="umi_street_canyon: device height (m; 38.901: 1.5-22.5)."
     )
-    line_of_sight: StrictBool = Field(False, description="umi_street_canyon: the LOS formula (default NLOS).")
-    shadowing_std_db: float = Field(0.0, ge=0, le=30, description="Log-normal shadowing, drawn once per client.")
+    line_of_sight: Union[StrictBool, Literal["random"]] = Field(
+        False,
+        description='umi_street_canyon, uma, rma: true, the LOS formula; false, NLOS (default); "random", each '
+        "device-site link LOS with the probability of 3GPP TR 38.901 Table 7.4.2-1 at its distance, with its state's "
+        "path loss and shadowing sigma (Table 7.4.1-1); puts the devices on the hexagonal layout (docs/multi-cell.md).",
+    )
+    shadowing_std_db: float = Field(
+        0.0,
+        ge=0,
+        le=30,
+        allow_inf_nan=False,
+        description="Log-normal shadowing sigma (dB), drawn once per client (and site). With line_of_sight = "
+        '"random" it is the state\'s of TR 38.901 Table 7.4.1-1 instead: leave this at 0.',
+    )
+    shadowing_correlation: Literal["independent", "spatial"] = Field(
+        "independent",
+        description="independent: one shadowing draw per device and site; spatial: each site's shadowing a field "
+        "exponentially correlated in space (shadowing_decorrelation_m) and correlated between sites "
+        "(shadowing_site_correlation), read at each device's position (moving devices move through it).",
+    )
+    shadowing_decorrelation_m: Optional[Metres] = Field(
+        None,
+        description="shadowing_correlation = spatial: distance (m) at which the correlation falls to 1/e. Unset: "
+        "TR 38.901 Table 7.5-6 for umi_street_canyon (LOS 10, NLOS 13), uma (37, 50), rma (37, 120).",
+    )
+    shadowing_site_correlation: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = Field(
+        0.5, description="shadowing_correlation = spatial: correlation of a device's shadowing towards two sites."
+    )
     noise_figure_db: float = Field(
         0.0,
         ge=0,
@@ -498,6 +537,13 @@ class NetworkSection(Strict):
         "1: full buffer): interference is this times the mean received power of its devices (uplink) or base "
         "station (downlink).",
     )
+    interference: Literal["expected_load", "events"] = Field(
+        "expected_load",
+        description="Multi-cell uplink interference: expected_load, each co-channel cell's average device a fraction "
+        "interference_load of the time, fixed for the round; events, the co-channel uploads on the air now: an "
+        "upload starting or ending in another cell re-times the uploads it interferes with (docs/multi-cell.md). "
+        "The downlink keeps the expected load.",
+    )
     handover_margin_db: Annotated[float, Field(ge=0, le=30, allow_inf_nan=False)] = Field(
         3.0,
         description="Multi-cell with moving devices: a device changes cell when another's mean link beats its "
@@ -516,6 +562,28 @@ class NetworkSection(Strict):
     )
     power_control_alpha: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = Field(
         1.0, description="Power control: the fraction of the path loss compensated, in [0, 1] (1: full)."
+    )
+    sectors: Literal[1, 3] = Field(
+        1,
+        description="Cells per site: 1 (omnidirectional), or 3 sectors (boresights 30, 150, 270 deg) with the TR "
+        "38.901 antenna element (Table 7.3-1: 8 dBi, 65 deg beam width, 30 dB front-to-back). Cell c is sector "
+        "c mod 3 of site c // 3; with reuse 3 each sector of a site has its own band.",
+    )
+    downtilt_deg: Annotated[float, Field(ge=0, le=90, allow_inf_nan=False)] = Field(
+        0.0, description="sectors = 3: the element's downtilt below the horizon (deg; TR 38.901 calibration: 12)."
+    )
+    antenna_rows: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="sectors = 3: elements in each sector's vertical column, 0.8 wavelengths apart, the beam tilted "
+        "electrically by downtilt_deg (TR 38.901 calibration, configuration 1: 10; about 10 log10(rows) dB of gain). "
+        "1: the element alone, tilted mechanically.",
+    )
+    wraparound: StrictBool = Field(
+        False,
+        description="Hexagonal layout of 7 or 19 sites: every distance and angle taken to the nearest copy of the site "
+        "in the 7 copies of the layout that tile the plane, so that edge cells see the interference of centre cells.",
     )
 
     @field_validator("path_loss")
@@ -558,8 +626,12 @@ class NetworkSection(Strict):
                 )
             if self.downlink_snr_db is not None:
                 raise ValueError("network.cells > 1 computes the downlink from the link budget: unset downlink_snr_db")
-            if self.uplink == "aircomp":
-                raise ValueError('network.cells > 1 with network.uplink = "aircomp" is not supported: use "digital"')
+        self._check_layout_keys(budget)
+        if self.nr_dmrs_symbols >= self.nr_pusch_symbols:
+            raise ValueError(
+                f"network.nr_dmrs_symbols ({self.nr_dmrs_symbols}) must be fewer than network.nr_pusch_symbols "
+                f"({self.nr_pusch_symbols}): some symbols must carry data"
+            )
         if self.power_control_p0_dbm is not None and not budget:
             raise ValueError(
                 "network.power_control_p0_dbm needs a link budget (path loss): set network.cell_radius_m or "
@@ -585,6 +657,59 @@ class NetworkSection(Strict):
                 "highest entry is the cap"
             )
         return self
+
+    def uses_layout(self) -> bool:
+        """Whether the devices are dropped on the multi-cell layout (edgefl.physical.CellLayout): several cells, or
+        a key that needs it (sectors, random LOS, spatially correlated shadowing)."""
+        return (
+            self.cells > 1
+            or self.sectors > 1
+            or self.line_of_sight == "random"
+            or self.shadowing_correlation == "spatial"
+        )
+
+    def _check_layout_keys(self, budget: bool) -> None:
+        if self.line_of_sight == "random":
+            if self.path_loss not in tr38901.SCENARIOS:
+                raise ValueError(
+                    f'network.line_of_sight = "random" draws LOS states from a 3GPP TR 38.901 scenario: set '
+                    f"network.path_loss to one of {', '.join(tr38901.SCENARIOS)} (got {self.path_loss!r})"
+                )
+            if self.shadowing_std_db != 0:
+                raise ValueError(
+                    'network.line_of_sight = "random" takes each link\'s shadowing sigma from its state (TR 38.901 '
+                    "Table 7.4.1-1): leave network.shadowing_std_db at 0"
+                )
+        if (
+            self.shadowing_correlation == "spatial"
+            and self.shadowing_decorrelation_m is None
+            and self.path_loss not in tr38901.SCENARIOS
+        ):
+            raise ValueError(
+                f'network.shadowing_correlation = "spatial" with network.path_loss = {self.path_loss!r} needs '
+                "network.shadowing_decorrelation_m (m; e.g. 50): TR 38.901's table covers "
+                f"{', '.join(tr38901.SCENARIOS)} only"
+            )
+        if self.uses_layout() and self.cell_radius_m is None:
+            raise ValueError(
+                'network.sectors, line_of_sight = "random" and shadowing_correlation = "spatial" place devices on '
+                "the hexagonal layout: they need a link budget with network.cell_radius_m (e.g. 300), not snr_db or "
+                "distance_m"
+            )
+        if self.wraparound:
+            if self.site_positions_m is not None or self.cells not in (7, 19):
+                raise ValueError(
+                    "network.wraparound needs a hexagonal layout of 7 or 19 sites (network.cells = 7 or 19, no "
+                    f"site_positions_m); got cells = {self.cells}"
+                    + (" with listed sites" if self.site_positions_m is not None else "")
+                )
+        if self.uses_layout() and self.downlink_snr_db is not None:
+            raise ValueError("the multi-cell layout computes the downlink from the link budget: unset downlink_snr_db")
+        if self.uplink == "aircomp" and self.interference == "events":
+            raise ValueError(
+                'network.interference = "events" follows digital uploads; with network.uplink = "aircomp" the cells '
+                'interfere in their shared slot (docs/over-the-air.md): use interference = "expected_load"'
+            )
 
 
 class DevicesSection(Strict):
@@ -788,11 +913,17 @@ class PluginSection(NumbersOnly):
 
     model_config = ConfigDict(extra="allow", validate_default=True, allow_inf_nan=False)
     registry: ClassVar[Any]  # the plug-in kind's module: get(name) -> class (ValueError naming the known ones)
+    key: ClassVar[str]  # the scenario key that names the plug-in (plugin_registry.KINDS)
+    # (base class, the methods it leaves to a subclass, what they are) when the base cannot run by itself
+    abstract: ClassVar[tuple[type, tuple[str, ...], str] | None] = None
 
     @field_validator("name", check_fields=False)
     @classmethod
     def _known(cls, name):
-        cls.registry.get(name)  # ValueError with the known names
+        found = cls.registry.get(name)  # ValueError with the known names
+        plugins.check_params_model(cls.key, name, found)  # a PluginError (exit 4): the plug-in's own fault
+        if cls.abstract is not None:
+            plugins.check_defines(cls.key, name, found, *cls.abstract)
         return name
 
     def plugin_class(self):
@@ -815,6 +946,7 @@ class ControlSection(PluginSection):
     """Common keys; the controller's own keys are checked against its Params (edgefl/control)."""
 
     registry: ClassVar[Any] = control
+    key: ClassVar[str] = "control.name"
     name: str = Field(
         "static",
         description="Controller of per-device knobs, set each round (docs/control.md): "
@@ -832,6 +964,12 @@ class SelectionSection(PluginSection):
     """Who trains each round (docs/selection.md); the policy's own keys are checked against its Params."""
 
     registry: ClassVar[Any] = selection
+    key: ClassVar[str] = "selection.name"
+    abstract: ClassVar[tuple[type, tuple[str, ...], str] | None] = (
+        selection.Policy,
+        ("select",),
+        "a selection policy defines select(view, k), the clients it picks: docs/selection.md",
+    )
     name: str = Field(
         "uniform",
         description="Client selection policy, for the algorithms that accept one (docs/selection.md): uniform "
@@ -879,6 +1017,7 @@ class ProcessSection(PluginSection):
     component's own keys (checked against its Params: docs/architecture.md, "Adding a physical process")."""
 
     registry: ClassVar[Any] = processes
+    key: ClassVar[str] = "[[process]] name"
     name: str = Field(
         description="The process: a built-in (thermal), an installed plug-in (entry point "
         '`edgefl.processes`) or a user\'s "package.module:Class" (an edgefl.sim.component.Component '

@@ -15,14 +15,8 @@ REGISTRY: dict[str, str] = {
     "oort": "edgefl.selection.oort:Oort",
     "power_of_choice": "edgefl.selection.power_of_choice:PowerOfChoice",
 }
-ENTRY_POINT_GROUP = "edgefl.selection"  # installed plug-ins: name = "package.module:Class"
-POLICIES = Registry(
-    "selection policy",
-    REGISTRY,
-    ENTRY_POINT_GROUP,
-    subclass_of(Policy),
-    "an edgefl.selection.Policy subclass",
-)
+POLICIES = Registry.of("selection.name", REGISTRY, subclass_of(Policy))
+ENTRY_POINT_GROUP = POLICIES.group  # installed plug-ins: name = "package.module:Class"
 
 
 def names() -> list[str]:

@@ -25,7 +25,8 @@ from pydantic import ConfigDict
 from algorithms.ops import Evaluate, Query
 from edgefl.control.base import ControlContext, Observation
 from edgefl.control.estimate import download_s, equal_share, promotion_s, uplink_rate_bps
-from edgefl.numbers import NumbersOnly
+from edgefl.numeric_keys import NumbersOnly
+from edgefl.plugins import checked_clients
 
 if TYPE_CHECKING:  # the engine imports the runner's objects, not this module
     from edgefl.control.observe import Observer
@@ -158,9 +159,11 @@ class Selection:
             queried_loss=np.full(n, np.nan),
             train_sizes=np.asarray(ctx.train_sizes),
         )
-        asked = self.policy.candidates(view, ctx.selection_size(ctx.clients_per_round))
+        candidates = self.policy.candidates
+        asked = candidates(view, ctx.selection_size(ctx.clients_per_round))
+        if asked is not None:  # the clients asked: any distinct clients (a query reaches only those online)
+            asked = np.sort(checked_clients(self.policy, candidates, asked, n, n))
         if asked is not None and len(asked):
-            asked = np.sort(np.asarray(asked, dtype=np.int64))
             values, arrived = engine._handle(
                 Query(asked, algorithm.model, down_bits=ctx.model_bits, up_bits=ctx.scalar_bits, full=True)
             )
@@ -172,21 +175,9 @@ class Selection:
         """The ``k`` clients the policy picks this round (``Context.sample``), sorted."""
         if self.view is None:
             raise RuntimeError("a selection policy samples only inside a round (Engine.run_round)")
-        chosen = np.asarray(self.policy.select(self.view, k), dtype=np.int64).reshape(-1)
         online = self.view.online
-        if (
-            len(np.unique(chosen)) != len(chosen)
-            or len(chosen) > k
-            or ((chosen < 0) | (chosen >= len(online))).any()
-            or not online[chosen].all()
-            or len(chosen) == 0
-        ):
-            from edgefl.plugins import PluginError
-
-            raise PluginError(
-                f"selection policy {type(self.policy).__name__}: select() returned {chosen.tolist()[:20]}, expected "
-                f"1 to {k} distinct clients among the {int(online.sum())} online"
-            )
+        select = self.policy.select
+        chosen = checked_clients(self.policy, select, select(self.view, k), len(online), k, online, at_least=1)
         if self._pending is not None:
             r, before, model, arrived = self._pending
             self._pending = (r, np.union1d(before, chosen), model, arrived)

@@ -25,6 +25,7 @@ from channel import (
     aircomp_scheduled,
     aircomp_tx_power_w,
     fading_power_gain,
+    noise_power_w,
 )
 from edgefl.sim.band import SharedBand
 from edgefl.sim.component import Component
@@ -84,8 +85,9 @@ class DedicatedUplink(Component):
         new = self.rate_factor.get(client, 1.0)
         return left_s * factor / new, new
 
-    def superpose(self, updates: torch.Tensor) -> torch.Tensor:
-        """The arrived clients' update vectors [K, d] as the server receives them (digital: as sent)."""
+    def superpose(self, updates: torch.Tensor, clients=None) -> torch.Tensor:
+        """The arrived clients' update vectors [K, d] (``clients`` [K]: whose) as the server receives them (digital:
+        as sent)."""
         return updates
 
     def rate_changed(self, client: int, factor: float) -> None:
@@ -192,8 +194,7 @@ class AirCompUplink(DedicatedUplink):
         self._senders, self._ready, self._slot = set(senders), set(), self.env.event()
         if not senders:
             return set()
-        self.receive_snr = aircomp_receive_snr(round_snr[senders])
-        power_w = aircomp_tx_power_w(self.receive_snr, self._snr_per_w[senders])
+        power_w = self._sender_powers_w(senders, round_snr)
         for client, watts in zip(senders, power_w.tolist()):
             self.core.set_tx_power_w(client, watts)
             for step in plans[client]:
@@ -202,6 +203,11 @@ class AirCompUplink(DedicatedUplink):
                     step.duration_s = aircomp_airtime_s(values, self.net.bandwidth_hz, self.net.aircomp_symbols_per_hz)
                     step.lost, step.rates_bps = False, None
         return set()
+
+    def _sender_powers_w(self, senders: list[int], round_snr: np.ndarray) -> np.ndarray:
+        """The phase's common receive SNR (``receive_snr``) and each sender's transmit power (W)."""
+        self.receive_snr = aircomp_receive_snr(round_snr[senders])
+        return aircomp_tx_power_w(self.receive_snr, self._snr_per_w[senders])
 
     def chains_started(self, clients, plans, procs) -> None:
         for client, proc in zip(clients, procs):
@@ -225,7 +231,7 @@ class AirCompUplink(DedicatedUplink):
         yield self.env.timeout(step.duration_s)
         return False
 
-    def superpose(self, updates: torch.Tensor) -> torch.Tensor:
+    def superpose(self, updates: torch.Tensor, clients=None) -> torch.Tensor:
         """Each arrived update plus the same noise vector: their mean is the server's noisy estimate of the mean."""
         rms = float(updates.double().pow(2).mean(dim=1).sqrt().max())
         std = aircomp_mean_noise_std(rms, len(updates), self.receive_snr)
@@ -233,14 +239,110 @@ class AirCompUplink(DedicatedUplink):
         return updates + torch.as_tensor(noise, dtype=updates.dtype)
 
 
+class _OnAirTap:
+    """A radio seen through: its ``start_transfer`` also tells ``on_start(client)`` (the moment a transfer goes on the
+    air, after any wait for the channel); every other attribute is the radio's."""
+
+    def __init__(self, radio, on_start):
+        self._radio, self._on_start = radio, on_start
+
+    def start_transfer(self, log: list, client: int, doing: list) -> None:
+        self._radio.start_transfer(log, client, doing)
+        self._on_start(client)
+
+    def __getattr__(self, name):
+        return getattr(self._radio, name)
+
+
+class CellAirCompUplink(AirCompUplink):
+    """Over-the-air computation on several cells (docs/over-the-air.md, "On several cells"). Each base station receives
+    the analog sum of its own cell's senders; the cells share one slot (their frames aligned: it opens when every
+    sender of the phase, in every cell, is ready), so the senders of the other co-channel cells, each at the power that
+    inverts its channel to its own base station, interfere during all of it. In cell c the senders invert their
+    channels to the cell's receive SNR ρ_c (its weakest sender at full power, as in one cell); the interference adds
+    to the aggregation noise: ρ_c,eff = ρ_c / (1 + INR_c), INR_c = Σ_{j in co-channel cells d ≠ c} p_j G_{j,c} / N
+    (G the layout's mean gains: no fading on the cross links; N the noise over the band). Cell c's estimate of its
+    mean has noise s_c / (K_c sqrt(ρ_c,eff)) per value (s_c the largest RMS of its vectors sent); the server's mean
+    of all arrived updates is the K_c-weighted mean of the cells' estimates."""
+
+    def attach(self, core) -> None:
+        super().attach(core)
+        self.layout = core.pop.cells
+        self.cell_snr: dict[int, float] = {}  # each cell's effective receive SNR this phase (interference included) ...
+        self.cell_clear_snr: dict[int, float] = {}  # ... and without the other cells (rho_c)
+
+    def _round_channel(self) -> np.ndarray:
+        """Every device's SNR at full power to its serving cell this round (mean gain x this round's fading), and
+        every device's mean SNR per W to every cell (``_gain_over_noise`` [N, C]: the cross links)."""
+        if self._round_snr is None:
+            devices, layout = self.core.devices, self.layout
+            gain = 10.0 ** (-layout.link_loss_db(devices.position_m) / 10.0)
+            noise_w = float(noise_power_w(layout.uplink_bandwidth_hz, layout.up_noise_figure_db))
+            self._gain_over_noise = gain / noise_w
+            per_w = self._gain_over_noise[np.arange(len(gain)), devices.cell]
+            fading = fading_power_gain(self.net.fading, self._gain_rng, size=len(per_w), rician_k=self.net.rician_k)
+            self._snr_per_w = per_w * fading
+            self._round_snr = self.core.pop.tx_power_w * self._snr_per_w
+        return self._round_snr
+
+    def _sender_powers_w(self, senders: list[int], round_snr: np.ndarray) -> np.ndarray:
+        cell, band = self.core.devices.cell, self.layout.band
+        members: dict[int, list[int]] = {}
+        for client in senders:
+            members.setdefault(int(cell[client]), []).append(client)
+        power: dict[int, float] = {}
+        rho: dict[int, float] = {}
+        for c, group in members.items():
+            rho[c] = aircomp_receive_snr(round_snr[group])
+            power.update(zip(group, aircomp_tx_power_w(rho[c], self._snr_per_w[group]).tolist()))
+        self.cell_snr = {}
+        for c in members:
+            inr = sum(
+                power[j] * self._gain_over_noise[j, c]
+                for d, group in members.items()
+                if d != c and band[d] == band[c]
+                for j in group
+            )
+            self.cell_snr[c] = rho[c] / (1.0 + inr)
+        self.cell_clear_snr = rho
+        self.receive_snr = min(self.cell_snr.values())
+        return np.array([power[client] for client in senders])
+
+    def superpose(self, updates: torch.Tensor, clients=None) -> torch.Tensor:
+        """Each cell's arrived updates plus that cell's noise vector (cells in increasing order, one draw each)."""
+        if clients is None:
+            raise ValueError("over-the-air computation on several cells needs the arrived clients to superpose")
+        cell = self.core.devices.cell[np.asarray(clients, dtype=np.int64)]
+        received = updates.clone()
+        for c in sorted(set(cell.tolist())):
+            rows = torch.as_tensor(np.flatnonzero(cell == c), dtype=torch.long)
+            part = updates[rows]
+            rms = float(part.double().pow(2).mean(dim=1).sqrt().max())
+            std = aircomp_mean_noise_std(rms, len(rows), self.cell_snr[c])
+            noise = self._noise_rng.standard_normal(updates.shape[1]) * std
+            received[rows] = part + torch.as_tensor(noise, dtype=updates.dtype)
+        return received
+
+
 class CellUplinks(DedicatedUplink):
     """Several cells (``network.cells`` > 1): each cell has its own uplink access of the network's scheme (its own
     FDMA band or TDMA channel), and a device's uploads go through its serving cell's (``core.devices.cell``, which
-    a handover changes between rounds)."""
+    a handover changes between rounds). With ``watch_air`` (``network.interference = "events"``) it keeps the
+    clients whose uploads are on the air (``on_air``) and calls ``air_changed()`` whenever one starts or ends."""
 
-    def __init__(self, env: simpy.Environment, radio, access: str, coherence_s: float | None, cells: int):
-        self.per_cell = [UPLINKS[access](env, radio, coherence_s) for _ in range(cells)]
+    def __init__(
+        self, env: simpy.Environment, radio, access: str, coherence_s: float | None, cells: int, watch_air=False
+    ):
+        self.watch_air = watch_air
+        self.on_air: set[int] = set()
+        self.air_changed = lambda: None  # set by the component that follows the uploads (EventInterference)
+        cell_radio = _OnAirTap(radio, self._started) if watch_air else radio
+        self.per_cell = [UPLINKS[access](env, cell_radio, coherence_s) for _ in range(cells)]
         super().__init__(env, radio)
+
+    def _started(self, client: int) -> None:
+        self.on_air.add(client)
+        self.air_changed()
 
     @property
     def retimable(self) -> bool:
@@ -252,7 +354,15 @@ class CellUplinks(DedicatedUplink):
             uplink.retimable = value
 
     def send(self, client: int, step: Step, log: list, doing: list):
-        return (yield from self.per_cell[self.core.devices.cell[client]].send(client, step, log, doing))
+        access = self.per_cell[self.core.devices.cell[client]]
+        if not self.watch_air:
+            return (yield from access.send(client, step, log, doing))
+        try:
+            return (yield from access.send(client, step, log, doing))
+        finally:  # sent, lost or cut: off the air
+            if client in self.on_air:
+                self.on_air.discard(client)
+                self.air_changed()
 
     def rate_changed(self, client: int, factor: float) -> None:
         self.per_cell[self.core.devices.cell[client]].rate_changed(client, factor)
@@ -263,8 +373,11 @@ UPLINKS = {"dedicated": DedicatedUplink, "fdma": FdmaUplink, "tdma": TdmaUplink,
 
 def make_uplink(network, env: simpy.Environment, radio, seed: int) -> DedicatedUplink:
     """The uplink access of ``network`` (``NetworkParams.uplink_access``); with several cells, one per cell."""
+    if network.cells > 1 and network.uplink_access == "aircomp":
+        return CellAirCompUplink(env, radio, network, seed)
     if network.cells > 1:
-        return CellUplinks(env, radio, network.uplink_access, network.coherence_s, network.cells)
+        events = network.interference == "events"
+        return CellUplinks(env, radio, network.uplink_access, network.coherence_s, network.cells, events)
     if network.uplink_access == "aircomp":
         return AirCompUplink(env, radio, network, seed)
     return UPLINKS[network.uplink_access](env, radio, network.coherence_s)

@@ -19,6 +19,8 @@ EVENT_FIELDS = (
     "energy_j",
     "category",
     "status",
+    "cpu_hz",
+    "tx_power_w",
 )
 
 _QUANTITIES = frozenset({"start_s", "end_s", "bits", "cycles", "energy_j"})
@@ -67,15 +69,22 @@ class Event(NamedTuple):
     energy_j: float
     category: str  # compute | uplink | downlink | idle
     status: str  # ok | cut (deadline) | lost (every attempt failed) | offline | failed | battery | stopped
+    cpu_hz: float = 0.0  # the frequency its CPU ran at (what its energy is charged at): a compute row's
+    tx_power_w: float = 0.0  # the power it was sent at: an upload row's
 
     def row(self) -> tuple:
         """The CSV row; quantities as floats (SimPy's clock starts at the integer 0); rounds numbered from 1,
-        as in metrics.csv, battery.csv and positions.csv (the engine counts from 0)."""
+        as in metrics.csv, battery.csv and positions.csv (the engine counts from 0). ``cpu_hz`` of a compute
+        row and ``tx_power_w`` of an upload row; empty in the rows where they do not apply."""
         return tuple(
             self.round + 1
             if name == "round"
             else float(getattr(self, name))
             if name in _QUANTITIES
+            else (float(self.cpu_hz) if self.kind == "compute" else None)
+            if name == "cpu_hz"
+            else (float(self.tx_power_w) if self.kind == "upload" else None)
+            if name == "tx_power_w"
             else getattr(self, name)
             for name in EVENT_FIELDS
         )

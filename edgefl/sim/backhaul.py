@@ -24,9 +24,14 @@ class Backhaul(Component):
         self._edges: set[int] = set()  # the edges that had uploads this round ...
         self._bits = 0.0  # ... and the largest upload message (bits)
 
-    def attach(self, core) -> None:
-        super().attach(core)
-        core.reports["backhaul"] = lambda: (self.cloud_rounds, self.time_s, self.energy_j)
+    columns = {  # metrics.csv, so far
+        "cloud_rounds": "exchanges between the edges and the cloud",
+        "backhaul_s": "time the server waited for the backhaul (s)",
+        "backhaul_energy_j": "energy of the backhaul, apart from the devices' (J)",
+    }
+
+    def metrics(self) -> dict[str, float]:
+        return {"cloud_rounds": self.cloud_rounds, "backhaul_s": self.time_s, "backhaul_energy_j": self.energy_j}
 
     def phase_start(self, phase, clients, plans) -> set[int]:
         cells = self.core.devices.cell

@@ -129,6 +129,8 @@ def book(
                 energy.tolist(),
                 map(CATEGORIES.__getitem__, category.tolist()),
                 col.status,
+                col.cpu_hz,
+                col.tx_power_w,
             )
         )
 

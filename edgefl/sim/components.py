@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from channel.cells import handover, site_distances_m
+from channel.cells import handover
 from edgefl.physical import NetworkParams, Population
 from edgefl.sim.availability import Availability
 from edgefl.sim.booking import energies_j, step_codes
@@ -90,9 +90,10 @@ class Batteries(Component):
         self.bank = BatteryBank(population.battery_j, population.battery_reserve_j, population.harvest_w)
         self._time, self._spent = 0.0, np.zeros(population.num_clients)
 
-    def attach(self, core) -> None:
-        super().attach(core)
-        core.reports["battery_levels"] = self.levels
+    exposes = {"battery_j": "each device's battery level now (J)"}
+
+    def device_value(self, name: str) -> np.ndarray:
+        return self.levels()
 
     def settle(self) -> None:
         """Harvest since the last update, then draw what the ledger charged since (levels >= 0), radio tails
@@ -209,9 +210,10 @@ class Mobility(Component):
         r_min, r_max = population.cell.min_distance_m, population.cell.radius_m
         self.walk = RandomWaypoint(population.distance_m, population.speed_mps, r_min, r_max, _rng(seed, 0x30B1))
 
-    def attach(self, core) -> None:
-        super().attach(core)
-        core.reports["positions_m"] = lambda: self.walk.position_m.copy()
+    exposes = {"position_m": "each device's position (x, y) in m, the base station at the origin"}
+
+    def device_value(self, name: str) -> np.ndarray:
+        return self.walk.position_m.copy()
 
     def _move(self) -> None:
         cell, devices = self.pop.cell, self.core.devices
@@ -264,7 +266,7 @@ class CellMobility(Mobility):
         self._quiet_from_s[moved] = core.env.now + layout.handover_interruption_s
         devices.cell, devices.position_m = serving, position.copy()
         power_w, devices.uplink, devices.downlink = layout.links(position, serving)
-        devices.distance_m = site_distances_m(position, layout.site_m)[np.arange(len(serving)), serving]
+        devices.distance_m = layout.serving_distance_m(position, serving)
         if not np.array_equal(power_w, devices.tx_power_w):  # power control follows the path loss
             devices.tx_power_w = power_w
             core.knobs_changed()
@@ -275,6 +277,70 @@ class CellMobility(Mobility):
             wait_s = self._quiet_from_s[client] - self.core.env.now
             if wait_s > 0:  # the handover's interruption is not over
                 yield self.core.env.timeout(wait_s)
+
+
+class EventInterference(Component):
+    """``network.interference = "events"`` (docs/multi-cell.md): the uplink interference at a base station is that of
+    the co-channel uploads on the air in the other cells now, not an expected load. Whenever an upload starts or
+    ends (``CellUplinks.on_air``), each upload on the air gets the rate factor
+
+        f_k = R(B, S_k / (N_k + I_k)) / R(B, S_k / N_k),   I_k = Σ_{j on air, cell(j) ≠ cell(k), same band} P_j g_{j,b(k)}
+
+    (R the network's rate model over the band B, S_k / N_k the link's SNR without interference, g the mean gains of
+    the layout at the devices' positions: path loss, shadowing, antenna), and the engine re-times what it has left
+    (``core.set_uplink_rate_factor``). The factor is taken at the mean SNR, also with fading (each attempt's own draw
+    scales its planned rate; the interference scales it by f_k) and over the whole band, also for an FDMA share. A rate
+    model that gives 0 (below the lowest MCS) leaves the upload crawling at 10^-6 of its rate until the interference
+    changes (it does not fail)."""
+
+    changes_uplink_rate = True
+    may_change_participation = False
+    FLOOR = 1e-6
+
+    def __init__(self, network: NetworkParams, population: Population):
+        assert population.cells is not None
+        self.net, self.layout = network, population.cells
+        self._gain_at: np.ndarray | None = None  # the positions the gains were computed at
+        self._gain = np.zeros((0, 0))
+        self._factor: dict[int, float] = {}
+
+    def attach(self, core) -> None:
+        super().attach(core)
+        core.uplink.air_changed = self._air_changed
+
+    def _gains(self) -> np.ndarray:
+        """Every device's linear mean gain to every cell [N, C] at the devices' positions now (cached per move)."""
+        position = self.core.devices.position_m
+        if self._gain_at is not position:
+            self._gain = 10.0 ** (-self.layout.link_loss_db(position) / 10.0)
+            self._gain_at = position
+        return self._gain
+
+    def _air_changed(self) -> None:
+        core = self.core
+        on_air = sorted(core.uplink.on_air)
+        for client in [c for c in self._factor if c not in core.uplink.on_air]:  # off the air: planned rate again
+            del self._factor[client]
+            core.set_uplink_rate_factor(client, 1.0)
+        if not on_air:
+            return
+        gain, cell, band = self._gains(), core.devices.cell, self.layout.band
+        power = core.devices.tx_power_w
+        bandwidth = self.net.bandwidth_hz
+        for k in on_air:
+            b = cell[k]
+            interference = sum(power[j] * gain[j, b] for j in on_air if cell[j] != b and band[cell[j]] == band[b])
+            snr = core.devices.uplink[k].snr_linear(bandwidth, 1.0)
+            noise = power[k] * gain[k, b] / snr  # the link's noise over the band (W)
+            clear = float(self.net.rate_bps(bandwidth, snr))
+            factor = 1.0
+            if interference > 0 and clear > 0:
+                factor = max(
+                    float(self.net.rate_bps(bandwidth, snr * noise / (noise + interference))) / clear, self.FLOOR
+                )
+            if factor != self._factor.get(k, 1.0):
+                self._factor[k] = factor
+                core.set_uplink_rate_factor(k, factor)
 
 
 class OverSelection(Component):
@@ -336,4 +402,6 @@ def default_components(network: NetworkParams, population: Population, seed: int
         components.append(Mobility(population, seed) if population.cells is None else CellMobility(population, seed))
     if population.availability != "always":
         components.append(DeviceAvailability(population, seed))
+    if population.cells is not None and network.interference == "events" and network.cells > 1:
+        components.append(EventInterference(network, population))
     return components + [OverSelection(), Knobs(population)]

@@ -52,7 +52,7 @@ class Pricer(Protocol):
     @property
     def analog_uplink(self) -> bool: ...  # uploads arrive as an analog sum (over-the-air computation)
 
-    def superpose(self, updates): ...  # the arrived updates [K, d] as the server receives them
+    def superpose(self, updates, clients=None): ...  # the arrived updates [K, d] (of clients [K]) as received
 
     def next_arrival(self) -> tuple[int, bool] | None: ...  # wait for the next of them to end: (client, completed)
 
@@ -63,6 +63,12 @@ class Pricer(Protocol):
     def battery_levels(self) -> np.ndarray | None: ...  # every device's level (J) now; None: no batteries
 
     def positions_m(self) -> np.ndarray | None: ...  # every device's (x, y) in m; None: nobody moves
+
+    def device_value(self, name: str) -> np.ndarray | None: ...  # a per-device value a component keeps (None: none)
+
+    columns: dict[str, str]  # the metrics.csv columns the components add
+
+    def component_metrics(self) -> dict[str, float]: ...  # their values at the end of a round
 
     def serving_cells(self) -> np.ndarray | None: ...  # every device's serving cell now; None: as dropped
 
@@ -327,11 +333,12 @@ class Engine:
             return
         op, result = self._trained
         row_of = {int(c): i for i, c in enumerate(op.clients)}
-        rows = torch.as_tensor([row_of[int(c)] for c in arrived if int(c) in row_of], dtype=torch.long)
+        kept = np.array([int(c) for c in arrived if int(c) in row_of], dtype=np.int64)
+        rows = torch.as_tensor([row_of[c] for c in kept.tolist()], dtype=torch.long)
         if len(rows) == 0:
             return
         start = _start_rows(op.start, len(op.clients))[rows].to(result.params.dtype)
-        result.params[rows] = start + self.pricer.superpose(result.params[rows] - start)
+        result.params[rows] = start + self.pricer.superpose(result.params[rows] - start, kept)
 
     def _upload_bits(self, op: Upload) -> np.ndarray:
         """Each client's payload: with compression, each of its ``op.vectors`` (default ⌊bits / model_bits⌋)

@@ -29,6 +29,14 @@ class IdealPricer:
     def positions_m(self):
         return None  # nobody moves
 
+    columns: dict[str, str] = {}  # no component adds a metrics.csv column
+
+    def component_metrics(self) -> dict[str, float]:
+        return {}
+
+    def device_value(self, name: str):
+        return None  # no component keeps anything
+
     def serving_cells(self):
         return None  # nobody hands over: the cells as dropped
 
@@ -41,7 +49,7 @@ class IdealPricer:
     def finish(self) -> None:  # nothing runs on after the run
         pass
 
-    def superpose(self, updates):
+    def superpose(self, updates, clients=None):
         return updates
 
     def price_phase(self, phase) -> dict[int, bool]:

@@ -29,6 +29,7 @@ import numpy as np
 import simpy
 
 from edgefl.physical import NetworkParams, Population
+from edgefl.plugins import core_fault, positive_finite, returned_fault, shown
 from edgefl.sim.access import RETIME, DedicatedUplink, make_uplink
 from edgefl.sim.activities import Event, PhaseRecord
 from edgefl.sim.booking import LiveLog, LogRow, book
@@ -93,8 +94,8 @@ class SimPyPricer:
         self._watch_cpu = False  # ... kept only when a component declares changes_cpu_rate (the engine's overhead)
         self._user_wait = None
         self.knobs_changed()
-        # What components report (runner.py reads them): None where no component keeps it.
-        self.reports = {"positions_m": lambda: None, "battery_levels": lambda: None}
+        self._exposed: dict[str, Component] = {}  # per-device value -> the component that keeps it
+        self.columns: dict[str, str] = {}  # the metrics.csv columns the components add (name -> what it holds)
         self.radio = RadioStates(population)
         self.uplink = make_uplink(network, self.env, self.radio, seed)  # edgefl.sim.access; a component
         self.downlink = DedicatedUplink(self.env, self.radio, link="downlink")  # every download on its own band
@@ -113,6 +114,12 @@ class SimPyPricer:
         self.uplink.retimable |= component.changes_uplink_rate
         self.downlink.retimable |= component.changes_downlink_rate
         self._watch_cpu |= component.changes_cpu_rate
+        for name in component.exposes:
+            if name in self._exposed or name in CORE_VALUES:
+                keeper = self._exposed.get(name, self)
+                raise ValueError(f"{type(component).__name__} exposes {name!r}, which {type(keeper).__name__} keeps")
+            self._exposed[name] = component
+        self.columns.update(component.columns)
         component.attach(self)
         self._hooks = {hook: overriding(self.components, hook) for hook in HOOKS}
         self._may_start, self._on_upload = self._hooks["chain_may_start"], self._hooks["upload_arrived"]
@@ -156,10 +163,14 @@ class SimPyPricer:
         """The client's CPU runs at ``hz`` from now on; a computation in progress is re-timed (the cycles
         left at the new speed), each segment charged at its own frequency."""
         if not self._watch_cpu:
-            raise RuntimeError(
+            raise core_fault(
+                f"set_cpu_hz({client}, {shown(hz)})",
                 "a CPU frequency changed, but no component declared changes_cpu_rate = True "
-                "(edgefl.sim.component): set it on the component's class"
+                "(edgefl.sim.component): set it on the component's class",
+                RuntimeError,
             )
+        if not positive_finite(hz):
+            raise core_fault(f"set_cpu_hz({client}, {shown(hz)})", "a CPU frequency is a finite number of Hz > 0")
         self._cpu_hz[client] = hz
         proc = self._computing.get(client)
         if proc is not None and proc.is_alive and proc is not self.env.active_process:
@@ -168,6 +179,10 @@ class SimPyPricer:
     def set_tx_power_w(self, client: int, watts: float) -> None:
         """The client transmits at ``watts`` from its next upload on (what it is charged at), until the knobs
         change (:meth:`knobs_changed`)."""
+        if not positive_finite(watts):
+            raise core_fault(
+                f"set_tx_power_w({client}, {shown(watts)})", "a transmit power is a finite number of W > 0"
+            )
         self._tx_power_w[client] = watts
 
     @property
@@ -175,19 +190,22 @@ class SimPyPricer:
         """Whether the server receives uploads as an analog sum (over-the-air computation): see :meth:`superpose`."""
         return self.uplink.analog
 
-    def superpose(self, updates):
-        """The arrived clients' update vectors [K, d] (a torch tensor) as the server receives them: as sent
-        (digital), or each plus the same noise vector, so that their mean is the over-the-air estimate."""
-        return self.uplink.superpose(updates)
+    def superpose(self, updates, clients=None):
+        """The arrived clients' update vectors [K, d] (a torch tensor; ``clients`` [K]: whose) as the server receives
+        them: as sent (digital), or each plus its cell's noise vector, so that their mean is the over-the-air
+        estimate."""
+        return self.uplink.superpose(updates, clients)
 
     def set_uplink_rate_factor(self, client: int, factor: float) -> None:
         """The client's uplink rate is ``factor`` times the planned one from now on (e.g. interference); an
         upload in progress is re-timed (FDMA: the band re-planned)."""
+        _check_rate_factor("set_uplink_rate_factor", client, factor, self.uplink.retimable, "changes_uplink_rate")
         self.uplink.rate_changed(client, factor)
 
     def set_downlink_rate_factor(self, client: int, factor: float) -> None:
         """The client's download rate is ``factor`` times the planned one from now on; a download in progress
         is re-timed."""
+        _check_rate_factor("set_downlink_rate_factor", client, factor, self.downlink.retimable, "changes_downlink_rate")
         self.downlink.rate_changed(client, factor)
 
     def log_row(self, at: tuple[int, int], row: LogRow) -> None:
@@ -250,7 +268,41 @@ class SimPyPricer:
 
     def positions_m(self) -> np.ndarray | None:
         """Every device's position (x, y) in m, the base station at the origin; None if static."""
-        return self.reports["positions_m"]()
+        return self._device_value("position_m")
+
+    @journaled
+    def device_value(self, name: str) -> np.ndarray | None:
+        """The per-device value ``name`` now (edgefl.sim.component.DEVICE_VALUES: ``battery_j``, ``cpu_hz``,
+        ``tx_power_w``, ...): an array [N], or None when no component keeps it. (Journaled: reading a value may
+        bring its component's state to now.)"""
+        return self._device_value(name)
+
+    def _device_value(self, name: str) -> np.ndarray | None:
+        if name == "cpu_hz":
+            return np.array(self._cpu_hz)
+        if name == "tx_power_w":
+            return np.array(self._tx_power_w)
+        keeper = self._exposed.get(name)
+        return None if keeper is None else keeper.device_value(name)
+
+    @journaled
+    def component_metrics(self) -> dict[str, float]:
+        """The components' metrics.csv columns (:attr:`columns`) at the end of a round. (Journaled: a component's
+        ``metrics()`` may bring its state to now.)"""
+        values: dict[str, float] = {}
+        for component in self.components:
+            if component.columns:
+                got = component.metrics()
+                if not isinstance(got, dict) or list(got) != list(component.columns):
+                    raise returned_fault(
+                        component,
+                        component.metrics,
+                        got,
+                        f"expected a dict of its columns, {list(component.columns)}, in that order",
+                        f"the component {type(component).__name__}",
+                    )
+                values.update(got)
+        return values
 
     def serving_cells(self) -> np.ndarray | None:
         """Every device's serving cell now (a copy; it changes at handovers); None with one cell."""
@@ -293,7 +345,7 @@ class SimPyPricer:
     @journaled
     def battery_levels(self) -> np.ndarray | None:
         """Every device's battery level (J) now; None without batteries."""
-        return self.reports["battery_levels"]()
+        return self._device_value("battery_j")
 
     @journaled
     def end_round(self, round_: int) -> None:
@@ -413,3 +465,20 @@ class SimPyPricer:
         if self._unbooked:
             unbooked, self._unbooked = self._unbooked, []
             book(self.pop, self._ledger, self._events, unbooked)
+
+
+CORE_VALUES = ("cpu_hz", "tx_power_w")  # the per-device values the core itself keeps (device_value)
+
+
+def _check_rate_factor(setter: str, client: int, factor, declared: bool, flag: str) -> None:
+    """A rate factor a component sets (core.set_uplink_rate_factor / set_downlink_rate_factor): declared by its
+    class, finite and > 0 (a PluginError naming a plug-in that breaks the rule)."""
+    if not declared:
+        raise core_fault(
+            f"{setter}({client}, {shown(factor)})",
+            f"a rate changed, but no component declared {flag} = True (edgefl.sim.component): set it on the "
+            "component's class",
+            RuntimeError,
+        )
+    if not positive_finite(factor):
+        raise core_fault(f"{setter}({client}, {shown(factor)})", "a rate factor is a finite number > 0 (1: as planned)")

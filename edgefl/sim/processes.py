@@ -5,17 +5,12 @@ are the class's own (its ``Params``)."""
 
 from __future__ import annotations
 
+from edgefl.plugins import returned_fault
 from edgefl.sim.component import Component
 from plugin_registry import Registry, subclass_of
 
-ENTRY_POINT_GROUP = "edgefl.processes"
-PROCESSES = Registry(
-    "process",
-    {"thermal": "edgefl.sim.thermal:Thermal"},
-    ENTRY_POINT_GROUP,
-    subclass_of(Component),
-    "an edgefl.sim.component.Component subclass",
-)
+PROCESSES = Registry.of("process[].name", {"thermal": "edgefl.sim.thermal:Thermal"}, subclass_of(Component))
+ENTRY_POINT_GROUP = PROCESSES.group
 
 
 def names() -> list[str]:
@@ -29,4 +24,17 @@ def get(name: str) -> type[Component]:
 
 def build_processes(sections, network, population, seed: int) -> list[Component]:
     """The components of a scenario's ``[[process]]`` tables (``sections``: its ProcessSections), in their order."""
-    return [get(p.name).from_scenario(p.params(), network, population, seed) for p in sections]
+    built = []
+    for p in sections:
+        cls = get(p.name)
+        component = cls.from_scenario(p.params(), network, population, seed)
+        if not isinstance(component, Component):
+            raise returned_fault(
+                cls,
+                cls.from_scenario,
+                component,
+                "expected the component, an instance of an edgefl.sim.component.Component subclass",
+                f"the process {p.name!r}",
+            )
+        built.append(component)
+    return built

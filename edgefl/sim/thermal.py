@@ -17,7 +17,7 @@ import math
 import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 
-from edgefl.numbers import NumbersOnly
+from edgefl.numeric_keys import NumbersOnly
 from edgefl.sim.component import Component
 from energy.thermal import compute_power_w, temperature_c, time_to_temperature_s
 
@@ -103,9 +103,10 @@ class Thermal(Component):
         self.throttled_s = np.zeros(n)  # time spent throttled, in all (for a report)
         self._version = [0] * n
 
-    def attach(self, core) -> None:
-        super().attach(core)
-        core.reports["temperature_c"] = self.temperatures_c
+    exposes = {"temperature_c": "each device's temperature now (°C)"}
+
+    def device_value(self, name: str) -> np.ndarray:
+        return self.temperatures_c()
 
     def temperatures_c(self) -> np.ndarray:
         """Every device's temperature (°C) now."""

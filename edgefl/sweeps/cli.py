@@ -2,8 +2,11 @@
 
 edgefl sweep SCENARIO [--grid key=v1,v2,...]... [--seeds K] [--out DIR] [--set key=value]...
                       [--workers N] [--backend local|ray [--address ADDR]] [--force] [--quiet]
+edgefl compare SCENARIO --algorithms A,B,... [--seeds K] [--target METRIC=VALUE] [--out DIR] [--no-plots]
 edgefl optimal-tau DIR --target acc_worst=0.80 [--window 5] [--confidence 0.95] [--out DIR] [--no-plots]
 edgefl plot DIR [--metric acc_worst] [--target acc_worst=0.80] [--window 5] [--at key=value]... [--out DIR]
+
+compare, optimal-tau and plot draw their figures in --format png (default), pdf or svg (edgefl.figures).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgefl.errors import UserError
+from edgefl.figures import add_format_argument
 from edgefl.plugins import PluginError
 from edgefl.results import atomic_write_csv, atomic_write_text, open_folder
 from edgefl.sweeps import compare as comparison
@@ -19,7 +23,7 @@ from edgefl.sweeps.folder import read_sweep
 from edgefl.sweeps.jobs import BACKENDS
 from edgefl.sweeps.plan import SweepError, parse_grid, plan_sweep
 from edgefl.sweeps.run import run_sweep, user_errors
-from edgefl.sweeps.store import POINTS_DIR
+from edgefl.sweeps.store import POINTS_DIR, load_manifest
 from edgefl.target import DEFAULT_WINDOW, parse_target
 
 
@@ -113,6 +117,7 @@ def register_commands(sub) -> None:
         "folder edgefl did not write (with everything in it)",
     )
     p.add_argument("--no-plots", action="store_true", help="tables only")
+    add_format_argument(p)
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser(
@@ -139,6 +144,7 @@ def register_commands(sub) -> None:
         "for a window or confidence other than the default)",
     )
     p.add_argument("--no-plots", action="store_true", help="tables only")
+    add_format_argument(p)
     p.set_defaults(func=cmd_optimal_tau)
 
     p = sub.add_parser(
@@ -148,7 +154,11 @@ def register_commands(sub) -> None:
         "versus rounds-to-target (needs --target).",
     )
     p.add_argument("dir", type=Path, help="a finished sweep folder (with results.csv)")
-    p.add_argument("--metric", default="acc_worst", help="metric on the y axis (default acc_worst)")
+    p.add_argument(
+        "--metric",
+        default=None,
+        help="metric on the y axis (default: the --target's metric, else acc_worst)",
+    )
     p.add_argument("--target", default=None, metavar="METRIC=VALUE", help="for the Pareto front, e.g. acc_worst=0.8")
     p.add_argument(
         "--window",
@@ -167,9 +177,10 @@ def register_commands(sub) -> None:
         "--out",
         type=Path,
         default=None,
-        help="where to write the figures (default: DIR, and tau-pareto.png beside optimal-tau's outputs "
+        help="where to write the figures (default: DIR, and tau-pareto beside optimal-tau's outputs "
         "for the target, DIR/optimal-tau_METRIC=VALUE)",
     )
+    add_format_argument(p)
     p.set_defaults(func=cmd_plot)
 
 
@@ -249,8 +260,9 @@ def cmd_compare(args) -> int:
         atomic_write_text(folder / "compare.txt", reports[0])
         written.extend([folder / "compare.csv", folder / "compare.txt"])
         if target is not None and not args.no_plots:
-            comparison.plot(outcomes, target, folder / "compare.png")
-            written.append(folder / "compare.png")
+            figure = folder / f"compare.{args.plot_format}"
+            comparison.plot(outcomes, target, figure, scenario=plan.base)
+            written.append(figure)
 
     summary = _user_errors(
         lambda: run_sweep(plan, out, workers=args.workers, force=args.force, progress=not args.quiet, then=summarise)
@@ -293,7 +305,8 @@ def cmd_optimal_tau(args) -> int:
     if not args.no_plots:
         from edgefl.sweeps.plots import plot_energy_curves, plot_energy_split, plot_tau_heatmap  # lazy: matplotlib
 
-        heatmap = plot_tau_heatmap(result, out / "tau-heatmap.png")
+        fmt = args.plot_format
+        heatmap = plot_tau_heatmap(result, out / f"tau-heatmap.{fmt}")
         if heatmap is None:
             print(
                 "(no heatmap: it needs two channel keys with two values or more in the grid besides "
@@ -303,8 +316,8 @@ def cmd_optimal_tau(args) -> int:
             p
             for p in (
                 heatmap,
-                plot_energy_curves(result, out / "tau-energy-curves.png"),
-                plot_energy_split(result, out / "tau-energy-split.png"),
+                plot_energy_curves(result, out / f"tau-energy-curves.{fmt}"),
+                plot_energy_split(result, out / f"tau-energy-split.{fmt}"),
             )
             if p is not None
         ]
@@ -327,6 +340,8 @@ def cmd_plot(args) -> int:
 
     def prepare():
         keys, header, rows = read_sweep(args.dir)
+        if args.metric is None:  # the target's metric: `--target acc_mean=0.8` draws acc_mean
+            args.metric = parse_target(args.target).metric if args.target else "acc_worst"
         if args.metric not in header:
             raise SweepError(f"--metric {args.metric!r}: no such column in results.csv")
         wanted = _channel_filter(args.at, keys)
@@ -345,10 +360,20 @@ def cmd_plot(args) -> int:
     panels = None
     if wanted:  # every matching channel point, up to 6 panels
         panels = list(dict.fromkeys(tuple(r[k] for k in channel_panel_keys(keys)) for r in rows))[:6]
-    written = [plot_accuracy_energy(rows, keys, args.metric, out / "tau-accuracy-energy.png", panels)]
+    fmt = args.plot_format
+    written = [plot_accuracy_energy(rows, keys, args.metric, out / f"tau-accuracy-energy.{fmt}", panels)]
     if result is not None:
-        written.append(plot_pareto(result, pareto_dir / "tau-pareto.png", panels))
+        written.append(plot_pareto(result, pareto_dir / f"tau-pareto.{fmt}", panels, _sweep_algorithm(args.dir)))
     else:
         print("(no Pareto front: pass --target METRIC=VALUE, e.g. --target acc_worst=0.8)")
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
+
+
+def _sweep_algorithm(folder: Path) -> str | None:
+    """The algorithm of a sweep's scenario (sweep.json), None where the manifest does not say."""
+    definition = load_manifest(folder).get("definition") or {}
+    scenario = definition.get("scenario") if isinstance(definition, dict) else None
+    algorithm = scenario.get("algorithm") if isinstance(scenario, dict) else None
+    name = algorithm.get("name") if isinstance(algorithm, dict) else None
+    return name if isinstance(name, str) else None

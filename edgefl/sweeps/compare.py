@@ -260,21 +260,30 @@ def format_report(
     return "\n".join(lines) + "\n"
 
 
-def plot(outcomes: list[AlgorithmOutcome], target: Target, path) -> None:
-    """Energy, time and rounds to the target per algorithm, with the t-intervals."""
+def plot(outcomes: list[AlgorithmOutcome], target: Target, path, scenario=None) -> None:
+    """Energy, time and rounds to the target per algorithm, with the t-intervals, written to ``path`` in the
+    format of its suffix (png, pdf, svg). An asynchronous algorithm's rounds are server updates: the rounds panel
+    says so under its name (simulated time compares both kinds). ``scenario``: the compared runs' common
+    settings, for the title (cells, reuse, controller ...)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from edgefl.figures import save_figure
+    from edgefl.run_plots import fit_title
+    from edgefl.runner import run_title
+    from edgefl.sweeps.plots import rounds_axis
+
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
     names = [o.algorithm for o in outcomes]
+    rounds_label, marks = rounds_axis(names)
     for ax, (label, attr) in zip(
         axes,
         (
             ("energy to target (J)", "energy_j"),
             ("simulated time to target (s)", "time_s"),
-            ("rounds to target", "rounds"),
+            (rounds_label, "rounds"),
         ),
     ):
         means = [getattr(o, attr)[0] for o in outcomes]
@@ -287,14 +296,16 @@ def plot(outcomes: list[AlgorithmOutcome], target: Target, path) -> None:
             color="tab:blue",
             alpha=0.8,
         )
-        ax.set_xticks(range(len(names)), [f"{n}\n({o.reached}/{o.seeds})" for n, o in zip(names, outcomes)], fontsize=8)
+        ticks = [f"{n}\n({o.reached}/{o.seeds})" for n, o in zip(names, outcomes)]
+        if attr == "rounds":
+            ticks = [t + marks[n] for t, n in zip(ticks, names)]
+        ax.set_xticks(range(len(names)), ticks, fontsize=8)
         ax.set_ylabel(label)
-    fig.suptitle(
-        f"target {target}: mean ± 95 % CI over the seeds that reached it (reached/seeds under each name)", fontsize=9
-    )
+    caption = f"target {target}: mean ± 95 % CI over the seeds that reached it (reached/seeds under each name)"
+    if scenario is not None:
+        caption = run_title(scenario, algorithm=", ".join(names)) + "\n" + caption
+    fig.suptitle(fit_title(caption, 12), fontsize=9)
     fig.tight_layout()
-    try:
-        with atomic_file(path) as tmp:  # then a rename: never a half PNG (kill -9)
-            fig.savefig(tmp, dpi=110, format="png")
-    finally:
-        plt.close(fig)
+    path = Path(path)
+    with atomic_file(path) as tmp:  # then a rename: never a half figure (kill -9)
+        save_figure(fig, tmp, fmt=path.suffix.lstrip("."))

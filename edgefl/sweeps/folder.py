@@ -10,7 +10,7 @@ import csv
 import math
 from pathlib import Path
 
-from edgefl.files import special_file
+from edgefl.input_files import special_file
 from edgefl.sweeps.analysis import _value
 from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError
 from edgefl.sweeps.store import MANIFEST, RESULTS, load_manifest

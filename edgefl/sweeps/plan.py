@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import algorithms
+from edgefl.errors import UserError
 from edgefl.physical import network_params
 from edgefl.scenario import Scenario, apply_overrides, check_sweep_key, read_toml, scenario_from_dict
 from edgefl.sim import can_change_participation
@@ -33,7 +34,7 @@ TAU_KEY = "algorithm.local_steps"
 TRACE_NETWORK_KEYS = ("bits_per_param", "header_bits")
 
 
-class SweepError(ValueError):
+class SweepError(UserError, ValueError):
     """A user mistake about a sweep (bad --grid, a folder holding another sweep). Exit 2."""
 
 

@@ -1,4 +1,4 @@
-"""Plots of a sweep (PNG, matplotlib Agg): τ* heatmap over two channel axes (SNR x bandwidth, or
+"""Plots of a sweep (PNG, PDF or SVG: the suffix of the path each function is given; matplotlib Agg): τ* heatmap over two channel axes (SNR x bandwidth, or
 whichever two the grid has, :func:`heatmap_axes`), energy-to-target versus τ, the compute /
 transmission split, accuracy versus cumulative energy per τ, and the Pareto front of energy versus
 rounds-to-target. A figure that shows some channel points of many says which and how many."""
@@ -16,6 +16,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+import algorithms as algorithm_registry  # noqa: E402
+from edgefl.figures import save_figure  # noqa: E402
 from edgefl.sweeps.analysis import OptimalTau, TauStats, pareto_front  # noqa: E402
 from edgefl.sweeps.plan import TAU_KEY  # noqa: E402
 
@@ -29,6 +31,10 @@ LABELS = {
     DISTANCE: "{:g} m",
     TX_POWER: "{:g} dBm",
     "network.cell_radius_m": "cell {:g} m",
+    "network.cells": "{} cells",
+    "network.reuse": "reuse {}",
+    "network.sectors": "{} sectors a site",
+    "control.name": "controller {}",
 }
 AXIS_LABELS = {
     SNR: "SNR (dB)",
@@ -85,9 +91,21 @@ def _tau_axis(ax, taus) -> None:
 
 
 def _save(fig, path: Path) -> Path:
-    fig.savefig(path, dpi=110)  # laid out by the figure's constrained layout (_grid): titles never overlap
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)  # laid out by the figure's constrained layout (_grid): titles never overlap
+
+
+def rounds_axis(names, what: str = "to target") -> tuple[str, dict[str, str]]:
+    """The label of an axis of rounds ``what`` that shows the algorithms ``names`` side by side, and what to add
+    under each name: an asynchronous server's round is one server update (docs/asynchronous.md), not a synchronous
+    round. All synchronous: "rounds to target", no marks; all asynchronous: "server updates to target"; mixed:
+    the label says both (on two lines) and each asynchronous name is marked "server updates"."""
+    names = list(dict.fromkeys(n for n in names if n is not None))
+    kinds = {n: algorithm_registry.is_algorithm(n) and algorithm_registry.get(n).asynchronous for n in names}
+    if not any(kinds.values()):
+        return f"rounds {what}", {n: "" for n in names}
+    if all(kinds.values()):
+        return f"server updates {what}", {n: "" for n in names}
+    return f"rounds {what}\n(asynchronous: server updates)", {n: "\nserver updates" if kinds[n] else "" for n in names}
 
 
 def _grid(n: int, width=4.6, height=3.6):
@@ -383,9 +401,12 @@ def _place_labels(ax, xy: list[tuple], labels: list[str], keep: set[int], fontsi
         ax.annotate(labels[i], xy[i], fontsize=fontsize, xytext=offset, textcoords="offset points", ha=ha, va=va)
 
 
-def plot_pareto(result: OptimalTau, path: Path, channels: list[tuple] | None = None) -> Path:
+def plot_pareto(
+    result: OptimalTau, path: Path, channels: list[tuple] | None = None, sweep_algorithm: str | None = None
+) -> Path:
     """Energy-to-target versus rounds-to-target for every eligible (algorithm, τ) at a channel
-    point, with the Pareto front (neither fewer rounds nor less energy is possible)."""
+    point, with the Pareto front (neither fewer rounds nor less energy is possible). ``sweep_algorithm``: the sweep's
+    own (its scenario's) when algorithm.name is no grid key: an asynchronous one counts server updates."""
     keys = result.channel_keys
     panel_keys = channel_panel_keys(keys)
     i_alg = keys.index(ALGORITHM) if ALGORITHM in keys else None
@@ -421,7 +442,7 @@ def plot_pareto(result: OptimalTau, path: Path, channels: list[tuple] | None = N
         labels = [f"{algorithm + ' ' if len(algorithms) > 1 else ''}τ={s.tau}" for algorithm, s in entries]
         _place_labels(ax, xy, labels, keep=set(front))
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, min_n_ticks=1))  # whole rounds
-        ax.set_xlabel("rounds to target")
+        ax.set_xlabel(rounds_axis(algorithms or [sweep_algorithm])[0])
         ax.set_ylabel("energy to target (J)")
         ax.set_title(_label(panel_keys, panel) or "Pareto front", fontsize=10)
         ax.grid(alpha=0.3, which="both")

@@ -25,6 +25,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edgefl.figures import FORMATS
 from edgefl.results import MARKER, atomic_write_csv, atomic_write_text
 from edgefl.runner import METRIC_COLUMNS
 from edgefl.scenario import describe_differences
@@ -82,7 +83,14 @@ LOCK = ".lock"  # held (flock) by the sweep writing the folder; the kernel relea
 # ``.NAME.XXXX.tmp`` that the next holder removes. compare.* are `edgefl compare`'s summary (written under the lock,
 # in a folder per target: compare/ or compare_<target>/, edgefl.sweeps.compare.report_folder).
 LOCKED_FILES = (MANIFEST, RESULTS)
-COMPARE_FILES = ("compare.csv", "compare.txt", "compare.png")
+
+
+def _figures(*stems: str) -> tuple[str, ...]:
+    """The files of an analysis' figures, in every format it may have drawn them in (``--format``)."""
+    return tuple(f"{stem}.{fmt}" for stem in stems for fmt in FORMATS)
+
+
+COMPARE_FILES = ("compare.csv", "compare.txt", *_figures("compare"))
 
 
 def remove_stale_temps(out: Path) -> list[Path]:
@@ -124,14 +132,11 @@ ANALYSES = {
         "optimal_tau.csv",
         "tau_energy.csv",
         "optimal_tau.txt",
-        "tau-heatmap.png",
-        "tau-energy-curves.png",
-        "tau-energy-split.png",
-        "tau-pareto.png",
+        *_figures("tau-heatmap", "tau-energy-curves", "tau-energy-split", "tau-pareto"),
     ),
     "compare": COMPARE_FILES,
     "compare_*": COMPARE_FILES,
-    "": ("tau-accuracy-energy.png",),  # the sweep folder itself
+    "": _figures("tau-accuracy-energy"),  # the sweep folder itself
 }
 
 
