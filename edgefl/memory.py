@@ -8,7 +8,7 @@ The estimate is deliberately a lower bound of the big items (a run needs at leas
   least (:func:`step_bytes`; the executor trains as many clients at once as the memory allows, edgefl.executor);
 - per device: 2 kB (profiles, links, ledger, counters).
 Model size d from the model's layers, counted without allocating them (edgefl.models.parameter_count), its
-activations measured on a forward pass of 1 and 3 samples (edgefl.models.saved_bytes). A data
+activations measured on a forward pass of 2 and 4 samples (edgefl.models.saved_bytes). A data
 set that cannot say its size from its keys (a plug-in, see DataParams.layout) is not checked.
 """
 
