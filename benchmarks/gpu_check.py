@@ -56,7 +56,7 @@ def one_device(name: str, device: torch.device) -> dict:
     op = Train(clients=np.arange(clients), start=model.init_params(), steps=tau, shared={"lr": 0.05})
     seconds, result = [], None
     for attempt in range(REPEATS + 1):  # the first: warm-up (and the strategy's measurement)
-        executor = Executor(model, data, batch, seed=0, device=device)  # fresh: the same minibatches each time
+        executor = Executor(model, data, batch, seed=0, device=device, measure=True)  # fresh: the same minibatches
         if attempt == 0:
             executor.train(op)
             strategy = executor.strategy

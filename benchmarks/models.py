@@ -110,7 +110,7 @@ def compare_round(name: str, clients: int, tau: int, repeats: int, alternatives:
     strategy the measurement did not choose."""
     model, data, batch = workload(name, clients)
     op = round_op(model, clients, tau)
-    chooser = Executor(model, data, batch, 0)
+    chooser = Executor(model, data, batch, 0, measure=True)
     first = {"batched": chooser.train(op).params}  # measures the strategy (not timed)
     sides = {"batched": Executor(model, data, batch, 0, strategy=chooser.strategy)}
     others = [s for s in ("vmap", "threads") if s != chooser.strategy and s in chooser.timings]

@@ -301,10 +301,11 @@ class Executor:
     """Runs Train and Evaluate ops on ``data`` with ``model`` (see the module's docstring).
 
     ``device``: where the numerics run (edgefl.device); ``strategy``: how the batched mode trains ("linear",
-    "vmap", "threads" or "loop"); None: the closed form for linear models, else measured on the first Train
-    op (:meth:`choose_strategy`), the faster of vmap over the clients and the clients one at a time (in
-    parallel threads on a CPU). ``chunk``: clients trained at once by vmap (None: as many as the memory
-    allows, :meth:`clients_at_once`)."""
+    "vmap", "threads" or "loop"); None: the closed form for linear models, else :meth:`structural_guess` (the
+    rule the benchmarks' measurements chose, the same on every machine: a seed gives the same numbers), a
+    model vmap cannot map falling back to threads; ``measure``: instead, the faster path on this machine,
+    timed on the first Train op (:meth:`choose_strategy`; ``run.executor = "fastest"``). ``chunk``: clients
+    trained at once by vmap (None: as many as the memory allows, :meth:`clients_at_once`)."""
 
     def __init__(
         self,
@@ -317,6 +318,7 @@ class Executor:
         device: torch.device | None = None,
         strategy: str | None = None,
         chunk: int | None = None,
+        measure: bool = False,
     ):
         if mode not in ("batched", "loop"):
             raise ValueError(f"unknown executor {mode!r}; use 'batched' or 'loop'")
@@ -345,6 +347,7 @@ class Executor:
         self._y = data.train_y.to(self.device)
         self.steps = StepApplier()
         self.strategy = "linear" if self.linear is not None else strategy
+        self.measure = measure
         self.chunk = chunk
         self.timings: dict[str, float] = {}  # seconds per client-step of each strategy measured
         self._pool: ThreadPoolExecutor | None = None
@@ -458,9 +461,17 @@ class Executor:
             name = "loop"
         else:
             if self.strategy is None:
-                self.strategy = self.choose_strategy(op, start, idx)
+                self.strategy = self.choose_strategy(op, start, idx) if self.measure else self.structural_guess()
             name = self.strategy
-        params, carry, snapshot = self._train_with(name, op, start, idx, mask)
+        try:
+            params, carry, snapshot = self._train_with(name, op, start, idx, mask)
+        except Exception:
+            if name != "vmap" or self.measure:
+                raise
+            # a model vmap cannot map (a module calling .item(), an RNN): the clients in threads, from now on
+            # (the same on every run: the failure is the model's, not the machine's); nothing was written
+            self.strategy = name = "threads"
+            params, carry, snapshot = self._train_with(name, op, start, idx, mask)
         if on_device:
             params, snapshot = params.cpu(), None if snapshot is None else snapshot.cpu()
             carry = {k: v.cpu() for k, v in carry.items()}

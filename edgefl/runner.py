@@ -137,15 +137,16 @@ class Simulation:
         self.devices = parts.devices  # the devices now (the population: as built)
         self.pricer, self.controller, a = parts.pricer, parts.controller, parts.algorithm
         self.selection = parts.selection
-        pinned = s.run.executor in ("vmap", "threads")  # a path named: not measured
+        pinned = s.run.executor in ("vmap", "threads")  # a path named
         self.executor = Executor(
             self.model,
             self.data,
             a.batch_size,
             parts.seed,
-            "batched" if pinned else s.run.executor,
+            "loop" if s.run.executor == "loop" else "batched",
             device=resolve_device(s.run.device),
             strategy=s.run.executor if pinned else None,
+            measure=s.run.executor == "fastest",
         )
         self.engine = Engine(
             self.executor,

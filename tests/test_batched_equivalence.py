@@ -92,8 +92,7 @@ def test_batched_equals_loop_with_a_non_linear_model(name):
     if name not in algorithms.REGISTRY:
         pytest.skip(f"{name} not registered")
     results = run_both(name, model="mlp")
-    executor = results["batched"][0].executor
-    assert executor.structural_guess() == "vmap" and executor.strategy in executor.timings
+    assert results["batched"][0].executor.strategy == "vmap"
     assert torch.allclose(results["batched"][0].algorithm.model, results["loop"][0].algorithm.model, atol=TOL, rtol=0)
 
 

@@ -191,7 +191,7 @@ def test_vmap_chunked_by_memory_gives_the_same_numbers(own_model):
     assert torch.allclose(whole.params, chunked.params, atol=1e-6)  # a batch of 2 convolutions, not 5: rounding
 
 
-def test_the_strategy_is_measured_and_a_path_the_model_cannot_take_is_skipped():
+def test_a_path_the_model_cannot_take_is_left_with_the_rule_or_the_measurement():
     data = images()
 
     class NoVmap(torch.nn.Module):  # .item() inside forward: vmap cannot map it
@@ -206,9 +206,14 @@ def test_the_strategy_is_measured_and_a_path_the_model_cannot_take_is_skipped():
     from edgefl.models import FlatModel
 
     model = FlatModel(NoVmap(), (1, 8, 8))
-    executor = Executor(model, data, 4, 0)
-    executor.train(Train(clients=np.arange(3), start=model.init_params(), steps=1, shared={"lr": 0.1}))
-    assert "vmap" not in executor.timings and executor.strategy in ("threads", "loop")
+    op = Train(clients=np.arange(3), start=model.init_params(), steps=1, shared={"lr": 0.1})
+    executor = Executor(model, data, 4, 0)  # the rule: vmap for a model without convolutions ...
+    assert executor.structural_guess() == "vmap"
+    fallen_back = executor.train(op)
+    assert executor.strategy == "threads"  # ... which cannot map it: threads, the same on every run
+    measured = Executor(model, data, 4, 0, measure=True)  # run.executor = "fastest"
+    assert torch.equal(measured.train(op).params, fallen_back.params)
+    assert "vmap" not in measured.timings and measured.strategy in ("threads", "loop")
 
 
 # -- run.device ---------------------------------------------------------------------------------------------

@@ -86,12 +86,14 @@ class RunSection(Strict):
         description="simpy: co-simulate time and energy (SimPy discrete-event engine); ideal: zero "
         "time and energy, everyone finishes (learning only).",
     )
-    executor: Literal["batched", "loop", "vmap", "threads"] = Field(
+    executor: Literal["batched", "fastest", "loop", "vmap", "threads"] = Field(
         "batched",
-        description="Client numerics: batched (closed form for linear models, else the faster of vmap over the "
-        "clients and clients in parallel threads, measured on the first round and kept on --resume; vmap trains "
-        "as many clients at once as the memory allows), vmap or threads (that path, not measured: the same "
-        "numbers on every machine), or loop (the per-client reference). All agree within float32 rounding.",
+        description="Client numerics: batched (closed form for linear models; clients in parallel threads for "
+        "convolutional and recurrent models on a CPU; else vmap over the clients, as many at once as the memory "
+        "allows: the same path, so the same numbers, on every run), fastest (the faster of vmap and threads for "
+        "this model on this machine, timed on the first round, kept on --resume: faster, but two runs may take "
+        "different paths), vmap or threads (that path), or loop (the per-client reference). All agree within "
+        "float32 rounding.",
     )
     device: Literal["cpu", "cuda", "auto"] = Field(
         "cpu",
