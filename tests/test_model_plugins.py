@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +21,6 @@ from edgefl.cli import main
 from edgefl.data.federated import FederatedData
 from edgefl.executor import Executor
 from edgefl.models import build_model
-from edgefl.results import checkpoint_file
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "own-model"
@@ -111,28 +108,19 @@ def test_kill_9_then_resume_is_byte_identical_with_a_batchnorm_model(own_model):
     args = ["--no-plots", *sets([*FAST, "run.rounds=6", "run.checkpoint_every=2"])]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
 
-    def edgefl(out: str, *extra: str) -> subprocess.Popen:
+    def edgefl(out, *extra: str) -> subprocess.Popen:
         return subprocess.Popen(
-            [sys.executable, "-m", "edgefl", "-v", "run", "small-resnet.toml", "--out", out, *args, *extra],
+            [sys.executable, "-m", "edgefl", "-v", "run", "small-resnet.toml", "--out", str(out), *args, *extra],
             env=env,
             cwd=own_model,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
 
+    from test_checkpoint import killed_then_resumed
+
     assert edgefl("reference").wait(timeout=300) == 0
-    run = edgefl("res")
-    checkpoint = checkpoint_file(own_model / "res")
-    deadline = time.monotonic() + 300
-    while not checkpoint.exists() and run.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert checkpoint.exists(), "the run ended or timed out before its first checkpoint"
-    os.kill(run.pid, signal.SIGKILL)
-    run.wait()
-    resumed = edgefl("res", "--resume")
-    _, err = resumed.communicate(timeout=300)
-    assert resumed.returncode == 0, err.decode()[-2000:]
-    assert "resuming" in err.decode()
+    assert "resuming" in killed_then_resumed(edgefl, own_model / "res")
     for name in ("metrics.csv", "clients.csv", "events.csv", "scenario.toml"):
         assert (own_model / "res" / name).read_bytes() == (own_model / "reference" / name).read_bytes(), name
     reference = json.loads((own_model / "reference" / "summary.json").read_text())
