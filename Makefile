@@ -19,12 +19,14 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/edgefl run scenarios/quickstart.toml --out results/quickstart
 
-# lint, format and types first (seconds), then the suite
+# lint, format and types first (seconds), then the suite on every core (at most TEST_WORKERS processes; each test
+# file runs whole on one of them, so its module fixtures are built once). One process: make test TEST_WORKERS=0
+TEST_WORKERS ?= 4
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n auto --maxprocesses $(TEST_WORKERS) --dist loadfile)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py --quick

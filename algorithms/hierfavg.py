@@ -25,7 +25,11 @@ from algorithms.ops import Broadcast, Train, Upload, sgd_step
 
 class HierFAVGParams(HyperParams):
     edge_rounds: int = Field(
-        1, ge=1, le=10_000, description="kappa2: edge aggregations per cloud aggregation (Liu et al. 2020)."
+        1,
+        ge=1,
+        le=1000,
+        description="kappa2: edge aggregations per cloud aggregation (Liu et al. 2020; at most 1000, and "
+        "run.rounds x edge_rounds at most 10^6 training phases, run.rounds' own bound).",
     )
     weighting: Literal["data_size", "uniform"] = Field(
         "data_size", description="An edge's average of its clients' uploads: by data size, or uniform."
@@ -35,6 +39,18 @@ class HierFAVGParams(HyperParams):
 class HierFAVG(Algorithm):
     name = "hierfavg"
     Params = HierFAVGParams
+
+    MAX_PHASES = 1_000_000  # run.rounds' own bound: the training phases a run may have
+
+    @classmethod
+    def check_scenario(cls, scenario) -> None:
+        edge_rounds = scenario.algorithm.hyperparams().edge_rounds
+        phases = scenario.run.rounds * edge_rounds
+        if phases > cls.MAX_PHASES:
+            raise ValueError(
+                f"run.rounds = {scenario.run.rounds} x algorithm.hierfavg.edge_rounds = {edge_rounds} is {phases:,} "
+                f"training phases, more than {cls.MAX_PHASES:,} (run.rounds' own bound): lower either"
+            )
 
     def __init__(self, ctx):
         super().__init__(ctx)
@@ -49,7 +65,7 @@ class HierFAVG(Algorithm):
         edge_model = {edge: self.w for edge in edges}
         edge_data = {edge: 0.0 for edge in edges}  # data of the clients whose uploads reached the edge
         for _ in range(hp.edge_rounds):
-            start = self.w if len(edges) == 1 else torch.stack([edge_model[int(c)] for c in cells])
+            start = self.w if len(edges) <= 1 else torch.stack([edge_model[int(c)] for c in cells])  # (none: nobody)
             yield Broadcast(selected, ctx.model_bits)
             result = yield Train(selected, start, ctx.local_steps, sgd_step, shared={"lr": ctx.lr})
             arrived = yield Upload(selected, ctx.model_bits)

@@ -173,6 +173,15 @@ class PartialAvg(Algorithm):
     )
     Params = PartialAvgParams
 
+    @classmethod
+    def check_scenario(cls, scenario) -> None:
+        if scenario.algorithm.over_selection > 0:  # its m workers keep their models across rounds ([m, d])
+            raise ValueError(
+                f"algorithm.over_selection = {scenario.algorithm.over_selection:g}: {cls.name}'s m workers keep "
+                "training their own models across rounds, so it cannot select more than m and drop the late ones; "
+                "set algorithm.over_selection = 0"
+            )
+
     def __init__(self, ctx):
         super().__init__(ctx)
         hp = self.hp

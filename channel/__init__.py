@@ -12,7 +12,7 @@ from .aircomp import (
     aircomp_scheduled,
     aircomp_tx_power_w,
 )
-from .fading import FADING_KINDS, fading_power_gain
+from .fading import FADING_KINDS, fading_gain_exceeded, fading_power_gain
 from .link import (
     N0_DBM_PER_HZ,
     Link,
@@ -51,6 +51,7 @@ __all__ = [
     "db_to_linear",
     "dbm_to_w",
     "draw_shadowing_db",
+    "fading_gain_exceeded",
     "fading_power_gain",
     "fdma_bandwidth_hz",
     "is_outage",

@@ -68,6 +68,10 @@ def drop_in_hex_cells(
     cell drawn uniformly, then a point uniform in its hexagon by rejection from the bounding square), at least
     ``min_distance_m`` from their site (3GPP TR 36.814: 35 m)."""
     circumradius = inter_site_m / np.sqrt(3)
+    if min_distance_m >= inter_site_m / 2:  # the exclusion disk reaches the hexagon's sides: rejection would not end
+        raise ValueError(
+            f"min_distance_m = {min_distance_m:g} must be below half the inter-site distance {inter_site_m:g} m"
+        )
     points = np.empty((size, 2))
     cell = rng.integers(0, len(sites_m), size=size)
     todo = np.arange(size)

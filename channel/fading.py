@@ -34,3 +34,22 @@ def fading_power_gain(kind: str, rng: np.random.Generator, size=None, rician_k: 
         im = sigma * rng.standard_normal(size)
         return out(re * re + im * im)
     raise ValueError(f"unknown fading kind {kind!r}; expected one of {FADING_KINDS}")
+
+
+def fading_gain_exceeded(kind: str, probability: float, rician_k: float = 1.0) -> float:
+    """The power gain |h|² that one draw of :func:`fading_power_gain` exceeds with ``probability`` (linear): none, 1;
+    Rayleigh, Exp(1): -ln p; Rician, |h|² = chi'²(2, 2K) / (2 (K + 1)) (a noncentral chi-square with 2 degrees of
+    freedom and noncentrality 2K, scaled to unit mean)."""
+    kind_l = str(kind).lower()
+    if kind_l == "none":
+        return 1.0
+    if kind_l == "rayleigh":
+        return float(-np.log(probability))
+    if kind_l == "rician":
+        from scipy.stats import ncx2
+
+        k = float(rician_k)
+        if k == 0:
+            return float(-np.log(probability))
+        return float(ncx2.isf(probability, 2, 2.0 * k) / (2.0 * (k + 1.0)))
+    raise ValueError(f"unknown fading kind {kind!r}; expected one of {FADING_KINDS}")

@@ -20,15 +20,19 @@ A checkpoint runs no code when it is loaded: the file must begin with edgefl's h
 with a restricted unpickler (:class:`_Unpickler`) that gives a pickle only the project's own classes (and the
 scenario's plug-ins'), numpy's arrays and random generators, torch's tensors, and a few plain containers; a
 pickle naming anything else (``os.system``, ``builtins.eval``, a function of edgefl) is "not an edgefl
-checkpoint" (exit 2) before anything of it runs. The journal's calls are read the same way.
+checkpoint" (exit 2) before anything of it runs. It restores data only: a class of the project is made and
+filled with its attributes, never called with arguments from the file (docs/architecture.md, "Checkpoints").
+The journal's calls are read the same way.
 """
 
 from __future__ import annotations
 
+import inspect
 import io
 import pickle
 import random
 import sys
+import types
 import zlib
 from pathlib import Path
 
@@ -124,15 +128,49 @@ def plugin_modules(simulation) -> tuple[str, ...]:
     )
 
 
-class _Unpickler(pickle.Unpickler):
-    """Loads only what :data:`ALLOWED` names, torch dtypes, and classes defined in the project's packages or in
-    ``modules`` (never a function of theirs, never a ``__main__``); anything else is an UnpicklingError before it
-    is imported or called. ``rebuilt``: the objects a checkpoint refers to by name (pickle's persistent IDs)."""
+# Where a __setstate__ written in Python may come from: library code that only stores the state it is given (a
+# slotted dataclass's fields; a pydantic model's __dict__, fields set, extra and private attributes).
+STATE_SETTERS = frozenset({"dataclasses", "pydantic.main"})
+
+
+def _project_class(cls, modules: tuple[str, ...]) -> bool:
+    module = getattr(cls, "__module__", "") or ""
+    return any(module == m or module.startswith(m + ".") for m in modules)
+
+
+def _python_function(attr) -> bool:
+    """Whether ``attr`` (as found on a class) is code written in Python (not a builtin's C method)."""
+    return isinstance(attr, (types.FunctionType, staticmethod, classmethod, property))
+
+
+_STATIC: dict[tuple[type, str], object] = {}  # (class, name) -> inspect.getattr_static's answer (classes do not change)
+_CONTAINERS = frozenset({list, dict, set})  # their append, extend, __setitem__ and add are builtins
+
+
+def _static(cls: type, name: str):
+    key = (cls, name)
+    if key not in _STATIC:
+        _STATIC[key] = inspect.getattr_static(cls, name, None)
+    return _STATIC[key]
+
+
+class _Unpickler(pickle._Unpickler):  # the Python unpickler: each opcode that calls something is checked here
+    """Reads data only (issue 33): ``find_class`` gives only what :data:`ALLOWED` names, torch dtypes, and classes
+    defined in the project's packages or in ``modules`` (never a function of theirs, never a ``__main__``), and
+    nothing is called with arguments from the file but :data:`ALLOWED`'s constructors of arrays, tensors, random
+    generators and containers. A class of the project is only *made* (``cls.__new__(cls)``, a builtin that runs
+    none of its code; a named tuple from its items) and filled with its attributes (its ``__dict__``, or its slots),
+    never called: no ``__init__``, no ``__setstate__`` or property written in Python, no ``append`` or
+    ``__setitem__`` of its own. Anything else is an UnpicklingError before it is imported or called.
+    ``rebuilt``: the objects a checkpoint refers to by name (pickle's persistent IDs)."""
+
+    dispatch = dict(pickle._Unpickler.dispatch)
 
     def __init__(self, handle, rebuilt: dict[str, object] | None = None, modules: tuple[str, ...] = ()):
         super().__init__(handle)
         self._rebuilt = rebuilt or {}
         self._modules = PROJECT_PACKAGES + tuple(modules)
+        self._constructors: set[int] = {id(_storage_from_bytes)}  # what REDUCE may call (ALLOWED's, as found)
 
     def persistent_load(self, name):
         if not isinstance(name, str) or name not in self._rebuilt:
@@ -143,7 +181,9 @@ class _Unpickler(pickle.Unpickler):
         if (module, name) == ("torch.storage", "_load_from_bytes"):
             return _storage_from_bytes
         if (module, name) in ALLOWED:
-            return super().find_class(module, name)
+            found = super().find_class(module, name)
+            self._constructors.add(id(found))
+            return found
         if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
             return getattr(torch, name)
         own = any(module == m or module.startswith(m + ".") for m in self._modules)
@@ -155,6 +195,105 @@ class _Unpickler(pickle.Unpickler):
             f"it names {module}.{name}, which a checkpoint may not (only edgefl's own "
             "classes, the scenario's plug-ins', numpy arrays and torch tensors)"
         )
+
+    # -- the opcodes that call something -------------------------------------------------------------
+    def _refuse(self, what: str):
+        raise pickle.UnpicklingError(f"it {what}, which a checkpoint may not (it holds data only)")
+
+    def load_reduce(self):
+        args = self.stack.pop()
+        func = self.stack[-1]
+        if id(func) not in self._constructors:
+            self._refuse(f"calls {getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', func)!s:.80}")
+        self.stack[-1] = func(*args)
+
+    def _new(self, cls, args, kwargs):
+        if not isinstance(cls, type):
+            self._refuse(f"makes an object of {cls!r:.80}, not of a class")
+        if not _project_class(cls, self._modules):
+            if id(cls) not in self._constructors:
+                self._refuse(f"makes an object of {cls.__module__}.{cls.__qualname__}")
+            return cls.__new__(cls, *args, **kwargs)
+        if issubclass(cls, tuple) and hasattr(cls, "_fields") and not kwargs:  # a named tuple: its items
+            return tuple.__new__(cls, args)
+        if args or kwargs or _python_function(_static(cls, "__new__")):
+            self._refuse(f"makes an object of {cls.__module__}.{cls.__qualname__} with arguments")
+        return cls.__new__(cls)
+
+    def load_newobj(self):
+        args = self.stack.pop()
+        cls = self.stack.pop()
+        self.append(self._new(cls, args, {}))
+
+    def load_newobj_ex(self):
+        kwargs = self.stack.pop()
+        args = self.stack.pop()
+        cls = self.stack.pop()
+        self.append(self._new(cls, args, kwargs))
+
+    def load_build(self):
+        state, inst = self.stack[-1], self.stack[-2]
+        cls = type(inst)
+        setstate = _static(cls, "__setstate__")
+        if (
+            _project_class(cls, self._modules)
+            and _python_function(setstate)
+            and getattr(setstate, "__module__", None) not in STATE_SETTERS
+        ):
+            self._refuse(f"sets the state of {cls.__module__}.{cls.__qualname__} through its own __setstate__")
+        if setstate is None and isinstance(state, tuple) and len(state) == 2 and isinstance(state[1], dict):
+            for key in state[1]:  # slots: setattr, so no property (code) may be among them
+                attr = _static(cls, key) if isinstance(key, str) else None
+                if attr is not None and not isinstance(attr, types.MemberDescriptorType):
+                    self._refuse(f"sets {cls.__qualname__}.{key!s:.40}, which is not a plain attribute")
+        super().load_build()
+
+    def _builtin_method(self, obj, method: str) -> None:
+        if type(obj) not in _CONTAINERS and _python_function(_static(type(obj), method)):
+            self._refuse(f"calls {type(obj).__qualname__}.{method}, code of its own")
+
+    def load_appends(self):
+        self._builtin_method(self.metastack[-1][-1], "extend")  # the list: below the mark
+        self._builtin_method(self.metastack[-1][-1], "append")
+        super().load_appends()
+
+    def load_append(self):
+        self._builtin_method(self.stack[-2], "append")
+        super().load_append()
+
+    def load_setitem(self):
+        self._builtin_method(self.stack[-3], "__setitem__")
+        super().load_setitem()
+
+    def load_setitems(self):
+        self._builtin_method(self.metastack[-1][-1], "__setitem__")
+        super().load_setitems()
+
+    def load_additems(self):
+        self._builtin_method(self.metastack[-1][-1], "add")
+        super().load_additems()
+
+    def load_inst(self):
+        self._refuse("calls a class (protocol 0 INST)")
+
+    def load_obj(self):
+        self._refuse("calls a class (protocol 1 OBJ)")
+
+    for _op, _method in (
+        (pickle.REDUCE, load_reduce),
+        (pickle.NEWOBJ, load_newobj),
+        (pickle.NEWOBJ_EX, load_newobj_ex),
+        (pickle.BUILD, load_build),
+        (pickle.APPENDS, load_appends),
+        (pickle.APPEND, load_append),
+        (pickle.SETITEM, load_setitem),
+        (pickle.SETITEMS, load_setitems),
+        (pickle.ADDITEMS, load_additems),
+        (pickle.INST, load_inst),
+        (pickle.OBJ, load_obj),
+    ):
+        dispatch[_op[0]] = _method
+    del _op, _method
 
 
 def restricted_loads(data: bytes, modules: tuple[str, ...] = ()):

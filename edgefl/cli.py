@@ -105,9 +105,10 @@ def cmd_scenarios(args) -> int:
 def cmd_run(args) -> int:
     from edgefl.data import DataError
     from edgefl.results import check_target
-    from edgefl.runner import simulate, write_results
 
     scenario = load(args.scenario, args.overrides)
+    from edgefl.runner import simulate, write_results  # after the scenario is valid: a mistake is told sooner
+
     out = args.out or Path("results") / Path(args.scenario).stem
     check_target(out, args.force)  # before the work: a folder in the way is an error now, not after the run
     from edgefl.target import parse_target
@@ -229,12 +230,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extra_commands():
-    """Sub-commands defined in other modules (sweep, optimal-tau, plot). Imported when the
-    parser is built, not with this module: they load torch, which must come after the
-    OMP_WAIT_POLICY default above (and `import edgefl.cli` stays cheap)."""
-    from edgefl.sweeps.cli import register_commands
+    """Sub-commands defined in other modules (sweep, compare, optimal-tau, plot): their arguments, imported when
+    the parser is built (`import edgefl.cli` stays cheap); their code, which loads torch (after the
+    OMP_WAIT_POLICY default above) and scipy, only when one of them runs (:func:`_command`)."""
+    from edgefl.sweeps.arguments import register_commands
 
     return [register_commands]
+
+
+def _command(args):
+    """The function of the command in ``args``: a sweep command names its function in edgefl.sweeps.cli
+    (edgefl.sweeps.arguments), imported now, so that `edgefl run` never loads that module."""
+    if not isinstance(args.func, str):
+        return args.func
+    from edgefl.sweeps import cli as sweep_commands
+
+    return getattr(sweep_commands, args.func)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(args.verbose, args.quiet)
     try:
         with faults_named():  # an exception raised in a plug-in's code: a PluginError naming it
-            return int(args.func(args) or 0)
+            return int(_command(args)(args) or 0)
     except UserError as exc:  # the one root of the user's faults (edgefl.errors)
         if isinstance(exc, PluginError) and args.verbose >= 1 and exc.traceback_text:
             print(exc.traceback_text, file=sys.stderr, end="")

@@ -28,6 +28,12 @@ Errors (:class:`edgefl.errors.UserError`, exit 2, naming the keys and their valu
   round (run.rounds × Σ_i P(delivered)_i < 1), the run learns nothing: an error. (Rician fading and block
   fading, where the transmitter waits out outage blocks, are not checked here; a shared FDMA band is
   taken at its best SNR, 1/m of the band, and not checked when a controller allocates shares);
+- with ``network.deadline_s``: no download, or no upload, that can finish within the deadline even at the best rate
+  any device can have (alone on the whole band, at its mean SNR times the fading gain that one draw exceeds with
+  probability :data:`MIN_DELIVERY`, at its highest power; over the air, the slot's airtime): every chain is cut
+  before its message arrives, so the run learns nothing (a CNN whose every download outlasted the deadline
+  trained for minutes before a warning at the end). The message names the message's size in bits, the rate and
+  the deadline;
 - ``devices.availability = "trace"`` listing fewer devices than ``algorithm.clients_per_round`` in
   total: no round can ever have m participants. It is the m <= N check of the scenario after
   availability (the engine would run every round with fewer than the m the scenario asks for).
@@ -38,6 +44,7 @@ Warnings (``edgefl.logs``; the run goes on):
   a phase of one local step): every upload is cut, which is a legitimate experiment (what a deadline
   that is too tight costs), and fading and lognormal stragglers can still let some through. It is not
   an empty run either: every round is simulated and charged, and the outputs say what was cut;
+- several cells (``network.cells`` > 1) of which some serve no device (as dropped; they still interfere);
 - some devices (not all) whose messages practically never get through (probability < :data:`MIN_DELIVERY`,
   10^-6; e.g. at a cell's edge without fading);
 
@@ -56,10 +63,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from channel import db_to_linear, linear_to_db, payload_bits, rayleigh_outage_probability, transmission_time_s
+from channel import (
+    aircomp_airtime_s,
+    db_to_linear,
+    fading_gain_exceeded,
+    linear_to_db,
+    payload_bits,
+    rayleigh_outage_probability,
+    transmission_time_s,
+)
 from edgefl.errors import UserError
 from edgefl.logs import get_logger
 from edgefl.sim import SimPyPricer
+from edgefl.sim.backhaul import Backhaul, backhaul_round_s
 from energy import (
     compute_energy_j,
     compute_time_s,
@@ -86,11 +102,16 @@ def check_feasible(parts: RunParts, keys: Scenario) -> None:
     pricer's physics: its mean rates are read, no random draw is made; the data is not read); ``keys``: its
     scenario, whose keys and values the messages name."""
     _check_trace(parts, keys)
+    _check_empty_cells(parts)
     if parts.engine != "simpy":
         return
+    _check_markov_wait(parts, keys)
     nominal = _Nominal(parts, keys)
     nominal.check_outage()
     nominal.check_finite()
+    nominal.check_messages_fit_the_deadline()
+    nominal.check_backhaul()
+    nominal.check_buffer_can_fill()
     nominal.check_time()
     nominal.check_energy()
     nominal.check_deadline()
@@ -151,6 +172,7 @@ class _Nominal:
                 self.time["download"] + self.time["compute"] + self.time["upload"] + self.promotions * self.latency_s
             )
         self.n = n
+        self.components = parts.components
 
     # -- the checks ---------------------------------------------------------------------------
     def check_outage(self) -> None:
@@ -215,6 +237,104 @@ class _Nominal:
                     float(linear_to_db(snr[i])),
                     self._where(i),
                 )
+
+    def check_messages_fit_the_deadline(self) -> None:
+        """Error when no download, or no upload, can finish within ``network.deadline_s`` even at the best rate
+        (see the module's docstring): the fastest message of every device, its bits over the best rate."""
+        net = self.net
+        deadline = net.deadline_s
+        if deadline is None:
+            return
+        gain = fading_gain_exceeded(net.fading, MIN_DELIVERY, net.rician_k)
+        for direction in ("download", "upload"):
+            up = direction == "upload"
+            bits = self.up_bits if up else self.down_bits
+            if up and net.uplink == "aircomp":  # one analog value per symbol, whatever the rate
+                values = max(bits - net.header_bits, 0.0) / net.bits_per_param
+                seconds = aircomp_airtime_s(values, net.bandwidth_hz, net.aircomp_symbols_per_hz)
+                if seconds > deadline:
+                    raise UserError(
+                        f"no upload can finish within network.deadline_s = {deadline:g} s: over the air a model of "
+                        f"{values:.4g} values ({self._size(up)}) takes {seconds:.3g} s at network.bandwidth_mhz = "
+                        f"{self.keys.network.bandwidth_mhz:g} and network.aircomp_symbols_per_hz = "
+                        f"{net.aircomp_symbols_per_hz:g} (one value per symbol). Expected an airtime within the "
+                        "deadline: raise network.deadline_s or the bandwidth, or use a smaller model or compression"
+                    )
+                continue
+            snr = self.up_snr if up else self.down_snr
+            band = net.bandwidth_hz if up else net.downlink_bandwidth_hz
+            with np.errstate(all="ignore"):
+                best_rate = np.asarray(net.rate_bps(band, snr * gain, "up" if up else "down"), dtype=np.float64)
+            i = int(np.argmax(best_rate))
+            seconds = bits / best_rate[i] if best_rate[i] > 0 else math.inf
+            if seconds <= deadline:
+                continue
+            faded = (
+                ""
+                if net.fading == "none"
+                else f" times a fading gain of {float(linear_to_db(gain)):.3g} dB, which one {net.fading} draw exceeds "
+                f"with probability {MIN_DELIVERY:g}"
+            )
+            raise UserError(
+                f"no {direction} can finish within network.deadline_s = {deadline:g} s, even at the best rate: a model "
+                f"of {bits:.4g} bits ({self._size(up)}) at {best_rate[i]:.4g} bit/s, the best rate of any device (device "
+                f"{i}, alone on {_hz(band)}, at its mean SNR of {float(linear_to_db(snr[i])):.3g} dB{faded}{self._where(i)}), "
+                f"takes {seconds:.3g} s: every chain would be cut before its {direction} arrives, and the run would learn "
+                f"nothing. Keys: {self._band_key(up)}, {self._link_keys(direction)}{self._rate_keys(up)}. Expected a "
+                f"{direction} within the deadline: raise network.deadline_s to at least {seconds:.3g}, or "
+                f"{self._suggest(direction)}"
+            )
+
+    def check_backhaul(self) -> None:
+        """Error when the backhaul's exchange with the cloud, once per round, takes more than MAX_ROUND_S: the
+        server waits for it, so the simulated clock would run for years a round (and the processes that live in
+        simulated time would step through them event by event: the run would not end)."""
+        backhaul = next((c for c in self.components if isinstance(c, Backhaul)), None)
+        if backhaul is None:
+            return
+        seconds = backhaul_round_s(backhaul.latency_s, self.up_bits, backhaul.rate_bps)
+        if seconds <= MAX_ROUND_S:
+            return
+        b = self.keys.backhaul
+        raise UserError(
+            f"the backhaul's exchange with the cloud takes {seconds:.3g} s of simulated time a round (2 x (latency + "
+            f"bits / rate): backhaul.latency_ms = {b.latency_ms:g}, an aggregate of {self.up_bits:.4g} bits "
+            f"({self._size(True)}) at backhaul.rate_mbps = {b.rate_mbps:g}), more than {MAX_ROUND_S:.0e} s (about "
+            f"{MAX_ROUND_S / 86400:.0f} days). Expected at most {MAX_ROUND_S:.0e} s: raise backhaul.rate_mbps or lower "
+            "backhaul.latency_ms"
+        )
+
+    def check_buffer_can_fill(self) -> None:
+        """Error when a buffering server (FedBuff: ``buffer_size`` K uploads per server update) can never receive K
+        uploads in the whole run: devices on batteries that nothing recharges (devices.harvest_w = 0) complete at
+        most floor(battery / nominal chain energy) chains each (a chain: its download, its τ steps, its upload, the
+        promotions; radio tails, retransmissions and idle waits make it dearer), so the model would never change."""
+        k = getattr(self.algorithm.hp, "buffer_size", None)
+        pop = self.pop
+        if k is None or not np.isfinite(pop.battery_j).all() or (pop.harvest_w > 0).any():
+            return
+        chain_j = sum(self.energy[part] for part in self.PARTS) + self.promotions * self.latency_j
+        with np.errstate(divide="ignore", invalid="ignore"):
+            chains = np.where(chain_j > 0, np.floor(pop.battery_j / chain_j), np.inf)
+        most = float(chains.sum())
+        if most >= k:
+            return
+        raise UserError(
+            f"algorithm.{self.algorithm.name}.buffer_size = {k} uploads per server update, but the devices' batteries "
+            f"(devices.battery_j, nothing recharging them: devices.harvest_w = 0) pay for at most {most:.0f} chains "
+            f"in the whole run (at least {float(np.min(chain_j)):.3g} J a chain: a model down, "
+            f"algorithm.local_steps = {self.steps} steps, a model up): the buffer could never fill, and the model "
+            f"would never change. Expected buffer_size <= {most:.0f}: lower it, or give the devices more battery or "
+            "harvesting"
+        )
+
+    def _size(self, up: bool) -> str:
+        """How a message's bits come about (model.name, d, bits per parameter, compression, header)."""
+        return (
+            f"model.name = {self.keys.model.name!r}: d = {self.d:,} parameters x network.bits_per_param = "
+            f"{self.net.bits_per_param}{self._compression() if up else ''} + network.header_bits = "
+            f"{self.keys.network.header_bits}"
+        )
 
     def _delivery_probability(self, snr: np.ndarray, threshold_db: float) -> np.ndarray:
         """Probability that a message gets through within its 1 + max_retransmissions attempts."""
@@ -460,6 +580,59 @@ def _hz(hz: float) -> str:
         if hz >= scale:
             return f"{hz / scale:.4g} {unit}"
     return f"{hz:.4g} Hz"
+
+
+# -- availability: how long a round waits -------------------------------------------------------
+def _check_markov_wait(parts: RunParts, keys: Scenario) -> None:
+    """Markov on/off availability under which m devices are practically never online at once: each round would wait
+    (simulated time passes, every availability change an event) for about 1 / (the rate at which the count of
+    online devices goes from m - 1 to m), more than MAX_ROUND_S: error. The count is Binomial(N, p), p = on / (on +
+    off) (independent devices in their stationary state); it goes up from m - 1 when one of the N - m + 1 offline
+    devices comes online (rate 1 / mean_off_s each)."""
+    from scipy.stats import binom
+
+    pop = parts.population
+    if pop.availability != "markov":
+        return
+    n, m = pop.num_clients, parts.algorithm.clients_per_round
+    on, off = pop.mean_on_s, pop.mean_off_s
+    p = on / (on + off)
+    below = float(binom.cdf(m - 1, n, p))  # the share of the time with fewer than m online
+    rate = float(binom.pmf(m - 1, n, p)) * (n - m + 1) / off  # up-crossings to m online, per s
+    wait_s = below / rate if rate > 0 else math.inf
+    if wait_s <= MAX_ROUND_S:
+        return
+    raise UserError(
+        f'devices.availability = "markov" with devices.mean_on_s = {keys.devices.mean_on_s:g} and '
+        f"devices.mean_off_s = {keys.devices.mean_off_s:g}: a device is online {100 * p:.3g} % of the time, "
+        f"{n * p:.3g} of data.num_clients = {n} on average, so algorithm.clients_per_round = {m} are online at once "
+        f"only every {wait_s:.3g} s of simulated time or so, more than {MAX_ROUND_S:.0e} s: each round would wait for "
+        f"them. Expected m well below the devices online on average: lower algorithm.clients_per_round (to "
+        f"{max(1, math.floor(n * p))} or less), or raise devices.mean_on_s or data.num_clients"
+    )
+
+
+# -- cells ---------------------------------------------------------------------------------------
+def _check_empty_cells(parts: RunParts) -> None:
+    """Several cells of which some serve no device (as dropped; devices that move may reach them later): a
+    warning naming them (they have a base station, an edge server, a band, and co-channel interference)."""
+    layout = parts.population.cells
+    if layout is None:
+        return
+    cells = len(layout.band)
+    served = np.bincount(np.asarray(layout.serving, dtype=np.int64), minlength=cells)
+    empty = np.flatnonzero(served == 0)
+    if len(empty):
+        log.warning(
+            "%d of network.cells = %d serve no device as dropped (cell%s %s; %d devices): they receive no uploads "
+            "(moving devices may reach them later) but still interfere. Use fewer cells, or more devices "
+            "(data.num_clients), if that is not the experiment",
+            len(empty),
+            cells,
+            "" if len(empty) == 1 else "s",
+            ", ".join(str(int(c)) for c in empty[:20]) + (" ..." if len(empty) > 20 else ""),
+            parts.population.num_clients,
+        )
 
 
 # -- availability ---------------------------------------------------------------------------------

@@ -2,14 +2,24 @@
 alone, checked before any work, so that a run too large for the machine is an error naming the keys that size it
 (exit 2), not an allocation failure after minutes of work or the kernel's out-of-memory kill.
 
-The estimate is deliberately a lower bound of the big items (a run needs at least this much):
+The estimate of what a run adds to the process as it is when the check runs (Python, numpy and torch imported):
 - the data: samples × (input values + 1 label) × 4 B (float32), from the data set's keys;
+- what a data set's generator holds per client besides its samples (the Synthetic data's law of each client,
+  W_k, v_k, b_k in float64: ``estimated_bytes_per_client`` of its params; 0 for a data set that does not say);
 - the selected clients' models: m' × d × 4 B × 3 (start, result, algorithm state), and one client's step at
   least (:func:`step_bytes`; the executor trains as many clients at once as the memory allows, edgefl.executor);
-- per device: 2 kB (profiles, links, ledger, counters).
+- per device: :data:`PER_DEVICE_BYTES` (profiles, links, radio states, ledger, counters, the partition's offsets,
+  per-client outputs) and :data:`RUNTIME_BYTES` once (torch's runtime once it computes: threads, allocator).
+The two constants are measured (docs/scale.md, "Memory"): the peak RSS of ``edgefl run`` on the quickstart with
+10^4, 10^5 and 3·10^5 devices of 2 samples each, and at 10^4 and 10^5 with 20 features or 20 samples, is linear
+in the devices (7745, 3904 and 12212 B a device; the same 342 MB at 0 devices), which these parts give within 1 %
+(fitted to them; at 10^6 devices of 2 samples: 8.09 GB estimated, 8.0 GB measured by issue 33's campaign).
 Model size d from the model's layers, counted without allocating them (edgefl.models.parameter_count), its
 activations measured on a forward pass of 2 and 4 samples (edgefl.models.saved_bytes). A data
 set that cannot say its size from its keys (a plug-in, see DataParams.layout) is not checked.
+
+The memory available is the least of the system's (MemAvailable), the process's cgroup's (memory.max −
+memory.current, cgroup v2) and its address-space limit's (RLIMIT_AS − VmSize, ``ulimit -v``).
 """
 
 from __future__ import annotations
@@ -22,21 +32,53 @@ from edgefl.data import DataError
 from edgefl.models import parameter_count, saved_bytes
 
 BYTES_PER_VALUE = 4
-PER_DEVICE_BYTES = 2048
+PER_DEVICE_BYTES = 1900  # measured (see the module's docstring): what a device costs besides its data
+RUNTIME_BYTES = 100e6  # measured: torch's runtime once a run computes, beyond its imports
+
+
+def _proc_status_bytes(field: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def available_bytes() -> int | None:
-    """MemAvailable of /proc/meminfo (Linux), else physical memory; None if unknown."""
+    """What this process may still allocate: the least of MemAvailable (/proc/meminfo; else physical memory), its
+    cgroup's memory.max − memory.current (cgroup v2) and RLIMIT_AS − VmSize; None if unknown."""
+    limits: list[int] = []
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
+                limits.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    if not limits:
+        try:
+            limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        except (ValueError, OSError, AttributeError):
+            pass
+    try:
+        group = Path("/proc/self/cgroup").read_text().strip().split("\n")[0].split(":")[-1]  # v2: "0::/path"
+        folder = Path("/sys/fs/cgroup") / group.lstrip("/")
+        high = (folder / "memory.max").read_text().strip()
+        if high != "max":
+            limits.append(int(high) - int((folder / "memory.current").read_text()))
+    except (OSError, ValueError, IndexError):
         pass
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        size = _proc_status_bytes("VmSize")
+        if soft != resource.RLIM_INFINITY and size is not None:
+            limits.append(soft - size)
+    except (ImportError, OSError, ValueError):
+        pass
+    return max(min(limits), 0) if limits else None
 
 
 def estimate_bytes(data, model, algorithm) -> dict[str, float] | None:
@@ -51,10 +93,13 @@ def estimate_bytes(data, model, algorithm) -> dict[str, float] | None:
     keys = model.keys()
     d = parameter_count(model.name, input_shape, classes, model.hidden, keys)
     selected = min(data.num_clients, math.ceil(a.clients_per_round * (1 + a.over_selection)))
+    per_client = getattr(data, "estimated_bytes_per_client", None)
     parts = {
         "data": samples * (inputs + 1) * BYTES_PER_VALUE,
+        "data generator": data.num_clients * (float(per_client()) if per_client is not None else 0.0),
         "training": selected * d * BYTES_PER_VALUE * 3 + step_bytes(d, 0.0, 0.0, a.batch_size, inputs),
         "devices": data.num_clients * PER_DEVICE_BYTES,
+        "runtime": RUNTIME_BYTES,
     }
     available = available_bytes()
     if available is not None and sum(parts.values()) + d * BYTES_PER_VALUE > available:
@@ -98,7 +143,8 @@ def check_memory(data, model, algorithm, available: int | None = None) -> None:
     gib = lambda b: f"{b / 2**30:.3g} GiB"  # noqa: E731
     shown = ", ".join(f"{k} {gib(v)}" for k, v in parts.items())
     raise DataError(
-        f"this run needs at least {gib(sum(parts.values()))} of memory ({shown}) and {gib(available)} are available: "
+        f"this run needs about {gib(sum(parts.values()))} of memory more ({shown}) and {gib(available)} are "
+        f"available: "
         f"reduce what sizes it: data.num_clients (= {data.num_clients}), the samples per client, the "
         f"input and model size (model.name = {model.name!r}"
         + (f", model.hidden = {model.hidden}" if model.name == "mlp" else "")

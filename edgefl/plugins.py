@@ -19,7 +19,6 @@ import os
 import sys
 import traceback
 from contextlib import contextmanager
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from pydantic import BaseModel
 
 from algorithms import Algorithm
 from edgefl.errors import UserError
-from plugin_registry import KINDS, kind_of
+from plugin_registry import KINDS, installed, kind_of
 
 # scenario key -> the entry-point group of installed plug-ins (the table of kinds: plugin_registry.KINDS)
 PLUGIN_KEYS: dict[str, str] = {kind.key: kind.group for kind in KINDS}
@@ -96,7 +95,7 @@ def target_of(key: str, value: str) -> str | None:
     """``"package.module:attribute"`` that ``value`` of ``key`` names, or None (a built-in, or no plug-in)."""
     if ":" in value:
         return value
-    match = [ep.value for ep in entry_points(group=kind_of(key).group) if ep.name == value]
+    match = [target for name, target in installed(kind_of(key).group) if name == value]
     return match[0] if match else None
 
 

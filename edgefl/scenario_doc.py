@@ -56,7 +56,7 @@ def _unwrap(annotation):
 def _type_name(annotation) -> str:
     base, _, optional = _unwrap(annotation)
     if typing.get_origin(base) is typing.Literal:
-        text = "one of " + ", ".join(f'"{v}"' for v in typing.get_args(base))
+        text = "one of " + ", ".join(f'"{v}"' if isinstance(v, str) else repr(v) for v in typing.get_args(base))
     else:
         text = getattr(base, "__name__", str(base)).replace("typing.", "")
     return text + (" (optional)" if optional else "")

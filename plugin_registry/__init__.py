@@ -19,10 +19,25 @@ may not import edgefl, use it as edgefl does (tests/test_layers.py).
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
+import sys
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, Callable, Mapping
+
+
+def installed(group: str) -> list[tuple[str, str]]:
+    """The entry points of ``group`` on the Python path: (name, "module:attribute"), in importlib.metadata's
+    order. Read once per Python path: each read scans every installed package's metadata, and planning a sweep
+    checks every point's plug-in keys (the Figure-4 sweep's plan at 2 seeds, 420 points: 1.35 s of CPU, 0.11 s
+    with one read)."""
+    return list(_entry_points(group, tuple(sys.path)))
+
+
+@functools.lru_cache(maxsize=64)
+def _entry_points(group: str, path: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    return tuple((ep.name, ep.value) for ep in entry_points(group=group))
 
 
 @dataclass(frozen=True)
@@ -134,7 +149,7 @@ class Registry:
 
     def plugins(self) -> dict[str, str]:
         """The installed plug-ins: entry-point name -> ``"module:attribute"``."""
-        return {ep.name: ep.value for ep in entry_points(group=self.group)}
+        return dict(installed(self.group))
 
     def names(self) -> list[str]:
         """The built-ins (in their order), then the installed plug-ins (sorted)."""

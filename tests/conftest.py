@@ -8,9 +8,13 @@ their own set-up, e.g. ``functools.partial(make_scenario, seed=3)``.
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import torch
 
@@ -81,3 +85,64 @@ def load_experiment(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# `python -m edgefl ARGS` that sends itself (or its process group, or a pool worker) a signal at a known point of
+# its work instead of at a moment guessed by the test: when the wrapped function (os.replace, or MODULE.FUNCTION)
+# is called for the COUNT-th time with a last path argument whose name (or parent's name) is NAME ("*" for any),
+# before or after the call. A test that waited and then signalled raced the child: under load it signalled too
+# early or the child had already finished. See :func:`hooked_edgefl`.
+HOOKED = """
+import fnmatch, importlib, json, multiprocessing, os, signal, sys
+from pathlib import Path
+hook = json.loads(os.environ["EDGEFL_TEST_HOOK"])
+module_name, _, attr = hook["call"].rpartition(".")
+module = importlib.import_module(module_name)
+original, seen, sig = getattr(module, attr), [0], getattr(signal, hook["signal"])
+# Ctrl-C as in a terminal: a test runner's worker (pytest-xdist) ignores SIGINT, and a child inherits that
+signal.signal(signal.SIGINT, signal.default_int_handler)
+def fire():
+    if hook["target"] == "group":
+        os.killpg(os.getpgrp(), sig)
+    elif hook["target"] == "worker":
+        workers = [p.pid for p in multiprocessing.active_children()]
+        assert workers, "no worker to signal"
+        os.kill(max(workers), sig)
+    else:
+        os.kill(os.getpid(), sig)
+def hooked(*args, **kwargs):
+    path = Path(args[-1]) if args and isinstance(args[-1], (str, os.PathLike)) else None
+    matches = hook["name"] == "*" or (
+        path is not None and any(fnmatch.fnmatch(n, hook["name"]) for n in (path.name, path.parent.name))
+    )
+    seen[0] += matches
+    now = matches and seen[0] == hook["count"]
+    if now and hook["when"] == "before":
+        fire()
+    result = original(*args, **kwargs)
+    if now and hook["when"] == "after":
+        fire()
+    return result
+setattr(module, attr, hooked)
+from edgefl.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def hooked_edgefl(
+    args: list,
+    *,
+    call: str = "os.replace",
+    name: str = "*",
+    count: int = 1,
+    when: Literal["before", "after"] = "before",
+    signal: str = "SIGKILL",
+    target: Literal["self", "group", "worker"] = "self",
+    env: Optional[dict] = None,
+    **popen: Any,
+) -> subprocess.Popen:
+    """Start ``edgefl ARGS`` that sends ``signal`` to ``target`` at the ``count``-th call of ``call`` on a path
+    named ``name`` (see :data:`HOOKED`), ``when`` before or after that call. ``popen``: more Popen arguments."""
+    hook = {"call": call, "name": name, "count": count, "when": when, "signal": signal, "target": target}
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {}), "EDGEFL_TEST_HOOK": json.dumps(hook)}
+    return subprocess.Popen([sys.executable, "-c", HOOKED, *map(str, args)], env=environment, **popen)

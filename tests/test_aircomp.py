@@ -99,6 +99,32 @@ def test_truncation_powers_and_noise_of_two_devices_by_hand():
     assert SimPyPricer(net2, pop2, 0).start_round(1).tolist() == [c == strong for c in range(2)]
 
 
+def test_the_receive_snr_is_over_the_senders_whose_upload_starts():
+    """Issue 28: rho was taken over the planned senders, including one whose chain ended before its upload (a lost
+    download), so no sender transmitted at P_max. Here the weak device does nothing in the phase: rho is the strong
+    one's SNR at full power and it sends at P_max."""
+    from edgefl.sim.component import Component
+
+    net, pop = world(2, cell_radius_m=500.0, uplink="aircomp", aircomp_threshold_db=-50.0)
+    pricer = SimPyPricer(net, pop, 0)
+    full_power_snr = pop.tx_power_w * pricer.channel_state()[0]
+    weak, strong = int(np.argmin(full_power_snr)), int(np.argmax(full_power_snr))
+    assert full_power_snr[strong] > 1.1 * full_power_snr[weak]  # (the two differ: the check below can fail)
+
+    class WeakStaysOut(Component):
+        def chain_may_start(self, client: int) -> bool:
+            return client != weak
+
+    pricer.add_component(WeakStaysOut())
+    assert pricer.start_round(2).all()
+    pricer.price_phase(uploads(2))
+    assert pricer.uplink.receive_snr == pytest.approx(full_power_snr[strong], rel=1e-12)
+    sent = [e for e in pricer.events if e.kind == "upload"]
+    assert [e.client for e in sent] == [strong]
+    expected = VALUES / 1e6 * (pop.tx_power_w[strong] / pop.pa_efficiency[strong] + pop.circuit_power_w[strong])
+    assert sent[0].energy_j == pytest.approx(expected, rel=1e-9)  # at P_max
+
+
 def test_aircomp_at_a_very_high_snr_learns_as_uniform_fedavg_round_for_round():
     digital = Simulation(small_scenario(algorithm={"fedavg": {"weighting": "uniform"}}, run={"rounds": 6}))
     air = Simulation(

@@ -177,6 +177,35 @@ def test_next_arrival_returns_result_version_and_start_of_each_chain_in_start_or
     assert engine.selected_count[[0, 1, 3]].tolist() == [1, 1, 1] and engine.arrived_count.sum() == 3
 
 
+def test_chain_ends_that_differ_in_their_last_bits_are_one_instant():
+    """Issue 28: arrivals that coincide in exact arithmetic but differ by ~1e-17 s were two instants (the first
+    taken alone, more_now False: the server refilled its slots and updated in between, so some uploads got a
+    version or staleness off by one). 0.1 + 0.2 and 0.3 are one instant: taken in client order, more_now True."""
+    from edgefl.physical import build_population, network_params
+    from edgefl.scenario import scenario_from_dict
+    from edgefl.sim import SimPyPricer
+
+    s = scenario_from_dict(
+        {"data": {"num_clients": 3}, "algorithm": {"clients_per_round": 3}, "network": {"snr_db": 20.0}}
+    )
+    pricer = SimPyPricer(network_params(s.network), build_population(s.network, s.devices, 3, 1.0, 1.0, seed=0), 0)
+    env = pricer.env
+    assert 0.1 + 0.2 != 0.3 and abs((0.1 + 0.2) - 0.3) < 1e-12
+
+    def ends_at(t):
+        yield env.timeout(t)
+
+    for client, t in ((2, 0.3), (0, 0.1 + 0.2), (1, 0.5)):
+        pricer._flight_done[client] = True
+        pricer._in_flight(client, env.process(ends_at(t)))
+    assert pricer.next_arrival() == (0, True)
+    assert pricer.arrived_by_now()  # client 2 ended at the same instant
+    assert pricer.next_arrival() == (2, True)
+    assert not pricer.arrived_by_now()
+    assert pricer.next_arrival() == (1, True) and pricer.now == 0.5
+    assert pricer.next_arrival() is None
+
+
 # -- on the SimPy engine ---------------------------------------------------------------------------
 def _simpy_scenario(algorithm: str, network: dict | None = None, devices: dict | None = None, **hp):
     """make_scenario on the SimPy engine, with [devices] (and [network]) tables."""

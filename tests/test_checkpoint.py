@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,8 @@ from edgefl.cli import main
 from edgefl.results import checkpoint_file
 from edgefl.runner import Simulation, write_results
 from edgefl.scenario import load_scenario
+
+from conftest import hooked_edgefl
 
 ROOT = Path(__file__).resolve().parents[1]
 PHONES = ROOT / "scenarios" / "phones-in-a-cell.toml"
@@ -106,6 +107,20 @@ CASES = {
         "backhaul.latency_ms=20",
         "backhaul.energy_j_per_bit=1e-8",
     ],
+    # issue 33: the aggregation noise's stream was not restored (126 rows of metrics.csv differed from round 25)
+    "over-the-air computation (truncation's fading and the aggregation noise, streams of their own)": [
+        "network.uplink=aircomp",
+        "algorithm.fedavg.weighting=uniform",
+    ],
+    "fedcs selection, dedicated bands, rician block fading": [
+        "selection.name=fedcs",
+        "network.access=dedicated",
+        "network.fading=rician",
+        "network.coherence_s=0.05",
+    ],
+    "energy_aware selection (its observer's state)": [
+        "selection.name=energy_aware",
+    ],
 }
 
 
@@ -118,6 +133,105 @@ def test_a_resumed_run_is_identical_to_an_uninterrupted_one(tmp_path, overrides)
     for name in straight:
         assert resumed[name] == straight[name], name
     assert not checkpoint_file(tmp_path / "resumed").exists()  # removed once the results are written
+
+
+JITTER = """
+import numpy as np
+
+from edgefl.sim.component import Component
+
+
+class Jitter(Component):
+    \"\"\"Each upload at a random share of its planned rate: a plug-in component with a random stream of its own.\"\"\"
+
+    changes_uplink_rate = True
+    may_change_participation = False
+
+    @classmethod
+    def from_scenario(cls, params, network, population, seed):
+        return cls(seed)
+
+    def __init__(self, seed):
+        self.rng = np.random.default_rng([seed, 7])
+
+    def chains_started(self, clients, plans, procs):
+        for client in clients:
+            self.core.set_uplink_rate_factor(client, float(self.rng.uniform(0.5, 1.0)))
+"""
+
+
+@pytest.mark.parametrize(
+    "processes",
+    [[{"name": "thermal", "throttle_c": 36.0, "resume_c": 33.0}], [{"name": "my_jitter:Jitter"}]],
+    ids=["thermal", "a plug-in component with a random stream"],
+)
+def test_a_resumed_run_with_a_process_component_is_identical(tmp_path, monkeypatch, processes):
+    """[[process]] components (issue 33: every component's state and random stream restored on --resume)."""
+    import tomllib
+
+    from edgefl.scenario import scenario_from_dict
+
+    (tmp_path / "my_jitter.py").write_text(JITTER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    raw = tomllib.loads(PHONES.read_text())
+    raw["data"]["dir"] = str((PHONES.parent / raw["data"]["dir"]).resolve())
+    raw["run"].update(rounds=4, checkpoint_every=2)
+    raw["data"]["num_clients"], raw["algorithm"]["clients_per_round"], raw["algorithm"]["local_steps"] = 20, 6, 3
+    raw["process"] = processes
+    try:
+        scenario = scenario_from_dict(raw)
+        straight = outputs(Simulation(scenario).run(progress=False), tmp_path / "straight")
+        resumed = outputs(interrupted_and_resumed(scenario, tmp_path / "resumed", stop_after=2), tmp_path / "resumed")
+        assert resumed == straight
+    finally:
+        sys.modules.pop("my_jitter", None)
+
+
+def test_the_unpickler_makes_data_and_calls_nothing_of_the_project():
+    """A checkpoint's pickle gets data back (named tuples, dataclasses, pydantic models, arrays, tensors, random
+    generators) but cannot call a class of the project (REDUCE), make one with arguments (NEWOBJ), or have its own
+    code run through a property, append or __setitem__ (issue 33)."""
+    import pickle
+
+    import numpy as np
+    import torch
+
+    from edgefl.checkpoint import restricted_loads
+    from edgefl.sim.backhaul import Backhaul
+    from edgefl.sim.booking import LogRow
+
+    data = {
+        "row": LogRow(1, "upload", "upload", 0.0, 1.0, 8.0, 2, 1.0, 0.0, "ok", 0.0, 0.2),
+        "component": Backhaul(1e6, 0.01, 1e-9),
+        "scenario": load_scenario(QUICKSTART),
+        "array": np.arange(5.0),
+        "tensor": torch.ones(3),
+        "rng": np.random.default_rng(3),
+        "torch_rng": torch.Generator().manual_seed(4),
+    }
+    back = restricted_loads(pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL))
+    assert back["row"] == data["row"] and type(back["row"]) is LogRow
+    assert vars(back["component"]) == vars(data["component"])
+    assert back["scenario"] == data["scenario"] and torch.equal(back["tensor"], data["tensor"])
+    assert back["rng"].random() == data["rng"].random()
+
+    class Calls:
+        def __init__(self, reduce):
+            self.reduce = reduce
+
+        def __reduce__(self):
+            return self.reduce
+
+    crafted = {  # (protocol 0 GLOBAL opcodes, then protocol 2+ NEWOBJ / NEWOBJ_EX / BUILD)
+        "a class of the project called": pickle.dumps(Calls((Backhaul, (1.0, 0.0, 0.0)))),
+        "made with arguments": b"\x80\x04cedgefl.sim.backhaul\nBackhaul\n(F1.0\nF0.0\nF0.0\nt\x81.",
+        "made with keyword arguments": b"\x80\x04cedgefl.sim.backhaul\nBackhaul\n)}(Vrate_bps\nF1.0\nu\x92.",
+        "a property set": b"\x80\x04cedgefl.sim.pricer\nSimPyPricer\n)\x81N}(Vbefore_step\nI1\nu\x86b.",
+    }
+    for what, crafted_bytes in crafted.items():
+        with pytest.raises(pickle.UnpicklingError, match="which a checkpoint may not"):
+            restricted_loads(crafted_bytes)
+            raise AssertionError(what)
 
 
 def test_availability_trace_resumes_identically(tmp_path):
@@ -220,8 +334,9 @@ def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path, algorithm)
         )
 
     reference, out = tmp_path / "reference", tmp_path / "res"
-    assert edgefl(reference).wait(timeout=300) == 0
-    err = killed_then_resumed(edgefl, out)
+    assert edgefl(reference).wait(timeout=600) == 0
+    command = ["-v", "run", PHONES, *args]
+    err = killed_then_resumed(command, out, env=env, cwd=ROOT)
     assert f"resuming {algorithm} after round" in err
     checkpoint = checkpoint_file(out)
     for name in COMPARED:
@@ -230,20 +345,28 @@ def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path, algorithm)
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
 
 
-def killed_then_resumed(edgefl, out: Path) -> str:
-    """Start ``edgefl(out)`` (a Popen of ``edgefl run``), SIGKILL it once its first checkpoint exists, then run
-    ``edgefl(out, "--resume")`` to the end; its stderr."""
-    run = edgefl(out)
+def killed_then_resumed(command: list, out: Path, **popen) -> str:
+    """`edgefl COMMAND --out OUT` (``popen``: more Popen arguments) SIGKILLed right after its first checkpoint is in
+    place (conftest.hooked_edgefl: at that call, not after a guessed wait), then the same with --resume to the end;
+    its stderr."""
     checkpoint = checkpoint_file(out)
-    deadline = time.monotonic() + 300
-    while not checkpoint.exists() and run.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert checkpoint.exists(), "the run ended or timed out before its first checkpoint"
-    os.kill(run.pid, signal.SIGKILL)
-    run.wait()
-    assert not out.exists()
-    resumed = edgefl(out, "--resume")
-    _, err = resumed.communicate(timeout=300)
+    run = hooked_edgefl(
+        [*command, "--out", out],
+        name=checkpoint.name,
+        when="after",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        **popen,
+    )
+    assert run.wait(timeout=600) == -signal.SIGKILL, run.stderr.read().decode()[-2000:]
+    assert checkpoint.exists() and not out.exists()
+    resumed = subprocess.Popen(
+        [sys.executable, "-m", "edgefl", *map(str, command), "--out", str(out), "--resume"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        **popen,
+    )
+    _, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err.decode()[-2000:]
     return err.decode()
 

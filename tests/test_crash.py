@@ -20,22 +20,11 @@ from edgefl.cli import main
 from edgefl.results import CHECKPOINT_MAGIC, MARKER, WRITER, check_target, open_folder, recover
 from edgefl.sweeps.store import lock_folder
 
+from conftest import hooked_edgefl
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
 RUN_FILES = ("metrics.csv", "clients.csv", "events.csv", "summary.json", "scenario.toml", MARKER)
-
-
-def edgefl(*args, env_tag: str | None = None) -> subprocess.Popen:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    if env_tag:
-        env["EDGEFL_TEST_TAG"] = env_tag
-    return subprocess.Popen(
-        [sys.executable, "-m", "edgefl", *map(str, args)],
-        env=env,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
 
 
 def complete(folder: Path, rounds: int) -> bool:
@@ -59,31 +48,33 @@ def tagged_processes(tag: str) -> list[int]:
     return found
 
 
+# Where `edgefl run` is killed (the call it is in: see conftest.hooked_edgefl) and what the next start must find:
+# "old" (the 2-round results) or "new" (the 3-round ones), from start-up to after the new folder is in place.
+KILL_POINTS = [
+    ("edgefl.runner.write_results", "*", "before", "old"),  # simulated, nothing written
+    ("edgefl.plots.plot_run", "*", "before", "old"),  # the temporary folder half written
+    ("os.replace", ".res.*.old", "before", "old"),  # written, the old results still in place
+    ("os.replace", "res", "before", "old"),  # the old results moved aside, the new ones not yet in place
+    ("os.replace", "res", "after", "new"),  # the new ones in place, the old ones not yet removed
+]
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
-def test_kill_9_of_a_run_leaves_the_old_or_the_new_results(tmp_path, capsys):
+@pytest.mark.parametrize("call, name, when, expected", KILL_POINTS)
+def test_kill_9_of_a_run_leaves_the_old_or_the_new_results(tmp_path, capsys, call, name, when, expected):
     out = tmp_path / "res"
     assert main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", "run.rounds=2"]) == 0
     capsys.readouterr()
-    outcomes = []
-    for delay in (0.5, 2.0, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0):  # start-up, simulation, writing (plots included)
-        proc = edgefl("run", QUICKSTART, "--out", out, "--quiet", "--set", "run.rounds=60")
-        time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        check_target(out)  # what the next start does: recover, clean up
-        leftovers = [p.name for p in tmp_path.iterdir() if p.name != "res"]
-        assert leftovers == [], leftovers
-        if complete(out, 60):
-            outcomes.append("new")
-        else:
-            assert complete(out, 2) or complete(out, 60), sorted(p.name for p in out.iterdir())
-            outcomes.append("old")
-        if outcomes[-1] == "new":  # back to the 2-round result for the next kill
-            assert (
-                main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", "run.rounds=2"]) == 0
-            )
-            capsys.readouterr()
-    assert "old" in outcomes  # at least one kill fell before the results were in place
+    args = ["run", QUICKSTART, "--out", out, "--quiet", "--set", "run.rounds=3"]
+    if call != "edgefl.plots.plot_run":
+        args.append("--no-plots")
+    proc = hooked_edgefl(args, call=call, name=name, when=when, cwd=ROOT, stderr=subprocess.PIPE)
+    err = proc.communicate(timeout=600)[1].decode()
+    assert proc.returncode == -signal.SIGKILL, err  # it got there
+    check_target(out)  # what the next start does: recover, clean up
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name != "res"]
+    assert leftovers == [], leftovers
+    assert complete(out, {"old": 2, "new": 3}[expected]), sorted(p.name for p in out.iterdir())
 
 
 def test_recover_puts_the_previous_results_back_and_cleans_dead_writers(tmp_path):
@@ -138,31 +129,30 @@ def test_a_read_only_out_is_an_error_before_the_run(tmp_path, capsys):
 SWEEP_GRID = ["--grid", "network.snr_db=0,20", "--grid", "algorithm.local_steps=1,2,3,4,5,6", "--seeds", "2"]
 
 
-def sweep_under_way(scenario: Path, reference: Path, out: Path, tag: str) -> subprocess.Popen:
+def sweep_killed(scenario: Path, reference: Path, out: Path, tag: str, target: str) -> subprocess.Popen:
     """Write the scenario, run the sweep uninterrupted into ``reference``, then start it with 2 workers into
-    ``out`` and return once 4 of its 24 points are done."""
-    scenario.write_text(SWEEP_SCENARIO.format(rounds=40))
+    ``out``: its main process SIGKILLs ``target`` ("self": itself, "worker": one of its workers) just before it
+    writes its 5th of 24 points (4 are done)."""
+    scenario.write_text(SWEEP_SCENARIO.format(rounds=8))
     assert main(["sweep", str(scenario), *SWEEP_GRID, "--out", str(reference), "--quiet"]) == 0
-    proc = edgefl("sweep", scenario, *SWEEP_GRID, "--out", out, "--workers", "2", "--quiet", env_tag=tag)
-    log, deadline = out / "computed.log", time.time() + 120
-    while time.time() < deadline and (not log.exists() or len(log.read_text().splitlines()) < 4):
-        time.sleep(0.02)
-    return proc
+    args = ["sweep", scenario, *SWEEP_GRID, "--out", out, "--workers", "2", "--quiet"]
+    return hooked_edgefl(
+        args, name="points", count=5, target=target, env={"EDGEFL_TEST_TAG": tag}, cwd=ROOT, stderr=subprocess.PIPE
+    )
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
 def test_kill_9_of_a_sweep_takes_its_workers_and_the_rerun_resumes_identically(tmp_path):
     scenario, grid, reference, killed = tmp_path / "s.toml", SWEEP_GRID, tmp_path / "reference", tmp_path / "killed"
     tag = f"crash-{os.getpid()}"
-    proc = sweep_under_way(scenario, reference, killed, tag)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc = sweep_killed(scenario, reference, killed, tag, "self")
+    err = proc.communicate(timeout=600)[1].decode()
+    assert proc.returncode == -signal.SIGKILL, err
     done_before = len((killed / "computed.log").read_text().splitlines())
     assert 4 <= done_before < 24  # killed in the middle
-    for _ in range(100):  # the workers die with it (at most a few seconds)
-        if not tagged_processes(tag):
-            break
-        time.sleep(0.1)
+    deadline = time.monotonic() + 60  # the workers die with it (the kernel signals them at once)
+    while tagged_processes(tag) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert tagged_processes(tag) == []
     assert main(["sweep", str(scenario), *grid, "--out", str(killed), "--quiet"]) == 0
     assert (killed / "results.csv").read_bytes() == (reference / "results.csv").read_bytes()
@@ -202,12 +192,8 @@ def test_two_sweeps_on_one_folder_the_second_refuses(tmp_path):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
 def test_kill_9_of_a_sweep_worker_is_exit_75_and_the_rerun_resumes(tmp_path):
     scenario, grid, out, reference = tmp_path / "s.toml", SWEEP_GRID, tmp_path / "out", tmp_path / "reference"
-    tag = f"worker-{os.getpid()}"
-    proc = sweep_under_way(scenario, reference, out, tag)
-    workers = [pid for pid in tagged_processes(tag) if pid != proc.pid]
-    assert workers
-    os.kill(max(workers), signal.SIGKILL)
-    err = proc.communicate(timeout=60)[1].decode()
+    proc = sweep_killed(scenario, reference, out, f"worker-{os.getpid()}", "worker")
+    err = proc.communicate(timeout=600)[1].decode()
     assert proc.returncode == 75 and "a sweep worker process died" in err and "Traceback" not in err, err
     assert main(["sweep", str(scenario), *grid, "--out", str(out), "--quiet"]) == 0
     assert (out / "results.csv").read_bytes() == (reference / "results.csv").read_bytes()

@@ -14,33 +14,17 @@ import sys
 import time
 
 import pytest
-from test_crash import ROOT, edgefl, tagged_processes
+from test_crash import ROOT, tagged_processes
 from test_sweep import SCENARIO
 
 from edgefl.cli import main
 from edgefl.sweeps.store import COMPUTED_LOG, POINTS_DIR
 
+from conftest import hooked_edgefl
+
 OUTPUTS = ("results.csv", "compare_loss=5/compare.csv", "compare_loss=5/compare.txt", "compare_loss=5/compare.png")
 REPORT = "compare_loss=5"  # the folder of the target's tables and figure
 POINTS = 6  # 3 algorithms x 2 seeds
-
-# `edgefl compare` that SIGKILLs itself when os.replace would put NAME in place (its temporary file complete),
-# at the COUNT-th such rename; NAME "point" = a file of points/.
-KILLED_AT = """
-import os, signal, sys
-from pathlib import Path
-name, count = os.environ["KILL_AT"].split("#")
-seen, replace = [0], os.replace
-def killing_replace(src, dst, *args, **kwargs):
-    if Path(dst).name == name or (name == "point" and Path(dst).parent.name == "points"):
-        seen[0] += 1
-        if seen[0] == int(count):
-            os.kill(os.getpid(), signal.SIGKILL)
-    return replace(src, dst, *args, **kwargs)
-os.replace = killing_replace
-from edgefl.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
 
 
 def temps(folder):
@@ -60,34 +44,40 @@ def test_kill_9_of_compare_at_every_step_and_the_reruns_resume_identically(tmp_p
     reference, out = tmp_path / "reference", tmp_path / "killed"
     assert main([*map(str, command), "--out", str(reference), "--quiet"]) == 0
     tag = f"compare-{os.getpid()}"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "EDGEFL_TEST_TAG": tag}
+    env = {"EDGEFL_TEST_TAG": tag}
 
     def killed_at(name: str, count: int = 1) -> None:
-        proc = subprocess.run(
-            [sys.executable, "-c", KILLED_AT, *map(str, command), "--out", str(out), "--quiet"],
+        """SIGKILLed when os.replace would put NAME in place (its temporary file complete), at the COUNT-th such
+        rename; NAME "point" = a file of points/."""
+        proc = hooked_edgefl(
+            [*command, "--out", out, "--quiet"],
+            name="points" if name == "point" else name,
+            count=count,
+            env=env,
             cwd=ROOT,
-            env={**env, "KILL_AT": f"{name}#{count}"},
-            capture_output=True,
+            stderr=subprocess.PIPE,
         )
-        assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()  # it got there
+        assert proc.wait(timeout=600) == -signal.SIGKILL, proc.stderr.read().decode()  # it got there
         stem = f".{name}." if name != "point" else "."
         assert any(t.split("/")[-1].startswith(stem) for t in temps(out)), temps(out)  # the temp was written
 
     killed_at("point", 2)  # the sweep: writing its second point
     assert len(computed(out)) == 1 and (out / POINTS_DIR).is_dir()
 
-    # kill -9 from outside, with 2 workers under way: they die with it
-    proc = edgefl(*command, "--out", out, "--workers", "2", "--quiet", env_tag=tag)
-    deadline = time.time() + 120
-    while time.time() < deadline and len(computed(out)) < 2:
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    # kill -9 of the main process just before it writes its 3rd point, with 2 workers under way: they die with it
+    proc = hooked_edgefl(
+        [*command, "--out", out, "--workers", "2", "--quiet"],
+        name="points",
+        count=2,
+        env=env,
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.wait(timeout=600) == -signal.SIGKILL, proc.stderr.read().decode()
     assert 2 <= len(computed(out)) < POINTS  # killed in the middle of the sweep
-    for _ in range(100):
-        if not tagged_processes(tag):
-            break
-        time.sleep(0.1)
+    deadline = time.monotonic() + 60
+    while tagged_processes(tag) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert tagged_processes(tag) == []
 
     killed_at("compare.txt")  # the rest of the sweep, results.csv and compare.csv are written, not compare.txt

@@ -137,6 +137,99 @@ def run(base, sets, tmp_path, capsys):
             ["costs", "more than 1e+09 J", "its compute costs", "devices.cpu_ghz = 100", "devices.kappa = 1e-20"],
             id="phones_energy_counted_until_the_deadline",
         ),
+        # Issue 28 item 7: a run in which no message can finish within the deadline even at the best rate (it
+        # trained on, every chain cut, with a warning only at the end)
+        pytest.param(
+            QUICKSTART,
+            ["network.deadline_s=0.0001"],
+            [
+                "no download can finish within network.deadline_s = 0.0001 s, even at the best rate",
+                "a model of 1.952e+04 bits (model.name = 'linear': d = 610 parameters x network.bits_per_param = 32",
+                "at 5.555e+06 bit/s, the best rate of any device",
+                "rayleigh draw exceeds with probability 1e-06",
+                "network.bandwidth_mhz = 1",
+                "raise network.deadline_s to at least 0.00351",
+            ],
+            id="no_download_within_the_deadline",
+        ),
+        pytest.param(
+            PHONES,
+            ["network.deadline_s=0.008"],  # a download takes 5.7 ms at the best rate, an upload (16QAM cap) 13 ms
+            [
+                "no upload can finish within network.deadline_s = 0.008 s",
+                "a model of 2.52e+05 bits",
+                "network.header_bits = 800",
+                "network.uplink_max_bits_per_hz = 2.41",
+                "bit/s",
+            ],
+            id="no_upload_within_the_deadline",
+        ),
+        pytest.param(
+            QUICKSTART,
+            [
+                "network.deadline_s=0.0001",
+                'network.uplink="aircomp"',
+                "network.downlink_bandwidth_mhz=1000",
+                'algorithm.fedavg.weighting="uniform"',
+            ],
+            [
+                "no upload can finish within network.deadline_s = 0.0001 s: over the air a model of 610 values",
+                "0.00061 s",
+            ],
+            id="no_aircomp_slot_within_the_deadline",
+        ),
+        # Issue 33 item 2: what ran on past any limit (no output) is refused before the run
+        pytest.param(
+            PHONES,
+            ["network.cells=7", "algorithm.name=hierfavg", "backhaul.rate_mbps=1e-300"],
+            [
+                "the backhaul's exchange with the cloud takes 5.04e+299 s of simulated time a round",
+                "backhaul.rate_mbps = 1e-300",
+                "backhaul.latency_ms = 10",
+                "2.52e+05 bits",
+            ],
+            id="a_backhaul_so_slow_a_round_takes_years",
+        ),
+        pytest.param(
+            PHONES,
+            ["selection.name=oort", "devices.mean_on_s=1", "devices.mean_off_s=1000"],
+            [
+                'devices.availability = "markov" with devices.mean_on_s = 1 and devices.mean_off_s = 1000',
+                "online 0.0999 % of the time",
+                "algorithm.clients_per_round = 10 are online at once only every 1.02e+19 s",
+                "lower algorithm.clients_per_round (to 1 or less)",
+            ],
+            id="oort_with_markov_availability_mostly_off",
+        ),
+        pytest.param(
+            PHONES,
+            ["network.cells=7", "network.inter_site_m=1"],
+            ["network.inter_site_m = 1 puts the base stations closer than twice network.min_distance_m = 35"],
+            id="seven_cells_1m_apart",
+        ),
+        pytest.param(
+            PHONES,
+            ["algorithm.name=hierfavg", "algorithm.hierfavg.edge_rounds=10000"],
+            ["algorithm.hierfavg.edge_rounds: Input should be less than or equal to 1000"],
+            id="ten_thousand_edge_rounds",
+        ),
+        pytest.param(
+            PHONES,
+            ["algorithm.name=hierfavg", "algorithm.hierfavg.edge_rounds=1000", "run.rounds=1001"],
+            ["run.rounds = 1001 x algorithm.hierfavg.edge_rounds = 1000 is 1,001,000 training phases"],
+            id="a_million_edge_rounds",
+        ),
+        # issue 33 item 4: a setting under which the model can never change (it ran, silently, without an update)
+        pytest.param(
+            PHONES,
+            ["algorithm.name=fedbuff", "algorithm.fedbuff.buffer_size=100000", "devices.harvest_w=0"],
+            [
+                "algorithm.fedbuff.buffer_size = 100000 uploads per server update",
+                "pay for at most 43299 chains in the whole run",
+                "the model would never change",
+            ],
+            id="a_fedbuff_buffer_no_battery_can_fill",
+        ),
     ],
 )
 def test_infeasible_runs_are_exit_2_naming_the_keys(base, sets, expected, tmp_path, capsys):
@@ -158,13 +251,40 @@ def test_a_trace_with_fewer_devices_than_m_is_exit_2(tmp_path, capsys):
     assert not out.exists()
 
 
+def test_a_sweep_refused_before_its_first_point_leaves_nothing_behind(tmp_path, capsys):
+    """Issue 33: a sweep refused for "no upload can arrive" left its results folder (sweep.json, points/, the lock
+    and the marker)."""
+    out = tmp_path / "sweep"
+    argv = ["sweep", str(QUICKSTART), "--out", str(out), "--quiet", "--grid", "algorithm.local_steps=1,2"]
+    code = main([*argv, "--set", "run.rounds=1", "--set", "network.snr_db=-50"])
+    err = capsys.readouterr().err
+    assert code == 2 and "no upload can be expected to arrive" in err, err
+    assert not out.exists()
+
+
 # -- warnings: the run goes on ------------------------------------------------------------------------
 def test_a_deadline_that_cuts_everything_is_a_warning_and_the_run_goes_on(tmp_path, capsys):
-    code, err, out = run(QUICKSTART, ["network.deadline_s=0.0001"], tmp_path, capsys)
+    # the messages fit (a download takes 3.5 ms at the best rate), the compute on a 100 kHz CPU does not
+    code, err, out = run(QUICKSTART, ["network.deadline_s=0.01", "devices.cpu_ghz=0.0001"], tmp_path, capsys)
     assert code == 0, err
-    assert "edgefl: warning: network.deadline_s = 0.0001 is shorter than every device's nominal phase" in err, err
+    assert "edgefl: warning: network.deadline_s = 0.01 is shorter than every device's nominal phase" in err, err
     assert "expect every upload to be cut" in err
     assert (out / "metrics.csv").exists()
+
+
+def test_cells_that_serve_no_device_are_named_in_a_warning(tmp_path, capsys):
+    """Issue 28 item 7: 19 cells and 12 devices: cells with nobody in them, silently."""
+    sets = ["network.cells=19", "data.num_clients=12", "algorithm.clients_per_round=3", "devices.speed_mps=0"]
+    code, err, out = run(PHONES, sets, tmp_path, capsys)
+    assert code == 0, err
+    assert "of network.cells = 19 serve no device as dropped (cells " in err, err
+    clients = (out / "clients.csv").read_text().splitlines()
+    header = clients[0].split(",")
+    served = {int(line.split(",")[header.index("cell")]) for line in clients[1:]}
+    named = err.split("(cells ")[1].split(";")[0]
+    assert {int(c) for c in named.split(", ")} == set(range(19)) - served
+    code, err, _ = run(PHONES, ["network.cells=7", "devices.speed_mps=0"], tmp_path / "seven", capsys)
+    assert code == 0 and "serve no device" not in err, err  # 50 devices over 7 cells: every cell serves some
 
 
 def test_a_trace_that_never_has_m_online_at_once_is_an_error(tmp_path):

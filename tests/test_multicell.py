@@ -4,6 +4,7 @@ open-loop power control, handover with hysteresis, per-cell uplinks, outputs and
 from __future__ import annotations
 
 import csv
+import json
 import math
 from pathlib import Path
 
@@ -67,6 +68,13 @@ def test_drop_covers_the_cells_union_and_keeps_the_minimum_distance():
     assert all(in_hex_cell(points[nearest == c] - sites[c], 866.0 + 1e-9).all() for c in range(7))
     counts = np.bincount(nearest, minlength=7)  # equal areas: about 1000 each
     assert counts.min() > 850 and counts.max() < 1150
+
+
+def test_a_drop_where_no_point_can_be_far_enough_from_its_site_is_an_error_not_a_hang():
+    """Issue 33: 7 cells 1 m apart with min_distance_m = 35 m looped for ever, rejecting every point."""
+    with pytest.raises(ValueError, match="must be below half the inter-site distance"):
+        drop_in_hex_cells(np.random.default_rng(0), 5, hex_sites_m(7, 1.0), 1.0, 35.0)
+    assert drop_in_hex_cells(np.random.default_rng(0), 5, hex_sites_m(7, 71.0), 71.0, 35.0).shape == (5, 2)
 
 
 def test_association_to_the_strongest_mean_link_by_hand():
@@ -391,23 +399,23 @@ def test_hierfavgs_edges_follow_handovers():
     assert not np.array_equal(seen[-1][0], dropped)  # some client changed edge
 
 
+BACKHAUL = [  # hierfavg on seven cells of static phones, a backhaul
+    "run.rounds=3",
+    "data.num_clients=30",
+    "network.cells=7",
+    "devices.speed_mps=0",
+    "algorithm.name=hierfavg",
+    "backhaul.rate_mbps=100",
+    "backhaul.energy_j_per_bit=1e-8",
+]
+
+
 def test_the_backhaul_charges_time_and_energy_by_hand(tmp_path):
     """[backhaul]: each round, every edge with uploads sends one aggregate (the largest upload message) to the
     cloud and gets the model back: 2 (latency + bits / rate) of time, 2 bits x edges x J/bit of energy."""
-    sets = [
-        "run.rounds=3",
-        "data.num_clients=30",
-        "network.cells=7",
-        "devices.speed_mps=0",
-        "algorithm.name=hierfavg",
-        "algorithm.hierfavg.edge_rounds=2",
-        "backhaul.rate_mbps=100",
-        "backhaul.latency_ms=20",
-        "backhaul.energy_j_per_bit=1e-8",
-    ]
-    out = run_files(tmp_path, "backhaul", PHONES, sets)
-    import json
-
+    out = run_files(
+        tmp_path, "backhaul", PHONES, [*BACKHAUL, "algorithm.hierfavg.edge_rounds=2", "backhaul.latency_ms=20"]
+    )
     dim = json.loads((out / "summary.json").read_text())["model_parameters"]
     bits = dim * 32 + 800  # fp32 model + phones-in-a-cell's header_bits
     cell = {int(r["client"]): int(r["cell"]) for r in read_clients(out)}
@@ -415,13 +423,45 @@ def test_the_backhaul_charges_time_and_energy_by_hand(tmp_path):
     rows = list(csv.DictReader(open(out / "metrics.csv")))
     energy = 0.0
     for r, row in enumerate(rows, start=1):
-        edges = {cell[int(e["client"])] for e in events if e["kind"] == "upload" and int(e["round"]) == r}
+        edges = {
+            cell[int(e["client"])]
+            for e in events
+            if e["kind"] == "upload" and e["status"] == "ok" and int(e["round"]) == r
+        }
         energy += 2 * bits * len(edges) * 1e-8
         assert int(row["cloud_rounds"]) == r
         assert float(row["backhaul_s"]) == pytest.approx(r * 2 * (0.020 + bits / 100e6))
         assert float(row["backhaul_energy_j"]) == pytest.approx(energy)
     devices_j = sum(float(rows[-1][f"{c}_energy_j"]) for c in ("compute", "uplink", "downlink", "idle"))
     assert float(rows[-1]["energy_j"]) == pytest.approx(devices_j)  # the backhaul's energy is reported apart
+
+
+def test_the_backhaul_bills_only_the_edges_that_received_an_upload(tmp_path):
+    """Issue 28: the backhaul billed every cell with a planned upload: a run in which no upload arrived reported
+    cloud_rounds 1, 2, 3 and backhaul energy. Every device fails before its upload ends here: no exchange with the
+    cloud, 0 J; with half of them failing, only the cells whose uploads got through are billed (the hand test
+    above, on the rows of status ok)."""
+    out = run_files(tmp_path, "none", PHONES, [*BACKHAUL, "devices.p_fail=0.999999"])
+    events = list(csv.DictReader(open(out / "events.csv")))
+    assert events and all(e["status"] != "ok" for e in events)  # work was planned and charged, none went through
+    assert not any(e["kind"] == "upload" and e["status"] == "ok" for e in events)
+    for row in csv.DictReader(open(out / "metrics.csv")):
+        assert int(row["cloud_rounds"]) == 0
+        assert float(row["backhaul_s"]) == 0.0 and float(row["backhaul_energy_j"]) == 0.0
+    half = run_files(tmp_path, "half", PHONES, [*BACKHAUL, "devices.p_fail=0.5"])
+    cell = {int(r["client"]): int(r["cell"]) for r in read_clients(half)}
+    events = list(csv.DictReader(open(half / "events.csv")))
+    billed = planned = 0
+    for r in (1, 2, 3):
+        in_round = [e for e in events if int(e["round"]) == r]
+        cells_planned = {cell[int(e["client"])] for e in in_round}  # (a promotion, a download ...: it took part)
+        got = {cell[int(e["client"])] for e in in_round if e["kind"] == "upload" and e["status"] == "ok"}
+        assert got <= cells_planned
+        billed, planned = billed + len(got), planned + len(cells_planned)
+    assert billed < planned  # some cell worked but received nothing: the test can tell the two rules apart
+    dim = json.loads((half / "summary.json").read_text())["model_parameters"]
+    last = list(csv.DictReader(open(half / "metrics.csv")))[-1]
+    assert float(last["backhaul_energy_j"]) == pytest.approx(2 * (dim * 32 + 800) * billed * 1e-8)
 
 
 @pytest.mark.parametrize(

@@ -377,7 +377,7 @@ def test_plot_draws_the_metric_its_target_names(tmp_path, capsys, monkeypatch):
     write_fake_sweep(sweep, rows, GRID)
     drawn = []
     monkeypatch.setattr(plots, "plot_accuracy_energy", lambda rows, keys, metric, path, panels: drawn.append(metric))
-    monkeypatch.setattr(plots, "plot_pareto", lambda result, path, panels: path)
+    monkeypatch.setattr(plots, "plot_pareto", lambda result, path, panels, algorithm=None: path)
     for args, metric in (
         (["--target", "acc_mean=0.5"], "acc_mean"),
         ([], "acc_worst"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,19 @@ class RunsCode:
 
     def __reduce__(self):
         return (os.system, ("touch pwned",))
+
+
+class CallsSimulation:
+    """Unpickled, calls edgefl's runner.Simulation with a scenario whose algorithm is a module of the current folder
+    (issue 33: the module's import-time code ran before the checkpoint was rejected)."""
+
+    def __reduce__(self):
+        from edgefl.runner import Simulation
+        from edgefl.scenario import load_scenario
+
+        s = load_scenario(Q, ["data.num_clients=10", "algorithm.clients_per_round=3"])
+        s = s.model_copy(update={"algorithm": s.algorithm.model_copy(update={"name": "pwn_mod:Algo"})})
+        return (Simulation, (s,))
 
 
 @dataclass
@@ -315,3 +329,21 @@ def test_a_plug_in_algorithm_still_resumes_from_its_checkpoint(tmp_path, monkeyp
     resumed = interrupted_and_resumed(scenario, tmp_path / "res", stop_after=2)
     assert type(resumed.summary) is dict and resumed.metrics == straight.metrics
     assert checkpoint_file(tmp_path / "res").read_bytes().startswith(edgefl.results.CHECKPOINT_MAGIC)
+
+
+def test_a_checkpoint_cannot_call_an_edgefl_class_with_arguments(tmp_path, monkeypatch, capsys):
+    """Issue 33: a file with edgefl's header whose pickle calls runner.Simulation with a scenario naming a module of
+    the current folder imported that module (its code ran) before the checkpoint was rejected. The unpickler now
+    calls nothing of the project's with arguments from the file: refused at the call, the module never imported."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "pwn_mod.py").write_text("open('pwned', 'w').write('imported')\n")
+    (tmp_path / ".ev.checkpoint").write_bytes(HEADER + pickle.dumps({"format": 3, "state": CallsSimulation()}))
+    try:
+        code = main([*RUN, "--out", "ev", "--resume"])
+        err = capsys.readouterr().err
+        assert code == 2 and "not an edgefl checkpoint" in err and "calls edgefl.runner.Simulation" in err, err
+        assert not (tmp_path / "pwned").exists() and "pwn_mod" not in sys.modules
+        assert not (tmp_path / "ev").exists()
+    finally:
+        sys.modules.pop("pwn_mod", None)

@@ -276,7 +276,8 @@ def test_kill_9_then_resume_with_a_plug_in(plugin_folder, key):
     first = edgefl(reference)
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err.decode()[-2000:]
-    assert "resuming" in killed_then_resumed(edgefl, out)
+    command = ["-v", "run", scenario, "--no-plots", *args]
+    assert "resuming" in killed_then_resumed(command, out, env=env, cwd=plugin_folder)
     for name in COMPARED:
         if (reference / name).exists():
             assert (out / name).read_bytes() == (reference / name).read_bytes(), name

@@ -232,9 +232,9 @@ def synthetic_run(clients: int, rounds: int, per_round: int, seed: int = 0):
 
 def test_large_populations_are_aggregated(tmp_path):
     clients, events = synthetic_run(clients=5000, rounds=3, per_round=2000)  # 18,000 events
-    started = time.perf_counter()
+    started = time.process_time()  # this process's CPU time: steady while other processes load the machine
     written = plot_run(tmp_path, [], clients, title="synthetic", events=events)
-    assert time.perf_counter() - started < 8
+    assert time.process_time() - started < 8
     assert {p.name for p in written} >= set(EVENT_PLOTS)
     for path in written:  # nothing with a bar (or a row) per client: every figure stays small
         assert matplotlib.image.imread(path).shape[1] < 2000, path.name
@@ -247,14 +247,14 @@ def test_large_populations_are_aggregated(tmp_path):
 
 def test_a_hundred_thousand_events_plot_quickly(tmp_path):
     clients, events = synthetic_run(clients=20_000, rounds=10, per_round=4000)  # 120,000 events
-    started = time.perf_counter()
+    started = time.process_time()
     ev = run_plots.event_arrays(events)
     for draw in (run_plots.draw_energy_rounds, run_plots.draw_uploads_missed, run_plots.draw_gantt):
         plt.close(draw(ev))
     fig = run_plots.draw_energy_snr(clients)  # 20,000 devices: a sample of MAX_SCATTER points
     assert sum(len(c.get_offsets()) for c in fig.axes[0].collections) == run_plots.MAX_SCATTER
     plt.close(fig)
-    assert time.perf_counter() - started < 8
+    assert time.process_time() - started < 8
 
 
 def _box(artist, fig):

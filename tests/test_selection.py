@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -327,6 +328,17 @@ def test_fedcs_needs_a_deadline():
         scenario({"name": "fedcs"})
 
 
+def test_fedcs_max_clients_above_the_clients_selected_a_round_is_refused_and_at_most_m_runs():
+    """Issue 28: FedCS `max_clients` > m was accepted, then the run exited 4 blaming the policy (it returned more
+    clients than the algorithm asked for)."""
+    with pytest.raises(
+        ScenarioError, match=r"selection.max_clients = 5 is more than the 3 clients .*clients_per_round"
+    ):
+        scenario({"name": "fedcs", "max_clients": 5}, deadline_s=1.0)
+    result = Simulation(scenario({"name": "fedcs", "max_clients": 3}, deadline_s=1.0)).run(progress=False)
+    assert 1 <= max(len(s) for s in selected_per_round(result)) <= 3
+
+
 BAD_KEYS = [
     ("fedcs", "deadline_s"),
     ("fedcs", "candidate_fraction"),
@@ -372,3 +384,37 @@ def test_the_cli_exits_2_naming_the_key(tmp_path, overrides, named):
     assert done.returncode == 2, done.stderr
     assert named in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+SLEEPER = """
+import os
+import signal
+import time
+
+from edgefl.selection.uniform import Uniform
+
+
+class Sleeper(Uniform):
+    name = "sleeper"
+
+    def select(self, view, k):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, delivered while the policy sleeps: no timing window
+        time.sleep(600)
+        return super().select(view, k)
+"""
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_selection_policy_that_never_returns_can_be_interrupted(tmp_path):
+    """Issue 33: a policy that sleeps must at least be interruptible: Ctrl-C is exit 130, nothing half-written,
+    not a plug-in fault (exit 4) nor a hang."""
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "edgefl", "run", str(ROOT / "scenarios" / "quickstart.toml"), "--out", str(out)]
+    args += ["--set", "selection.name=sleeper:Sleeper", "--set", "run.rounds=2", "--no-plots"]
+    done = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 130, done.stderr
+    assert "edgefl: interrupted" in done.stderr and "Traceback" not in done.stderr
+    assert not out.exists()

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -19,6 +17,8 @@ from edgefl.runner import METRIC_COLUMNS
 from edgefl.scenario import ScenarioError
 from edgefl.sweeps.plan import REPRICED, SweepError, parse_grid, plan_sweep
 from edgefl.sweeps.store import COMPUTED_LOG, MANIFEST
+
+from conftest import hooked_edgefl
 
 torch.set_num_threads(1)
 
@@ -293,23 +293,17 @@ def test_killed_sweep_resumes_without_recomputing_and_matches_an_uninterrupted_r
     ]
     total = 6 * 3 * 2 * 2  # points x seeds; 12 trainings
     killed = tmp_path / "killed"
-    command = [
-        sys.executable,
-        "-c",
-        "import sys; from edgefl.cli import main; sys.exit(main())",
-        *args,
-        "--out",
-        str(killed),
-    ]
-    process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    log = killed / COMPUTED_LOG
-    deadline = time.monotonic() + 300  # generous: a loaded machine may take long to import torch
-    while time.monotonic() < deadline and process.poll() is None:
-        if log.exists() and len(log.read_text().splitlines()) >= 8:
-            break
-        time.sleep(0.005)
-    os.killpg(process.pid, signal.SIGKILL)  # the whole process group, mid-sweep
-    process.wait()
+    # the whole process group SIGKILLed just before the 9th point is written (8 are done): mid-sweep
+    process = hooked_edgefl(
+        [*args, "--out", killed],
+        name="points",
+        count=9,
+        target="group",
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    process.wait(timeout=600)
     assert process.returncode == -signal.SIGKILL, process.stderr.read().decode()
     done_before = len(computed_ids(killed))
     assert 0 < done_before < total, "the kill must land mid-sweep"
@@ -328,46 +322,44 @@ def test_killed_sweep_resumes_without_recomputing_and_matches_an_uninterrupted_r
     assert resumed == straight
 
 
-def _interrupted(command: list, wait_for, tmp_path) -> subprocess.CompletedProcess:
-    """Start ``edgefl COMMAND``, send it SIGINT (Ctrl-C) once ``wait_for()`` is true; its exit code and output."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "edgefl", *map(str, command)],
+def _interrupted(command: list, tmp_path, **hook) -> subprocess.CompletedProcess:
+    """Run ``edgefl COMMAND`` that sends itself SIGINT (Ctrl-C) at the call ``hook`` names (see
+    conftest.hooked_edgefl); its exit code and output."""
+    proc = hooked_edgefl(
+        command,
+        signal="SIGINT",
         cwd=tmp_path,
         text=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        **hook,
     )
-    deadline = time.time() + 120
-    while time.time() < deadline and not wait_for() and proc.poll() is None:
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=600)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def test_ctrl_c_says_what_was_kept(tmp_path):
     path = tmp_path / "long.toml"
-    path.write_text(SCENARIO.format(rounds=400))
+    path.write_text(SCENARIO.format(rounds=20))
     out = tmp_path / "sweep"
-    done = _interrupted(
-        ["sweep", path, "--out", out, "--quiet", "--grid", "algorithm.local_steps=1,2,3,4"],
-        lambda: (out / COMPUTED_LOG).exists(),
-        tmp_path,
-    )
+    grid = ["--grid", "algorithm.local_steps=1,2,3,4"]
+    # Ctrl-C just before the 2nd point is written: the 1st is kept
+    done = _interrupted(["sweep", path, "--out", out, "--quiet", *grid], tmp_path, name="points", count=2)
     assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
     assert (
         f"edgefl: interrupted: the finished sweep points are kept in {out / 'points'}; rerun the same command "
         "to compute the rest"
     ) in done.stderr
-    kept = len(computed_ids(out))
-    assert 1 <= kept < 4
+    assert len(computed_ids(out)) == 1
     run = tmp_path / "run"
     checkpoint = tmp_path / ".run.checkpoint"
     done = _interrupted(
-        ["run", path, "--out", run, "--quiet", "--set", "run.checkpoint_every=5"], checkpoint.exists, tmp_path
+        ["run", path, "--out", run, "--quiet", "--set", "run.checkpoint_every=5"],
+        tmp_path,
+        name=checkpoint.name,
+        when="after",
     )
-    assert done.returncode == 130 and not run.exists()
+    assert done.returncode == 130 and not run.exists() and checkpoint.exists()
     assert (
         f"edgefl: interrupted: nothing was written to {run} (a results folder is written only once its run "
         "completes); the checkpoint of the last multiple of 5 rounds is kept: rerun the same command with "

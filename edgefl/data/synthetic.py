@@ -135,6 +135,12 @@ class SyntheticKeys(DataParams):
     def layout(self) -> tuple[tuple[int, ...], int]:
         return (self.synthetic_dim,), self.synthetic_classes
 
+    def estimated_bytes_per_client(self) -> float:
+        """What generating the data holds per client besides its samples (edgefl.memory): its law, W_k [dim x C],
+        v_k [dim] and b_k [C] in float64, kept for every client until all are sampled (synthetic_devices)."""
+        dim, classes = self.synthetic_dim, self.synthetic_classes
+        return 8.0 * (dim * classes + dim + classes)
+
     def estimated_samples(self) -> float:
         if self.samples_per_client is not None:
             return float(self.num_clients * self.samples_per_client)

@@ -628,6 +628,14 @@ class NetworkSection(Strict):
                 )
             if self.downlink_snr_db is not None:
                 raise ValueError("network.cells > 1 computes the downlink from the link budget: unset downlink_snr_db")
+            if self.site_positions_m is None and self.inter_site_m is not None:
+                if self.inter_site_m <= 2 * self.min_distance_m:  # the exclusion disk must fit in the hexagon
+                    raise ValueError(
+                        f"network.inter_site_m = {self.inter_site_m:g} puts the base stations closer than twice "
+                        f"network.min_distance_m = {self.min_distance_m:g}: no device could be dropped in a cell at "
+                        f"least min_distance_m from its base station (3GPP TR 36.814: 35 m). Expected inter_site_m > "
+                        f"{2 * self.min_distance_m:g} (3GPP UMa: 500), or a smaller min_distance_m"
+                    )
         self._check_layout_keys(budget)
         if self.nr_dmrs_symbols >= self.nr_pusch_symbols:
             raise ValueError(

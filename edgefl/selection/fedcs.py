@@ -16,6 +16,7 @@ has less noise). When no candidate fits, the fastest one is selected (a round ne
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Optional
 
 import numpy as np
@@ -40,16 +41,27 @@ class FedCS(Policy):
 
     @classmethod
     def check_scenario(cls, scenario) -> None:
-        if scenario.selection.params().deadline_s is None and scenario.network.deadline_s is None:
+        params = scenario.selection.params()
+        if params.deadline_s is None and scenario.network.deadline_s is None:
             raise ValueError(
                 'selection.name = "fedcs" selects the clients that fit a deadline: set '
                 "selection.deadline_s or network.deadline_s"
+            )
+        a = scenario.algorithm
+        selected = min(scenario.data.num_clients, math.ceil(a.clients_per_round * (1 + a.over_selection)))
+        if params.max_clients is not None and params.max_clients > selected:
+            raise ValueError(
+                f"selection.max_clients = {params.max_clients} is more than the {selected} clients the algorithm "
+                f"selects a round (algorithm.clients_per_round = {a.clients_per_round}"
+                + (f", algorithm.over_selection = {a.over_selection:g}" if a.over_selection else "")
+                + f", data.num_clients = {scenario.data.num_clients}): a policy picks at most that many. Expected "
+                f"selection.max_clients <= {selected}: lower it, or raise algorithm.clients_per_round"
             )
 
     def select(self, view: SelectionView, k: int) -> np.ndarray:
         p, ctx = self.params, self.ctx
         deadline_s = p.deadline_s if p.deadline_s is not None else ctx.network.deadline_s
-        limit = k if p.max_clients is None else p.max_clients
+        limit = k if p.max_clients is None else min(k, p.max_clients)  # (an algorithm may ask for fewer than m)
         online = np.flatnonzero(view.online)
         asked = max(1, int(np.ceil(p.candidate_fraction * len(online))))
         candidates = np.sort(self.rng.choice(online, size=asked, replace=False))

@@ -188,15 +188,11 @@ class AirCompUplink(DedicatedUplink):
         return online & aircomp_scheduled(self._round_channel(), self.net.aircomp_threshold_db)
 
     def phase_start(self, phase, clients, plans) -> set[int]:
-        """The phase's uploads: their airtime, and each sender's power for the common receive SNR."""
-        round_snr = self._round_channel()  # (drawn here for a phase outside start_round: a re-priced trace)
+        """The phase's uploads: their airtime (each sender's power is set when the slot opens)."""
+        self._round_channel()  # (drawn here for a phase outside start_round: a re-priced trace)
         senders = [c for c in clients if any(step.kind == UPLOAD for step in plans[c])]
         self._senders, self._ready, self._slot = set(senders), set(), self.env.event()
-        if not senders:
-            return set()
-        power_w = self._sender_powers_w(senders, round_snr)
-        for client, watts in zip(senders, power_w.tolist()):
-            self.core.set_tx_power_w(client, watts)
+        for client in senders:
             for step in plans[client]:
                 if step.kind == UPLOAD:
                     values = max(step.bits - self.net.header_bits, 0.0) / self.net.bits_per_param
@@ -220,7 +216,17 @@ class AirCompUplink(DedicatedUplink):
 
     def _open_when_ready(self) -> None:
         if not self._slot.triggered and self._senders <= self._ready:
+            self._set_powers(sorted(self._senders))
             self._slot.succeed()
+
+    def _set_powers(self, senders: list[int]) -> None:
+        """The common receive SNR rho over the devices whose upload starts in the slot (not those planned whose
+        chain ended before: a lost download, a failure, offline), and each one's power for it."""
+        if not senders:
+            return
+        power_w = self._sender_powers_w(senders, self._round_channel())
+        for client, watts in zip(senders, power_w.tolist()):
+            self.core.set_tx_power_w(client, watts)
 
     def send(self, client: int, step: Step, log: list, doing: list):
         """Wait for the slot (every sender still running ready), then send with the others."""
@@ -235,8 +241,12 @@ class AirCompUplink(DedicatedUplink):
         """Each arrived update plus the same noise vector: their mean is the server's noisy estimate of the mean."""
         rms = float(updates.double().pow(2).mean(dim=1).sqrt().max())
         std = aircomp_mean_noise_std(rms, len(updates), self.receive_snr)
-        noise = self._noise_rng.standard_normal(updates.shape[1]) * std
+        noise = self.core.analog_noise(updates.shape[1]) * std  # (through the core: journaled, edgefl.checkpoint)
         return updates + torch.as_tensor(noise, dtype=updates.dtype)
+
+    def noise(self, values: int) -> np.ndarray:
+        """``values`` standard normal draws of the aggregation noise's stream."""
+        return self._noise_rng.standard_normal(values)
 
 
 class _OnAirTap:
@@ -319,7 +329,7 @@ class CellAirCompUplink(AirCompUplink):
             part = updates[rows]
             rms = float(part.double().pow(2).mean(dim=1).sqrt().max())
             std = aircomp_mean_noise_std(rms, len(rows), self.cell_snr[c])
-            noise = self._noise_rng.standard_normal(updates.shape[1]) * std
+            noise = self.core.analog_noise(updates.shape[1]) * std  # (journaled, as in one cell)
             received[rows] = part + torch.as_tensor(noise, dtype=updates.dtype)
         return received
 

@@ -30,7 +30,7 @@ import simpy
 
 from edgefl.physical import NetworkParams, Population
 from edgefl.plugins import core_fault, positive_finite, returned_fault, shown
-from edgefl.sim.access import RETIME, DedicatedUplink, make_uplink
+from edgefl.sim.access import RETIME, AirCompUplink, DedicatedUplink, make_uplink
 from edgefl.sim.activities import Event, PhaseRecord
 from edgefl.sim.booking import LiveLog, LogRow, book
 from edgefl.sim.chain import chain
@@ -42,6 +42,14 @@ from edgefl.sim.participation import can_change_participation
 from edgefl.sim.physics import PhasePhysics
 from edgefl.sim.radio import RadioStates
 from energy import EnergyLedger
+
+SAME_INSTANT_S = 1e-12  # s: chain ends closer than this are one instant (relative beyond 1 s of simulated time)
+
+
+def same_instant_s(t: float) -> float:
+    """How close (s) two event times near ``t`` are to be one instant: SAME_INSTANT_S, relative to t beyond 1 s (a
+    float's last bits at t = 10^6 s are about 10^-10 s)."""
+    return SAME_INSTANT_S * max(1.0, abs(t))
 
 
 class NoDeviceAvailable(RuntimeError):
@@ -195,6 +203,14 @@ class SimPyPricer:
         them: as sent (digital), or each plus its cell's noise vector, so that their mean is the over-the-air
         estimate."""
         return self.uplink.superpose(updates, clients)
+
+    @journaled
+    def analog_noise(self, values: int) -> np.ndarray:
+        """``values`` standard normal draws of the analog uplink's aggregation noise (its own stream). Journaled: the
+        engine asks for it outside the pricer's phases, so a resumed run draws it again and its stream goes on where
+        the interrupted run's was (edgefl.checkpoint)."""
+        assert isinstance(self.uplink, AirCompUplink)  # (only an analog uplink asks)
+        return self.uplink.noise(values)
 
     def set_uplink_rate_factor(self, client: int, factor: float) -> None:
         """The client's uplink rate is ``factor`` times the planned one from now on (e.g. interference); an
@@ -416,10 +432,14 @@ class SimPyPricer:
             raise ValueError(f"clients {sorted(busy)} already have a chain running")
         procs = self._start(phase, self._flight_done, self._live)
         for client, proc in zip(sorted(phase.chains), procs):
-            self._flight[client] = proc
-            proc.callbacks.append(lambda _, client=client: self._ended.append((self.env.now, client)))
+            self._in_flight(client, proc)
             if self.net.deadline_s is not None:
                 self.interrupt_after(proc, self.net.deadline_s, "deadline")
+
+    def _in_flight(self, client: int, proc) -> None:
+        """The client's chain ``proc`` runs while the server works: :meth:`next_arrival` waits for it."""
+        self._flight[client] = proc
+        proc.callbacks.append(lambda _, client=client: self._ended.append((self.env.now, client)))
 
     @journaled
     def next_arrival(self) -> tuple[int, bool] | None:
@@ -431,10 +451,16 @@ class SimPyPricer:
             if not self._flight:
                 return None
             env.run(until=env.any_of(list(self._flight.values())))
-            while env.peek() == env.now:  # every chain that ends at this instant, to take them in client order
+            # every chain that ends at this instant, to take them in client order (times that agree in exact
+            # arithmetic may differ in their last bits: within SAME_INSTANT_S they are one instant)
+            while env.peek() <= env.now + same_instant_s(env.now):
                 env.step()
         self._ended.sort()
-        _, client = self._ended.pop(0)
+        first = self._ended[0][0]
+        at_first = [entry for entry in self._ended if entry[0] <= first + same_instant_s(first)]
+        taken = min(at_first, key=lambda entry: entry[1])  # the lowest client of the first instant
+        self._ended.remove(taken)
+        client = taken[1]
         del self._flight[client]
         self._running.pop(client, None)
         return client, self._flight_done.pop(client)

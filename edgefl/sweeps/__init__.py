@@ -13,15 +13,44 @@ Modules, each importing only those above it (rounds-to-target, the one definitio
 - :mod:`~edgefl.sweeps.run`: trainings, co-simulations and re-pricing (:func:`run_sweep`).
 - :mod:`~edgefl.sweeps.analysis`: energy-to-target and τ* (:func:`optimal_tau`).
 - :mod:`~edgefl.sweeps.plots`: the figures (matplotlib; not imported here).
-- :mod:`~edgefl.sweeps.cli`: ``edgefl sweep | optimal-tau | plot`` (registered by :mod:`edgefl.cli`).
+- :mod:`~edgefl.sweeps.arguments`: the arguments of ``edgefl sweep | compare | optimal-tau | plot`` (registered by
+  :mod:`edgefl.cli`); :mod:`~edgefl.sweeps.cli`: the commands, imported when one runs.
 """
 
-from edgefl.sweeps.analysis import OptimalTau, optimal_tau
-from edgefl.sweeps.jobs import run_jobs
-from edgefl.sweeps.plan import COSIMULATED, REPRICED, TAU_KEY, SweepError, SweepPlan, SweepPoint, parse_grid, plan_sweep
-from edgefl.sweeps.run import SweepSummary, run_sweep
-from edgefl.sweeps.store import load_manifest, read_point
-from edgefl.target import Target, parse_target, rounds_to_target
+# What the package exports, each from its module, imported on first use (as edgefl/__init__.py): importing
+# edgefl.sweeps.arguments to build the command line's parser must not load torch (sweeps.run) or scipy.stats
+# (sweeps.analysis).
+EXPORTS = {
+    "OptimalTau": "analysis",
+    "optimal_tau": "analysis",
+    "run_jobs": "jobs",
+    "COSIMULATED": "plan",
+    "REPRICED": "plan",
+    "TAU_KEY": "plan",
+    "SweepError": "plan",
+    "SweepPlan": "plan",
+    "SweepPoint": "plan",
+    "parse_grid": "plan",
+    "plan_sweep": "plan",
+    "SweepSummary": "run",
+    "run_sweep": "run",
+    "load_manifest": "store",
+    "read_point": "store",
+}
+TARGET_EXPORTS = ("Target", "parse_target", "rounds_to_target")  # edgefl.target's
+
+
+def __getattr__(name: str):
+    if name in EXPORTS:
+        from importlib import import_module
+
+        return getattr(import_module(f"edgefl.sweeps.{EXPORTS[name]}"), name)
+    if name in TARGET_EXPORTS:
+        from edgefl import target
+
+        return getattr(target, name)
+    raise AttributeError(f"module 'edgefl.sweeps' has no attribute {name!r}")
+
 
 __all__ = [
     "COSIMULATED",

@@ -23,7 +23,7 @@ from typing import Callable
 import torch
 
 from edgefl.data import DataError
-from edgefl.errors import WorkerDied
+from edgefl.errors import UserError, WorkerDied
 from edgefl.parts import build_pricer
 from edgefl.plugins import PluginError, faults_named, import_plugins
 from edgefl.results import empty_again, open_folder
@@ -190,7 +190,7 @@ def _run_locked(plan, out, workers, backend, address, force, progress, claimed, 
             unit="point",
         )
         results = assemble_results(out, plan)
-    except user_errors():
+    except (*user_errors(), UserError):  # (UserError: e.g. edgefl.feasibility's refusal of the first point)
         if not (out / POINTS_DIR).is_dir() or not any((out / POINTS_DIR).iterdir()):
             empty_again(out, claimed)  # e.g. missing data: leave nothing behind in a folder that was new or empty
         raise
