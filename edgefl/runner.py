@@ -21,6 +21,7 @@ from algorithms.base import Context
 from edgefl.checkpoint import fingerprint as checkpoint_fingerprint
 from edgefl.checkpoint import restore as restore_checkpoint
 from edgefl.checkpoint import save as save_checkpoint
+from edgefl.device import resolve_device
 from edgefl.errors import UserError
 from edgefl.estimation import estimation_metrics
 from edgefl.executor import Executor
@@ -112,6 +113,8 @@ class RunRecord:
     last_eval: dict | None = None  # the last row with an evaluation
     rounds_done: int = 0
     wall_s: float = 0.0  # wall-clock time of the rounds run before the last checkpoint
+    executor_strategy: str | None = None  # how the executor trains, as measured on the first round (kept on resume)
+    executor_chunk: int | None = None  # clients vmap trains at once, as the free memory allowed (kept on resume)
 
 
 class RoundState(NamedTuple):
@@ -139,7 +142,17 @@ class Simulation:
         self.devices = parts.devices  # the devices now (the population: as built)
         self.pricer, self.controller, a = parts.pricer, parts.controller, parts.algorithm
         self.selection = parts.selection
-        self.executor = Executor(self.model, self.data, a.batch_size, parts.seed, s.run.executor)
+        pinned = s.run.executor in ("vmap", "threads")  # a path named
+        self.executor = Executor(
+            self.model,
+            self.data,
+            a.batch_size,
+            parts.seed,
+            "loop" if s.run.executor == "loop" else "batched",
+            device=resolve_device(s.run.device),
+            strategy=s.run.executor if pinned else None,
+            measure=s.run.executor == "fastest",
+        )
         self.engine = Engine(
             self.executor,
             self.pricer,
@@ -177,6 +190,9 @@ class Simulation:
         from the round after it."""
         simulation = cls(scenario, record_trace=record_trace)
         restore_checkpoint(simulation, checkpoint)
+        if simulation.record.executor_strategy is not None:  # the path the run trained on: the same numbers
+            simulation.executor.strategy = simulation.record.executor_strategy
+            simulation.executor.chunk = simulation.record.executor_chunk
         return simulation
 
     def keep_checkpoints(self) -> None:
@@ -218,6 +234,7 @@ class Simulation:
             except NoDeviceAvailable as exc:
                 stopped = f"stopped before round {r + 1}: {exc}"
                 break
+            done.executor_strategy, done.executor_chunk = self.executor.strategy, self.executor.chunk
             row = self._metrics_row(r, record, evaluate=self._evaluates(r, record.end_s, rows))
             diverged = self._divergence(r, row)
             if diverged:  # outputs end with the last finite round: its energy, events and model
@@ -479,8 +496,13 @@ class Simulation:
             "compression": s.compression.model_dump(exclude_none=True),
             "num_clients": s.data.num_clients,
             "model": s.model.name,
-            "model_parameters": self.model.dim,
+            "model_parameters": self.model.dim,  # the flat vector: parameters and float buffers
+            "model_buffers": self.model.buffers,
+            "message_bits": float(self.model.dim * self.network.bits_per_param),  # a model's payload, headers aside
             "train_flops_per_sample": self.model.train_flops_per_sample,
+            "eval_flops_per_sample": self.model.eval_flops_per_sample,
+            "device": str(self.executor.device),
+            "executor_strategy": self.executor.strategy,
             "sim_time_s": rows[-1]["sim_time_s"] if rows else 0.0,
             "energy_j": float(sum(by_cat.values())),
             "energy_by_category_j": {k: float(v) for k, v in by_cat.items()},

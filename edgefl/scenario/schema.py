@@ -98,7 +98,7 @@ class Scenario(Strict):
             self._check_selection()
         layout = self.data.layout()
         if layout is not None:
-            why = model_misfit(self.model.name, *layout)
+            why = model_misfit(self.model.name, *layout, self.model.keys())
             if why:
                 raise ValueError(f"model.name = {self.model.name!r} does not fit data.name = {self.data.name!r}: {why}")
         if algorithms.is_algorithm(self.algorithm.name) and self._own_keys_valid():
