@@ -107,20 +107,20 @@ def test_a_model_that_fails_is_exit_4_naming_it(own_model, capsys, body, says):
 def test_kill_9_then_resume_is_byte_identical_with_a_batchnorm_model(own_model):
     args = ["--no-plots", *sets([*FAST, "run.rounds=6", "run.checkpoint_every=2"])]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-
-    def edgefl(out, *extra: str) -> subprocess.Popen:
-        return subprocess.Popen(
-            [sys.executable, "-m", "edgefl", "-v", "run", "small-resnet.toml", "--out", str(out), *args, *extra],
-            env=env,
-            cwd=own_model,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+    command = ["-v", "run", "small-resnet.toml", *args]
 
     from test_checkpoint import killed_then_resumed
 
-    assert edgefl("reference").wait(timeout=300) == 0
-    assert "resuming" in killed_then_resumed(edgefl, own_model / "res")
+    reference = subprocess.run(
+        [sys.executable, "-m", "edgefl", *command, "--out", "reference"],
+        env=env,
+        cwd=own_model,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=300,
+    )
+    assert reference.returncode == 0, reference.stderr.decode()[-2000:]
+    assert "resuming" in killed_then_resumed(command, own_model / "res", env=env, cwd=own_model)
     for name in ("metrics.csv", "clients.csv", "events.csv", "scenario.toml"):
         assert (own_model / "res" / name).read_bytes() == (own_model / "reference" / name).read_bytes(), name
     reference = json.loads((own_model / "reference" / "summary.json").read_text())
