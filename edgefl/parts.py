@@ -89,7 +89,7 @@ class RunParts:
     components: list[Component]  # the engine's, built-ins then [[process]] (none on the ideal engine)
     pricer: SimPyPricer | IdealPricer
     algorithm: AlgorithmPart
-    compressor: Compressor | None  # None: updates sent as they are
+    compressor: Compressor  # Compressor itself ("none"): updates sent as they are
     controller: Controller | None  # None: the static controller (the scenario's knobs)
     observer: Observer | None  # what the controller sees each round (None with the static controller)
     selection: Selection | None  # the client selection policy (None: uniform, the algorithm samples)
