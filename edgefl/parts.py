@@ -20,6 +20,7 @@ from algorithms.base import Context
 from edgefl.compression import Compressor, build_compressor
 from edgefl.control import ControlContext, Controller, DeviceLimits
 from edgefl.control.observe import Observer
+from edgefl.device import resolve_device
 from edgefl.executor import Executor
 from edgefl.feasibility import check_feasible
 from edgefl.memory import check_memory
@@ -191,7 +192,9 @@ def build_parts(s: Scenario) -> RunParts:
     """The scenario turned into its run's parts: data and model (seeded), network, devices, components and
     pricer, the algorithm, the compressor, the controller and its observer."""
     data = s.data.build(s.run.seed)  # s.data: the data set's validated params (edgefl.data.registry)
-    model = build_model(s.model.name, data.input_shape, data.num_classes, s.run.seed, hidden=s.model.hidden)
+    model = build_model(
+        s.model.name, data.input_shape, data.num_classes, s.run.seed, hidden=s.model.hidden, keys=s.model.keys()
+    )
     return parts_of(s, data, model)
 
 
@@ -252,7 +255,17 @@ def build_run(s: Scenario, record_trace: bool = False) -> Run:
         torch.set_num_threads(s.run.threads)
     parts = build_parts(s)
     check_feasible(parts, s)  # the scenario: the messages name its keys and values
-    executor = Executor(parts.model, parts.data, parts.algorithm.batch_size, parts.seed, s.run.executor)
+    pinned = s.run.executor in ("vmap", "threads")  # a path named
+    executor = Executor(
+        parts.model,
+        parts.data,
+        parts.algorithm.batch_size,
+        parts.seed,
+        "loop" if s.run.executor == "loop" else "batched",
+        device=resolve_device(s.run.device),
+        strategy=s.run.executor if pinned else None,
+        measure=s.run.executor == "fastest",
+    )
     engine = Engine(
         executor,
         parts.pricer,
