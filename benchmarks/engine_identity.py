@@ -88,6 +88,10 @@ ENGINE_CASES = {
     "control-min-energy": BASE[1:] + ["network.access=fdma", "control.name=min_energy", "network.deadline_s=1.0"],
     "everything": EVERYTHING,
     "everything-tdma": EVERYTHING + ["network.access=tdma", "devices.p_fail=0.1"],
+    # every optional part a run is built from: a controller, a selection policy, a compressor, a backhaul
+    "parts": BASE[1:]
+    + ["network.access=fdma", "control.name=min_energy", "network.deadline_s=1.0", "selection.name=best_channel"]
+    + ["compression.name=qsgd", "compression.bits=4", "backhaul.rate_mbps=100", "backhaul.latency_ms=5"],
 }
 
 

@@ -33,6 +33,7 @@ class Compressor:
     """No compression (``none``): updates unchanged, d × bits_per_param bits per vector."""
 
     name = "none"
+    resizes = False  # whether an upload's model-sized vectors change size (upload_bits)
 
     def __init__(self, num_clients: int, seed: int, bits_per_param: int = 32):
         self.num_clients = num_clients
@@ -53,9 +54,19 @@ class Compressor:
         """Bits of one compressed d-vector."""
         return float(d * self.bits_per_param)
 
+    def upload_bits(self, bits: np.ndarray, vectors: int | None, model_bits: float, d: int) -> np.ndarray:
+        """Each client's payload of ``bits`` (an Upload's): its ``vectors`` (default ⌊bits / model_bits⌋)
+        model-sized updates at :meth:`bits`, the rest (scalars, evaluations) unchanged; as they are without
+        compression."""
+        if not self.resizes:
+            return bits
+        counted = np.floor(bits / model_bits + 1e-9) if vectors is None else np.full(len(bits), float(vectors))
+        return counted * self.bits(d) + (bits - counted * model_bits)
+
 
 class QSGD(Compressor):
     name = "qsgd"
+    resizes = True
 
     def __init__(self, num_clients: int, seed: int, bits: int, bits_per_param: int = 32):
         super().__init__(num_clients, seed, bits_per_param)
@@ -83,6 +94,7 @@ class QSGD(Compressor):
 
 class TopK(Compressor):
     name = "topk"
+    resizes = True
 
     def __init__(
         self, num_clients: int, seed: int, fraction: float, error_feedback: bool = True, bits_per_param: int = 32
@@ -118,10 +130,10 @@ class TopK(Compressor):
         return float(self.k(d) * (32 + math.ceil(math.log2(max(d, 2)))))
 
 
-def build_compressor(section, num_clients: int, seed: int, bits_per_param: int) -> Compressor | None:
-    """The scenario's compressor (None for ``none``: the engine then does nothing)."""
+def build_compressor(section, num_clients: int, seed: int, bits_per_param: int) -> Compressor:
+    """The scenario's compressor (for ``none``, :class:`Compressor`: updates and their sizes unchanged)."""
     if section.name == "qsgd":
         return QSGD(num_clients, seed, section.bits, bits_per_param)
     if section.name == "topk":
         return TopK(num_clients, seed, section.fraction, section.error_feedback, bits_per_param)
-    return None
+    return Compressor(num_clients, seed, bits_per_param)

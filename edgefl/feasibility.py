@@ -137,7 +137,7 @@ class _Nominal:
         self.d = int(parts.model.dim)
         model_bits = float(payload_bits(self.d, net.bits_per_param))
         self.down_bits = model_bits + net.header_bits
-        self.up_bits = (model_bits if compressor is None else compressor.bits(self.d)) + net.header_bits
+        self.up_bits = compressor.bits(self.d) + net.header_bits
         # The mean SNR over the whole band (alone on it: the fastest a device can send), and the rate at it
         # that PhasePhysics charges (nominal_rate: mcs below the table at its lowest entry; the fixed rate of
         # network.outage_snr_db).
@@ -508,7 +508,7 @@ class _Nominal:
 
     def _compression(self) -> str:
         c = self.compressor
-        return "" if c is None else f", compressed by compression.name = {c.name!r}"
+        return "" if c.name == "none" else f", compressed by compression.name = {c.name!r}"
 
     def _band_key(self, up: bool) -> str:
         n = self.keys.network

@@ -1,8 +1,9 @@
-"""A run's typed parts, built from its scenario once and in one straight line (:func:`build_parts`): the data, the
-model, the network, the devices, the components, the pricer, the algorithm, the controller and the compressor.
-Nothing below the runner reads the scenario again: the engine, the checks before a run (edgefl.feasibility), the
-controller and its observer read these parts; each plug-in registry (algorithms, controllers, components,
-compressors) is consulted here, once.
+"""A run's typed parts, built from its scenario once and in one straight line (:func:`build_run`): the checks
+before any work (memory, feasibility), the data, the model, the network, the devices, the components, the pricer,
+the algorithm, the controller, the selection policy and the compressor (:func:`build_parts`), then the executor,
+the engine and the algorithm's context. This module is the only reader of the scenario: each builder is handed its
+own section (benchmarks/scenario_walk.py prints the walk); the runner, the engine, the controller and its observer
+read these parts; each plug-in registry (algorithms, controllers, components, compressors) is consulted here, once.
 """
 
 from __future__ import annotations
@@ -11,17 +12,23 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
 from pydantic import BaseModel
 
 import algorithms
+from algorithms.base import Context
 from edgefl.compression import Compressor, build_compressor
 from edgefl.control import ControlContext, Controller, DeviceLimits
 from edgefl.control.observe import Observer
+from edgefl.device import resolve_device
+from edgefl.executor import Executor
+from edgefl.feasibility import check_feasible
+from edgefl.memory import check_memory
 from edgefl.models import build_model
 from edgefl.physical import NetworkParams, Population, build_population, network_params
 from edgefl.plugins import faults_named
 from edgefl.selection import Selection
-from edgefl.sim import IdealPricer, SimPyPricer
+from edgefl.sim import Engine, IdealPricer, SimPyPricer
 from edgefl.sim.backhaul import Backhaul
 from edgefl.sim.component import Component
 from edgefl.sim.components import default_components
@@ -31,7 +38,14 @@ from edgefl.sim.processes import build_processes
 if TYPE_CHECKING:
     from edgefl.data.federated import FederatedData
     from edgefl.models import Model
-    from edgefl.scenario import AlgorithmSection, Scenario
+    from edgefl.scenario import AlgorithmSection, ControlSection, Scenario
+    from edgefl.scenario.sections import (
+        BackhaulSection,
+        DevicesSection,
+        NetworkSection,
+        ProcessSection,
+        SelectionSection,
+    )
 
 
 @dataclass(frozen=True)
@@ -76,41 +90,57 @@ class RunParts:
     components: list[Component]  # the engine's, built-ins then [[process]] (none on the ideal engine)
     pricer: SimPyPricer | IdealPricer
     algorithm: AlgorithmPart
-    compressor: Compressor | None  # None: updates sent as they are
+    compressor: Compressor  # Compressor itself ("none"): updates sent as they are
     controller: Controller | None  # None: the static controller (the scenario's knobs)
     observer: Observer | None  # what the controller sees each round (None with the static controller)
     selection: Selection | None  # the client selection policy (None: uniform, the algorithm samples)
 
 
-def build_pricer(
+def pricer_of(
     s: Scenario, model
 ) -> tuple[NetworkParams, Population, DeviceState, list[Component], SimPyPricer | IdealPricer]:
+    """:func:`build_pricer` of ``s``'s sections (a run and a sweep's re-pricing build them alike)."""
+    return build_pricer(
+        s.network, s.devices, s.process, s.backhaul, s.data.num_clients, s.run.seed, s.run.engine, model
+    )
+
+
+def build_pricer(
+    net: NetworkSection,
+    dev: DevicesSection,
+    process: list[ProcessSection],
+    backhaul: BackhaulSection | None,
+    num_clients: int,
+    seed: int,
+    engine: str,
+    model,
+) -> tuple[NetworkParams, Population, DeviceState, list[Component], SimPyPricer | IdealPricer]:
     """A run's network, devices (as built, and their state as the run goes on), components and pricer, built
-    from its scenario (their one home: a run and a sweep's re-pricing build them alike): the SimPy pricer that
-    co-simulates time and energy, or the ideal engine's, which charges nothing. ``model``'s FLOPs per sample
-    set the devices' compute cycles."""
-    network = network_params(s.network)
+    from the [network], [devices], [[process]] and [backhaul] sections (their one home): the SimPy pricer that
+    co-simulates time and energy, or the ideal engine's (``engine`` != "simpy"), which charges nothing.
+    ``model``'s FLOPs per sample set the devices' compute cycles."""
+    network = network_params(net)
     population = build_population(
-        s.network, s.devices, s.data.num_clients, model.train_flops_per_sample, model.eval_flops_per_sample, s.run.seed
+        net, dev, num_clients, model.train_flops_per_sample, model.eval_flops_per_sample, seed
     )
     devices = DeviceState.of(population)
-    if s.run.engine != "simpy":
-        return network, population, devices, [], IdealPricer(s.data.num_clients)
+    if engine != "simpy":
+        return network, population, devices, [], IdealPricer(num_clients)
     with faults_named():  # a plug-in component's constructor: its exception is a PluginError
-        processes = build_processes(s.process, network, population, s.run.seed)
-    backhaul = s.backhaul
+        processes = build_processes(process, network, population, seed)
     if backhaul is not None:  # edge servers and a cloud (edgefl.sim.backhaul)
         links = [Backhaul(backhaul.rate_mbps * 1e6, backhaul.latency_ms * 1e-3, backhaul.energy_j_per_bit)]
     else:
         links = []
-    components = [*default_components(network, population, s.run.seed), *links, *processes]  # [[process]]: last
-    pricer = SimPyPricer(network, population, s.run.seed, components=components, devices=devices)
+    components = [*default_components(network, population, seed), *links, *processes]  # [[process]]: last
+    pricer = SimPyPricer(network, population, seed, components=components, devices=devices)
     return network, population, devices, components, pricer
 
 
-def control_context(s: Scenario, model, network: NetworkParams, population: Population, stream: int) -> ControlContext:
+def control_context(
+    a: AlgorithmSection, seed: int, model, network: NetworkParams, population: Population, stream: int
+) -> ControlContext:
     """What a controller or a selection policy knows of the run (its own random stream: ``stream``)."""
-    a = s.algorithm
     return ControlContext(
         num_clients=population.num_clients,
         clients_per_round=a.clients_per_round,
@@ -119,47 +149,43 @@ def control_context(s: Scenario, model, network: NetworkParams, population: Popu
         model_bits=float(model.dim * network.bits_per_param),
         network=network,
         devices=DeviceLimits.of(population),
-        rng=np.random.default_rng(np.random.SeedSequence([s.run.seed, stream])),
+        rng=np.random.default_rng(np.random.SeedSequence([seed, stream])),
     )
 
 
-def build_observer(
-    s: Scenario, ctx: ControlContext, network: NetworkParams, pricer, channel_error_db: float
-) -> Observer:
+def build_observer(seed: int, ctx: ControlContext, network: NetworkParams, pricer, channel_error_db: float) -> Observer:
     return Observer(
         ctx,
         pricer,
         network.header_bits,
         channel_error_db,
-        np.random.default_rng(np.random.SeedSequence([s.run.seed, 0xE57])),
+        np.random.default_rng(np.random.SeedSequence([seed, 0xE57])),
     )
 
 
 def build_controller(
-    s: Scenario, model, network: NetworkParams, population: Population, pricer
+    control: ControlSection, ctx: ControlContext, seed: int, network: NetworkParams, pricer
 ) -> tuple[Controller | None, Observer | None]:
-    """The scenario's controller and its observer (None, None for the static controller: the scenario's knobs,
-    nothing observed)."""
-    if s.control.name == "static":
+    """The [control] section's controller and its observer (None, None for the static controller: the
+    scenario's knobs, nothing observed); ``ctx``: what it knows of the run (:func:`control_context`)."""
+    if control.name == "static":
         return None, None
-    ctx = control_context(s, model, network, population, 0xC011)
-    controller = s.control.plugin_class()(ctx, s.control.params())
-    return controller, build_observer(s, ctx, network, pricer, s.control.channel_error_db)
+    controller = control.plugin_class()(ctx, control.params())
+    return controller, build_observer(seed, ctx, network, pricer, control.channel_error_db)
 
 
 def build_selection(
-    s: Scenario, model, network: NetworkParams, population: Population, pricer, observer: Observer | None
+    selection: SelectionSection, ctx: ControlContext, seed: int, network: NetworkParams, pricer, observer
 ) -> Selection | None:
-    """The scenario's client selection policy behind ``Context.sample`` (docs/selection.md), seeing what the
-    controller's observer sees (one of its own without a controller); None for "uniform": the algorithm
-    samples as it always has."""
-    if s.selection.name == "uniform":
+    """The [selection] section's client selection policy behind ``Context.sample`` (docs/selection.md), seeing
+    what the controller's ``observer`` sees (one of its own without a controller); None for "uniform": the
+    algorithm samples as it always has."""
+    if selection.name == "uniform":
         return None
-    ctx = control_context(s, model, network, population, 0x5E1EC7)
     with faults_named():  # a plug-in policy's constructor: its exception is a PluginError
-        policy = s.selection.plugin_class()(ctx, s.selection.params())
+        policy = selection.plugin_class()(ctx, selection.params())
     # without a controller, control.channel_error_db does not apply (resolved.py): the exact mean channel
-    return Selection(policy, observer if observer is not None else build_observer(s, ctx, network, pricer, 0.0))
+    return Selection(policy, observer if observer is not None else build_observer(seed, ctx, network, pricer, 0.0))
 
 
 def build_parts(s: Scenario) -> RunParts:
@@ -175,11 +201,20 @@ def build_parts(s: Scenario) -> RunParts:
 def parts_of(s: Scenario, data: FederatedData, model: Model) -> RunParts:
     """The parts of ``s``'s run with its ``data`` and ``model`` built (:func:`build_parts`)."""
     seed = s.run.seed
-    network, population, devices, components, pricer = build_pricer(s, model)
+    network, population, devices, components, pricer = pricer_of(s, model)
     algorithm = AlgorithmPart.of(s.algorithm)
     compressor = build_compressor(s.compression, s.data.num_clients, seed, network.bits_per_param)
-    controller, observer = build_controller(s, model, network, population, pricer)
-    selection = build_selection(s, model, network, population, pricer, observer)
+    controller, observer = build_controller(
+        s.control, control_context(s.algorithm, seed, model, network, population, 0xC011), seed, network, pricer
+    )
+    selection = build_selection(
+        s.selection,
+        control_context(s.algorithm, seed, model, network, population, 0x5E1EC7),
+        seed,
+        network,
+        pricer,
+        observer,
+    )
     return RunParts(
         seed=seed,
         engine=s.run.engine,
@@ -196,4 +231,73 @@ def parts_of(s: Scenario, data: FederatedData, model: Model) -> RunParts:
         controller=controller,
         observer=observer,
         selection=selection,
+    )
+
+
+@dataclass
+class Run:
+    """A run ready to go: its parts (:func:`build_parts`) and what trains and times it on them: the executor,
+    the engine, the algorithm's context and the algorithm itself."""
+
+    parts: RunParts
+    executor: Executor
+    engine: Engine
+    context: Context
+    algorithm: object  # the algorithm's instance (algorithms.base.Algorithm)
+
+
+def build_run(s: Scenario, record_trace: bool = False) -> Run:
+    """The scenario's run, checked and built in one walk: a run too large for this machine or meaningless (at
+    the pricer's mean rates) is an error now, before any work (edgefl.memory, edgefl.feasibility); then its
+    parts, executor, engine and algorithm. The runner reads nothing else of the scenario to build it."""
+    check_memory(s.data, s.model, s.algorithm)
+    if s.run.threads:
+        torch.set_num_threads(s.run.threads)
+    parts = build_parts(s)
+    check_feasible(parts, s)  # the scenario: the messages name its keys and values
+    pinned = s.run.executor in ("vmap", "threads")  # a path named
+    executor = Executor(
+        parts.model,
+        parts.data,
+        parts.algorithm.batch_size,
+        parts.seed,
+        "loop" if s.run.executor == "loop" else "batched",
+        device=resolve_device(s.run.device),
+        strategy=s.run.executor if pinned else None,
+        measure=s.run.executor == "fastest",
+    )
+    engine = Engine(
+        executor,
+        parts.pricer,
+        parts.network.header_bits,
+        record_trace,
+        controller=parts.controller,
+        observer=parts.observer,
+        compressor=parts.compressor,
+        selection=parts.selection,
+    )
+    context = algorithm_context(parts)
+    return Run(parts, executor, engine, context, parts.algorithm.cls(context))
+
+
+def algorithm_context(parts: RunParts) -> Context:
+    """What the algorithm knows of the run (algorithms.base.Context), with its own random stream."""
+    a, model, data, population = parts.algorithm, parts.model, parts.data, parts.population
+    return Context(
+        num_clients=population.num_clients,
+        dim=model.dim,
+        init_params=model.init_params(),
+        train_sizes=np.asarray(data.train_sizes),
+        local_steps=a.local_steps,
+        clients_per_round=a.clients_per_round,
+        lr=a.lr,
+        batch_size=a.batch_size,
+        over_selection=a.over_selection,
+        bits_per_param=parts.network.bits_per_param,
+        rng=np.random.default_rng(np.random.SeedSequence([parts.seed, 0xA160])),
+        hp=a.hp,
+        client_roles=data.client_roles,
+        client_cells=None if population.cells is None else population.cells.serving.copy(),
+        param_layout=[(n, tuple(sh)) for n, sh in zip(model.names, model.shapes)],
+        selector=parts.selection,  # None: the algorithm samples uniformly, with its own stream
     )

@@ -17,23 +17,18 @@ import tomli_w
 import torch
 from tqdm import tqdm
 
-from algorithms.base import Context
 from edgefl.checkpoint import fingerprint as checkpoint_fingerprint
 from edgefl.checkpoint import restore as restore_checkpoint
 from edgefl.checkpoint import save as save_checkpoint
-from edgefl.device import resolve_device
 from edgefl.errors import UserError
 from edgefl.estimation import estimation_metrics
-from edgefl.executor import Executor
-from edgefl.feasibility import check_feasible
 from edgefl.logs import get_logger
-from edgefl.memory import check_memory
 from edgefl.metrics import evaluate_global
-from edgefl.parts import build_parts
+from edgefl.parts import build_run
 from edgefl.resolved import resolved_dict
 from edgefl.results import atomic_directory, checkpoint_file, claim_checkpoint, is_checkpoint, write_csv, write_json
 from edgefl.scenario import Scenario
-from edgefl.sim import Engine, NoDeviceAvailable
+from edgefl.sim import NoDeviceAvailable
 from edgefl.sim.activities import EVENT_FIELDS
 from edgefl.target import (
     COMMITTED,
@@ -131,57 +126,13 @@ class Simulation:
     """Everything one run needs, built from a validated scenario."""
 
     def __init__(self, scenario: Scenario, record_trace: bool = False):
-        self.scenario = s = scenario
-        check_memory(s.data, s.model, s.algorithm)  # a run too large for this machine: an error now, before any work
-        if s.run.threads:
-            torch.set_num_threads(s.run.threads)
-        self.parts = parts = build_parts(s)  # the one place the scenario is read to build the run (edgefl.parts)
-        # a meaningless run: an error now, before any work (at the pricer's mean rates)
-        check_feasible(parts, s)
+        self.scenario = scenario
+        run = build_run(scenario, record_trace)  # the one place the scenario is read to build the run (edgefl.parts)
+        self.parts = parts = run.parts
         self.data, self.model, self.network, self.population = parts.data, parts.model, parts.network, parts.population
         self.devices = parts.devices  # the devices now (the population: as built)
-        self.pricer, self.controller, a = parts.pricer, parts.controller, parts.algorithm
-        self.selection = parts.selection
-        pinned = s.run.executor in ("vmap", "threads")  # a path named
-        self.executor = Executor(
-            self.model,
-            self.data,
-            a.batch_size,
-            parts.seed,
-            "loop" if s.run.executor == "loop" else "batched",
-            device=resolve_device(s.run.device),
-            strategy=s.run.executor if pinned else None,
-            measure=s.run.executor == "fastest",
-        )
-        self.engine = Engine(
-            self.executor,
-            self.pricer,
-            self.network.header_bits,
-            record_trace,
-            controller=self.controller,
-            observer=parts.observer,
-            compressor=parts.compressor,
-            selection=self.selection,
-        )
-        self.context = Context(
-            num_clients=self.population.num_clients,
-            dim=self.model.dim,
-            init_params=self.model.init_params(),
-            train_sizes=np.asarray(self.data.train_sizes),
-            local_steps=a.local_steps,
-            clients_per_round=a.clients_per_round,
-            lr=a.lr,
-            batch_size=a.batch_size,
-            over_selection=a.over_selection,
-            bits_per_param=self.network.bits_per_param,
-            rng=np.random.default_rng(np.random.SeedSequence([parts.seed, 0xA160])),
-            hp=a.hp,
-            client_roles=self.data.client_roles,
-            client_cells=None if self.population.cells is None else self.population.cells.serving.copy(),
-            param_layout=[(n, tuple(sh)) for n, sh in zip(self.model.names, self.model.shapes)],
-            selector=self.selection,  # None: the algorithm samples uniformly, with its own stream
-        )
-        self.algorithm = a.cls(self.context)
+        self.pricer, self.controller, self.selection = parts.pricer, parts.controller, parts.selection
+        self.executor, self.engine, self.context, self.algorithm = run.executor, run.engine, run.context, run.algorithm
         self.record = RunRecord()
 
     @classmethod

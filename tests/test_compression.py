@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from edgefl.compression import QSGD, TopK
+from edgefl.compression import QSGD, Compressor, TopK, build_compressor
 from edgefl.runner import Simulation
 from edgefl.scenario import ScenarioError, scenario_from_dict
 
@@ -63,6 +63,16 @@ def test_none_and_32_bits_change_nothing():
         same = run(scenario(compression))
         assert same.metrics == plain.metrics
         assert [e.row() for e in same.events] == [e.row() for e in plain.events]
+
+
+def test_no_compression_is_a_compressor_that_changes_nothing():
+    """The engine tests no compressor for None: "none" is the base Compressor, updates and sizes as they are."""
+    none = build_compressor(scenario().compression, num_clients=3, seed=0, bits_per_param=32)
+    assert type(none) is Compressor and not none.changes_updates and none.bits(10) == 320.0
+    bits = np.array([320.0 + 7, 2 * 320.0, 5.0])  # a model and 7 bits, two models, a scalar
+    assert none.upload_bits(bits, None, 320.0, 10) is bits
+    delta = torch.randn(3, 10)
+    assert none.compress(delta, np.arange(3), "params") is delta
 
 
 @pytest.mark.parametrize("algorithm, vectors", [("fedavg", 1), ("drdm", 2), ("scaffold", 2)])

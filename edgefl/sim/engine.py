@@ -27,6 +27,7 @@ import torch
 
 from algorithms.base import Algorithm
 from algorithms.ops import Arrival, Broadcast, Dispatch, Evaluate, NextArrival, Query, Train, Upload
+from edgefl.compression import Compressor
 from edgefl.control.observe import phase_work
 from edgefl.executor import Executor
 from edgefl.plugins import PluginError
@@ -125,8 +126,8 @@ class Engine:
         selection=None,
     ):
         self.executor = executor
-        # Update compression (edgefl.compression): Train results and Upload bits; None: none.
-        self.compressor = compressor
+        # Update compression (edgefl.compression): Train results and Upload bits (None: the "none" compressor).
+        self.compressor = compressor if compressor is not None else Compressor(pricer.ledger.num_clients, 0)
         # A client selection policy (edgefl.selection) behind Context.sample; None: the algorithm's own sampling.
         self.selection = selection
         # A controller (edgefl.control) sets the round's plan (τ, τ_i, participants) and each phase's
@@ -189,7 +190,7 @@ class Engine:
             if self._plan is not None and self._plan.steps is not None:
                 op = self._with_step_budget(op, self._plan.steps)
             result = self.executor.train(op)
-            if self.compressor is not None and self.compressor.changes_updates:
+            if self.compressor.changes_updates:
                 self._compress(op, result)
             self._trained = (op, result)  # an analog uplink adds its noise to it when the upload arrives
             batch = op.batch_size or self.executor.batch_size
@@ -343,14 +344,9 @@ class Engine:
         result.params[rows] = start + self.pricer.superpose(result.params[rows] - start, kept)
 
     def _upload_bits(self, op: Upload) -> np.ndarray:
-        """Each client's payload: with compression, each of its ``op.vectors`` (default ⌊bits / model_bits⌋)
-        model-sized updates at the compressor's size, the rest (scalars, evaluations) unchanged."""
+        """Each client's payload, as the compressor sends it (Compressor.upload_bits)."""
         bits = self._per_client(op.bits, op.clients)
-        if self.compressor is None:
-            return bits
-        model_bits, dim = self._ctx.model_bits, self._ctx.dim
-        vectors = np.floor(bits / model_bits + 1e-9) if op.vectors is None else np.full(len(bits), float(op.vectors))
-        return vectors * self.compressor.bits(dim) + (bits - vectors * model_bits)
+        return self.compressor.upload_bits(bits, op.vectors, self._ctx.model_bits, self._ctx.dim)
 
     @staticmethod
     def _per_client(bits, clients) -> np.ndarray:

@@ -3,7 +3,7 @@ recorded op trace for every channel point of a group, resumable.
 
 Points that share a training (:mod:`edgefl.sweeps.plan`) are trained once, on the ideal engine
 with ``record_trace``; the trace is then re-priced for each of them with
-``edgefl.sim.engine.reprice_rounds(trace, pricer)``, the pricer ``edgefl.parts.build_pricer`` builds
+``edgefl.sim.engine.reprice_rounds(trace, pricer)``, the pricer ``edgefl.parts.pricer_of`` builds
 for that point: the same pricer and random draws a co-simulation of that point uses (so the numbers are those of a
 co-simulation). Every other point is co-simulated in full. The learning runs are jobs of
 :func:`edgefl.sweeps.jobs.run_jobs` (in this process, a local process pool, or Ray tasks); each
@@ -24,7 +24,7 @@ import torch
 
 from edgefl.data import DataError
 from edgefl.errors import UserError, WorkerDied
-from edgefl.parts import build_pricer
+from edgefl.parts import pricer_of
 from edgefl.plugins import PluginError, faults_named, import_plugins
 from edgefl.results import empty_again, open_folder
 from edgefl.runner import Simulation
@@ -89,7 +89,7 @@ def repriced_rows(metrics: list[dict], costs: list[RoundCost]) -> list[dict]:
 def price_point(point: SweepPoint, trace, model) -> list[RoundCost]:
     """Re-price a training's trace for one channel point: the SimPy pricer a co-simulation of
     the point would use (same population, same seed), fed the recorded phases."""
-    *_, pricer = build_pricer(point.scenario, model)  # a re-priced point runs on the SimPy engine (plan.pricing_mode)
+    *_, pricer = pricer_of(point.scenario, model)  # a re-priced point runs on the SimPy engine (plan.pricing_mode)
     return reprice_rounds(trace, pricer)
 
 
