@@ -110,7 +110,7 @@ def main() -> None:
         )
         # the strategy lives in this process (ServerApp runs in-process), so round_ends and final are set
     else:  # Flower's NumPyClient and FedAvg objects in a plain in-process loop (no Ray, no gRPC)
-        from flwr.common import FitIns, FitRes, Status, Code
+        from flwr.common import Code, FitIns, FitRes, Status
         from flwr.server.client_proxy import ClientProxy
 
         class Proxy(ClientProxy):
