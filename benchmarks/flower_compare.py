@@ -1,6 +1,6 @@
 """edgefl against Flower on the same FedAvg workloads, side by side on this machine (issue 30, item 4).
 
-    python benchmarks/flower_compare.py [--workloads a b] [--repeats 3] [--rounds-b 100] [--flower-path ray|loop]
+    python benchmarks/flower_compare.py [--workloads a b] [--repeats 3] [--rounds-b 100] [--flower-paths ray loop]
     python benchmarks/flower_compare.py --no-flower --rounds-a 2 --workloads a     # edgefl side only (smoke)
 
 Flower is never an edgefl dependency: it is installed into its own virtual environment,
@@ -16,8 +16,10 @@ FedAvg with equal weights; SGD on batches of 32 drawn with replacement, lr 0.05,
       ships), 10 clients per round, 100 rounds (``--rounds-b`` for fewer).
 Both frameworks get edgefl's partition, initial model and global test pool (an .npz beside the venv);
 each samples its own clients per round (uniformly, m of N). edgefl runs twice per repeat: the ideal
-engine (learning only, as Flower has no network) and the SimPy co-simulation (default network). The
-runs interleave (edgefl ideal, edgefl simpy, Flower; repeated); medians are printed with the ratios
+engine (learning only, as Flower has no network) and the SimPy co-simulation (default network). Flower
+runs two ways: its simulation engine (``flwr.simulation.run_simulation``, Ray, one actor per core) and
+its NumPyClient and FedAvg strategy objects in a plain in-process loop (no Ray, no gRPC). The
+runs interleave (edgefl ideal, edgefl simpy, Flower with Ray, Flower in a loop; repeated); medians are printed with the ratios
 and both final accuracies (on the same global test pool), which must be comparable for the workloads
 to be the same. Times: edgefl's ``Simulation.run`` (scenario, data and model built before it) divided
 by the rounds; Flower's whole ``run_simulation`` call (Ray's start-up included) divided by the rounds
@@ -162,7 +164,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rounds-a", type=int, default=WORKLOADS["a"][2])
     parser.add_argument("--rounds-b", type=int, default=WORKLOADS["b"][2])
-    parser.add_argument("--flower-path", choices=("ray", "loop"), default="ray")
+    parser.add_argument("--flower-paths", nargs="+", choices=("ray", "loop"), default=["ray", "loop"])
     parser.add_argument("--no-flower", action="store_true", help="edgefl's side only (no Flower venv)")
     args = parser.parse_args()
     if args.repeats < 1 or args.rounds_a < 2 or args.rounds_b < 2:
@@ -174,17 +176,17 @@ def main() -> None:
         n, m, _ = WORKLOADS[workload]
         r = rounds[workload]
         data = None if python is None else export(workload, r)
-        times: dict[str, list[float]] = {"ideal": [], "simpy": [], "flower": [], "flower_steady": []}
-        acc: dict[str, float] = {}
+        times: dict[str, list[float]] = {"ideal": [], "simpy": []}
+        acc: dict[str, float | str] = {}
         for rep in range(args.repeats):
             for engine in ("ideal", "simpy"):
                 seconds, acc[engine] = edgefl_run(workload, r, engine)
                 times[engine].append(seconds)
-            if python is not None:
-                result = flower_run(python, data, workload, r, args.flower_path)
-                times["flower"].append(result["per_round_s"])
-                times["flower_steady"].append(result["steady_s"])
-                acc["flower"] = result["accuracy"]
+            for path in args.flower_paths if python is not None else ():
+                result = flower_run(python, data, workload, r, path)
+                times.setdefault(f"flower-{path}", []).append(result["per_round_s"])
+                times.setdefault(f"flower-{path}-steady", []).append(result["steady_s"])
+                acc[f"flower-{path}"] = result["accuracy"]
                 acc["flwr"] = result["flwr"]
             print(
                 f"  ({workload}) repeat {rep + 1}: "
@@ -198,12 +200,13 @@ def main() -> None:
             f"edgefl simpy {med['simpy'] * 1e3:.1f} ms/round (acc {acc['simpy']:.4f})",
             flush=True,
         )
-        if python is not None:
+        for path in args.flower_paths if python is not None else ():
+            whole, steady = med[f"flower-{path}"], med[f"flower-{path}-steady"]
             print(
-                f"({workload}) Flower {acc['flwr']} ({args.flower_path}) {med['flower'] * 1e3:.1f} ms/round whole run, "
-                f"{med['flower_steady'] * 1e3:.1f} ms/round steady (acc {acc['flower']:.4f}); ratios Flower / edgefl: "
-                f"whole {med['flower'] / med['ideal']:.1f}x ideal, {med['flower'] / med['simpy']:.1f}x simpy; "
-                f"steady {med['flower_steady'] / med['ideal']:.1f}x ideal, {med['flower_steady'] / med['simpy']:.1f}x simpy",
+                f"({workload}) Flower {acc['flwr']} {path}: {whole * 1e3:.1f} ms/round whole run, "
+                f"{steady * 1e3:.1f} ms/round steady (acc {acc[f'flower-{path}']:.4f}); ratios Flower / edgefl: "
+                f"whole {whole / med['ideal']:.2f}x ideal, {whole / med['simpy']:.2f}x simpy; "
+                f"steady {steady / med['ideal']:.2f}x ideal, {steady / med['simpy']:.2f}x simpy",
                 flush=True,
             )
 

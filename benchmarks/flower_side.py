@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 
 import numpy as np
@@ -37,6 +38,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--path", choices=("ray", "loop"), default="ray")
+    parser.add_argument("--actors", type=int, default=os.cpu_count(), help="Ray: clients trained at once (1 CPU each)")
     args = parser.parse_args()
 
     import flwr
@@ -106,7 +108,10 @@ def main() -> None:
             server_app=ServerApp(server_fn=server_fn),
             client_app=ClientApp(client_fn=client_fn),
             num_supernodes=num_clients,
-            backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": 1}},
+            backend_config={
+                "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+                "init_args": {"num_cpus": args.actors},
+            },
         )
         # the strategy lives in this process (ServerApp runs in-process), so round_ends and final are set
     else:  # Flower's NumPyClient and FedAvg objects in a plain in-process loop (no Ray, no gRPC)
