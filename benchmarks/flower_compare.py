@@ -14,6 +14,7 @@ FedAvg with equal weights; SGD on batches of 32 drawn with replacement, lr 0.05,
   (a) 30 clients with a Dirichlet(0.5) class mix, 20 clients per round, 20 rounds;
   (b) FLUTE's comparison: 1,000 clients (Dirichlet(0.5); about 8 images each: only the 10k split
       ships), 10 clients per round, 100 rounds (``--rounds-b`` for fewer).
+torch runs on ``--threads`` threads (default 1) on both sides and in every Ray actor.
 Both frameworks get edgefl's partition, initial model and global test pool (an .npz beside the venv);
 each samples its own clients per round (uniformly, m of N). edgefl runs twice per repeat: the ideal
 engine (learning only, as Flower has no network) and the SimPy co-simulation (default network). Flower
@@ -36,8 +37,12 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
+# idle OpenMP threads wait passively, before torch loads OpenMP (as benchmarks/run.py: spinning ones stall
+# on a shared machine); Flower's side inherits it
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -54,6 +59,7 @@ WORKLOADS = {  # name: (clients N, per round m, rounds)
     "b": (1000, 10, 100),
 }
 STEPS, BATCH, LR, ALPHA = 10, 32, 0.05, 0.5
+THREADS = [1]  # torch threads of either side (--threads); Ray's actors get one each (Ray's default)
 
 
 def scenario_text(num_clients: int, per_round: int, rounds: int, engine: str) -> str:
@@ -62,6 +68,7 @@ seed = 0
 rounds = {rounds}
 eval_every = {rounds}
 engine = "{engine}"
+threads = {THREADS[0]}
 
 [data]
 name = "mnist"
@@ -147,6 +154,7 @@ def flower_run(python: Path, data: Path, workload: str, rounds: int, path: str) 
     _, m, _ = WORKLOADS[workload]
     command = [python, ROOT / "benchmarks" / "flower_side.py", data, "--rounds", str(rounds), "--per-round", str(m)]
     command += ["--steps", str(STEPS), "--batch", str(BATCH), "--lr", str(LR), "--path", path]
+    command += ["--threads", str(THREADS[0])]
     done = subprocess.run(command, capture_output=True, text=True)
     line = [x for x in done.stdout.splitlines() if x.startswith("FLOWER ")]
     if done.returncode or not line:
@@ -165,10 +173,15 @@ def main() -> None:
     parser.add_argument("--rounds-a", type=int, default=WORKLOADS["a"][2])
     parser.add_argument("--rounds-b", type=int, default=WORKLOADS["b"][2])
     parser.add_argument("--flower-paths", nargs="+", choices=("ray", "loop"), default=["ray", "loop"])
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of both sides (default 1)")
     parser.add_argument("--no-flower", action="store_true", help="edgefl's side only (no Flower venv)")
     args = parser.parse_args()
-    if args.repeats < 1 or args.rounds_a < 2 or args.rounds_b < 2:
-        parser.error("--repeats must be >= 1 and the rounds >= 2")
+    if args.repeats < 1 or args.rounds_a < 2 or args.rounds_b < 2 or args.threads < 1:
+        parser.error("--repeats and --threads must be >= 1 and the rounds >= 2")
+    THREADS[0] = args.threads
+    print(
+        f"torch threads {args.threads} on both sides; {os.cpu_count()} cores; load {os.getloadavg()[0]:.1f}", flush=True
+    )
     OUT.mkdir(parents=True, exist_ok=True)
     python = None if args.no_flower else flower_python()
     rounds = {"a": args.rounds_a, "b": args.rounds_b}

@@ -38,6 +38,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, required=True)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--path", choices=("ray", "loop"), default="ray")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (and of each Ray actor)")
     parser.add_argument("--actors", type=int, default=os.cpu_count(), help="Ray: clients trained at once (1 CPU each)")
     args = parser.parse_args()
 
@@ -46,7 +47,7 @@ def main() -> None:
     from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
     from flwr.server.strategy import FedAvg
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     d = np.load(args.data)
     x = torch.as_tensor(d["train_x"]).reshape(len(d["train_x"]), -1)
     y = torch.as_tensor(d["train_y"]).long()
@@ -99,6 +100,7 @@ def main() -> None:
         from flwr.simulation import run_simulation
 
         def client_fn(context: Context):
+            torch.set_num_threads(args.threads)  # in the Ray actor's process
             return LinearClient(int(context.node_config["partition-id"])).to_client()
 
         def server_fn(context: Context):

@@ -70,4 +70,4 @@ def test_flower_compare_refuses_zero_repeats():
         text=True,
         timeout=120,
     )
-    assert done.returncode == 2 and "--repeats must be >= 1" in done.stderr
+    assert done.returncode == 2 and "--repeats and --threads must be >= 1" in done.stderr
