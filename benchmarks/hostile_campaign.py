@@ -891,6 +891,24 @@ def _selection_cases(doc: dict) -> list[Case]:
     return cases
 
 
+# faulty model factories (model.name): each must end in exit 4 naming model.name, nothing written
+MODEL_FAULTS = [
+    "def f(input_shape, num_classes):\n    raise RuntimeError('no layers')\n",
+    "def f(input_shape, num_classes):\n    return None\n",
+    "from torch import nn\ndef f(input_shape, num_classes):\n    return nn.Identity()\n",
+    "import sys\ndef f(input_shape, num_classes):\n    sys.exit(3)\n",
+    "from torch import nn\nclass M(nn.Module):\n    def forward(self, x):\n        raise ValueError('late')\n"
+    "def f(input_shape, num_classes):\n    return M()\n",
+]
+
+
+def _model_cases(doc: dict) -> list[Case]:
+    return [
+        _plugin_case("model.name", f"mymodel{i}", src, with_keys(doc, model={"name": f"mymodel{i}:f"}))
+        for i, src in enumerate(MODEL_FAULTS)
+    ]
+
+
 def _process_cases(doc: dict) -> list[Case]:
     cases = []
     for i, body in enumerate(PROCESS_FAULTS):
@@ -922,6 +940,7 @@ PLUGIN_FAMILIES = {
     "network.path_loss": "plugin",
     "selection.name": _selection_cases,
     "process[].name": _process_cases,
+    "model.name": _model_cases,
 }
 
 

@@ -69,7 +69,9 @@ def _add_run(sub) -> None:
         action="append",
         default=[],
         metavar="METRIC=VALUE",
-        help="report rounds, energy and time to this target in summary.json, e.g. acc_worst=0.8 (repeatable)",
+        help="report rounds, energy and time to this target in summary.json, e.g. acc_worst=0.8 (repeatable); "
+        "the energy is the committed energy at that round (booked + radio tails still to run, docs/model.md §8), "
+        "the booked one beside it",
     )
     p.set_defaults(func=cmd_run)
 
@@ -166,7 +168,8 @@ def cmd_run(args) -> int:
         print(
             f"  target {t['target']}: "
             + (
-                f"round {t['rounds']}, {t['energy_j']:.4g} J, {t['sim_time_s']:.4g} s"
+                f"round {t['rounds']}, {t['energy_j']:.4g} J committed ({t['booked_energy_j']:.4g} J booked), "
+                f"{t['sim_time_s']:.4g} s"
                 if t["reached"]
                 else "not reached"
             )

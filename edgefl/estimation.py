@@ -87,7 +87,7 @@ def _pooled(model, w, x, y, offsets, clients) -> tuple[float, float | None]:
         xb, yb = x[idx], y[idx]
         loss_sum += float(model.per_sample_loss(w, xb, yb).sum())
         if model.loss_name != "mse":
-            correct += float((model.forward(w, xb).argmax(dim=1) == yb).sum())
+            correct += float((model.forward(w, xb).argmax(dim=1).cpu() == yb).sum())
     n = len(rows)
     return loss_sum / n, (None if model.loss_name == "mse" else correct / n)
 

@@ -29,8 +29,9 @@ within a client's training set, a fresh batch per step.
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
-from copy import deepcopy
+from dataclasses import replace
 from typing import Literal
 
 import numpy as np
@@ -40,7 +41,9 @@ from torch.func import functional_call, grad, vmap
 from torch.overrides import TorchFunctionMode
 
 from algorithms.ops import Evaluate, Train, TrainResult
-from edgefl.models import FlatModel, output_loss
+from edgefl.device import free_bytes
+from edgefl.memory import step_bytes
+from edgefl.models import FlatModel, _measure_saved, output_loss
 
 ExecutorMode = Literal["batched", "loop"]
 
@@ -119,42 +122,44 @@ class VmapGrad:
     The module's forward is mapped over the client axis with ``vmap`` (an MLP becomes bmm's),
     and one autograd backward of the summed per-client losses fills one leaf per parameter
     ([C, *shape]); about twice as fast as ``vmap(grad(loss))`` on the linear and MLP models.
+    Buffers (BatchNorm's running statistics) go in as per-client copies, which a training forward
+    pass updates in place; :meth:`loss_grad` returns them.
     """
 
     def __init__(self, model: FlatModel):
         self.model = model
         self.forward = vmap(lambda params, x: functional_call(model.module, params, (x,)))
 
-    def loss_grad(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, need_grad: bool = True):
-        """(loss [C], grad [C, d] or None) of the mean minibatch loss of each client."""
+    def loss_grad(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, need_grad: bool = True, train=False):
+        """(loss [C], grad [C, d] or None, buffers [C, d - trained] or None) of each client's mean minibatch
+        loss; ``train``: the layers' training behaviour, the buffers it writes returned."""
         model, C = self.model, w.shape[0]
-        leaves = [
-            w[:, lo:hi].reshape(C, *shape).detach().requires_grad_(need_grad)
+        tensors = [
+            w[:, lo:hi].reshape(C, *shape).detach()
             for lo, hi, shape in zip(model.offsets[:-1], model.offsets[1:], model.shapes)
         ]
+        k = model._param_count
+        leaves = [t.requires_grad_(need_grad) for t in tensors[:k]]
+        buffers = [t.clone() for t in tensors[k:]] if train else tensors[k:]
+        model.mode(train)
         with torch.set_grad_enabled(need_grad):
-            out = self.forward(dict(zip(model.names, leaves)), x)  # [C, B, outputs]
+            out = self.forward(dict(zip(model.names, leaves + buffers)), x)  # [C, B, outputs]
             loss = output_loss(out, y, model.loss_name, reduction="none").mean(dim=1)  # y [C, B]
+        written = torch.cat([b.reshape(C, -1) for b in buffers], dim=1) if train and buffers else None
         if not need_grad:
-            return loss, None
+            return loss, None, written
         grads = torch.autograd.grad(loss.sum(), leaves)
-        return loss.detach(), torch.cat([g.reshape(C, -1) for g in grads], dim=1)
+        flat = [g.reshape(C, -1) for g in grads] + ([torch.zeros_like(written)] if written is not None else [])
+        if written is None and buffers:
+            flat.append(torch.zeros(C, model.buffers, dtype=w.dtype, device=w.device))
+        return loss.detach(), torch.cat(flat, dim=1), written
 
 
 def leaf_grad(model: FlatModel):
-    """``grad(model.loss)`` for one client, through one leaf tensor per parameter.
-
-    Differentiating the flat vector itself makes autograd build, for every parameter view, a
-    zero tensor of the full length d to scatter that view's gradient into; for the CNN's
-    794,310 parameters that doubles a step's time. Leaves (detached views of w, no copy) and
-    one ``cat`` at the end avoid it. The loss is FlatModel.loss's, on the module's output.
-    """
+    """One client's training gradient [d] (:meth:`FlatModel.train_grad`, buffers left out)."""
 
     def grad_fn(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        leaves = [t.detach().requires_grad_(True) for t in model.unflatten(w).values()]
-        out = functional_call(model.module, dict(zip(model.names, leaves)), (x,))
-        loss = output_loss(out, y, model.loss_name)
-        return torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, leaves)])
+        return model.train_grad(w, x, y)[1]
 
     return grad_fn
 
@@ -284,7 +289,24 @@ class StepApplier:
         return vmap(step, in_dims=(0, 0, 0, 0, None, None))(w, g, carry, client, shared, k)
 
 
+STRATEGIES = ("linear", "vmap", "threads", "loop")
+# The measured strategy replaces the structural guess only when this much faster (a margin against timing
+# noise: one machine picks the same path run after run).
+SWITCH_MARGIN = 1.25
+# The share of free memory that clients trained at once may take (the rest: the data, the run, the OS)
+MEMORY_SHARE = 0.5
+
+
 class Executor:
+    """Runs Train and Evaluate ops on ``data`` with ``model`` (see the module's docstring).
+
+    ``device``: where the numerics run (edgefl.device); ``strategy``: how the batched mode trains ("linear",
+    "vmap", "threads" or "loop"); None: the closed form for linear models, else :meth:`structural_guess` (the
+    rule the benchmarks' measurements chose, the same on every machine: a seed gives the same numbers), a
+    model vmap cannot map falling back to threads; ``measure``: instead, the faster path on this machine,
+    timed on the first Train op (:meth:`choose_strategy`; ``run.executor = "fastest"``). ``chunk``: clients
+    trained at once by vmap (None: as many as the memory allows, :meth:`clients_at_once`)."""
+
     def __init__(
         self,
         model: FlatModel,
@@ -293,10 +315,17 @@ class Executor:
         seed: int,
         mode: ExecutorMode = "batched",
         fast_linear: bool = True,
+        device: torch.device | None = None,
+        strategy: str | None = None,
+        chunk: int | None = None,
+        measure: bool = False,
     ):
         if mode not in ("batched", "loop"):
             raise ValueError(f"unknown executor {mode!r}; use 'batched' or 'loop'")
-        self.model = model
+        if strategy is not None and strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {strategy!r}; one of {', '.join(STRATEGIES)}")
+        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self.model = model.to(self.device)
         self.data = data
         self.batch_size = batch_size
         self.mode = mode
@@ -306,22 +335,91 @@ class Executor:
         self.eval_rng = np.random.default_rng(np.random.SeedSequence([seed, 0xE7A1]))
         self._sizes = np.asarray(data.train_sizes, dtype=np.int64)
         self._offsets = np.asarray(data.train_offsets, dtype=np.int64)
-        self._grad = grad(model.loss)  # the loop's (reference) gradient
+        # the loop's (reference) gradient; models with buffers: FlatModel.train_grad, which returns them
+        self._grad = grad(model.loss)
+        self._train_grad = grad(model.train_loss) if not model.buffers else leaf_grad(model)
         self._vmap = VmapGrad(model)
-        self.linear = LinearGrad.of(model) if fast_linear else None
+        self.linear = LinearGrad.of(model) if fast_linear and self.device.type == "cpu" else None
         n = data.train_x.shape[0]
+        self._train_x = data.train_x.to(self.device)  # the per-client paths' layout
         # Inputs as the batched gradient wants them: flattened rows for the linear path.
-        self._x = data.train_x.reshape(n, -1) if self.linear is not None else data.train_x
-        self._y = data.train_y
+        self._x = self._train_x.reshape(n, -1) if self.linear is not None else self._train_x
+        self._y = data.train_y.to(self.device)
         self.steps = StepApplier()
-        # How the batched mode trains: closed form for linear models; clients in parallel threads
-        # for convolutional ones (vmap turns a batch of convolutions into one grouped
-        # convolution, several times slower on CPU than the convolutions one by one); vmap else.
-        convolutional = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.module.modules())
-        self.strategy = "linear" if self.linear is not None else ("threads" if convolutional else "vmap")
+        self.strategy = "linear" if self.linear is not None else strategy
+        self.measure = measure
+        self.chunk = chunk
+        self.timings: dict[str, float] = {}  # seconds per client-step of each strategy measured
         self._pool: ThreadPoolExecutor | None = None
         self._pool_size = 0
         self._thread_local = threading.local()
+
+    # -- how the batched mode trains -----------------------------------------------------------
+    def structural_guess(self) -> str:
+        """The strategy kept unless another measures SWITCH_MARGIN x faster: on a CPU, clients in threads for
+        convolutional and recurrent models (vmap turns a batch of convolutions into one grouped convolution,
+        several times slower on CPU than the convolutions one by one), vmap else; on a GPU, vmap."""
+        if self.device.type != "cpu":
+            return "vmap"
+        heavy = (nn.modules.conv._ConvNd, nn.RNNBase)
+        return "threads" if any(isinstance(m, heavy) for m in self.model.module.modules()) else "vmap"
+
+    def candidates(self) -> list[str]:
+        if self.device.type != "cpu":
+            return ["vmap", "threads"]  # on a GPU, "threads" is one client after another (its kernels queue anyway)
+        return ["vmap", "threads" if torch.get_num_threads() > 1 else "loop"]
+
+    def choose_strategy(self, op: Train, start, idx) -> str:
+        """The faster strategy on this machine for this model, timed on the op's first minibatches (one warm-up
+        and one timed step each, on up to 4 of its clients; results discarded: no random stream moves). A
+        strategy that fails on the model (vmap cannot map every module) is not a candidate."""
+        guess = self.structural_guess()
+        clients = min(len(op.clients), 4)
+        probe = Train(
+            clients=op.clients[:clients],
+            start=start[:clients],
+            steps=1,
+            step=op.step,
+            carry={k: v[:clients] for k, v in op.carry.items()},
+            client_args={k: v[:clients] for k, v in op.client_args.items()},
+            shared=op.shared,
+        )
+        timings: dict[str, float] = {}
+        failed: dict[str, Exception] = {}
+        for attempt in range(4):  # a warm-up, then the best of 3, interleaved (the load varies)
+            for name in self.candidates():
+                if name in failed:
+                    continue
+                try:
+                    began = time.perf_counter()
+                    self._train_with(name, probe, probe.start, idx[:clients, :1], None)
+                    if self.device.type == "cuda":
+                        torch.cuda.synchronize(self.device)
+                except Exception as exc:  # noqa: BLE001 - a path the model does not support is no candidate
+                    failed[name] = exc
+                    continue
+                if attempt:
+                    spent = (time.perf_counter() - began) / clients
+                    timings[name] = min(timings.get(name, spent), spent)
+        if not timings:  # the model fails on every path: its own exception (a plug-in's: exit 4 naming it)
+            raise failed[guess if guess in failed else next(iter(failed))]
+        self.timings = timings
+        fastest = min(timings, key=timings.get)
+        if guess in timings and timings[guess] <= SWITCH_MARGIN * timings[fastest]:
+            return guess
+        return fastest
+
+    def clients_at_once(self) -> int:
+        """Clients vmap trains at once: as many as MEMORY_SHARE of the free memory holds at
+        edgefl.memory.step_bytes each (at least 1)."""
+        if self.chunk is not None:
+            return self.chunk
+        model, inputs = self.model, int(np.prod(self.model.input_shape))
+        per_sample, fixed = _measure_saved(model)
+        need = step_bytes(model.dim, per_sample, fixed, self.batch_size, inputs)
+        free = free_bytes(self.device)
+        self.chunk = max(1, int(MEMORY_SHARE * free // need)) if free else 1 << 30
+        return self.chunk
 
     # -- minibatches --------------------------------------------------------------------
     def sample_indices(self, clients: np.ndarray, steps: int, batch_size: int, rng=None) -> torch.Tensor:
@@ -332,13 +430,16 @@ class Executor:
 
     def _gather(self, rows: torch.Tensor):
         """Inputs and labels of the rows [C, B] (batched-path layout)."""
-        flat = rows.reshape(-1)
+        flat = rows.reshape(-1).to(self.device)
         x = self._x.index_select(0, flat)
         return x.view(*rows.shape, *self._x.shape[1:]), self._y.index_select(0, flat).view(rows.shape)
 
     def loss_grad(self, params: torch.Tensor, x, y, need_grad: bool = True):
-        """Batched (loss [C], grad [C, d] or None) at params [C, d] on minibatches x [C, B, ...]."""
-        return (self.linear or self._vmap).loss_grad(params, x, y, need_grad)
+        """Batched (loss [C], grad [C, d] or None) at params [C, d] on minibatches x [C, B, ...] (evaluation
+        behaviour of the layers)."""
+        if self.linear is not None:
+            return self.linear.loss_grad(params, x, y, need_grad)
+        return self._vmap.loss_grad(params, x, y, need_grad)[:2]
 
     # -- Train -------------------------------------------------------------------------
     def train(self, op: Train) -> TrainResult:
@@ -352,20 +453,57 @@ class Executor:
             mask = torch.as_tensor(mask, dtype=torch.bool)
             if mask.shape != (num, op.steps):
                 raise ValueError(f"step_mask must be [clients, steps] = {(num, op.steps)}, got {tuple(mask.shape)}")
+        on_device = self.device.type != "cpu"
+        if on_device:
+            start = start.to(self.device)
+            op = _moved(op, self.device)
         if self.mode == "loop":
-            params, carry, snapshot = self._train_loop(op, start, idx, mask)
-        elif self.strategy == "threads":
-            params, carry, snapshot = self._train_loop(op, start, idx, mask, workers=min(torch.get_num_threads(), num))
+            name = "loop"
         else:
-            params, carry, snapshot = self._train_batched(op, start, idx, mask)
+            if self.strategy is None:
+                self.strategy = self.choose_strategy(op, start, idx) if self.measure else self.structural_guess()
+            name = self.strategy
+        try:
+            params, carry, snapshot = self._train_with(name, op, start, idx, mask)
+        except Exception:
+            if name != "vmap" or self.measure:
+                raise
+            # a model vmap cannot map (a module calling .item(), an RNN): the clients in threads, from now on
+            # (the same on every run: the failure is the model's, not the machine's); nothing was written
+            self.strategy = name = "threads"
+            params, carry, snapshot = self._train_with(name, op, start, idx, mask)
+        if on_device:
+            params, snapshot = params.cpu(), None if snapshot is None else snapshot.cpu()
+            carry = {k: v.cpu() for k, v in carry.items()}
         steps_done = np.full(num, op.steps) if mask is None else mask.sum(dim=1).numpy()
         return TrainResult(params=params, carry=carry, snapshot=snapshot, steps_done=steps_done)
+
+    def _train_with(self, name: str, op: Train, start, idx, mask):
+        if name == "loop":
+            return self._train_loop(op, start, idx, mask)
+        if name == "threads":
+            workers = 1 if self.device.type != "cpu" else min(torch.get_num_threads(), len(op.clients))
+            return self._train_loop(op, start, idx, mask, workers=workers)
+        if name == "linear":
+            return self._train_batched(op, start, idx, mask)
+        chunk = self.clients_at_once()
+        if len(op.clients) <= chunk:
+            return self._train_batched(op, start, idx, mask)
+        parts = [
+            self._train_batched(_clients_of(op, part), start[part], idx[part], None if mask is None else mask[part])
+            for part in (slice(lo, lo + chunk) for lo in range(0, len(op.clients), chunk))
+        ]
+        params = torch.cat([p[0] for p in parts])
+        carry = {k: torch.cat([p[1][k] for p in parts]) for k in op.carry}
+        snapshot = torch.cat([p[2] for p in parts]) if op.record_at is not None else None
+        return params, carry, snapshot
 
     def _train_batched(self, op: Train, start, idx, mask):
         w = start.clone()
         carry = {k: v.clone() for k, v in op.carry.items()}
         client_args = dict(op.client_args)
         shared = dict(op.shared)
+        trained = self.model.trained if self.model.buffers else None
         # One index_select per step for all clients (gathering all steps' minibatches ahead
         # measured slower: the step's inputs are then no longer in cache when used).
         rows_by_step = idx.transpose(0, 1).contiguous()  # [steps, C, B]
@@ -374,10 +512,16 @@ class Executor:
         for k in range(op.steps):
             if active is None or active[k]:
                 x, y = self._gather(rows_by_step[k])
-                _, g = self.loss_grad(w, x, y)
+                if self.linear is not None:
+                    _, g = self.linear.loss_grad(w, x, y)
+                    written = None
+                else:
+                    _, g, written = self._vmap.loss_grad(w, x, y, train=True)
                 w_next, carry_next = self.steps(op.step, w, g, carry, client_args, shared, k)
+                if written is not None:  # the buffers: what the forward pass wrote, whatever the step did
+                    w_next = torch.cat([w_next[:, :trained], written], dim=1)
                 if mask is not None and not bool(mask[:, k].all()):
-                    on = mask[:, k]
+                    on = mask[:, k].to(w.device)
                     w_next = torch.where(on[:, None], w_next, w)
                     carry_next = {
                         name: torch.where(on.view(-1, *([1] * (v.dim() - 1))), v, carry[name])
@@ -389,10 +533,10 @@ class Executor:
         return w, carry, snapshot
 
     def _train_loop(self, op: Train, start, idx, mask, workers: int = 0):
-        """One client after another with ``torch.func.grad`` (the reference); ``workers`` >= 1:
-        the "threads" strategy, that many clients at a time with :func:`leaf_grad`."""
+        """One client after another (the reference: ``torch.func.grad``); ``workers`` >= 1: the "threads"
+        strategy, that many clients at a time with :meth:`FlatModel.train_grad`."""
         if workers == 0:
-            results = [self._train_client(self._grad, op, c, start, idx, mask) for c in range(len(op.clients))]
+            results = [self._train_client(self._train_grad, op, c, start, idx, mask) for c in range(len(op.clients))]
         elif workers == 1:
             grad_fn = leaf_grad(self.model)
             results = [self._train_client(grad_fn, op, c, start, idx, mask) for c in range(len(op.clients))]
@@ -403,18 +547,24 @@ class Executor:
         carry = {k: torch.stack([r[2][k] for r in results]) for k in op.carry}
         return params, carry, snapshot
 
-    def _train_client(self, grad_fn, op: Train, c: int, start, idx, mask):
+    def _train_client(self, grad_fn, op: Train, c: int, start, idx, mask, model: FlatModel | None = None):
         """Client c's ``op.steps`` steps: (final w, snapshot or None, final carry)."""
-        x_all, y_all = self.data.train_x, self.data.train_y
+        model = model or self.model
+        x_all, y_all = self._train_x, self._y
         w = start[c].clone()
         carry = {k: v[c].clone() for k, v in op.carry.items()}
         client_args = {k: v[c] for k, v in op.client_args.items()}
         snap = None
         for k in range(op.steps):
             if mask is None or bool(mask[c, k]):
-                rows = idx[c, k]
-                g = grad_fn(w, x_all[rows], y_all[rows])
-                w, carry = op.step(w, g, carry, client_args, dict(op.shared), k)
+                rows = idx[c, k].to(self.device)
+                x, y = x_all[rows], y_all[rows]
+                if model.buffers:
+                    _, g, written = model.train_grad(w, x, y)
+                    w, carry = op.step(w, g, carry, client_args, dict(op.shared), k)
+                    w = torch.cat([w[: model.trained], written])
+                else:
+                    w, carry = op.step(w, grad_fn(w, x, y), carry, client_args, dict(op.shared), k)
             if op.record_at == k + 1:
                 snap = w.clone()
         return w, snap, carry
@@ -430,11 +580,11 @@ class Executor:
         local = self._thread_local
 
         def run(c):
-            grad_fn = getattr(local, "grad", None)
-            if grad_fn is None:
-                copy = FlatModel(deepcopy(self.model.module), self.model.input_shape, self.model.loss_name)
-                grad_fn = local.grad = leaf_grad(copy)
-            return self._train_client(grad_fn, op, c, start, idx, mask)
+            copy = getattr(local, "model", None)
+            if copy is None:
+                copy = local.model = self.model.copy()
+                local.grad = leaf_grad(copy)
+            return self._train_client(local.grad, op, c, start, idx, mask, copy)
 
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
@@ -445,18 +595,25 @@ class Executor:
 
     # -- Evaluate ----------------------------------------------------------------------
     def evaluate(self, op: Evaluate):
+        out = self._evaluate(op)
+        if self.device.type == "cpu":
+            return out
+        return tuple(t.cpu() for t in out) if isinstance(out, tuple) else out.cpu()
+
+    def _evaluate(self, op: Evaluate):
         clients = op.clients
         num = len(clients)
-        params = op.params if op.params.dim() == 2 else op.params.expand(num, -1)
+        params = op.params.to(self.device)
+        params = params if params.dim() == 2 else params.expand(num, -1)
         need_grad = op.what != "loss"
         if op.full:
             if self.mode == "batched" and op.params.dim() == 1 and not need_grad:
-                loss, gradient = self._full_loss_shared(op.params, clients), None
+                loss, gradient = self._full_loss_shared(params[0], clients), None
             else:
                 losses, grads = [], []
                 for c, client in enumerate(clients):
                     lo, hi = self._offsets[client], self._offsets[client + 1]
-                    x, y = self.data.train_x[lo:hi], self.data.train_y[lo:hi]
+                    x, y = self._train_x[lo:hi], self._y[lo:hi]
                     losses.append(self.model.loss(params[c], x, y).detach())
                     if need_grad:
                         grads.append(self._grad(params[c], x, y))
@@ -468,7 +625,8 @@ class Executor:
                 x, y = self._gather(rows)
                 loss, gradient = self.loss_grad(params, x, y, need_grad)
             else:
-                x, y = self.data.train_x[rows], self.data.train_y[rows]
+                rows = rows.to(self.device)
+                x, y = self._train_x[rows], self._y[rows]
                 loss = torch.stack([self.model.loss(params[c], x[c], y[c]).detach() for c in range(num)])
                 gradient = torch.stack([self._grad(params[c], x[c], y[c]) for c in range(num)]) if need_grad else None
         if op.what == "loss":
@@ -484,13 +642,35 @@ class Executor:
         # rows = concat(range(start_c, start_c + size_c)): each row's client start plus its rank
         first = np.cumsum(sizes) - sizes  # position of each client's first row in the result
         rows = torch.from_numpy(np.repeat(self._offsets[clients] - first, sizes) + np.arange(sizes.sum()))
-        per_sample = self.model.per_sample_loss(w, self.data.train_x[rows], self.data.train_y[rows])
-        owner = torch.from_numpy(np.repeat(np.arange(len(clients)), sizes))
-        sums = torch.zeros(len(clients), dtype=per_sample.dtype).index_add_(0, owner, per_sample)
-        return sums / torch.from_numpy(sizes).to(per_sample.dtype)
+        rows = rows.to(self.device)
+        per_sample = self.model.per_sample_loss(w, self._train_x[rows], self._y[rows])
+        owner = torch.from_numpy(np.repeat(np.arange(len(clients)), sizes)).to(self.device)
+        sums = torch.zeros(len(clients), dtype=per_sample.dtype, device=self.device).index_add_(0, owner, per_sample)
+        return sums / torch.from_numpy(sizes).to(per_sample.dtype).to(self.device)
 
     def samples_evaluated(self, op: Evaluate) -> np.ndarray:
         """How many samples each client processes for ``op`` (for pricing)."""
         if op.full:
             return self._sizes[op.clients].astype(float)
         return np.full(len(op.clients), float(op.batch_size or self.batch_size))
+
+
+def _moved(op: Train, device: torch.device) -> Train:
+    """``op`` with its tensors on ``device``."""
+    move = lambda v: v.to(device) if isinstance(v, torch.Tensor) else v  # noqa: E731
+    return replace(
+        op,
+        carry={k: move(v) for k, v in op.carry.items()},
+        client_args={k: move(v) for k, v in op.client_args.items()},
+        shared={k: move(v) for k, v in op.shared.items()},
+    )
+
+
+def _clients_of(op: Train, part: slice) -> Train:
+    """``op`` for the clients ``part`` of its clients."""
+    return replace(
+        op,
+        clients=op.clients[part],
+        carry={k: v[part] for k, v in op.carry.items()},
+        client_args={k: v[part] for k, v in op.client_args.items()},
+    )

@@ -6,15 +6,16 @@ The estimate of what a run adds to the process as it is when the check runs (Pyt
 - the data: samples × (input values + 1 label) × 4 B (float32), from the data set's keys;
 - what a data set's generator holds per client besides its samples (the Synthetic data's law of each client,
   W_k, v_k, b_k in float64: ``estimated_bytes_per_client`` of its params; 0 for a data set that does not say);
-- the clients trained at once: m' × d × 4 B × 6 (parameters, gradients, step and algorithm buffers) and their
-  minibatches m' × B × (input + hidden) × 4 B × 3 (inputs, activations, their gradients);
+- the selected clients' models: m' × d × 4 B × 3 (start, result, algorithm state), and one client's step at
+  least (:func:`step_bytes`; the executor trains as many clients at once as the memory allows, edgefl.executor);
 - per device: :data:`PER_DEVICE_BYTES` (profiles, links, radio states, ledger, counters, the partition's offsets,
   per-client outputs) and :data:`RUNTIME_BYTES` once (torch's runtime once it computes: threads, allocator).
 The two constants are measured (docs/scale.md, "Memory"): the peak RSS of ``edgefl run`` on the quickstart with
 10^4, 10^5 and 3·10^5 devices of 2 samples each, and at 10^4 and 10^5 with 20 features or 20 samples, is linear
 in the devices (7745, 3904 and 12212 B a device; the same 342 MB at 0 devices), which these parts give within 1 %
 (fitted to them; at 10^6 devices of 2 samples: 8.09 GB estimated, 8.0 GB measured by issue 33's campaign).
-Model size d from the model's layers, counted without allocating them (edgefl.models.parameter_count). A data
+Model size d from the model's layers, counted without allocating them (edgefl.models.parameter_count), its
+activations measured on a forward pass of 2 and 4 samples (edgefl.models.saved_bytes). A data
 set that cannot say its size from its keys (a plug-in, see DataParams.layout) is not checked.
 
 The memory available is the least of the system's (MemAvailable), the process's cgroup's (memory.max −
@@ -28,7 +29,7 @@ import os
 from pathlib import Path
 
 from edgefl.data import DataError
-from edgefl.models import parameter_count
+from edgefl.models import parameter_count, saved_bytes
 
 BYTES_PER_VALUE = 4
 PER_DEVICE_BYTES = 1900  # measured (see the module's docstring): what a device costs besides its data
@@ -89,17 +90,48 @@ def estimate_bytes(data, model, algorithm) -> dict[str, float] | None:
         return None
     input_shape, classes = layout
     inputs = math.prod(input_shape)
-    d = parameter_count(model.name, input_shape, classes, model.hidden)
+    keys = model.keys()
+    d = parameter_count(model.name, input_shape, classes, model.hidden, keys)
     selected = min(data.num_clients, math.ceil(a.clients_per_round * (1 + a.over_selection)))
-    width = inputs + (model.hidden if model.name == "mlp" else 0)
     per_client = getattr(data, "estimated_bytes_per_client", None)
-    return {
+    parts = {
         "data": samples * (inputs + 1) * BYTES_PER_VALUE,
         "data generator": data.num_clients * (float(per_client()) if per_client is not None else 0.0),
-        "training": selected * d * BYTES_PER_VALUE * 6 + selected * a.batch_size * width * BYTES_PER_VALUE * 3,
+        "training": selected * d * BYTES_PER_VALUE * 3 + step_bytes(d, 0.0, 0.0, a.batch_size, inputs),
         "devices": data.num_clients * PER_DEVICE_BYTES,
         "runtime": RUNTIME_BYTES,
     }
+    available = available_bytes()
+    if available is not None and sum(parts.values()) + d * BYTES_PER_VALUE > available:
+        return parts  # too large already: the activations are not measured (that would build the model)
+    per_sample, fixed = saved_bytes(model.name, input_shape, classes, model.hidden, keys)
+    parts["training"] += 2 * (per_sample * a.batch_size + fixed)  # step_bytes' activations
+    return parts
+
+
+def step_bytes(d: int, per_sample: float, fixed: float, batch: int, inputs: int) -> float:
+    """Memory of one client's local step in a vmap batch (bytes): its parameters' copies besides the result (d × 4 B
+    × 3: the per-parameter tensors cut from the [C, d] matrix, their gradients, the step's result before it replaces
+    the old), its minibatch (B × (inputs + 1) × 4 B), and the activations autograd keeps for the backward pass
+    (``per_sample`` × B + ``fixed``, edgefl.models.saved_bytes) twice (the backward pass builds their gradients, at
+    most as large, while they are still held)."""
+    return d * BYTES_PER_VALUE * 3 + batch * (inputs + 1) * BYTES_PER_VALUE + 2 * (per_sample * batch + fixed)
+
+
+def training_bytes(
+    strategy: str, clients: int, at_once: int, d: int, per_sample: float, fixed: float, batch: int, inputs: int
+) -> float:
+    """Memory a Train op of ``clients`` adds (bytes), by the executor's path (edgefl.executor): the results
+    (clients × d × 4 B) and ``at_once`` clients' steps: vmap (and the closed form), :func:`step_bytes` each;
+    threads or the loop, each client in its own thread with its own module copy and its own allocator arena:
+    7 × d × 4 B (the copy, w, its gradient leaves and their concatenation, the step's result and temporaries)
+    plus the minibatch and the activations once (one sample's backward at a time frees them as it goes).
+    benchmarks/models.py compares it with the measured peak (docs/performance.md)."""
+    results = clients * d * BYTES_PER_VALUE
+    if strategy in ("vmap", "linear"):
+        return results + at_once * step_bytes(d, per_sample, fixed, batch, inputs)
+    minibatch = batch * (inputs + 1) * BYTES_PER_VALUE
+    return results + at_once * (7 * d * BYTES_PER_VALUE + minibatch + per_sample * batch + fixed)
 
 
 def check_memory(data, model, algorithm, available: int | None = None) -> None:
@@ -114,6 +146,9 @@ def check_memory(data, model, algorithm, available: int | None = None) -> None:
         f"this run needs about {gib(sum(parts.values()))} of memory more ({shown}) and {gib(available)} are "
         f"available: "
         f"reduce what sizes it: data.num_clients (= {data.num_clients}), the samples per client, the "
-        f"input and model size (model.hidden = {model.hidden}), algorithm.clients_per_round "
+        f"input and model size (model.name = {model.name!r}"
+        + (f", model.hidden = {model.hidden}" if model.name == "mlp" else "")
+        + (f", [model.{model.name}] keys {model.keys()}" if model.keys() and model.name != "mlp" else "")
+        + "), algorithm.clients_per_round "
         f"(= {algorithm.clients_per_round}) or algorithm.batch_size (= {algorithm.batch_size})"
     )

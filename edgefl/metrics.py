@@ -21,7 +21,7 @@ def per_sample(model, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor):
     """(losses [n], correct [n] or None for regression), in chunks to bound memory."""
     losses, correct = [], []
     for lo in range(0, len(x), CHUNK):
-        out = model.forward(w, x[lo : lo + CHUNK])
+        out = model.forward(w, x[lo : lo + CHUNK]).cpu()  # on the CPU, with the labels (a no-op there)
         yy = y[lo : lo + CHUNK]
         losses.append(output_loss(out, yy, model.loss_name, reduction="none"))
         if model.loss_name != "mse":

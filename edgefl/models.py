@@ -1,28 +1,44 @@
-"""Model zoo, seen through flat parameter vectors.
+"""Model zoo, seen through flat vectors.
 
-Algorithms work on one flat vector ``w`` of all d parameters per client (easy state,
-easy averaging, easy batching as a ``[C, d]`` matrix). :class:`FlatModel` maps a flat
-vector back to the module's named parameters (views, no copies) and evaluates the
-module functionally with ``torch.func.functional_call``.
+Algorithms work on one flat vector ``w`` per client (easy state, easy averaging, easy batching as a ``[C, d]``
+matrix). :class:`FlatModel` maps a flat vector back to the module's named tensors (views, no copies) and
+evaluates the module functionally with ``torch.func.functional_call``. ``w`` holds the module's parameters,
+then its floating-point buffers (e.g. BatchNorm's running statistics): buffers are part of the model that is
+sent, averaged and counted in a message's bits like parameters, but not trained by gradient: after each local
+step their slots hold what the training forward pass wrote into them (docs/extending.md, "Models").
 
-Models:
+Models (``model.name``): the built-ins below and in :mod:`edgefl.zoo` (the field's benchmark models), an
+installed entry point of the group ``edgefl.models``, or ``"package.module:factory"``, where
+``factory(input_shape, num_classes, **keys)`` returns an ``nn.Module``; its keys come from the scenario's
+``[model."package.module:factory"]`` table, validated against the factory's signature (:func:`keys_model`).
 - ``linear``: flatten -> Linear(in, classes)  (MNIST: 784*10 + 10 = 7,850 parameters, DRDM paper)
 - ``mlp``:    flatten -> Linear(in, hidden) -> ReLU -> Linear(hidden, classes)
 - ``cnn``:    the DRDM paper's KMNIST CNN: conv3x3 1->16, ReLU, maxpool2, conv3x3 16->32,
               ReLU, maxpool2, FC 1568->500, ReLU, FC 500->10 (padding 1; 794,310 parameters)
 - ``regression``: flatten -> Linear(in, 1) with mean squared error (composite-objective papers)
+- ``cifar_cnn``, ``femnist_cnn``, ``resnet18_gn``, ``shakespeare_lstm``: :mod:`edgefl.zoo`.
 """
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import math
-from typing import Literal
+import typing
+import warnings
+from copy import deepcopy
+from typing import Any, Callable, Literal
 
 import torch
+from pydantic import ConfigDict, ValidationError, create_model
 from torch import nn
 from torch.func import functional_call
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
+
+from edgefl import zoo
+from edgefl.plugins import PluginError, faults_named
+from plugin_registry import Registry
 
 MODEL_NAMES = ("linear", "mlp", "cnn", "regression")
 LossName = Literal["cross_entropy", "mse"]
@@ -74,7 +90,9 @@ def output_loss(out: torch.Tensor, y: torch.Tensor, loss: LossName, reduction: L
 
 
 class FlatModel:
-    """A module evaluated from a flat parameter vector ``w`` of length ``dim``."""
+    """A module evaluated from a flat vector ``w`` of length ``dim``: its parameters (the first ``trained``
+    values), then its floating-point buffers. Integer buffers (BatchNorm's ``num_batches_tracked``) stay in
+    the module: they are neither sent nor averaged."""
 
     def __init__(self, module: nn.Module, input_shape: tuple[int, ...], loss: LossName = "cross_entropy"):
         self.module = module
@@ -84,16 +102,43 @@ class FlatModel:
         self.shapes: list[torch.Size] = []
         self.offsets: list[int] = [0]
         for name, p in module.named_parameters():
-            self.names.append(name)
-            self.shapes.append(p.shape)
-            self.offsets.append(self.offsets[-1] + p.numel())
+            self._add(name, p)
+        self.trained = self.offsets[-1]  # parameters; the buffers follow
+        self._param_count = len(self.names)
+        for name, b in module.named_buffers():
+            if b.is_floating_point():
+                self._add(name, b)
         self.dim = self.offsets[-1]
+        self.buffers = self.dim - self.trained
+        # modules whose training and evaluation differ (BatchNorm, dropout): their mode is set per call
+        self._modal = any(
+            isinstance(m, (nn.modules.batchnorm._NormBase, nn.modules.dropout._DropoutNd)) for m in module.modules()
+        )
+        self.device = torch.device("cpu")
         self._flops_train: float | None = None
         self._flops_eval: float | None = None
 
+    def _add(self, name: str, tensor: torch.Tensor) -> None:
+        self.names.append(name)
+        self.shapes.append(tensor.shape)
+        self.offsets.append(self.offsets[-1] + tensor.numel())
+
+    def to(self, device: torch.device) -> "FlatModel":
+        """The module on ``device`` (edgefl.device chose it): inputs and ``w`` are moved there by the callers."""
+        self.module.to(device)
+        self.device = torch.device(device)
+        return self
+
+    def copy(self) -> "FlatModel":
+        """An independent copy (its own module: ``functional_call`` swaps a module's tensors while it runs)."""
+        twin = FlatModel(deepcopy(self.module), self.input_shape, self.loss_name)
+        twin.device = self.device
+        return twin
+
     def init_params(self) -> torch.Tensor:
-        """The module's current (seeded) parameters as one flat float32 vector [d]."""
-        return torch.cat([p.detach().reshape(-1) for p in self.module.parameters()]).to(torch.float32)
+        """The module's current (seeded) parameters and float buffers as one flat float32 vector [d] (on the CPU)."""
+        tensors = [p for p in self.module.parameters()] + [b for b in self.module.buffers() if b.is_floating_point()]
+        return torch.cat([t.detach().reshape(-1).cpu() for t in tensors]).to(torch.float32)
 
     def unflatten(self, w: torch.Tensor) -> dict[str, torch.Tensor]:
         return {
@@ -101,29 +146,79 @@ class FlatModel:
             for name, shape, start, end in zip(self.names, self.shapes, self.offsets[:-1], self.offsets[1:])
         }
 
-    def forward(self, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        out = functional_call(self.module, self.unflatten(w), (x,))
+    def mode(self, train: bool) -> None:
+        """Training or evaluation behaviour of the module's layers (BatchNorm's batch statistics, dropout)."""
+        if self._modal and self.module.training != train:
+            self.module.train(train)
+
+    def forward(self, w: torch.Tensor, x: torch.Tensor, train: bool = False) -> torch.Tensor:
+        """The module's outputs at ``w`` (evaluation behaviour unless ``train``; buffers then are written in
+        place into ``w``'s buffer slots: pass a copy)."""
+        self.mode(train)
+        out = functional_call(self.module, self.unflatten(w.to(self.device)), (x.to(self.device),))
         return out.squeeze(-1) if self.loss_name == "mse" else out
 
     def loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Mean minibatch loss (cross-entropy on logits, or mean squared error: :func:`output_loss`)."""
-        return output_loss(self.forward(w, x), y, self.loss_name)
+        """Mean minibatch loss (cross-entropy on logits, or mean squared error: :func:`output_loss`), evaluation
+        behaviour."""
+        return output_loss(self.forward(w, x), y.to(self.device), self.loss_name)
+
+    def train_loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Mean minibatch loss with the training behaviour of the layers (for models without buffers)."""
+        return output_loss(self.forward(w, x, train=True), y.to(self.device), self.loss_name)
 
     def per_sample_loss(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return output_loss(self.forward(w, x), y, self.loss_name, reduction="none")
+        return output_loss(self.forward(w, x), y.to(self.device), self.loss_name, reduction="none")
+
+    def train_grad(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor):
+        """One client's training gradient at ``w`` [d] on a minibatch: (loss, gradient [d] with zeros in the
+        buffer slots, the buffers [d - trained] the forward pass wrote, or None without buffers).
+
+        Autograd through one leaf tensor per parameter (detached views of ``w``, no copy) and one ``cat`` at
+        the end: differentiating the flat vector itself makes autograd build, for every parameter view, a zero
+        tensor of the full length d to scatter that view's gradient into (for the CNN's 794,310 parameters
+        that doubles a step's time). Buffers go in as a copy, so ``w`` is not written."""
+        self.mode(True)
+        w = w.to(self.device)
+        tensors = self.unflatten(w)
+        leaves = [tensors[name].detach().requires_grad_(True) for name in self.names[: self._param_count]]
+        buffers = w[self.trained :].detach().clone() if self.buffers else None
+        named = dict(zip(self.names, leaves))
+        if buffers is not None:
+            named.update(
+                (name, buffers[lo - self.trained : hi - self.trained].view(shape))
+                for name, shape, lo, hi in self._buffer_slots()
+            )
+        out = functional_call(self.module, named, (x.to(self.device),))
+        loss = output_loss(out.squeeze(-1) if self.loss_name == "mse" else out, y.to(self.device), self.loss_name)
+        grads = torch.autograd.grad(loss, leaves)
+        flat = torch.cat([g.reshape(-1) for g in grads] + ([torch.zeros_like(buffers)] if buffers is not None else []))
+        return loss.detach(), flat, buffers
+
+    def _buffer_slots(self):
+        """(name, shape, start, end) of each buffer in ``w``."""
+        k = self._param_count
+        return list(zip(self.names[k:], self.shapes[k:], self.offsets[k:-1], self.offsets[k + 1 :]))
 
     # -- compute cost, measured once (torch.utils.flop_counter's formulas) ---------------
     def _measure_flops(self, batch: int = 8) -> None:
-        x = torch.zeros((batch, *self.input_shape))
+        # oneDNN off: its fused LSTM kernel has no FLOP formula; without it an LSTM runs (and is counted) as
+        # its matmuls (2 x 4 x hidden x (inputs + hidden) per step and layer forward)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            with torch.backends.mkldnn.flags(enabled=False):
+                self._count_flops(batch)
+
+    def _count_flops(self, batch: int) -> None:
+        x = example_inputs(self.input_shape, batch)
         y = torch.zeros(batch) if self.loss_name == "mse" else torch.zeros(batch, dtype=torch.long)
         w = self.init_params()
         with _FlopCounter() as counter:
             with torch.no_grad():
                 self.loss(w, x, y)
         self._flops_eval = counter.total / batch
-        w_req = w.clone().requires_grad_(True)
         with _FlopCounter() as counter:
-            self.loss(w_req, x, y).backward()
+            self.train_grad(w, x, y)
         self._flops_train = counter.total / batch
 
     @property
@@ -167,27 +262,172 @@ def fits_cnn(input_shape: tuple[int, ...]) -> bool:
     return len(input_shape) == 3 and input_shape[1] == input_shape[2] and input_shape[1] % 4 == 0
 
 
-def _module(name: str, input_shape: tuple[int, ...], num_classes: int, hidden: int) -> nn.Module:
-    """The named model's layers (initialised by PyTorch's defaults, on the current default device)."""
-    if name not in MODEL_NAMES:
-        raise ValueError(f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}")
+# -- the built-in models, as factories f(input_shape, num_classes, **keys) like a plug-in's ----------------
+def linear(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
+
+
+def mlp(input_shape: tuple[int, ...], num_classes: int, hidden: int = 200) -> nn.Module:
     in_features = math.prod(input_shape)
-    if name == "linear":
-        return nn.Sequential(nn.Flatten(), nn.Linear(in_features, num_classes))
+    return nn.Sequential(nn.Flatten(), nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+
+
+def cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    if not fits_cnn(input_shape):
+        raise ValueError(f"the cnn model needs square images (C, H, W) with H % 4 == 0, got {input_shape}")
+    return DRDMCNN(input_shape[0], num_classes, input_shape[1])
+
+
+def regression(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), 1))
+
+
+BUILTINS: dict[str, Callable[..., nn.Module]] = {
+    "linear": linear,
+    "mlp": mlp,
+    "cnn": cnn,
+    "regression": regression,
+    "cifar_cnn": zoo.cifar_cnn,
+    "femnist_cnn": zoo.femnist_cnn,
+    "resnet18_gn": zoo.resnet18_gn,
+    "shakespeare_lstm": zoo.shakespeare_lstm,
+}
+MODEL_NAMES = tuple(BUILTINS)
+REGISTRY = Registry.of("model.name", BUILTINS, accepts=callable)
+
+
+def is_plugin(name: str) -> bool:
+    return REGISTRY.is_plugin(name)
+
+
+def loss_of(name: str, num_classes: int) -> LossName:
+    """The training loss of model ``name`` on data of ``num_classes`` classes (1: a regression): the built-in
+    regression model and any model on a regression's data, mean squared error; else cross-entropy."""
+    return "mse" if name == "regression" or num_classes == 1 else "cross_entropy"
+
+
+def keys_model(name: str):
+    """The pydantic model of the own keys of model ``name`` (``[model.<name>]``): the factory's parameters
+    after ``input_shape`` and ``num_classes``, typed by their annotations (Any without one), required unless
+    they have a default; other keys are errors unless the factory takes ``**keys``. NaN and inf rejected."""
+    factory = REGISTRY.get(name)
+    params = list(inspect.signature(factory).parameters.values())[2:]
+    hints = _annotations(factory)
+    fields: dict[str, Any] = {}
+    extra = "forbid"
+    for p in params:
+        if p.kind == p.VAR_KEYWORD:
+            extra = "allow"
+        elif p.kind != p.VAR_POSITIONAL and not p.name.startswith("_"):
+            fields[p.name] = (hints.get(p.name, Any), ... if p.default is p.empty else p.default)
+    config = ConfigDict(extra=extra, allow_inf_nan=False, arbitrary_types_allowed=True)  # type: ignore[typeddict-item]
+    return create_model(f"model {name} keys", __config__=config, **fields)
+
+
+def _annotations(factory) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(factory, include_extras=True)
+    except Exception:  # noqa: BLE001 - unresolvable annotations: the keys are then untyped
+        return {}
+
+
+def check_keys(name: str, values: dict) -> dict:
+    """``values`` of ``[model.<name>]`` validated (ValueError naming the key), as the factory takes them."""
+    try:
+        checked = keys_model(name).model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        what = first["msg"]
+        if first["type"] == "extra_forbidden":
+            known = list(keys_model(name).model_fields)
+            hint = difflib.get_close_matches(where, known, n=1)
+            what = "unknown key" + (f" (did you mean {hint[0]!r}?)" if hint else "") + f"; its keys: {', '.join(known)}"
+        raise ValueError(f"model.{_table(name)}.{where}: {what}") from None
+    out = {**checked.model_dump(), **(checked.model_extra or {})}
+    for key, value in out.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"model.{_table(name)}.{key} = {value}: expected a finite number")
+    return out
+
+
+def _table(name: str) -> str:
+    return f'"{name}"' if ":" in name or "." in name else name
+
+
+def example_inputs(input_shape: tuple[int, ...], batch: int, device=None) -> torch.Tensor:
+    """Zeros of the model's input shape (valid inputs for every model: image pixels, or character index 0)."""
+    return torch.zeros((batch, *input_shape), device=device)
+
+
+def _module(
+    name: str, input_shape: tuple[int, ...], num_classes: int, hidden: int, keys: dict | None = None
+) -> nn.Module:
+    """The named model's layers (initialised by its factory, PyTorch's defaults for the built-ins, on the
+    current default device). A plug-in's exception, or a result that is not an nn.Module, is a PluginError."""
+    factory = REGISTRY.get(name)  # UnknownPlugin (a ValueError) for an unknown name
+    keys = dict(keys or {})
     if name == "mlp":
-        return nn.Sequential(nn.Flatten(), nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
-    if name == "cnn":
-        if not fits_cnn(input_shape):
-            raise ValueError(f"the cnn model needs square images (C, H, W) with H % 4 == 0, got {input_shape}")
-        return DRDMCNN(input_shape[0], num_classes, input_shape[1])
-    return nn.Sequential(nn.Flatten(), nn.Linear(in_features, 1))  # regression
+        keys.setdefault("hidden", hidden)
+    if name in BUILTINS:
+        return factory(tuple(input_shape), num_classes, **keys)
+    with faults_named():
+        module = factory(tuple(input_shape), num_classes, **keys)
+    if not isinstance(module, nn.Module):
+        raise PluginError(
+            f"the plug-in model.name = {name!r} returned a {type(module).__name__}, expected a torch.nn.Module "
+            "(docs/extending.md, Models)"
+        )
+    return module
 
 
-def parameter_count(name: str, input_shape: tuple[int, ...], num_classes: int, hidden: int = 200) -> int:
-    """d, the model's number of parameters, without allocating them (the layers built on PyTorch's meta
-    device): for checks before a run, e.g. of its memory."""
+def parameter_count(
+    name: str, input_shape: tuple[int, ...], num_classes: int, hidden: int = 200, keys: dict | None = None
+) -> int:
+    """d, the length of the model's flat vector (parameters and float buffers), without allocating them (the
+    layers built on PyTorch's meta device): for checks before a run, e.g. of its memory."""
     with torch.device("meta"):
-        return sum(p.numel() for p in _module(name, input_shape, num_classes, hidden).parameters())
+        module = _module(name, input_shape, num_classes, hidden, keys)
+    return sum(p.numel() for p in module.parameters()) + sum(
+        b.numel() for b in module.buffers() if b.is_floating_point()
+    )
+
+
+def saved_bytes(
+    name: str, input_shape: tuple[int, ...], num_classes: int, hidden: int = 200, keys: dict | None = None
+) -> tuple[float, float]:
+    """(bytes per sample, bytes per minibatch) that a training step keeps for its backward pass (the tensors
+    autograd saves, other than the model's own), measured on a real forward pass with 2 and 4 samples (the
+    slope and the rest): edgefl.memory's estimate of the activations. Remembered per model and shape."""
+    memo = (name, tuple(input_shape), num_classes, hidden, repr(sorted((keys or {}).items())))
+    if memo not in _SAVED:
+        _SAVED[memo] = _measure_saved(build_model(name, input_shape, num_classes, 0, hidden=hidden, keys=keys))
+    return _SAVED[memo]
+
+
+_SAVED: dict[tuple, tuple[float, float]] = {}
+
+
+def _measure_saved(model: FlatModel) -> tuple[float, float]:
+    w = model.init_params().to(model.device)
+    own = w.untyped_storage().data_ptr()
+    sizes = []
+    for batch in (2, 4):  # not 1: BatchNorm1d refuses a batch of one sample in training
+        seen: dict[int, int] = {}
+
+        def pack(t: torch.Tensor, seen=seen):
+            storage = t.untyped_storage()
+            if storage.data_ptr() != own:
+                seen[storage.data_ptr()] = storage.nbytes()
+            return t
+
+        x = example_inputs(model.input_shape, batch)
+        y = torch.zeros(batch) if model.loss_name == "mse" else torch.zeros(batch, dtype=torch.long)
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            model.train_grad(w, x, y)
+        sizes.append(sum(seen.values()))
+    per_sample = max(0.0, (sizes[1] - sizes[0]) / 2)
+    return per_sample, max(0.0, sizes[0] - 2 * per_sample)
 
 
 def build_model(
@@ -197,12 +437,33 @@ def build_model(
     seed: int,
     *,
     hidden: int = 200,
+    keys: dict | None = None,
 ) -> FlatModel:
-    """Build a model with seeded PyTorch default initialisation."""
+    """Build a model with seeded initialisation (on the CPU; :meth:`FlatModel.to` moves it). A plug-in model
+    is checked on a minibatch of 2 zeros: its output must be [2, num_classes] (a regression's: [2] or [2, 1])."""
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
     try:
-        module = _module(name, input_shape, num_classes, hidden)
+        module = _module(name, input_shape, num_classes, hidden, keys)
     finally:
         torch.random.set_rng_state(generator_state)
-    return FlatModel(module, input_shape, loss="mse" if name == "regression" else "cross_entropy")
+    model = FlatModel(module, input_shape, loss=loss_of(name, num_classes))
+    if name not in BUILTINS:
+        _check_plugin_output(name, model, num_classes)
+    return model
+
+
+def _check_plugin_output(name: str, model: FlatModel, num_classes: int) -> None:
+    with faults_named(), torch.no_grad():
+        out = model.module.eval()(example_inputs(model.input_shape, 2))
+    model.module.train()
+    expected = [(2,), (2, 1)] if num_classes == 1 else [(2, num_classes)]
+    shape = tuple(out.shape) if isinstance(out, torch.Tensor) else None
+    if shape not in expected:
+        got = f"outputs of shape {shape}" if shape is not None else f"a {type(out).__name__}"
+        raise PluginError(
+            f"the plug-in model.name = {name!r} gives {got} for a minibatch of 2 inputs of shape "
+            f"{model.input_shape}; expected {' or '.join(str(e) for e in expected)} (one "
+            + ("prediction" if num_classes == 1 else f"logit per class, {num_classes} classes")
+            + " per sample)"
+        )

@@ -166,7 +166,9 @@ def build_parts(s: Scenario) -> RunParts:
     """The scenario turned into its run's parts: data and model (seeded), network, devices, components and
     pricer, the algorithm, the compressor, the controller and its observer."""
     data = s.data.build(s.run.seed)  # s.data: the data set's validated params (edgefl.data.registry)
-    model = build_model(s.model.name, data.input_shape, data.num_classes, s.run.seed, hidden=s.model.hidden)
+    model = build_model(
+        s.model.name, data.input_shape, data.num_classes, s.run.seed, hidden=s.model.hidden, keys=s.model.keys()
+    )
     return parts_of(s, data, model)
 
 

@@ -18,6 +18,7 @@ from edgefl import run_plots as rp  # noqa: E402
 from edgefl.figures import DEFAULT_FORMAT, save_figure  # noqa: E402
 from edgefl.physical import cell_map_sites_m  # noqa: E402
 from edgefl.run_plots import DPI, ENERGY_CATEGORIES, bars, fit_title, round_label, tight  # noqa: E402
+from edgefl.target import energy_at  # noqa: E402
 
 MAX_BARS = 200  # energy_clients.png: above this many clients, one bar per device class
 
@@ -31,7 +32,7 @@ def _evaluated(metrics):
 # x axis: a metrics.csv column and its label (None: the round's, edgefl.run_plots.round_label)
 ACCURACY_FIGURES = {
     "accuracy": ("round", None),
-    "accuracy-energy": ("energy_j", "cumulative energy, all clients (J)"),
+    "accuracy-energy": ("committed_energy_j", "committed energy, all clients (J): booked + radio tails to run"),
 }
 
 
@@ -50,7 +51,7 @@ def draw_accuracy(metrics, kind: str = "accuracy", title: str = "", asynchronous
 
 def plot_accuracy(ax, metrics, x_key: str, xlabel: str, label_prefix: str = ""):
     rows = _evaluated(metrics)
-    x = [r[x_key] for r in rows]
+    x = [energy_at(r) if x_key == "committed_energy_j" else r[x_key] for r in rows]  # (older files: booked)
     mean = [r["acc_mean"] for r in rows]
     std = [r["acc_std"] for r in rows]
     ax.plot(x, mean, label=f"{label_prefix}mean")
@@ -149,7 +150,8 @@ def draw_energy_clients(clients: list[dict], title: str = ""):
     positions = list(range(len(groups)))
     bottom = [0.0] * len(groups)
     for category in ENERGY_CATEGORIES:
-        values = [sum(c[f"{category.key}_energy_j"] for c in members) / len(members) for _, members in groups]
+        # (files written before promotion and tail were categories of their own have no such column)
+        values = [sum(c.get(f"{category.key}_energy_j", 0.0) for c in members) / len(members) for _, members in groups]
         bars(ax, positions, values, bottom, width=0.8, facecolors=category.color, label=category.label)
         bottom = [b + v for b, v in zip(bottom, values)]
     if many:
@@ -160,7 +162,13 @@ def draw_energy_clients(clients: list[dict], title: str = ""):
         ax.set_xticks(positions[::step], [name for name, _ in groups][::step], fontsize=7)
         ax.set_xlabel("client")
     ax.set_ylabel("energy (J)")
-    ax.set_title(fit_title(f"{title}\nenergy per client by category", fig.get_figwidth() - 1.2), fontsize=9)
+    ax.set_title(
+        fit_title(
+            f"{title}\nenergy per client by category, whole run (booked = committed at its end)",
+            fig.get_figwidth() - 1.2,
+        ),
+        fontsize=9,
+    )
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # outside: hides no bar
     tight(fig)
     return fig

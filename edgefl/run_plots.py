@@ -48,6 +48,8 @@ ENERGY_CATEGORIES = (
     EnergyCategory("uplink", "uplink", "#dd8452"),
     EnergyCategory("downlink", "downlink", "#55a868"),
     EnergyCategory("idle", "idle", "#8c8c8c"),
+    EnergyCategory("promotion", "promotion", "#8172b3"),
+    EnergyCategory("tail", "radio tail", "#c9a0dc"),
 )
 KIND_COLORS = {
     "download": "#55a868",
@@ -312,7 +314,7 @@ def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=N
         if total > 0
         else "no energy"
     )
-    _suptitle(fig, title, f"energy {per_round(asynchronous)} by category (total {total:.3g} J: {shares})")
+    _suptitle(fig, title, f"energy booked {per_round(asynchronous)} by category (total {total:.3g} J: {shares})")
     tight(fig)
     return fig
 
@@ -320,7 +322,9 @@ def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=N
 def _client_columns(clients: list[dict]):
     energy = np.array(
         [
-            c["energy_j"] if c.get("energy_j") is not None else sum(c[f"{k.key}_energy_j"] for k in ENERGY_CATEGORIES)
+            c["energy_j"]
+            if c.get("energy_j") is not None
+            else sum(c.get(f"{k.key}_energy_j", 0.0) for k in ENERGY_CATEGORIES)
             for c in clients
         ],
         dtype=float,

@@ -21,6 +21,7 @@ from algorithms.base import Context
 from edgefl.checkpoint import fingerprint as checkpoint_fingerprint
 from edgefl.checkpoint import restore as restore_checkpoint
 from edgefl.checkpoint import save as save_checkpoint
+from edgefl.device import resolve_device
 from edgefl.errors import UserError
 from edgefl.estimation import estimation_metrics
 from edgefl.executor import Executor
@@ -34,20 +35,28 @@ from edgefl.results import atomic_directory, checkpoint_file, claim_checkpoint, 
 from edgefl.scenario import Scenario
 from edgefl.sim import Engine, NoDeviceAvailable
 from edgefl.sim.activities import EVENT_FIELDS
-from edgefl.target import DEFAULT_WINDOW, Target, definition, parse_target, rounds_to_target
+from edgefl.target import (
+    COMMITTED,
+    DEFAULT_WINDOW,
+    Target,
+    definition,
+    energy_at,
+    energy_sentence,
+    parse_target,
+    rounds_to_target,
+)
 from energy import CATEGORIES
 
 log = get_logger(__name__)
-BATTERY_COLUMNS = ("round", "client", "device_class", "level_j")
 POSITION_COLUMNS = ("round", "client", "x_m", "y_m", "distance_m")
+BATTERY_COLUMNS = ("round", "client", "device_class", "level_j", "harvested_j")
+ENERGY_COLUMNS = [f"{c}_energy_j" for c in CATEGORIES]  # booked, by category (energy.CATEGORIES)
 METRIC_COLUMNS = [
     "round",
     "sim_time_s",
-    "energy_j",
-    "compute_energy_j",
-    "uplink_energy_j",
-    "downlink_energy_j",
-    "idle_energy_j",
+    "energy_j",  # booked: every joule charged so far
+    "committed_energy_j",  # ... plus what runs on if the run stops here (docs/model.md §8)
+    *ENERGY_COLUMNS,
     "acc_mean",
     "acc_worst",
     "acc_std",
@@ -63,10 +72,7 @@ CLIENT_COLUMNS = [
     "cpu_ghz",
     "distance_m",
     "uplink_snr_db",
-    "compute_energy_j",
-    "uplink_energy_j",
-    "downlink_energy_j",
-    "idle_energy_j",
+    *ENERGY_COLUMNS,
     "energy_j",
     "times_trained",
     "uploads_arrived",
@@ -91,7 +97,7 @@ class RunResult:
     events: list
     summary: dict
     trace: list = field(default_factory=list)
-    battery: list[dict] = field(default_factory=list)  # battery.csv rows: round, client, device_class, level_j
+    battery: list[dict] = field(default_factory=list)  # battery.csv rows (BATTERY_COLUMNS)
     positions: list[dict] = field(default_factory=list)  # positions.csv rows (moving devices): round, client, x, y
     chain_ends: list | None = None  # an asynchronous server's chains as they ended (Engine.chain_ends); None: sync
     edge_rounds: int | None = None  # a hierarchical run's edge aggregations per cloud round (events.csv's tiers)
@@ -107,6 +113,8 @@ class RunRecord:
     last_eval: dict | None = None  # the last row with an evaluation
     rounds_done: int = 0
     wall_s: float = 0.0  # wall-clock time of the rounds run before the last checkpoint
+    executor_strategy: str | None = None  # how the executor trains, as measured on the first round (kept on resume)
+    executor_chunk: int | None = None  # clients vmap trains at once, as the free memory allowed (kept on resume)
 
 
 class RoundState(NamedTuple):
@@ -134,7 +142,17 @@ class Simulation:
         self.devices = parts.devices  # the devices now (the population: as built)
         self.pricer, self.controller, a = parts.pricer, parts.controller, parts.algorithm
         self.selection = parts.selection
-        self.executor = Executor(self.model, self.data, a.batch_size, parts.seed, s.run.executor)
+        pinned = s.run.executor in ("vmap", "threads")  # a path named
+        self.executor = Executor(
+            self.model,
+            self.data,
+            a.batch_size,
+            parts.seed,
+            "loop" if s.run.executor == "loop" else "batched",
+            device=resolve_device(s.run.device),
+            strategy=s.run.executor if pinned else None,
+            measure=s.run.executor == "fastest",
+        )
         self.engine = Engine(
             self.executor,
             self.pricer,
@@ -172,6 +190,9 @@ class Simulation:
         from the round after it."""
         simulation = cls(scenario, record_trace=record_trace)
         restore_checkpoint(simulation, checkpoint)
+        if simulation.record.executor_strategy is not None:  # the path the run trained on: the same numbers
+            simulation.executor.strategy = simulation.record.executor_strategy
+            simulation.executor.chunk = simulation.record.executor_chunk
         return simulation
 
     def keep_checkpoints(self) -> None:
@@ -213,6 +234,7 @@ class Simulation:
             except NoDeviceAvailable as exc:
                 stopped = f"stopped before round {r + 1}: {exc}"
                 break
+            done.executor_strategy, done.executor_chunk = self.executor.strategy, self.executor.chunk
             row = self._metrics_row(r, record, evaluate=self._evaluates(r, record.end_s, rows))
             diverged = self._divergence(r, row)
             if diverged:  # outputs end with the last finite round: its energy, events and model
@@ -225,15 +247,7 @@ class Simulation:
                     {"round": r + 1, "client": c, "x_m": float(x), "y_m": float(y), "distance_m": float(np.hypot(x, y))}
                     for c, (x, y) in enumerate(where)
                 )
-            levels = self.pricer.battery_levels()
-            if levels is not None:  # every level after the round, of the devices with a battery
-                classes = self.population.device_class
-                battery.extend(
-                    {"round": r + 1, "client": c, "device_class": classes[c], "level_j": float(levels[c])}
-                    for c in np.flatnonzero(np.isfinite(self.population.battery_j)).tolist()
-                )
-                finite = levels[np.isfinite(self.population.battery_j)]
-                row.update(battery_min_j=float(finite.min()), battery_mean_j=float(finite.mean()))
+            self._battery_rows(r, row, battery)
             if row.get("acc_worst") is not None or row.get("loss") is not None:
                 done.last_eval = row
                 worst = row.get("acc_worst")  # None for regression models
@@ -275,11 +289,12 @@ class Simulation:
                 save_checkpoint(self, checkpoint)
                 log.debug("checkpoint after round %d: %s", r + 1, checkpoint)
         bar.close()
-        if (
-            not diverged and rows
-        ):  # radio tails still running are charged in full (docs/model.md §8): in the last row too
+        if not diverged and rows:  # what runs on is charged (docs/model.md §8): the last row's booked energy ...
             self.pricer.finish()
-            rows[-1].update(self._energy_fields())
+            rows[-1].update(self._energy_fields())  # ... is then its committed energy
+            if battery:  # ... and drawn from the batteries
+                del battery[len(battery) - len(self._battery_clients()) :]
+                self._battery_rows(rows[-1]["round"] - 1, rows[-1], battery)
         wall_s = done.wall_s + time.perf_counter() - started
         final = evaluate_global(self.model, self.data, before.model if diverged else self.algorithm.model)
         clients = self._client_rows(final)
@@ -308,6 +323,29 @@ class Simulation:
         without a backhaul has a single server: its outputs are FedAvg's (at edge_rounds = 1)."""
         several = self.context.client_cells is not None or self.scenario.backhaul is not None
         return several and self.algorithm.edge_rounds_per_round() is not None
+
+    def _battery_clients(self) -> list[int]:
+        return np.flatnonzero(np.isfinite(self.population.battery_j)).tolist()
+
+    def _battery_rows(self, r: int, row: dict, battery: list[dict]) -> None:
+        """battery.csv's rows after round ``r`` (0-based): every level now, and what was harvested so far, of the
+        devices with a battery (none without batteries); the lowest and mean level in the metrics row."""
+        levels = self.pricer.battery_levels()
+        if levels is None:
+            return
+        harvested = self.pricer.device_value("harvested_j")
+        classes, clients = self.population.device_class, self._battery_clients()
+        battery.extend(
+            {
+                "round": r + 1,
+                "client": c,
+                "device_class": classes[c],
+                "level_j": float(levels[c]),
+                "harvested_j": float(harvested[c]),
+            }
+            for c in clients
+        )
+        row.update(battery_min_j=float(levels[clients].min()), battery_mean_j=float(levels[clients].mean()))
 
     # -- divergence ---------------------------------------------------------------------
     def _divergence(self, r: int, row: dict) -> str | None:
@@ -377,6 +415,7 @@ class Simulation:
             "round": r + 1,
             "sim_time_s": float(record.end_s),
             **self._energy_fields(),
+            "committed_energy_j": self.pricer.committed_energy_j(),
             "acc_mean": None,
             "acc_worst": None,
             "acc_std": None,
@@ -457,8 +496,13 @@ class Simulation:
             "compression": s.compression.model_dump(exclude_none=True),
             "num_clients": s.data.num_clients,
             "model": s.model.name,
-            "model_parameters": self.model.dim,
+            "model_parameters": self.model.dim,  # the flat vector: parameters and float buffers
+            "model_buffers": self.model.buffers,
+            "message_bits": float(self.model.dim * self.network.bits_per_param),  # a model's payload, headers aside
             "train_flops_per_sample": self.model.train_flops_per_sample,
+            "eval_flops_per_sample": self.model.eval_flops_per_sample,
+            "device": str(self.executor.device),
+            "executor_strategy": self.executor.strategy,
             "sim_time_s": rows[-1]["sim_time_s"] if rows else 0.0,
             "energy_j": float(sum(by_cat.values())),
             "energy_by_category_j": {k: float(v) for k, v in by_cat.items()},
@@ -483,7 +527,9 @@ def target_outcome(rows: list[dict], target: Target, window: int = DEFAULT_WINDO
         "definition": definition(target, window),
         "reached": reached is not None,
         "rounds": reached,
-        "energy_j": None if at is None else at["energy_j"],
+        "energy_j": None if at is None else energy_at(at),  # committed: what stopping there costs
+        "energy_definition": energy_sentence(COMMITTED),
+        "booked_energy_j": None if at is None else at["energy_j"],
         "sim_time_s": None if at is None else at["sim_time_s"],
     }
 

@@ -118,3 +118,31 @@ def definition(target: Target, window: int) -> str:
         f"rounds-to-target = first evaluated round at which {target.metric} and its centred moving average "
         f"over {window} evaluations are both {sense} {target.value:g}"
     )
+
+
+# Energy to a target: what reaching it and stopping there costs (docs/model.md §8, "Committed energy").
+COMMITTED = "committed"
+COMMITTED_ENERGY = (
+    "committed energy = the energy booked by the end of the round plus what the radios still in a tail then (and "
+    "the activities already started) will spend if no further message comes: what stopping there costs"
+)
+BOOKED_ENERGY = "booked energy = the energy charged by the end of the round (radio tails up to then only)"
+ENERGY_COLUMN = {COMMITTED: "committed_energy_j", "booked": "energy_j"}
+
+
+def energy_definition(rows: list[dict]) -> str:
+    """Which energy a run's metrics rows give to a target: ``committed`` (metrics.csv's ``committed_energy_j``),
+    or ``booked`` for results written before committed energy was recorded."""
+    return COMMITTED if any(row.get("committed_energy_j") is not None for row in rows[:1]) else "booked"
+
+
+def energy_at(row: dict, which: str = COMMITTED) -> float:
+    """The energy (J) of a metrics row by the definition ``which`` (:data:`ENERGY_COLUMN`); committed falls back
+    to booked in rows that predate it (say so with :func:`energy_definition`)."""
+    value = row.get(ENERGY_COLUMN[which])
+    return float(row["energy_j"] if value is None else value)
+
+
+def energy_sentence(which: str) -> str:
+    """The one sentence that defines the energy a figure uses."""
+    return COMMITTED_ENERGY if which == COMMITTED else BOOKED_ENERGY

@@ -4,6 +4,9 @@ Level L_i in [0, C_i] (capacity C_i; ``inf`` for mains power). Over a time dt a 
 h_i·dt (solar, RF, wireless charging: a constant power h_i in W), capped at C_i; what it spends
 is drawn from L_i. A device whose level is below its reserve R_i is unavailable until harvesting
 brings it back: at t + (R_i − L_i) / h_i (never if h_i = 0).
+
+What was harvested (after the cap) and what could not be drawn (a level at 0) are kept, so that
+C_i − L_i + harvested_i = drawn_i holds exactly, and drawn_i = charged_i where nothing went unpaid.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import numpy as np
 
 
 class BatteryBank:
-    __slots__ = ("capacity_j", "reserve_j", "harvest_w", "level_j")
+    __slots__ = ("capacity_j", "reserve_j", "harvest_w", "level_j", "harvested_j", "unpaid_j")
 
     def __init__(self, capacity_j, reserve_j=0.0, harvest_w=0.0):
         self.capacity_j = np.asarray(capacity_j, dtype=np.float64).copy()
@@ -24,20 +27,26 @@ class BatteryBank:
         if np.any(self.reserve_j >= self.capacity_j):
             raise ValueError("a battery reserve must be below its capacity")
         self.level_j = self.capacity_j.copy()  # full at the start
+        self.harvested_j = np.zeros(n)  # what harvesting added (after the cap), since the start
+        self.unpaid_j = np.zeros(n)  # what was to be drawn from an empty battery (J): 0 where the ledger is paid
 
     def harvest(self, seconds: float) -> None:
         """Add h_i · seconds to every battery, capped at its capacity."""
         if seconds > 0:
             with np.errstate(invalid="ignore"):  # inf capacity + 0 W
-                self.level_j = np.minimum(self.capacity_j, self.level_j + self.harvest_w * seconds)
+                level = np.minimum(self.capacity_j, self.level_j + self.harvest_w * seconds)
+                self.harvested_j += np.where(np.isfinite(level), level - self.level_j, 0.0)
+            self.level_j = level
 
     def draw(self, joules) -> None:
-        """Take ``joules`` [N] (>= 0) from the batteries; a level never goes below 0."""
+        """Take ``joules`` [N] (>= 0) from the batteries; a level never goes below 0 (the rest: ``unpaid_j``)."""
         joules = np.asarray(joules, dtype=np.float64)
         if np.any(joules < 0):
             raise ValueError("joules must be >= 0")
         with np.errstate(invalid="ignore"):  # inf - finite stays inf
-            self.level_j = np.maximum(0.0, self.level_j - joules)
+            level = self.level_j - joules
+            self.unpaid_j += np.where(np.isfinite(level), np.maximum(0.0, -level), 0.0)
+            self.level_j = np.maximum(0.0, level)
 
     def _rounding_j(self) -> np.ndarray:
         """What counts as rounding in a level: 1e-12 of the capacity (J)."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-CATEGORIES = ("compute", "uplink", "downlink", "idle")
+# Transmission only in uplink and downlink; a radio's promotion before a message and its tail after one are their
+# own categories (docs/model.md §8).
+CATEGORIES = ("compute", "uplink", "downlink", "idle", "promotion", "tail")
 _INDEX = {name: k for k, name in enumerate(CATEGORIES)}
 
 
@@ -16,9 +18,9 @@ def _category_index(category: str) -> int:
 
 
 class EnergyLedger:
-    """Energy in J per client and category, a float64 array of shape [num_clients, 4].
+    """Energy in J per client and category, a float64 array of shape [num_clients, len(CATEGORIES)].
 
-    Columns follow ``CATEGORIES`` = (compute, uplink, downlink, idle).
+    Columns follow ``CATEGORIES`` = (compute, uplink, downlink, idle, promotion, tail).
     """
 
     __slots__ = ("_j",)
@@ -97,7 +99,7 @@ class EnergyLedger:
         self._j[...] = per_client
 
     def per_client(self) -> np.ndarray:
-        """Copy of the [num_clients, 4] array of J, columns in ``CATEGORIES`` order."""
+        """Copy of the [num_clients, len(CATEGORIES)] array of J, columns in ``CATEGORIES`` order."""
         return self._j.copy()
 
     def client_totals(self) -> np.ndarray:

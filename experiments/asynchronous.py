@@ -110,7 +110,8 @@ def run(study: str, setting: dict, stragglers: bool, tau: int, seed: int, target
         "reached": bool(outcome["reached"]),
         "updates": outcome["rounds"] if outcome["reached"] else None,
         "time_s": outcome["sim_time_s"] if outcome["reached"] else None,
-        "energy_j": outcome["energy_j"] if outcome["reached"] else None,
+        "energy_j": outcome["energy_j"] if outcome["reached"] else None,  # committed (docs/model.md §8)
+        "booked_energy_j": outcome["booked_energy_j"] if outcome["reached"] else None,
         "uploads_arrived": int(sum(r["uploads_arrived"] for r in rows)),
         "uploads_missed": int(sum(r["uploads_missed"] for r in rows)),
         "updates_dropped": int(sum(r.get("updates_dropped", 0) for r in rows)),
@@ -338,6 +339,7 @@ def render(summary: dict) -> str:
         taus=tau_table(runs, c),
         verdict=verdict(summary),
         runs_count=len(runs),
+        committed=any("booked_energy_j" in run for run in runs),  # runs since issue 28's committed energy
         **{k: v for k, v in summary.items() if k != "runs"},
     )
 

@@ -30,7 +30,7 @@ sys.path[:0] = [str(REPO)]
 from edgefl.runner import Simulation  # noqa: E402
 from edgefl.scenario import load_scenario  # noqa: E402
 from edgefl.sweeps.analysis import mean_ci  # noqa: E402
-from edgefl.target import Target, rounds_to_target  # noqa: E402
+from edgefl.target import Target, energy_at, rounds_to_target  # noqa: E402
 from experiments import pages, provenance  # noqa: E402
 
 SCENARIO = REPO / "scenarios" / "phones-in-a-cell.toml"
@@ -75,12 +75,13 @@ def to_target(overrides: dict, seed: int, rounds: int, stop: bool = False) -> di
     rows = Simulation(scenario).run(progress=False).metrics
     reached = rounds_to_target([r["round"] for r in rows], [r["acc_mean"] for r in rows], TARGET)
     if reached is None:
-        return {"round": None, "time_s": None, "energy_j": None, "backhaul_j": None}
+        return {"round": None, "time_s": None, "energy_j": None, "booked_j": None, "backhaul_j": None}
     row = rows[reached - 1]
     return {
         "round": reached,
         "time_s": row["sim_time_s"],
-        "energy_j": row["energy_j"],
+        "energy_j": energy_at(row),  # committed: what stopping there costs (docs/model.md §8)
+        "booked_j": row["energy_j"],
         "backhaul_j": row.get("backhaul_energy_j") or 0.0,
     }
 
@@ -167,6 +168,7 @@ def render(grids: dict) -> str:
         },
         grids=grids,
         summary=summarise(grids),
+        committed=any("booked_j" in r for by_tau in grids["tau"].values() for rs in by_tau.values() for r in rs),
     )
 
 

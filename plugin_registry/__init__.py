@@ -84,6 +84,14 @@ KINDS: tuple[Kind, ...] = (
         form="package.module:function",
     ),
     Kind("process", "process[].name", "edgefl.processes", "an edgefl.sim.component.Component subclass", True),
+    Kind(
+        "model",
+        "model.name",
+        "edgefl.models",
+        "a function factory(input_shape, num_classes, **keys) returning a torch.nn.Module",
+        False,  # the model is rebuilt from the scenario on resume; its values are in the algorithm's state
+        form="package.module:factory",
+    ),
 )
 
 

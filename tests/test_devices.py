@@ -268,7 +268,7 @@ def test_battery_output_files(tmp_path):
     result = battery_simulation(rounds=5, battery_j=3.0).run(progress=False)
     write_results(result, tmp_path / "out")
     lines = (tmp_path / "out" / "battery.csv").read_text().splitlines()
-    assert lines[0] == "round,client,device_class,level_j" and len(lines) == 1 + 5 * 12
+    assert lines[0] == "round,client,device_class,level_j,harvested_j" and len(lines) == 1 + 5 * 12
     assert (tmp_path / "out" / "battery.png").exists()
     assert "battery_min_j" in (tmp_path / "out" / "metrics.csv").read_text().splitlines()[0]
 

@@ -235,7 +235,8 @@ def test_drdm_charges_every_transmission_of_section_2_5(sampling):
 
 
 def test_a_deadline_nobody_meets_leaves_drdm_unchanged():
-    sim = Simulation(scenario("drdm", rounds=2, engine="simpy", network={"deadline_s": 1e-9}))
+    # the messages fit 5 ms alone (a shorter deadline is refused before the run), a whole chain does not
+    sim = Simulation(scenario("drdm", rounds=2, engine="simpy", network={"deadline_s": 0.005}))
     w0, lam0 = sim.algorithm.model.clone(), sim.algorithm.lam.copy()
     for r in range(2):
         record = sim.engine.run_round(sim.algorithm, r)

@@ -103,12 +103,22 @@ def test_ledger_add_and_sums():
     led.add(2, "idle", 0.25)
     led.add(2, "downlink", 0.125)
     led.add(0, "compute", 1.0)
-    assert led.by_category() == {"compute": 2.0, "uplink": 2.5, "downlink": 0.125, "idle": 0.25}
+    led.add(1, "tail", 3.0)
+    led.add(1, "promotion", 0.5)
+    assert led.by_category() == {
+        "compute": 2.0,
+        "uplink": 2.5,
+        "downlink": 0.125,
+        "idle": 0.25,
+        "promotion": 0.5,
+        "tail": 3.0,
+    }
     pc = led.per_client()
-    assert pc.shape == (3, 4) and pc.dtype == np.float64
-    np.testing.assert_array_equal(pc[0], [2.0, 2.0, 0.0, 0.0])
-    np.testing.assert_array_equal(led.client_totals(), [4.0, 0.5, 0.375])
-    assert led.total() == pytest.approx(4.875)
+    assert pc.shape == (3, 6) and pc.dtype == np.float64
+    np.testing.assert_array_equal(pc[0], [2.0, 2.0, 0.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(pc[1], [0.0, 0.5, 0.0, 0.0, 0.5, 3.0])
+    np.testing.assert_array_equal(led.client_totals(), [4.0, 4.0, 0.375])
+    assert led.total() == pytest.approx(8.375)
     assert led.total() == pytest.approx(sum(led.by_category().values()))
     assert led.total() == pytest.approx(led.client_totals().sum())
 

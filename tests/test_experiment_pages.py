@@ -43,6 +43,10 @@ STUDIES = {
         REPO / "docs" / "asynchronous.md",
         lambda mod: mod.render(json.loads(mod.SUMMARY.read_text())),
     ),
+    "committed_energy": (
+        REPO / "docs" / "committed-energy.md",
+        lambda mod: mod.render(json.loads(mod.DATA.read_text())),
+    ),
     "multi_cell_target": (
         REPO / "docs" / "multi-cell-grids.md",
         lambda mod: mod.render(json.loads(mod.GRIDS.read_text())),

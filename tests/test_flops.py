@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -18,6 +19,10 @@ CASES = [
     ("cnn", (3, 32, 32), 10),
     ("regression", (60,), 1),
     ("regression", (5,), 1),
+    ("cifar_cnn", (3, 24, 24), 10),
+    ("femnist_cnn", (1, 28, 28), 62),
+    ("resnet18_gn", (3, 16, 16), 10),
+    ("shakespeare_lstm", (10,), 80),
 ]
 
 
@@ -30,12 +35,15 @@ def reference_flops(model, batch=8):
     x = torch.zeros((batch, *model.input_shape))
     y = torch.zeros(batch) if model.loss_name == "mse" else torch.zeros(batch, dtype=torch.long)
     w = model.init_params()
-    with FlopCounterMode(display=False) as counter:
-        with torch.no_grad():
-            model.loss(w, x, y)
-    eval_flops = counter.get_total_flops() / batch
-    with FlopCounterMode(display=False) as counter:
-        model.loss(w.clone().requires_grad_(True), x, y).backward()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # oneDNN's flags about TF32 on Intel GPUs
+        with torch.backends.mkldnn.flags(enabled=False):  # as edgefl counts: an LSTM as its matmuls
+            with FlopCounterMode(display=False) as counter:
+                with torch.no_grad():
+                    model.loss(w, x, y)
+            eval_flops = counter.get_total_flops() / batch
+            with FlopCounterMode(display=False) as counter:
+                model.train_loss(w.clone().requires_grad_(True), x, y).backward()
     return counter.get_total_flops() / batch, eval_flops
 
 
@@ -63,7 +71,7 @@ def test_measuring_flops_does_not_import_dynamo():
         "import sys\n"
         "from edgefl.models import MODEL_NAMES, build_model\n"
         "for name in MODEL_NAMES:\n"
-        "    shape = (1, 8, 8) if name == 'cnn' else (12,)\n"
+        "    shape = (12,) if name in ('linear', 'mlp', 'regression', 'shakespeare_lstm') else (1, 8, 8)\n"
         "    m = build_model(name, shape, 3, seed=0, hidden=4)\n"
         "    assert m.train_flops_per_sample > m.eval_flops_per_sample > 0\n"
         "assert 'torch._dynamo' not in sys.modules, 'torch._dynamo was imported'\n"

@@ -77,9 +77,9 @@ def test_every_plugin_kind_has_a_hostile_family():
 def test_the_coverage_check_can_fail(monkeypatch):
     """A kind added to the table, or a key the campaign's cases do not reach, is reported."""
     hostile = campaign()
-    fake = plugin_registry.Kind("model", "model.name", "edgefl.models", "a model", True)
+    fake = plugin_registry.Kind("optimizer", "optimizer.name", "edgefl.optimizers", "an optimizer", True)
     monkeypatch.setattr(plugin_registry, "KINDS", (*plugin_registry.KINDS, fake))
-    assert "model.name" not in hostile.PLUGIN_FAMILIES
+    assert "optimizer.name" not in hostile.PLUGIN_FAMILIES
     assert "network.no_such_key" not in hostile.covered()
 
 

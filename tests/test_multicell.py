@@ -26,6 +26,7 @@ from edgefl.physical import build_population
 from edgefl.scenario import scenario_from_dict
 from edgefl.sim.access import CellUplinks, FdmaUplink
 from edgefl.sim.pricer import SimPyPricer
+from energy import CATEGORIES
 
 ROOT = Path(__file__).resolve().parents[1]
 PHONES = ROOT / "scenarios" / "phones-in-a-cell.toml"
@@ -432,7 +433,7 @@ def test_the_backhaul_charges_time_and_energy_by_hand(tmp_path):
         assert int(row["cloud_rounds"]) == r
         assert float(row["backhaul_s"]) == pytest.approx(r * 2 * (0.020 + bits / 100e6))
         assert float(row["backhaul_energy_j"]) == pytest.approx(energy)
-    devices_j = sum(float(rows[-1][f"{c}_energy_j"]) for c in ("compute", "uplink", "downlink", "idle"))
+    devices_j = sum(float(rows[-1][f"{c}_energy_j"]) for c in CATEGORIES)
     assert float(rows[-1]["energy_j"]) == pytest.approx(devices_j)  # the backhaul's energy is reported apart
 
 

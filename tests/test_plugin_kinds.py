@@ -16,7 +16,7 @@ import pytest
 import algorithms
 import plugin_registry
 from channel import path_loss
-from edgefl import control, selection
+from edgefl import control, models, selection
 from edgefl.data import registry as data_registry
 from edgefl.runner import Simulation
 from edgefl.scenario import load_scenario
@@ -28,6 +28,17 @@ COMPARED = ("metrics.csv", "clients.csv", "events.csv", "positions.csv", "batter
 
 # One plug-in of each kind (its module: kind_<the section of its key>), each with state a checkpoint must carry (its own random stream, counters).
 MODULES = {
+    "kind_model": """
+from torch import nn
+
+
+def tiny(input_shape, num_classes, hidden: int = 8):
+    size = 1
+    for n in input_shape:
+        size *= n
+    return nn.Sequential(nn.Flatten(), nn.Linear(size, hidden), nn.BatchNorm1d(hidden), nn.ReLU(),
+                         nn.Linear(hidden, num_classes))
+""",
     "kind_selection": '''
 import numpy as np
 from edgefl.selection import Policy
@@ -139,6 +150,7 @@ SMALL = [
 ]
 # scenario key of each kind -> the --set overrides that name its plug-in above
 NAMED = {
+    "model.name": ["model.name=kind_model:tiny"],
     "selection.name": ["selection.name=kind_selection:Shuffled"],
     "process[].name": [],  # a [[process]] table: written into the scenario file (see scenario_file)
     "data.name": ["data.name=kind_data:Blobs", "data.dim=6"],
@@ -186,6 +198,7 @@ def test_every_registry_is_built_from_its_row_of_the_table():
         "selection.name": selection.POLICIES,
         "network.path_loss": path_loss.PATH_LOSS_MODELS,
         "process[].name": processes.PROCESSES,
+        "model.name": models.REGISTRY,
     }
     assert set(registries) == {kind.key for kind in plugin_registry.KINDS}, "a kind without a registry here"
     for key, registry in registries.items():

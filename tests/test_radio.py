@@ -187,7 +187,7 @@ def test_a_download_lost_in_outage_ends_the_chain():
 # -- per-message overhead --------------------------------------------------------------------
 def test_access_latency_is_a_promotion_before_every_message_from_an_idle_radio():
     """No tail: the radio is idle before each message, which waits the access latency first, charged at the
-    promotion power (by default the idle power) to the message's category."""
+    promotion power (by default the idle power), in its own category (promotion)."""
     network, population = world(snr_db=20.0, access_latency_s=0.05, devices={"idle_power_w": 0.2})
     pricer = SimPyPricer(network, population, 0)
     chain = [
@@ -201,8 +201,8 @@ def test_access_latency_is_a_promotion_before_every_message_from_an_idle_radio()
     assert pricer.now == pytest.approx(end, rel=1e-12)
     promotions = [e for e in pricer.events if e.kind == "promotion"]
     assert [(e.label, e.category, e.energy_j) for e in promotions] == [
-        ("broadcast", "downlink", pytest.approx(0.2 * 0.05, rel=1e-12)),
-        ("upload", "uplink", pytest.approx(0.2 * 0.05, rel=1e-12)),
+        ("broadcast", "promotion", pytest.approx(0.2 * 0.05, rel=1e-12)),
+        ("upload", "promotion", pytest.approx(0.2 * 0.05, rel=1e-12)),
     ]
     assert pricer.ledger.by_category()["idle"] == 0.0
     network, population = world(
@@ -226,10 +226,12 @@ def test_radio_tail_after_each_message_until_the_next_one_starts():
     tails = [e for e in pricer.events if e.kind == "tail"]
     # the download's tail is cut after the 0.1 s computation by the upload; the upload's runs out
     assert [round(e.end_s - e.start_s, 12) for e in tails] == [0.1, 0.5]
-    assert [e.category for e in tails] == ["downlink", "uplink"]
+    # a tail is its own category, its label the message it follows; uplink is the transmission only
+    assert [(e.category, e.label) for e in tails] == [("tail", "broadcast"), ("tail", "upload")]
     radio_s = 1e4 / (B * math.log2(101.0))
     tx_power_w = population.tx_power_w[0]  # 23 dBm
-    assert pricer.ledger.by_category()["uplink"] == pytest.approx(tx_power_w * radio_s + 1.0 * 0.5, rel=1e-9)
+    assert pricer.ledger.by_category()["uplink"] == pytest.approx(tx_power_w * radio_s, rel=1e-9)
+    assert pricer.ledger.by_category()["tail"] == pytest.approx(1.0 * (0.1 + 0.5), rel=1e-9)
 
 
 def test_who_can_lose_a_message_decides_whether_repricing_is_exact():

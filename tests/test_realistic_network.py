@@ -43,7 +43,10 @@ def test_outcome_uses_only_evaluated_rounds():
                 "acc_mean": accs[r // 2 - 1] if r % 2 == 0 else None,
             }
         )
-    assert mod.outcome(rows) == (60.0, 3.0, 6)
+    assert mod.outcome(rows) == (60.0, 3.0, 6, 60.0)  # (committed: booked in rows without it; booked)
+    for row in rows:
+        row["committed_energy_j"] = row["energy_j"] + 100.0
+    assert mod.outcome(rows) == (160.0, 3.0, 6, 60.0)
     assert mod.outcome([{**row, "acc_mean": 0.5 if row["acc_mean"] else None} for row in rows]) is None
 
 

@@ -20,6 +20,7 @@ from edgefl.scenario.sections import (
     RunSection,
     SelectionSection,
     Strict,
+    apply_radio_profile,
     model_misfit,
 )
 from edgefl.scenario.sweep_keys import SweepSection, check_sweep_key
@@ -61,6 +62,11 @@ class Scenario(Strict):
             dumped.pop("selection", None)  # likewise without a selection policy (docs/selection.md)
         return dumped
 
+    @model_validator(mode="before")
+    @classmethod
+    def _radio_profile(cls, raw):
+        return apply_radio_profile(raw)  # devices.radio_profile: named values of the radio keys
+
     @model_validator(mode="after")
     def _consistent(self):
         moving = self.devices.speed_mps > 0 or any((c.speed_mps or 0) > 0 for c in self.devices.classes)
@@ -92,7 +98,7 @@ class Scenario(Strict):
             self._check_selection()
         layout = self.data.layout()
         if layout is not None:
-            why = model_misfit(self.model.name, *layout)
+            why = model_misfit(self.model.name, *layout, self.model.keys())
             if why:
                 raise ValueError(f"model.name = {self.model.name!r} does not fit data.name = {self.data.name!r}: {why}")
         if algorithms.is_algorithm(self.algorithm.name) and self._own_keys_valid():

@@ -27,7 +27,7 @@ from pydantic import (
 
 import algorithms
 from channel import check_mcs_table, dbm_to_w, path_loss, tr38901
-from edgefl import control, plugins, selection
+from edgefl import control, models, plugins, selection
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.data import registry as data_registry
@@ -86,8 +86,20 @@ class RunSection(Strict):
         description="simpy: co-simulate time and energy (SimPy discrete-event engine); ideal: zero "
         "time and energy, everyone finishes (learning only).",
     )
-    executor: Literal["batched", "loop"] = Field(
-        "batched", description="Client numerics: batched (vmap) or per-client loop."
+    executor: Literal["batched", "fastest", "loop", "vmap", "threads"] = Field(
+        "batched",
+        description="Client numerics: batched (closed form for linear models; clients in parallel threads for "
+        "convolutional and recurrent models on a CPU; else vmap over the clients, as many at once as the memory "
+        "allows: the same path, so the same numbers, on every run), fastest (the faster of vmap and threads for "
+        "this model on this machine, timed on the first round, kept on --resume: faster, but two runs may take "
+        "different paths), vmap or threads (that path), or loop (the per-client reference). All agree within "
+        "float32 rounding.",
+    )
+    device: Literal["cpu", "cuda", "auto"] = Field(
+        "cpu",
+        description='Where training and evaluation run: "cpu", "cuda" (a GPU; none: exit 2) or "auto" (the GPU '
+        "if PyTorch sees one, else the CPU). The simulation stays on the CPU; the numbers agree with the CPU's "
+        "within float32 rounding (docs/performance.md).",
     )
     threads: Optional[Annotated[int, Field(gt=0, le=1024)]] = Field(
         None, description="torch CPU threads (default: torch's choice)."
@@ -161,22 +173,65 @@ DataSection = Annotated[
 ]
 
 
-def model_misfit(model: str, input_shape: tuple[int, ...], num_classes: int) -> str | None:
-    """Why ``model`` cannot learn data of this input shape and number of classes (1: a regression), or None."""
+def model_misfit(model: str, input_shape: tuple[int, ...], num_classes: int, keys: dict | None = None) -> str | None:
+    """Why ``model`` cannot learn data of this input shape and number of classes (1: a regression), or None. A
+    built-in that refuses the shape says why (its factory's ValueError); a plug-in's refusal is its own (exit 4,
+    when the run builds it)."""
     if model == "regression" and num_classes != 1:
         return f"the regression model predicts one number, the data has {num_classes} classes (use linear, mlp or cnn)"
-    if model != "regression" and num_classes == 1:
+    if model in models.BUILTINS and model != "regression" and num_classes == 1:
         return 'the data is a regression (one real response): use model.name = "regression"'
     if model == "cnn" and not fits_cnn(input_shape):
         return f"the cnn needs square images (channels, side, side) with side % 4 == 0, the inputs are {input_shape}"
+    if model in models.BUILTINS:
+        try:
+            models.parameter_count(model, input_shape, num_classes, keys=keys)
+        except ValueError as exc:
+            return str(exc)
     return None
 
 
 class ModelSection(Strict):
-    name: Literal["linear", "mlp", "cnn", "regression"] = Field(
-        "linear", description="linear, mlp, cnn (DRDM paper's CNN), regression (linear, MSE)."
+    """`name`: a built-in, an installed model plug-in (entry-point group `edgefl.models`) or
+    `"package.module:factory"` (docs/extending.md); a model's own keys in a table of its own,
+    `[model.resnet18_gn] groups = 2` or `[model."my_models:small_resnet"] width = 16`."""
+
+    model_config = ConfigDict(extra="allow", validate_default=True, allow_inf_nan=False)
+    name: str = Field(
+        "linear",
+        description="linear, mlp, cnn (DRDM paper's CNN), regression (linear, MSE), cifar_cnn (McMahan et al. "
+        "2017), femnist_cnn (LEAF), resnet18_gn (ResNet-18 with GroupNorm, Hsieh et al. 2020), shakespeare_lstm "
+        '(LEAF), or a model of one\'s own: "package.module:factory" (docs/extending.md).',
     )
     hidden: PositiveInt = Field(200, le=100_000, description="Hidden units of the mlp (at most 10^5).")
+
+    @field_validator("name")
+    @classmethod
+    def _known_model(cls, name):
+        models.REGISTRY.get(name)  # UnknownPlugin (a ValueError) naming what is wrong, the nearest name
+        return name
+
+    @model_validator(mode="after")
+    def _own_keys(self):
+        for key, value in (self.model_extra or {}).items():
+            if not (key in models.BUILTINS or models.is_plugin(key)):
+                hint = difflib.get_close_matches(key, [*ModelSection.model_fields, *models.REGISTRY.names()], n=1)
+                raise ValueError(
+                    f"unknown key {key!r}"
+                    + (f" (did you mean {hint[0]!r}?)" if hint else "")
+                    + "; a model's own keys go in a table named for it, e.g. [model.resnet18_gn]"
+                )
+            if not isinstance(value, dict):
+                raise ValueError(f"model.{key} must be a table of {key}'s own keys, e.g. [model.{key}]")
+            if key == self.name or key in models.BUILTINS:
+                models.check_keys(key, value)
+        if self.name not in (self.model_extra or {}):
+            models.check_keys(self.name, {})  # a model with required keys needs its table
+        return self
+
+    def keys(self) -> dict:
+        """The selected model's own keys, validated, as its factory takes them."""
+        return models.check_keys(self.name, (self.model_extra or {}).get(self.name, {}))
 
 
 class AlgorithmSection(NumbersOnly):
@@ -667,6 +722,39 @@ class NetworkSection(Strict):
             )
 
 
+# The radio profiles (devices.radio_profile): values of the radio's state-machine keys, each set unless the scenario
+# sets it (docs/model.md §8 gives the sources). lte: measured on a commercial LTE network, Huang et al., "A close
+# examination of performance and power characteristics of 4G LTE networks", MobiSys 2012 (promotion 260 ms at
+# 1.21 W, tail 11.58 s at 1.06 W). lte_fast_dormancy: the same radio, which asks for its release (fast dormancy,
+# 3GPP Rel-8 SCRI / LTE RRC connection release) ~1 s after its last packet, as the traffic-aware scheme of Deng and
+# Balakrishnan, CoNEXT 2012; every message after a gap then pays a promotion. nr_inactive: 5G NR standalone,
+# suspended to RRC_INACTIVE (3GPP TS 38.331 §5.3.8) after a short inactivity timer and resumed from it: the
+# resume is the control-plane latency 3GPP TR 38.913 §7.5 targets (10 ms), taken as 50 ms with its random access;
+# the tail and promotion powers are taken from LTE (an assumption: 5G modems draw comparable power while connected).
+RADIO_PROFILES: dict[str, dict[str, float]] = {
+    "lte": {"access_latency_s": 0.26, "promotion_power_w": 1.2, "tail_s": 11.6, "tail_power_w": 1.06},
+    "lte_fast_dormancy": {"access_latency_s": 0.26, "promotion_power_w": 1.2, "tail_s": 1.0, "tail_power_w": 1.06},
+    "nr_inactive": {"access_latency_s": 0.05, "promotion_power_w": 1.2, "tail_s": 1.0, "tail_power_w": 1.06},
+}
+
+
+def apply_radio_profile(raw):
+    """A raw scenario (a dict) with ``devices.radio_profile``'s values filled in where the keys are not set
+    (network.access_latency_s; devices.promotion_power_w, tail_s, tail_power_w); anything else unchanged."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("devices"), dict):
+        return raw
+    profile = RADIO_PROFILES.get(raw["devices"].get("radio_profile"))  # (an unknown name: the field's error)
+    if profile is None:
+        return raw
+    devices = dict(raw["devices"])
+    for key in ("promotion_power_w", "tail_s", "tail_power_w"):
+        devices.setdefault(key, profile[key])
+    network = raw.get("network", {})
+    if isinstance(network, dict):  # (anything else: the section's own error)
+        network = {"access_latency_s": profile["access_latency_s"], **network}
+    return {**raw, "devices": devices, "network": network}
+
+
 class DevicesSection(Strict):
     cpu_ghz: Annotated[Gigahertz, PerDevice("cpu_hz", lambda ghz, _: ghz * 1e9)] = Field(
         1.0, description="CPU frequency f (GHz, up to 100)."
@@ -709,6 +797,13 @@ class DevicesSection(Strict):
     )
     tail_power_w: Annotated[Watts, PerDevice("tail_power_w")] = Field(
         0.0, description="Power during the radio tail (LTE: ~1.06 W; Huang et al. 2012)."
+    )
+    radio_profile: Optional[Literal["lte", "lte_fast_dormancy", "nr_inactive"]] = Field(
+        None,
+        description="A named set of the radio's state-machine keys (RADIO_PROFILES, docs/model.md §8): "
+        "network.access_latency_s, devices.promotion_power_w, tail_s, tail_power_w, each unless set explicitly. "
+        "lte: Huang et al. 2012; lte_fast_dormancy: the phone releases the connection ~1 s after its last packet; "
+        "nr_inactive: 5G NR suspended to RRC_INACTIVE, resumed quickly. Unset: the keys' own values.",
     )
     slowdown: Literal["none", "exponential", "lognormal"] = Field(
         "none",

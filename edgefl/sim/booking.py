@@ -24,14 +24,11 @@ from energy import (
     uplink_energy_j,
 )
 
-# Charge codes of the log rows: the four ledger categories, then radio tails (charged to the
-# category of the message they follow) and radio promotions (to the category of the message they precede).
-CAT_COMPUTE, CAT_UPLINK, CAT_DOWNLINK, CAT_IDLE = (
-    CATEGORIES.index(name) for name in ("compute", "uplink", "downlink", "idle")
+# Charge codes of the log rows: the ledger's categories (energy.CATEGORIES), one code each; a radio tail's row
+# names the message it follows in its label, a promotion's the message it precedes.
+CAT_COMPUTE, CAT_UPLINK, CAT_DOWNLINK, CAT_IDLE, CAT_PROMOTION, CAT_TAIL = (
+    CATEGORIES.index(name) for name in ("compute", "uplink", "downlink", "idle", "promotion", "tail")
 )
-CAT_UPLINK_TAIL, CAT_DOWNLINK_TAIL = len(CATEGORIES), len(CATEGORIES) + 1
-CAT_UPLINK_PROMOTION, CAT_DOWNLINK_PROMOTION = len(CATEGORIES) + 2, len(CATEGORIES) + 3
-_LEDGER_CATEGORY = np.array([*range(len(CATEGORIES)), CAT_UPLINK, CAT_DOWNLINK, CAT_UPLINK, CAT_DOWNLINK])
 
 
 class LogRow(NamedTuple):
@@ -64,10 +61,8 @@ _CHARGES = {
     ),
     CAT_DOWNLINK: lambda pop, c, seconds, hz, tx_w: downlink_energy_j(seconds, pop.rx_power_w[c]),
     CAT_IDLE: lambda pop, c, seconds, hz, tx_w: idle_energy_j(seconds, pop.idle_power_w[c]),
-    CAT_UPLINK_TAIL: lambda pop, c, seconds, hz, tx_w: tail_energy_j(seconds, pop.tail_power_w[c]),
-    CAT_DOWNLINK_TAIL: lambda pop, c, seconds, hz, tx_w: tail_energy_j(seconds, pop.tail_power_w[c]),
-    CAT_UPLINK_PROMOTION: lambda pop, c, seconds, hz, tx_w: promotion_energy_j(seconds, pop.promotion_power_w[c]),
-    CAT_DOWNLINK_PROMOTION: lambda pop, c, seconds, hz, tx_w: promotion_energy_j(seconds, pop.promotion_power_w[c]),
+    CAT_TAIL: lambda pop, c, seconds, hz, tx_w: tail_energy_j(seconds, pop.tail_power_w[c]),
+    CAT_PROMOTION: lambda pop, c, seconds, hz, tx_w: promotion_energy_j(seconds, pop.promotion_power_w[c]),
 }
 
 
@@ -89,6 +84,20 @@ def energies_j(
     return energy
 
 
+def rows_energies_j(pop: Population, rows: list) -> tuple[LogRow, np.ndarray]:
+    """The columns of log rows (a :class:`LogRow` of tuples, by field name) and each row's energy (J)."""
+    col = LogRow._make(zip(*rows))
+    energy = energies_j(
+        pop,
+        np.array(col.client, dtype=np.int64),
+        np.array(col.code, dtype=np.int64),
+        np.array(col.amount, dtype=np.float64),  # cycles for compute, seconds otherwise
+        np.array(col.cpu_hz, dtype=np.float64),
+        np.array(col.tx_power_w, dtype=np.float64),
+    )
+    return col, energy
+
+
 def step_codes(steps, seconds: list[float]) -> tuple[list[int], list[float]]:
     """Charge code and amount of steps with nominal ``seconds`` of airtime (transmissions)."""
     kinds = {COMPUTE: CAT_COMPUTE, DOWNLOAD: CAT_DOWNLINK, UPLOAD: CAT_UPLINK}
@@ -102,15 +111,9 @@ def book(
     """Charge phases' :class:`LogRow` s, given as (round, phase, rows) in the order simulated, to
     ``ledger`` (repeated cells accumulate in log order) and append them to ``events``."""
     log = [row for _, _, rows in phases for row in rows]
-    col = LogRow._make(zip(*log))  # the rows' columns, by name
-    client = np.array(col.client, dtype=np.int64)
-    code = np.array(col.code, dtype=np.int64)
-    amount = np.array(col.amount, dtype=np.float64)  # cycles for compute, seconds otherwise
-    energy = energies_j(
-        pop, client, code, amount, np.array(col.cpu_hz, dtype=np.float64), np.array(col.tx_power_w, dtype=np.float64)
-    )
-    category = _LEDGER_CATEGORY[code]
-    ledger.add_rows(client, category, energy)
+    col, energy = rows_energies_j(pop, log)
+    client, code = np.array(col.client, dtype=np.int64), np.array(col.code, dtype=np.int64)
+    ledger.add_rows(client, code, energy)
     if events is not None:
         rounds = [r for r, _, rows in phases for _ in rows]
         phase_ids = [p for _, p, rows in phases for _ in rows]
@@ -127,7 +130,7 @@ def book(
                 col.bits,
                 col.cycles,
                 energy.tolist(),
-                map(CATEGORIES.__getitem__, category.tolist()),
+                map(CATEGORIES.__getitem__, code.tolist()),
                 col.status,
                 col.cpu_hz,
                 col.tx_power_w,

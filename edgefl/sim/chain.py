@@ -16,22 +16,11 @@ from __future__ import annotations
 import simpy
 
 from edgefl.sim.access import RETIME
-from edgefl.sim.booking import (
-    CAT_COMPUTE,
-    CAT_DOWNLINK,
-    CAT_DOWNLINK_PROMOTION,
-    CAT_DOWNLINK_TAIL,
-    CAT_UPLINK,
-    CAT_UPLINK_PROMOTION,
-    CAT_UPLINK_TAIL,
-    LogRow,
-)
+from edgefl.sim.booking import CAT_COMPUTE, CAT_DOWNLINK, CAT_PROMOTION, CAT_UPLINK, LogRow
 from edgefl.sim.physics import COMPUTE, DOWNLOAD, UPLOAD, Step
 from edgefl.sim.radio import PROMOTION, WAIT, WORK
 
-_CATEGORY = {DOWNLOAD: CAT_DOWNLINK, UPLOAD: CAT_UPLINK}  # charge codes of a message ...
-_TAIL_CODE = {DOWNLOAD: CAT_DOWNLINK_TAIL, UPLOAD: CAT_UPLINK_TAIL}  # ... of its tail ...
-_PROMOTION_CODE = {DOWNLOAD: CAT_DOWNLINK_PROMOTION, UPLOAD: CAT_UPLINK_PROMOTION}  # ... and of its promotion
+_CATEGORY = {DOWNLOAD: CAT_DOWNLINK, UPLOAD: CAT_UPLINK}  # charge codes of a message (transmission only)
 
 
 def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: bool = False):
@@ -51,10 +40,11 @@ def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: b
     # The hot paths inline (benchmarks [3]): a computation nobody re-times or watches, a download nobody re-times.
     plain_compute = not (core._watch_cpu or core._on_compute_start or core._on_compute_end)
     upload, download = core.uplink.send, None if not core.downlink.retimable else core.downlink.send
-    ok = True
+    ok, states = True, core.chain_states
     for step in steps:
         kind, label = step.kind, step.activity.label
         doing = [WAIT, env.now]  # what the client is doing (waiting, promoting its radio, working) since when
+        states[client] = (step, doing)  # (what cutting the chain now would log: SimPyPricer.committed_energy_j)
         try:
             for wait in before_step:
                 yield from wait(client, step)
@@ -74,8 +64,9 @@ def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: b
                 radio.log_wait(log, client, doing[1], env.now)
                 doing[:] = [PROMOTION, env.now]
                 yield env.timeout(latency_s)
-                code = _PROMOTION_CODE[kind]
-                log.append((client, "promotion", label, doing[1], env.now, 0.0, code, latency_s, 0.0, "ok", 0.0, 0.0))
+                log.append(
+                    (client, "promotion", label, doing[1], env.now, 0.0, CAT_PROMOTION, latency_s, 0.0, "ok", 0.0, 0.0)
+                )
                 doing[:] = [WAIT, env.now]
             if kind == UPLOAD:
                 lost = yield from upload(client, step, log, doing)
@@ -85,25 +76,8 @@ def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: b
                 lost = step.lost
             else:
                 lost = yield from download(client, step, log, doing)
-            since, now = doing[1], env.now
-            status, power_w = "lost" if lost else "ok", tx_power_w[client]
-            log.append(
-                (
-                    client,
-                    step.activity.kind,
-                    label,
-                    since,
-                    now,
-                    step.bits,
-                    _CATEGORY[kind],
-                    now - since,
-                    0.0,
-                    status,
-                    0.0,
-                    power_w,
-                )
-            )
-            radio.transfer_ended(client, _TAIL_CODE[kind], label)
+            log.append(_message_row(client, step, doing[1], env.now, step.bits, "lost" if lost else "ok", tx_power_w))
+            radio.transfer_ended(client, label)
             if lost:  # the chain ends here: what follows would be wasted (docs/model.md §6)
                 ok = False
                 break
@@ -169,21 +143,50 @@ def _retime(core, client: int, label: str, cycles: float, log, doing: list) -> t
 
 
 def _log_cut(core, client: int, step: Step, log, doing: list, status: str) -> None:
-    """Log what an interrupted step did until now: a wait, a promotion (the radio falls back to idle), the
-    cycles computed, or a message that did not get through (no bits delivered; the radio's tail follows)."""
+    """Log what an interrupted step did until now (:func:`cut_rows`); a message cut mid-way is followed by the
+    radio's tail."""
+    rows, tail_follows = cut_rows(core, client, step, doing, status)
+    for row in rows:  # (a list, or the LiveLog of chains started while the server works)
+        log.append(row)
+    if tail_follows:
+        core.radio.transfer_ended(client, step.activity.label)
+
+
+def cut_rows(core, client: int, step: Step, doing: list, status: str) -> tuple[list, bool]:
+    """What interrupting the client's step now would log, and whether the radio's tail follows (changes nothing):
+    a wait, a promotion (the radio falls back to idle), the cycles computed, or a message that did not get
+    through (no bits delivered; its tail follows)."""
     now, kind, label = core.env.now, step.kind, step.activity.label
     what, since = doing[0], doing[1]
+    rows: list = []
     if what == WAIT:  # in a plug-in's wait or the TDMA queue
-        core.radio.log_wait(log, client, since, now)
+        core.radio.log_wait(rows, client, since, now)
     elif what == PROMOTION:
-        log.append(LogRow(client, "promotion", label, since, now, 0.0, _PROMOTION_CODE[kind], now - since, 0.0, status))
+        rows.append(LogRow(client, "promotion", label, since, now, 0.0, CAT_PROMOTION, now - since, 0.0, status))
     elif kind == COMPUTE:  # the cycles done at the speed it ran at
         done = (now - since) * doing[2]
-        log.append(LogRow(client, "compute", label, since, now, 0.0, CAT_COMPUTE, done, done, status, doing[3]))
+        rows.append(LogRow(client, "compute", label, since, now, 0.0, CAT_COMPUTE, done, done, status, doing[3]))
     else:
-        power_w = core._tx_power_w[client]
-        row = LogRow(
-            client, step.activity.kind, label, since, now, 0.0, _CATEGORY[kind], now - since, 0.0, status, 0.0, power_w
-        )
-        log.append(row)
-        core.radio.transfer_ended(client, _TAIL_CODE[kind], label)
+        rows.append(_message_row(client, step, since, now, 0.0, status, core._tx_power_w))
+        return rows, True
+    return rows, False
+
+
+def _message_row(client: int, step: Step, since: float, now: float, bits: float, status: str, tx_power_w) -> tuple:
+    """A message's log row (:class:`LogRow`'s fields, a plain tuple: the hot path): ``bits`` delivered, charged its
+    airtime at the client's transmit power now (``tx_power_w``: every client's)."""
+    code = _CATEGORY[step.kind]
+    return (
+        client,
+        step.activity.kind,
+        step.activity.label,
+        since,
+        now,
+        bits,
+        code,
+        now - since,
+        0.0,
+        status,
+        0.0,
+        tx_power_w[client],
+    )

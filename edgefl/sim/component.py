@@ -76,6 +76,7 @@ DEVICE_VALUES = {
     "cpu_hz": "the frequency each CPU runs at now (Hz; the core's)",
     "tx_power_w": "each device's transmit power for its next upload (W; the core's)",
     "battery_j": "each device's battery level now (J; devices.battery_j)",
+    "harvested_j": "what each device's battery has harvested so far (J; devices.harvest_w)",
     "position_m": "each device's position (x, y) in m, the base station at the origin (moving devices)",
     "temperature_c": "each device's temperature now (°C; [[process]] thermal)",
 }

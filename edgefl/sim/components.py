@@ -10,7 +10,7 @@ import numpy as np
 from channel.cells import handover
 from edgefl.physical import NetworkParams, Population
 from edgefl.sim.availability import Availability
-from edgefl.sim.booking import energies_j, step_codes
+from edgefl.sim.booking import energies_j, rows_energies_j, step_codes
 from edgefl.sim.component import Component
 from edgefl.sim.mobility import RandomWaypoint
 from edgefl.sim.physics import COMPUTE
@@ -90,24 +90,54 @@ class Batteries(Component):
         self.bank = BatteryBank(population.battery_j, population.battery_reserve_j, population.harvest_w)
         self._time, self._spent = 0.0, np.zeros(population.num_clients)
 
-    exposes = {"battery_j": "each device's battery level now (J)"}
+    exposes = {
+        "battery_j": "each device's battery level now (J)",
+        "harvested_j": "what each device has harvested so far (J)",
+    }
+
+    def attach(self, core) -> None:
+        super().attach(core)
+        core.radio.budget_j = self.left_j  # a radio tail stops when the battery is empty
 
     def device_value(self, name: str) -> np.ndarray:
-        return self.levels()
+        return self.levels() if name == "battery_j" else self.bank.harvested_j.copy()
 
-    def settle(self) -> None:
-        """Harvest since the last update, then draw what the ledger charged since (levels >= 0), radio tails
-        that have run out included."""
+    def _draw(self) -> None:
+        """Harvest since the last update, then draw what the ledger charged since (levels >= 0)."""
         core = self.core
-        core.radio.expire_tails()
         spent = core.ledger.client_totals()
         self.bank.harvest(core.env.now - self._time)
         self.bank.draw(spent - self._spent)
         self._time, self._spent = core.env.now, spent
 
+    def settle(self) -> None:
+        """Bring the levels to now: what the ledger charged since the last update is drawn, radio tails that have
+        run out (or that the battery could not pay) included."""
+        self._draw()
+        self.core.radio.expire_tails()
+        self._draw()
+
+    def left_j(self, client: int) -> float:
+        """The joules the client's battery has left now, once what it has been charged is drawn (the phase
+        running's rows of it included); inf for mains power."""
+        self._draw()
+        level = float(self.bank.level_j[client])
+        log = self.core.current_log()
+        if not np.isfinite(level) or not log:
+            return level
+        rows = [row for row in log if row[0] == client]
+        if not rows:
+            return level
+        _, joules = rows_energies_j(self.pop, rows)
+        return level - float(joules.sum())
+
     def levels(self) -> np.ndarray:
         self.settle()
         return self.bank.level_j.copy()
+
+    def run_end(self) -> None:
+        """The run ends: the radio tails charged after the last round are drawn too (no harvesting after the run)."""
+        self._draw()
 
     def restrict(self, online: np.ndarray) -> np.ndarray:
         return online & self.bank.available()
@@ -170,7 +200,8 @@ class Batteries(Component):
 
 class DeviceAvailability(Component):
     """``devices.availability``: devices online and offline (edgefl.sim.availability); a device that goes
-    offline while it works is interrupted (status ``offline``); an offline device does nothing."""
+    offline releases its radio connection and, while it works, is interrupted (status ``offline``); an offline
+    device does nothing."""
 
     def __init__(self, population: Population, seed: int):
         self.pop, self.seed = population, seed
@@ -186,8 +217,14 @@ class DeviceAvailability(Component):
             pop.mean_on_s,
             pop.mean_off_s,
             pop.availability_intervals,
-            on_offline=lambda client: core.interrupt(client, "offline"),
+            on_offline=self._offline,
         )
+
+    def _offline(self, client: int) -> None:
+        """The device becomes unreachable: it releases its radio connection (no tail while offline,
+        docs/model.md §8), and its chain, if it runs, stops (status ``offline``)."""
+        self.core.radio.release(client)
+        self.core.interrupt(client, "offline")
 
     def restrict(self, online: np.ndarray) -> np.ndarray:
         return online & self.states.online

@@ -78,6 +78,8 @@ class Pricer(Protocol):
 
     def finish(self) -> None: ...  # the run ends: what still runs on (radio tails) is charged
 
+    def committed_energy_j(self) -> float: ...  # J committed at the last round's end: booked + what runs on
+
 
 @dataclass
 class InFlight:
@@ -438,7 +440,8 @@ class RoundCost:
 
     round: int  # 0-based, as RoundRecord.round
     end_s: float  # simulated time at the end of the round
-    energy_by_category_j: dict[str, float]  # cumulative since the start of the run, all clients
+    energy_by_category_j: dict[str, float]  # booked, cumulative since the start of the run, all clients
+    committed_energy_j: float  # committed at the round's end (booked + what runs on: docs/model.md §8)
 
 
 def reprice_rounds(trace: list[PhaseRecord], pricer: Pricer) -> list[RoundCost]:
@@ -457,9 +460,10 @@ def reprice_rounds(trace: list[PhaseRecord], pricer: Pricer) -> list[RoundCost]:
         pricer.price_phase(phase)
         if k + 1 == len(trace) or trace[k + 1].round != phase.round:  # the round's last phase
             pricer.end_round(phase.round)  # as the co-simulation's Engine does
+            committed_j = pricer.committed_energy_j()
             if k + 1 == len(trace):  # the run's end: radio tails still running are charged, as a co-simulation does
                 pricer.finish()
-            costs[phase.round] = RoundCost(phase.round, pricer.now, pricer.ledger.by_category())
+            costs[phase.round] = RoundCost(phase.round, pricer.now, pricer.ledger.by_category(), committed_j)
     return [costs[r] for r in sorted(costs)]
 
 

@@ -32,8 +32,8 @@ from edgefl.physical import NetworkParams, Population
 from edgefl.plugins import core_fault, positive_finite, returned_fault, shown
 from edgefl.sim.access import RETIME, AirCompUplink, DedicatedUplink, make_uplink
 from edgefl.sim.activities import Event, PhaseRecord
-from edgefl.sim.booking import LiveLog, LogRow, book
-from edgefl.sim.chain import chain
+from edgefl.sim.booking import LiveLog, LogRow, book, rows_energies_j
+from edgefl.sim.chain import chain, cut_rows
 from edgefl.sim.component import HOOKS, Component, overriding
 from edgefl.sim.components import default_components
 from edgefl.sim.devices import DeviceState
@@ -92,6 +92,8 @@ class SimPyPricer:
         self._phases_unbooked = 0
         self._phase_log: list | None = None  # the log of the phase running
         self._running: dict = {}  # client -> its process, while its chain runs
+        self.chain_states: dict = {}  # client -> (its step, what it does since when): its chain's step running
+        self._committed_j = 0.0  # the energy committed at the last round's end (committed_energy_j)
         # Chains started by start_chains: client -> its process; who completed; (when, client) of those ended
         # and not yet taken by next_arrival; where they log (the round in progress's rows).
         self._flight: dict = {}
@@ -231,6 +233,10 @@ class SimPyPricer:
         else:
             self._unbooked.append((*at, [row]))
 
+    def current_log(self) -> list:
+        """The rows logged in the phase running, not booked yet (empty between phases)."""
+        return self._phase_log or []
+
     def interrupt(self, client: int, cause: str) -> None:
         """Stop the client's chain now, if it runs (its status: ``cause``)."""
         proc = self._running.get(client)
@@ -365,14 +371,49 @@ class SimPyPricer:
 
     @journaled
     def end_round(self, round_: int) -> None:
-        """The round ends (its metrics are read next): what runs on (radio tails) is charged up to now."""
+        """The round ends (its metrics are read next): what runs on (radio tails) is charged up to now, and the
+        energy the run has committed now is computed (:meth:`committed_energy_j`)."""
         self._live.close_round(self._unbooked, round_)  # (chains still running log under the round they end in)
         for hook in self._hooks["round_end"]:
             hook(round_)
+        self._committed_j = self._committed_now_j()
+
+    def committed_energy_j(self) -> float:
+        """The energy (J) the run had committed at the last round's end (docs/model.md §8): what was booked, plus
+        what the radios still in a tail would spend if no further message came, plus, for the chains of an
+        asynchronous server still running, what cutting them then costs (the part done, the tail after a cut
+        message): what stopping there costs, the run's ledger once :meth:`finish` is called then."""
+        return self._committed_j
+
+    def _committed_now_j(self) -> float:
+        rows, cut = [], set()
+        for client, proc in self._flight.items():  # an asynchronous server's chains still running: cut now
+            state = self.chain_states.get(client)
+            if state is not None and proc.is_alive:
+                step, doing = state
+                step_rows, tail_follows = cut_rows(self, client, step, doing, "aborted")
+                rows += step_rows
+                if tail_follows:
+                    cut.add(client)
+        spent: dict[int, float] = {}
+        if rows:
+            col, joules = rows_energies_j(self.pop, rows)
+            for client, j in zip(col.client, joules.tolist()):  # type: ignore[call-overload]  # (a column)
+                spent[client] = spent.get(client, 0.0) + j
+        booked = sum(self.ledger.by_category().values())  # (as metrics.csv's energy_j sums it: equal when none runs on)
+        return booked + sum(spent.values()) + self.radio.pending_j(spent, cut)
 
     @journaled
     def finish(self) -> None:
-        """The run ends: what still runs on (radio tails) is charged in full, under the last round."""
+        """The run ends: the chains of an asynchronous server still running are cut now (status ``aborted``:
+        the part done is charged, a message cut mid-way is followed by its tail), then what still runs on
+        (radio tails) is charged in full, under the last round."""
+        running = [proc for proc in self._flight.values() if proc.is_alive]
+        if running:
+            self._live.round -= 1  # (the last round's, not the next one's)
+            for proc in running:
+                proc.interrupt("aborted")
+            self.env.run(until=self.env.all_of(running))
         for hook in self._hooks["run_end"]:
             hook()
 

@@ -4,14 +4,21 @@ idle --(a message: promotion, network.access_latency_s at promotion_power_w)--> 
 --(transfer ends)--> tail (tail_s at tail_power_w) --(tail_s without a transfer)--> idle;
 a transfer asked for in the tail needs no promotion, and the tail ends when it starts (docs/model.md §8).
 A wait inside a chain is idle time, except the part inside the radio's tail, which the tail pays for.
+A device that becomes unreachable (offline) releases its connection: its tail ends then, and a transfer cut by
+it is followed by none. A device with a battery stops its tail when the battery is empty (``budget_j``).
+
+The one place a tail's energy is computed: :meth:`RadioStates._tail_end` says until when a tail runs (its
+timer, the next transfer, the battery), booked as ``tail`` rows (edgefl.sim.booking) and, for the tails still
+running at a round's end, counted in the energy the run has committed (:meth:`RadioStates.pending_j`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from edgefl.sim.booking import CAT_IDLE, LogRow
+from edgefl.sim.booking import CAT_IDLE, CAT_TAIL, LogRow
 from edgefl.sim.component import Component
+from energy import tail_energy_j
 
 # What a client is doing within a step (for what an interrupt cuts): waiting, its radio promoting, working.
 WAIT, PROMOTION, WORK = range(3)
@@ -21,11 +28,15 @@ class RadioStates(Component):
     def __init__(self, population):
         self._tail_s, self._tail_power_w = population.tail_s.tolist(), population.tail_power_w.tolist()
         self._idle_power_w = population.idle_power_w.tolist()
-        # Every device's radio tail still running: client -> [start s, charged until s, charge code, label of the
-        # message it follows]; charged when it ends (the next transfer starts, it runs out, run_end()) and up to
-        # the end of every round (round_end).
+        # Every device's radio tail still running: client -> [start s, charged until s, label of the message it
+        # follows]; charged when it ends (the next transfer starts, it runs out, run_end()) and up to the end of
+        # every round (round_end).
         self._tails: dict[int, list] = {}
+        self._released: set[int] = set()  # devices unreachable (offline) since their last transfer: no tail
         self._at = (0, 0)  # the round and phase being priced (or the last priced): where tails are logged
+        # The joules a device's battery still has for a tail (client -> J; None: no batteries): the Batteries
+        # component sets it; a tail stops when they are spent.
+        self.budget_j = None
 
     def attach(self, core) -> None:
         super().attach(core)
@@ -63,28 +74,67 @@ class RadioStates(Component):
             self.log_wait(log, client, doing[1], now)
         if client in self._tails:
             self._end_tail(client, now)
+        self._released.discard(client)
         doing[:] = [WORK, now]
 
-    def transfer_ended(self, client: int, code: int, label: str) -> None:
-        """A transfer ended now: the radio's tail starts (no tail if ``tail_s`` is 0: the radio is idle)."""
-        if self._tail_s[client] > 0:
+    def transfer_ended(self, client: int, label: str) -> None:
+        """A transfer ended now: the radio's tail starts (no tail if ``tail_s`` is 0, or if the device has become
+        unreachable: the radio is idle)."""
+        if self._tail_s[client] > 0 and client not in self._released:
             now = self.env.now
-            self._tails[client] = [now, now, code, label]
+            self._tails[client] = [now, now, label]
 
-    def _charge_tail(self, client: int, until: float) -> None:
-        """Log the client's tail from where it was last charged until ``until`` (at most tail_s after it began),
-        under the round and phase being priced (at a round's end: its last phase)."""
-        tail = self._tails[client]
+    def release(self, client: int) -> None:
+        """The device becomes unreachable now (offline): it releases its connection, so its tail ends now (charged
+        until now) and a transfer it was making is followed by none (docs/model.md §8)."""
+        if client in self._tails:
+            self._end_tail(client, self.env.now)
+        self._released.add(client)
+
+    def _tail_end(self, client: int, tail: list, until: float, spent_j: float = 0.0) -> tuple[float, bool]:
+        """Until when the client's tail, charged until ``tail[1]``, runs if nothing cuts it before ``until``: its
+        timer (tail_s after it began), or its battery (the joules left once ``spent_j`` more are drawn, at
+        tail_power_w; harvesting during the tail does not count). Returns (end s, whether the battery ends it)."""
         end = min(until, tail[0] + self._tail_s[client])
+        power_w = self._tail_power_w[client]
+        if self.budget_j is not None and power_w > 0:
+            left_s = max(self.budget_j(client) - spent_j, 0.0) / power_w
+            if tail[1] + left_s < end:
+                return tail[1] + left_s, True
+        return end, False
+
+    def _charge_tail(self, client: int, until: float) -> bool:
+        """Log the client's tail from where it was last charged until ``until`` (at most to :meth:`_tail_end`),
+        under the round and phase being priced (at a round's end: its last phase). Returns whether it is over
+        (its battery is empty)."""
+        tail = self._tails[client]
+        end, empty = self._tail_end(client, tail, until)
         seconds = end - tail[1]
         if seconds > 0 and self._tail_power_w[client] > 0:
-            self.core.log_row(self._at, LogRow(client, "tail", tail[3], tail[1], end, 0.0, tail[2], seconds, 0.0, "ok"))
+            self.core.log_row(
+                self._at, LogRow(client, "tail", tail[2], tail[1], end, 0.0, CAT_TAIL, seconds, 0.0, "ok")
+            )
         tail[1] = max(tail[1], end)
+        return empty
 
     def _end_tail(self, client: int, cut_at: float | None) -> None:
         """The client's tail ends: cut by a transfer starting at ``cut_at``, or run out in full (None)."""
         self._charge_tail(client, float("inf") if cut_at is None else cut_at)
         del self._tails[client]
+
+    def pending_j(self, spent_j: dict[int, float] | None = None, cut_now: set[int] | None = None) -> float:
+        """The energy (J) the radio tails will still spend if no further message comes: every tail running, from
+        where it was charged to its end (:meth:`_tail_end`), and a tail from now for each client in ``cut_now``
+        (a transfer that would be cut now); ``spent_j``: joules clients would spend now, before their tails, that
+        their batteries have not paid yet. What the run has committed beyond its ledger (docs/model.md §8)."""
+        spent_j, now, total = spent_j or {}, self.env.now, 0.0
+        tails = list(self._tails.items())
+        tails += [(c, [now, now, ""]) for c in sorted(cut_now or ()) if self._tail_s[c] > 0 and c not in self._released]
+        for client, tail in tails:
+            end, _ = self._tail_end(client, tail, float("inf"), spent_j.get(client, 0.0))
+            if end > tail[1]:
+                total += float(tail_energy_j(end - tail[1], self._tail_power_w[client]))
+        return total
 
     def expire_tails(self) -> None:
         """Charge in full every tail that has run out by now (called at the start of every phase and wherever
@@ -93,14 +143,18 @@ class RadioStates(Component):
         tail_s = self._tail_s
         for client in [c for c, tail in self._tails.items() if tail[0] + tail_s[c] <= now]:
             self._end_tail(client, None)
+        if self.budget_j is not None:  # and every tail its battery could not pay until now
+            for client in [c for c, tail in self._tails.items() if self._tail_end(c, tail, now)[1]]:
+                self._end_tail(client, now)
 
     def round_end(self, round_: int) -> None:
         """The round ends (its metrics are read next): the tails still running are charged up to now, and go on
         (the rest is charged in the rounds they run in), so that a round's energy is what it spent."""
         self._at = (round_, self._at[1] if self._at[0] == round_ else 0)
         self.expire_tails()
-        for client in self._tails:
-            self._charge_tail(client, self.env.now)
+        for client in list(self._tails):
+            if self._charge_tail(client, self.env.now):
+                del self._tails[client]
 
     def run_end(self) -> None:
         """The run ends: every radio tail still running is charged in full (it runs out after the last

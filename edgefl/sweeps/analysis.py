@@ -37,17 +37,25 @@ import numpy as np
 from scipy import stats
 
 from edgefl.sweeps.plan import TAU_KEY, SweepError
-from edgefl.target import DEFAULT_WINDOW, Target, rounds_to_target
+from edgefl.target import (
+    COMMITTED,
+    DEFAULT_WINDOW,
+    Target,
+    energy_at,
+    energy_definition,
+    energy_sentence,
+    rounds_to_target,
+)
 from edgefl.target import definition as target_definition
 
 DEFAULT_CONFIDENCE = 0.95
-TRANSMIT_COLUMNS = ("uplink_energy_j", "downlink_energy_j")
+COMPUTE_COLUMNS = ("compute_energy_j", "idle_energy_j")  # the rest of the committed energy is the radio's
 
 
-def definition(target: Target, window: int, confidence: float = DEFAULT_CONFIDENCE) -> str:
+def definition(target: Target, window: int, confidence: float = DEFAULT_CONFIDENCE, energy: str = COMMITTED) -> str:
     return (
-        f"{target_definition(target, window)} (per seed); energy-to-target = cumulative energy of "
-        f"all clients at that round; mean over seeds ± {confidence:.0%} t-interval; a τ is eligible only "
+        f"{target_definition(target, window)} (per seed); energy-to-target = the {energy} energy of all clients at "
+        f"that round ({energy_sentence(energy)}); mean over seeds ± {confidence:.0%} t-interval; a τ is eligible only "
         f"if every seed reaches the target; τ* = eligible τ with the least mean energy-to-target; τ set = "
         f"the eligible τ not significantly worse than τ*: the lower end of the {confidence:.0%} paired "
         f"t-interval of the mean over seeds of ln(E_τ / E_τ*) is <= 0."
@@ -145,10 +153,11 @@ class OptimalTau:
     channel_keys: list[str]
     per_tau: list[TauStats]
     per_channel: list[ChannelOptimum]
+    energy: str = COMMITTED  # which energy to target (edgefl.target.energy_definition): committed, or booked
 
     @property
     def definition(self) -> str:
-        return definition(self.target, self.window, self.confidence)
+        return definition(self.target, self.window, self.confidence, self.energy)
 
 
 def mean_ci(values, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
@@ -184,9 +193,9 @@ def seed_outcomes(rows: list[dict], grid_keys: list[str], target: Target, window
                 int(tau),
                 int(seed),
                 reached,
-                None if at is None else at["energy_j"],
+                None if at is None else energy_at(at),
                 None if at is None else at["compute_energy_j"],
-                None if at is None else sum(at[c] for c in TRANSMIT_COLUMNS),
+                None if at is None else energy_at(at) - sum(at[c] for c in COMPUTE_COLUMNS),
             )
         )
     return outcomes
@@ -293,7 +302,7 @@ def optimal_tau(
         members, paired = tau_set(best, candidates, confidence) if best else ([], {})
         per_channel.append(ChannelOptimum(channel, best.tau if best else None, best, candidates, paired, members))
     channel_keys = [k for k in grid_keys if k != TAU_KEY]
-    return OptimalTau(target, window, confidence, channel_keys, per_tau, per_channel)
+    return OptimalTau(target, window, confidence, channel_keys, per_tau, per_channel, energy_definition(rows))
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:

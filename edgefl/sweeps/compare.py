@@ -2,8 +2,8 @@
 target and their confidence intervals (no τ grid needed). It is a sweep over ``algorithm.name`` (resumable,
 the same folder layout), summarised per algorithm.
 
-Per algorithm and seed: rounds, cumulative energy (J) and simulated time (s) to the target (the one
-definition, :mod:`edgefl.target`), and the final values of the run. Per algorithm: means with t-intervals
+Per algorithm and seed: rounds, committed energy (J; ``edgefl.target.COMMITTED_ENERGY``) and simulated
+time (s) to the target (the one definition, :mod:`edgefl.target`), and the final values of the run. Per algorithm: means with t-intervals
 over the seeds that reached the target, and the energy relative to the first algorithm paired over the
 seeds (the same seed gives every algorithm the same data partition, initial model and channel draws), and
 in words whether it differs significantly from the first algorithm's: the paired t-interval of the mean
@@ -25,7 +25,16 @@ import numpy as np
 
 from edgefl.results import atomic_file
 from edgefl.sweeps.analysis import DEFAULT_CONFIDENCE, mean_ci
-from edgefl.target import DEFAULT_WINDOW, Target, definition, rounds_to_target
+from edgefl.target import (
+    COMMITTED,
+    DEFAULT_WINDOW,
+    Target,
+    definition,
+    energy_at,
+    energy_definition,
+    energy_sentence,
+    rounds_to_target,
+)
 
 ALGORITHM_KEY = "algorithm.name"
 
@@ -58,6 +67,7 @@ class AlgorithmOutcome:
     paired_seeds: int  # how many seeds the two above are over
     final: dict[str, float]  # metric -> mean over seeds at the last round
     energy_total_j: float  # mean over seeds, whole run
+    energy_definition: str = COMMITTED  # which energy to target (edgefl.target.energy_definition)
 
 
 def compare(
@@ -90,12 +100,12 @@ def compare(
     for name, seeds in per_seed.items():
         hit = {s: v["at"] for s, v in seeds.items() if v["at"] is not None}
         base = {s: v["at"] for s, v in per_seed[first].items() if v["at"] is not None}
-        ratios = [hit[s]["energy_j"] / base[s]["energy_j"] for s in hit if s in base and base[s]["energy_j"] > 0]
+        ratios = [energy_at(hit[s]) / energy_at(base[s]) for s in hit if s in base and energy_at(base[s]) > 0]
         if target is None:  # no target: the whole run's energy, paired over every seed both ran
             last = {s: v["last"]["energy_j"] for s, v in per_seed[first].items()}
             differences = [v["last"]["energy_j"] - last[s] for s, v in seeds.items() if s in last]
         else:
-            differences = [hit[s]["energy_j"] - base[s]["energy_j"] for s in hit if s in base]
+            differences = [energy_at(hit[s]) - energy_at(base[s]) for s in hit if s in base]
         metrics = [
             k for k in ("acc_mean", "acc_worst", "loss") if any(v["final"].get(k) is not None for v in seeds.values())
         ]
@@ -105,7 +115,7 @@ def compare(
                 len(seeds),
                 len(hit),
                 mean_ci([r["round"] for r in hit.values()], confidence),
-                mean_ci([r["energy_j"] for r in hit.values()], confidence),
+                mean_ci([energy_at(r) for r in hit.values()], confidence),
                 mean_ci([r["sim_time_s"] for r in hit.values()], confidence),
                 mean_ci(ratios, confidence),
                 mean_ci(differences, confidence),
@@ -115,6 +125,7 @@ def compare(
                     for k in metrics
                 },
                 float(np.mean([v["last"]["energy_j"] for v in seeds.values()])),
+                energy_definition(rows),
             )
         )
     return out
@@ -217,7 +228,8 @@ def format_report(
         lines += [f"  {name}: {settings_text(values)}" for name, values in settings.items()] + [""]
     if target is not None:
         lines += [
-            f"target {target}; {definition(target, window)}; means over the seeds that reached it ± "
+            f"target {target}; {definition(target, window)}; energy to target: the "
+            f"{energy_sentence(outcomes[0].energy_definition)}; means over the seeds that reached it ± "
             f"{confidence:.0%} t-interval; energy ratio to {outcomes[0].algorithm}: paired over seeds",
             "",
         ]
@@ -281,7 +293,7 @@ def plot(outcomes: list[AlgorithmOutcome], target: Target, path, scenario=None) 
     for ax, (label, attr) in zip(
         axes,
         (
-            ("energy to target (J)", "energy_j"),
+            (f"{outcomes[0].energy_definition} energy to target (J)", "energy_j"),
             ("simulated time to target (s)", "time_s"),
             (rounds_label, "rounds"),
         ),

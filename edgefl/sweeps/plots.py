@@ -20,6 +20,7 @@ import algorithms as algorithm_registry  # noqa: E402
 from edgefl.figures import save_figure  # noqa: E402
 from edgefl.sweeps.analysis import OptimalTau, TauStats, pareto_front  # noqa: E402
 from edgefl.sweeps.plan import TAU_KEY  # noqa: E402
+from edgefl.target import energy_at, energy_definition  # noqa: E402
 
 SNR, BW, ALGORITHM = "network.snr_db", "network.bandwidth_mhz", "algorithm.name"
 DISTANCE, TX_POWER = "network.distance_m", "devices.tx_power_dbm"
@@ -256,7 +257,7 @@ def plot_energy_curves(result: OptimalTau, path: Path) -> Path:
         _readable_log_axis(ax)
         _tau_axis(ax, [s.tau for c in lines.values() for s in c.candidates])
         ax.set_xlabel("local steps τ")
-        ax.set_ylabel("energy to target (J)")
+        ax.set_ylabel(f"{result.energy} energy to target (J)")
         ax.set_title(_label(panel_keys, panel) or "energy to target", fontsize=10)
         ax.grid(alpha=0.3, which="both")
         if split and i == 0:
@@ -284,10 +285,10 @@ def plot_energy_split(result: OptimalTau, path: Path) -> Path:
         compute = [s.compute_mean for s in ok]
         transmit = [s.transmit_mean for s in ok]
         ax.bar(x, compute, color="#4c72b0", label="compute")
-        ax.bar(x, transmit, bottom=compute, color="#dd8452", label="transmission (up + down)")
+        ax.bar(x, transmit, bottom=compute, color="#dd8452", label="radio (transfers, promotions, tails)")
         ax.set_xticks(x, [("★" if s.tau == c.tau_star else "") + str(s.tau) for s in ok])
         ax.set_xlabel("local steps τ (★ = τ*)")
-        ax.set_ylabel("energy to target (J)")
+        ax.set_ylabel(f"{result.energy} energy to target (J)")
         ax.set_title(_label(result.channel_keys, channel), fontsize=10)
         ax.grid(alpha=0.3, axis="y")
     if axes:  # one legend for the figure, below the panels: never over a bar
@@ -315,7 +316,7 @@ def plot_accuracy_energy(
         series = (r.get(ALGORITHM), r.get(TAU_KEY))
         if r.get(metric) is not None:
             curves.setdefault(panel, {}).setdefault(series, {}).setdefault(r["round"], []).append(
-                (r[metric], r["energy_j"])
+                (r[metric], energy_at(r))  # committed: what stopping there costs
             )
         transmit.setdefault(panel, []).append((r["uplink_energy_j"] + r["downlink_energy_j"]) / r["round"])
     cost = {p: float(np.mean(v)) for p, v in transmit.items()}
@@ -338,7 +339,7 @@ def plot_accuracy_energy(
             ax.plot(energy, acc, style, color=color, lw=1.2, label=label or None)
         ax.set_xscale("log")
         _readable_log_axis(ax, "x")
-        ax.set_xlabel("cumulative energy, all clients (J)")
+        ax.set_xlabel(f"{energy_definition(rows)} energy, all clients (J)")
         ax.set_ylabel(metric)
         ax.set_title(_label(panel_keys, panel) or metric, fontsize=10)
         ax.grid(alpha=0.3, which="both")
@@ -443,7 +444,7 @@ def plot_pareto(
         _place_labels(ax, xy, labels, keep=set(front))
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, min_n_ticks=1))  # whole rounds
         ax.set_xlabel(rounds_axis(algorithms or [sweep_algorithm])[0])
-        ax.set_ylabel("energy to target (J)")
+        ax.set_ylabel(f"{result.energy} energy to target (J)")
         ax.set_title(_label(panel_keys, panel) or "Pareto front", fontsize=10)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)

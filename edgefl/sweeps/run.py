@@ -79,6 +79,7 @@ def repriced_rows(metrics: list[dict], costs: list[RoundCost]) -> list[dict]:
         new = dict(row)
         new["sim_time_s"] = float(last.end_s) if last else 0.0
         new["energy_j"] = float(sum(by_cat.values()))
+        new["committed_energy_j"] = float(last.committed_energy_j) if last else 0.0
         for c in CATEGORIES:
             new[f"{c}_energy_j"] = float(by_cat[c])
         rows.append(new)
