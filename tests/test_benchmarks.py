@@ -48,3 +48,26 @@ def test_plots_smoke_runs():
 def test_sweep_cost_tiny_runs():
     out = run_script("benchmarks/sweep_cost.py", "--rounds", "2", "--taus", "2", "--seeds", "1")
     assert "35 points; 35 re-priced, 0 co-simulated" in out and "ratio grid / one" in out
+
+
+@needs_mnist
+def test_flower_compare_edgefl_side_runs_without_flower():
+    """The Flower comparison's edgefl side (both engines, same scenario) on 2 rounds; Flower is not installed."""
+    out = run_script(
+        "benchmarks/flower_compare.py", "--no-flower", "--workloads", "a", "--rounds-a", "2", "--repeats", "1"
+    )
+    assert "(a) N=30 m=20 rounds=2" in out and "edgefl ideal" in out and "edgefl simpy" in out
+    assert "Flower" not in out
+
+
+def test_flower_compare_refuses_zero_repeats():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "benchmarks/flower_compare.py", "--no-flower", "--repeats", "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "--repeats and --threads must be >= 1" in done.stderr
