@@ -242,7 +242,7 @@ def plot(summary: dict) -> None:
                 label=name,
             )
     ax.set_xlabel("local steps τ")
-    ax.set_ylabel(f"energy to {TARGET} (J, all clients)")
+    ax.set_ylabel(f"committed energy to {TARGET} (J, all clients)")
     ax.set_xscale("log")
     ax.set_yscale("log")  # without radio tails the energy is several times lower
     ax.set_xticks(TAUS, [str(t) for t in TAUS])
@@ -268,8 +268,69 @@ def command(workers: int) -> str:
     return f".venv/bin/python experiments/realistic_network.py --workers {workers}"
 
 
+def quoted(summary: dict, runs: list[dict]) -> dict:
+    """What the hand-written explanation (experiments/realistic_network_why.md, itself a template) may
+    quote, all from the stored runs: E/T/R(config, tau) the mean committed energy, time and rounds to
+    target, B(config, tau) the mean booked energy of the same runs, and the booked definition's tau*."""
+    by_key = {(run["config"], run["tau"], run["seed"]): run for run in runs}
+    table = summary["table"]
+    has_booked = all(run.get("booked_energy_j") is not None for run in runs if run["rounds"] is not None)
+    booked = summarise([{**run, "energy_j": run["booked_energy_j"]} for run in runs]) if has_booked else None
+
+    def per_seed(config: str, tau: int, f) -> list[float]:
+        return [f(by_key[(config, tau, seed)]) for seed in SEEDS]
+
+    def tail_share(tau: int, key: str = "energy_j") -> list[float]:  # 1 - E(no-tail) / E(baseline), per seed
+        return per_seed("baseline", tau, lambda run: 1 - by_key[("no-tail", tau, run["seed"])][key] / run[key])
+
+    reached = [run["rounds"] for run in runs if run["rounds"] is not None]
+    with open(SCENARIO, "rb") as handle:
+        devices = tomllib.load(handle)["devices"]
+    tail_j = devices["tail_s"] * devices["tail_power_w"]  # one whole tail, J
+    return {
+        "E": lambda c, t: pages.fixed(table[(c, t)]["energy"][0], 1),
+        "Eci": lambda c, t: pages.pm(table[(c, t)]["energy"], 1),
+        "B": lambda c, t: pages.fixed(booked["table"][(c, t)]["energy"][0], 1),
+        "Bci": lambda c, t: pages.pm(booked["table"][(c, t)]["energy"], 1),
+        "T": lambda c, t: pages.fixed(table[(c, t)]["time"][0], 2),
+        "Tci": lambda c, t: pages.pm(table[(c, t)]["time"], 2),
+        "R": lambda c, t: pages.fixed(table[(c, t)]["rounds"][0], 1),
+        "share": lambda t: pages.pct(float(np.mean(tail_share(t))), 1),
+        "booked_share": lambda t: pages.pct(float(np.mean(tail_share(t, "booked_energy_j"))), 1),
+        "ratio": lambda c, t: pages.fixed(table[(c, t)]["energy"][0] / booked["table"][(c, t)]["energy"][0], 1),
+        # relative change of the mean energy against the baseline at tau: committed, and booked
+        "rel": lambda c, t: pages.signed_pct(table[(c, t)]["energy"][0] / table[("baseline", t)]["energy"][0] - 1, 0),
+        "brel": lambda c, t: pages.signed_pct(
+            booked["table"][(c, t)]["energy"][0] / booked["table"][("baseline", t)]["energy"][0] - 1, 0
+        ),
+        # phones still in a tail at the target, on average: (committed - booked) / the energy of one whole tail
+        "in_tail": lambda t: pages.fixed(
+            float(np.mean(per_seed("baseline", t, lambda run: run["energy_j"] - run["booked_energy_j"]))) / tail_j,
+            0,
+        ),
+        "tail_j": pages.fixed(tail_j, 1),
+        # the rest are functions too: computed only where the explanation quotes them
+        "share_low": lambda: pages.pct(min(float(np.mean(tail_share(t))) for t in TAUS), 1),
+        "share_high": lambda: pages.pct(max(float(np.mean(tail_share(t))) for t in TAUS), 1),
+        "watts": lambda key="energy_j": ", ".join(  # energy to target / time to target, W, mean over seeds
+            f"{np.mean(per_seed('baseline', tau, lambda run: run[key] / run['sim_time_s'])):.0f}" for tau in TAUS
+        ),
+        "first_round": min(reached),
+        "last_round": max(reached),
+        "all_reached": len(reached) == len(runs),
+        "baseline_rounds_10": sorted(r for r in per_seed("baseline", 10, lambda run: run["rounds"]) if r is not None),
+        "booked": booked,
+        "optimum": summary["optimum"],
+        "ties": summary["ties"],
+        "configurations": [name for name, _, _ in CONFIGURATIONS],
+        "taus": TAUS,
+    }
+
+
 def render(summary: dict, runs: list[dict], workers: int, why: str, produced: dict) -> str:
-    """The page from the stored runs' summary, through experiments/templates/realistic-network.md.j2."""
+    """The page from the stored runs' summary, through experiments/templates/realistic-network.md.j2; the
+    explanation `why` is rendered first, as a template over quoted(), so its numbers are the data's."""
+    why = pages.environment().from_string(why).render(**quoted(summary, runs))
     return pages.render(
         "realistic-network.md.j2",
         filters={"cell": fmt},
