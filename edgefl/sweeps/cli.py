@@ -6,41 +6,28 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgefl.errors import UserError
-from edgefl.plugins import PluginError
 from edgefl.results import atomic_write_csv, atomic_write_text, open_folder
 from edgefl.sweeps import compare as comparison
 from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
 from edgefl.sweeps.folder import read_sweep
 from edgefl.sweeps.plan import SweepError, parse_grid, plan_sweep
-from edgefl.sweeps.run import run_sweep, user_errors
+from edgefl.sweeps.run import run_sweep
 from edgefl.sweeps.store import POINTS_DIR, load_manifest
 from edgefl.target import DEFAULT_WINDOW, parse_target
 
 
-def _user_errors(fn):
-    """Run ``fn`` turning sweep/scenario/data mistakes into UserError (exit 2, no traceback)."""
-    try:
-        return fn()
-    except PluginError:
-        raise  # a plug-in's fault keeps its own exit code (edgefl.plugins)
-    except user_errors() as exc:
-        raise UserError(str(exc)) from None
-
-
 def cmd_sweep(args) -> int:
     out = args.out or Path("results") / f"{args.scenario.stem}-sweep"
-    plan = _user_errors(lambda: plan_sweep(args.scenario, args.overrides, args.grid, args.seeds))
+    plan = plan_sweep(args.scenario, args.overrides, args.grid, args.seeds)
     args.on_interrupt = _kept_on_interrupt(out)
-    summary = _user_errors(
-        lambda: run_sweep(
-            plan,
-            out,
-            workers=args.workers,
-            backend=args.backend,
-            address=args.address,
-            force=args.force,
-            progress=not args.quiet,
-        )
+    summary = run_sweep(
+        plan,
+        out,
+        workers=args.workers,
+        backend=args.backend,
+        address=args.address,
+        force=args.force,
+        progress=not args.quiet,
     )
     shape = " x ".join(f"{len(v)} {k}" for k, v in plan.grid.items()) or "no grid"
     print(
@@ -74,10 +61,8 @@ def cmd_compare(args) -> int:
     names = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     if not names:
         raise UserError("--algorithms: expected a comma-separated list, e.g. --algorithms fedavg,fedprox")
-    target = _user_errors(lambda: parse_target(args.target)) if args.target else None
-    plan = _user_errors(
-        lambda: plan_sweep(args.scenario, args.overrides, [f"algorithm.name={','.join(names)}"], args.seeds)
-    )
+    target = parse_target(args.target) if args.target else None
+    plan = plan_sweep(args.scenario, args.overrides, [f"algorithm.name={','.join(names)}"], args.seeds)
     settings = {name: comparison.own_settings(plan.base, name) for name in names}
     args.on_interrupt = _kept_on_interrupt(out)
     written: list[Path] = []
@@ -97,9 +82,7 @@ def cmd_compare(args) -> int:
             comparison.plot(outcomes, target, figure, scenario=plan.base)
             written.append(figure)
 
-    summary = _user_errors(
-        lambda: run_sweep(plan, out, workers=args.workers, force=args.force, progress=not args.quiet, then=summarise)
-    )
+    summary = run_sweep(plan, out, workers=args.workers, force=args.force, progress=not args.quiet, then=summarise)
     print(reports[0], end="")
     for note in summary.notes:
         print(note)
@@ -125,7 +108,7 @@ def cmd_optimal_tau(args) -> int:
         keys, _, rows = read_sweep(args.dir)
         return optimal_tau(rows, keys, target, args.window, args.confidence)
 
-    result = _user_errors(analyse)
+    result = analyse()
     report, channel_table, tau_table = format_report(result), per_channel_rows(result), per_tau_rows(result)
     out = _output_folder(
         args.out or target_folder(args.dir, args.target, args.window, args.confidence), args.out is not None
@@ -186,7 +169,7 @@ def cmd_plot(args) -> int:
             result = optimal_tau(rows, keys, parse_target(args.target), args.window)
         return keys, rows, wanted, result
 
-    keys, rows, wanted, result = _user_errors(prepare)
+    keys, rows, wanted, result = prepare()
     out = _output_folder(args.out or args.dir, args.out is not None)
     if result is not None:  # the Pareto front depends on the target: beside optimal-tau's outputs for it
         pareto_dir = _output_folder(args.out or target_folder(args.dir, args.target, args.window), args.out is not None)

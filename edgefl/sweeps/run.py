@@ -22,13 +22,12 @@ from typing import Callable
 
 import torch
 
-from edgefl.data import DataError
 from edgefl.errors import UserError, WorkerDied
 from edgefl.parts import pricer_of
-from edgefl.plugins import PluginError, faults_named, import_plugins
+from edgefl.plugins import faults_named, import_plugins
 from edgefl.results import empty_again, open_folder
 from edgefl.runner import Simulation
-from edgefl.scenario import Scenario, ScenarioError
+from edgefl.scenario import Scenario
 from edgefl.sim.engine import RoundCost, reprice_rounds
 from edgefl.sweeps.jobs import check_options, run_jobs
 from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError, SweepPlan, SweepPoint
@@ -120,11 +119,6 @@ class SweepSummary:
     notes: list[str] = field(default_factory=list)  # what became of a sweep already in the folder (grown, replaced)
 
 
-def user_errors() -> tuple[type[Exception], ...]:
-    """The exceptions that mean a user mistake (for the CLI)."""
-    return (SweepError, ScenarioError, DataError, PluginError)
-
-
 def run_sweep(
     plan: SweepPlan,
     out: Path,
@@ -191,7 +185,7 @@ def _run_locked(plan, out, workers, backend, address, force, progress, claimed, 
             unit="point",
         )
         results = assemble_results(out, plan)
-    except (*user_errors(), UserError):  # (UserError: e.g. edgefl.feasibility's refusal of the first point)
+    except UserError:  # a scenario, data, sweep or plug-in mistake (edgefl.errors), or feasibility's refusal
         if not (out / POINTS_DIR).is_dir() or not any((out / POINTS_DIR).iterdir()):
             empty_again(out, claimed)  # e.g. missing data: leave nothing behind in a folder that was new or empty
         raise
