@@ -34,13 +34,14 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import spearmanr
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
 
 from edgefl.models import build_model  # noqa: E402
 from edgefl.runner import Simulation  # noqa: E402
-from edgefl.scenario import scenario_from_dict  # noqa: E402
+from edgefl.scenario import Scenario, scenario_from_dict  # noqa: E402
 from edgefl.scenario.loading import absolute_path, apply_overrides, read_toml  # noqa: E402
 from edgefl.sweeps.analysis import SeedOutcome, best_tau, mean_ci, tau_set, tau_set_label, tau_stats  # noqa: E402
 from edgefl.target import Target, energy_at, rounds_to_target  # noqa: E402
@@ -113,10 +114,20 @@ def overrides(size: dict, linear: dict, raw: dict, tau: int) -> dict:
     bits_per_param = net.get("bits_per_param", 32)
     return {
         "algorithm.local_steps": tau,
-        "network.header_bits": int(net.get("header_bits", 0) + bits_per_param * (size["parameters"] - linear["parameters"])),
+        "network.header_bits": int(
+            net.get("header_bits", 0) + bits_per_param * (size["parameters"] - linear["parameters"])
+        ),
         "devices.cycles_per_sample": size["train_flops_per_sample"] * dev["cycles_per_flop"],
         "network.deadline_s": deadline_s(size, linear, tau, alg["batch_size"], dev["cycles_per_flop"]),
     }
+
+
+def study_scenario(network: str, keys: dict, seed: int, rounds: int) -> Scenario:
+    """The study's scenario for one run: ``keys`` (:func:`overrides`) on ``network``, stopping at the target."""
+    run = {"run.seed": seed, "run.rounds": rounds, "run.eval_every": 1, "run.threads": 1}
+    run["run.stop_at"] = f"{TARGET.metric}={TARGET.value}"
+    raw = apply_overrides(study_raw(), {**keys, **run, **NETWORKS[network]})
+    return scenario_from_dict(raw, source=str(SCENARIO))
 
 
 SPLIT = {  # the page's energy split: category -> metrics.csv columns (booked), committed - booked goes to tails
@@ -130,10 +141,8 @@ SPLIT = {  # the page's energy split: category -> metrics.csv columns (booked), 
 def one_run(job: tuple) -> dict:
     """One training to the target (stopped once confirmed): what the page needs at the reached round."""
     network, name, tau, seed, rounds, keys = job
-    raw = apply_overrides(study_raw(), {**keys, "run.seed": seed, "run.rounds": rounds, "run.eval_every": 1, "run.threads": 1})
-    raw = apply_overrides(raw, {"run.stop_at": f"{TARGET.metric}={TARGET.value}", **NETWORKS[network]})
     start = time.process_time()
-    rows = Simulation(scenario_from_dict(raw, source=str(SCENARIO))).run(progress=False).metrics
+    rows = Simulation(study_scenario(network, keys, seed, rounds)).run(progress=False).metrics
     out = {"network": network, "model": name, "tau": tau, "seed": seed, "cpu_s": time.process_time() - start}
     reached = rounds_to_target([r["round"] for r in rows], [r[TARGET.metric] for r in rows], TARGET)
     out["round"] = reached
@@ -186,6 +195,7 @@ def analyse(data: dict) -> dict:
             out[network][name] = {
                 "tau_star": best.tau if best else None,
                 "tau_set": tau_set_label(members, [s.tau for s in stats]),
+                "tau_members": members,
                 "per_tau": {
                     str(s.tau): {
                         "reached": len(s.seeds) - len(s.never_reached),
@@ -208,7 +218,24 @@ def analyse(data: dict) -> dict:
                 "beta": beta,
                 "expected_tau": expected,
             }
+        out[network] = {"models": out[network], "expectation": against_expectation(out[network])}
     return out
+
+
+def against_expectation(by_model: dict[str, dict]) -> dict:
+    """Wang et al.'s expectation on one network: τ* never falls as the cost ratio b/a grows. The models in
+    order of b/a; each pair where it falls, and whether their τ sets still overlap (the fall within the noise)."""
+    order = sorted((n for n in by_model if by_model[n]["tau_star"] is not None), key=lambda n: by_model[n]["ratio"])
+    falls = []
+    for i, low in enumerate(order):
+        for high in order[i + 1 :]:
+            if by_model[high]["tau_star"] < by_model[low]["tau_star"]:
+                overlap = set(by_model[low]["tau_members"]) & set(by_model[high]["tau_members"])
+                falls.append({"lower_ratio": low, "higher_ratio": high, "sets_overlap": sorted(overlap)})
+    ratios = [by_model[n]["ratio"] for n in order]
+    taus = [by_model[n]["tau_star"] for n in order]
+    rho = float(spearmanr(ratios, taus).statistic) if len(set(taus)) > 1 else math.nan
+    return {"order": order, "falls": falls, "spearman": rho}
 
 
 def fitted_beta(stats) -> float | None:
@@ -229,7 +256,10 @@ def render(data: dict) -> str:
             return "–"
         return num(pair[0], digits) + ("" if math.isnan(pair[1]) else f" ± {pair[1]:.2g}")
 
-    return pages.render("model-size.md.j2", filters={"num": num, "ci": ci}, data=data, result=analyse(data))
+    cpu_s = sum(r["cpu_s"] for r in data["runs"])
+    return pages.render(
+        "model-size.md.j2", filters={"num": num, "ci": ci}, data=data, result=analyse(data), cpu_s=cpu_s
+    )
 
 
 def main() -> None:
@@ -239,7 +269,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--pilot", action="store_true", help="one seed, linear and resnet18_gn, τ = 1 and 40")
     parser.add_argument("--from-data", action="store_true", help="re-render docs/model-size.md, running nothing")
+    parser.add_argument("--from-log", type=Path, help="store the complete seeds of a stopped run's printed runs")
+    parser.add_argument("--wall-s", type=float, default=0.0, help="with --from-log: the stopped run's wall time")
     args = parser.parse_args()
+    if args.from_log:
+        from_log(args.from_log, args.rounds, args.wall_s)
+        return
     if args.from_data:
         DOC.write_text(render(json.loads(SUMMARY.read_text())))
         return
@@ -252,14 +287,16 @@ def main() -> None:
     taus, seeds = ((1, 40), args.seeds[:1]) if args.pilot else (TAUS, args.seeds)
     jobs = [
         (network, name, tau, seed, args.rounds, overrides(measured[name], linear, raw, tau))
+        for seed in seeds  # seeds outermost: the runs of the first seeds are complete first
         for network in NETWORKS
         for name in models
         for tau in taus
-        for seed in seeds
     ]
     runs = []
     # spawned workers: a forked child of a process that ran torch can deadlock in its thread pool
-    pool = ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) if args.workers > 1 else None
+    pool = (
+        ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) if args.workers > 1 else None
+    )
     for r in pool.map(one_run, jobs) if pool else map(one_run, jobs):
         print(json.dumps(r), flush=True)
         runs.append(r)
@@ -267,19 +304,41 @@ def main() -> None:
         print(f"pilot: {len(runs)} runs, {time.time() - start:.0f} s wall")
         return
     produced["wall_s"] = round(time.time() - start)
+    store(runs, args.seeds, args.rounds, produced, measured, raw)
+
+
+def store(runs: list[dict], seeds: list[int], rounds: int, produced: dict, measured: dict, raw: dict) -> None:
+    """docs/data/model-size.json from the runs, then docs/model-size.md rendered from it."""
+    linear = measured["linear"]
     data = {
         "produced": produced,
-        "seeds": args.seeds,
-        "rounds": args.rounds,
+        "seeds": seeds,
+        "rounds": rounds,
         "target": f"{TARGET.metric} >= {TARGET.value}",
         "taus": list(TAUS),
         "networks": list(NETWORKS),
         "models": list(MODELS),
         "sizes": measured,
-        "deadlines": {name: {str(t): overrides(measured[name], linear, raw, t)["network.deadline_s"] for t in TAUS} for name in MODELS},
+        "deadlines": {
+            name: {str(t): overrides(measured[name], linear, raw, t)["network.deadline_s"] for t in TAUS}
+            for name in MODELS
+        },
         "runs": runs,
     }
-    pages.store_and_render(data, SUMMARY, DOC, render, time.time() - start)
+    pages.store_and_render(data, SUMMARY, DOC, render, produced["wall_s"])
+
+
+def from_log(log: Path, rounds: int, wall_s: float) -> None:
+    """Store the runs a run of this script printed (one JSON object a line), keeping the seeds whose runs are all
+    there: for a run stopped early (the seeds are run one after another)."""
+    runs = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    per_seed = len(NETWORKS) * len(MODELS) * len(TAUS)
+    seeds = sorted(s for s in {r["seed"] for r in runs} if sum(r["seed"] == s for r in runs) == per_seed)
+    produced = provenance.current(
+        f"python experiments/model_size.py --seeds {' '.join(map(str, seeds))} --rounds {rounds}", wall_s
+    )
+    produced["note"] = f"Seeds {seeds[0]}-{seeds[-1]} of a longer run stopped early, stored with --from-log."
+    store([r for r in runs if r["seed"] in seeds], seeds, rounds, produced, sizes(), study_raw())
 
 
 if __name__ == "__main__":
