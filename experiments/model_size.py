@@ -218,7 +218,13 @@ def analyse(data: dict) -> dict:
                 "beta": beta,
                 "expected_tau": expected,
             }
-        out[network] = {"models": out[network], "expectation": against_expectation(out[network])}
+        pooled = {  # the learner's rounds to target at each τ, over every model's runs that reached it
+            str(t): list(
+                mean_ci([r["round"] for r in data["runs"] if r["network"] == network and r["tau"] == t and r["round"]])
+            )
+            for t in data["taus"]
+        }
+        out[network] = {"models": out[network], "expectation": against_expectation(out[network]), "rounds": pooled}
     return out
 
 
@@ -247,19 +253,36 @@ def fitted_beta(stats) -> float | None:
     return float(-np.polyfit(x, y, 1)[0])
 
 
+def num(value: float | None, digits: int = 3) -> str:
+    """``digits`` significant digits without an exponent: 86047.4 -> "86,000", 0.010704 -> "0.0107"; None -> "–"."""
+    if value is None or math.isnan(value):
+        return "–"
+    if value == 0:
+        return "0"
+    rounded = float(f"{value:.{digits}g}")
+    return f"{rounded:,.{max(0, digits - 1 - math.floor(math.log10(abs(rounded))))}f}"
+
+
+def ci(pair: list | None, digits: int = 3) -> str:
+    """A (mean, 95 % half-width) pair: "86,000 ± 4,100"; a lone mean: "86,000"."""
+    if pair is None or pair[0] is None or math.isnan(pair[0]):
+        return "–"
+    return num(pair[0], digits) + ("" if pair[1] is None or math.isnan(pair[1]) else f" ± {num(pair[1], 2)}")
+
+
+def on_grid(value: float | None, grid: list[int]) -> int | None:
+    """The grid's τ nearest to ``value`` on a log scale (clipped to the grid's ends)."""
+    if value is None or math.isnan(value):
+        return None
+    return min(grid, key=lambda t: abs(math.log(t) - math.log(max(value, 1e-9))))
+
+
 def render(data: dict) -> str:
-    def num(v, digits=3):
-        return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}g}"
-
-    def ci(pair, digits=3):
-        if pair is None or pair[0] is None or math.isnan(pair[0]):
-            return "–"
-        return num(pair[0], digits) + ("" if math.isnan(pair[1]) else f" ± {pair[1]:.2g}")
-
     cpu_s = sum(r["cpu_s"] for r in data["runs"])
-    return pages.render(
-        "model-size.md.j2", filters={"num": num, "ci": ci}, data=data, result=analyse(data), cpu_s=cpu_s
-    )
+    filters = {"num": num, "ci": ci, "kj": lambda v: num(None if v is None else v / 1e3)}
+    filters["kj_ci"] = lambda p: ci(None if p is None or p[0] is None else [p[0] / 1e3, p[1] / 1e3])
+    filters["on_grid"] = lambda v: on_grid(v, data["taus"])
+    return pages.render("model-size.md.j2", filters=filters, data=data, result=analyse(data), cpu_s=cpu_s)
 
 
 def main() -> None:
