@@ -282,7 +282,21 @@ def render(data: dict) -> str:
     filters = {"num": num, "ci": ci, "kj": lambda v: num(None if v is None else v / 1e3)}
     filters["kj_ci"] = lambda p: ci(None if p is None or p[0] is None else [p[0] / 1e3, p[1] / 1e3])
     filters["on_grid"] = lambda v: on_grid(v, data["taus"])
-    return pages.render("model-size.md.j2", filters=filters, data=data, result=analyse(data), cpu_s=cpu_s)
+    result = analyse(data)
+    one, seven = (result[n]["models"] for n in (data["networks"][0], data["networks"][-1]))
+    falls = [name for name in data["models"] if falls_between(name, one, seven)]
+    return pages.render("model-size.md.j2", filters=filters, data=data, result=result, cpu_s=cpu_s, falls=falls)
+
+
+def falls_between(name: str, before: dict, after: dict) -> bool:
+    """Whether τ* falls from ``before`` to ``after`` (two networks' results) while b/a rises."""
+    a, b = before[name], after[name]
+    return (
+        b["ratio"] > a["ratio"]
+        and b["tau_star"] is not None
+        and a["tau_star"] is not None
+        and b["tau_star"] < a["tau_star"]
+    )
 
 
 def main() -> None:

@@ -48,3 +48,11 @@ def test_the_verdict_orders_by_ratio_and_finds_a_fall(study):
     assert noisy["falls"] == [{"lower_ratio": "b", "higher_ratio": "a", "sets_overlap": [20]}]
     apart = study.against_expectation({"a": _model(100.0, 2, [1, 2]), "b": _model(3.0, 40, [40])})
     assert apart["falls"] == [{"lower_ratio": "b", "higher_ratio": "a", "sets_overlap": []}]
+
+
+def test_a_fall_across_networks_needs_a_rising_ratio_and_a_lower_tau(study):
+    one = {"a": _model(2.0, 10, [10]), "b": _model(2.0, 10, [10])}
+    seven = {"a": _model(3.0, 5, [5]), "b": _model(1.5, 5, [5])}
+    assert study.falls_between("a", one, seven)  # the ratio rose, τ* fell
+    assert not study.falls_between("b", one, seven)  # the ratio fell: a lower τ* is what is expected
+    assert not study.falls_between("a", one, one)
