@@ -506,3 +506,42 @@ def test_new_numeric_keys_refuse_nan_inf_huge_and_negative_naming_the_key(tmp_pa
 def test_new_choice_keys_name_the_choices(tmp_path, name, key, value):
     with pytest.raises(DataError, match=f"data.{key}"):
         data_params(name, 2, dir=tmp_path, **{key: value})
+
+
+def test_the_shakespeare_lstm_trains_on_speaking_roles_end_to_end(tmp_path):
+    # LEAF's Shakespeare files as preprocess.sh writes them (-t sample): "users", "hierarchies" (the play of each
+    # role), "num_samples" (overstated by 79 in the test files) and "user_data"; one client per speaking role.
+    train = {"THE_TRAGEDY_OF_ROMEO_AND_JULIET_JULIET": 11, "THE_TRAGEDY_OF_ROMEO_AND_JULIET_ROMEO": 6, "HAMLET_X": 8}
+    test = {"THE_TRAGEDY_OF_ROMEO_AND_JULIET_JULIET": 3, "THE_TRAGEDY_OF_ROMEO_AND_JULIET_ROMEO": 1, "HAMLET_X": 2}
+    lines = {"JULIET": "O Romeo, Romeo! wherefore art thou Romeo? ", "ROMEO": "But soft! what light through yonder "}
+    lines["X"] = "To be, or not to be: that is the question. "
+
+    def sample(user: str, k: int):  # LEAF's: 80 characters of the role's text and the next one
+        text = lines[user.rsplit("_", 1)[1]] * 4
+        return text[k : k + 80], text[k + 80]
+
+    for split, sizes, offset in (("train", train, 0), ("test", test, 79)):
+        content = leaf_file(sizes, sample, num_samples_offset=offset)
+        content["hierarchies"] = [u.rsplit("_", 1)[0] for u in sizes]
+        (tmp_path / "sh" / split).mkdir(parents=True)
+        (tmp_path / "sh" / split / f"all_data_niid_0_keep_0_{split}_9.json").write_text(json.dumps(content))
+    extra = 'partition = "natural"\n[model.shakespeare_lstm]\nhidden = 12\n'
+    path = _scenario(tmp_path, "shakespeare", tmp_path / "sh", 3, "shakespeare_lstm", extra)
+    path.write_text(path.read_text().replace("clients_per_round = 2", "clients_per_round = 3"))
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--out", str(out), "--quiet", "--no-plots"]) == 0
+    # clients = the speaking roles in LEAF's (sorted) order, with the files' sizes
+    clients = [line.split(",") for line in (out / "clients.csv").read_text().splitlines()]
+    columns = {name: [row[k] for row in clients[1:]] for k, name in enumerate(clients[0])}
+    roles = sorted(train)
+    assert columns["train_samples"] == [str(train[r]) for r in roles]
+    assert columns["test_samples"] == [str(test[r]) for r in roles]
+    summary = json.loads((out / "summary.json").read_text())
+    lstm = (80 * 8) + 4 * 12 * (8 + 12 + 2) + 4 * 12 * (12 + 12 + 2) + 12 * 80 + 80  # two layers of 12, dense 80
+    assert summary["model_parameters"] == lstm
+    rows = [line.split(",") for line in (out / "metrics.csv").read_text().splitlines()]
+    header, last = rows[0], [dict(zip(rows[0], r)) for r in rows[1:]]
+    assert {"acc_mean", "acc_worst", "acc_std", "loss"} <= set(header) and len(last) == 2
+    for row in last:
+        assert math.isfinite(float(row["loss"])) and 0 <= float(row["acc_mean"]) <= 1
+    assert float(last[0]["loss"]) != float(last[1]["loss"])  # the LSTM's weights moved: it trained

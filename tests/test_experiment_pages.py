@@ -63,6 +63,10 @@ STUDIES = {
         REPO / "docs" / "event-interference.md",
         lambda mod: mod.render(json.loads(mod.DATA.read_text())),
     ),
+    "model_size": (
+        REPO / "docs" / "model-size.md",
+        lambda mod: mod.render(json.loads(mod.SUMMARY.read_text())),
+    ),
     "realistic_network": (
         REPO / "docs" / "realistic-network.md",
         lambda mod: render_realistic_network(mod),
