@@ -7,7 +7,8 @@ phones-in-a-cell with ``network.cells = 7``, evaluated every round; the target: 
 (edgefl/target.py's definition: the measured and the 5-evaluation centred mean both reach it). Two studies:
 (a) FedAvg on isolated cells, reuse 3 and reuse 1; (b) FedAvg aggregating at the cloud through the edges against
 HierFAVG with 2 and 4 edge rounds per cloud round, at a cheap and a dear backhaul. Paired differences (the same
-seed: the same drop, data and draws) with 95 % t-intervals. Writes docs/data/multi-cell-target.json.
+seed: the same drop, data and draws) with 95 % t-intervals; device energy to the target is the committed energy
+(docs/model.md §8; ``booked_j``: the booked one beside it). Writes docs/data/multi-cell-target.json (with its provenance).
 
 ``--grids``: (c) τ* (``algorithm.local_steps`` ∈ TAUS) for isolated cells, reuse 3 and reuse 1; (d) HierFAVG's
 (τ, edge_rounds) grid at both backhauls; each run stops once the target is confirmed (``run.stop_at``: the same
@@ -232,19 +233,25 @@ def main() -> None:
         grids(args.seeds, args.rounds or 80)
         return
     args.rounds = args.rounds or 40
+    start = time.time()
+    command = f"python experiments/multi_cell_target.py --seeds {' '.join(map(str, args.seeds))} --rounds {args.rounds}"
+    produced = provenance.current(command, 0.0)  # the code as it is when the runs start
     reuse = {name: [to_target(o, s, args.rounds) for s in args.seeds] for name, o in REUSE.items()}
-    print(table(reuse, "isolated", ["round", "time_s", "energy_j"]), "\n", flush=True)
+    print(table(reuse, "isolated", ["round", "time_s", "energy_j", "booked_j"]), "\n", flush=True)
     hier = {}
     for backhaul, b in BACKHAULS.items():
         hier[backhaul] = {
             name: [to_target({**SEVEN, **b, **o}, s, args.rounds) for s in args.seeds] for name, o in ALGORITHMS.items()
         }
         print(f"**{backhaul}**\n")
-        print(table(hier[backhaul], "FedAvg through the cloud", ["round", "time_s", "energy_j", "backhaul_j"]), "\n")
+        keys = ["round", "time_s", "energy_j", "booked_j", "backhaul_j"]
+        print(table(hier[backhaul], "FedAvg through the cloud", keys), "\n", flush=True)
+    produced["wall_s"] = round(time.time() - start)
     SUMMARY.parent.mkdir(exist_ok=True)
     SUMMARY.write_text(
         json.dumps(
             {
+                "produced": produced,
                 "seeds": args.seeds,
                 "rounds": args.rounds,
                 "target": "acc_mean >= 0.85",
