@@ -476,6 +476,9 @@ def subset_section(subset: dict, older: list[dict]) -> dict:
     sign = {-1: "significantly less", 0: "no significant difference", 1: "significantly more"}
     lines = []
     for r in rows[1:]:
+        if r["d_energy_j"] is None:  # fewer than 2 seeds where both reached the target
+            lines.append(f"{r['label']} ({r['reached']}/{r['of']} reached): too few seeds reached the target to pair.")
+            continue
         b, c = excludes_zero(r["d_booked_energy_j"]), excludes_zero(r["d_energy_j"])
         ratio_b = [x["booked_energy_j"] / y["booked_energy_j"] for x, y in pairs(select(runs, **setting_of(r)), base)]
         ratio_c = [x["energy_j"] / y["energy_j"] for x, y in pairs(select(runs, **setting_of(r)), base)]
@@ -497,7 +500,19 @@ def subset_section(subset: dict, older: list[dict]) -> dict:
             )
         )
     factors = [r["energy_j"] / r["booked_energy_j"] for r in runs if r["reached"]]
-    return {"rows": rows, "lines": lines, "factors": [min(factors), float(np.median(factors)), max(factors)]}
+    # a run that reaches the target at its last update: the tails still running at the end are charged under the
+    # last round (docs/model.md §8), so its booked energy there is its committed one
+    at_end = [
+        f"{label(r)} seed {r['seed']}"
+        for r in runs
+        if r["reached"] and math.isclose(r["energy_j"], r["booked_energy_j"], rel_tol=1e-9)
+    ]
+    return {
+        "rows": rows,
+        "lines": lines,
+        "factors": [min(factors), float(np.median(factors)), max(factors)],
+        "at_end": at_end,
+    }
 
 
 def setting_of(row: dict) -> dict:
