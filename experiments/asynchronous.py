@@ -253,6 +253,12 @@ def excludes_zero(value: list | None) -> int:
     return -1 if mean + half < 0 else 1 if mean - half > 0 else 0
 
 
+def soonest(rows: list[dict], stragglers: bool) -> dict:
+    """The grid row, with or without stragglers, that reached the target in every seed with the least mean time."""
+    case = [r for r in rows if r["stragglers"] == stragglers and r["reached"] == r["of"]]
+    return min(case, key=lambda r: r["time_s"][0])
+
+
 def verdict(summary: dict) -> dict[str, str]:
     """The page's judgements, from the stored runs."""
     runs = summary["runs"]
@@ -309,8 +315,7 @@ def verdict(summary: dict) -> dict[str, str]:
     )
     fastest = []
     for stragglers in STRAGGLERS:
-        case = [r for r in rows if r["stragglers"] == stragglers and r["reached"] == r["of"]]
-        best_time = min(case, key=lambda r: r["time_s"][0])
+        best_time = soonest(rows, stragglers)
         fastest.append(
             f"{'with' if stragglers else 'without'} stragglers, {best_time['label']} reaches it soonest "
             f"({fmt(best_time['time_s'])} s; against FedAvg Δ time {fmt(best_time['d_time_s'], 2)} s, Δ energy "
@@ -423,8 +428,7 @@ def changes(summary: dict) -> list[str]:
             + "."
         )
     for stragglers in STRAGGLERS:
-        case = [r for r in rows if r["stragglers"] == stragglers and r["reached"] == r["of"]]
-        best = min(case, key=lambda r: r["time_s"][0])
+        best = soonest(rows, stragglers)
         out.append(
             f"**The soonest setting {'with' if stragglers else 'without'} stragglers**, {best['label']}: Δ energy "
             f"against FedAvg {fmt(best['d_booked_energy_j'], 2)} J booked → {fmt(best['d_energy_j'], 2)} J committed "
