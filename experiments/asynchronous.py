@@ -570,7 +570,12 @@ def main(argv=None) -> None:
         help="--subset: take the runs found in these stderr logs of this script (same code, same --target) "
         "instead of running them again",
     )
-    parser.add_argument("--note", help="--subset: a sentence stored with the provenance (e.g. the runs' wall times)")
+    parser.add_argument("--note", help="--subset: a sentence stored with the provenance (e.g. how the runs were made)")
+    parser.add_argument(
+        "--wall-s",
+        type=float,
+        help="--subset: the runs' wall time (s) when they come from --reuse-log, not this command",
+    )
     args = parser.parse_args(argv)
     if args.subset is not None:
         subset(args)
@@ -640,7 +645,7 @@ def subset(args) -> None:
             wanted = ("grid", setting["server"], setting["K"], setting["C"], True, TAU, seed)
             runs.append(logged.get(wanted) or run("grid", setting, True, TAU, seed, args.target))
             print(runs[-1], file=sys.stderr, flush=True)
-    produced["wall_s"] = round(time.time() - start)
+    produced["wall_s"] = round(args.wall_s if args.wall_s is not None else time.time() - start)
     if args.note:
         produced["note"] = args.note
     summary = {"seeds": args.seeds, "target": args.target, "produced": produced, "runs": runs}
