@@ -41,6 +41,7 @@ from experiments import pages, provenance  # noqa: E402
 PHONES = REPO / "scenarios" / "phones-in-a-cell.toml"
 DOC = REPO / "docs" / "asynchronous.md"
 SUMMARY = REPO / "docs" / "data" / "asynchronous.json"
+SUBSET_SUMMARY = REPO / "docs" / "data" / "asynchronous-subset.json"  # --subset: the committed-energy re-run
 TRIPS = 600  # client uploads FedAvg's 60 rounds of m = 10 ask for
 TAU = 10  # the scenario's algorithm.local_steps
 BUFFERS = (1, 5, 10)
@@ -58,6 +59,15 @@ GRID = [
     server("fedavg"),
     *(server("fedasync", 1, c) for c in CONCURRENCIES),
     *(server("fedbuff", k, c) for c in CONCURRENCIES for k in BUFFERS),
+]
+
+
+# --subset: the grid's settings at C = 10 (those with the least energy to target in the full grid, booked), with
+# stragglers: the smaller re-run with the committed energy that a loaded machine allowed (issue 28 item 8)
+SUBSET = [
+    server("fedavg"),
+    server("fedasync", 1, 10),
+    *(server("fedbuff", k, 10) for k in (5, 10, 1)),
 ]
 
 
@@ -139,16 +149,20 @@ def paired(runs: list[dict], base: list[dict], key: str) -> list[float | None] |
 
 
 def cell(runs: list[dict], base: list[dict] | None) -> dict:
-    """A table row's numbers: reached n of N, updates, time and energy to target, Δ against `base`, uploads."""
+    """A table row's numbers: reached n of N, updates, time and energy to target (committed; booked beside it where
+    the runs have it), Δ against `base`, uploads."""
     ok = [r for r in runs if r["reached"]]
+    booked = bool(ok) and "booked_energy_j" in ok[0]
     return {
         "reached": len(ok),
         "of": len(runs),
         "updates": ci([r["updates"] for r in ok]),
         "time_s": ci([r["time_s"] for r in ok]),
         "energy_j": ci([r["energy_j"] for r in ok]),
+        "booked_energy_j": ci([r["booked_energy_j"] for r in ok]) if booked else None,
         "d_time_s": paired(runs, base, "time_s") if base is not None else None,
         "d_energy_j": paired(runs, base, "energy_j") if base is not None else None,
+        "d_booked_energy_j": paired(runs, base, "booked_energy_j") if base is not None and booked else None,
         "missed": sum(r["uploads_missed"] for r in runs),
         "arrived": sum(r["uploads_arrived"] for r in runs),
         "dropped": sum(r["updates_dropped"] for r in runs),
@@ -239,6 +253,12 @@ def excludes_zero(value: list | None) -> int:
     return -1 if mean + half < 0 else 1 if mean - half > 0 else 0
 
 
+def soonest(rows: list[dict], stragglers: bool) -> dict:
+    """The grid row, with or without stragglers, that reached the target in every seed with the least mean time."""
+    case = [r for r in rows if r["stragglers"] == stragglers and r["reached"] == r["of"]]
+    return min(case, key=lambda r: r["time_s"][0])
+
+
 def verdict(summary: dict) -> dict[str, str]:
     """The page's judgements, from the stored runs."""
     runs = summary["runs"]
@@ -295,8 +315,7 @@ def verdict(summary: dict) -> dict[str, str]:
     )
     fastest = []
     for stragglers in STRAGGLERS:
-        case = [r for r in rows if r["stragglers"] == stragglers and r["reached"] == r["of"]]
-        best_time = min(case, key=lambda r: r["time_s"][0])
+        best_time = soonest(rows, stragglers)
         fastest.append(
             f"{'with' if stragglers else 'without'} stragglers, {best_time['label']} reaches it soonest "
             f"({fmt(best_time['time_s'])} s; against FedAvg Δ time {fmt(best_time['d_time_s'], 2)} s, Δ energy "
@@ -329,9 +348,193 @@ def verdict(summary: dict) -> dict[str, str]:
     return text
 
 
+def as_booked(summary: dict) -> dict:
+    """The same runs with the booked energy to target as their energy (what the page gave before issue 28)."""
+    runs = [{**r, "energy_j": r["booked_energy_j"]} for r in summary["runs"]]
+    return {**summary, "runs": runs}
+
+
+def energy_lists(rows: list[dict], key: str) -> dict[bool, tuple[list[str], list[str]]]:
+    """Per stragglers case, the settings whose paired Δ `key` against FedAvg lies below 0 and above 0."""
+    lists = {}
+    for stragglers in STRAGGLERS:
+        case = [r for r in rows if r["stragglers"] == stragglers and r["server"] != "fedavg"]
+        lists[stragglers] = (
+            [r["label"] for r in case if excludes_zero(r[key]) < 0],
+            [r["label"] for r in case if excludes_zero(r[key]) > 0],
+        )
+    return lists
+
+
+def changes(summary: dict) -> list[str]:
+    """Each energy conclusion of the page, booked (the same runs' booked energy to target) against committed: what
+    changed with the committed energy of issue 28, both numbers stated."""
+    runs = summary["runs"]
+    booked_summary = as_booked(summary)
+    rows = grid_table(runs)
+    out = []
+    factors = [r["energy_j"] / r["booked_energy_j"] for r in runs if r["reached"]]
+    tails = [r["energy_j"] - r["booked_energy_j"] for r in runs if r["reached"]]
+    out.append(
+        f"**Energy to target**, every run that reached it: the committed energy is {min(factors):.1f}-"
+        f"{max(factors):.1f} times the booked one (median {np.median(factors):.1f}); the tails still to run at the "
+        f"target add {min(tails):.0f}-{max(tails):.0f} J (median {np.median(tails):.0f} J): when the target is "
+        "reached, nearly every phone that has sent something in the last 11.6 s is in its tail."
+    )
+    fedavg = {s: next(r for r in rows if r["server"] == "fedavg" and r["stragglers"] == s) for s in STRAGGLERS}
+    ratios = []
+    for stragglers in STRAGGLERS:
+        base = {r["seed"]: r for r in select(runs, study="grid", server="fedavg", stragglers=stragglers)}
+        for setting in GRID[1:]:
+            these = [
+                r
+                for r in select(runs, study="grid", stragglers=stragglers, **setting)
+                if r["reached"] and base[r["seed"]]["reached"]
+            ]
+            if len(these) == len(select(runs, study="grid", stragglers=stragglers, **setting)) and these:
+                ratios.append(
+                    (
+                        stragglers,
+                        label(setting),
+                        np.mean([r["booked_energy_j"] / base[r["seed"]]["booked_energy_j"] for r in these]),
+                        np.mean([r["energy_j"] / base[r["seed"]]["energy_j"] for r in these]),
+                    )
+                )
+    out.append(
+        "**Energy to target against FedAvg** (mean of the per-seed ratios, settings that reached the target in every "
+        "seed), booked → committed: "
+        + "; ".join(f"{name} ({'with' if s else 'without'} stragglers) {b:.2f} → {c:.2f}" for s, name, b, c in ratios)
+        + f". FedAvg's own energy to target, booked → committed: {fmt(fedavg[True]['booked_energy_j'])} → "
+        f"{fmt(fedavg[True]['energy_j'])} J with stragglers, {fmt(fedavg[False]['booked_energy_j'])} → "
+        f"{fmt(fedavg[False]['energy_j'])} J without. The committed ratio lies nearer 1 than the booked one for "
+        f"{sum(abs(c - 1) < abs(b - 1) for _, _, b, c in ratios)} of these {len(ratios)} settings: the tails still "
+        "to run at the target are a large block of every run's committed energy, whichever server reached it."
+    )
+    committed_lists, booked_lists = energy_lists(rows, "d_energy_j"), energy_lists(rows, "d_booked_energy_j")
+    for stragglers in STRAGGLERS:
+        case = f"{'With' if stragglers else 'Without'} stragglers"
+        (b_less, b_more), (c_less, c_more) = booked_lists[stragglers], committed_lists[stragglers]
+        same = (b_less, b_more) == (c_less, c_more)
+        out.append(
+            f"**Energy against FedAvg, {case.lower()}** ({'unchanged' if same else 'changed'}): significantly less "
+            f"energy to target than FedAvg, booked: {'; '.join(b_less) or 'none'}; committed: "
+            f"{'; '.join(c_less) or 'none'}. Significantly more, booked: {'; '.join(b_more) or 'none'}; committed: "
+            f"{'; '.join(c_more) or 'none'}. Paired Δ energy against FedAvg, booked → committed (J): "
+            + "; ".join(
+                f"{r['label']} {fmt(r['d_booked_energy_j'], 2)} → {fmt(r['d_energy_j'], 2)}"
+                for r in rows
+                if r["stragglers"] == stragglers and r["server"] != "fedavg" and r["d_energy_j"] is not None
+            )
+            + "."
+        )
+    for stragglers in STRAGGLERS:
+        best = soonest(rows, stragglers)
+        out.append(
+            f"**The soonest setting {'with' if stragglers else 'without'} stragglers**, {best['label']}: Δ energy "
+            f"against FedAvg {fmt(best['d_booked_energy_j'], 2)} J booked → {fmt(best['d_energy_j'], 2)} J committed "
+            f"({'significant' if excludes_zero(best['d_booked_energy_j']) else 'not significant'} → "
+            f"{'significant' if excludes_zero(best['d_energy_j']) else 'not significant'})."
+        )
+    c_committed, c_booked = summary["tau_concurrency"], best_concurrency(booked_summary["runs"])
+    out.append(
+        f"**The τ study's concurrency** (the grid's FedBuff C with the least energy to target with stragglers): C = "
+        f"{c_booked} booked, C = {c_committed} committed"
+        + (
+            " (unchanged)."
+            if c_booked == c_committed
+            else "; the τ study ran at the committed choice only, so its booked figures below are at that C too."
+        )
+    )
+    optimum, booked_optimum = energy_optimum(runs, c_committed), energy_optimum(booked_summary["runs"], c_committed)
+    b, c = booked_optimum["best"], optimum["best"]
+    out.append(
+        f"**The energy-optimal FedBuff (τ, K)** at C = {c_committed}: booked τ = {b['tau']}, K = {b['K']} "
+        f"({fmt(b['energy_j'])} J; best − runner-up {fmt(booked_optimum['difference'], 2)} J, significantly below "
+        f"{booked_optimum['beaten']} of the {booked_optimum['candidates'] - 1} others); committed τ = {c['tau']}, "
+        f"K = {c['K']} ({fmt(c['energy_j'])} J; best − runner-up {fmt(optimum['difference'], 2)} J, significantly "
+        f"below {optimum['beaten']} of the {optimum['candidates'] - 1} others)"
+        + (": the same setting." if (b["tau"], b["K"]) == (c["tau"], c["K"]) else ": a different setting.")
+    )
+    trend = [r for r in tau_table(runs, c_committed) if r["server"] == "fedbuff" and r["K"] == c["K"]]
+    out.append(
+        f"**Energy to target by τ at K = {c['K']}**, booked → committed: "
+        + "; ".join(f"τ = {r['tau']}: {fmt(r['booked_energy_j'])} → {fmt(r['energy_j'])} J" for r in trend)
+        + "."
+    )
+    return out
+
+
+def subset_section(subset: dict, older: list[dict]) -> dict:
+    """The --subset re-run's table (committed and booked energy to target, Δ against FedAvg paired by seed) and its
+    energy conclusions, booked → committed on the same runs, beside the full study's (`older`'s grid rows)."""
+    runs = subset["runs"]
+    before = {r["label"]: r for r in older if r["stragglers"]}
+    base = select(runs, server="fedavg")
+    rows = []
+    for setting in SUBSET:
+        these = select(runs, **setting)
+        if these:
+            rows.append(
+                {"label": label(setting), **setting, **cell(these, None if setting["server"] == "fedavg" else base)}
+            )
+    sign = {-1: "significantly less", 0: "no significant difference", 1: "significantly more"}
+    lines = []
+    for r in rows[1:]:
+        if r["d_energy_j"] is None:  # fewer than 2 seeds where both reached the target
+            lines.append(f"{r['label']} ({r['reached']}/{r['of']} reached): too few seeds reached the target to pair.")
+            continue
+        b, c = excludes_zero(r["d_booked_energy_j"]), excludes_zero(r["d_energy_j"])
+        ratio_b = [x["booked_energy_j"] / y["booked_energy_j"] for x, y in pairs(select(runs, **setting_of(r)), base)]
+        ratio_c = [x["energy_j"] / y["energy_j"] for x, y in pairs(select(runs, **setting_of(r)), base)]
+        lines.append(
+            f"{r['label']} ({r['reached']}/{r['of']} reached): Δ energy against FedAvg {fmt(r['d_booked_energy_j'], 2)} J "
+            f"booked ({sign[b]}) → {fmt(r['d_energy_j'], 2)} J committed ({sign[c]})"
+            + (
+                f"; energy ratio to FedAvg (mean of the per-seed ratios) {np.mean(ratio_b):.2f} booked → "
+                f"{np.mean(ratio_c):.2f} committed"
+                if ratio_b
+                else ""
+            )
+            + (": **changed**." if b != c else ": unchanged.")
+            + (
+                f" (The full study's older runs above, booked: {fmt(before[r['label']]['d_energy_j'], 2)} J, "
+                f"{sign[excludes_zero(before[r['label']]['d_energy_j'])]}.)"
+                if r["label"] in before and before[r["label"]]["booked_energy_j"] is None
+                else ""
+            )
+        )
+    factors = [r["energy_j"] / r["booked_energy_j"] for r in runs if r["reached"]]
+    # a run that reaches the target at its last update: the tails still running at the end are charged under the
+    # last round (docs/model.md §8), so its booked energy there is its committed one
+    at_end = [
+        f"{label(r)} seed {r['seed']}"
+        for r in runs
+        if r["reached"] and math.isclose(r["energy_j"], r["booked_energy_j"], rel_tol=1e-9)
+    ]
+    return {
+        "rows": rows,
+        "lines": lines,
+        "factors": [min(factors), float(np.median(factors)), max(factors)],
+        "at_end": at_end,
+    }
+
+
+def setting_of(row: dict) -> dict:
+    return {k: row[k] for k in ("server", "K", "C")}
+
+
+def pairs(runs: list[dict], base: list[dict]) -> list[tuple[dict, dict]]:
+    """(run, base run) of each seed where both reached the target."""
+    by_seed = {b["seed"]: b for b in base if b["reached"]}
+    return [(r, by_seed[r["seed"]]) for r in runs if r["reached"] and r["seed"] in by_seed]
+
+
 def render(summary: dict) -> str:
+    """The page from the full study's stored runs and, where stored, the --subset re-run's."""
+    subset = json.loads(SUBSET_SUMMARY.read_text()) if SUBSET_SUMMARY.exists() else None
     runs = summary["runs"]
     c = summary["tau_concurrency"]
+    committed = any("booked_energy_j" in run for run in runs)
     return pages.render(
         "asynchronous.md.j2",
         filters={"ci": fmt},
@@ -339,7 +542,10 @@ def render(summary: dict) -> str:
         taus=tau_table(runs, c),
         verdict=verdict(summary),
         runs_count=len(runs),
-        committed=any("booked_energy_j" in run for run in runs),  # runs since issue 28's committed energy
+        committed=committed,  # runs since issue 28's committed energy
+        changes=changes(summary) if committed else [],
+        subset=subset_section(subset, grid_table(runs)) if subset else None,
+        subset_info={k: v for k, v in subset.items() if k != "runs"} if subset else None,
         **{k: v for k, v in summary.items() if k != "runs"},
     )
 
@@ -349,7 +555,31 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--target", default="acc_mean=0.88")
     parser.add_argument("--from-data", action="store_true", help="re-render the page from its stored results")
+    parser.add_argument(
+        "--subset",
+        nargs="*",
+        metavar="SERVER:K:C",
+        help="only the settings at C = 10 with stragglers (SUBSET; or those named, e.g. fedbuff:5:10), stored in "
+        "docs/data/asynchronous-subset.json beside the full study's runs",
+    )
+    parser.add_argument(
+        "--reuse-log",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="--subset: take the runs found in these stderr logs of this script (same code, same --target) "
+        "instead of running them again",
+    )
+    parser.add_argument("--note", help="--subset: a sentence stored with the provenance (e.g. how the runs were made)")
+    parser.add_argument(
+        "--wall-s",
+        type=float,
+        help="--subset: the runs' wall time (s) when they come from --reuse-log, not this command",
+    )
     args = parser.parse_args(argv)
+    if args.subset is not None:
+        subset(args)
+        return
     if args.from_data:
         summary = json.loads(SUMMARY.read_text())
         atomic_write_text(DOC, render(summary))
@@ -385,6 +615,41 @@ def main(argv=None) -> None:
         "runs": runs,
     }
     pages.store_and_render(summary, SUMMARY, DOC, render, time.time() - start)
+
+
+def subset(args) -> None:
+    """--subset: SUBSET's settings with stragglers, every seed, each run taken from --reuse-log where found."""
+    import ast
+
+    def key(run: dict) -> tuple:
+        return (run["study"], run["server"], run["K"], run["C"], run["stragglers"], run["tau"], run["seed"])
+
+    logged = {}
+    for log in args.reuse_log:
+        for line in log.read_text().splitlines():
+            if line.startswith("{'study'"):
+                found = ast.literal_eval(line)
+                logged[key(found)] = found
+    settings = SUBSET
+    if args.subset:
+        names = {f"{s['server']}:{s['K'] or ''}:{s['C'] or ''}": s for s in SUBSET}
+        settings = [names[name] for name in args.subset]
+    start = time.time()
+    command = ".venv/bin/python experiments/asynchronous.py --subset" + (
+        f" {' '.join(args.subset)}" if args.subset else ""
+    )
+    produced = provenance.current(command, 0.0)
+    runs = []
+    for setting in settings:
+        for seed in args.seeds:
+            wanted = ("grid", setting["server"], setting["K"], setting["C"], True, TAU, seed)
+            runs.append(logged.get(wanted) or run("grid", setting, True, TAU, seed, args.target))
+            print(runs[-1], file=sys.stderr, flush=True)
+    produced["wall_s"] = round(args.wall_s if args.wall_s is not None else time.time() - start)
+    if args.note:
+        produced["note"] = args.note
+    summary = {"seeds": args.seeds, "target": args.target, "produced": produced, "runs": runs}
+    pages.store_and_render(summary, SUBSET_SUMMARY, DOC, lambda _: render(json.loads(SUMMARY.read_text())), 0.0)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,8 @@ if str(ROOT) not in sys.path:
 
 from edgefl.results import atomic_write_text  # noqa: E402
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
-from edgefl.target import Target, definition, rounds_to_target  # noqa: E402
+from edgefl.target import Target, definition, energy_at, rounds_to_target  # noqa: E402
+from energy import CATEGORIES  # noqa: E402
 
 DATA = ROOT / "docs" / "data"
 TAU_SCENARIO = ROOT / "scenarios" / "energy-tau-sweep.toml"
@@ -78,10 +79,8 @@ def run_job(job: dict) -> dict:
         "round",
         "sim_time_s",
         "energy_j",
-        "compute_energy_j",
-        "uplink_energy_j",
-        "downlink_energy_j",
-        "idle_energy_j",
+        "committed_energy_j",
+        *(f"{c}_energy_j" for c in CATEGORIES),
         "acc_mean",
         "acc_worst",
         "uploads_arrived",
@@ -89,17 +88,29 @@ def run_job(job: dict) -> dict:
         "tau",
     )
     rows = [{k: row.get(k) for k in keys} for row in result.metrics]
-    return {"rows": rows, "wall_s": time.perf_counter() - started, "control_state": result.summary.get("control_state")}
+    return {
+        "rows": rows,
+        "wall_s": time.perf_counter() - started,
+        "control_state": result.summary.get("control_state"),
+        "energy_by_category_j": result.summary["energy_by_category_j"],  # the whole run's ledger, every tail run out
+    }
 
 
 def outcome(rows: list[dict], target: Target) -> dict:
-    """Energy (J), simulated time (s) and rounds to target (None if never), uploads missed until then."""
+    """Energy (J; committed, and booked beside it: docs/model.md §8), simulated time (s) and rounds to target (None
+    if never), uploads missed until then."""
     r = rounds_to_target([row["round"] for row in rows], [row[target.metric] for row in rows], target)
     if r is None:
-        return {"rounds": None, "energy_j": None, "time_s": None, "missed": None}
+        return {"rounds": None, "energy_j": None, "booked_energy_j": None, "time_s": None, "missed": None}
     at = next(row for row in rows if row["round"] == r)
     missed = sum(row["uploads_missed"] for row in rows if row["round"] <= r)
-    return {"rounds": r, "energy_j": at["energy_j"], "time_s": at["sim_time_s"], "missed": missed}
+    return {
+        "rounds": r,
+        "energy_j": energy_at(at),  # committed: what reaching the target and stopping there costs
+        "booked_energy_j": at["energy_j"],
+        "time_s": at["sim_time_s"],
+        "missed": missed,
+    }
 
 
 def mean_ci(values) -> tuple[float, float]:
@@ -273,12 +284,13 @@ def versus_static(
                     "control": job["control"],
                     "seed": job["seed"],
                     "rounds": got["rounds"],
-                    "energy_to_target_j": got["energy_j"],
+                    "energy_to_target_j": got["energy_j"],  # committed
+                    "booked_energy_to_target_j": got["booked_energy_j"],
                     "time_to_target_s": got["time_s"],
                     "missed_to_target": got["missed"],
-                    "energy_j": last["energy_j"],
+                    "energy_j": energy_at(last),  # the whole run's: the last round's committed, every tail run out
                     "time_s": last["sim_time_s"],
-                    **{f"{c}_j": last[f"{c}_energy_j"] for c in ("compute", "uplink", "downlink", "idle")},
+                    **{f"{c}_j": results[job["key"]]["energy_by_category_j"][c] for c in CATEGORIES},
                     "uploads_arrived": sum(r["uploads_arrived"] for r in rows),
                     "uploads_missed": sum(r["uploads_missed"] for r in rows),
                     "final_acc_mean": next((r["acc_mean"] for r in reversed(rows) if r["acc_mean"] is not None), None),
@@ -291,19 +303,27 @@ def versus_static(
         write_rows(data, out)
     rows = read_rows(data)
     print(f"{name}; target {target}; {definition(target, 5)}; {len({r['seed'] for r in rows})} seeds\n")
+    booked = "booked_energy_to_target_j" in rows[0]  # runs since issue 28's committed energy (docs/model.md §8)
     print(
-        "| controller | rounds to target | energy to target (J) | time to target (s) | uploads cut or lost "
-        "(whole run) | uploads arrived | energy, whole run (J) | of which compute / uplink / downlink / idle (J; "
-        "tails with their message) | final acc_mean | final acc_worst |"
+        "| controller | rounds to target | energy to target (J"
+        + ("; committed) | booked energy to target (J)" if booked else ")")
+        + " | time to target (s) | uploads cut or lost (whole run) | uploads arrived | energy, whole run (J) | of which "
+        + (
+            "compute / uplink / downlink / idle / promotion / tail (J)"
+            if booked
+            else "compute / uplink / downlink / idle (J; tails with their message)"
+        )
+        + " | final acc_mean | final acc_worst |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|" + ("---|" if booked else ""))
     for control in dict.fromkeys(r["control"] for r in rows):
         group = [r for r in rows if r["control"] == control]
         never = sum(r["rounds"] is None for r in group)
         print(
             f"| {control} | {fmt(*mean_ci([r['rounds'] for r in group]))}{f' ({never} never)' if never else ''} | "
             f"{fmt(*mean_ci([r['energy_to_target_j'] for r in group]))} | "
-            f"{fmt(*mean_ci([r['time_to_target_s'] for r in group]))} | "
+            + (f"{fmt(*mean_ci([r['booked_energy_to_target_j'] for r in group]))} | " if booked else "")
+            + f"{fmt(*mean_ci([r['time_to_target_s'] for r in group]))} | "
             f"{fmt(*mean_ci([r['uploads_missed'] for r in group]))} | {fmt(*mean_ci([r['uploads_arrived'] for r in group]))} | "
             f"{fmt(*mean_ci([r['energy_j'] for r in group]))} | "
             f"{split(group)} | "
@@ -312,15 +332,17 @@ def versus_static(
         )
     for control in dict.fromkeys(r["control"] for r in rows if r["control"] != "static"):
         print(
-            f"\n{control} / static, paired over seeds: energy to target {paired(rows, control, 'energy_to_target_j')}, "
-            f"time to target {paired(rows, control, 'time_to_target_s')}, energy of the whole run "
+            f"\n{control} / static, paired over seeds: energy to target {paired(rows, control, 'energy_to_target_j')}"
+            + (f" (booked: {paired(rows, control, 'booked_energy_to_target_j')})" if booked else "")
+            + f", time to target {paired(rows, control, 'time_to_target_s')}, energy of the whole run "
             f"{paired(rows, control, 'energy_j')}"
         )
 
 
 def split(group: list[dict]) -> str:
-    """Mean energy by category over a group of runs: compute / uplink / downlink / idle (J)."""
-    return " / ".join(f"{np.mean([r[f'{c}_j'] for r in group]):.4g}" for c in ("compute", "uplink", "downlink", "idle"))
+    """Mean energy by category over a group of runs: compute / uplink / downlink / idle (J), and promotion / tail
+    where the runs have them (since issue 28; before, tails were charged with their message)."""
+    return " / ".join(f"{np.mean([r[f'{c}_j'] for r in group]):.4g}" for c in CATEGORIES if f"{c}_j" in group[0])
 
 
 def paired(rows: list[dict], control: str, column: str) -> str:
