@@ -16,7 +16,7 @@ import pytest
 import algorithms
 import plugin_registry
 from channel import path_loss
-from edgefl import control, models, selection
+from edgefl import control, model_catalogue, selection
 from edgefl.data import registry as data_registry
 from edgefl.runner import Simulation
 from edgefl.scenario import load_scenario
@@ -198,7 +198,7 @@ def test_every_registry_is_built_from_its_row_of_the_table():
         "selection.name": selection.POLICIES,
         "network.path_loss": path_loss.PATH_LOSS_MODELS,
         "process[].name": processes.PROCESSES,
-        "model.name": models.REGISTRY,
+        "model.name": model_catalogue.REGISTRY,
     }
     assert set(registries) == {kind.key for kind in plugin_registry.KINDS}, "a kind without a registry here"
     for key, registry in registries.items():
