@@ -22,6 +22,8 @@ from edgefl.runner import Simulation
 from edgefl.scenario import load_scenario
 from edgefl.sim import processes
 
+from conftest import HANG_S
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
 COMPARED = ("metrics.csv", "clients.csv", "events.csv", "positions.csv", "battery.csv", "scenario.toml")
@@ -274,7 +276,7 @@ def test_kill_9_then_resume_with_a_plug_in(plugin_folder, key):
 
     reference, out = plugin_folder / "reference", plugin_folder / "res"
     first = edgefl(reference)
-    _, err = first.communicate(timeout=300)
+    _, err = first.communicate(timeout=HANG_S)
     assert first.returncode == 0, err.decode()[-2000:]
     command = ["-v", "run", scenario, "--no-plots", *args]
     assert "resuming" in killed_then_resumed(command, out, env=env, cwd=plugin_folder)
