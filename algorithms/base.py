@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterator
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 import numpy as np
-import torch
 from pydantic import BaseModel, ConfigDict
 
 from algorithms.ops import Op
+
+if TYPE_CHECKING:  # torch is imported by the code that trains, not by the scenario's validation (edgefl run)
+    import torch
 
 
 class HyperParams(BaseModel):
@@ -157,6 +159,8 @@ def uniform_sample(rng: np.random.Generator, num_clients: int, m: int) -> np.nda
 
 def weighted_mean(rows: torch.Tensor, weights: np.ndarray | torch.Tensor | None = None) -> torch.Tensor:
     """Average of the rows of ``rows`` [k, d] with non-negative ``weights`` [k] (None: uniform)."""
+    import torch
+
     if weights is None:
         return rows.mean(dim=0)
     w = torch.as_tensor(np.asarray(weights, dtype=np.float64), dtype=rows.dtype)

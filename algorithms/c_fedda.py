@@ -27,7 +27,6 @@ from pydantic import Field
 
 from algorithms.base import Algorithm
 from algorithms.composite import (
-    F64,
     CompositeParams,
     aggregation_weights,
     alpha,
@@ -83,7 +82,7 @@ def _centre_and_threshold(g, shared):
 
 
 def c_fedda_step(w, grad, carry, client, shared, k):
-    g = carry["g"] + shared["alpha_r"] * shared["grad_scale"] * grad.to(F64)
+    g = carry["g"] + shared["alpha_r"] * shared["grad_scale"] * grad.double()
     if k == shared["E"] - 1:  # the server does the round's last prox
         return w, {"g": g, "boundary": carry["boundary"]}
     centre, tau = _centre_and_threshold(g, shared)
@@ -91,7 +90,7 @@ def c_fedda_step(w, grad, carry, client, shared, k):
         centre, tau, shared["anchor"], shared["eps"], shared["reg"], shared["mode"], shared["iters"], return_active=True
     )
     # steps where the constraint was active (the iterate sits on its boundary)
-    return u.to(w.dtype), {"g": g, "boundary": carry["boundary"] + active.to(F64)}
+    return u.to(w.dtype), {"g": g, "boundary": carry["boundary"] + active.double()}
 
 
 class CFedDA(Algorithm):

@@ -12,16 +12,16 @@ The keys below are common to the five algorithms (they become ``[algorithm]`` ke
 from __future__ import annotations
 
 import math
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from algorithms.base import Context, HyperParams
 from algorithms.prox import Regularizer, reg_value
 
-F64 = torch.float64
+if TYPE_CHECKING:  # torch is imported where it is used: validating a scenario must not load it (docs/architecture.md)
+    import torch
 
 
 class CompositeParams(HyperParams):
@@ -62,16 +62,20 @@ def make_regularizer(ctx: Context, hp: CompositeParams) -> Regularizer:
 def initial_point(ctx: Context, hp: CompositeParams) -> torch.Tensor:
     """w0 in float64: the model's seeded init, or N(0, init_std^2) from a child of the
     algorithm's stream (spawning does not advance the stream: client sampling is unchanged)."""
+    import torch
+
     if hp.init_std is None:
-        return ctx.init_params.to(F64).clone()
+        return ctx.init_params.double().clone()
     if hp.init_std == 0:
-        return torch.zeros(ctx.dim, dtype=F64)
+        return torch.zeros(ctx.dim, dtype=torch.float64)
     rng = np.random.default_rng(ctx.rng.spawn(1)[0].integers(2**63))
     return torch.from_numpy(rng.normal(0.0, hp.init_std, ctx.dim))
 
 
 def aggregation_weights(ctx: Context, hp: CompositeParams, clients: np.ndarray) -> torch.Tensor:
     """pi~_k over ``clients`` (normalised to sum 1), float64 [C]."""
+    import torch
+
     if hp.weighting == "uniform" or len(clients) == 0:
         w = np.ones(len(clients))
     else:
@@ -80,11 +84,13 @@ def aggregation_weights(ctx: Context, hp: CompositeParams, clients: np.ndarray) 
 
 
 def weighted_sum(rows: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    return (weights[:, None] * rows.to(F64)).sum(dim=0)
+
+    return (weights[:, None] * rows.double()).sum(dim=0)
 
 
 def regularizer_value(w: torch.Tensor, reg: Regularizer, lam: float) -> float:
-    return float(lam * reg_value(w.to(F64), reg))
+
+    return float(lam * reg_value(w.double(), reg))
 
 
 def alpha(t: int, preset: str, a: float) -> float:

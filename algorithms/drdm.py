@@ -32,16 +32,18 @@ follows FedDyn's trajectory step for step.
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from algorithms.base import Algorithm, HyperParams, weighted_mean
 from algorithms.ops import Broadcast, Train, Upload, sgd_step
 from algorithms.simplex import DUAL_STEP_MAX, dual_variable_update, initial_lambda, lambda_metrics, sample_by_lambda
 from algorithms.state import ClientStore
+
+if TYPE_CHECKING:  # torch is imported where it is used: validating a scenario must not load it (docs/architecture.md)
+    import torch
 
 
 class DRDMParams(HyperParams):
@@ -73,6 +75,8 @@ class DRDMParams(HyperParams):
 
 def project_ball(w: torch.Tensor, radius: float) -> torch.Tensor:
     """Pi_W for the l2 ball: w * min(1, R / ||w||)."""
+    import torch
+
     return w * torch.clamp(radius / torch.linalg.vector_norm(w), max=1.0)
 
 
@@ -98,6 +102,8 @@ class DRDM(Algorithm):
     Params = DRDMParams
 
     def __init__(self, ctx):
+        import torch
+
         super().__init__(ctx)
         self.w = ctx.init_params.clone()  # w_bar <- w^(0)
         self.c = torch.zeros(ctx.dim)  # c <- 0
@@ -122,6 +128,8 @@ class DRDM(Algorithm):
         )
 
     def round(self, r):
+        import torch
+
         ctx, hp = self.ctx, self.hp
         N, tau, mu = ctx.num_clients, ctx.local_steps, hp.mu
         D, k = self.sample()  # Alg. 1 l.1

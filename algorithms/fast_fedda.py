@@ -27,7 +27,6 @@ from pydantic import Field
 
 from algorithms.base import Algorithm
 from algorithms.composite import (
-    F64,
     CompositeParams,
     aggregation_weights,
     alpha,
@@ -61,7 +60,7 @@ def dual_prox(g, wt, t, shared):
 
 def fast_fedda_step(w, grad, carry, client, shared, k):
     t = shared["t0"] + k
-    g = carry["g"] + alpha(t, shared["preset"], shared["a"]) * shared["grad_scale"] * grad.to(F64)
+    g = carry["g"] + alpha(t, shared["preset"], shared["a"]) * shared["grad_scale"] * grad.double()
     if k == shared["E"] - 1:  # the round's last step: the server does this prox
         return w, {"g": g, "wt": carry["wt"]}
     u = dual_prox(g, carry["wt"], t, shared)

@@ -40,7 +40,6 @@ import math
 from typing import Literal, Optional
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from algorithms.base import Algorithm, HyperParams, uniform_sample, weighted_mean
@@ -150,6 +149,8 @@ class FedAlign(Algorithm):
         return ids[uniform_sample(rng, len(ids), k)] if k else ids[:0]
 
     def _train(self, clients):
+        import torch
+
         ctx, hp = self.ctx, self.hp
         if hp.prox_mu > 0:
             step, shared = prox_sgd_step, {"lr": ctx.lr, "mu": hp.prox_mu, "anchor": self.w}
@@ -167,6 +168,8 @@ class FedAlign(Algorithm):
 
     # -- one round --------------------------------------------------------------------------
     def round(self, r):
+        import torch
+
         ctx, hp = self.ctx, self.hp
         p_r = self._sample(self.priority, ctx.rng, 1)
         eps = self.epsilon_at(r)

@@ -17,10 +17,14 @@ Traffic per update: 1 model down, 1 model up per client.
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
 from pydantic import Field
 
 from algorithms.asynchronous import AsynchronousParams, AsynchronousServer, staleness_metrics, staleness_weight
+
+if TYPE_CHECKING:  # torch is imported where it is used: validating a scenario must not load it (docs/architecture.md)
+    import torch
 
 
 class FedBuffParams(AsynchronousParams):
@@ -36,12 +40,15 @@ class FedBuff(AsynchronousServer):
     Params = FedBuffParams
 
     def __init__(self, ctx):
+
         super().__init__(ctx)
         self.buffer: list[torch.Tensor] = []  # w(s_i) Δ_i of the updates received since the last server update
         self.buffered: list[int] = []  # ... and their staleness
         self.dropped = 0  # updates dropped as too stale, in the last round
 
     def round(self, r):
+        import torch
+
         hp = self.hp
         self.applied, self.dropped, self.failed = [], 0, set()
         while len(self.buffer) < hp.buffer_size:

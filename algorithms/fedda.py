@@ -16,7 +16,6 @@ from pydantic import Field
 
 from algorithms.base import Algorithm
 from algorithms.composite import (
-    F64,
     CompositeParams,
     aggregation_weights,
     initial_point,
@@ -34,7 +33,7 @@ class FedDAParams(CompositeParams):
 
 def fedda_step(w, grad, carry, client, shared, k):
     """z <- z - eta_c * s * G (G taken at w = P(z)); next w = P_{lam (eta0 + eta_c (k+1))}(z)."""
-    z = carry["z"] - shared["lr"] * shared["grad_scale"] * grad.to(F64)
+    z = carry["z"] - shared["lr"] * shared["grad_scale"] * grad.double()
     elapsed = shared["elapsed0"] + shared["lr"] * (k + 1)
     return prox(z, shared["lam"] * elapsed, shared["reg"]).to(w.dtype), {"z": z}
 

@@ -17,7 +17,6 @@ Sec. II).
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from algorithms.base import Algorithm, HyperParams, weighted_mean
@@ -41,12 +40,16 @@ class FedDyn(Algorithm):
     Params = FedDynParams
 
     def __init__(self, ctx):
+        import torch
+
         super().__init__(ctx)
         self.theta = ctx.init_params.clone()
         self.h = torch.zeros(ctx.dim)  # server state h
         self.g = ClientStore(ctx.num_clients, ctx.dim)  # client states g_i
 
     def round(self, r):
+        import torch
+
         ctx, alpha = self.ctx, self.hp.alpha
         P = ctx.sample(ctx.clients_per_round)
         yield Broadcast(P, ctx.model_bits)

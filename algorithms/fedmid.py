@@ -16,7 +16,6 @@ from pydantic import Field
 
 from algorithms.base import Algorithm
 from algorithms.composite import (
-    F64,
     CompositeParams,
     aggregation_weights,
     initial_point,
@@ -34,7 +33,7 @@ class FedMiDParams(CompositeParams):
 
 def fedmid_step(w, grad, carry, client, shared, k):
     """One local proximal SGD step: u <- P_{lam eta_c}(u - eta_c * s * grad)."""
-    v = w.to(F64) - shared["lr"] * shared["grad_scale"] * grad.to(F64)
+    v = w.double() - shared["lr"] * shared["grad_scale"] * grad.double()
     return prox(v, shared["lam"] * shared["lr"], shared["reg"]).to(w.dtype), carry
 
 
@@ -58,7 +57,7 @@ class FedMiD(Algorithm):
         if not arrived.any():
             return
         done = selected[arrived]
-        delta = weighted_sum(result.params[arrived].to(F64) - self.w, aggregation_weights(ctx, hp, done))
+        delta = weighted_sum(result.params[arrived].double() - self.w, aggregation_weights(ctx, hp, done))
         tau = hp.lam * hp.server_lr * ctx.lr * ctx.local_steps
         self.w = prox(self.w + hp.server_lr * delta, tau, self.reg)
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from algorithms.base import Algorithm, HyperParams, weighted_mean
@@ -58,6 +57,8 @@ class HierFAVG(Algorithm):
         self.edge_rounds_done = 0  # edge aggregations so far (metrics.csv edge_rounds): edge_rounds per round
 
     def round(self, r):
+        import torch
+
         ctx, hp = self.ctx, self.hp
         selected = ctx.sample(ctx.clients_per_round)
         cells = np.zeros(len(selected), dtype=np.int64) if ctx.client_cells is None else ctx.client_cells[selected]

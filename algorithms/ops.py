@@ -26,12 +26,12 @@ number for every client or an array aligned with ``clients``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 
 import numpy as np
-import torch
 
-Tensor = torch.Tensor
+if TYPE_CHECKING:  # torch is imported by the code that trains, not by the scenario's validation
+    from torch import Tensor
 
 # One client's local step, written for ONE client and flat parameter vectors:
 #   step(w, grad, carry, client, shared, k) -> (w_new, carry_new)
@@ -42,8 +42,8 @@ Tensor = torch.Tensor
 #   k       : int                 0-based index of this step
 # The engine batches it (torch.func.vmap) or loops over clients; the algorithm does not care.
 StepFn = Callable[
-    [Tensor, Tensor, dict[str, Tensor], dict[str, Tensor], dict[str, Any], int],
-    tuple[Tensor, dict[str, Tensor]],
+    ["Tensor", "Tensor", "dict[str, Tensor]", "dict[str, Tensor]", dict[str, Any], int],
+    "tuple[Tensor, dict[str, Tensor]]",
 ]
 
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 from typing import Literal, Optional
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from algorithms.base import Algorithm, HyperParams, weighted_mean
@@ -183,6 +182,8 @@ class PartialAvg(Algorithm):
             )
 
     def __init__(self, ctx):
+        import torch
+
         super().__init__(ctx)
         hp = self.hp
         self.tau = ctx.local_steps
@@ -253,6 +254,8 @@ class PartialAvg(Algorithm):
             yield Broadcast(self.active, self.subset_bits[j])
 
     def _redistribute(self):
+        import torch
+
         ctx = self.ctx
         arrived = yield Upload(self.active, ctx.model_bits)  # outgoing workers hand their replicas in
         new = ctx.sample(self.m)
@@ -267,6 +270,8 @@ class PartialAvg(Algorithm):
         yield Broadcast(self.active, ctx.model_bits)
 
     def _periodic_round(self, r):
+        import torch
+
         ctx = self.ctx
         if not self.full:  # a new active set every round, starting from the global model
             if r > 0:

@@ -37,11 +37,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
+if TYPE_CHECKING:  # torch is imported where it is used: validating a scenario must not load it (docs/architecture.md)
+    from torch import Tensor
 
-Tensor = torch.Tensor
 RegKind = Literal["l1", "nuclear", "none"]
 
 
@@ -84,17 +84,23 @@ class Regularizer:
 # -- elementary operators --------------------------------------------------------------
 def soft_threshold(v: Tensor, tau) -> Tensor:
     """S_tau(v) = sign(v) * max(|v| - tau, 0) (prox of tau*||.||_1)."""
+    import torch
+
     return torch.sign(v) * torch.relu(v.abs() - tau)
 
 
 def svt(m: Tensor, tau) -> Tensor:
     """Singular value thresholding of a matrix ``m`` [rows, cols] (prox of tau*||.||_*)."""
+    import torch
+
     u, s, vh = torch.linalg.svd(m, full_matrices=False)
     return (u * torch.relu(s - tau).unsqueeze(-2)) @ vh
 
 
 def ball_scale(u: Tensor, radius: float) -> Tensor:
     """u * min(1, rho / ||u||): projection onto the l2 ball of radius rho (no-op for inf)."""
+    import torch
+
     if math.isinf(radius):
         return u
     norm = torch.linalg.vector_norm(u)
@@ -103,6 +109,8 @@ def ball_scale(u: Tensor, radius: float) -> Tensor:
 
 def l1_ball_project(x: Tensor, eps) -> Tensor:
     """Euclidean projection of a vector onto {||x||_1 <= eps} (sort-based, Duchi et al. 2008)."""
+    import torch
+
     a = x.abs()
     s, _ = torch.sort(a, descending=True)
     css = torch.cumsum(s, dim=-1)
@@ -122,6 +130,8 @@ def _split(w: Tensor, reg: Regularizer) -> tuple[Tensor, Tensor]:
 
 
 def _join(block: Tensor, rest: Tensor) -> Tensor:
+    import torch
+
     return torch.cat([block, rest], dim=-1)
 
 
@@ -132,6 +142,8 @@ def _as_matrix(block: Tensor, reg: Regularizer) -> Tensor:
 
 def reg_value(w: Tensor, reg: Regularizer) -> Tensor:
     """R(w): the l1 or nuclear norm of the regularised block (0 for 'none')."""
+    import torch
+
     block, _ = _split(w, reg)
     if reg.kind == "l1":
         return block.abs().sum(dim=-1)
@@ -158,6 +170,8 @@ def prox(v: Tensor, tau, reg: Regularizer) -> Tensor:
 def project_constraint(x: Tensor, anchor: Tensor, eps, reg: Regularizer, return_value: bool = False):
     """Projection onto {w : R(w - anchor) <= eps} (only the block is constrained); with
     ``return_value`` also R(x - anchor) (from the same SVD / sum), as ``(projection, value)``."""
+    import torch
+
     block, rest = _split(x, reg)
     a_block, _ = _split(anchor, reg)
     diff = block - a_block
@@ -177,6 +191,8 @@ def project_constraint(x: Tensor, anchor: Tensor, eps, reg: Regularizer, return_
 # -- the constrained prox of C-FedDA -----------------------------------------------------
 def _l1_solution(v: Tensor, c: Tensor, tau, beta) -> Tensor:
     """argmin_x 1/2(x - v)^2 + tau|x| + beta|x - c| per coordinate (beta broadcast)."""
+    import torch
+
     lo = torch.minimum(torch.zeros_like(c), c)
     hi = torch.maximum(torch.zeros_like(c), c)
     kappa = torch.where(c >= 0, tau - beta, beta - tau)
@@ -193,6 +209,8 @@ def _l1_solution(v: Tensor, c: Tensor, tau, beta) -> Tensor:
 
 def l1_multiplier(v: Tensor, c: Tensor, tau, eps) -> Tensor:
     """The multiplier beta >= 0 with ||w(beta) - c||_1 = eps (0 if already inside), exactly."""
+    import torch
+
     sign = torch.where(c < 0, -torch.ones_like(c), torch.ones_like(c))
     vf, cf = sign * v, sign * c  # now c >= 0
     b = cf + tau - vf
@@ -221,6 +239,8 @@ def dykstra(
 
     ``iters`` iterations (vmap-friendly), or with ``tol`` at most ``iters`` and stopping once
     max(|x_new - x|, |x_new - y|) < tol (a data-dependent stop: server side only, not inside a client step)."""
+    import torch
+
     x = v
     p = torch.zeros_like(v)
     q = torch.zeros_like(v)
@@ -256,6 +276,8 @@ def cprox(
     ``tol`` set the Dykstra iteration (nuclear norm, or l1 with a finite radius); ``tol`` only
     outside vmap. ``return_active``: also return whether the constraint was active (bool, per vector).
     """
+    import torch
+
     u = prox(v, tau, reg)
     if math.isinf(eps) or reg.kind == "none":
         return (u, torch.zeros(u.shape[:-1], dtype=torch.bool)) if return_active else u

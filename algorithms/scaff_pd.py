@@ -26,7 +26,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from algorithms.base import Algorithm, HyperParams
@@ -70,6 +69,8 @@ class ScaffPD(Algorithm):
         self.table_prev: np.ndarray | None = None
 
     def round(self, r):
+        import torch
+
         ctx, hp = self.ctx, self.hp
         N, tau = ctx.num_clients, ctx.local_steps
         if self.table is None:  # the initial loss table at x^0: every client, charged

@@ -15,7 +15,6 @@ c_i live in a ClientStore (rows only for clients that trained), so c = mean_i c_
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
 from algorithms.base import Algorithm, HyperParams
@@ -40,12 +39,16 @@ class Scaffold(Algorithm):
     Params = ScaffoldParams
 
     def __init__(self, ctx):
+        import torch
+
         super().__init__(ctx)
         self.x = ctx.init_params.clone()
         self.c = torch.zeros(ctx.dim)
         self.c_i = ClientStore(ctx.num_clients, ctx.dim)
 
     def round(self, r):
+        import torch
+
         ctx = self.ctx
         tau, lr = ctx.local_steps, ctx.lr
         S = ctx.sample(ctx.clients_per_round)

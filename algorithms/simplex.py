@@ -14,12 +14,15 @@ kept on the server in float64 numpy. This module holds, once, what the three alg
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 
 from algorithms.ops import Query
+
+if TYPE_CHECKING:  # torch is imported where it is used: validating a scenario must not load it (docs/architecture.md)
+    import torch
+
 
 LAMBDA_FLOOR = 1e-3  # the authors' reference-code floor for sampling without replacement
 # The largest dual step (and extrapolation) an algorithm's keys accept: lam + tau*gamma*v with losses of order
@@ -101,6 +104,8 @@ def dual_variable_update(
     Clients of U whose scalar did not arrive count as not queried: the (N/m) factor uses the
     number that arrived (the inclusion probability of the answers actually used).
     """
+    import torch
+
     N, m = ctx.num_clients, ctx.clients_per_round
     U = ctx.sample(m, rng)  # Alg. 3 l.1 (among the clients online)
     losses, arrived = yield Query(

@@ -14,15 +14,21 @@ Python loop over clients.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported where it is used: validating a scenario must not load it (docs/architecture.md)
+    import torch
 
 
 class ClientStore:
-    def __init__(self, num_clients: int, dim: int, dtype: torch.dtype = torch.float32):
+    def __init__(self, num_clients: int, dim: int, dtype: torch.dtype | None = None):  # None: float32
+        import torch
+
         self.num_clients = num_clients
         self.dim = dim
-        self.dtype = dtype
+        self.dtype = torch.float32 if dtype is None else dtype
         self._keys = np.zeros(0, dtype=np.int64)  # written client ids, sorted
         self._key_slot = np.zeros(0, dtype=np.int64)  # their rows in _table
         self._table = torch.zeros(0, dim, dtype=dtype)
@@ -45,6 +51,8 @@ class ClientStore:
 
     def get(self, clients) -> torch.Tensor:
         """Rows for ``clients`` as a new [C, d] tensor (zeros where never written)."""
+        import torch
+
         slots = torch.from_numpy(self._slots(self._ids(clients)))
         out = torch.zeros(len(slots), self.dim, dtype=self.dtype)
         written = slots >= 0
@@ -54,6 +62,8 @@ class ClientStore:
 
     def set(self, clients, rows: torch.Tensor) -> None:
         """Overwrite the rows of ``clients`` with ``rows`` [C, d] (clients without duplicates)."""
+        import torch
+
         ids = self._ids(clients)
         if rows.shape != (len(ids), self.dim):
             raise ValueError(f"expected rows of shape {(len(ids), self.dim)}, got {tuple(rows.shape)}")
@@ -77,6 +87,8 @@ class ClientStore:
         self._table.index_copy_(0, rows_at, new)
 
     def _reserve(self, needed: int) -> None:
+        import torch
+
         if needed <= self._table.shape[0]:
             return
         capacity = min(self.num_clients, max(needed, 2 * self._table.shape[0]))
@@ -98,5 +110,7 @@ class ClientStore:
     def nbytes(self) -> int:
         """Bytes of the row table (allocated capacity) and the running sum; the index adds
         16 bytes per written client (not counted)."""
+        import torch
+
         element = torch.tensor([], dtype=self.dtype).element_size()
         return self._table.shape[0] * self.dim * element + self._sum.numel() * 8

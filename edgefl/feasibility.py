@@ -589,11 +589,11 @@ def _check_markov_wait(parts: RunParts, keys: Scenario) -> None:
     online devices goes from m - 1 to m), more than MAX_ROUND_S: error. The count is Binomial(N, p), p = on / (on +
     off) (independent devices in their stationary state); it goes up from m - 1 when one of the N - m + 1 offline
     devices comes online (rate 1 / mean_off_s each)."""
-    from scipy.stats import binom
-
     pop = parts.population
     if pop.availability != "markov":
         return
+    from scipy.stats import binom  # here: scipy loads only for the runs it concerns
+
     n, m = pop.num_clients, parts.algorithm.clients_per_round
     on, off = pop.mean_on_s, pop.mean_off_s
     p = on / (on + off)

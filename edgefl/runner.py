@@ -609,9 +609,6 @@ def write_results(
 ) -> Path:
     """Write metrics.csv, clients.csv, events.csv, summary.json, scenario.toml and plots (``plot_format``: png,
     pdf or svg, edgefl.figures)."""
-    # Lazy: matplotlib is slow to import and only needed when plots are drawn (not in sweep workers).
-    from edgefl.plots import plot_run
-
     out_dir = Path(out_dir)
     with atomic_directory(out_dir, force) as tmp:
         columns = metric_columns(result.metrics)
@@ -636,6 +633,8 @@ def write_results(
         with open(tmp / "scenario.toml", "wb") as handle:  # paths relative to out_dir, where it will be
             tomli_w.dump(resolved_dict(result.scenario, out_dir), handle)
         if plots:
+            from edgefl.plots import plot_run  # matplotlib: slow to import, loaded only when figures are drawn
+
             plot_run(
                 tmp,
                 result.metrics,

@@ -21,6 +21,10 @@ import torch
 from edgefl.scenario import Scenario, scenario_from_dict
 
 # Ten clients of Synthetic(1, 1) with 40 samples each (synthetic_alpha = synthetic_beta = 1 by default).
+# How long a test waits for a subprocess before calling it hung. A guard against hangs, not a timing window: a
+# machine whose two cores are shared by many jobs (load average 40 measured) runs a 20 s command for minutes.
+HANG_S = 1800
+
 SYNTHETIC_DATA = {"name": "synthetic", "num_clients": 10, "samples_per_client": 40}
 
 

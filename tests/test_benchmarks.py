@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import HANG_S
+
 ROOT = Path(__file__).resolve().parents[1]
 MNIST_DIR = Path(os.environ.get("EDGEFL_MNIST_DIR", ROOT.parent / "shared" / "datasets" / "mnist"))
 # the benchmarks train on the real MNIST test split (its MD5 is checked: a fake copy is refused)
@@ -20,7 +22,7 @@ needs_mnist = pytest.mark.skipif(
 )
 
 
-def run_script(*args: str, timeout: float = 300) -> str:
+def run_script(*args: str, timeout: float = HANG_S) -> str:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -68,6 +70,6 @@ def test_flower_compare_refuses_zero_repeats():
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_S,
     )
     assert done.returncode == 2 and "--repeats and --threads must be >= 1" in done.stderr

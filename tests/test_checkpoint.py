@@ -22,7 +22,7 @@ from edgefl.results import checkpoint_file
 from edgefl.runner import Simulation, write_results
 from edgefl.scenario import load_scenario
 
-from conftest import hooked_edgefl
+from conftest import HANG_S, hooked_edgefl
 
 ROOT = Path(__file__).resolve().parents[1]
 PHONES = ROOT / "scenarios" / "phones-in-a-cell.toml"
@@ -334,7 +334,7 @@ def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path, algorithm)
         )
 
     reference, out = tmp_path / "reference", tmp_path / "res"
-    assert edgefl(reference).wait(timeout=600) == 0
+    assert edgefl(reference).wait(timeout=HANG_S) == 0
     command = ["-v", "run", PHONES, *args]
     err = killed_then_resumed(command, out, env=env, cwd=ROOT)
     assert f"resuming {algorithm} after round" in err
@@ -358,7 +358,7 @@ def killed_then_resumed(command: list, out: Path, **popen) -> str:
         stderr=subprocess.PIPE,
         **popen,
     )
-    assert run.wait(timeout=600) == -signal.SIGKILL, run.stderr.read().decode()[-2000:]
+    assert run.wait(timeout=HANG_S) == -signal.SIGKILL, run.stderr.read().decode()[-2000:]
     assert checkpoint.exists() and not out.exists()
     resumed = subprocess.Popen(
         [sys.executable, "-m", "edgefl", *map(str, command), "--out", str(out), "--resume"],
@@ -366,7 +366,7 @@ def killed_then_resumed(command: list, out: Path, **popen) -> str:
         stderr=subprocess.PIPE,
         **popen,
     )
-    _, err = resumed.communicate(timeout=600)
+    _, err = resumed.communicate(timeout=HANG_S)
     assert resumed.returncode == 0, err.decode()[-2000:]
     return err.decode()
 

@@ -20,7 +20,7 @@ from edgefl.cli import main
 from edgefl.results import CHECKPOINT_MAGIC, MARKER, WRITER, check_target, open_folder, recover
 from edgefl.sweeps.store import lock_folder
 
-from conftest import hooked_edgefl
+from conftest import HANG_S, hooked_edgefl
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
@@ -69,7 +69,7 @@ def test_kill_9_of_a_run_leaves_the_old_or_the_new_results(tmp_path, capsys, cal
     if call != "edgefl.plots.plot_run":
         args.append("--no-plots")
     proc = hooked_edgefl(args, call=call, name=name, when=when, cwd=ROOT, stderr=subprocess.PIPE)
-    err = proc.communicate(timeout=600)[1].decode()
+    err = proc.communicate(timeout=HANG_S)[1].decode()
     assert proc.returncode == -signal.SIGKILL, err  # it got there
     check_target(out)  # what the next start does: recover, clean up
     leftovers = [p.name for p in tmp_path.iterdir() if p.name != "res"]
@@ -146,7 +146,7 @@ def test_kill_9_of_a_sweep_takes_its_workers_and_the_rerun_resumes_identically(t
     scenario, grid, reference, killed = tmp_path / "s.toml", SWEEP_GRID, tmp_path / "reference", tmp_path / "killed"
     tag = f"crash-{os.getpid()}"
     proc = sweep_killed(scenario, reference, killed, tag, "self")
-    err = proc.communicate(timeout=600)[1].decode()
+    err = proc.communicate(timeout=HANG_S)[1].decode()
     assert proc.returncode == -signal.SIGKILL, err
     done_before = len((killed / "computed.log").read_text().splitlines())
     assert 4 <= done_before < 24  # killed in the middle
@@ -193,7 +193,7 @@ def test_two_sweeps_on_one_folder_the_second_refuses(tmp_path):
 def test_kill_9_of_a_sweep_worker_is_exit_75_and_the_rerun_resumes(tmp_path):
     scenario, grid, out, reference = tmp_path / "s.toml", SWEEP_GRID, tmp_path / "out", tmp_path / "reference"
     proc = sweep_killed(scenario, reference, out, f"worker-{os.getpid()}", "worker")
-    err = proc.communicate(timeout=600)[1].decode()
+    err = proc.communicate(timeout=HANG_S)[1].decode()
     assert proc.returncode == 75 and "a sweep worker process died" in err and "Traceback" not in err, err
     assert main(["sweep", str(scenario), *grid, "--out", str(out), "--quiet"]) == 0
     assert (out / "results.csv").read_bytes() == (reference / "results.csv").read_bytes()
@@ -231,7 +231,7 @@ def test_a_disk_that_fills_up_while_writing_is_exit_2_and_leaves_nothing(tmp_pat
         preexec_fn=small_files,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_S,
     )
     assert done.returncode == 2, done.stderr
     assert "cannot write the results" in done.stderr and "Traceback" not in done.stderr

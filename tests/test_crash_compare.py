@@ -20,7 +20,7 @@ from test_sweep import SCENARIO
 from edgefl.cli import main
 from edgefl.sweeps.store import COMPUTED_LOG, POINTS_DIR
 
-from conftest import hooked_edgefl
+from conftest import HANG_S, hooked_edgefl
 
 OUTPUTS = ("results.csv", "compare_loss=5/compare.csv", "compare_loss=5/compare.txt", "compare_loss=5/compare.png")
 REPORT = "compare_loss=5"  # the folder of the target's tables and figure
@@ -57,7 +57,7 @@ def test_kill_9_of_compare_at_every_step_and_the_reruns_resume_identically(tmp_p
             cwd=ROOT,
             stderr=subprocess.PIPE,
         )
-        assert proc.wait(timeout=600) == -signal.SIGKILL, proc.stderr.read().decode()  # it got there
+        assert proc.wait(timeout=HANG_S) == -signal.SIGKILL, proc.stderr.read().decode()  # it got there
         stem = f".{name}." if name != "point" else "."
         assert any(t.split("/")[-1].startswith(stem) for t in temps(out)), temps(out)  # the temp was written
 
@@ -73,7 +73,7 @@ def test_kill_9_of_compare_at_every_step_and_the_reruns_resume_identically(tmp_p
         cwd=ROOT,
         stderr=subprocess.PIPE,
     )
-    assert proc.wait(timeout=600) == -signal.SIGKILL, proc.stderr.read().decode()
+    assert proc.wait(timeout=HANG_S) == -signal.SIGKILL, proc.stderr.read().decode()
     assert 2 <= len(computed(out)) < POINTS  # killed in the middle of the sweep
     deadline = time.monotonic() + 60
     while tagged_processes(tag) and time.monotonic() < deadline:

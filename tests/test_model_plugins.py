@@ -22,6 +22,8 @@ from edgefl.data.federated import FederatedData
 from edgefl.executor import Executor
 from edgefl.models import build_model
 
+from conftest import HANG_S
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "own-model"
 NAME = "small_resnet:small_resnet"
@@ -117,7 +119,7 @@ def test_kill_9_then_resume_is_byte_identical_with_a_batchnorm_model(own_model):
         cwd=own_model,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        timeout=300,
+        timeout=HANG_S,
     )
     assert reference.returncode == 0, reference.stderr.decode()[-2000:]
     assert "resuming" in killed_then_resumed(command, own_model / "res", env=env, cwd=own_model)

@@ -25,6 +25,8 @@ from edgefl.plugins import PluginError
 from edgefl.scenario import ScenarioError
 from edgefl.sweeps.plan import SweepError
 
+from conftest import HANG_S
+
 ROOT = Path(__file__).resolve().parents[1]
 
 TINY = """
@@ -727,7 +729,7 @@ def test_a_sweep_with_workers_from_an_unguarded_script_says_to_add_the_guard(fol
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
-        [sys.executable, str(script)], cwd=folder, env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, str(script)], cwd=folder, env=env, capture_output=True, text=True, timeout=HANG_S
     )
     assert out.returncode != 0
     assert out.stderr.count('put the call under `if __name__ == "__main__":`') == 1, out.stderr

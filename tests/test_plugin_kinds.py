@@ -16,11 +16,13 @@ import pytest
 import algorithms
 import plugin_registry
 from channel import path_loss
-from edgefl import control, models, selection
+from edgefl import control, model_catalogue, selection
 from edgefl.data import registry as data_registry
 from edgefl.runner import Simulation
 from edgefl.scenario import load_scenario
 from edgefl.sim import processes
+
+from conftest import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
@@ -198,7 +200,7 @@ def test_every_registry_is_built_from_its_row_of_the_table():
         "selection.name": selection.POLICIES,
         "network.path_loss": path_loss.PATH_LOSS_MODELS,
         "process[].name": processes.PROCESSES,
-        "model.name": models.REGISTRY,
+        "model.name": model_catalogue.REGISTRY,
     }
     assert set(registries) == {kind.key for kind in plugin_registry.KINDS}, "a kind without a registry here"
     for key, registry in registries.items():
@@ -274,7 +276,7 @@ def test_kill_9_then_resume_with_a_plug_in(plugin_folder, key):
 
     reference, out = plugin_folder / "reference", plugin_folder / "res"
     first = edgefl(reference)
-    _, err = first.communicate(timeout=300)
+    _, err = first.communicate(timeout=HANG_S)
     assert first.returncode == 0, err.decode()[-2000:]
     command = ["-v", "run", scenario, "--no-plots", *args]
     assert "resuming" in killed_then_resumed(command, out, env=env, cwd=plugin_folder)

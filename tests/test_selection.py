@@ -22,6 +22,8 @@ from edgefl.selection.fedcs import fedcs_greedy
 from edgefl.selection.oort import Oort
 from edgefl.selection.power_of_choice import PowerOfChoice
 
+from conftest import HANG_S
+
 N = 4
 
 
@@ -414,7 +416,7 @@ def test_a_selection_policy_that_never_returns_can_be_interrupted(tmp_path):
     out = tmp_path / "out"
     args = [sys.executable, "-m", "edgefl", "run", str(ROOT / "scenarios" / "quickstart.toml"), "--out", str(out)]
     args += ["--set", "selection.name=sleeper:Sleeper", "--set", "run.rounds=2", "--no-plots"]
-    done = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    done = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, timeout=HANG_S)
     assert done.returncode == 130, done.stderr
     assert "edgefl: interrupted" in done.stderr and "Traceback" not in done.stderr
     assert not out.exists()

@@ -18,7 +18,7 @@ from edgefl.scenario import ScenarioError
 from edgefl.sweeps.plan import REPRICED, SweepError, parse_grid, plan_sweep
 from edgefl.sweeps.store import COMPUTED_LOG, MANIFEST
 
-from conftest import hooked_edgefl
+from conftest import HANG_S, hooked_edgefl
 
 torch.set_num_threads(1)
 
@@ -303,7 +303,7 @@ def test_killed_sweep_resumes_without_recomputing_and_matches_an_uninterrupted_r
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    process.wait(timeout=600)
+    process.wait(timeout=HANG_S)
     assert process.returncode == -signal.SIGKILL, process.stderr.read().decode()
     done_before = len(computed_ids(killed))
     assert 0 < done_before < total, "the kill must land mid-sweep"
@@ -334,7 +334,7 @@ def _interrupted(command: list, tmp_path, **hook) -> subprocess.CompletedProcess
         stderr=subprocess.PIPE,
         **hook,
     )
-    out, err = proc.communicate(timeout=600)
+    out, err = proc.communicate(timeout=HANG_S)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 

@@ -21,16 +21,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import torch
 from pydantic import Field
 
 from edgefl.data.errors import DataError
 from edgefl.data.federated import FederatedData, seed_streams
 from edgefl.data.pools import PoolKeys, Pools, federate_pools, split_one_pool
 from edgefl.input_files import special_file
+
+if TYPE_CHECKING:  # torch is imported where it is used: validating a scenario must not load it (docs/architecture.md)
+    import torch
+
 
 CIFAR_SHAPE = (3, 32, 32)
 PIXEL_BYTES = 3 * 32 * 32  # 3072: R, G, B planes of 32 x 32, row-major
@@ -169,6 +172,8 @@ def channel_statistics(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def standardiser(mean: np.ndarray, std: np.ndarray):
     """uint8 images [n, C, H, W] -> float32, scaled to [0, 1] then (x - mean_c) / std_c per channel c."""
+    import torch
+
     mean_t = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
     std_t = torch.tensor(np.where(std > 0, std, 1.0), dtype=torch.float32).view(1, -1, 1, 1)
 

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import torch
 from pydantic import ConfigDict, Field, PositiveInt
 
 from edgefl.numeric_keys import NumbersOnly
+
+if TYPE_CHECKING:  # torch is imported where it is used: validating a scenario must not load it (docs/architecture.md)
+    import torch
+
 
 # MNIST's pixel mean and std (of the [0,1]-scaled training images), the customary normalisation.
 # Used for Fashion-MNIST and KMNIST too: one fixed affine map per pixel, which a linear model or
@@ -132,6 +135,8 @@ class FederatedData:
 
     def summary(self) -> dict:
         """Sizes and class mix in plain Python numbers (JSON-ready)."""
+        import torch
+
         if torch.is_floating_point(self.train_y):  # regression targets: no class mix
             return {
                 "name": self.name,
@@ -178,6 +183,8 @@ def client_offsets(sizes: list[int] | np.ndarray) -> np.ndarray:
 
 def images_to_tensor(images: np.ndarray) -> torch.Tensor:
     """uint8 [n, 28, 28] -> float32 [n, 1, 28, 28], scaled to [0, 1] then (x - 0.1307) / 0.3081."""
+    import torch
+
     x = torch.from_numpy(np.ascontiguousarray(images)).to(torch.float32).div_(255.0)
     return x.sub_(IMAGE_MEAN).div_(IMAGE_STD).unsqueeze(1)
 
@@ -198,6 +205,8 @@ def own_split(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
 def assemble_clients(clients: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> dict:
     """Each client's (train x, train y, test x, test y), in client order -> the FederatedData tensors as keyword
     arguments; the global test pool is every test sample."""
+    import torch
+
     test_x_all = torch.from_numpy(np.concatenate([c[2] for c in clients]))
     test_y_all = torch.from_numpy(np.concatenate([c[3] for c in clients]))
     return dict(

@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Literal, Optional
+from typing import TYPE_CHECKING, Callable, Literal, Optional
 
 import numpy as np
-import torch
 from pydantic import Field, PositiveInt, model_validator
 
 from edgefl.data.errors import DataError
@@ -33,6 +32,10 @@ from edgefl.data.partition import (
     stratified_split,
     zipf_sizes,
 )
+
+if TYPE_CHECKING:  # torch is imported where it is used: validating a scenario must not load it (docs/architecture.md)
+    import torch
+
 
 PoolPartition = Literal["dirichlet", "iid"]
 
@@ -119,6 +122,8 @@ def federate_pools(
     """The pools split among ``keys.num_clients`` clients (the module's docstring): the FederatedData
     keyword arguments but name, num_classes and input_shape; ``to_tensor`` turns inputs as read into the
     model's float32 inputs."""
+    import torch
+
     train_x, train_y, source = pools.train_x, pools.train_y, pools.source
     if keys.max_train_samples is not None and keys.max_train_samples < len(train_y):
         keep = stratified_sample(train_y, keys.max_train_samples, subsample_rng)

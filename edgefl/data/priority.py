@@ -29,7 +29,6 @@ from __future__ import annotations
 from typing import ClassVar, Literal, Optional
 
 import numpy as np
-import torch
 from pydantic import Field, PositiveInt, model_validator
 
 from edgefl.data.errors import DataError
@@ -230,6 +229,8 @@ class ImagePriorityData(IdxParams):
         return self
 
     def build(self, seed: int) -> FederatedData:
+        import torch
+
         split_rng, partition_rng, role_rng, test_rng = (np.random.default_rng(s) for s in seed_streams(seed))
         n, dataset, shards = self.num_clients, self.image_dataset, self.shards_per_client
         train_images, train_labels, test_images, test_labels, split = load_pools(

@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field, PositiveInt, model_validator
 
 from edgefl.data.errors import DataError
@@ -101,6 +100,8 @@ class RegressionKeys(DataParams):
         return float(self.num_clients * (self.samples_per_client + self.test_per_client))
 
     def _federated(self, clients, truth: np.ndarray, shape: tuple[int, ...], source: str) -> FederatedData:
+        import torch
+
         def cat(i):
             return torch.from_numpy(np.concatenate([c[i] for c in clients]).astype(np.float32))
 

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-import torch
 from pydantic import Field, model_validator
 
 from edgefl.data.errors import DataError
@@ -96,6 +95,8 @@ class WriterKeys(PoolKeys):
         raise NotImplementedError
 
     def build(self, seed: int) -> FederatedData:
+        import torch
+
         _, subsample_rng, partition_rng, test_rng = (np.random.default_rng(s) for s in seed_streams(seed))
         found = self.read_writers()
         if self.partition == "natural":

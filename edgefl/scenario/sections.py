@@ -27,12 +27,12 @@ from pydantic import (
 
 import algorithms
 from channel import check_mcs_table, dbm_to_w, path_loss, tr38901
-from edgefl import control, models, plugins, selection
+from edgefl import control, model_catalogue, plugins, selection
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.data import registry as data_registry
 from edgefl.errors import UserError
-from edgefl.models import fits_cnn
+from edgefl.model_catalogue import fits_cnn
 from edgefl.numeric_keys import NumbersOnly, bools_as_text
 from edgefl.physical import PerDevice, per_device_keys
 from edgefl.sim import processes
@@ -179,11 +179,13 @@ def model_misfit(model: str, input_shape: tuple[int, ...], num_classes: int, key
     when the run builds it)."""
     if model == "regression" and num_classes != 1:
         return f"the regression model predicts one number, the data has {num_classes} classes (use linear, mlp or cnn)"
-    if model in models.BUILTINS and model != "regression" and num_classes == 1:
+    if model in model_catalogue.BUILTINS and model != "regression" and num_classes == 1:
         return 'the data is a regression (one real response): use model.name = "regression"'
     if model == "cnn" and not fits_cnn(input_shape):
         return f"the cnn needs square images (channels, side, side) with side % 4 == 0, the inputs are {input_shape}"
-    if model in models.BUILTINS:
+    if model in model_catalogue.BUILTINS:
+        from edgefl import models  # torch: a model is built only once the sections are valid
+
         try:
             models.parameter_count(model, input_shape, num_classes, keys=keys)
         except ValueError as exc:
@@ -208,14 +210,17 @@ class ModelSection(Strict):
     @field_validator("name")
     @classmethod
     def _known_model(cls, name):
-        models.REGISTRY.get(name)  # UnknownPlugin (a ValueError) naming what is wrong, the nearest name
+        if name not in model_catalogue.BUILTINS:  # a built-in is imported only when a run builds it
+            model_catalogue.REGISTRY.get(name)  # UnknownPlugin (a ValueError) naming what is wrong, the nearest name
         return name
 
     @model_validator(mode="after")
     def _own_keys(self):
         for key, value in (self.model_extra or {}).items():
-            if not (key in models.BUILTINS or models.is_plugin(key)):
-                hint = difflib.get_close_matches(key, [*ModelSection.model_fields, *models.REGISTRY.names()], n=1)
+            if not (key in model_catalogue.BUILTINS or model_catalogue.is_plugin(key)):
+                hint = difflib.get_close_matches(
+                    key, [*ModelSection.model_fields, *model_catalogue.REGISTRY.names()], n=1
+                )
                 raise ValueError(
                     f"unknown key {key!r}"
                     + (f" (did you mean {hint[0]!r}?)" if hint else "")
@@ -223,15 +228,17 @@ class ModelSection(Strict):
                 )
             if not isinstance(value, dict):
                 raise ValueError(f"model.{key} must be a table of {key}'s own keys, e.g. [model.{key}]")
-            if key == self.name or key in models.BUILTINS:
-                models.check_keys(key, value)
-        if self.name not in (self.model_extra or {}):
-            models.check_keys(self.name, {})  # a model with required keys needs its table
+            if key == self.name or key in model_catalogue.BUILTINS:
+                model_catalogue.check_keys(key, value)
+        if self.name not in (self.model_extra or {}) and self.name not in model_catalogue.BUILTINS:
+            model_catalogue.check_keys(
+                self.name, {}
+            )  # a model with required keys needs its table (no built-in has one)
         return self
 
     def keys(self) -> dict:
         """The selected model's own keys, validated, as its factory takes them."""
-        return models.check_keys(self.name, (self.model_extra or {}).get(self.name, {}))
+        return model_catalogue.check_keys(self.name, (self.model_extra or {}).get(self.name, {}))
 
 
 class AlgorithmSection(NumbersOnly):

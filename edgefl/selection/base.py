@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import torch
 from pydantic import ConfigDict
 
 from algorithms.ops import Evaluate, Query
@@ -28,7 +27,9 @@ from edgefl.control.estimate import download_s, equal_share, promotion_s, uplink
 from edgefl.numeric_keys import NumbersOnly
 from edgefl.plugins import checked_clients
 
-if TYPE_CHECKING:  # the engine imports the runner's objects, not this module
+if TYPE_CHECKING:  # the engine imports the runner's objects, not this module; torch: not while validating
+    import torch
+
     from edgefl.control.observe import Observer
 
 

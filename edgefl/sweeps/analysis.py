@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 from edgefl.sweeps.plan import TAU_KEY, SweepError
 from edgefl.target import (
@@ -167,6 +166,8 @@ def mean_ci(values, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, floa
         return math.nan, math.nan
     if len(x) < 2:
         return float(x.mean()), math.nan
+    from scipy import stats  # here, not at the top: a sweep's scenario is checked before scipy loads
+
     half = stats.t.ppf(0.5 + confidence / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
     return float(x.mean()), float(half)
 
@@ -241,6 +242,8 @@ def paired_log_ratio(
     mean, half = mean_ci(d, confidence)
     spread = d.std(ddof=1)
     if spread > 1e-12 * max(1.0, abs(mean)):  # two-sided one-sample t-test of mean 0
+        from scipy import stats
+
         p = float(2 * stats.t.sf(abs(mean) / (spread / math.sqrt(len(d))), len(d) - 1))
     else:  # every seed gives the same ratio
         p = 1.0 if abs(mean) <= 1e-12 else 0.0

@@ -11,7 +11,6 @@ from edgefl.sweeps import compare as comparison
 from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
 from edgefl.sweeps.folder import read_sweep
 from edgefl.sweeps.plan import SweepError, parse_grid, plan_sweep
-from edgefl.sweeps.run import run_sweep
 from edgefl.sweeps.store import POINTS_DIR, load_manifest
 from edgefl.target import DEFAULT_WINDOW, parse_target
 
@@ -19,6 +18,8 @@ from edgefl.target import DEFAULT_WINDOW, parse_target
 def cmd_sweep(args) -> int:
     out = args.out or Path("results") / f"{args.scenario.stem}-sweep"
     plan = plan_sweep(args.scenario, args.overrides, args.grid, args.seeds)
+    from edgefl.sweeps.run import run_sweep  # after the plan: a scenario mistake is told before torch loads
+
     args.on_interrupt = _kept_on_interrupt(out)
     summary = run_sweep(
         plan,
@@ -63,6 +64,8 @@ def cmd_compare(args) -> int:
         raise UserError("--algorithms: expected a comma-separated list, e.g. --algorithms fedavg,fedprox")
     target = parse_target(args.target) if args.target else None
     plan = plan_sweep(args.scenario, args.overrides, [f"algorithm.name={','.join(names)}"], args.seeds)
+    from edgefl.sweeps.run import run_sweep  # after the plan: a scenario mistake is told before torch loads
+
     settings = {name: comparison.own_settings(plan.base, name) for name in names}
     args.on_interrupt = _kept_on_interrupt(out)
     written: list[Path] = []
@@ -152,8 +155,6 @@ def _channel_filter(at: list[str], keys: list[str]):
 
 
 def cmd_plot(args) -> int:
-    from edgefl.sweeps.plots import channel_panel_keys, plot_accuracy_energy, plot_pareto  # lazy: matplotlib
-
     def prepare():
         keys, header, rows = read_sweep(args.dir)
         if args.metric is None:  # the target's metric: `--target acc_mean=0.8` draws acc_mean
@@ -170,6 +171,8 @@ def cmd_plot(args) -> int:
         return keys, rows, wanted, result
 
     keys, rows, wanted, result = prepare()
+    from edgefl.sweeps.plots import channel_panel_keys, plot_accuracy_energy, plot_pareto  # matplotlib now
+
     out = _output_folder(args.out or args.dir, args.out is not None)
     if result is not None:  # the Pareto front depends on the target: beside optimal-tau's outputs for it
         pareto_dir = _output_folder(args.out or target_folder(args.dir, args.target, args.window), args.out is not None)

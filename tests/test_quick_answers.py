@@ -1,0 +1,109 @@
+"""A scenario mistake is told before anything heavy is imported (issue 30, item 5).
+
+Validating a scenario needs pydantic, numpy and edgefl's own tables, never torch, scipy or matplotlib: they
+load only once the scenario is valid (docs/architecture.md, "What validating a scenario imports"). Each case
+below is a command with a mistake, run in one fresh interpreter; after all of them none of the three may have
+been imported. No timing is measured here (benchmarks/cli_ab.py measures the whole process).
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import algorithms
+from edgefl import control, model_catalogue, selection
+from edgefl.data import registry as data_registry
+
+REPO = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "scipy", "matplotlib")
+
+CHECK = """
+import io, sys, contextlib
+from edgefl.cli import main
+heavy = {heavy!r}
+for case in {cases!r}:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(case)
+    assert code == 2, (case, code, err.getvalue())
+    assert "error" in err.getvalue(), (case, err.getvalue())
+    loaded = [m for m in heavy if m in sys.modules]
+    assert not loaded, f"{{case}} imported {{loaded}}"
+print("checked", len({cases!r}))
+"""
+
+
+def _cases(tmp_path: Path) -> list[list[str]]:
+    typo = tmp_path / "typo.toml"
+    typo.write_text('[run]\nrounds = "x"\n')
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text('[run]\nroundz = 3\n\n[sweep]\nseeds = 2\n"network.snr_db" = [0, 10]\n')
+    cases = [["run", str(typo)], ["run", str(typo), "--set", "algorithm.local_stepz=3"]]
+    # every built-in kind the validation resolves by name: its module is imported, and must not import torch
+    cases += [["run", str(typo), "--set", f"algorithm.name={name}"] for name in algorithms.names()]
+    cases += [["run", str(typo), "--set", f"data.name={name}"] for name in data_registry.names()]
+    cases += [["run", str(typo), "--set", f"model.name={name}"] for name in model_catalogue.MODEL_NAMES]
+    cases += [["run", str(typo), "--set", f"control.name={name}"] for name in control.CONTROLLERS.names()]
+    cases += [["run", str(typo), "--set", f"selection.name={name}"] for name in selection.POLICIES.names()]
+    cases += [
+        ["sweep", str(sweep), "--out", str(tmp_path / "s")],
+        ["compare", str(typo), "--algorithms", "fedavg,drdm", "--out", str(tmp_path / "c")],
+        ["plot", str(tmp_path / "no-such-sweep")],
+    ]
+    return cases
+
+
+def test_a_scenario_mistake_imports_neither_torch_nor_scipy_nor_matplotlib(tmp_path):
+    cases = _cases(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK.format(heavy=HEAVY, cases=cases)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"checked {len(cases)}" in done.stdout
+
+
+def test_a_valid_scenario_still_loads_its_model():
+    """The check above is not vacuous: validating a correct scenario builds the model (torch), as it must to
+    check that the model fits the data."""
+    code = (
+        "import sys\n"
+        "from edgefl.scenario import load_scenario\n"
+        "load_scenario('scenarios/quickstart.toml')\n"
+        "print('torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True"
+
+
+def test_no_built_in_model_needs_a_table_of_keys():
+    """The scenario's validation skips a built-in model's key check when its table is absent (so that torch
+    is not loaded for it): sound only while every built-in's keys have defaults."""
+    for name in model_catalogue.MODEL_NAMES:
+        assert model_catalogue.check_keys(name, {}) is not None
+
+
+def test_the_lazy_names_of_the_simulator_package_are_its_modules_own():
+    """edgefl.sim exports its names lazily (PEP 562): each resolves to its module's object, and the names the
+    type checker sees (the TYPE_CHECKING imports) are the same as those exported."""
+    import importlib
+
+    import edgefl.sim as sim
+
+    for name, module in sim._DEFINED_IN.items():
+        assert getattr(sim, name) is getattr(importlib.import_module(f"edgefl.sim.{module}"), name)
+    tree = ast.parse((REPO / "edgefl" / "sim" / "__init__.py").read_text())
+    typed = {
+        (alias.name, node.module.rsplit(".", 1)[1])
+        for block in tree.body
+        if isinstance(block, ast.If)
+        for node in block.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+    assert typed == set(sim._DEFINED_IN.items())
