@@ -34,7 +34,15 @@ from edgefl.runner import Simulation  # noqa: E402
 from edgefl.scenario import scenario_from_dict  # noqa: E402
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer  # noqa: E402
 from edgefl.sweeps.analysis import mean_ci  # noqa: E402
-from edgefl.target import DEFAULT_WINDOW, Target, definition, rounds_to_target  # noqa: E402
+from edgefl.target import (  # noqa: E402
+    BOOKED_ENERGY,
+    COMMITTED_ENERGY,
+    DEFAULT_WINDOW,
+    Target,
+    definition,
+    energy_at,
+    rounds_to_target,
+)
 from experiments import pages, provenance  # noqa: E402
 
 SCENARIO = REPO / "scenarios" / "quickstart.toml"
@@ -93,7 +101,8 @@ def learning_run(n: int, uplink: str, seed: int, rounds: int, **network) -> dict
     tail = [r["acc_mean"] for r in rows[-5:]]
     return {
         "time_s": at["sim_time_s"] if at else None,
-        "energy_j": at["energy_j"] if at else None,
+        "energy_j": energy_at(at) if at else None,  # committed: what stopping there costs (docs/model.md §8)
+        "booked_energy_j": at["energy_j"] if at else None,
         "final_acc": float(np.mean(tail)),
         "snr_db": float(np.mean(snr_db)) if snr_db else None,
         "scheduled": float(np.mean(scheduled)) / NUM_CLIENTS if scheduled else None,
@@ -125,12 +134,21 @@ def run_studies(seeds: list[int], rounds: int) -> dict:
                     u: {
                         "time_s": stat([r["time_s"] for r in runs[u]]),
                         "energy_j": stat([r["energy_j"] for r in runs[u]]),
+                        "booked_energy_j": stat([r["booked_energy_j"] for r in runs[u]]),
                         "final_acc": list(mean_ci([r["final_acc"] for r in runs[u]])),
                     }
                     for u in UPLINKS
                 },
                 "air_minus_fdma_time_s": paired(*([r["time_s"] for r in runs[u]] for u in ("AirComp", "FDMA"))),
                 "air_minus_fdma_energy_j": paired(*([r["energy_j"] for r in runs[u]] for u in ("AirComp", "FDMA"))),
+                "air_minus_fdma_booked_energy_j": paired(
+                    *([r["booked_energy_j"] for r in runs[u]] for u in ("AirComp", "FDMA"))
+                ),
+                # largest |committed - booked| energy to target over this N's runs (J)
+                "committed_minus_booked_j": max(
+                    (abs(r["energy_j"] - r["booked_energy_j"]) for u in UPLINKS for r in runs[u] if r["energy_j"]),
+                    default=0.0,
+                ),
             }
         )
     tradeoff = []
@@ -175,7 +193,8 @@ def verdict(summary: dict) -> str:
             parts.append(f"at N = {n} too few seeds reached the target under both to pair them")
             continue
         parts.append(
-            f"at N = {n}, AirComp − FDMA is {ci(d_time)} s of time and {ci(d_energy)} J of device energy to target"
+            f"at N = {n}, AirComp − FDMA is {ci(d_time)} s of time and {ci(d_energy)} J of committed device energy to "
+            f"target"
         )
     text.append(
         "**Time and energy to target.** " + "; ".join(parts) + ". A difference whose interval excludes 0 is "
@@ -192,7 +211,7 @@ def verdict(summary: dict) -> str:
                 f"{energy['TDMA'][0] / energy['AirComp'][0]:.3g}× AirComp's"
             )
     text.append(
-        "**Where the energy goes.** Device energy to target, digital over AirComp (seed means): "
+        "**Where the energy goes.** Committed device energy to target, digital over AirComp (seed means): "
         + "; ".join(ratios)
         + ". An FDMA device holds its transmitter on for the whole round at full power on a 1/N share of the band, "
         "so its upload energy grows with N; a TDMA device transmits only in its own slot, so TDMA's time grows "
@@ -238,6 +257,8 @@ def main(argv=None) -> None:
             seeds=args.seeds,
             rounds=args.rounds,
             target=definition(TARGET, DEFAULT_WINDOW),
+            committed_definition=COMMITTED_ENERGY,
+            booked_definition=BOOKED_ENERGY,
             produced=provenance.current(".venv/bin/python " + command, time.time() - start),
         )
         SUMMARY.parent.mkdir(parents=True, exist_ok=True)
