@@ -1,6 +1,6 @@
 """Over-the-air computation against digital uploads (issue 24; docs/over-the-air.md).
 
-    .venv/bin/python experiments/over_the_air.py [--seeds 0 1 2 3 4] [--rounds 40]
+    .venv/bin/python experiments/over_the_air.py [--seeds 0 1 2 3 4] [--rounds 40] [--workers 2] [--cache DIR]
     .venv/bin/python experiments/over_the_air.py --from-data     # re-render the page from docs/data/over-the-air.json
 
 On the quickstart scenario's network (1 MHz, 20 dB mean SNR, Rayleigh fading, MCS rates), FedAvg with uniform
@@ -34,6 +34,7 @@ from edgefl.runner import Simulation  # noqa: E402
 from edgefl.scenario import scenario_from_dict  # noqa: E402
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer  # noqa: E402
 from edgefl.sweeps.analysis import mean_ci  # noqa: E402
+from edgefl.sweeps.jobs import run_keyed  # noqa: E402
 from edgefl.target import (  # noqa: E402
     BOOKED_ENERGY,
     COMMITTED_ENERGY,
@@ -122,12 +123,53 @@ def stat(values: list) -> dict:
     return {"ci": list(mean_ci(reached)) if reached else None, "reached": len(reached), "of": len(values)}
 
 
-def run_studies(seeds: list[int], rounds: int) -> dict:
-    upload = [{"n": n, **{u: 1e3 * upload_seconds(n, u) for u in UPLINKS}} for n in SIZES]
-    learning = []
+def study_job(job: dict) -> dict:
+    """One job of a worker process: an upload-time measurement or a learning run (1 torch thread)."""
+    import torch
+
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    if job["kind"] == "upload":
+        result = {"ms": 1e3 * upload_seconds(job["n"], job["uplink"])}
+    else:
+        result = learning_run(job["n"], job["uplink"], job["seed"], job["rounds"], **job["network"])
+    return {**result, "wall_s": time.perf_counter() - started}
+
+
+def run_studies(seeds: list[int], rounds: int, workers: int = 1, cache: Path | None = None) -> dict:
+    def learning(n: int, uplink: str, seed: int, **network) -> dict:
+        name = "-".join(f"{k}={v}" for k, v in network.items())
+        return {
+            "key": f"learn-{n}-{uplink}-s{seed}-r{rounds}{'-' + name if name else ''}",
+            "label": f"N = {n}, {uplink}, seed {seed}{', ' + name if name else ''}",
+            "kind": "learning",
+            "n": n,
+            "uplink": uplink,
+            "seed": seed,
+            "rounds": rounds,
+            "network": network,
+        }
+
+    uploads = [
+        {"key": f"upload-{n}-{u}", "label": f"upload time, N = {n}, {u}", "kind": "upload", "n": n, "uplink": u}
+        for n in SIZES
+        for u in UPLINKS
+    ]
+    runs_by_size = {n: {u: [learning(n, u, seed) for seed in seeds] for u in UPLINKS} for n in SIZES}
+    runs_by_threshold = {
+        t: [learning(50, "AirComp", seed, aircomp_threshold_db=t) for seed in seeds] for t in THRESHOLDS_DB
+    }
+    jobs = (
+        uploads
+        + [job for by_uplink in runs_by_size.values() for group in by_uplink.values() for job in group]
+        + [job for group in runs_by_threshold.values() for job in group]
+    )
+    done = run_keyed(study_job, jobs, workers=workers, cache=cache, desc="over-the-air")
+    upload = [{"n": n, **{u: done[f"upload-{n}-{u}"]["ms"] for u in UPLINKS}} for n in SIZES]
+    learning_rows = []
     for n in SIZES:
-        runs = {u: [learning_run(n, u, seed, rounds) for seed in seeds] for u in UPLINKS}
-        learning.append(
+        runs = {u: [done[job["key"]] for job in runs_by_size[n][u]] for u in UPLINKS}
+        learning_rows.append(
             {
                 "n": n,
                 "uplinks": {
@@ -153,7 +195,7 @@ def run_studies(seeds: list[int], rounds: int) -> dict:
         )
     tradeoff = []
     for threshold in THRESHOLDS_DB:
-        runs = [learning_run(50, "AirComp", seed, rounds, aircomp_threshold_db=threshold) for seed in seeds]
+        runs = [done[job["key"]] for job in runs_by_threshold[threshold]]
         tradeoff.append(
             {
                 "threshold_db": threshold,
@@ -163,7 +205,7 @@ def run_studies(seeds: list[int], rounds: int) -> dict:
                 "time_s": stat([r["time_s"] for r in runs]),
             }
         )
-    return {"upload": upload, "learning": learning, "tradeoff": tradeoff}
+    return {"upload": upload, "learning": learning_rows, "tradeoff": tradeoff}
 
 
 def ci(value, digits: int = 3) -> str:
@@ -242,17 +284,20 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (the results do not depend on it)")
+    parser.add_argument("--cache", type=Path, default=None, help="keep each job's result here (a rerun resumes)")
     parser.add_argument("--from-data", action="store_true", help="re-render the page from its stored results")
     args = parser.parse_args(argv)
     if args.from_data:
         summary = json.loads(SUMMARY.read_text())
     else:
         start = time.time()
-        summary = run_studies(args.seeds, args.rounds)
+        summary = run_studies(args.seeds, args.rounds, args.workers, args.cache)
         command = "experiments/over_the_air.py" + (
             f" --seeds {' '.join(map(str, args.seeds))}" if args.seeds != [0, 1, 2, 3, 4] else ""
         )
         command += f" --rounds {args.rounds}" if args.rounds != 40 else ""
+        command += f" --workers {args.workers}" if args.workers != 1 else ""
         summary.update(
             seeds=args.seeds,
             rounds=args.rounds,
