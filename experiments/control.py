@@ -402,7 +402,7 @@ def compression(args) -> None:
                     **base,
                     "rounds": got["rounds"],
                     "energy_j": None if at is None else energy_at(at),  # committed (docs/model.md §8)
-                    "booked_energy_j": got["energy_j"],
+                    "booked_energy_j": None if at is None else at["energy_j"],
                     "final_acc_worst": next(
                         (r["acc_worst"] for r in reversed(rows) if r["acc_worst"] is not None), None
                     ),
