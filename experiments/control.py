@@ -42,7 +42,14 @@ if str(ROOT) not in sys.path:
 
 from edgefl.results import atomic_write_text  # noqa: E402
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
-from edgefl.target import Target, definition, energy_at, rounds_to_target  # noqa: E402
+from edgefl.target import (  # noqa: E402
+    BOOKED_ENERGY,
+    COMMITTED_ENERGY,
+    Target,
+    definition,
+    energy_at,
+    rounds_to_target,
+)
 from energy import CATEGORIES  # noqa: E402
 
 DATA = ROOT / "docs" / "data"
@@ -404,6 +411,7 @@ def compression(args) -> None:
         for job in jobs:
             rows = results[job["key"]]["rows"]
             got = outcome(rows, TAU_TARGET)
+            at = next((r for r in rows if r["round"] == got["rounds"]), None)
             base = {
                 "setting": job["setting"],
                 "snr_db": job["point"][0],
@@ -414,7 +422,8 @@ def compression(args) -> None:
                 {
                     **base,
                     "rounds": got["rounds"],
-                    "energy_j": got["energy_j"],
+                    "energy_j": None if at is None else energy_at(at),  # committed (docs/model.md §8)
+                    "booked_energy_j": None if at is None else at["energy_j"],
                     "final_acc_worst": next(
                         (r["acc_worst"] for r in reversed(rows) if r["acc_worst"] is not None), None
                     ),
@@ -422,38 +431,56 @@ def compression(args) -> None:
                 }
             )
             curve += [
-                {**base, "round": r["round"], "energy_j": r["energy_j"], "acc_worst": r["acc_worst"]} for r in rows
+                {
+                    **base,
+                    "round": r["round"],
+                    "energy_j": r["energy_j"],
+                    "committed_energy_j": r["committed_energy_j"],
+                    "acc_worst": r["acc_worst"],
+                }
+                for r in rows
             ]
         write_rows(data, out)
         write_rows(curves, curve)
     rows = read_rows(data)
+    booked = "booked_energy_j" in rows[0]  # docs/data written before issue 28 have the booked energy only
     print(
         f"update compression, DRDM on MNIST-10k (tau = 10), target {TAU_TARGET}; {definition(TAU_TARGET, 5)}; "
-        f"{len({r['seed'] for r in rows})} seeds\n"
+        f"{len({r['seed'] for r in rows})} seeds; energy to target: the "
+        f"{COMMITTED_ENERGY if booked else BOOKED_ENERGY}{f'; beside it the {BOOKED_ENERGY}' if booked else ''}\n"
     )
+    columns = ("energy_j", "booked_energy_j") if booked else ("energy_j",)
+    names = {"energy_j": "committed" if booked else "booked", "booked_energy_j": "booked"}
     for point in COMPRESSION_POINTS:
         group = [r for r in rows if (r["snr_db"], r["bandwidth_mhz"]) == point]
         print(f"{point[0]} dB, {point[1]} MHz per device:\n")
         print(
-            "| setting | bits per upload | rounds to target | energy to target (J) | ratio to 32 bit (paired) "
-            "| final acc_worst |"
+            "| setting | bits per upload | rounds to target | "
+            + "".join(f"energy to target (J), {names[c]} | " for c in columns)
+            + "".join(f"ratio to 32 bit (paired), {names[c]} | " for c in columns)
+            + "final acc_worst |"
         )
-        print("|---|---|---|---|---|---|")
-        best = None
-        base = {r["seed"]: r["energy_j"] for r in group if r["setting"] == "32 bit (none)"}
+        print("|---|---|---|" + "---|" * (2 * len(columns)) + "---|")
+        best = {c: None for c in columns}
         for label in COMPRESSION_SETTINGS:
             runs = [r for r in group if r["setting"] == label]
             never = sum(r["rounds"] is None for r in runs)
-            energy = mean_ci([r["energy_j"] for r in runs])
-            ratio = mean_ci([r["energy_j"] / base[r["seed"]] for r in runs if r["energy_j"] and base.get(r["seed"])])
-            if not never and (best is None or energy[0] < best[1]):
-                best = (label, energy[0])
+            energy, ratio = {}, {}
+            for c in columns:
+                base = {r["seed"]: r[c] for r in group if r["setting"] == "32 bit (none)"}
+                energy[c] = mean_ci([r[c] for r in runs])
+                ratio[c] = mean_ci([r[c] / base[r["seed"]] for r in runs if r[c] and base.get(r["seed"])])
+                if not never and (best[c] is None or energy[c][0] < best[c][1]):
+                    best[c] = (label, energy[c][0])
             print(
                 f"| {label} | {upload_bits(COMPRESSION_SETTINGS[label]):,.0f} | "
                 f"{fmt(*mean_ci([r['rounds'] for r in runs]))}{f' ({never} never)' if never else ''} | "
-                f"{fmt(*energy)} | {fmt(*ratio)} | {fmt(*mean_ci([r['final_acc_worst'] for r in runs]))} |"
+                + "".join(f"{fmt(*energy[c])} | " for c in columns)
+                + "".join(f"{fmt(*ratio[c])} | " for c in columns)
+                + f"{fmt(*mean_ci([r['final_acc_worst'] for r in runs]))} |"
             )
-        print(f"\ncheapest to reach the target with every seed: {best[0] if best else 'none'}\n")
+        cheapest = "; ".join(f"{names[c]}: {best[c][0] if best[c] else 'none'}" for c in columns)
+        print(f"\ncheapest to reach the target with every seed: {cheapest}\n")
     plot_compression(read_rows(curves), ROOT / "docs" / "figures" / "compression-accuracy-energy.png")
 
 
@@ -468,12 +495,12 @@ def plot_compression(curve: list[dict], path: Path) -> None:
         for label in COMPRESSION_SETTINGS:
             runs = [r for r in curve if r["setting"] == label and (r["snr_db"], r["bandwidth_mhz"]) == point]
             rounds = sorted({r["round"] for r in runs})
-            energy = [np.mean([r["energy_j"] for r in runs if r["round"] == k]) for k in rounds]
+            energy = [np.mean([energy_at(r) for r in runs if r["round"] == k]) for k in rounds]
             acc = [np.mean([r["acc_worst"] for r in runs if r["round"] == k]) for k in rounds]
             ax.plot(energy, acc, label=label)
         ax.axhline(TAU_TARGET.value, color="grey", lw=0.8, ls="--")
         ax.set_xscale("log")
-        ax.set_xlabel("cumulative energy, all clients (J)")
+        ax.set_xlabel("committed energy, all clients (J): booked + what runs on")
         ax.set_ylabel("worst-client accuracy (mean over seeds)")
         ax.set_title(f"{point[0]} dB, {point[1]} MHz per device", fontsize=10)
     axes[0].legend(fontsize=8)

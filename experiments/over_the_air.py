@@ -1,6 +1,6 @@
 """Over-the-air computation against digital uploads (issue 24; docs/over-the-air.md).
 
-    .venv/bin/python experiments/over_the_air.py [--seeds 0 1 2 3 4] [--rounds 40]
+    .venv/bin/python experiments/over_the_air.py [--seeds 0 1 2 3 4] [--rounds 40] [--workers 2] [--cache DIR]
     .venv/bin/python experiments/over_the_air.py --from-data     # re-render the page from docs/data/over-the-air.json
 
 On the quickstart scenario's network (1 MHz, 20 dB mean SNR, Rayleigh fading, MCS rates), FedAvg with uniform
@@ -34,7 +34,16 @@ from edgefl.runner import Simulation  # noqa: E402
 from edgefl.scenario import scenario_from_dict  # noqa: E402
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer  # noqa: E402
 from edgefl.sweeps.analysis import mean_ci  # noqa: E402
-from edgefl.target import DEFAULT_WINDOW, Target, definition, rounds_to_target  # noqa: E402
+from edgefl.sweeps.jobs import run_keyed  # noqa: E402
+from edgefl.target import (  # noqa: E402
+    BOOKED_ENERGY,
+    COMMITTED_ENERGY,
+    DEFAULT_WINDOW,
+    Target,
+    definition,
+    energy_at,
+    rounds_to_target,
+)
 from experiments import pages, provenance  # noqa: E402
 
 SCENARIO = REPO / "scenarios" / "quickstart.toml"
@@ -93,7 +102,8 @@ def learning_run(n: int, uplink: str, seed: int, rounds: int, **network) -> dict
     tail = [r["acc_mean"] for r in rows[-5:]]
     return {
         "time_s": at["sim_time_s"] if at else None,
-        "energy_j": at["energy_j"] if at else None,
+        "energy_j": energy_at(at) if at else None,  # committed: what stopping there costs (docs/model.md §8)
+        "booked_energy_j": at["energy_j"] if at else None,
         "final_acc": float(np.mean(tail)),
         "snr_db": float(np.mean(snr_db)) if snr_db else None,
         "scheduled": float(np.mean(scheduled)) / NUM_CLIENTS if scheduled else None,
@@ -113,29 +123,79 @@ def stat(values: list) -> dict:
     return {"ci": list(mean_ci(reached)) if reached else None, "reached": len(reached), "of": len(values)}
 
 
-def run_studies(seeds: list[int], rounds: int) -> dict:
-    upload = [{"n": n, **{u: 1e3 * upload_seconds(n, u) for u in UPLINKS}} for n in SIZES]
-    learning = []
+def study_job(job: dict) -> dict:
+    """One job of a worker process: an upload-time measurement or a learning run (1 torch thread)."""
+    import torch
+
+    torch.set_num_threads(1)
+    started = time.perf_counter()
+    if job["kind"] == "upload":
+        result = {"ms": 1e3 * upload_seconds(job["n"], job["uplink"])}
+    else:
+        result = learning_run(job["n"], job["uplink"], job["seed"], job["rounds"], **job["network"])
+    return {**result, "wall_s": time.perf_counter() - started}
+
+
+def run_studies(seeds: list[int], rounds: int, workers: int = 1, cache: Path | None = None) -> dict:
+    def learning(n: int, uplink: str, seed: int, **network) -> dict:
+        name = "-".join(f"{k}={v}" for k, v in network.items())
+        return {
+            "key": f"learn-{n}-{uplink}-s{seed}-r{rounds}{'-' + name if name else ''}",
+            "label": f"N = {n}, {uplink}, seed {seed}{', ' + name if name else ''}",
+            "kind": "learning",
+            "n": n,
+            "uplink": uplink,
+            "seed": seed,
+            "rounds": rounds,
+            "network": network,
+        }
+
+    uploads = [
+        {"key": f"upload-{n}-{u}", "label": f"upload time, N = {n}, {u}", "kind": "upload", "n": n, "uplink": u}
+        for n in SIZES
+        for u in UPLINKS
+    ]
+    runs_by_size = {n: {u: [learning(n, u, seed) for seed in seeds] for u in UPLINKS} for n in SIZES}
+    runs_by_threshold = {
+        t: [learning(50, "AirComp", seed, aircomp_threshold_db=t) for seed in seeds] for t in THRESHOLDS_DB
+    }
+    jobs = (
+        uploads
+        + [job for by_uplink in runs_by_size.values() for group in by_uplink.values() for job in group]
+        + [job for group in runs_by_threshold.values() for job in group]
+    )
+    done = run_keyed(study_job, jobs, workers=workers, cache=cache, desc="over-the-air")
+    upload = [{"n": n, **{u: done[f"upload-{n}-{u}"]["ms"] for u in UPLINKS}} for n in SIZES]
+    learning_rows = []
     for n in SIZES:
-        runs = {u: [learning_run(n, u, seed, rounds) for seed in seeds] for u in UPLINKS}
-        learning.append(
+        runs = {u: [done[job["key"]] for job in runs_by_size[n][u]] for u in UPLINKS}
+        learning_rows.append(
             {
                 "n": n,
                 "uplinks": {
                     u: {
                         "time_s": stat([r["time_s"] for r in runs[u]]),
                         "energy_j": stat([r["energy_j"] for r in runs[u]]),
+                        "booked_energy_j": stat([r["booked_energy_j"] for r in runs[u]]),
                         "final_acc": list(mean_ci([r["final_acc"] for r in runs[u]])),
                     }
                     for u in UPLINKS
                 },
                 "air_minus_fdma_time_s": paired(*([r["time_s"] for r in runs[u]] for u in ("AirComp", "FDMA"))),
                 "air_minus_fdma_energy_j": paired(*([r["energy_j"] for r in runs[u]] for u in ("AirComp", "FDMA"))),
+                "air_minus_fdma_booked_energy_j": paired(
+                    *([r["booked_energy_j"] for r in runs[u]] for u in ("AirComp", "FDMA"))
+                ),
+                # largest |committed - booked| energy to target over this N's runs (J)
+                "committed_minus_booked_j": max(
+                    (abs(r["energy_j"] - r["booked_energy_j"]) for u in UPLINKS for r in runs[u] if r["energy_j"]),
+                    default=0.0,
+                ),
             }
         )
     tradeoff = []
     for threshold in THRESHOLDS_DB:
-        runs = [learning_run(50, "AirComp", seed, rounds, aircomp_threshold_db=threshold) for seed in seeds]
+        runs = [done[job["key"]] for job in runs_by_threshold[threshold]]
         tradeoff.append(
             {
                 "threshold_db": threshold,
@@ -145,7 +205,7 @@ def run_studies(seeds: list[int], rounds: int) -> dict:
                 "time_s": stat([r["time_s"] for r in runs]),
             }
         )
-    return {"upload": upload, "learning": learning, "tradeoff": tradeoff}
+    return {"upload": upload, "learning": learning_rows, "tradeoff": tradeoff}
 
 
 def ci(value, digits: int = 3) -> str:
@@ -175,7 +235,8 @@ def verdict(summary: dict) -> str:
             parts.append(f"at N = {n} too few seeds reached the target under both to pair them")
             continue
         parts.append(
-            f"at N = {n}, AirComp − FDMA is {ci(d_time)} s of time and {ci(d_energy)} J of device energy to target"
+            f"at N = {n}, AirComp − FDMA is {ci(d_time)} s of time and {ci(d_energy)} J of committed device energy to "
+            f"target"
         )
     text.append(
         "**Time and energy to target.** " + "; ".join(parts) + ". A difference whose interval excludes 0 is "
@@ -192,7 +253,7 @@ def verdict(summary: dict) -> str:
                 f"{energy['TDMA'][0] / energy['AirComp'][0]:.3g}× AirComp's"
             )
     text.append(
-        "**Where the energy goes.** Device energy to target, digital over AirComp (seed means): "
+        "**Where the energy goes.** Committed device energy to target, digital over AirComp (seed means): "
         + "; ".join(ratios)
         + ". An FDMA device holds its transmitter on for the whole round at full power on a 1/N share of the band, "
         "so its upload energy grows with N; a TDMA device transmits only in its own slot, so TDMA's time grows "
@@ -223,21 +284,26 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (the results do not depend on it)")
+    parser.add_argument("--cache", type=Path, default=None, help="keep each job's result here (a rerun resumes)")
     parser.add_argument("--from-data", action="store_true", help="re-render the page from its stored results")
     args = parser.parse_args(argv)
     if args.from_data:
         summary = json.loads(SUMMARY.read_text())
     else:
         start = time.time()
-        summary = run_studies(args.seeds, args.rounds)
+        summary = run_studies(args.seeds, args.rounds, args.workers, args.cache)
         command = "experiments/over_the_air.py" + (
             f" --seeds {' '.join(map(str, args.seeds))}" if args.seeds != [0, 1, 2, 3, 4] else ""
         )
         command += f" --rounds {args.rounds}" if args.rounds != 40 else ""
+        command += f" --workers {args.workers}" if args.workers != 1 else ""
         summary.update(
             seeds=args.seeds,
             rounds=args.rounds,
             target=definition(TARGET, DEFAULT_WINDOW),
+            committed_definition=COMMITTED_ENERGY,
+            booked_definition=BOOKED_ENERGY,
             produced=provenance.current(".venv/bin/python " + command, time.time() - start),
         )
         SUMMARY.parent.mkdir(parents=True, exist_ok=True)
