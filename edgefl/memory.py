@@ -121,17 +121,29 @@ def step_bytes(d: int, per_sample: float, fixed: float, batch: int, inputs: int)
 def training_bytes(
     strategy: str, clients: int, at_once: int, d: int, per_sample: float, fixed: float, batch: int, inputs: int
 ) -> float:
-    """Memory a Train op of ``clients`` adds (bytes), by the executor's path (edgefl.executor): the results
-    (clients × d × 4 B) and ``at_once`` clients' steps: vmap (and the closed form), :func:`step_bytes` each;
-    threads or the loop, each client in its own thread with its own module copy and its own allocator arena:
-    7 × d × 4 B (the copy, w, its gradient leaves and their concatenation, the step's result and temporaries)
-    plus the minibatch and the activations once (one sample's backward at a time frees them as it goes).
-    benchmarks/models.py compares it with the measured peak (docs/performance.md)."""
+    """Memory a Train op of ``clients`` adds (bytes) once torch has computed a step (its one-time kernels and
+    buffers are :data:`RUNTIME_BYTES`), by the executor's path (edgefl.executor): the results (clients × d × 4 B)
+    and ``at_once`` clients' steps: vmap (and the closed form), :func:`step_bytes` each; threads or the loop, each
+    client in its own thread with its own module copy and its own allocator arena: THREAD_VECTORS × d × 4 B plus
+    the minibatch and THREAD_ACTIVATIONS × the activations (``per_sample`` × B + ``fixed``).
+    benchmarks/models.py compares it with the measured peak (docs/performance.md, "Benchmark models")."""
     results = clients * d * BYTES_PER_VALUE
     if strategy in ("vmap", "linear"):
         return results + at_once * step_bytes(d, per_sample, fixed, batch, inputs)
     minibatch = batch * (inputs + 1) * BYTES_PER_VALUE
-    return results + at_once * (7 * d * BYTES_PER_VALUE + minibatch + per_sample * batch + fixed)
+    activations = THREAD_ACTIVATIONS * (per_sample * batch + fixed)
+    return results + at_once * (THREAD_VECTORS * d * BYTES_PER_VALUE + minibatch + activations)
+
+
+# A client's thread (the executor's threads path) holds about 8 vectors of d values at its peak: the module copy,
+# w, the gradient leaves and their concatenation, the step's result and its temporaries, and what its allocator
+# arena keeps of the blocks it freed; and the threads are not in step (one is in its forward pass while another
+# frees its activations in its backward pass): their peaks together hold about half of each one's activations.
+# Both read off the peaks of benchmarks/models.py's memory rows (2 threads; 2026-11-27, docs/performance.md:
+# 7.7 vectors and 0.2-0.5 of the activations fit them; the d-heavy FEMNIST CNN and the activation-heavy ResNet-18
+# bound the two).
+THREAD_VECTORS = 8
+THREAD_ACTIVATIONS = 0.5
 
 
 def check_memory(data, model, algorithm, available: int | None = None) -> None:
