@@ -77,8 +77,11 @@ class LeanLoop:
     """What a careful user writes by hand (as benchmarks/run.py's): one nn.Module reused, torch.optim.SGD, one
     client after another, every op on all threads; the executor's minibatches (same seed, same draws)."""
 
-    def __init__(self, model, data, batch: int):
+    def __init__(self, model, data, batch: int, channels_last: bool = False):
         self.module = copy.deepcopy(model.module).train()
+        self.layout = torch.channels_last if channels_last else torch.contiguous_format
+        if channels_last:
+            self.module.to(memory_format=torch.channels_last)
         self.params = list(self.module.parameters())
         self.x, self.y = data.train_x, data.train_y
         self.indices = Executor(model, data, batch, 0)  # its minibatch stream only
@@ -94,7 +97,8 @@ class LeanLoop:
             for k in range(op.steps):
                 rows = idx[c, k]
                 opt.zero_grad()
-                torch.nn.functional.cross_entropy(self.module(self.x[rows]), self.y[rows]).backward()
+                x = self.x[rows].contiguous(memory_format=self.layout)
+                torch.nn.functional.cross_entropy(self.module(x), self.y[rows]).backward()
                 opt.step()
             finals.append(torch.nn.utils.parameters_to_vector(self.params).detach())
         return _Result(torch.stack(finals))
@@ -118,6 +122,8 @@ def compare_round(name: str, clients: int, tau: int, repeats: int, alternatives:
     for strategy in others if alternatives else []:  # the paths the model can take (an LSTM cannot be vmapped)
         sides[strategy] = Executor(model, data, batch, 0, strategy=strategy)
     sides["lean loop"] = LeanLoop(model, data, batch)
+    if model.inputs(data.train_x[:1]).is_contiguous(memory_format=torch.channels_last) and data.train_x.shape[1] > 1:
+        sides["lean loop, channels-last"] = LeanLoop(model, data, batch, channels_last=True)  # as a user could
     times: dict[str, list[float]] = {k: [] for k in sides}
     for side, ex in sides.items():  # warm-up: the first round of each, compared
         if side != "batched":
@@ -139,6 +145,9 @@ def compare_round(name: str, clients: int, tau: int, repeats: int, alternatives:
         "measured_s_per_client_step": chooser.timings,
         "round_s": medians,
         "speedup_vs_loop": medians["lean loop"] / medians["batched"],
+        "speedup_vs_channels_last_loop": medians["lean loop, channels-last"] / medians["batched"]
+        if "lean loop, channels-last" in medians
+        else None,
         "max_abs_diff_vs_loop": diff,
         "gflop_per_round": model.train_flops_per_sample * batch * clients * tau / 1e9,
     }
@@ -153,8 +162,8 @@ def vm(key: str) -> int:
 
 def peak_child(name: str, clients: int, strategy: str, warm: bool = False) -> None:
     """In a fresh process: the resident memory a round of ``clients`` adds (VmHWM - VmRSS before) vs the estimate.
-    ``warm``: after one client's step in the main thread (torch's one-time buffers and kernels, which the run's
-    estimate counts in edgefl.memory.RUNTIME_BYTES, allocated before the baseline)."""
+    ``warm``: after one client's step on the same path in the main thread (torch's one-time buffers and kernels,
+    which the run's estimate counts in edgefl.memory.RUNTIME_BYTES, allocated before the baseline)."""
     model, data, batch = workload(name, clients)
     op = round_op(model, clients, 1)
     ex = Executor(model, data, batch, 0, strategy=strategy, chunk=clients)
@@ -162,7 +171,7 @@ def peak_child(name: str, clients: int, strategy: str, warm: bool = False) -> No
     per_sample, fixed = saved_bytes(WORKLOADS[name][0], model.input_shape, data.num_classes)  # before the baseline
     torch.set_num_threads(1 if strategy != "threads" else 2)
     if warm:
-        Executor(model, data, batch, 1, mode="loop").train(round_op(model, 1, 1))
+        Executor(model, data, batch, 1, strategy=strategy, chunk=1).train(round_op(model, 1, 1))
     before = vm("VmRSS")
     ex.train(op)
     peak = vm("VmHWM") - before
