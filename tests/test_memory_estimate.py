@@ -18,11 +18,14 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="VmHWM is read from /proc")
 
 
-@pytest.mark.parametrize(("workload", "strategy"), [("linear", "vmap"), ("cnn", "vmap"), ("cnn", "threads")])
-def test_the_training_memory_estimate_is_within_a_factor_2_of_the_measured_peak(workload, strategy):
+# (linear: 64 clients, 14 MB; with 4 the op adds ~1 MB, which the warm-up's freed blocks absorb: ratio 7.6)
+@pytest.mark.parametrize(
+    ("workload", "clients", "strategy"), [("linear", 64, "vmap"), ("cnn", 4, "vmap"), ("cnn", 4, "threads")]
+)
+def test_the_training_memory_estimate_is_within_a_factor_2_of_the_measured_peak(workload, clients, strategy):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
-        [sys.executable, "benchmarks/models.py", "--peak-child", workload, "4", strategy, "--warm"],
+        [sys.executable, "benchmarks/models.py", "--peak-child", workload, str(clients), strategy, "--warm"],
         cwd=ROOT,
         env=env,
         capture_output=True,
