@@ -44,6 +44,7 @@ from shaped_data import Characters, Images  # noqa: E402
 from algorithms.ops import Train  # noqa: E402
 from edgefl.executor import Executor  # noqa: E402
 from edgefl.memory import training_bytes  # noqa: E402
+from edgefl.metrics import evaluate_global  # noqa: E402
 from edgefl.models import build_model, saved_bytes  # noqa: E402
 
 # name -> (model, data plug-in, its keys, B)
@@ -76,8 +77,11 @@ class LeanLoop:
     """What a careful user writes by hand (as benchmarks/run.py's): one nn.Module reused, torch.optim.SGD, one
     client after another, every op on all threads; the executor's minibatches (same seed, same draws)."""
 
-    def __init__(self, model, data, batch: int):
+    def __init__(self, model, data, batch: int, channels_last: bool = False):
         self.module = copy.deepcopy(model.module).train()
+        self.layout = torch.channels_last if channels_last else torch.contiguous_format
+        if channels_last:
+            self.module.to(memory_format=torch.channels_last)
         self.params = list(self.module.parameters())
         self.x, self.y = data.train_x, data.train_y
         self.indices = Executor(model, data, batch, 0)  # its minibatch stream only
@@ -93,7 +97,8 @@ class LeanLoop:
             for k in range(op.steps):
                 rows = idx[c, k]
                 opt.zero_grad()
-                torch.nn.functional.cross_entropy(self.module(self.x[rows]), self.y[rows]).backward()
+                x = self.x[rows].contiguous(memory_format=self.layout)
+                torch.nn.functional.cross_entropy(self.module(x), self.y[rows]).backward()
                 opt.step()
             finals.append(torch.nn.utils.parameters_to_vector(self.params).detach())
         return _Result(torch.stack(finals))
@@ -117,6 +122,8 @@ def compare_round(name: str, clients: int, tau: int, repeats: int, alternatives:
     for strategy in others if alternatives else []:  # the paths the model can take (an LSTM cannot be vmapped)
         sides[strategy] = Executor(model, data, batch, 0, strategy=strategy)
     sides["lean loop"] = LeanLoop(model, data, batch)
+    if model.inputs(data.train_x[:1]).is_contiguous(memory_format=torch.channels_last) and data.train_x.shape[1] > 1:
+        sides["lean loop, channels-last"] = LeanLoop(model, data, batch, channels_last=True)  # as a user could
     times: dict[str, list[float]] = {k: [] for k in sides}
     for side, ex in sides.items():  # warm-up: the first round of each, compared
         if side != "batched":
@@ -138,6 +145,9 @@ def compare_round(name: str, clients: int, tau: int, repeats: int, alternatives:
         "measured_s_per_client_step": chooser.timings,
         "round_s": medians,
         "speedup_vs_loop": medians["lean loop"] / medians["batched"],
+        "speedup_vs_channels_last_loop": medians["lean loop, channels-last"] / medians["batched"]
+        if "lean loop, channels-last" in medians
+        else None,
         "max_abs_diff_vs_loop": diff,
         "gflop_per_round": model.train_flops_per_sample * batch * clients * tau / 1e9,
     }
@@ -150,39 +160,63 @@ def vm(key: str) -> int:
     raise KeyError(key)
 
 
-def peak_child(name: str, clients: int, strategy: str) -> None:
-    """In a fresh process: the resident memory a round of ``clients`` adds (VmHWM - VmRSS before) vs the estimate."""
+def peak_child(name: str, clients: int, strategy: str, warm: bool = False) -> None:
+    """In a fresh process: the resident memory a round of ``clients`` adds (VmHWM - VmRSS before) vs the estimate.
+    ``warm``: after one client's step on the same path in the main thread (torch's one-time buffers and kernels,
+    which the run's estimate counts in edgefl.memory.RUNTIME_BYTES, allocated before the baseline)."""
     model, data, batch = workload(name, clients)
     op = round_op(model, clients, 1)
     ex = Executor(model, data, batch, 0, strategy=strategy, chunk=clients)
     inputs = int(np.prod(model.input_shape))
     per_sample, fixed = saved_bytes(WORKLOADS[name][0], model.input_shape, data.num_classes)  # before the baseline
     torch.set_num_threads(1 if strategy != "threads" else 2)
-    at_once = {"vmap": clients, "threads": torch.get_num_threads(), "loop": 1, "linear": clients}[ex.strategy]
+    if warm:
+        Executor(model, data, batch, 1, strategy=strategy, chunk=1).train(round_op(model, 1, 1))
     before = vm("VmRSS")
     ex.train(op)
     peak = vm("VmHWM") - before
+    at_once = {"vmap": clients, "threads": torch.get_num_threads(), "loop": 1, "linear": clients}[ex.strategy]
     estimate = training_bytes(ex.strategy, clients, at_once, model.dim, per_sample, fixed, batch, inputs)
-    print(json.dumps({"workload": name, "strategy": ex.strategy, "clients": clients, "at_once": at_once,
+    print(json.dumps({"workload": name, "strategy": ex.strategy, "clients": clients, "at_once": at_once, "warm": warm,
                       "peak_bytes": peak, "estimate_bytes": estimate, "ratio": estimate / peak}))  # fmt: skip
 
 
-def measure_peak(name: str, clients: int, strategy: str) -> dict:
+def measure_peak(name: str, clients: int, strategy: str, warm: bool = False) -> dict:
     out = subprocess.run(
-        [sys.executable, __file__, "--peak-child", name, str(clients), strategy], capture_output=True, text=True
+        [sys.executable, __file__, "--peak-child", name, str(clients), strategy] + (["--warm"] if warm else []),
+        capture_output=True,
+        text=True,
     )
     if out.returncode:
         return {"workload": name, "strategy": strategy, "fails": out.stderr.strip().splitlines()[-1][:200]}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def cosim(rounds: int, smoke: bool) -> dict:
+def cosim(rounds: int, smoke: bool, eval_every: int | None = None) -> dict:
+    """``eval_every``: the evaluation cadence (None: at the last round only); the time of training (the executor's
+    Train ops), of evaluation (edgefl.metrics.evaluate_global, the test splits and the training loss) and of the
+    rest (the engine, the algorithm, writing nothing: no outputs) are reported apart."""
+    import edgefl.runner
     from edgefl.runner import Simulation
     from edgefl.scenario import load_scenario
 
+    spent = {"train": 0.0, "evaluate": 0.0}
+    calls = {"train": [], "evaluate": []}
+
+    def timed(part, fn):
+        def wrapper(*args, **kwargs):
+            began = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[part] += time.perf_counter() - began
+                calls[part].append(time.perf_counter() - began)
+
+        return wrapper
+
     overrides = {
         "run.rounds": rounds,
-        "run.eval_every": rounds,
+        "run.eval_every": eval_every or rounds,
         "data.name": "shaped_data:Images",
         "data.samples_per_client": 8 if smoke else 100,
         "data.test_per_client": 4 if smoke else 20,
@@ -202,17 +236,41 @@ def cosim(rounds: int, smoke: bool) -> dict:
         began = time.perf_counter()
         sim = Simulation(load_scenario(path, overrides))
         built = time.perf_counter() - began
-        result = sim.run(progress=False)
+        sim.executor.train = timed("train", sim.executor.train)
+        evaluate, edgefl.runner.evaluate_global = edgefl.runner.evaluate_global, timed("evaluate", evaluate_global)
+        try:
+            result = sim.run(progress=False)
+        finally:
+            edgefl.runner.evaluate_global = evaluate
         wall = time.perf_counter() - began
     finally:
         path.unlink()
     per_round = (wall - built) / rounds
+    every = eval_every or rounds
+    in_round = calls["evaluate"][:-1]  # the last call: the run's final evaluation (of the last round's model)
+    per_evaluation = statistics.median(in_round) if in_round else 0.0
+    train_and_rest_60 = built + 60 * (wall - built - spent["evaluate"]) / rounds
+
+    def evaluations_60(k: int) -> int:  # every k rounds and at the last
+        return len(range(k, 61, k)) + (60 % k != 0)
+
     return {
         "rounds": rounds,
+        "eval_every": every,
+        "evaluations": len(in_round),
+        "s_per_evaluation": per_evaluation,
+        "final_evaluation_s": calls["evaluate"][-1] if calls["evaluate"] else None,
+        "train_s_per_round": spent["train"] / rounds,
+        # 60 rounds: the measured rounds' training and rest, scaled, plus the evaluations of each cadence
+        "projected_60_rounds_s": {
+            f"eval_every {k}": train_and_rest_60 + evaluations_60(k) * per_evaluation for k in (1, 2, 60)
+        },
+        "train_s": spent["train"],
+        "evaluate_s": spent["evaluate"],
+        "rest_s": wall - built - spent["train"] - spent["evaluate"],
         "build_s": built,
         "wall_s": wall,
         "s_per_round": per_round,
-        "projected_60_rounds_s": built + 60 * per_round,
         "strategy": sim.executor.strategy,
         "energy_j": result.summary["energy_j"] if hasattr(result, "summary") else None,
     }
@@ -225,11 +283,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cosim-rounds", type=int, default=6)
+    parser.add_argument(
+        "--cosim-eval-every", type=int, default=None, help="cosim: evaluate every k rounds (default: last)"
+    )
     parser.add_argument("--peak-child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--warm", action="store_true", help="memory: measure after a warm-up step (see peak_child)")
     args = parser.parse_args()
     if args.peak_child:
         name, clients, strategy = args.peak_child
-        peak_child(name, int(clients), strategy)
+        peak_child(name, int(clients), strategy, args.warm)
         return
     torch.set_num_threads(args.threads)
     only = args.only.split(",")
@@ -254,13 +316,14 @@ def main() -> None:
         rows = []
         for name in ("linear", "cnn", "cifar", "femnist", "resnet", "lstm"):
             for strategy in ("vmap", "threads"):
-                clients = 2 if small or name == "resnet" else 6
-                row = measure_peak(name, clients, strategy)
+                # the linear model's op adds ~0.2 MB a client: 64 clients, above the allocator's slack
+                clients = 2 if small or name == "resnet" else 64 if name == "linear" else 6
+                row = measure_peak(name, clients, strategy, args.warm)
                 rows.append(row)
                 print(f"memory {json.dumps(row)}", flush=True)
         report["memory"] = rows
     if "cosim" in only:
-        r = cosim(1 if small else args.cosim_rounds, small)
+        r = cosim(1 if small else args.cosim_rounds, small, args.cosim_eval_every)
         report["cosim"] = r
         print(f"co-simulated phones-in-a-cell, CIFAR CNN: {json.dumps(r)}", flush=True)
     report["load_after"] = load()

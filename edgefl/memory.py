@@ -34,6 +34,10 @@ from edgefl.models import parameter_count, saved_bytes
 BYTES_PER_VALUE = 4
 PER_DEVICE_BYTES = 1900  # measured (see the module's docstring): what a device costs besides its data
 RUNTIME_BYTES = 100e6  # measured: torch's runtime once a run computes, beyond its imports
+# A vmap step's activations and their gradients at its peak, in units of the activations autograd keeps: 1.2-1.5
+# read off the peaks of benchmarks/models.py's warm memory rows (CNN, CIFAR CNN, ResNet-18-GN; 2026-11-27,
+# docs/performance.md); 2, the bound if no gradient were freed before the last, over-estimated them by 12-26 %.
+ACTIVATION_COPIES = 1.5
 
 
 def _proc_status_bytes(field: str) -> int | None:
@@ -105,7 +109,7 @@ def estimate_bytes(data, model, algorithm) -> dict[str, float] | None:
     if available is not None and sum(parts.values()) + d * BYTES_PER_VALUE > available:
         return parts  # too large already: the activations are not measured (that would build the model)
     per_sample, fixed = saved_bytes(model.name, input_shape, classes, model.hidden, keys)
-    parts["training"] += 2 * (per_sample * a.batch_size + fixed)  # step_bytes' activations
+    parts["training"] += ACTIVATION_COPIES * (per_sample * a.batch_size + fixed)  # step_bytes' activations
     return parts
 
 
@@ -113,25 +117,45 @@ def step_bytes(d: int, per_sample: float, fixed: float, batch: int, inputs: int)
     """Memory of one client's local step in a vmap batch (bytes): its parameters' copies besides the result (d × 4 B
     × 3: the per-parameter tensors cut from the [C, d] matrix, their gradients, the step's result before it replaces
     the old), its minibatch (B × (inputs + 1) × 4 B), and the activations autograd keeps for the backward pass
-    (``per_sample`` × B + ``fixed``, edgefl.models.saved_bytes) twice (the backward pass builds their gradients, at
-    most as large, while they are still held)."""
-    return d * BYTES_PER_VALUE * 3 + batch * (inputs + 1) * BYTES_PER_VALUE + 2 * (per_sample * batch + fixed)
+    (``per_sample`` × B + ``fixed``, edgefl.models.saved_bytes) ACTIVATION_COPIES times (the backward pass builds
+    their gradients while they are still held, and frees both layer by layer)."""
+    activations = ACTIVATION_COPIES * (per_sample * batch + fixed)
+    return d * BYTES_PER_VALUE * 3 + batch * (inputs + 1) * BYTES_PER_VALUE + activations
 
 
 def training_bytes(
     strategy: str, clients: int, at_once: int, d: int, per_sample: float, fixed: float, batch: int, inputs: int
 ) -> float:
-    """Memory a Train op of ``clients`` adds (bytes), by the executor's path (edgefl.executor): the results
-    (clients × d × 4 B) and ``at_once`` clients' steps: vmap (and the closed form), :func:`step_bytes` each;
-    threads or the loop, each client in its own thread with its own module copy and its own allocator arena:
-    7 × d × 4 B (the copy, w, its gradient leaves and their concatenation, the step's result and temporaries)
-    plus the minibatch and the activations once (one sample's backward at a time frees them as it goes).
-    benchmarks/models.py compares it with the measured peak (docs/performance.md)."""
+    """Memory a Train op of ``clients`` adds (bytes) once torch has computed a step (its one-time kernels and
+    buffers are :data:`RUNTIME_BYTES`), by the executor's path (edgefl.executor): the results (clients × d × 4 B)
+    and ``at_once`` clients' steps: vmap, :func:`step_bytes` each; the closed form of linear models, LINEAR_VECTORS
+    × d × 4 B and the minibatch each; threads or the loop, each
+    client in its own thread with its own module copy and its own allocator arena: THREAD_VECTORS × d × 4 B plus
+    the minibatch and THREAD_ACTIVATIONS × the activations (``per_sample`` × B + ``fixed``).
+    benchmarks/models.py compares it with the measured peak (docs/performance.md, "Benchmark models")."""
     results = clients * d * BYTES_PER_VALUE
-    if strategy in ("vmap", "linear"):
+    if strategy == "vmap":
         return results + at_once * step_bytes(d, per_sample, fixed, batch, inputs)
     minibatch = batch * (inputs + 1) * BYTES_PER_VALUE
-    return results + at_once * (7 * d * BYTES_PER_VALUE + minibatch + per_sample * batch + fixed)
+    if strategy == "linear":  # the closed form (LinearGrad) keeps no activations, only its logits [K, B]
+        return results + at_once * (LINEAR_VECTORS * d * BYTES_PER_VALUE + minibatch)
+    activations = THREAD_ACTIVATIONS * (per_sample * batch + fixed)
+    return results + at_once * (THREAD_VECTORS * d * BYTES_PER_VALUE + minibatch + activations)
+
+
+# A client's thread (the executor's threads path) holds about 8 vectors of d values at its peak: the module copy,
+# w, the gradient leaves and their concatenation, the step's result and its temporaries, and what its allocator
+# arena keeps of the blocks it freed; and the threads are not in step (one is in its forward pass while another
+# frees its activations in its backward pass): their peaks together hold about half of each one's activations.
+# Both read off the peaks of benchmarks/models.py's memory rows (2 threads; 2026-11-27, docs/performance.md:
+# 7.7 vectors and 0.2-0.5 of the activations fit them; the d-heavy FEMNIST CNN and the activation-heavy ResNet-18
+# bound the two).
+THREAD_VECTORS = 8
+THREAD_ACTIVATIONS = 0.5
+# The closed form's step (edgefl.executor.LinearGrad), per client: the gradient, its bmm's result, the step's
+# result and its temporary (lr × g): 4 vectors of d, counted from the code (1.4-1.8 MB measured for 6 clients of
+# the MNIST linear model against 1.5 MB so counted; step_bytes, which also counts activations, gave 2.6 MB).
+LINEAR_VECTORS = 4
 
 
 def check_memory(data, model, algorithm, available: int | None = None) -> None:

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -53,3 +54,51 @@ def test_regression_model_uses_mse():
 def test_parameter_count_is_the_built_models_dimension(name, shape, classes):
     """The memory check counts d before any allocation (meta device); it is the model's d."""
     assert parameter_count(name, shape, classes, hidden=50) == build_model(name, shape, classes, 0, hidden=50).dim
+
+
+def test_images_go_channels_last_only_to_models_with_max_pooling_and_several_channels():
+    """FlatModel.inputs (docs/performance.md, "Benchmark models": torch's default-layout max-pool is ~10x slower
+    on the CPU): the CIFAR CNN gets channels-last minibatches; the one-channel CNN's are the same memory either
+    way, and a model without max-pooling (ResNet-18-GN) or of flat inputs keeps the default layout."""
+    rgb, grey = torch.randn(4, 3, 32, 32), torch.randn(4, 1, 28, 28)
+    cifar = build_model("cifar_cnn", (3, 32, 32), 10, seed=0)
+    assert cifar.inputs(rgb).is_contiguous(memory_format=torch.channels_last)
+    assert cifar.inputs(rgb).stride() != rgb.stride()
+    assert build_model("cnn", (1, 28, 28), 10, seed=0).inputs(grey).stride() == grey.stride()
+    resnet = build_model("resnet18_gn", (3, 32, 32), 10, seed=0)
+    assert resnet.inputs(rgb).stride() == rgb.stride()
+
+
+def test_the_channels_last_step_gives_the_default_layouts_numbers_up_to_rounding():
+    model = build_model("cifar_cnn", (3, 32, 32), 10, seed=0)
+    w, x, y = model.init_params(), torch.randn(8, 3, 32, 32), torch.arange(8) % 10
+    loss, g, _ = model.train_grad(w, x, y)
+    module = model.module.train()  # the module itself, in the default layout: plain autograd
+    reference = torch.nn.functional.cross_entropy(module(x), y)
+    module.zero_grad()
+    reference.backward()
+    expected = torch.cat([p.grad.reshape(-1) for p in module.parameters()])
+    assert torch.allclose(loss, reference.detach(), atol=1e-6)
+    assert torch.allclose(g, expected, atol=1e-6)
+    with torch.no_grad():
+        assert torch.allclose(model.forward(w, x), module(x), atol=1e-5)
+
+
+def test_an_evaluation_of_the_same_model_is_not_recomputed(monkeypatch):
+    from edgefl import metrics
+    from edgefl.data.registry import build_federated_data
+
+    data = build_federated_data("synthetic", 3, seed=0)
+    model = build_model("linear", data.input_shape, data.num_classes, seed=0)
+    calls = []
+    computed = metrics.per_sample
+    monkeypatch.setattr(metrics, "per_sample", lambda *a: calls.append(1) or computed(*a))
+    w = model.init_params()
+    first = metrics.evaluate_global(model, data, w)
+    again = metrics.evaluate_global(model, data, w.clone())
+    assert len(calls) == 2 and again.keys() == first.keys()  # test and training samples, once
+    assert all(np.array_equal(again[k], first[k]) for k in first)
+    again["client_acc"][0] = -1.0  # a caller's change does not reach the kept result
+    assert metrics.evaluate_global(model, data, w)["client_acc"][0] == first["client_acc"][0]
+    metrics.evaluate_global(model, data, w + 0.1)
+    assert len(calls) == 4
