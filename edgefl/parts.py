@@ -20,12 +20,12 @@ from algorithms.base import Context
 from edgefl.compression import Compressor, build_compressor
 from edgefl.control import ControlContext, Controller, DeviceLimits
 from edgefl.control.observe import Observer
+from edgefl.deployment import NetworkParams, Population, build_population, network_params
 from edgefl.device import resolve_device
 from edgefl.executor import Executor
 from edgefl.feasibility import check_feasible
 from edgefl.memory import check_memory
 from edgefl.models import build_model
-from edgefl.physical import NetworkParams, Population, build_population, network_params
 from edgefl.plugins import faults_named
 from edgefl.selection import Selection
 from edgefl.sim import Engine, IdealPricer, SimPyPricer

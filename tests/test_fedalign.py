@@ -125,7 +125,7 @@ def test_warmup_rounds_are_identical_for_every_epsilon():
 def test_selection_and_cost_of_rejected_and_accepted_clients(report):
     """After the warm-up: every non-priority client evaluates once; only accepted ones train and
     upload a model; per round the model uploads are |P| + |A_r| (SimPy event log)."""
-    from edgefl.physical import build_population, network_params
+    from edgefl.deployment import build_population, network_params
     from edgefl.scenario import DevicesSection, NetworkSection
     from edgefl.sim import SimPyPricer
 

@@ -21,8 +21,8 @@ from typing import ClassVar
 import numpy as np
 from pydantic import ConfigDict
 
+from edgefl.deployment import DeviceArrays, NetworkParams
 from edgefl.numeric_keys import NumbersOnly
-from edgefl.physical import DeviceArrays, NetworkParams
 
 
 class ControlParams(NumbersOnly):
@@ -35,7 +35,7 @@ class ControlParams(NumbersOnly):
 @dataclass
 class DeviceLimits(DeviceArrays):
     """What the server knows of the devices (arrays [N], SI units): every per-device array of the
-    population (edgefl.physical.DeviceArrays, derived from the [devices] keys) as the run starts: the knob
+    population (edgefl.deployment.DeviceArrays, derived from the [devices] keys) as the run starts: the knob
     bounds and the constants of the energy model (docs/model.md)."""
 
     @classmethod
