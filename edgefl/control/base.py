@@ -141,6 +141,13 @@ class Controller:
     def check_scenario(cls, scenario) -> None:
         """Raise ValueError (shown as the scenario's error) when the scenario cannot run this controller."""
 
+    @classmethod
+    def steers(cls) -> bool:
+        """Whether it sets anything: it overrides :meth:`plan` or :meth:`allocate`. One that does not (the static
+        controller) is asked nothing and nothing is observed for it (edgefl.control.steering), and summary.json
+        has no "control_state"."""
+        return cls.plan is not Controller.plan or cls.allocate is not Controller.allocate
+
     def plan(self, obs: Observation) -> RoundPlan:
         return RoundPlan()
 
