@@ -269,8 +269,7 @@ class Recorder:
     positions.csv's), kept in the simulation's :class:`RunRecord` (saved in a checkpoint); at its end,
     clients.csv's rows, events.csv's and summary.json (:meth:`result`)."""
 
-    def __init__(self, simulation: Simulation, targets: list[Target] | None):
-        sim = self.simulation = simulation
+    def __init__(self, sim: Simulation, targets: list[Target] | None):
         self.scenario, self.record, self.controller = sim.scenario, sim.record, sim.controller
         self.data, self.model, self.network, self.population = sim.data, sim.model, sim.network, sim.population
         self.devices, self.pricer, self.executor = sim.devices, sim.pricer, sim.executor
