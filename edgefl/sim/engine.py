@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
@@ -32,6 +32,9 @@ from edgefl.executor import Executor
 from edgefl.plugins import PluginError
 from edgefl.sim.activities import Activity, Event, PhaseRecord
 from energy import EnergyLedger
+
+if TYPE_CHECKING:
+    from edgefl.selection import NoPolicy
 
 
 class Pricer(Protocol):
@@ -122,7 +125,7 @@ class Engine:
         *,
         compressor: Compressor,
         steering: FixedKnobs,
-        selection,
+        selection: NoPolicy,
     ):
         """The run's parts (edgefl.parts), null objects where there is nothing to do: ``compressor``, update
         compression (edgefl.compression: Train results and Upload bits; the base Compressor sends them as they
