@@ -53,10 +53,10 @@ def export_as_base(rev: str, folder: Path) -> None:
 
 
 def price(modules, scenario_path: Path, sets: list[str], trace, flops) -> float:
-    physical, pricer_module, scenario_module = modules
+    deployment, pricer_module, scenario_module = modules
     s = scenario_module.load_scenario(scenario_path, ["run.rounds=30"] + sets)
-    population = physical.build_population(s.network, s.devices, s.data.num_clients, *flops, s.run.seed)
-    pricer = pricer_module.SimPyPricer(physical.network_params(s.network), population, s.run.seed)
+    population = deployment.build_population(s.network, s.devices, s.data.num_clients, *flops, s.run.seed)
+    pricer = pricer_module.SimPyPricer(deployment.network_params(s.network), population, s.run.seed)
     t = time.perf_counter()
     last = None
     for phase in trace:
@@ -72,6 +72,15 @@ def price(modules, scenario_path: Path, sets: list[str], trace, flops) -> float:
     return time.perf_counter() - t
 
 
+def deployment_module(package: str):
+    """``package``'s module of the network and the devices as built: edgefl.deployment (edgefl.physical before
+    issue 32 named it so)."""
+    try:
+        return importlib.import_module(f"{package}.deployment")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"{package}.physical")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("rev")
@@ -82,8 +91,9 @@ def main() -> None:
         export_as_base(args.rev, tmp)
         sys.path.insert(0, str(tmp))
         sides = {
-            name: tuple(
-                importlib.import_module(f"{package}.{module}") for module in ("physical", "sim.pricer", "scenario")
+            name: (
+                deployment_module(package),
+                *(importlib.import_module(f"{package}.{module}") for module in ("sim.pricer", "scenario")),
             )
             for name, package in (("base", "edgefl_base"), ("new", "edgefl"))
         }

@@ -88,6 +88,9 @@ ENGINE_CASES = {
     "control-min-energy": BASE[1:] + ["network.access=fdma", "control.name=min_energy", "network.deadline_s=1.0"],
     "everything": EVERYTHING,
     "everything-tdma": EVERYTHING + ["network.access=tdma", "devices.p_fail=0.1"],
+    # a selection policy without a controller (its own observer), and a controller that only plans (τ)
+    "selection-alone": BASE[1:] + ["network.access=fdma", "selection.name=energy_aware"],
+    "control-adaptive-tau": ["control.name=adaptive_tau", "run.eval_every=1"],
     # every optional part a run is built from: a controller, a selection policy, a compressor, a backhaul
     "parts": BASE[1:]
     + ["network.access=fdma", "control.name=min_energy", "network.deadline_s=1.0", "selection.name=best_channel"]

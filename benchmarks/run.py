@@ -56,8 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from edgefl.deployment import build_population, network_params  # noqa: E402
 from edgefl.executor import Executor  # noqa: E402
-from edgefl.physical import build_population, network_params  # noqa: E402
 from edgefl.runner import Simulation  # noqa: E402
 from edgefl.scenario import load_scenario, scenario_from_dict  # noqa: E402
 from edgefl.sim import SimPyPricer, reprice_rounds  # noqa: E402

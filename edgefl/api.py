@@ -26,8 +26,8 @@ from typing import Any, Mapping, NamedTuple
 import pandas as pd
 
 import algorithms
+from edgefl.deployment import cell_map_sites_m
 from edgefl.figures import check_format, save_figure
-from edgefl.physical import cell_map_sites_m
 from edgefl.results import check_target
 from edgefl.runner import RunResult, event_table, simulate, write_results
 from edgefl.scenario import Scenario, ScenarioError, _drop_none, format_override, scenario_from_dict

@@ -128,7 +128,7 @@ class _Nominal:
         self.net, self.pop = net, pop = parts.network, parts.population
         self.algorithm = a = parts.algorithm
         self.compressor = compressor = parts.compressor
-        self.controlled = parts.controller is not None  # a controller sets the knobs (and may set the local steps)
+        self.controlled = parts.controller.steers()  # a controller sets the knobs (and may set the local steps)
         self.rounds = parts.rounds
         n = pop.num_clients
         # the engine's rates: the pricer's own PhasePhysics (reading its links once is enough)

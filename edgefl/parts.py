@@ -20,14 +20,15 @@ from algorithms.base import Context
 from edgefl.compression import Compressor, build_compressor
 from edgefl.control import ControlContext, Controller, DeviceLimits
 from edgefl.control.observe import Observer
+from edgefl.control.steering import steering
+from edgefl.deployment import NetworkParams, Population, build_population, network_params
 from edgefl.device import resolve_device
 from edgefl.executor import Executor
 from edgefl.feasibility import check_feasible
 from edgefl.memory import check_memory
 from edgefl.models import build_model
-from edgefl.physical import NetworkParams, Population, build_population, network_params
 from edgefl.plugins import faults_named
-from edgefl.selection import Selection
+from edgefl.selection import NoPolicy, Selection
 from edgefl.sim import Engine, IdealPricer, SimPyPricer
 from edgefl.sim.backhaul import Backhaul
 from edgefl.sim.component import Component
@@ -91,9 +92,10 @@ class RunParts:
     pricer: SimPyPricer | IdealPricer
     algorithm: AlgorithmPart
     compressor: Compressor  # Compressor itself ("none"): updates sent as they are
-    controller: Controller | None  # None: the static controller (the scenario's knobs)
-    observer: Observer | None  # what the controller sees each round (None with the static controller)
-    selection: Selection | None  # the client selection policy (None: uniform, the algorithm samples)
+    controller: Controller  # Controller itself ("static"): the scenario's knobs
+    observer: Observer  # what the server observes each round (the controller's and the selection policy's)
+    selection: NoPolicy  # the client selection policy (NoPolicy, "uniform": the algorithm samples)
+    history: list[dict]  # the metrics.csv rows so far (the runner's record; the observer's history)
 
 
 def pricer_of(
@@ -153,39 +155,33 @@ def control_context(
     )
 
 
-def build_observer(seed: int, ctx: ControlContext, network: NetworkParams, pricer, channel_error_db: float) -> Observer:
-    return Observer(
+def build_controller(
+    control: ControlSection, ctx: ControlContext, seed: int, network: NetworkParams, pricer, history: list[dict]
+) -> tuple[Controller, Observer]:
+    """The [control] section's controller (the static one: the base Controller, the scenario's knobs) and what
+    the server observes for it and a selection policy (``history``: the metrics rows so far); ``ctx``: what it
+    knows of the run (:func:`control_context`)."""
+    # with the static controller, control.channel_error_db does not apply (resolved.py): the exact mean channel
+    error_db = 0.0 if control.name == "static" else control.channel_error_db
+    observer = Observer(
         ctx,
         pricer,
         network.header_bits,
-        channel_error_db,
+        error_db,
         np.random.default_rng(np.random.SeedSequence([seed, 0xE57])),
+        history,
     )
+    return control.plugin_class()(ctx, control.params()), observer
 
 
-def build_controller(
-    control: ControlSection, ctx: ControlContext, seed: int, network: NetworkParams, pricer
-) -> tuple[Controller | None, Observer | None]:
-    """The [control] section's controller and its observer (None, None for the static controller: the
-    scenario's knobs, nothing observed); ``ctx``: what it knows of the run (:func:`control_context`)."""
-    if control.name == "static":
-        return None, None
-    controller = control.plugin_class()(ctx, control.params())
-    return controller, build_observer(seed, ctx, network, pricer, control.channel_error_db)
-
-
-def build_selection(
-    selection: SelectionSection, ctx: ControlContext, seed: int, network: NetworkParams, pricer, observer
-) -> Selection | None:
+def build_selection(selection: SelectionSection, ctx: ControlContext, observer: Observer) -> NoPolicy:
     """The [selection] section's client selection policy behind ``Context.sample`` (docs/selection.md), seeing
-    what the controller's ``observer`` sees (one of its own without a controller); None for "uniform": the
-    algorithm samples as it always has."""
+    what the ``observer`` sees; "uniform": NoPolicy, the algorithm samples as it always has."""
     if selection.name == "uniform":
-        return None
+        return NoPolicy()
     with faults_named():  # a plug-in policy's constructor: its exception is a PluginError
         policy = selection.plugin_class()(ctx, selection.params())
-    # without a controller, control.channel_error_db does not apply (resolved.py): the exact mean channel
-    return Selection(policy, observer if observer is not None else build_observer(seed, ctx, network, pricer, 0.0))
+    return Selection(policy, observer)
 
 
 def build_parts(s: Scenario) -> RunParts:
@@ -204,16 +200,17 @@ def parts_of(s: Scenario, data: FederatedData, model: Model) -> RunParts:
     network, population, devices, components, pricer = pricer_of(s, model)
     algorithm = AlgorithmPart.of(s.algorithm)
     compressor = build_compressor(s.compression, s.data.num_clients, seed, network.bits_per_param)
+    history: list[dict] = []
     controller, observer = build_controller(
-        s.control, control_context(s.algorithm, seed, model, network, population, 0xC011), seed, network, pricer
-    )
-    selection = build_selection(
-        s.selection,
-        control_context(s.algorithm, seed, model, network, population, 0x5E1EC7),
+        s.control,
+        control_context(s.algorithm, seed, model, network, population, 0xC011),
         seed,
         network,
         pricer,
-        observer,
+        history,
+    )
+    selection = build_selection(
+        s.selection, control_context(s.algorithm, seed, model, network, population, 0x5E1EC7), observer
     )
     return RunParts(
         seed=seed,
@@ -231,6 +228,7 @@ def parts_of(s: Scenario, data: FederatedData, model: Model) -> RunParts:
         controller=controller,
         observer=observer,
         selection=selection,
+        history=history,
     )
 
 
@@ -271,9 +269,8 @@ def build_run(s: Scenario, record_trace: bool = False) -> Run:
         parts.pricer,
         parts.network.header_bits,
         record_trace,
-        controller=parts.controller,
-        observer=parts.observer,
         compressor=parts.compressor,
+        steering=steering(parts.controller, parts.observer, parts.pricer, executor.batch_size),
         selection=parts.selection,
     )
     context = algorithm_context(parts)
@@ -299,5 +296,5 @@ def algorithm_context(parts: RunParts) -> Context:
         client_roles=data.client_roles,
         client_cells=None if population.cells is None else population.cells.serving.copy(),
         param_layout=[(n, tuple(sh)) for n, sh in zip(model.names, model.shapes)],
-        selector=parts.selection,  # None: the algorithm samples uniformly, with its own stream
+        selector=parts.selection.selector,  # None (NoPolicy): the algorithm samples uniformly, with its own stream
     )

@@ -15,8 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 import algorithms  # noqa: E402
 from edgefl import run_plots as rp  # noqa: E402
+from edgefl.deployment import cell_map_sites_m  # noqa: E402
 from edgefl.figures import DEFAULT_FORMAT, save_figure  # noqa: E402
-from edgefl.physical import cell_map_sites_m  # noqa: E402
 from edgefl.run_plots import DPI, ENERGY_CATEGORIES, bars, fit_title, round_label, tight  # noqa: E402
 from edgefl.target import energy_at  # noqa: E402
 

@@ -461,7 +461,7 @@ def draw_cell_map(
 ):
     """The cell seen from above: base station at the centre, devices coloured by their total energy, the cell
     radius. None when the devices have no distance (scenarios that give the SNR). Several cells (``sites_m``: each
-    cell's base station [C, 2], a site's ``sectors`` sharing its position, edgefl.physical.cell_map_sites_m;
+    cell's base station [C, 2], a site's ``sectors`` sharing its position, edgefl.deployment.cell_map_sites_m;
     clients with a ``cell``): every site (numbered), a line from each device to its serving cell's site (cell c is
     sector c mod ``sectors`` of site c // ``sectors``; with sectors, one colour per sector) and a ring around the
     devices that changed cell. The legend, below the map, names every mark."""

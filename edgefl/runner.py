@@ -133,7 +133,7 @@ class Simulation:
         self.devices = parts.devices  # the devices now (the population: as built)
         self.pricer, self.controller, self.selection = parts.pricer, parts.controller, parts.selection
         self.executor, self.engine, self.context, self.algorithm = run.executor, run.engine, run.context, run.algorithm
-        self.record = RunRecord()
+        self.record = RunRecord(rows=parts.history)  # (the rows the observer sees: RunParts.history)
 
     @classmethod
     def resume(cls, scenario: Scenario, checkpoint: Path, record_trace: bool = False) -> "Simulation":
@@ -158,25 +158,15 @@ class Simulation:
     ) -> RunResult:
         """Every round (from the first not yet run: a resumed simulation goes on); ``targets``: also report
         rounds, energy and time to each (summary.json "targets"); ``run.stop_at``: end the run once that target
-        is reached and confirmed; ``checkpoint``: where to save the run every ``run.checkpoint_every`` rounds."""
-        s = self.scenario
-        stop_at = parse_target(s.run.stop_at) if s.run.stop_at else None
+        is reached and confirmed; ``checkpoint``: where to save the run every ``run.checkpoint_every`` rounds.
+        The rounds' rows and the run's outputs are the :class:`Recorder`'s."""
+        s, done = self.scenario, self.record
+        recorder = Recorder(self, targets)
         every = s.run.checkpoint_every if checkpoint is not None else None
         if every:
             self.keep_checkpoints()
-        done = self.record
-        rows, battery, positions = done.rows, done.battery, done.positions
         started = time.perf_counter()
-        bar = tqdm(
-            range(done.rounds_done, s.run.rounds),
-            desc=f"{s.algorithm.name}",
-            unit="round",
-            initial=done.rounds_done,
-            total=s.run.rounds,
-            disable=not progress or None,
-            dynamic_ncols=True,
-            leave=False,
-        )
+        bar = self._progress_bar(progress)
         stopped, diverged = None, None
         for r in bar:
             before = self._round_state()
@@ -185,54 +175,23 @@ class Simulation:
             except NoDeviceAvailable as exc:
                 stopped = f"stopped before round {r + 1}: {exc}"
                 break
-            done.executor_strategy, done.executor_chunk = self.executor.strategy, self.executor.chunk
-            row = self._metrics_row(r, record, evaluate=self._evaluates(r, record.end_s, rows))
+            row = recorder.row(r, record)
             diverged = self._divergence(r, row)
             if diverged:  # outputs end with the last finite round: its energy, events and model
                 self._restore_round_state(before)
                 log.debug("%s", diverged)
                 break
-            where = self.pricer.positions_m()
-            if where is not None:  # moving devices: where each was during the round
-                positions.extend(
-                    {"round": r + 1, "client": c, "x_m": float(x), "y_m": float(y), "distance_m": float(np.hypot(x, y))}
-                    for c, (x, y) in enumerate(where)
-                )
-            self._battery_rows(r, row, battery)
-            if row.get("acc_worst") is not None or row.get("loss") is not None:
-                done.last_eval = row
+            recorder.keep(r, row)
+            if row is done.last_eval:
                 worst = row.get("acc_worst")  # None for regression models
                 bar.set_postfix(
                     acc_worst=f"{float('nan') if worst is None else worst:.3f}", energy_j=f"{row['energy_j']:.3g}"
                 )
-            rows.append(row)
-            done.rounds_done = r + 1
-            log.debug(
-                "round %d: energy %.4g J, time %.4g s, acc_worst %s, loss %s, uploads %d arrived / %d missed",
-                r + 1,
-                row["energy_j"],
-                row["sim_time_s"],
-                row.get("acc_worst"),
-                row.get("loss"),
-                row["uploads_arrived"],
-                row["uploads_missed"],
-            )
-            if (
-                row is done.last_eval
-                and len([x for x in rows if x.get("acc_worst") is not None or x.get("loss") is not None]) == 1
-            ):
-                for t in [*(targets or []), *([stop_at] if stop_at else [])]:
-                    target_outcome(rows, t)  # a metric the run does not have: an error now, not after the run
-            reached = confirmed_round(rows, stop_at) if stop_at is not None else None
-            if self.controller is not None:
-                self.engine.observer.history.append(row)
+            reached = recorder.stop_reached(r)
             if on_round is not None:
                 on_round(row)
             if reached is not None:
-                stopped = (
-                    f"target {stop_at} reached at round {reached} (confirmed by the centred {DEFAULT_WINDOW}-round "
-                    f"moving average at round {r + 1})"
-                )
+                stopped = reached
                 break
             if every and (r + 1) % every == 0 and r + 1 < s.run.rounds:
                 done.wall_s += time.perf_counter() - started
@@ -240,63 +199,24 @@ class Simulation:
                 save_checkpoint(self, checkpoint)
                 log.debug("checkpoint after round %d: %s", r + 1, checkpoint)
         bar.close()
-        if not diverged and rows:  # what runs on is charged (docs/model.md §8): the last row's booked energy ...
-            self.pricer.finish()
-            rows[-1].update(self._energy_fields())  # ... is then its committed energy
-            if battery:  # ... and drawn from the batteries
-                del battery[len(battery) - len(self._battery_clients()) :]
-                self._battery_rows(rows[-1]["round"] - 1, rows[-1], battery)
+        if not diverged:  # what runs on is charged (docs/model.md §8)
+            recorder.finish()
         wall_s = done.wall_s + time.perf_counter() - started
-        final = evaluate_global(self.model, self.data, before.model if diverged else self.algorithm.model)
-        clients = self._client_rows(final)
-        summary = self._summary(rows, done.last_eval, wall_s)
-        summary["rounds_run"] = len(rows)
-        summary["status"] = "diverged" if diverged else ("stopped" if stopped else "completed")
-        if diverged:
-            summary["diverged"] = diverged
-        wanted = list(targets or []) + ([stop_at] if stop_at is not None and stop_at not in (targets or []) else [])
-        if wanted:
-            summary["targets"] = [target_outcome(rows, t) for t in wanted]
-        if stopped:
-            summary["stopped"] = stopped
-        if self.controller is not None:
-            summary["control_state"] = self.controller.summary()
-        events = self.pricer.events if not diverged else [e for e in self.pricer.events if e.round < len(rows)]
-        chain_ends = list(self.engine.chain_ends) if self.algorithm.asynchronous else None
-        edge_rounds = self.algorithm.edge_rounds_per_round() if self._hierarchical() else None
-        return RunResult(
-            s, rows, clients, events, summary, self.engine.trace, battery, positions, chain_ends, edge_rounds
+        return recorder.result(before.model if diverged else self.algorithm.model, wall_s, stopped, diverged)
+
+    def _progress_bar(self, progress: bool):
+        """The rounds to run, from the first not yet run, as a progress bar (shown with ``progress``)."""
+        s, first = self.scenario, self.record.rounds_done
+        return tqdm(
+            range(first, s.run.rounds),
+            desc=f"{s.algorithm.name}",
+            unit="round",
+            initial=first,
+            total=s.run.rounds,
+            disable=not progress or None,
+            dynamic_ncols=True,
+            leave=False,
         )
-
-    def _hierarchical(self) -> bool:
-        """Whether edge servers aggregate before a cloud (HierFAVG, algorithm.hierfavg, over several cells or a
-        [backhaul]): metrics.csv then counts edge_rounds and events.csv marks each phase's aggregation. One cell
-        without a backhaul has a single server: its outputs are FedAvg's (at edge_rounds = 1)."""
-        several = self.context.client_cells is not None or self.scenario.backhaul is not None
-        return several and self.algorithm.edge_rounds_per_round() is not None
-
-    def _battery_clients(self) -> list[int]:
-        return np.flatnonzero(np.isfinite(self.population.battery_j)).tolist()
-
-    def _battery_rows(self, r: int, row: dict, battery: list[dict]) -> None:
-        """battery.csv's rows after round ``r`` (0-based): every level now, and what was harvested so far, of the
-        devices with a battery (none without batteries); the lowest and mean level in the metrics row."""
-        levels = self.pricer.battery_levels()
-        if levels is None:
-            return
-        harvested = self.pricer.device_value("harvested_j")
-        classes, clients = self.population.device_class, self._battery_clients()
-        battery.extend(
-            {
-                "round": r + 1,
-                "client": c,
-                "device_class": classes[c],
-                "level_j": float(levels[c]),
-                "harvested_j": float(harvested[c]),
-            }
-            for c in clients
-        )
-        row.update(battery_min_j=float(levels[clients].min()), battery_mean_j=float(levels[clients].mean()))
 
     # -- divergence ---------------------------------------------------------------------
     def _divergence(self, r: int, row: dict) -> str | None:
@@ -343,7 +263,140 @@ class Simulation:
             missed,
         )
 
-    # -- rows ---------------------------------------------------------------------------
+
+class Recorder:
+    """What a run writes, from its parts: as the rounds run, metrics.csv's rows (with battery.csv's and
+    positions.csv's), kept in the simulation's :class:`RunRecord` (saved in a checkpoint); at its end,
+    clients.csv's rows, events.csv's and summary.json (:meth:`result`)."""
+
+    def __init__(self, sim: Simulation, targets: list[Target] | None):
+        self.scenario, self.record, self.controller = sim.scenario, sim.record, sim.controller
+        self.data, self.model, self.network, self.population = sim.data, sim.model, sim.network, sim.population
+        self.devices, self.pricer, self.executor = sim.devices, sim.pricer, sim.executor
+        self.engine, self.context, self.algorithm = sim.engine, sim.context, sim.algorithm
+        stop_at = sim.scenario.run.stop_at
+        self.stop_at = parse_target(stop_at) if stop_at else None
+        self.targets = list(targets or [])
+
+    def row(self, r: int, record) -> dict:
+        """metrics.csv's row of round ``r`` (0-based), which the engine ran (``record``): evaluated where the
+        run evaluates."""
+        done = self.record
+        done.executor_strategy, done.executor_chunk = self.executor.strategy, self.executor.chunk
+        return self._metrics_row(r, record, evaluate=self._evaluates(r, record.end_s, done.rows))
+
+    def keep(self, r: int, row: dict) -> None:
+        """Round ``r``'s rows, kept: where moving devices were, the batteries, the metrics row."""
+        done = self.record
+        rows = done.rows
+        where = self.pricer.positions_m()
+        if where is not None:  # moving devices: where each was during the round
+            done.positions.extend(
+                {"round": r + 1, "client": c, "x_m": float(x), "y_m": float(y), "distance_m": float(np.hypot(x, y))}
+                for c, (x, y) in enumerate(where)
+            )
+        self._battery_rows(r, row, done.battery)
+        if row.get("acc_worst") is not None or row.get("loss") is not None:
+            done.last_eval = row
+        rows.append(row)
+        done.rounds_done = r + 1
+        log.debug(
+            "round %d: energy %.4g J, time %.4g s, acc_worst %s, loss %s, uploads %d arrived / %d missed",
+            r + 1,
+            row["energy_j"],
+            row["sim_time_s"],
+            row.get("acc_worst"),
+            row.get("loss"),
+            row["uploads_arrived"],
+            row["uploads_missed"],
+        )
+        if (
+            row is done.last_eval
+            and len([x for x in rows if x.get("acc_worst") is not None or x.get("loss") is not None]) == 1
+        ):
+            for t in [*self.targets, *([self.stop_at] if self.stop_at else [])]:
+                target_outcome(rows, t)  # a metric the run does not have: an error now, not after the run
+
+    def stop_reached(self, r: int) -> str | None:
+        """Why the run stops after round ``r`` (``run.stop_at`` reached and confirmed), or None."""
+        if self.stop_at is None:
+            return None
+        reached = confirmed_round(self.record.rows, self.stop_at)
+        if reached is None:
+            return None
+        return (
+            f"target {self.stop_at} reached at round {reached} (confirmed by the centred {DEFAULT_WINDOW}-round "
+            f"moving average at round {r + 1})"
+        )
+
+    def finish(self) -> None:
+        """The run ends: what runs on is charged (docs/model.md §8), so the last row's booked energy is then its
+        committed energy, drawn from the batteries."""
+        rows, battery = self.record.rows, self.record.battery
+        if not rows:
+            return
+        self.pricer.finish()
+        rows[-1].update(self._energy_fields())
+        if battery:
+            del battery[len(battery) - len(self._battery_clients()) :]
+            self._battery_rows(rows[-1]["round"] - 1, rows[-1], battery)
+
+    def result(self, model: torch.Tensor, wall_s: float, stopped: str | None, diverged: str | None) -> RunResult:
+        """The run's outputs: its rows, clients.csv's (``model``: the final global model), events.csv's, and
+        summary.json (``stopped``, ``diverged``: why the run ended early)."""
+        done, s = self.record, self.scenario
+        rows, stop_at = done.rows, self.stop_at
+        final = evaluate_global(self.model, self.data, model)
+        clients = self._client_rows(final)
+        summary = self._summary(rows, done.last_eval, wall_s)
+        summary["rounds_run"] = len(rows)
+        summary["status"] = "diverged" if diverged else ("stopped" if stopped else "completed")
+        if diverged:
+            summary["diverged"] = diverged
+        wanted = self.targets + ([stop_at] if stop_at is not None and stop_at not in self.targets else [])
+        if wanted:
+            summary["targets"] = [target_outcome(rows, t) for t in wanted]
+        if stopped:
+            summary["stopped"] = stopped
+        if self.controller.steers():  # (the static controller has no state to report)
+            summary["control_state"] = self.controller.summary()
+        events = self.pricer.events if not diverged else [e for e in self.pricer.events if e.round < len(rows)]
+        chain_ends = list(self.engine.chain_ends) if self.algorithm.asynchronous else None
+        edge_rounds = self.algorithm.edge_rounds_per_round() if self._hierarchical() else None
+        return RunResult(
+            s, rows, clients, events, summary, self.engine.trace, done.battery, done.positions, chain_ends, edge_rounds
+        )
+
+    def _hierarchical(self) -> bool:
+        """Whether edge servers aggregate before a cloud (HierFAVG, algorithm.hierfavg, over several cells or a
+        [backhaul]): metrics.csv then counts edge_rounds and events.csv marks each phase's aggregation. One cell
+        without a backhaul has a single server: its outputs are FedAvg's (at edge_rounds = 1)."""
+        several = self.context.client_cells is not None or self.scenario.backhaul is not None
+        return several and self.algorithm.edge_rounds_per_round() is not None
+
+    def _battery_clients(self) -> list[int]:
+        return np.flatnonzero(np.isfinite(self.population.battery_j)).tolist()
+
+    def _battery_rows(self, r: int, row: dict, battery: list[dict]) -> None:
+        """battery.csv's rows after round ``r`` (0-based): every level now, and what was harvested so far, of the
+        devices with a battery (none without batteries); the lowest and mean level in the metrics row."""
+        levels = self.pricer.battery_levels()
+        if levels is None:
+            return
+        harvested = self.pricer.device_value("harvested_j")
+        classes, clients = self.population.device_class, self._battery_clients()
+        battery.extend(
+            {
+                "round": r + 1,
+                "client": c,
+                "device_class": classes[c],
+                "level_j": float(levels[c]),
+                "harvested_j": float(harvested[c]),
+            }
+            for c in clients
+        )
+        row.update(battery_min_j=float(levels[clients].min()), battery_mean_j=float(levels[clients].mean()))
+
     def _energy_fields(self) -> dict:
         """The energy so far, in total and by category (metrics.csv's energy columns)."""
         by_cat = self.pricer.ledger.by_category()
@@ -384,10 +437,8 @@ class Simulation:
         # estimation errors / priority-client metrics where the data set has a truth or roles
         row.update(estimation_metrics(self.model, self.data, self.algorithm.model if evaluate else None))
         row.update({k: float(v) for k, v in self.algorithm.metrics().items()})
-        if self.controller is not None:
-            row.update(self.controller.metrics())
-        if self.engine.selection is not None:  # (the engine's: a resumed run's is the checkpoint's)
-            row.update(self.engine.selection.policy.metrics())
+        row.update(self.controller.metrics())  # (the static controller's: none)
+        row.update(self.engine.selection.metrics())  # (the engine's: a resumed run's is the checkpoint's)
         return row
 
     def _client_rows(self, final: dict) -> list[dict]:

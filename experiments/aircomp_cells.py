@@ -17,7 +17,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
 
-from edgefl.physical import build_population, network_params  # noqa: E402
+from edgefl.deployment import build_population, network_params  # noqa: E402
 from edgefl.scenario import load_scenario  # noqa: E402
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer  # noqa: E402
 

@@ -1,7 +1,7 @@
 """docs/calibration.md: edgefl's TR 38.901 UMi and UMa layouts against the 3GPP large-scale calibration.
 
 Geometry only (no training, no engine): for each layout (19 sites, 3 sectors, wraparound, random LOS, 6 GHz), devices
-are dropped as a run drops them (edgefl.physical.build_population), and their coupling loss to the serving cell and
+are dropped as a run drops them (edgefl.deployment.build_population), and their coupling loss to the serving cell and
 their downlink geometry are taken from the links' large-scale loss (channel.large_scale) with the interference
 formula a run uses (channel.cells.downlink_interference_w, full load). The reference is the median over companies of
 the 3GPP calibration results, R1-165974 (TR 38.901 §7.8.1, 6 GHz), as tabulated at 5 %, 10 %, ..., 95 % in
@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
 
 from channel import db_to_linear, dbm_to_w, linear_to_db, noise_power_w  # noqa: E402
 from channel.cells import downlink_interference_w  # noqa: E402
-from edgefl.physical import build_population  # noqa: E402
+from edgefl.deployment import build_population  # noqa: E402
 from edgefl.results import atomic_write_text  # noqa: E402
 from edgefl.scenario import scenario_from_dict  # noqa: E402
 from experiments import pages, provenance  # noqa: E402

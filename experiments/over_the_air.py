@@ -28,7 +28,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
 
-from edgefl.physical import build_population, network_params  # noqa: E402
+from edgefl.deployment import build_population, network_params  # noqa: E402
 from edgefl.results import atomic_write_text  # noqa: E402
 from edgefl.runner import Simulation  # noqa: E402
 from edgefl.scenario import scenario_from_dict  # noqa: E402

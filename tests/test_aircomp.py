@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from channel import aircomp_mean_noise_std
-from edgefl.physical import build_population, network_params
+from edgefl.deployment import build_population, network_params
 from edgefl.runner import Simulation
 from edgefl.scenario import ScenarioError, scenario_from_dict
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer

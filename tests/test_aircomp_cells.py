@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from edgefl.cli import main
-from edgefl.physical import build_population, network_params
+from edgefl.deployment import build_population, network_params
 from edgefl.scenario import scenario_from_dict
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer
 from edgefl.sim.access import CellAirCompUplink

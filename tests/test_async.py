@@ -181,7 +181,7 @@ def test_chain_ends_that_differ_in_their_last_bits_are_one_instant():
     """Issue 28: arrivals that coincide in exact arithmetic but differ by ~1e-17 s were two instants (the first
     taken alone, more_now False: the server refilled its slots and updated in between, so some uploads got a
     version or staleness off by one). 0.1 + 0.2 and 0.3 are one instant: taken in client order, more_now True."""
-    from edgefl.physical import build_population, network_params
+    from edgefl.deployment import build_population, network_params
     from edgefl.scenario import scenario_from_dict
     from edgefl.sim import SimPyPricer
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from edgefl.control import Allocation
-from edgefl.physical import build_population, network_params
+from edgefl.deployment import build_population, network_params
 from edgefl.scenario import scenario_from_dict
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer
 from edgefl.sim.component import Component, overriding

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from edgefl.control import DeviceLimits
-from edgefl.physical import DeviceArrays, PerDevice, build_population, per_device_keys
+from edgefl.deployment import DeviceArrays, PerDevice, build_population, per_device_keys
 from edgefl.scenario import DeviceClass, DevicesSection, ScenarioError, scenario_from_dict
 from edgefl.scenario_doc import _constraints
 

@@ -7,10 +7,10 @@ import pytest
 import simpy
 
 import edgefl
-from edgefl import physical
+from edgefl import deployment
 from edgefl.cli import main
 from edgefl.data import DataError
-from edgefl.physical import build_population, network_params
+from edgefl.deployment import build_population, network_params
 from edgefl.runner import Simulation
 from edgefl.scenario import ScenarioError, load_scenario, scenario_from_dict
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer
@@ -139,8 +139,8 @@ def test_the_trace_is_read_once_when_the_run_is_built_not_by_validation(tmp_path
     assert scenario.devices.availability_trace == str(tmp_path / "absent.csv")
     (tmp_path / "absent.csv").write_text("client,start_s,end_s\n0,0,100\n1,0,100\n2,0,100\n")
     reads = []
-    read = physical.read_availability_trace
-    monkeypatch.setattr(physical, "read_availability_trace", lambda *a: reads.append(a) or read(*a))
+    read = deployment.read_availability_trace
+    monkeypatch.setattr(deployment, "read_availability_trace", lambda *a: reads.append(a) or read(*a))
     Simulation(scenario).run(progress=False)
     assert len(reads) == 1
 

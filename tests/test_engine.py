@@ -11,7 +11,7 @@ import pytest
 import simpy
 
 from edgefl.cli import main
-from edgefl.physical import build_population, network_params
+from edgefl.deployment import build_population, network_params
 from edgefl.runner import Simulation
 from edgefl.scenario import scenario_from_dict
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from edgefl.cli import main
-from edgefl.physical import build_population, network_params
+from edgefl.deployment import build_population, network_params
 from edgefl.scenario import scenario_from_dict
 from edgefl.sim.activities import Activity, PhaseRecord
 from edgefl.sim.components import EventInterference

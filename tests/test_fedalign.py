@@ -17,11 +17,14 @@ import torch
 
 import algorithms
 from algorithms.base import Context
+from edgefl.compression import Compressor
+from edgefl.control.steering import FixedKnobs
 from edgefl.data import build_federated_data
 from edgefl.data.federated import FederatedData
 from edgefl.data.priority import NON_PRIORITY, PRIORITY, noise_levels, shard_partition
 from edgefl.executor import Executor
 from edgefl.models import build_model
+from edgefl.selection import NoPolicy
 from edgefl.sim import Engine, IdealPricer
 
 SEED = 11
@@ -60,7 +63,15 @@ def build(data, name, hp, *, local_steps=3, m=None, batch=10, lr=0.1, pricer=Non
     model = build_model("linear", data.input_shape, data.num_classes, SEED)
     executor = Executor(model, data, batch, SEED)
     pricer = pricer or IdealPricer(data.num_clients)
-    engine = Engine(executor, pricer, 0.0, record_trace=True)
+    engine = Engine(
+        executor,
+        pricer,
+        0.0,
+        record_trace=True,
+        compressor=Compressor(data.num_clients, SEED),
+        steering=FixedKnobs(),
+        selection=NoPolicy(),
+    )
     cls = algorithms.get(name)
     ctx = Context(
         num_clients=data.num_clients,
@@ -125,7 +136,7 @@ def test_warmup_rounds_are_identical_for_every_epsilon():
 def test_selection_and_cost_of_rejected_and_accepted_clients(report):
     """After the warm-up: every non-priority client evaluates once; only accepted ones train and
     upload a model; per round the model uploads are |P| + |A_r| (SimPy event log)."""
-    from edgefl.physical import build_population, network_params
+    from edgefl.deployment import build_population, network_params
     from edgefl.scenario import DevicesSection, NetworkSection
     from edgefl.sim import SimPyPricer
 

@@ -162,7 +162,7 @@ def test_the_scanner_sees_nested_relative_and_dynamic_imports():
     source = (
         "import numpy as np\n"
         "from . import units\n"
-        "from ..physical import Population\n"
+        "from ..deployment import Population\n"
         "def f():\n"
         "    import edgefl.runner\n"
         "    if True:\n"
@@ -174,7 +174,7 @@ def test_the_scanner_sees_nested_relative_and_dynamic_imports():
     )
     found = [name for _, name in imported_modules(source, "edgefl.sim.engine")]
     assert found.count("numpy") == 1
-    for name in ("edgefl.sim.units", "edgefl.physical", "edgefl.runner", "edgefl.sweeps", "edgefl.cli", "torch"):
+    for name in ("edgefl.sim.units", "edgefl.deployment", "edgefl.runner", "edgefl.sweeps", "edgefl.cli", "torch"):
         assert name in found, (name, found)
     # a package's __init__ resolves "." to itself
     assert [n for _, n in imported_modules("from ._util import out\n", "channel", is_package=True)] == ["channel._util"]

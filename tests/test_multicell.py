@@ -22,7 +22,7 @@ from channel.cells import (
     strongest_cell,
 )
 from edgefl.cli import main
-from edgefl.physical import build_population
+from edgefl.deployment import build_population
 from edgefl.scenario import scenario_from_dict
 from edgefl.sim.access import CellUplinks, FdmaUplink
 from edgefl.sim.pricer import SimPyPricer
@@ -173,7 +173,7 @@ def test_power_control_sets_the_transmit_power_from_the_serving_path_loss():
 def test_each_cell_has_its_own_uplink_access_and_uploads_go_through_the_serving_cell():
     s = two_cell_scenario(extra={"access": "fdma"})
     pop = build_population(s.network, s.devices, 6, 100.0, 30.0, seed=1)
-    from edgefl.physical import network_params
+    from edgefl.deployment import network_params
 
     pricer = SimPyPricer(network_params(s.network), pop, seed=0)
     uplink = pricer.uplink
@@ -290,7 +290,7 @@ def test_a_handover_changes_the_cell_and_holds_the_devices_messages_for_the_inte
     cell (beyond the 3 dB margin), its links are rebuilt, and its next message waits handover_interruption_s."""
     from types import SimpleNamespace
 
-    from edgefl.physical import network_params
+    from edgefl.deployment import network_params
     from edgefl.sim.components import CellMobility
     from edgefl.sim.physics import COMPUTE, UPLOAD
 
@@ -490,7 +490,7 @@ def test_the_cell_map_draws_every_base_station_and_each_devices_association(tmp_
 
     matplotlib.use("Agg")
     from edgefl import run_plots
-    from edgefl.physical import cell_sites_m
+    from edgefl.deployment import cell_sites_m
 
     sets = ["run.rounds=1", "data.num_clients=20", "network.cells=7", "devices.speed_mps=0"]
     out = run_files(tmp_path, "map", PHONES, sets)

@@ -17,7 +17,7 @@ from channel.mcs import (
     nr_overhead_fraction,
 )
 from edgefl.cli import main
-from edgefl.physical import network_params
+from edgefl.deployment import network_params
 from edgefl.scenario import scenario_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -93,3 +93,47 @@ def test_nothing_below_the_runner_keeps_the_scenario():
         type(o).__name__ for o in objects if isinstance(o, BaseModel) and o.__module__.startswith("edgefl.scenario")
     }
     assert sections <= {NetworkSection.__name__}, sections
+
+
+def test_the_static_controller_and_uniform_selection_are_null_objects_the_engine_never_asks(monkeypatch):
+    """(issue 32 item 4) No [control], no [selection]: the parts are the base Controller and NoPolicy, not None; the
+    engine's side of the controller is FixedKnobs, so in a whole run nothing is observed for it and the pricer is
+    never allocated knobs; the algorithm samples with its own stream (no selector)."""
+    from edgefl.control import Controller
+    from edgefl.control.observe import Observer
+    from edgefl.control.steering import FixedKnobs, Steering
+    from edgefl.selection import NoPolicy
+
+    raw = read_toml(QUICKSTART)
+    raw["run"]["rounds"] = 2
+    sim = Simulation(scenario_from_dict(raw))
+    assert type(sim.parts.controller) is Controller and not sim.parts.controller.steers()
+    assert type(sim.engine.steering) is FixedKnobs and not isinstance(sim.engine.steering, Steering)
+    assert type(sim.engine.selection) is NoPolicy and sim.context.selector is None
+    asked = []
+    monkeypatch.setattr(Observer, "observe", lambda self, *a: asked.append("observe"))
+    monkeypatch.setattr(type(sim.pricer), "allocate", lambda self, allocation: asked.append("allocate"))
+    result = sim.run(progress=False)
+    assert asked == [] and len(result.metrics) == 2 and "control_state" not in result.summary
+    assert sim.parts.observer.history is sim.record.rows  # the rows so far are what the server observes
+
+
+def test_a_controller_is_asked_only_where_it_overrides_plan_or_allocate():
+    """Controller.steers: the static base class does not; a subclass overriding either hook does (Steering)."""
+    from edgefl.control import Controller
+    from edgefl.control.adaptive_tau import AdaptiveTau
+    from edgefl.control.steering import FixedKnobs, Steering, steering
+
+    class OnlyMetrics(Controller):
+        def metrics(self) -> dict:
+            return {"x": 1.0}
+
+    class OnlyAllocates(Controller):
+        def allocate(self, obs, work):
+            return None
+
+    assert not Controller.steers() and not OnlyMetrics.steers()
+    assert OnlyAllocates.steers() and AdaptiveTau.steers() and MinEnergy.steers()
+    parts = build_parts(everything_on())
+    assert isinstance(steering(parts.controller, parts.observer, parts.pricer, 10), Steering)
+    assert type(steering(Controller(parts.controller.ctx), parts.observer, parts.pricer, 10)) is FixedKnobs

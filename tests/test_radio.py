@@ -12,7 +12,7 @@ import pytest
 from scipy import integrate
 
 from channel import CQI_EFFICIENCY, CQI_SNR_DB, link_rate_bps, mcs_spectral_efficiency
-from edgefl.physical import build_population, network_params
+from edgefl.deployment import build_population, network_params
 from edgefl.scenario import ScenarioError, scenario_from_dict
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer
 from edgefl.sim.components import Stragglers

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from channel import N0_DBM_PER_HZ, dbm_to_w, link_rate_bps, log_distance_db, snr_for_rate
-from edgefl.physical import build_population, network_params
+from edgefl.deployment import build_population, network_params
 from edgefl.scenario import ScenarioError, scenario_from_dict
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer
 from energy import uplink_energy_j
@@ -126,7 +126,7 @@ def test_min_energy_minimises_the_drawn_uplink_power():
     budget, the energy the engine charges (one device on a band of its own, Shannon rate)."""
     from edgefl.control.base import ControlContext, DeviceLimits, Observation, Work
     from edgefl.control.min_energy import MinEnergy
-    from edgefl.physical import NetworkParams
+    from edgefl.deployment import NetworkParams
 
     eta, p_c, kappa, C, S, T = 0.3, 0.05, 1e-28, 2e8, 2e6, 1.0
     f_lo, f_hi, p_lo, p_hi, g = 1e8, 2e9, 1e-3, 0.2, 10**1.5 / 0.2  # 15 dB at 0.2 W

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from edgefl.physical import build_population, network_params
+from edgefl.deployment import build_population, network_params
 from edgefl.runner import Simulation
 from edgefl.scenario import scenario_from_dict
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer

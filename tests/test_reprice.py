@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import algorithms
-from edgefl.physical import build_population, network_params
+from edgefl.deployment import build_population, network_params
 from edgefl.runner import Simulation
 from edgefl.scenario import scenario_from_dict
 from edgefl.sim import SimPyPricer

@@ -415,7 +415,7 @@ def test_the_cell_maps_legend_names_every_mark(cells7):
 
 
 def cell_sites(result):
-    from edgefl.physical import cell_map_sites_m
+    from edgefl.deployment import cell_map_sites_m
 
     return cell_map_sites_m(result.scenario.network)
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from algorithms.fedavg import FedAvg
-from edgefl.physical import NetworkParams, build_population
+from edgefl.deployment import NetworkParams, build_population
 from edgefl.runner import Simulation
 from edgefl.scenario import DevicesSection, NetworkSection, scenario_from_dict
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from edgefl.physical import build_population, network_params
+from edgefl.deployment import build_population, network_params
 from edgefl.scenario import scenario_from_dict
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer
 from edgefl.sim.components import default_components

@@ -20,7 +20,7 @@ from channel.tr38901 import (
     shadowing_std_by_state_db,
 )
 from edgefl.cli import main
-from edgefl.physical import build_population, large_scale_model, path_loss_function
+from edgefl.deployment import build_population, large_scale_model, path_loss_function
 from edgefl.scenario import scenario_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,7 +49,7 @@ def test_los_probability_by_hand():
 
 @pytest.mark.parametrize("model", ["umi_street_canyon", "uma", "rma"])
 def test_los_states_of_10000_drops_match_the_table_within_2_standard_errors(model):
-    """10,000 links at each of 6 distances through the model a run uses (edgefl.physical.large_scale_model): the
+    """10,000 links at each of 6 distances through the model a run uses (edgefl.deployment.large_scale_model): the
     share in LOS is within 2 standard errors sqrt(p(1 - p)/n) of Table 7.4.2-1."""
     n, site = 10_000, np.zeros((1, 2))
     net = network(

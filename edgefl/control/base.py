@@ -21,8 +21,8 @@ from typing import ClassVar
 import numpy as np
 from pydantic import ConfigDict
 
+from edgefl.deployment import DeviceArrays, NetworkParams
 from edgefl.numeric_keys import NumbersOnly
-from edgefl.physical import DeviceArrays, NetworkParams
 
 
 class ControlParams(NumbersOnly):
@@ -35,7 +35,7 @@ class ControlParams(NumbersOnly):
 @dataclass
 class DeviceLimits(DeviceArrays):
     """What the server knows of the devices (arrays [N], SI units): every per-device array of the
-    population (edgefl.physical.DeviceArrays, derived from the [devices] keys) as the run starts: the knob
+    population (edgefl.deployment.DeviceArrays, derived from the [devices] keys) as the run starts: the knob
     bounds and the constants of the energy model (docs/model.md)."""
 
     @classmethod
@@ -140,6 +140,13 @@ class Controller:
     @classmethod
     def check_scenario(cls, scenario) -> None:
         """Raise ValueError (shown as the scenario's error) when the scenario cannot run this controller."""
+
+    @classmethod
+    def steers(cls) -> bool:
+        """Whether it sets anything: it overrides :meth:`plan` or :meth:`allocate`. One that does not (the static
+        controller) is asked nothing and nothing is observed for it (edgefl.control.steering), and summary.json
+        has no "control_state"."""
+        return cls.plan is not Controller.plan or cls.allocate is not Controller.allocate
 
     def plan(self, obs: Observation) -> RoundPlan:
         return RoundPlan()

@@ -55,7 +55,7 @@ PHI = (np.sqrt(5.0) - 1.0) / 2.0
 
 @dataclass(frozen=True)
 class RateModel:
-    """How bits/s follow from band and SNR (the fields of edgefl.physical.NetworkParams)."""
+    """How bits/s follow from band and SNR (the fields of edgefl.deployment.NetworkParams)."""
 
     bandwidth_hz: float
     rate: str = "shannon"  # shannon | mcs

@@ -54,11 +54,18 @@ class Observer:
     """Builds a controller's observations from the pricer (SimPy) and the run's history."""
 
     def __init__(
-        self, ctx: ControlContext, pricer, header_bits: float, channel_error_db: float, rng: np.random.Generator
+        self,
+        ctx: ControlContext,
+        pricer,
+        header_bits: float,
+        channel_error_db: float,
+        rng: np.random.Generator,
+        history: list[dict] | None = None,
     ):
         self.ctx, self.pricer = ctx, pricer
         self.channel_error_db, self.rng = channel_error_db, rng
-        self.history: list[dict] = []  # metrics rows, appended by the runner after each round
+        # the metrics rows so far: the runner's record (edgefl.runner.RunRecord.rows), which it appends to
+        self.history: list[dict] = [] if history is None else history
         self.last_work = nominal_work(ctx, header_bits)  # each device's last phase with training
         self._error: tuple[int, np.ndarray] | None = None  # (round, factor per device)
 

@@ -31,10 +31,10 @@ from edgefl import control, model_catalogue, plugins, selection
 from edgefl.data import DEFAULT_DATASET, DataParams
 from edgefl.data import REGISTRY as DATA_REGISTRY
 from edgefl.data import registry as data_registry
+from edgefl.deployment import PerDevice, per_device_keys
 from edgefl.errors import UserError
 from edgefl.model_catalogue import fits_cnn
 from edgefl.numeric_keys import NumbersOnly, bools_as_text
-from edgefl.physical import PerDevice, per_device_keys
 from edgefl.sim import processes
 from edgefl.target import parse_target
 
@@ -676,7 +676,7 @@ class NetworkSection(Strict):
         return self
 
     def uses_layout(self) -> bool:
-        """Whether the devices are dropped on the multi-cell layout (edgefl.physical.CellLayout): several cells, or
+        """Whether the devices are dropped on the multi-cell layout (edgefl.deployment.CellLayout): several cells, or
         a key that needs it (sectors, random LOS, spatially correlated shadowing)."""
         return (
             self.cells > 1
@@ -897,7 +897,7 @@ class DevicesSection(Strict):
     @field_validator("availability_trace")
     @classmethod
     def _a_path(cls, value):
-        """The value's shape only: the file is read once, when the run is built (edgefl.physical)."""
+        """The value's shape only: the file is read once, when the run is built (edgefl.deployment)."""
         if value is not None and (not value.strip() or "\0" in value):
             raise ValueError(f"expected the path of a CSV file (client,start_s,end_s), got {value!r}")
         return value
@@ -945,7 +945,7 @@ class DevicesSection(Strict):
 
 def _device_class_fields() -> dict[str, Any]:
     """The keys of a [[devices.classes]] table: ``name``, ``share`` and every per-device key of [devices]
-    (edgefl.physical.PerDevice), with its bounds and description, unset by default (the base value)."""
+    (edgefl.deployment.PerDevice), with its bounds and description, unset by default (the base value)."""
     keys: dict[str, Any] = {
         "name": (str, Field(description="Label, shown in clients.csv.")),
         "share": (float, Field(gt=0, le=1, description="Fraction of the N clients in this class.")),

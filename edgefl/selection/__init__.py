@@ -4,7 +4,7 @@ package registers under the entry-point group ``edgefl.selection``."""
 
 from __future__ import annotations
 
-from edgefl.selection.base import Policy, Selection, SelectionParams, SelectionView
+from edgefl.selection.base import NoPolicy, Policy, Selection, SelectionParams, SelectionView
 from plugin_registry import Registry, subclass_of
 
 REGISTRY: dict[str, str] = {
@@ -29,4 +29,14 @@ def get(name: str) -> type[Policy]:
     return POLICIES.get(name)
 
 
-__all__ = ["POLICIES", "Policy", "REGISTRY", "Selection", "SelectionParams", "SelectionView", "get", "names"]
+__all__ = [
+    "POLICIES",
+    "NoPolicy",
+    "Policy",
+    "REGISTRY",
+    "Selection",
+    "SelectionParams",
+    "SelectionView",
+    "get",
+    "names",
+]

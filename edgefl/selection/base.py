@@ -125,8 +125,22 @@ def first_k(order: np.ndarray, online: np.ndarray, k: int) -> np.ndarray:
     return np.sort(np.asarray(chosen, dtype=np.int64))
 
 
-class Selection:
-    """Runs a policy behind ``Context.sample``: built by the runner, called by the engine at the start of
+class NoPolicy:
+    """``[selection] name = "uniform"`` (the default): no policy. The algorithm samples uniformly with its own
+    stream (``Context.sample``, ``ctx.selector`` None), as without a [selection] section: the same draws, in the
+    same order."""
+
+    selector = None  # Context.selector: the algorithm's own uniform draw
+
+    def start_round(self, engine, algorithm, r: int) -> None:
+        """Nothing to learn or query."""
+
+    def metrics(self) -> dict[str, float]:
+        return {}
+
+
+class Selection(NoPolicy):
+    """Runs a policy behind ``Context.sample``: built by edgefl.parts, called by the engine at the start of
     each round (:meth:`start_round`) and by the algorithm when it samples (``ctx.selector``: this object)."""
 
     def __init__(self, policy: Policy, observer: "Observer"):
@@ -140,6 +154,14 @@ class Selection:
         # the clients selected in the round in progress, the model they start from, the arrivals before it
         self._pending: tuple[int, np.ndarray, torch.Tensor, np.ndarray] | None = None
         self._events_read = 0
+
+    @property
+    def selector(self):  # type: ignore[override]  # Context.selector: this object picks the clients
+        return self
+
+    def metrics(self) -> dict[str, float]:
+        """The policy's metrics.csv columns of the round just run."""
+        return self.policy.metrics()
 
     def start_round(self, engine, algorithm, r: int) -> None:
         """What the server knows at the start of round ``r``: the last round's durations and losses, the

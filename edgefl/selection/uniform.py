@@ -1,7 +1,7 @@
 """``uniform``: k distinct clients uniformly at random among those online: what ``Context.sample`` does without
-a policy (McMahan et al., AISTATS 2017). With ``[selection] name = "uniform"`` (or no [selection]) the run does
-not build a policy at all: the algorithm samples with its own stream, as it always has (outputs unchanged);
-this class is what a plug-in policy can start from."""
+a policy (McMahan et al., AISTATS 2017). With ``[selection] name = "uniform"`` (or no [selection]) the run's
+selection is the null object :class:`~edgefl.selection.base.NoPolicy`, not this class: the algorithm samples with
+its own stream, as it always has (outputs unchanged); this class is what a plug-in policy can start from."""
 
 from __future__ import annotations
 

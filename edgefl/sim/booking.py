@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from edgefl.physical import Population
+from edgefl.deployment import Population
 from edgefl.sim.activities import Event
 from edgefl.sim.physics import COMPUTE, DOWNLOAD, UPLOAD
 from energy import (

@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 
 from channel.cells import handover
-from edgefl.physical import NetworkParams, Population
+from edgefl.deployment import NetworkParams, Population
 from edgefl.sim.availability import Availability
 from edgefl.sim.booking import energies_j, rows_energies_j, step_codes
 from edgefl.sim.component import Component

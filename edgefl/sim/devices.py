@@ -1,6 +1,6 @@
 """What changes about the devices while a run goes on: the state the engine and its components share.
 
-:class:`~edgefl.physical.Population` is the devices as the scenario built them and stays so; a run's
+:class:`~edgefl.deployment.Population` is the devices as the scenario built them and stays so; a run's
 :class:`DeviceState` starts as its copy, and the components that change a device write it (a controller's
 knobs: the Knobs component; positions and links: Mobility), while the physics reads it.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from channel import Link
-from edgefl.physical import Population
+from edgefl.deployment import Population
 
 
 @dataclass

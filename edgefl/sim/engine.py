@@ -17,10 +17,9 @@ another channel (:func:`reprice`) without training again.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
@@ -28,11 +27,14 @@ import torch
 from algorithms.base import Algorithm
 from algorithms.ops import Arrival, Broadcast, Dispatch, Evaluate, NextArrival, Query, Train, Upload
 from edgefl.compression import Compressor
-from edgefl.control.observe import phase_work
+from edgefl.control.steering import FixedKnobs
 from edgefl.executor import Executor
 from edgefl.plugins import PluginError
 from edgefl.sim.activities import Activity, Event, PhaseRecord
 from energy import EnergyLedger
+
+if TYPE_CHECKING:
+    from edgefl.selection import NoPolicy
 
 
 class Pricer(Protocol):
@@ -120,20 +122,18 @@ class Engine:
         pricer: Pricer,
         header_bits: float = 0.0,
         record_trace: bool = False,
-        controller=None,
-        observer=None,
-        compressor=None,
-        selection=None,
+        *,
+        compressor: Compressor,
+        steering: FixedKnobs,
+        selection: NoPolicy,
     ):
+        """The run's parts (edgefl.parts), null objects where there is nothing to do: ``compressor``, update
+        compression (edgefl.compression: Train results and Upload bits; the base Compressor sends them as they
+        are); ``steering``, a controller's plan for each round (τ, τ_i, participants) and resources for each phase
+        (CPU, power, band shares) (edgefl.control.steering; FixedKnobs: the scenario's knobs); ``selection``, a
+        client selection policy behind Context.sample (edgefl.selection; NoPolicy: the algorithm samples)."""
         self.executor = executor
-        # Update compression (edgefl.compression): Train results and Upload bits (None: the "none" compressor).
-        self.compressor = compressor if compressor is not None else Compressor(pricer.ledger.num_clients, 0)
-        # A client selection policy (edgefl.selection) behind Context.sample; None: the algorithm's own sampling.
-        self.selection = selection
-        # A controller (edgefl.control) sets the round's plan (τ, τ_i, participants) and each phase's
-        # resources (CPU, power, band shares); the observer builds what it sees. None: the scenario's knobs.
-        self.controller, self.observer = controller, observer
-        self._plan = None
+        self.compressor, self.steering, self.selection = compressor, steering, selection
         self._trained: tuple | None = None  # the phase's Train (op, result), for an analog uplink
         self.pricer = pricer
         self.header_bits = float(header_bits)
@@ -156,12 +156,10 @@ class Engine:
         cells = self.pricer.serving_cells() if algorithm.ctx.client_cells is not None else None
         if cells is not None:  # several cells: a client's edge is its serving cell at the round's start (handovers)
             algorithm.ctx.client_cells = cells
-        if self.controller is not None:
-            self._plan_round(algorithm.ctx, r)
+        self.steering.start_round(algorithm.ctx, r)
         self._record = RoundRecord(round=r, end_s=self.pricer.now)
         self._phase = PhaseRecord(round=r, phase=0)
-        if self.selection is not None:  # what the policy knows now; the loss queries it asks for, charged
-            self.selection.start_round(self, algorithm, r)
+        self.selection.start_round(self, algorithm, r)  # what the policy knows now; the loss queries it asks, charged
         rounds = algorithm.round(r)
         if not inspect.isgenerator(rounds):  # a plug-in's round() that returns instead of yielding
             raise PluginError(
@@ -187,8 +185,7 @@ class Engine:
                 self._add(client, Activity("download", "broadcast", bits=bits + self.header_bits))
             return None
         if isinstance(op, Train):
-            if self._plan is not None and self._plan.steps is not None:
-                op = self._with_step_budget(op, self._plan.steps)
+            op = self.steering.train_op(op)  # a controller's step budgets τ_i
             result = self.executor.train(op)
             if self.compressor.changes_updates:
                 self._compress(op, result)
@@ -264,8 +261,7 @@ class Engine:
         chains = self._phase
         self._phase = PhaseRecord(round=chains.round, phase=chains.phase + 1)
         chains.sharers = self._concurrency(op)
-        if self.controller is not None:
-            self._allocate(chains)
+        self.steering.allocate(chains, self._ctx.online)
         self.pricer.start_chains(chains)
 
     def _concurrency(self, op: Dispatch) -> int:
@@ -362,63 +358,8 @@ class Engine:
             return {}
         if self.record_trace:
             self.trace.append(phase)
-        if self.controller is not None:
-            self._allocate(phase)
+        self.steering.allocate(phase, self._ctx.online)
         return self.pricer.price_phase(phase)
-
-    # -- a controller's knobs ------------------------------------------------------------
-    def _plan_round(self, ctx, r: int) -> None:
-        """The controller's plan for round r: τ for everyone, step budgets τ_i, who may be sampled."""
-        plan = self._plan = self.controller.plan(self.observer.observe(r, ctx.online))
-        n = ctx.num_clients
-        if plan.local_steps is not None:
-            if int(plan.local_steps) < 1:
-                raise PluginError(f"controller {type(self.controller).__name__}: local_steps = {plan.local_steps} < 1")
-            ctx.local_steps = int(plan.local_steps)
-        if plan.steps is not None:
-            plan.steps = _check_array(self.controller, "steps", plan.steps, n, 0, np.inf)
-        if plan.participants is not None:
-            allowed = np.asarray(plan.participants, dtype=bool).reshape(-1)
-            if allowed.shape != (n,):
-                raise ValueError(
-                    f"controller {type(self.controller).__name__}: participants must be a bool array [{n}]"
-                )
-            ctx.online = allowed if ctx.online is None else ctx.online & allowed
-
-    @staticmethod
-    def _with_step_budget(op: Train, steps: np.ndarray) -> Train:
-        """The Train op with each client's steps past its budget τ_i masked (no compute, no update)."""
-        budget = torch.as_tensor(np.asarray(steps)[op.clients], dtype=torch.float64)
-        mask = torch.arange(op.steps, dtype=torch.float64)[None, :] < budget[:, None]
-        if op.step_mask is not None:
-            mask = mask & op.step_mask.to(torch.bool)
-        return dataclasses.replace(op, step_mask=mask)
-
-    def _allocate(self, phase: PhaseRecord) -> None:
-        """The controller's resources for this phase's clients, checked against the devices' bounds."""
-        controller, limits = self.controller, self.controller.ctx.devices
-        work = phase_work(controller.ctx, phase, self.executor.batch_size)
-        self.observer.remember(work)
-        allocation = controller.allocate(self.observer.observe(phase.round, self._ctx.online), work)
-        if allocation is not None:
-            n = controller.ctx.num_clients
-            if allocation.cpu_hz is not None:
-                allocation.cpu_hz = _check_array(
-                    controller, "cpu_hz", allocation.cpu_hz, n, limits.cpu_hz_min, limits.cpu_hz_max
-                )
-            if allocation.tx_power_w is not None:
-                allocation.tx_power_w = _check_array(
-                    controller, "tx_power_w", allocation.tx_power_w, n, limits.tx_power_w_min, limits.tx_power_w_max
-                )
-            if allocation.band_share is not None:
-                share = allocation.band_share = _check_array(controller, "band_share", allocation.band_share, n, 0, 1)
-                uploading = work.clients[work.upload_bits[work.clients] > 0]
-                if share.sum() > 1 + 1e-9 or (share[uploading] <= 0).any():
-                    raise ValueError(
-                        f"controller {type(controller).__name__}: band shares must sum to <= 1 and be "
-                        f"> 0 for every client uploading in the phase (sum {share.sum():.6g})"
-                    )
-        self.pricer.allocate(allocation)
 
 
 def reprice(trace: list[PhaseRecord], pricer: Pricer) -> list[float]:
@@ -471,18 +412,3 @@ def _start_rows(start: torch.Tensor, clients: int) -> torch.Tensor:
 def _named(algorithm) -> str:
     cls = type(algorithm)
     return f"algorithm.name = '{cls.__module__}:{cls.__qualname__}'"
-
-
-def _check_array(controller, name: str, values, n: int, low, high) -> np.ndarray:
-    """A controller's knob as a float array [n] within [low, high] (a relative tolerance of 1e-9)."""
-    arr = np.asarray(values, dtype=np.float64).reshape(-1)
-    who = type(controller).__name__
-    if arr.shape != (n,) or not np.isfinite(arr).all():
-        raise PluginError(f"controller {who}: {name} must be {n} finite numbers")
-    low, high = np.broadcast_to(low, (n,)), np.broadcast_to(high, (n,))
-    if (arr < low * (1 - 1e-9)).any() or (arr > high * (1 + 1e-9)).any():
-        bad = int(np.flatnonzero((arr < low * (1 - 1e-9)) | (arr > high * (1 + 1e-9)))[0])
-        raise PluginError(
-            f"controller {who}: {name}[{bad}] = {arr[bad]:.6g} is outside [{low[bad]:.6g}, {high[bad]:.6g}]"
-        )
-    return np.clip(arr, low, high)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edgefl.physical import NetworkParams
+from edgefl.deployment import NetworkParams
 
 
 def can_change_participation(

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from channel import db_to_linear, fading_power_gain, snr_from_link
+from edgefl.deployment import NetworkParams, Population
 from edgefl.errors import UserError
-from edgefl.physical import NetworkParams, Population
 from edgefl.sim.activities import Activity, PhaseRecord
 from edgefl.sim.devices import DeviceState
 from energy import compute_time_s

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
-from edgefl.physical import NetworkParams, Population
+from edgefl.deployment import NetworkParams, Population
 from edgefl.plugins import core_fault, positive_finite, returned_fault, shown
 from edgefl.sim.access import RETIME, AirCompUplink, DedicatedUplink, make_uplink
 from edgefl.sim.activities import Event, PhaseRecord

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import algorithms
+from edgefl.deployment import network_params
 from edgefl.errors import UserError
-from edgefl.physical import network_params
 from edgefl.scenario import Scenario, apply_overrides, check_sweep_key, read_toml, scenario_from_dict
 from edgefl.sim import can_change_participation
 

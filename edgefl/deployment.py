@@ -1,7 +1,9 @@
-"""The physical world of one run: each client's device and mean radio links, and the network.
+"""The deployment of one run: the network (:class:`NetworkParams`), its cells (:class:`CellLayout`) and the devices
+dropped in them with their mean radio links (:class:`Population`).
 
 Built once from the scenario's ``[network]`` and ``[devices]`` sections (SI units from
-here on). Pure data; the SimPy pricer reads it.
+here on). Pure data; the SimPy pricer reads it (what each phase's transmissions and computations then take, with
+fading: edgefl.sim.physics).
 """
 
 from __future__ import annotations
