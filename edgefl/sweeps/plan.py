@@ -140,6 +140,14 @@ def learning_config(scenario: Scenario) -> dict:
     return dump
 
 
+def seed_group(scenario: Scenario) -> str:
+    """What the learning depends on but the seed: the trainings of one seed group differ only in ``run.seed`` and
+    are trained together (edgefl.seed_axis)."""
+    config = learning_config(scenario)
+    config["run"].pop("seed")
+    return _hash(config)
+
+
 def _set_key(raw: dict, key: str, value) -> None:
     """Set ``section.key`` (or ``algorithm.<name>.key``, ``process.<i>.key``) in the raw scenario."""
     *tables, name = key.split(".")

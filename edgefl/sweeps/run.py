@@ -2,7 +2,8 @@
 recorded op trace for every channel point of a group, resumable.
 
 Points that share a training (:mod:`edgefl.sweeps.plan`) are trained once, on the ideal engine
-with ``record_trace``; the trace is then re-priced for each of them with
+with ``record_trace``, the trainings of one seed group (the same but the seed) together, in one batched run over a
+seed axis (:mod:`edgefl.seed_axis`: each seed's numbers are its solo run's); the trace is then re-priced for each of them with
 ``edgefl.sim.engine.reprice_rounds(trace, pricer)``, the pricer ``edgefl.parts.pricer_of`` builds
 for that point: the same pricer and random draws a co-simulation of that point uses (so the numbers are those of a
 co-simulation). Every other point is co-simulated in full. The learning runs are jobs of
@@ -23,14 +24,17 @@ from typing import Callable
 import torch
 
 from edgefl.errors import UserError, WorkerDied
+from edgefl.executor import MEMORY_SHARE
+from edgefl.memory import RUNTIME_BYTES, available_bytes, estimate_bytes
 from edgefl.parts import pricer_of
 from edgefl.plugins import faults_named, import_plugins
 from edgefl.results import empty_again, open_folder
 from edgefl.runner import Simulation
 from edgefl.scenario import Scenario
+from edgefl.seed_axis import run_together
 from edgefl.sim.engine import RoundCost, reprice_rounds
 from edgefl.sweeps.jobs import check_options, run_jobs
-from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError, SweepPlan, SweepPoint
+from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError, SweepPlan, SweepPoint, seed_group
 from edgefl.sweeps.store import (
     POINTS_DIR,
     assemble_results,
@@ -45,26 +49,60 @@ from energy import CATEGORIES
 
 @dataclass
 class Task:
-    """One learning run: a training re-priced for ``points`` (REPRICED), or one co-simulation.
-    A job of :func:`run_jobs` (picklable)."""
+    """One learning run or several: the trainings of ``points`` (REPRICED: one per seed of a seed group, trained
+    together, each re-priced for its points), or one co-simulation. A job of :func:`run_jobs` (picklable)."""
 
     mode: str
-    scenario: Scenario  # what is trained (REPRICED: on the ideal engine, with a trace)
+    scenario: Scenario  # what is trained (REPRICED: the first training's scenario, on the ideal engine)
     points: list[SweepPoint] = field(default_factory=list)
 
 
-def make_tasks(points: list[SweepPoint]) -> list[Task]:
-    tasks: dict[str, Task] = {}
+def trainer(scenario: Scenario) -> Scenario:
+    """The scenario a REPRICED point's training runs: on the ideal engine (its trace is re-priced per point)."""
+    return scenario.model_copy(update={"run": scenario.run.model_copy(update={"engine": "ideal"})})
+
+
+def seeds_at_once(scenario: Scenario, workers: int) -> int:
+    """How many trainings of one seed group a worker trains together: as many as MEMORY_SHARE of the memory
+    available now holds for ``workers`` workers, at the run's estimate each (edgefl.memory), at least 1."""
+    parts = estimate_bytes(scenario.data, scenario.model, scenario.algorithm)
+    available = available_bytes()
+    if parts is None or available is None:
+        return 1
+    per_run = sum(parts.values()) - RUNTIME_BYTES  # one torch runtime per process, not per training
+    return max(1, int(MEMORY_SHARE * available / workers // max(per_run, 1.0)))
+
+
+def make_tasks(points: list[SweepPoint], workers: int = 1) -> list[Task]:
+    """The sweep's learning runs: the REPRICED points of one seed group (the same training but the seed) in one
+    task, their seeds trained together (edgefl.seed_axis; split so that the memory holds them and that every
+    worker has a task); each co-simulated point a task of its own."""
+    groups: dict[str, list[SweepPoint]] = {}
+    tasks: list[Task] = []
     for p in points:
         if p.mode == REPRICED:
-            if p.training not in tasks:
-                s = p.scenario
-                trainer = s.model_copy(update={"run": s.run.model_copy(update={"engine": "ideal"})})
-                tasks[p.training] = Task(REPRICED, trainer)
-            tasks[p.training].points.append(p)
+            key = seed_group(p.scenario)
+            if key not in groups:
+                groups[key] = []
+                tasks.append(Task(REPRICED, trainer(p.scenario)))  # its points: below
+            groups[key].append(p)
         else:
-            tasks[p.id] = Task(COSIMULATED, p.scenario, [p])
-    return list(tasks.values())
+            tasks.append(Task(COSIMULATED, p.scenario, [p]))
+    repriced = iter(groups.values())
+    out: list[Task] = []
+    for task in tasks:
+        if task.mode != REPRICED:
+            out.append(task)
+            continue
+        group = next(repriced)
+        trainings = list(dict.fromkeys(p.training for p in group))
+        parts = max(1, min(len(trainings), -(-workers // len(groups))))  # every worker busy
+        size = min(-(-len(trainings) // parts), seeds_at_once(task.scenario, workers))
+        for lo in range(0, len(trainings), size):
+            these = set(trainings[lo : lo + size])
+            chosen = [p for p in group if p.training in these]
+            out.append(Task(REPRICED, trainer(chosen[0].scenario), chosen))
+    return out
 
 
 def repriced_rows(metrics: list[dict], costs: list[RoundCost]) -> list[dict]:
@@ -101,9 +139,14 @@ def run_task(task: Task) -> list[list[dict]]:
         import_plugins(task.scenario)  # a fresh worker: the plug-ins' files, to tell their faults
         if task.mode == COSIMULATED:
             return [Simulation(task.points[0].scenario).run(progress=False).metrics]
-        sim = Simulation(task.scenario, record_trace=True)
-        result = sim.run(progress=False)
-        return [repriced_rows(result.metrics, price_point(point, result.trace, sim.model)) for point in task.points]
+        scenarios = {p.training: trainer(p.scenario) for p in task.points}  # one training per seed
+        sims = [Simulation(s, record_trace=True) for s in scenarios.values()]
+        trained = dict(zip(scenarios, zip(sims, run_together(sims))))  # the seeds trained together
+        return [
+            repriced_rows(result.metrics, price_point(point, result.trace, sim.model))
+            for point in task.points
+            for sim, result in [trained[point.training]]
+        ]
 
 
 @dataclass
@@ -166,7 +209,7 @@ def _run_locked(plan, out, workers, backend, address, force, progress, claimed, 
     (out / POINTS_DIR).mkdir(exist_ok=True)
     try:
         missing = [p for p in plan.points if read_point(out, p.id) is None]
-        tasks = make_tasks(missing)
+        tasks = make_tasks(missing, workers)
 
         def store(task: Task, rows_per_point: list[list[dict]]) -> None:
             for point, rows in zip(task.points, rows_per_point):
@@ -193,7 +236,7 @@ def _run_locked(plan, out, workers, backend, address, force, progress, claimed, 
         points=len(plan.points),
         reused=len(plan.points) - len(missing),
         computed=len(missing),
-        trainings=len(tasks),
+        trainings=sum(len({p.training for p in t.points}) if t.mode == REPRICED else 1 for t in tasks),
         repriced=sum(p.mode == REPRICED for p in plan.points),
         cosimulated=sum(p.mode == COSIMULATED for p in plan.points),
         wall_s=time.perf_counter() - started,
