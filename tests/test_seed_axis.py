@@ -15,7 +15,7 @@ from algorithms.ops import Train, sgd_step
 from edgefl.runner import Simulation
 from edgefl.seed_axis import SeedBatch, run_together
 from edgefl.sweeps import run as sweep_run
-from edgefl.sweeps.plan import REPRICED, plan_sweep
+from edgefl.sweeps.plan import COSIMULATED, REPRICED, plan_sweep
 
 from conftest import make_scenario
 
@@ -149,18 +149,22 @@ seeds = 3
 """
 
 
-def test_a_sweep_trains_each_seed_group_together_with_the_solo_numbers(tmp_path, monkeypatch):
+@pytest.mark.parametrize("mode", [REPRICED, COSIMULATED])
+def test_a_sweep_trains_each_seed_group_together_with_the_solo_numbers(tmp_path, monkeypatch, mode):
     path = tmp_path / "sweep.toml"
-    path.write_text(SWEEP)
+    path.write_text(SWEEP + ("\n[devices]\np_fail = 0.2\n" if mode == COSIMULATED else ""))  # failures: co-simulated
     plan = plan_sweep(path)
+    assert {p.mode for p in plan.points} == {mode}
     tasks = sweep_run.make_tasks(plan.points)
-    assert [len({p.training for p in t.points}) for t in tasks] == [3, 3]  # a task per tau, its 3 seeds
-    assert all(t.mode == REPRICED and len(t.points) == 6 for t in tasks)
-    assert len(sweep_run.make_tasks(plan.points, workers=4)) == 4  # split so that 4 workers have work
+    runs = 2 if mode == REPRICED else 4  # per tau: one training re-priced for both SNRs, or a run per point
+    assert [t.runs for t in tasks] == [3] * runs  # a task per seed group, its 3 seeds
+    assert all(t.mode == mode for t in tasks)
+    assert sum(len(t.points) for t in tasks) == 12
+    assert len(sweep_run.make_tasks(plan.points, workers=2 * runs)) == 2 * runs  # split: every worker has work
     together = sweep_run.run_sweep(plan, tmp_path / "together", progress=False)
     monkeypatch.setattr(sweep_run, "run_together", lambda sims: [sim.run(progress=False) for sim in sims])
     solo = sweep_run.run_sweep(plan, tmp_path / "solo", progress=False)
-    assert together.trainings == solo.trainings == 6
+    assert together.trainings == solo.trainings == 3 * runs
     rows = [list(csv.DictReader(open(summary.results))) for summary in (together, solo)]
     assert len(rows[0]) == len(rows[1]) == 12 * 3
     for a, b in zip(*rows):

@@ -49,12 +49,22 @@ from energy import CATEGORIES
 
 @dataclass
 class Task:
-    """One learning run or several: the trainings of ``points`` (REPRICED: one per seed of a seed group, trained
-    together, each re-priced for its points), or one co-simulation. A job of :func:`run_jobs` (picklable)."""
+    """The learning runs of ``points``, one per seed of a seed group, trained together (edgefl.seed_axis): REPRICED,
+    the trainings re-priced for their points; COSIMULATED, each point co-simulated. A job of :func:`run_jobs`
+    (picklable)."""
 
     mode: str
-    scenario: Scenario  # what is trained (REPRICED: the first training's scenario, on the ideal engine)
+    scenario: Scenario  # the first run's (REPRICED: its training, on the ideal engine)
     points: list[SweepPoint] = field(default_factory=list)
+
+    @property
+    def runs(self) -> int:
+        return len({run_of(p) for p in self.points})
+
+
+def run_of(point: SweepPoint) -> str:
+    """The learning run a point's numbers come from: its training (REPRICED, shared by its channel points) or itself."""
+    return point.training if point.mode == REPRICED and point.training is not None else point.id
 
 
 def trainer(scenario: Scenario) -> Scenario:
@@ -74,35 +84,23 @@ def seeds_at_once(scenario: Scenario, workers: int) -> int:
 
 
 def make_tasks(points: list[SweepPoint], workers: int = 1) -> list[Task]:
-    """The sweep's learning runs: the REPRICED points of one seed group (the same training but the seed) in one
-    task, their seeds trained together (edgefl.seed_axis; split so that the memory holds them and that every
-    worker has a task); each co-simulated point a task of its own."""
-    groups: dict[str, list[SweepPoint]] = {}
-    tasks: list[Task] = []
+    """The sweep's learning runs: the points of one seed group (the same run but the seed, :func:`seed_group`) in one
+    task, their seeds trained together (edgefl.seed_axis), split so that the memory holds them and that every
+    worker has a task."""
+    groups: dict[tuple[str, str], list[SweepPoint]] = {}
     for p in points:
-        if p.mode == REPRICED:
-            key = seed_group(p.scenario)
-            if key not in groups:
-                groups[key] = []
-                tasks.append(Task(REPRICED, trainer(p.scenario)))  # its points: below
-            groups[key].append(p)
-        else:
-            tasks.append(Task(COSIMULATED, p.scenario, [p]))
-    repriced = iter(groups.values())
-    out: list[Task] = []
-    for task in tasks:
-        if task.mode != REPRICED:
-            out.append(task)
-            continue
-        group = next(repriced)
-        trainings = list(dict.fromkeys(p.training for p in group))
-        parts = max(1, min(len(trainings), -(-workers // len(groups))))  # every worker busy
-        size = min(-(-len(trainings) // parts), seeds_at_once(task.scenario, workers))
-        for lo in range(0, len(trainings), size):
-            these = set(trainings[lo : lo + size])
-            chosen = [p for p in group if p.training in these]
-            out.append(Task(REPRICED, trainer(chosen[0].scenario), chosen))
-    return out
+        groups.setdefault((p.mode, seed_group(p)), []).append(p)
+    tasks: list[Task] = []
+    for (mode, _), group in groups.items():
+        runs = list(dict.fromkeys(run_of(p) for p in group))
+        parts = max(1, min(len(runs), -(-workers // len(groups))))  # every worker busy
+        size = min(-(-len(runs) // parts), seeds_at_once(group[0].scenario, workers))
+        for lo in range(0, len(runs), size):
+            these = set(runs[lo : lo + size])
+            chosen = [p for p in group if run_of(p) in these]
+            first = chosen[0].scenario
+            tasks.append(Task(mode, trainer(first) if mode == REPRICED else first, chosen))
+    return tasks
 
 
 def repriced_rows(metrics: list[dict], costs: list[RoundCost]) -> list[dict]:
@@ -137,8 +135,8 @@ def run_task(task: Task) -> list[list[dict]]:
     torch.set_num_threads(task.scenario.run.threads or 1)
     with faults_named():
         import_plugins(task.scenario)  # a fresh worker: the plug-ins' files, to tell their faults
-        if task.mode == COSIMULATED:
-            return [Simulation(task.points[0].scenario).run(progress=False).metrics]
+        if task.mode == COSIMULATED:  # one run per point, the seeds together
+            return [result.metrics for result in run_together([Simulation(p.scenario) for p in task.points])]
         scenarios = {p.training: trainer(p.scenario) for p in task.points}  # one training per seed
         sims = [Simulation(s, record_trace=True) for s in scenarios.values()]
         trained = dict(zip(scenarios, zip(sims, run_together(sims))))  # the seeds trained together
@@ -236,7 +234,7 @@ def _run_locked(plan, out, workers, backend, address, force, progress, claimed, 
         points=len(plan.points),
         reused=len(plan.points) - len(missing),
         computed=len(missing),
-        trainings=sum(len({p.training for p in t.points}) if t.mode == REPRICED else 1 for t in tasks),
+        trainings=sum(task.runs for task in tasks),
         repriced=sum(p.mode == REPRICED for p in plan.points),
         cosimulated=sum(p.mode == COSIMULATED for p in plan.points),
         wall_s=time.perf_counter() - started,
