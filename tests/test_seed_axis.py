@@ -160,7 +160,9 @@ def test_a_sweep_trains_each_seed_group_together_with_the_solo_numbers(tmp_path,
     assert [t.runs for t in tasks] == [3] * runs  # a task per seed group, its 3 seeds
     assert all(t.mode == mode for t in tasks)
     assert sum(len(t.points) for t in tasks) == 12
-    assert len(sweep_run.make_tasks(plan.points, workers=2 * runs)) == 2 * runs  # split: every worker has work
+    monkeypatch.setattr(sweep_run, "SEEDS_TOGETHER", 2)
+    assert [t.runs for t in sweep_run.make_tasks(plan.points)] == [2, 1] * runs  # at most 2 seeds a job
+    monkeypatch.undo()
     together = sweep_run.run_sweep(plan, tmp_path / "together", progress=False)
     monkeypatch.setattr(sweep_run, "run_together", lambda sims: [sim.run(progress=False) for sim in sims])
     solo = sweep_run.run_sweep(plan, tmp_path / "solo", progress=False)

@@ -24,8 +24,7 @@ from typing import Callable
 import torch
 
 from edgefl.errors import UserError, WorkerDied
-from edgefl.executor import MEMORY_SHARE
-from edgefl.memory import RUNTIME_BYTES, available_bytes, estimate_bytes
+from edgefl.memory import RUNTIME_BYTES, estimate_bytes
 from edgefl.parts import pricer_of
 from edgefl.plugins import faults_named, import_plugins
 from edgefl.results import empty_again, open_folder
@@ -72,29 +71,33 @@ def trainer(scenario: Scenario) -> Scenario:
     return scenario.model_copy(update={"run": scenario.run.model_copy(update={"engine": "ideal"})})
 
 
-def seeds_at_once(scenario: Scenario, workers: int) -> int:
-    """How many trainings of one seed group a worker trains together: as many as MEMORY_SHARE of the memory
-    available now holds for ``workers`` workers, at the run's estimate each (edgefl.memory), at least 1."""
+SEEDS_TOGETHER = 8  # at most this many runs of a seed group in one job (a 10-seed group: two jobs of 5)
+SEEDS_MEMORY = 2 * 2**30  # bytes (edgefl.memory's estimate) that the runs of one job may take together
+
+
+def seeds_at_once(scenario: Scenario) -> int:
+    """How many runs of one seed group a job trains together: SEEDS_TOGETHER, fewer where their memory estimates
+    (edgefl.memory) exceed SEEDS_MEMORY; at least 1. A constant of the scenario, not of the machine or the worker
+    count: which runs share a batched call is the same everywhere (results.csv byte-identical whatever --workers)."""
     parts = estimate_bytes(scenario.data, scenario.model, scenario.algorithm)
-    available = available_bytes()
-    if parts is None or available is None:
+    if parts is None:
         return 1
-    per_run = sum(parts.values()) - RUNTIME_BYTES  # one torch runtime per process, not per training
-    return max(1, int(MEMORY_SHARE * available / workers // max(per_run, 1.0)))
+    per_run = sum(parts.values()) - RUNTIME_BYTES  # one torch runtime per process, not per run
+    return max(1, min(SEEDS_TOGETHER, int(SEEDS_MEMORY // max(per_run, 1.0))))
 
 
-def make_tasks(points: list[SweepPoint], workers: int = 1) -> list[Task]:
-    """The sweep's learning runs: the points of one seed group (the same run but the seed, :func:`seed_group`) in one
-    task, their seeds trained together (edgefl.seed_axis), split so that the memory holds them and that every
-    worker has a task."""
+def make_tasks(points: list[SweepPoint]) -> list[Task]:
+    """The sweep's jobs: the points of one seed group (the same run but the seed, :func:`seed_group`) in as few
+    jobs of at most :func:`seeds_at_once` runs as can be, of equal size, each job's seeds trained together
+    (edgefl.seed_axis)."""
     groups: dict[tuple[str, str], list[SweepPoint]] = {}
     for p in points:
         groups.setdefault((p.mode, seed_group(p)), []).append(p)
     tasks: list[Task] = []
     for (mode, _), group in groups.items():
         runs = list(dict.fromkeys(run_of(p) for p in group))
-        parts = max(1, min(len(runs), -(-workers // len(groups))))  # every worker busy
-        size = min(-(-len(runs) // parts), seeds_at_once(group[0].scenario, workers))
+        jobs = -(-len(runs) // seeds_at_once(group[0].scenario))
+        size = -(-len(runs) // jobs)
         for lo in range(0, len(runs), size):
             these = set(runs[lo : lo + size])
             chosen = [p for p in group if run_of(p) in these]
@@ -207,7 +210,7 @@ def _run_locked(plan, out, workers, backend, address, force, progress, claimed, 
     (out / POINTS_DIR).mkdir(exist_ok=True)
     try:
         missing = [p for p in plan.points if read_point(out, p.id) is None]
-        tasks = make_tasks(missing, workers)
+        tasks = make_tasks(missing)
 
         def store(task: Task, rows_per_point: list[list[dict]]) -> None:
             for point, rows in zip(task.points, rows_per_point):
