@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -176,3 +177,20 @@ def test_a_sweep_trains_each_seed_group_together_with_the_solo_numbers(tmp_path,
                 assert abs(float(a[key]) - float(b[key])) <= TOLERANCE * max(1.0, abs(float(b[key]))), key
             except ValueError:
                 assert a[key] == b[key], key
+
+
+FIGURE_4 = Path(__file__).resolve().parents[1] / "scenarios" / "energy-tau-sweep.toml"
+MNIST = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"
+
+
+@pytest.mark.skipif(not MNIST.is_dir(), reason="the MNIST test split is not in ../shared/datasets/mnist")
+def test_the_figure_4_trainings_are_byte_identical_together():
+    """The Figure-4 study's shapes (MNIST, 784 inputs, batch 32, 20 clients a round, DRDM): each seed's numbers
+    together are its solo run's, bit for bit."""
+    grid = ["network.snr_db=10", "network.bandwidth_mhz=1", "algorithm.local_steps=5"]
+    plan = plan_sweep(FIGURE_4, ["run.rounds=3"], grid, seeds=3)
+    solo, together, batch = solo_and_together([sweep_run.trainer(p.scenario) for p in plan.points])
+    assert batch.stacked_calls == 3
+    for a, b in zip(solo, together):
+        assert a.metrics == b.metrics
+        assert torch.equal(torch.tensor([r["loss"] for r in a.metrics]), torch.tensor([r["loss"] for r in b.metrics]))
