@@ -31,7 +31,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -250,9 +250,14 @@ class StepApplier:
                 return None
         return out
 
-    def _try_direct(self, step, w, g, carry, client, shared, k):
+    def _try_direct(self, step, w, g, carry, client, shared, k, per_row=frozenset()):
         per_client = w.shape[1:]
-        for v in shared.values():
+        rows = self._padded({name: shared[name] for name in per_row}, per_client, w.dtype)
+        if rows is None:
+            return None
+        for name, v in shared.items():
+            if name in per_row:
+                continue
             if isinstance(v, torch.Tensor):
                 if v.dim() != 0 and v.shape != per_client:
                     return None
@@ -264,7 +269,7 @@ class StepApplier:
             return None
         try:
             with _ElementwiseOnly():
-                w_new, carry_new = step(w, g, carry_p, client_p, shared, k)
+                w_new, carry_new = step(w, g, carry_p, client_p, {**shared, **rows}, k)
         except _NotElementwise:
             self._needs_vmap.add(_code_of(step))
             return None
@@ -280,13 +285,28 @@ class StepApplier:
         self.direct_calls += 1
         return w_new, unpadded
 
-    def __call__(self, step, w, g, carry, client, shared, k):
+    def __call__(self, step, w, g, carry, client, shared, k, per_row=frozenset()):
+        """``step`` on every row; ``per_row``: the keys of ``shared`` that hold one value per row ([C, ...], the
+        clients of several runs trained at once: edgefl.seed_axis), each row seeing its own."""
         if _code_of(step) not in self._needs_vmap:
-            result = self._try_direct(step, w, g, carry, client, shared, k)
+            result = self._try_direct(step, w, g, carry, client, shared, k, per_row)
             if result is not None:
                 return result
         self.vmap_calls += 1
-        return vmap(step, in_dims=(0, 0, 0, 0, None, None))(w, g, carry, client, shared, k)
+        shared_dims = {name: 0 if name in per_row else None for name in shared} if per_row else None
+        return vmap(step, in_dims=(0, 0, 0, 0, shared_dims, None))(w, g, carry, client, shared, k)
+
+
+@dataclass
+class PreparedTrain:
+    """A Train op ready to train (:meth:`Executor.prepare`): its start rows [C, d], minibatch indices [C, steps,
+    B], step mask (or None) and the strategy that trains it."""
+
+    op: Train
+    start: torch.Tensor
+    idx: torch.Tensor
+    mask: torch.Tensor | None
+    strategy: str
 
 
 STRATEGIES = ("linear", "vmap", "threads", "loop")
@@ -443,6 +463,13 @@ class Executor:
 
     # -- Train -------------------------------------------------------------------------
     def train(self, op: Train) -> TrainResult:
+        prepared = self.prepare(op)
+        return self.result_of(prepared, *self.run_prepared(prepared))
+
+    def prepare(self, op: Train) -> PreparedTrain:
+        """``op`` ready to train: its minibatch indices drawn (the executor's stream moves here, whether the op is
+        then trained alone or beside other runs' ops: edgefl.seed_axis), its start rows and mask checked, the
+        strategy that trains it chosen."""
         clients = op.clients
         num = len(clients)
         batch = op.batch_size or self.batch_size
@@ -453,8 +480,7 @@ class Executor:
             mask = torch.as_tensor(mask, dtype=torch.bool)
             if mask.shape != (num, op.steps):
                 raise ValueError(f"step_mask must be [clients, steps] = {(num, op.steps)}, got {tuple(mask.shape)}")
-        on_device = self.device.type != "cpu"
-        if on_device:
+        if self.device.type != "cpu":
             start = start.to(self.device)
             op = _moved(op, self.device)
         if self.mode == "loop":
@@ -463,19 +489,27 @@ class Executor:
             if self.strategy is None:
                 self.strategy = self.choose_strategy(op, start, idx) if self.measure else self.structural_guess()
             name = self.strategy
+        return PreparedTrain(op, start, idx, mask, name)
+
+    def run_prepared(self, p: PreparedTrain):
+        """(params, carry, snapshot) of a prepared op, on the device."""
         try:
-            params, carry, snapshot = self._train_with(name, op, start, idx, mask)
+            return self._train_with(p.strategy, p.op, p.start, p.idx, p.mask)
         except Exception:
-            if name != "vmap" or self.measure:
+            if p.strategy != "vmap" or self.measure:
                 raise
             # a model vmap cannot map (a module calling .item(), an RNN): the clients in threads, from now on
             # (the same on every run: the failure is the model's, not the machine's); nothing was written
-            self.strategy = name = "threads"
-            params, carry, snapshot = self._train_with(name, op, start, idx, mask)
-        if on_device:
+            self.strategy = p.strategy = "threads"
+            return self._train_with(p.strategy, p.op, p.start, p.idx, p.mask)
+
+    def result_of(self, p: PreparedTrain, params, carry, snapshot) -> TrainResult:
+        """The TrainResult of a prepared op from what training it gave (moved back to the CPU)."""
+        if self.device.type != "cpu":
             params, snapshot = params.cpu(), None if snapshot is None else snapshot.cpu()
             carry = {k: v.cpu() for k, v in carry.items()}
-        steps_done = np.full(num, op.steps) if mask is None else mask.sum(dim=1).numpy()
+        num, mask = len(p.op.clients), p.mask
+        steps_done = np.full(num, p.op.steps) if mask is None else mask.sum(dim=1).numpy()
         return TrainResult(params=params, carry=carry, snapshot=snapshot, steps_done=steps_done)
 
     def _train_with(self, name: str, op: Train, start, idx, mask):
@@ -498,7 +532,12 @@ class Executor:
         snapshot = torch.cat([p[2] for p in parts]) if op.record_at is not None else None
         return params, carry, snapshot
 
-    def _train_batched(self, op: Train, start, idx, mask):
+    def _train_batched(self, op: Train, start, idx, mask, gather=None, record_at=None, per_row=frozenset()):
+        """Every client's ``op.steps`` steps at once. ``gather(rows [C, B])``: their minibatches (default: this
+        executor's data); ``record_at``: the step after which each client's row is kept ([C] ints, 0 for none;
+        default ``op.record_at`` for all); ``per_row``: the keys of ``op.shared`` given per client ([C, ...]
+        rows). The last two are for clients of several runs trained at once (edgefl.seed_axis)."""
+        gather = self._gather if gather is None else gather
         w = start.clone()
         carry = {k: v.clone() for k, v in op.carry.items()}
         client_args = dict(op.client_args)
@@ -511,13 +550,13 @@ class Executor:
         snapshot = None
         for k in range(op.steps):
             if active is None or active[k]:
-                x, y = self._gather(rows_by_step[k])
+                x, y = gather(rows_by_step[k])
                 if self.linear is not None:
                     _, g = self.linear.loss_grad(w, x, y)
                     written = None
                 else:
                     _, g, written = self._vmap.loss_grad(w, x, y, train=True)
-                w_next, carry_next = self.steps(op.step, w, g, carry, client_args, shared, k)
+                w_next, carry_next = self.steps(op.step, w, g, carry, client_args, shared, k, per_row)
                 if written is not None:  # the buffers: what the forward pass wrote, whatever the step did
                     w_next = torch.cat([w_next[:, :trained], written], dim=1)
                 if mask is not None and not bool(mask[:, k].all()):
@@ -528,8 +567,14 @@ class Executor:
                         for name, v in carry_next.items()
                     }
                 w, carry = w_next, carry_next
-            if op.record_at == k + 1:
-                snapshot = w.clone()
+            if record_at is None:
+                if op.record_at == k + 1:
+                    snapshot = w.clone()
+            else:
+                kept = record_at == k + 1
+                if kept.any():
+                    snapshot = torch.empty_like(w) if snapshot is None else snapshot
+                    snapshot[kept] = w[kept]
         return w, carry, snapshot
 
     def _train_loop(self, op: Train, start, idx, mask, workers: int = 0):

@@ -140,6 +140,15 @@ def learning_config(scenario: Scenario) -> dict:
     return dump
 
 
+def seed_group(point: SweepPoint) -> str:
+    """What a point's learning run depends on but the seed (a REPRICED point's training; a co-simulated point's
+    whole scenario): the runs of one seed group differ only in ``run.seed`` and train together (edgefl.seed_axis)."""
+    s = point.scenario
+    config = learning_config(s) if point.mode == REPRICED else s.model_dump(mode="json", exclude={"sweep"})
+    config["run"].pop("seed")
+    return _hash(config)
+
+
 def _set_key(raw: dict, key: str, value) -> None:
     """Set ``section.key`` (or ``algorithm.<name>.key``, ``process.<i>.key``) in the raw scenario."""
     *tables, name = key.split(".")

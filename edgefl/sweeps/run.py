@@ -2,7 +2,8 @@
 recorded op trace for every channel point of a group, resumable.
 
 Points that share a training (:mod:`edgefl.sweeps.plan`) are trained once, on the ideal engine
-with ``record_trace``; the trace is then re-priced for each of them with
+with ``record_trace``, the trainings of one seed group (the same but the seed) together, in one batched run over a
+seed axis (:mod:`edgefl.seed_axis`: each seed's numbers are its solo run's); the trace is then re-priced for each of them with
 ``edgefl.sim.engine.reprice_rounds(trace, pricer)``, the pricer ``edgefl.parts.pricer_of`` builds
 for that point: the same pricer and random draws a co-simulation of that point uses (so the numbers are those of a
 co-simulation). Every other point is co-simulated in full. The learning runs are jobs of
@@ -23,14 +24,16 @@ from typing import Callable
 import torch
 
 from edgefl.errors import UserError, WorkerDied
+from edgefl.memory import RUNTIME_BYTES, estimate_bytes
 from edgefl.parts import pricer_of
 from edgefl.plugins import faults_named, import_plugins
 from edgefl.results import empty_again, open_folder
 from edgefl.runner import Simulation
 from edgefl.scenario import Scenario
+from edgefl.seed_axis import run_together
 from edgefl.sim.engine import RoundCost, reprice_rounds
 from edgefl.sweeps.jobs import check_options, run_jobs
-from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError, SweepPlan, SweepPoint
+from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError, SweepPlan, SweepPoint, seed_group
 from edgefl.sweeps.store import (
     POINTS_DIR,
     assemble_results,
@@ -45,26 +48,62 @@ from energy import CATEGORIES
 
 @dataclass
 class Task:
-    """One learning run: a training re-priced for ``points`` (REPRICED), or one co-simulation.
-    A job of :func:`run_jobs` (picklable)."""
+    """The learning runs of ``points``, one per seed of a seed group, trained together (edgefl.seed_axis): REPRICED,
+    the trainings re-priced for their points; COSIMULATED, each point co-simulated. A job of :func:`run_jobs`
+    (picklable)."""
 
     mode: str
-    scenario: Scenario  # what is trained (REPRICED: on the ideal engine, with a trace)
+    scenario: Scenario  # the first run's (REPRICED: its training, on the ideal engine)
     points: list[SweepPoint] = field(default_factory=list)
+
+    @property
+    def runs(self) -> int:
+        return len({run_of(p) for p in self.points})
+
+
+def run_of(point: SweepPoint) -> str:
+    """The learning run a point's numbers come from: its training (REPRICED, shared by its channel points) or itself."""
+    return point.training if point.mode == REPRICED and point.training is not None else point.id
+
+
+def trainer(scenario: Scenario) -> Scenario:
+    """The scenario a REPRICED point's training runs: on the ideal engine (its trace is re-priced per point)."""
+    return scenario.model_copy(update={"run": scenario.run.model_copy(update={"engine": "ideal"})})
+
+
+SEEDS_TOGETHER = 8  # at most this many runs of a seed group in one job (a 10-seed group: two jobs of 5)
+SEEDS_MEMORY = 2 * 2**30  # bytes (edgefl.memory's estimate) that the runs of one job may take together
+
+
+def seeds_at_once(scenario: Scenario) -> int:
+    """How many runs of one seed group a job trains together: SEEDS_TOGETHER, fewer where their memory estimates
+    (edgefl.memory) exceed SEEDS_MEMORY; at least 1. A constant of the scenario, not of the machine or the worker
+    count: which runs share a batched call is the same everywhere (results.csv byte-identical whatever --workers)."""
+    parts = estimate_bytes(scenario.data, scenario.model, scenario.algorithm)
+    if parts is None:
+        return 1
+    per_run = sum(parts.values()) - RUNTIME_BYTES  # one torch runtime per process, not per run
+    return max(1, min(SEEDS_TOGETHER, int(SEEDS_MEMORY // max(per_run, 1.0))))
 
 
 def make_tasks(points: list[SweepPoint]) -> list[Task]:
-    tasks: dict[str, Task] = {}
+    """The sweep's jobs: the points of one seed group (the same run but the seed, :func:`seed_group`) in as few
+    jobs of at most :func:`seeds_at_once` runs as can be, of equal size, each job's seeds trained together
+    (edgefl.seed_axis)."""
+    groups: dict[tuple[str, str], list[SweepPoint]] = {}
     for p in points:
-        if p.mode == REPRICED:
-            if p.training not in tasks:
-                s = p.scenario
-                trainer = s.model_copy(update={"run": s.run.model_copy(update={"engine": "ideal"})})
-                tasks[p.training] = Task(REPRICED, trainer)
-            tasks[p.training].points.append(p)
-        else:
-            tasks[p.id] = Task(COSIMULATED, p.scenario, [p])
-    return list(tasks.values())
+        groups.setdefault((p.mode, seed_group(p)), []).append(p)
+    tasks: list[Task] = []
+    for (mode, _), group in groups.items():
+        runs = list(dict.fromkeys(run_of(p) for p in group))
+        jobs = -(-len(runs) // seeds_at_once(group[0].scenario))
+        size = -(-len(runs) // jobs)
+        for lo in range(0, len(runs), size):
+            these = set(runs[lo : lo + size])
+            chosen = [p for p in group if run_of(p) in these]
+            first = chosen[0].scenario
+            tasks.append(Task(mode, trainer(first) if mode == REPRICED else first, chosen))
+    return tasks
 
 
 def repriced_rows(metrics: list[dict], costs: list[RoundCost]) -> list[dict]:
@@ -99,11 +138,16 @@ def run_task(task: Task) -> list[list[dict]]:
     torch.set_num_threads(task.scenario.run.threads or 1)
     with faults_named():
         import_plugins(task.scenario)  # a fresh worker: the plug-ins' files, to tell their faults
-        if task.mode == COSIMULATED:
-            return [Simulation(task.points[0].scenario).run(progress=False).metrics]
-        sim = Simulation(task.scenario, record_trace=True)
-        result = sim.run(progress=False)
-        return [repriced_rows(result.metrics, price_point(point, result.trace, sim.model)) for point in task.points]
+        if task.mode == COSIMULATED:  # one run per point, the seeds together
+            return [result.metrics for result in run_together([Simulation(p.scenario) for p in task.points])]
+        scenarios = {p.training: trainer(p.scenario) for p in task.points}  # one training per seed
+        sims = [Simulation(s, record_trace=True) for s in scenarios.values()]
+        trained = dict(zip(scenarios, zip(sims, run_together(sims))))  # the seeds trained together
+        return [
+            repriced_rows(result.metrics, price_point(point, result.trace, sim.model))
+            for point in task.points
+            for sim, result in [trained[point.training]]
+        ]
 
 
 @dataclass
@@ -193,7 +237,7 @@ def _run_locked(plan, out, workers, backend, address, force, progress, claimed, 
         points=len(plan.points),
         reused=len(plan.points) - len(missing),
         computed=len(missing),
-        trainings=len(tasks),
+        trainings=sum(task.runs for task in tasks),
         repriced=sum(p.mode == REPRICED for p in plan.points),
         cosimulated=sum(p.mode == COSIMULATED for p in plan.points),
         wall_s=time.perf_counter() - started,

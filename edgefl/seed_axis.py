@@ -1,0 +1,300 @@
+"""Runs that differ only in their seed, trained together on a seed axis.
+
+The k runs of one training group (the same scenario but ``run.seed``: data partition, initial model, minibatches
+and client sampling differ) go round by round in lock-step: each run in a thread of its own, with its own engine,
+algorithm and random streams, exactly as when it runs alone; only its executor is replaced by a lane of a
+:class:`SeedBatch`, where the Train ops of all runs meet. Once every run still going waits there, the ops that can
+be trained together are: the clients of all runs stacked into one ``[sum C_s, d]`` batch, each run's minibatches
+gathered from its own data (indices drawn from its own stream, as alone: :meth:`Executor.prepare`), one gradient
+and one step per local step for all of them (:meth:`Executor._train_batched`), each run handed back its rows.
+Everything else (evaluation, the algorithm's server side, the engine) runs in the run's own thread on its own
+objects. So the engine core is untouched: the seed axis is a hook on the executor.
+
+Equality: the batched gradient is the same rows of the same ``bmm`` (the closed form for linear models) or of the
+same vmapped forward, and the step function the same elementwise arithmetic (the server's model a step reads,
+``shared``, given per row). tests/test_seed_axis.py checks each run's outputs against its solo run's: identical
+bytes for the Figure-4 study's trainings (MNIST, 784 inputs, batch 32) and a vmapped MLP; within 1e-6 (a few 1e-8
+seen) where stacking moves a run's rows onto another kernel path of the CPU's small matrix products (60 inputs,
+batch 8, 5 clients a run). Which runs share a call is fixed by the sweep (edgefl.sweeps.run.make_tasks), not by the
+machine.
+
+Cost (benchmarks/seed_axis.py, 10 seeds, CPU time): small models, where a step's call overhead is most of it, take
+1.5-1.8x less CPU together; the Figure-4 trainings, whose steps are mostly the bmm's arithmetic and whose rounds
+are mostly the evaluation, take the same CPU (within the loaded machine's 10 %), and less wall time where a second
+core is free (a run's torch kernels release the GIL while another run's Python goes on).
+
+Ops that cannot be stacked train one after the other, as alone:
+different step functions or step counts, a step mask (a controller's plan), scalars of ``shared`` that differ
+between the runs, the per-client loop or threads (convolutional models on a CPU), or more clients than the memory
+lets vmap train at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from algorithms.ops import Train, TrainResult
+from edgefl.executor import Executor, PreparedTrain
+
+STACKED = ("linear", "vmap")  # the strategies whose clients can be stacked across runs
+
+
+class Cancelled(Exception):
+    """Raised in a lane whose batch was cancelled (another lane, or the caller, stopped)."""
+
+
+class SeedLane:
+    """One run's executor inside a :class:`SeedBatch`: Train ops go to the batch, everything else to the run's
+    own executor."""
+
+    def __init__(self, batch: "SeedBatch", lane: int):
+        self._batch, self._lane = batch, lane
+        self._own = batch.executors[lane]
+
+    def train(self, op: Train) -> TrainResult:
+        return self._batch.train(self._lane, op)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._own, name)
+
+
+class SeedBatch:
+    """Where the Train ops of k runs, each running in its own thread, meet and are trained together."""
+
+    def __init__(self, executors: Sequence[Executor]):
+        self.executors = list(executors)
+        self._cond = threading.Condition()
+        self._running = len(self.executors)  # lanes neither waiting here nor finished
+        self._waiting: dict[int, Train] = {}
+        self._results: dict[int, TrainResult | BaseException] = {}
+        self._cancelled = False
+        self.stacked_calls = 0  # batched trainings of several runs' ops (for tests and benchmarks)
+
+    def lane(self, lane: int) -> SeedLane:
+        return SeedLane(self, lane)
+
+    def train(self, lane: int, op: Train) -> TrainResult:
+        with self._cond:
+            if self._cancelled:
+                raise Cancelled()
+            self._waiting[lane] = op
+            self._running -= 1
+            if self._running == 0:
+                self._flush()
+            while lane not in self._results:
+                self._cond.wait()
+            result = self._results.pop(lane)
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def leave(self, lane: int) -> None:
+        """Lane ``lane`` has finished (its run returned or raised): the others no longer wait for it."""
+        with self._cond:
+            self._running -= 1
+            if self._running == 0 and self._waiting:
+                self._flush()
+
+    def cancel(self) -> None:
+        with self._cond:
+            self._cancelled = True
+            for lane in self._waiting:
+                self._results[lane] = Cancelled()
+            self._running += len(self._waiting)
+            self._waiting.clear()
+            self._cond.notify_all()
+
+    def _flush(self) -> None:
+        """Train every waiting op (all lanes still running are waiting: nothing else runs now), then wake them."""
+        ops, self._waiting = self._waiting, {}
+        prepared: dict[int, PreparedTrain] = {}
+        for lane, op in sorted(ops.items()):
+            try:
+                prepared[lane] = self.executors[lane].prepare(op)
+            except Exception as exc:  # noqa: BLE001 - the lane's own error, raised in its own thread
+                self._results[lane] = exc
+        for group in self._groups(prepared):
+            if len(group) > 1:
+                try:
+                    self._train_stacked({lane: prepared[lane] for lane in group})
+                    self.stacked_calls += 1
+                    continue
+                except Exception:  # noqa: BLE001 - each op alone then: its own error, if any, from its own run
+                    pass
+            for lane in group:
+                executor = self.executors[lane]
+                try:
+                    self._results[lane] = executor.result_of(prepared[lane], *executor.run_prepared(prepared[lane]))
+                except Exception as exc:  # noqa: BLE001 - raised in the lane's thread
+                    self._results[lane] = exc
+        self._running += len(ops)
+        self._cond.notify_all()
+
+    def _groups(self, prepared: dict[int, PreparedTrain]) -> list[list[int]]:
+        """The lanes whose ops train together, in lane order; a vmap group holds at most as many clients as vmap
+        trains at once (Executor.clients_at_once: the memory)."""
+        groups: list[list[int]] = []
+        keys: list[tuple | None] = []
+        clients: list[int] = []
+        for lane, p in prepared.items():
+            key, size = _stack_key(p), len(p.op.clients)
+            limit = self.executors[lane].clients_at_once() if p.strategy == "vmap" else None
+            for i, group in enumerate(groups):
+                fits = limit is None or clients[i] + size <= limit
+                if key is not None and keys[i] == key and fits and _same_scalars(prepared[group[0]], p):
+                    group.append(lane)
+                    clients[i] += size
+                    break
+            else:
+                groups.append([lane])
+                keys.append(key)
+                clients.append(size)
+        return groups
+
+    def _train_stacked(self, group: dict[int, PreparedTrain]) -> None:
+        lanes = list(group)
+        lead = self.executors[lanes[0]]
+        first = group[lanes[0]]
+        sizes = [len(group[lane].op.clients) for lane in lanes]
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        spans = [slice(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+        total = int(bounds[-1])
+        cat = lambda values: torch.cat(list(values))  # noqa: E731
+        shared, per_row = {}, set()
+        for name, value in first.op.shared.items():
+            if isinstance(value, torch.Tensor) and value.dim() > 0:  # e.g. the server's model: one per run
+                per_row.add(name)
+                shared[name] = cat(
+                    group[lane].op.shared[name].expand(size, *value.shape) for lane, size in zip(lanes, sizes)
+                )
+            else:  # a scalar, the same in every run (_same_scalars)
+                shared[name] = value
+        op = Train(
+            clients=np.arange(total),
+            start=cat(group[lane].start for lane in lanes),
+            steps=first.op.steps,
+            step=first.op.step,
+            carry={k: cat(group[lane].op.carry[k] for lane in lanes) for k in first.op.carry},
+            client_args={k: cat(group[lane].op.client_args[k] for lane in lanes) for k in first.op.client_args},
+            shared=shared,
+            batch_size=first.op.batch_size,
+        )
+        record = [group[lane].op.record_at for lane in lanes]
+        record_at = None
+        if any(r is not None for r in record):
+            record_at = torch.from_numpy(np.repeat([r or 0 for r in record], sizes))
+        idx = cat(group[lane].idx for lane in lanes)
+        gather = _stacked_gather([self.executors[lane] for lane in lanes], spans, lead)
+        params, carry, snapshot = lead._train_batched(
+            op, op.start, idx, None, gather=gather, record_at=record_at, per_row=frozenset(per_row)
+        )
+        for lane, span, at in zip(lanes, spans, record):
+            p = group[lane]
+            kept = None if snapshot is None or at is None or at > p.op.steps else snapshot[span]
+            self._results[lane] = self.executors[lane].result_of(
+                p, params[span], {k: v[span] for k, v in carry.items()}, kept
+            )
+
+
+def _stack_key(p: PreparedTrain) -> tuple | None:
+    """What ops must share to be stacked (None: this op trains alone)."""
+    op = p.op
+    if p.strategy not in STACKED or p.mask is not None:
+        return None
+    tensors = lambda d: tuple((k, tuple(v.shape[1:]), v.dtype) for k, v in sorted(d.items()))  # noqa: E731
+    shared = []
+    for k, v in sorted(op.shared.items()):
+        if isinstance(v, torch.Tensor):
+            shared.append((k, tuple(v.shape), v.dtype))
+        elif isinstance(v, (bool, int, float)):
+            shared.append((k, type(v)))
+        else:
+            return None
+    return (
+        p.strategy,
+        op.step,
+        op.steps,
+        tuple(p.idx.shape[1:]),
+        tuple(p.start.shape[1:]),
+        p.start.dtype,
+        tensors(op.carry),
+        tensors(op.client_args),
+        tuple(shared),
+    )
+
+
+def _same_scalars(a: PreparedTrain, b: PreparedTrain) -> bool:
+    """Whether the scalars of the two ops' ``shared`` are equal (a step reads one value for all its rows)."""
+    for name, value in a.op.shared.items():
+        other = b.op.shared[name]
+        if isinstance(value, torch.Tensor):
+            if value.dim() == 0 and not torch.equal(value, other):
+                return False
+        elif value != other:
+            return False
+    return True
+
+
+def _stacked_gather(executors: list[Executor], spans: list[slice], lead: Executor) -> Callable:
+    """The minibatches of stacked clients ([sum C_s, B] rows, each run's rows into its own data), gathered into one
+    buffer per step."""
+
+    def gather(rows: torch.Tensor):
+        x = torch.empty(rows.shape + lead._x.shape[1:], dtype=lead._x.dtype, device=lead.device)
+        y = torch.empty(rows.shape, dtype=lead._y.dtype, device=lead.device)
+        for executor, span in zip(executors, spans):
+            part = rows[span].reshape(-1).to(executor.device)
+            n = part.shape[0]
+            torch.index_select(executor._x, 0, part, out=x[span].view(n, *lead._x.shape[1:]))
+            torch.index_select(executor._y, 0, part, out=y[span].view(n))
+        return x, y
+
+    return gather
+
+
+def run_together(simulations: Sequence, run: Callable[[Any], Any] = lambda sim: sim.run(progress=False)) -> list:
+    """``[run(sim) for sim in simulations]``, the simulations' Train ops trained together (see the module's
+    docstring): each run in a thread of its own, its executor a lane of one :class:`SeedBatch`. The first error of
+    a run is raised once every run has ended (the others are cancelled at their next Train op)."""
+    sims = list(simulations)
+    if len(sims) <= 1:
+        return [run(sim) for sim in sims]
+    batch = SeedBatch([sim.engine.executor for sim in sims])
+    results: list = [None] * len(sims)
+    errors: list[BaseException | None] = [None] * len(sims)
+
+    def go(lane: int) -> None:
+        try:
+            results[lane] = run(sims[lane])
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            errors[lane] = exc
+            batch.cancel()
+        finally:
+            batch.leave(lane)
+
+    for lane, sim in enumerate(sims):
+        sim.engine.executor = batch.lane(lane)
+    threads = [
+        threading.Thread(target=go, args=(lane,), name=f"edgefl-seed-{lane}", daemon=True) for lane in range(len(sims))
+    ]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        batch.cancel()
+        raise
+    finally:
+        for sim, executor in zip(sims, batch.executors):
+            sim.engine.executor = executor
+    first = next((e for e in errors if e is not None and not isinstance(e, Cancelled)), None)
+    if first is None:
+        first = next((e for e in errors if e is not None), None)
+    if first is not None:
+        raise first
+    return results
