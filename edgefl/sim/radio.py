@@ -27,6 +27,7 @@ WAIT, PROMOTION, WORK = range(3)
 class RadioStates(Component):
     def __init__(self, population):
         self._tail_s, self._tail_power_w = population.tail_s.tolist(), population.tail_power_w.tolist()
+        self.has_tails = any(t > 0 for t in self._tail_s)  # whether any device's radio has a tail after a transfer
         self._idle_power_w = population.idle_power_w.tolist()
         # Every device's radio tail still running: client -> [start s, charged until s, label of the message it
         # follows]; charged when it ends (the next transfer starts, it runs out, run_end()) and up to the end of
@@ -71,7 +72,7 @@ class RadioStates(Component):
         """A transfer starts now: the wait before it is logged (idle where no tail covers it), the radio's tail
         ends (charged until now, at most tail_s)."""
         now = self.env.now
-        if doing[0] == WAIT:
+        if doing[0] == WAIT and doing[1] < now:  # (a wait of 0 s logs nothing)
             self.log_wait(log, client, doing[1], now)
         if client in self._tails:
             self._end_tail(client, now)
