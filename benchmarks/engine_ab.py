@@ -194,7 +194,9 @@ def main() -> None:
             sim.run(progress=False)
             chains = int(sim.engine.selected_count.sum())
             journal = list(sim.pricer.journal)
-            scenarios = {side: sides[side][2].load_scenario(PHONES_SCENARIO, [f"data.dir={MNIST}", *ASYNC]) for side in sides}
+            scenarios = {
+                side: sides[side][2].load_scenario(PHONES_SCENARIO, [f"data.dir={MNIST}", *ASYNC]) for side in sides
+            }
             compare(
                 "async",
                 lambda side: replay_journal(sides[side], scenarios[side], sim.model, journal) / chains,

@@ -33,7 +33,14 @@ def main() -> None:
         archive = subprocess.run(["git", "archive", args.rev], cwd=ROOT, check=True, capture_output=True).stdout
         with tarfile.open(fileobj=BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
-        common = [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--only", args.only, "--threads", str(args.threads)]
+        common = [
+            sys.executable,
+            str(ROOT / "benchmarks" / "run.py"),
+            "--only",
+            args.only,
+            "--threads",
+            str(args.threads),
+        ]
         common += ["--quick"] if args.quick else []
         for r in range(args.runs):
             for side in ("base", "this") if r % 2 == 0 else ("this", "base"):

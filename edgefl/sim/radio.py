@@ -116,7 +116,7 @@ class RadioStates(Component):
         asked for when no client needs it, as one tail after another would ask."""
         power_w = self._tail_power_w
         asked = [] if self.budget_j is None else [c for c in clients if power_w[c] > 0]
-        budgets = dict(zip(asked, self.budget_j(asked))) if asked else {}  # type: ignore[misc]  # (set when asked)
+        budgets = dict(zip(asked, self.budget_j(asked))) if asked else {}
         return [budgets.get(c) for c in clients]
 
     def _tail_ends(self, clients: list[int], until: float) -> list[tuple[float, bool]]:
@@ -143,7 +143,7 @@ class RadioStates(Component):
         empty = []
         for k, (client, (end, battery_empty)) in enumerate(zip(clients, ends)):
             if k == last_asked and k > 0:
-                self.budget_j([])  # type: ignore[misc]  # the rows logged so far drawn, as its own ask would
+                self.budget_j([])  # the rows logged so far drawn, as its own ask would
             tail = self._tails[client]
             seconds = end - tail[1]
             if seconds > 0 and self._tail_power_w[client] > 0:
