@@ -19,13 +19,13 @@ def out(x):
 
 def require_nonnegative(x, name: str) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
-    if np.any(np.isnan(x)) or np.any(x < 0):
+    if not (x >= 0).all():  # (NaN fails the comparison too; one ufunc: the engine calls this per booking)
         raise ValueError(f"{name} must be >= 0 (and not NaN), got {x if x.ndim == 0 else x[~(x >= 0)][:3]}")
     return x
 
 
 def require_positive(x, name: str) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
-    if np.any(np.isnan(x)) or np.any(x <= 0):
+    if not (x > 0).all():  # (NaN fails the comparison too)
         raise ValueError(f"{name} must be > 0, got {x if x.ndim == 0 else x[~(x > 0)][:3]}")
     return x

@@ -1,26 +1,34 @@
 """Pricing time of this checkout's SimPyPricer against another revision's, side by side in one process.
 
-    python benchmarks/engine_ab.py REV [--repeats 31]      # e.g. REV = 98b3ff0 (main before issue 21)
+    python benchmarks/engine_ab.py REV [--repeats 31] [--cases default,fdma-rayleigh,everything,reprice,async]
 
-REV's ``edgefl/`` is exported (git archive) into a temporary folder as the package ``edgefl_base``
-(its imports renamed), so that both engines run in the same process, interleaved (A B B A ...), on the
-same recorded phases: the learning runs of three networks of the quickstart scenario (dedicated band;
-FDMA + Rayleigh; everything on, as benchmarks/engine_identity.py), 30 rounds, traced once with this
-checkout. Only the pricer's calls are timed (start_round, price_phase, end_round, finish, booking),
-which is what benchmarks/run.py [3] measures against the rest of a run; medians. (``channel/`` and
-``energy/`` are this checkout's for both.)
+REV's ``edgefl/``, ``channel/``, ``energy/`` and ``arraychecks/`` are exported (git archive) into a temporary
+folder as the packages ``edgefl_base``, ``channel_base``, ... (their imports renamed), so that both engines run
+in the same process, interleaved (A B B A ...), on the same recorded work (medians):
+
+- default, fdma-rayleigh, everything: the learning runs of three networks of the quickstart scenario (dedicated
+  band; FDMA + Rayleigh; everything on, as benchmarks/engine_identity.py), 30 rounds, traced once with this
+  checkout; only the pricer's calls are timed (start_round, price_phase, end_round, finish, booking), which is
+  what benchmarks/run.py [3] measures against the rest of a run;
+- reprice: benchmarks/run.py [5]: the 60-round trace of scenarios/energy-tau-sweep.toml re-priced on its 35
+  channel points (``reprice_rounds``, no event log): ms per channel point;
+- async: benchmarks/run.py [8]: the calls the pricer received in a FedAsync run on phones-in-a-cell
+  (concurrency 10, 600 server updates; its journal, edgefl.sim.journal) received again by a fresh pricer:
+  the pricer's part of the engine's cost, ms per dispatched chain.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import pickle
 import re
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+import zlib
 from io import BytesIO
 from pathlib import Path
 
@@ -33,6 +41,10 @@ import engine_identity  # noqa: E402
 
 from edgefl.runner import Simulation  # noqa: E402
 
+MNIST = engine_identity.MNIST
+SWEEP_SCENARIO = ROOT / "scenarios" / "energy-tau-sweep.toml"
+PHONES_SCENARIO = ROOT / "scenarios" / "phones-in-a-cell.toml"
+
 CASES = {
     "default": engine_identity.BASE,
     "fdma-rayleigh": ["network.access=fdma", "network.fading=rayleigh", "network.rate=shannon"],
@@ -40,20 +52,26 @@ CASES = {
 }
 
 
+PACKAGES = ("edgefl", "channel", "energy", "arraychecks")  # what is taken from REV (algorithms/: this checkout's)
+
+
 def export_as_base(rev: str, folder: Path) -> None:
-    """REV's edgefl/ as the package folder/edgefl_base."""
-    archive = subprocess.run(["git", "archive", rev, "edgefl"], cwd=ROOT, check=True, capture_output=True).stdout
+    """REV's packages as folder/<package>_base."""
+    archive = subprocess.run(["git", "archive", rev, *PACKAGES], cwd=ROOT, check=True, capture_output=True).stdout
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(folder, filter="data")
-    (folder / "edgefl").rename(folder / "edgefl_base")
-    for path in (folder / "edgefl_base").rglob("*.py"):
-        text = re.sub(r"\bedgefl\.", "edgefl_base.", path.read_text())
-        text = re.sub(r"from edgefl import", "from edgefl_base import", text)
-        path.write_text(text)
+    names = "|".join(PACKAGES)
+    for package in PACKAGES:
+        (folder / package).rename(folder / f"{package}_base")
+    for package in PACKAGES:
+        for path in (folder / f"{package}_base").rglob("*.py"):
+            text = re.sub(r"\bedgefl\.", "edgefl_base.", path.read_text())  # imports and registries' "edgefl.x:Y"
+            text = re.sub(rf"\b(from|import) ({names})\b(?!_base)", r"\1 \2_base", text)
+            path.write_text(text)
 
 
 def price(modules, scenario_path: Path, sets: list[str], trace, flops) -> float:
-    deployment, pricer_module, scenario_module = modules
+    deployment, pricer_module, scenario_module = modules[:3]
     s = scenario_module.load_scenario(scenario_path, ["run.rounds=30"] + sets)
     population = deployment.build_population(s.network, s.devices, s.data.num_clients, *flops, s.run.seed)
     pricer = pricer_module.SimPyPricer(deployment.network_params(s.network), population, s.run.seed)
@@ -81,11 +99,50 @@ def deployment_module(package: str):
         return importlib.import_module(f"{package}.physical")
 
 
+def reprice_points(modules, model) -> list:
+    """benchmarks/run.py [5]'s channel points: (network, population) of each, built by ``modules``."""
+    deployment, _, scenario_module = modules[:3]
+    s0 = scenario_module.load_scenario(SWEEP_SCENARIO, [f"data.dir={MNIST}"])
+    points = []
+    for snr in s0.sweep.grid["network.snr_db"]:
+        for bw in s0.sweep.grid["network.bandwidth_mhz"]:
+            s = s0.model_copy(deep=True)
+            s.network.snr_db, s.network.bandwidth_mhz = float(snr), float(bw)
+            population = deployment.build_population(
+                s.network, s.devices, s.data.num_clients, model.train_flops_per_sample, model.eval_flops_per_sample, 0
+            )
+            points.append((deployment.network_params(s.network), population))
+    return points
+
+
+def reprice(modules, points, trace) -> float:
+    _, pricer_module, _, engine_module, _ = modules
+    t = time.perf_counter()
+    for network, population in points:
+        engine_module.reprice_rounds(trace, pricer_module.SimPyPricer(network, population, 0, record_events=False))
+    return (time.perf_counter() - t) / len(points)
+
+
+ASYNC = ["algorithm.name=fedasync", "algorithm.fedasync.concurrency=10", "run.rounds=600", "run.eval_every=600"]
+
+
+def replay_journal(modules, scenario, model, journal) -> float:
+    parts = modules[4]
+    *_, pricer = parts.pricer_of(scenario, model)
+    calls = [(name, *pickle.loads(zlib.decompress(packed))) for name, packed in journal]
+    t = time.perf_counter()
+    for name, args, kwargs in calls:
+        getattr(pricer, name)(*args, **kwargs)
+    return time.perf_counter() - t
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("rev")
     parser.add_argument("--repeats", type=int, default=31)
+    parser.add_argument("--cases", default=",".join([*CASES, "reprice", "async"]))
     args = parser.parse_args()
+    wanted = args.cases.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         export_as_base(args.rev, tmp)
@@ -93,27 +150,71 @@ def main() -> None:
         sides = {
             name: (
                 deployment_module(package),
-                *(importlib.import_module(f"{package}.{module}") for module in ("sim.pricer", "scenario")),
+                *(
+                    importlib.import_module(f"{package}.{module}")
+                    for module in ("sim.pricer", "scenario", "sim.engine", "parts")
+                ),
             )
             for name, package in (("base", "edgefl_base"), ("new", "edgefl"))
         }
         scenario_path = tmp / "engine-base.toml"
         engine_identity.cases(1, False, scenario_path)  # writes the engine cases' scenario
-        for case, sets in CASES.items():
-            sim = Simulation(sides["new"][2].load_scenario(scenario_path, ["run.rounds=30"] + sets), record_trace=True)
-            sim.run(progress=False)
-            trace, flops = sim.engine.trace, (sim.model.train_flops_per_sample, sim.model.eval_flops_per_sample)
-            times = {"base": [], "new": []}
+
+        def compare(case: str, measure, unit: str, scale: float, note: str) -> None:
+            times: dict[str, list[float]] = {"base": [], "new": []}
             for r in range(args.repeats + 1):
                 for side in ("base", "new") if r % 2 else ("new", "base"):
-                    seconds = price(sides[side], scenario_path, sets, trace, flops)
+                    seconds = measure(side)
                     if r:  # the first round of each: warm-up
                         times[side].append(seconds)
             base, new = float(np.median(times["base"])), float(np.median(times["new"]))
             print(
-                f"{case:14s} {args.rev} {base * 1e3:7.2f} ms | this checkout {new * 1e3:7.2f} ms | "
-                f"{100 * (new / base - 1):+.1f} %  ({len(trace)} phases; medians of {args.repeats}, interleaved)",
+                f"{case:14s} {args.rev} {base * scale:7.2f} {unit} | this checkout {new * scale:7.2f} {unit} | "
+                f"{100 * (new / base - 1):+.1f} %  ({note}; medians of {args.repeats}, interleaved)",
                 flush=True,
+            )
+
+        for case, sets in CASES.items():
+            if case not in wanted:
+                continue
+            sim = Simulation(sides["new"][2].load_scenario(scenario_path, ["run.rounds=30"] + sets), record_trace=True)
+            sim.run(progress=False)
+            trace, flops = sim.engine.trace, (sim.model.train_flops_per_sample, sim.model.eval_flops_per_sample)
+            compare(
+                case,
+                lambda side: price(sides[side], scenario_path, sets, trace, flops),
+                "ms",
+                1e3,
+                f"{len(trace)} phases",
+            )
+        if "reprice" in wanted:
+            scenario = sides["new"][2].load_scenario(SWEEP_SCENARIO, [f"data.dir={MNIST}"])
+            sim = Simulation(scenario, record_trace=True)
+            sim.run(progress=False)
+            points = {side: reprice_points(sides[side], sim.model) for side in sides}
+            compare(
+                "reprice",
+                lambda side: reprice(sides[side], points[side], sim.engine.trace),
+                "ms/point",
+                1e3,
+                f"{len(sim.engine.trace)} phases on {len(points['new'])} channel points",
+            )
+        if "async" in wanted:
+            scenario = sides["new"][2].load_scenario(PHONES_SCENARIO, [f"data.dir={MNIST}", *ASYNC])
+            sim = Simulation(scenario)
+            sim.keep_checkpoints()  # the pricer keeps the journal of its calls
+            sim.run(progress=False)
+            chains = int(sim.engine.selected_count.sum())
+            journal = list(sim.pricer.journal)
+            scenarios = {
+                side: sides[side][2].load_scenario(PHONES_SCENARIO, [f"data.dir={MNIST}", *ASYNC]) for side in sides
+            }
+            compare(
+                "async",
+                lambda side: replay_journal(sides[side], scenarios[side], sim.model, journal) / chains,
+                "ms/chain",
+                1e3,
+                f"{len(journal)} calls, {chains} chains",
             )
 
 

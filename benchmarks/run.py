@@ -20,6 +20,9 @@
 5. reprice: the 60-round DRDM trace of scenarios/energy-tau-sweep.toml re-priced on its 35
    SNR x bandwidth points (the same SimPy model, no training), one core: channel points per
    minute; the engine's SimPy events/s next to a bare SimPy timeout loop (the ceiling).
+8. async: an asynchronous server (FedAsync, concurrency 10, 600 server updates, evaluation only at the
+   end) on scenarios/phones-in-a-cell.toml, SimPy co-simulation vs the ideal engine: the engine's cost per
+   dispatched chain (CPU time of separate runs, interleaved; docs/asynchronous.md, "Engine overhead").
 6. fig4 (only when named, or with --smoke): the Figure-4 study of scenarios/energy-tau-sweep.toml with 10 seeds
    (2,100 points) end to end: ``edgefl sweep`` (2 workers), ``optimal-tau``, ``plot``.
 7. quickstart: whole-process wall time of ``edgefl run scenarios/quickstart.toml``, and whether
@@ -53,8 +56,12 @@ import simpy  # noqa: E402
 import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# --tree DIR: the code measured is DIR's (another checkout, e.g. `git archive REV | tar -x -C DIR`), the benchmarks
+# this file's: a base measured with the same benchmark code, in runs interleaved with this checkout's
+# (benchmarks/engine_base.py). Read before edgefl is imported.
+TREE = Path(sys.argv[sys.argv.index("--tree") + 1]).resolve() if "--tree" in sys.argv[:-1] else ROOT
+if str(TREE) not in sys.path:
+    sys.path.insert(0, str(TREE))
 
 from edgefl.deployment import build_population, network_params  # noqa: E402
 from edgefl.executor import Executor  # noqa: E402
@@ -114,6 +121,7 @@ SIZES = {
         matmul=2048,
         scale=(10_000, 100, 50),
         reprice=(None, 1, 3),
+        async_=(600, 5),
     ),
     "quick": dict(
         linear=15,
@@ -126,6 +134,7 @@ SIZES = {
         matmul=2048,
         scale=(10_000, 100, 50),
         reprice=(None, 5, 2),
+        async_=(600, 3),
     ),
     "smoke": dict(
         linear=1,
@@ -138,6 +147,7 @@ SIZES = {
         matmul=256,
         scale=(300, 10, 2),
         reprice=(2, 17, 1),
+        async_=(6, 1),
         quickstart_set=["--set", "run.rounds=2"],
     ),
 }
@@ -489,10 +499,56 @@ def bench_reprice() -> None:
     print(
         f"[5] reprice {scenario.run.rounds}-round DRDM trace of energy-tau-sweep.toml ({len(trace)} phases, {activities} activities) "
         f"on {len(pricers)} channel points, 1 core: {per_point * 1e3:.1f} ms/point = {points_per_min:,.0f} "
-        f"channel points/min (target >= 1,000) {mark(points_per_min >= 1000)} | engine "
+        f"channel points/min (target >= 3,000) {mark(points_per_min >= 3000)} | engine "
         f"{engine_rate / 1e3:.0f}k SimPy events/s incl. physics and energy vs bare SimPy timeout loop "
         f"{bare / 1e3:.0f}k events/s (ceiling): {100 * engine_rate / bare:.0f}%   "
         f"[{engine_events[best] / len(pricers):.0f} events/point]",
+        flush=True,
+    )
+
+
+# -- 8. an asynchronous server's engine cost per chain ---------------------------------------
+PHONES_SCENARIO = ROOT / "scenarios" / "phones-in-a-cell.toml"
+
+
+def bench_async() -> None:
+    """FedAsync (concurrency 10, one upload per server update) on phones-in-a-cell, evaluated only at the end:
+    (CPU time of the SimPy co-simulation - that of the ideal engine) / chains dispatched, separate runs
+    interleaved, medians (docs/asynchronous.md: 4 ms per chain before issue 30)."""
+    updates, repeats = SIZE["async_"]
+    times: dict[str, list[float]] = {"ideal": [], "simpy": []}
+    chains = 0
+
+    def one(engine: str) -> float:
+        nonlocal chains
+        sim = Simulation(
+            load_scenario(
+                PHONES_SCENARIO,
+                [
+                    f"data.dir={MNIST_DIR}",
+                    "algorithm.name=fedasync",
+                    "algorithm.fedasync.concurrency=10",
+                    f"run.rounds={updates}",
+                    f"run.eval_every={updates}",
+                    f"run.engine={engine}",
+                ],
+            )
+        )
+        c = time.process_time()
+        sim.run(progress=False)
+        chains = int(sim.engine.selected_count.sum())  # one client per Dispatch: one chain each
+        return time.process_time() - c
+
+    one("ideal"), one("simpy")  # warm-up
+    for r in range(repeats):
+        for engine in ("ideal", "simpy") if r % 2 == 0 else ("simpy", "ideal"):
+            times[engine].append(one(engine))
+    ideal, cosim = float(np.median(times["ideal"])), float(np.median(times["simpy"]))
+    per_chain = (cosim - ideal) / chains
+    print(
+        f"[8] async   FedAsync (C=10, {updates} updates, {chains} chains, eval at the end) on phones-in-a-cell: "
+        f"ideal {ideal:.2f} s | SimPy co-simulation {cosim:.2f} s CPU | engine {per_chain * 1e3:.2f} ms per chain "
+        f"(target <= 1 ms) {mark(per_chain <= 1e-3)}   [medians of {repeats}, interleaved]",
         flush=True,
     )
 
@@ -670,6 +726,7 @@ def bench_scale(threads: int) -> None:
             f"{num_clients},{clients_per_round},{rounds}",
             "--threads",
             str(threads),
+            *(["--tree", str(TREE)] if TREE != ROOT else []),
         ],
         capture_output=True,
         text=True,
@@ -699,12 +756,15 @@ def main() -> None:
     parser.add_argument(
         "--only",
         default=None,
-        help="comma-separated subset of linear,cnn,engine,scale,reprice,fig4,quickstart "
+        help="comma-separated subset of linear,cnn,engine,async,scale,reprice,fig4,quickstart "
         "(fig4, about 2 minutes, runs only when named, or with --smoke)",
     )
     parser.add_argument("--fig4-seeds", type=int, default=10, help="seeds of the Figure-4 study (default 10)")
     parser.add_argument("--workers", type=int, default=2, help="sweep workers of the Figure-4 study (default 2)")
     parser.add_argument("--scale-child", default=None, help=argparse.SUPPRESS)  # N,m,rounds
+    parser.add_argument(
+        "--tree", default=None, help="measure the code of this folder (another checkout) with these benchmarks"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.scale_child is not None:
@@ -716,7 +776,8 @@ def main() -> None:
     print(
         f"edgefl benchmarks{'' if mode == 'full' else f' ({mode})'}: torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads (OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}), "
-        f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, load average {load_average()}",
+        f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, load average {load_average()}"
+        + (f", code of {TREE}" if TREE != ROOT else ""),
         flush=True,
     )
     if mode == "smoke":
@@ -724,15 +785,17 @@ def main() -> None:
             "smoke mode: tiny sizes, to check that every benchmark runs; the numbers and OK/MISS measure nothing",
             flush=True,
         )
-    wanted = (args.only or "linear,cnn,engine,scale,reprice,quickstart" + (",fig4" if mode == "smoke" else "")).split(
-        ","
-    )
+    wanted = (
+        args.only or "linear,cnn,engine,async,scale,reprice,quickstart" + (",fig4" if mode == "smoke" else "")
+    ).split(",")
     if "linear" in wanted:
         bench_linear()
     if "cnn" in wanted:
         bench_cnn()
     if "engine" in wanted:
         bench_engine()
+    if "async" in wanted:
+        bench_async()
     if "scale" in wanted:
         bench_scale(args.threads)
     if "reprice" in wanted:

@@ -23,13 +23,14 @@ class EnergyLedger:
     Columns follow ``CATEGORIES`` = (compute, uplink, downlink, idle, promotion, tail).
     """
 
-    __slots__ = ("_j",)
+    __slots__ = ("_j", "changes")
 
     def __init__(self, num_clients: int):
         num_clients = int(num_clients)
         if num_clients < 0:
             raise ValueError(f"num_clients must be >= 0, got {num_clients}")
         self._j = np.zeros((num_clients, len(CATEGORIES)), dtype=np.float64)
+        self.changes = 0  # how many times it was written: a reader can tell that nothing changed since it last read
 
     @property
     def num_clients(self) -> int:
@@ -49,6 +50,7 @@ class EnergyLedger:
         if not (j >= 0 and np.isfinite(j)):
             raise ValueError(f"joules must be finite and >= 0, got {joules!r}")
         self._j[c, k] += j
+        self.changes += 1
 
     def add_many(self, clients, category: str, joules) -> None:
         """Vectorised ``add``: charge ``joules`` (scalar or array aligned with ``clients``).
@@ -65,6 +67,7 @@ class EnergyLedger:
         if np.any(~np.isfinite(j)) or np.any(j < 0):
             raise ValueError("joules must be finite and >= 0")
         np.add.at(self._j[:, k], clients, j)
+        self.changes += 1
 
     def add_rows(self, clients, categories, joules) -> None:
         """Charge rows of mixed categories: ``joules[k]`` to ``clients[k]`` under category index
@@ -82,12 +85,14 @@ class EnergyLedger:
         if not (np.all(np.isfinite(j)) and np.all(j >= 0)):
             raise ValueError("joules must be finite and >= 0")
         np.add.at(self._j, (clients, categories), j)
+        self.changes += 1
 
     def merge(self, other: "EnergyLedger") -> None:
         """Add another ledger (same number of clients) into this one."""
         if other.num_clients != self.num_clients:
             raise ValueError(f"ledger sizes differ: {self.num_clients} vs {other.num_clients}")
         self._j += other._j
+        self.changes += 1
 
     def by_category(self) -> dict[str, float]:
         """Total J per category, summed over clients."""
@@ -97,6 +102,7 @@ class EnergyLedger:
     def restore(self, per_client: np.ndarray) -> None:
         """Set every client's energy back to ``per_client`` (a copy taken with :meth:`per_client`)."""
         self._j[...] = per_client
+        self.changes += 1
 
     def per_client(self) -> np.ndarray:
         """Copy of the [num_clients, len(CATEGORIES)] array of J, columns in ``CATEGORIES`` order."""
@@ -113,6 +119,7 @@ class EnergyLedger:
     def copy(self) -> "EnergyLedger":
         new = EnergyLedger(0)
         new._j = self._j.copy()
+        new.changes = self.changes
         return new
 
     def __repr__(self) -> str:

@@ -23,7 +23,7 @@ def uplink_energy_j(time_s, tx_power_w, circuit_power_w=0.0, pa_efficiency=1.0):
     tx_power_w = require_nonnegative(tx_power_w, "tx_power_w")
     circuit_power_w = require_nonnegative(circuit_power_w, "circuit_power_w")
     pa_efficiency = np.asarray(pa_efficiency, dtype=np.float64)
-    if np.any(~(pa_efficiency > 0)) or np.any(pa_efficiency > 1):
+    if not ((pa_efficiency > 0) & (pa_efficiency <= 1)).all():
         raise ValueError(f"pa_efficiency must be in (0, 1], got {pa_efficiency}")
     return _power_times_time(tx_power_w / pa_efficiency + circuit_power_w, time_s)
 

@@ -241,3 +241,41 @@ def test_a_battery_a_rounding_error_below_its_reserve_is_available_after_its_wai
     assert (259.0 + wait_s > 259.0).all()  # moves a clock at 259 s
     bank.harvest(float(wait_s.max()))
     assert bank.available().all()
+
+
+def test_ledger_changes_counts_every_write_and_no_read():
+    """A reader (the Batteries component) draws from the ledger only when ``changes`` moved since it last read."""
+    ledger = EnergyLedger(3)
+    assert ledger.changes == 0
+    ledger.add(0, "compute", 1.0)
+    ledger.add_many([1, 2], "uplink", 0.5)
+    ledger.add_rows([0, 1], [0, 1], [0.25, 0.25])
+    assert ledger.changes == 3
+    ledger.client_totals(), ledger.by_category(), ledger.per_client(), ledger.total()
+    assert ledger.changes == 3  # reading changes nothing
+    other = ledger.copy()
+    assert other.changes == 3
+    ledger.merge(other)
+    ledger.restore(other.per_client())
+    assert ledger.changes == 5
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -1e-9, [1.0, float("nan")], [0.0, -2.0]])
+def test_formulas_refuse_nan_and_negative_inputs(bad):
+    with pytest.raises(ValueError, match="must be >= 0"):
+        compute_energy_j(bad, 1e9)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        uplink_energy_j(bad, 0.2)
+    with pytest.raises(ValueError, match="must be > 0"):
+        compute_energy_j(1e6, np.negative(np.abs(np.asarray(bad, dtype=float))))  # cpu_hz <= 0 or NaN
+
+
+@pytest.mark.parametrize("efficiency", [0.0, 1.5, float("nan"), [0.5, 0.0]])
+def test_uplink_refuses_a_power_amplifier_efficiency_outside_0_1(efficiency):
+    with pytest.raises(ValueError, match="pa_efficiency"):
+        uplink_energy_j(1.0, 0.2, 1.0, efficiency)
+
+
+def test_zero_power_for_an_unbounded_time_is_zero_joules_and_inf_passes_the_checks():
+    assert uplink_energy_j(float("inf"), 0.0) == 0.0
+    assert compute_energy_j(0.0, 1e9) == 0.0

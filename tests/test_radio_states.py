@@ -233,3 +233,46 @@ def test_without_a_tail_every_message_pays_its_promotion_at_the_idle_power_by_de
     p.finish()
     assert [e.energy_j for e in p.events if e.kind == "promotion"] == [pytest.approx(0.3 * 0.1, rel=1e-12)] * 2
     assert not [e for e in p.events if e.kind == "tail"]
+
+
+@pytest.mark.parametrize("server", ["fedavg", "fedasync"])
+def test_tails_charged_together_as_one_after_another(monkeypatch, server):
+    """The radio charges the tails of a round's end (and those that ran out) together, asking the batteries once
+    (benchmarks [8]); with batteries that run low, every output equals charging them one after another, each
+    tail asking its own battery (as before issue 30)."""
+    from pathlib import Path
+
+    from edgefl.scenario import load_scenario
+    from edgefl.sim.radio import RadioStates
+
+    sets = [
+        "run.rounds=6" if server == "fedavg" else "run.rounds=40",
+        "data.num_clients=12",
+        "algorithm.clients_per_round=6",
+        f"algorithm.name={server}",
+        "devices.tail_s=0.3",
+        "devices.tail_power_w=1.0",
+        "devices.battery_j=0.5",
+        "devices.battery_reserve_j=0.01",
+        "devices.harvest_w=0.01",
+        "network.access_latency_s=0.01",
+    ]
+    if server == "fedasync":
+        sets.append("algorithm.fedasync.concurrency=4")
+    quickstart = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.toml"
+
+    def outputs():
+        result = Simulation(load_scenario(quickstart, sets)).run(progress=False)
+        return result.metrics, [tuple(e) for e in result.events], result.battery
+
+    together = outputs()
+    batched = RadioStates._charge_tails
+    monkeypatch.setattr(
+        RadioStates,
+        "_charge_tails",
+        lambda self, clients, until: [c for client in clients for c in batched(self, [client], until)],
+    )
+    one_by_one = outputs()
+    assert any(e[3] == "tail" for e in together[1])  # tails were charged ...
+    assert min(row["level_j"] for row in together[2]) < 0.3  # ... from batteries that ran low
+    assert together == one_by_one

@@ -89,6 +89,7 @@ class Batteries(Component):
         self.pop = population
         self.bank = BatteryBank(population.battery_j, population.battery_reserve_j, population.harvest_w)
         self._time, self._spent = 0.0, np.zeros(population.num_clients)
+        self._drawn_at = (0.0, 0)  # (simulated time, ledger.changes) of the last draw: nothing to do while both hold
 
     exposes = {
         "battery_j": "each device's battery level now (J)",
@@ -103,12 +104,18 @@ class Batteries(Component):
         return self.levels() if name == "battery_j" else self.bank.harvested_j.copy()
 
     def _draw(self) -> None:
-        """Harvest since the last update, then draw what the ledger charged since (levels >= 0)."""
+        """Harvest since the last update, then draw what the ledger charged since (levels >= 0). Nothing to do when
+        neither the clock nor the ledger moved since (a radio tail asks its budget once per tail: benchmarks [3])."""
         core = self.core
-        spent = core.ledger.client_totals()
-        self.bank.harvest(core.env.now - self._time)
+        ledger = core.ledger  # (books what the phases logged)
+        now = core.env.now
+        if (now, ledger.changes) == self._drawn_at:
+            return
+        spent = ledger.client_totals()
+        self.bank.harvest(now - self._time)
         self.bank.draw(spent - self._spent)
-        self._time, self._spent = core.env.now, spent
+        self._time, self._spent = now, spent
+        self._drawn_at = (now, ledger.changes)
 
     def settle(self) -> None:
         """Bring the levels to now: what the ledger charged since the last update is drawn, radio tails that have
@@ -117,19 +124,22 @@ class Batteries(Component):
         self.core.radio.expire_tails()
         self._draw()
 
-    def left_j(self, client: int) -> float:
-        """The joules the client's battery has left now, once what it has been charged is drawn (the phase
+    def left_j(self, clients: list[int]) -> list[float]:
+        """The joules each client's battery has left now, once what it has been charged is drawn (the phase
         running's rows of it included); inf for mains power."""
         self._draw()
-        level = float(self.bank.level_j[client])
+        levels = self.bank.level_j[clients].tolist()
         log = self.core.current_log()
-        if not np.isfinite(level) or not log:
-            return level
-        rows = [row for row in log if row[0] == client]
-        if not rows:
-            return level
-        _, joules = rows_energies_j(self.pop, rows)
-        return level - float(joules.sum())
+        if not log:
+            return levels
+        for k, (client, level) in enumerate(zip(clients, levels)):
+            if not np.isfinite(level):
+                continue
+            rows = [row for row in log if row[0] == client]
+            if rows:
+                _, joules = rows_energies_j(self.pop, rows)
+                levels[k] = level - float(joules.sum())
+        return levels
 
     def levels(self) -> np.ndarray:
         self.settle()

@@ -235,8 +235,8 @@ class PhasePhysics:
         # not depend on simulated timing, so a trace re-priced on another channel sees the same
         # sequence of random numbers as a full co-simulation on that channel.
         attempts = 1 + net.max_retransmissions
-        gains = np.ones((0, attempts))
-        if radio:
+        gains = np.ones((radio, attempts))  # no fading: every gain 1 (no draw)
+        if radio and str(net.fading).lower() != "none":
             gains = np.atleast_1d(
                 fading_power_gain(net.fading, self.rng, size=radio * attempts, rician_k=net.rician_k)
             ).reshape(radio, attempts)

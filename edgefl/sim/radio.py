@@ -27,6 +27,7 @@ WAIT, PROMOTION, WORK = range(3)
 class RadioStates(Component):
     def __init__(self, population):
         self._tail_s, self._tail_power_w = population.tail_s.tolist(), population.tail_power_w.tolist()
+        self.has_tails = any(t > 0 for t in self._tail_s)  # whether any device's radio has a tail after a transfer
         self._idle_power_w = population.idle_power_w.tolist()
         # Every device's radio tail still running: client -> [start s, charged until s, label of the message it
         # follows]; charged when it ends (the next transfer starts, it runs out, run_end()) and up to the end of
@@ -34,8 +35,9 @@ class RadioStates(Component):
         self._tails: dict[int, list] = {}
         self._released: set[int] = set()  # devices unreachable (offline) since their last transfer: no tail
         self._at = (0, 0)  # the round and phase being priced (or the last priced): where tails are logged
-        # The joules a device's battery still has for a tail (client -> J; None: no batteries): the Batteries
-        # component sets it; a tail stops when they are spent.
+        # The joules the devices' batteries still have for a tail (a list of clients -> a list of J, asking brings
+        # the batteries to now, also for no client; None: no batteries): the Batteries component sets it; a tail
+        # stops when they are spent.
         self.budget_j = None
 
     def attach(self, core) -> None:
@@ -70,7 +72,7 @@ class RadioStates(Component):
         """A transfer starts now: the wait before it is logged (idle where no tail covers it), the radio's tail
         ends (charged until now, at most tail_s)."""
         now = self.env.now
-        if doing[0] == WAIT:
+        if doing[0] == WAIT and doing[1] < now:  # (a wait of 0 s logs nothing)
             self.log_wait(log, client, doing[1], now)
         if client in self._tails:
             self._end_tail(client, now)
@@ -91,49 +93,100 @@ class RadioStates(Component):
             self._end_tail(client, self.env.now)
         self._released.add(client)
 
-    def _tail_end(self, client: int, tail: list, until: float, spent_j: float = 0.0) -> tuple[float, bool]:
+    def _tail_end(
+        self, client: int, tail: list, until: float, spent_j: float = 0.0, budget_j: float | None = None
+    ) -> tuple[float, bool]:
         """Until when the client's tail, charged until ``tail[1]``, runs if nothing cuts it before ``until``: its
         timer (tail_s after it began), or its battery (the joules left once ``spent_j`` more are drawn, at
-        tail_power_w; harvesting during the tail does not count). Returns (end s, whether the battery ends it)."""
+        tail_power_w; harvesting during the tail does not count; ``budget_j``: the joules its battery has left now,
+        if already asked for). Returns (end s, whether the battery ends it)."""
         end = min(until, tail[0] + self._tail_s[client])
         power_w = self._tail_power_w[client]
         if self.budget_j is not None and power_w > 0:
-            left_s = max(self.budget_j(client) - spent_j, 0.0) / power_w
+            if budget_j is None:
+                budget_j = self.budget_j([client])[0]
+            left_s = max(budget_j - spent_j, 0.0) / power_w
             if tail[1] + left_s < end:
                 return tail[1] + left_s, True
         return end, False
 
-    def _charge_tail(self, client: int, until: float) -> bool:
-        """Log the client's tail from where it was last charged until ``until`` (at most to :meth:`_tail_end`),
-        under the round and phase being priced (at a round's end: its last phase). Returns whether it is over
-        (its battery is empty)."""
-        tail = self._tails[client]
-        end, empty = self._tail_end(client, tail, until)
-        seconds = end - tail[1]
-        if seconds > 0 and self._tail_power_w[client] > 0:
-            self.core.log_row(
-                self._at, LogRow(client, "tail", tail[2], tail[1], end, 0.0, CAT_TAIL, seconds, 0.0, "ok")
-            )
-        tail[1] = max(tail[1], end)
+    def _budgets(self, clients: list[int]) -> list[float | None]:
+        """The joules left for a tail in each client's battery (None where no battery limits it: no batteries, or a
+        tail drawing no power). Asking brings the batteries to now (what was charged so far is drawn); none is
+        asked for when no client needs it, as one tail after another would ask."""
+        power_w = self._tail_power_w
+        asked = [] if self.budget_j is None else [c for c in clients if power_w[c] > 0]
+        budgets = dict(zip(asked, self.budget_j(asked))) if asked else {}
+        return [budgets.get(c) for c in clients]
+
+    def _tail_ends(self, clients: list[int], until: float) -> list[tuple[float, bool]]:
+        """:meth:`_tail_end` of the clients' tails, their batteries asked once for all."""
+        return [
+            self._tail_end(client, self._tails[client], until, budget_j=budget)
+            for client, budget in zip(clients, self._budgets(clients))
+        ]
+
+    def _charge_tails(self, clients: list[int], until: float) -> list[int]:
+        """Log the clients' tails from where each was last charged until ``until`` (each at most to
+        :meth:`_tail_end`), under the round and phase being priced (at a round's end: its last phase). Returns those
+        that are over (their battery is empty). Charged together, as one after another would charge them: a
+        battery's budget depends on its own device's rows only (each device has one tail), so every end is found
+        first; and as each tail's budget, asked for, would have drawn the rows logged before it, those of all
+        but the last tail asked for are drawn before that one's row is logged (one booking for them all instead of
+        one per tail: benchmarks [8])."""
+        ends = self._tail_ends(clients, until)
+        last_asked = -1  # the position of the last tail whose battery is asked for
+        if self.budget_j is not None:
+            for k, client in enumerate(clients):
+                if self._tail_power_w[client] > 0:
+                    last_asked = k
+        empty = []
+        for k, (client, (end, battery_empty)) in enumerate(zip(clients, ends)):
+            if k == last_asked and k > 0:
+                self.budget_j([])  # the rows logged so far drawn, as its own ask would
+            tail = self._tails[client]
+            seconds = end - tail[1]
+            if seconds > 0 and self._tail_power_w[client] > 0:
+                self.core.log_row(
+                    self._at, LogRow(client, "tail", tail[2], tail[1], end, 0.0, CAT_TAIL, seconds, 0.0, "ok")
+                )
+            tail[1] = max(tail[1], end)
+            if battery_empty:
+                empty.append(client)
         return empty
 
     def _end_tail(self, client: int, cut_at: float | None) -> None:
         """The client's tail ends: cut by a transfer starting at ``cut_at``, or run out in full (None)."""
-        self._charge_tail(client, float("inf") if cut_at is None else cut_at)
-        del self._tails[client]
+        self._end_tails([client], cut_at)
+
+    def _end_tails(self, clients: list[int], cut_at: float | None) -> None:
+        """The clients' tails end (:meth:`_end_tail`), charged together (:meth:`_charge_tails`)."""
+        self._charge_tails(clients, float("inf") if cut_at is None else cut_at)
+        for client in clients:
+            del self._tails[client]
 
     def pending_j(self, spent_j: dict[int, float] | None = None, cut_now: set[int] | None = None) -> float:
         """The energy (J) the radio tails will still spend if no further message comes: every tail running, from
         where it was charged to its end (:meth:`_tail_end`), and a tail from now for each client in ``cut_now``
         (a transfer that would be cut now); ``spent_j``: joules clients would spend now, before their tails, that
         their batteries have not paid yet. What the run has committed beyond its ledger (docs/model.md §8)."""
-        spent_j, now, total = spent_j or {}, self.env.now, 0.0
+        spent_j, now = spent_j or {}, self.env.now
         tails = list(self._tails.items())
         tails += [(c, [now, now, ""]) for c in sorted(cut_now or ()) if self._tail_s[c] > 0 and c not in self._released]
-        for client, tail in tails:
-            end, _ = self._tail_end(client, tail, float("inf"), spent_j.get(client, 0.0))
+        if not tails:
+            return 0.0
+        budgets = self._budgets([client for client, _ in tails])
+        charged, seconds = [], []
+        for (client, tail), budget in zip(tails, budgets):
+            end, _ = self._tail_end(client, tail, float("inf"), spent_j.get(client, 0.0), budget)
             if end > tail[1]:
-                total += float(tail_energy_j(end - tail[1], self._tail_power_w[client]))
+                charged.append(client)
+                seconds.append(end - tail[1])
+        total = 0.0
+        if charged:  # one vectorised call; summed in the same order as one tail after another
+            joules = np.atleast_1d(tail_energy_j(np.array(seconds), np.array(self._tail_power_w)[charged]))
+            for j in joules.tolist():
+                total += j
         return total
 
     def expire_tails(self) -> None:
@@ -141,26 +194,23 @@ class RadioStates(Component):
         batteries are read: journaled calls only, so a replayed pricer books the same rows in the same order)."""
         now = self.env.now
         tail_s = self._tail_s
-        for client in [c for c, tail in self._tails.items() if tail[0] + tail_s[c] <= now]:
-            self._end_tail(client, None)
+        self._end_tails([c for c, tail in self._tails.items() if tail[0] + tail_s[c] <= now], None)
         if self.budget_j is not None:  # and every tail its battery could not pay until now
-            for client in [c for c, tail in self._tails.items() if self._tail_end(c, tail, now)[1]]:
-                self._end_tail(client, now)
+            clients = list(self._tails)
+            self._end_tails([c for c, (_, empty) in zip(clients, self._tail_ends(clients, now)) if empty], now)
 
     def round_end(self, round_: int) -> None:
         """The round ends (its metrics are read next): the tails still running are charged up to now, and go on
         (the rest is charged in the rounds they run in), so that a round's energy is what it spent."""
         self._at = (round_, self._at[1] if self._at[0] == round_ else 0)
         self.expire_tails()
-        for client in list(self._tails):
-            if self._charge_tail(client, self.env.now):
-                del self._tails[client]
+        for client in self._charge_tails(list(self._tails), self.env.now):
+            del self._tails[client]
 
     def run_end(self) -> None:
         """The run ends: every radio tail still running is charged in full (it runs out after the last
         message, as it would on the device), under the last round."""
-        for client in list(self._tails):
-            self._end_tail(client, None)
+        self._end_tails(list(self._tails), None)
 
     def log_wait(self, log: list, client: int, start: float, end: float) -> None:
         """A wait inside the chain (a plug-in's before_step, the TDMA queue, before a promotion): idle power,
