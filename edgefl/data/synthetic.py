@@ -62,8 +62,9 @@ def sample_laws(
     means: np.ndarray, variances: np.ndarray, weights: np.ndarray, bias: np.ndarray, noise: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Samples of K devices' laws, n each: x = v_k + noise · sqrt(Sigma) (float32 [K, n, dim]) and y = argmax(x W_k
-    + b_k) (int64 [K, n]; argmax softmax = argmax logits); ``noise``: standard normal [K, n, dim]."""
-    x = means[:, None, :] + noise * np.sqrt(variances)
+    + b_k) (int64 [K, n]; argmax softmax = argmax logits); ``noise``: standard normal [K, n, dim], overwritten."""
+    noise *= np.sqrt(variances)  # in place (the caller's draw): x = v_k + noise · sqrt(Sigma), element by element
+    x = np.add(noise, means[:, None, :], out=noise)
     y = np.argmax(x @ weights + bias[:, None, :], axis=2)
     return x.astype(np.float32), y.astype(np.int64)
 
@@ -117,11 +118,12 @@ class SyntheticLaws:
     def chunk(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Chunk j's (clients bounds[j]) v_k [K, dim], W_k [K, dim, classes] and b_k [K, classes]."""
         lo, hi = self.bounds[j]
-        means = self.b_mean[lo:hi, None] + 1.0 * self._again(self._means[j])
+        # loc + 1.0 · z as rng.normal(loc, 1.0) computes it: 1.0 · z is z, so the sum alone gives the same numbers
+        means = self.b_mean[lo:hi, None] + self._again(self._means[j])
         z = self._again(self._laws[j])
         u = self.u[lo:hi, None]
         cut = self.dim * self.classes
-        return means, (u + 1.0 * z[:, :cut]).reshape(hi - lo, self.dim, self.classes), u + 1.0 * z[:, cut:]
+        return means, (u + z[:, :cut]).reshape(hi - lo, self.dim, self.classes), u + z[:, cut:]
 
 
 def synthetic_devices(
