@@ -92,25 +92,31 @@ class MeanSnr:
             )
         }
 
-    def __call__(self, bandwidth_hz: float) -> np.ndarray:
+    def __call__(self, bandwidth_hz: float, interference: bool = True) -> np.ndarray:
+        """Every client's mean SNR over ``bandwidth_hz`` (cached); ``interference`` False: as if the links had
+        none (their SNR, where the SINR is the default)."""
+        if not interference:
+            return self._snr(bandwidth_hz, {**self._budget, "interference_w_per_hz": np.zeros(len(self._budget_idx))})
         cached = self._by_bandwidth.get(bandwidth_hz)
         if cached is None:
-            cached = np.empty(len(self.links))
-            if len(self._snr_idx):  # a configured SNR does not depend on the bandwidth
-                cached[self._snr_idx] = np.asarray(db_to_linear(self._snr_db)) * 1.0
-            if len(self._budget_idx):
-                b = self._budget
-                cached[self._budget_idx] = snr_from_link(
-                    b["tx_power_w"],
-                    b["path_loss_db"],
-                    bandwidth_hz,
-                    b["noise_figure_db"],
-                    b["shadowing_db"],
-                    b["n0_dbm_per_hz"],
-                    b["interference_w_per_hz"],
-                )
-            self._by_bandwidth[bandwidth_hz] = cached
+            cached = self._by_bandwidth[bandwidth_hz] = self._snr(bandwidth_hz, self._budget)
         return cached
+
+    def _snr(self, bandwidth_hz: float, b: dict[str, np.ndarray]) -> np.ndarray:
+        snr = np.empty(len(self.links))
+        if len(self._snr_idx):  # a configured SNR does not depend on the bandwidth
+            snr[self._snr_idx] = np.asarray(db_to_linear(self._snr_db)) * 1.0
+        if len(self._budget_idx):
+            snr[self._budget_idx] = snr_from_link(
+                b["tx_power_w"],
+                b["path_loss_db"],
+                bandwidth_hz,
+                b["noise_figure_db"],
+                b["shadowing_db"],
+                b["n0_dbm_per_hz"],
+                b["interference_w_per_hz"],
+            )
+        return snr
 
     def shared(self, bandwidth_hz: float, sharers: int, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The shares B/1 .. B/sharers [F] and the ``clients``' mean SNR at each [len(clients), F]: only the
