@@ -624,7 +624,7 @@ def peak_rss_bytes() -> int:
 
 def scale_child(num_clients: int, clients_per_round: int, rounds: int) -> None:
     """Runs in a fresh process (the code of EDGEFL_BENCH_CODE, else this checkout's); prints one JSON line."""
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     scenario = scenario_from_dict(
         {
             # the global model evaluated after the last round only: an evaluation computes every sample's loss
@@ -647,7 +647,7 @@ def scale_child(num_clients: int, clients_per_round: int, rounds: int) -> None:
         }
     )
     sim = Simulation(scenario)
-    built = time.perf_counter() - t0
+    built, built_cpu = time.perf_counter() - t0, time.process_time() - cpu0
     build_rss_gib = peak_rss_bytes() / 2**30
     ends: list[float] = []
     result = sim.run(progress=False, on_round=lambda row: ends.append(time.perf_counter()))
@@ -660,6 +660,8 @@ def scale_child(num_clients: int, clients_per_round: int, rounds: int) -> None:
                 "build_s": built,
                 "round_s": [end - start for start, end in zip(starts, ends)],
                 "total_s": total,
+                "build_cpu_s": built_cpu,
+                "cpu_s": time.process_time() - cpu0,  # this process's CPU time (the machine may be loaded)
                 "build_rss_gib": build_rss_gib,
                 "rss_gib": peak_rss_bytes() / 2**30,
                 "rounds": rounds,
@@ -704,8 +706,9 @@ def scale_line(num_clients: int, clients_per_round: int, r: dict, label: str = "
         f"FDMA + Rayleigh co-simulated: total {r['total_s']:.1f} s"
         + (f" (target <= 60 s) {mark(r['total_s'] <= 60)}" if big else "")
         + f" = setup {r['build_s']:.1f} s + rounds {sum(r['round_s']):.1f} s "
-        f"(per round: median {median:.2f} s, max {rounds[-1]:.2f} s; the last evaluates) | "
-        f"peak RSS {r['rss_gib']:.2f} GiB (after setup {r['build_rss_gib']:.2f})"
+        + (f"[CPU {r['cpu_s']:.1f} s, setup {r['build_cpu_s']:.1f} s] " if "cpu_s" in r else "")
+        + f"(per round: median {median:.2f} s, max {rounds[-1]:.2f} s; the last evaluates) | "
+        + f"peak RSS {r['rss_gib']:.2f} GiB (after setup {r['build_rss_gib']:.2f})"
         + (f" (target <= 8 GiB) {mark(r['rss_gib'] <= 8)}" if big else "")
         + f"   [g_i rows stored {r['store_rows']} = {r['store_mib']:.0f} MiB]"
     )
