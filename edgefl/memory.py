@@ -32,7 +32,7 @@ from edgefl.data import DataError
 from edgefl.models import parameter_count, saved_bytes
 
 BYTES_PER_VALUE = 4
-PER_DEVICE_BYTES = 1900  # measured (see the module's docstring): what a device costs besides its data
+PER_DEVICE_BYTES = 1250  # measured (see the module's docstring): what a device costs besides its data
 RUNTIME_BYTES = 100e6  # measured: torch's runtime once a run computes, beyond its imports
 
 
@@ -94,9 +94,11 @@ def estimate_bytes(data, model, algorithm) -> dict[str, float] | None:
     d = parameter_count(model.name, input_shape, classes, model.hidden, keys)
     selected = min(data.num_clients, math.ceil(a.clients_per_round * (1 + a.over_selection)))
     per_client = getattr(data, "estimated_bytes_per_client", None)
+    working = getattr(data, "estimated_working_bytes", None)
     parts = {
         "data": samples * (inputs + 1) * BYTES_PER_VALUE,
-        "data generator": data.num_clients * (float(per_client()) if per_client is not None else 0.0),
+        "data generator": data.num_clients * (float(per_client()) if per_client is not None else 0.0)
+        + (float(working()) if working is not None else 0.0),
         "training": selected * d * BYTES_PER_VALUE * 3 + step_bytes(d, 0.0, 0.0, a.batch_size, inputs),
         "devices": data.num_clients * PER_DEVICE_BYTES,
         "runtime": RUNTIME_BYTES,

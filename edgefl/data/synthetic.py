@@ -247,10 +247,14 @@ class SyntheticKeys(DataParams):
         return (self.synthetic_dim,), self.synthetic_classes
 
     def estimated_bytes_per_client(self) -> float:
-        """What generating the data holds per client besides its samples (edgefl.memory): its law, W_k [dim x C],
-        v_k [dim] and b_k [C] in float64, kept for every client until all are sampled (synthetic_devices)."""
-        dim, classes = self.synthetic_dim, self.synthetic_classes
-        return 8.0 * (dim * classes + dim + classes)
+        """What generating the data holds per client besides its samples (edgefl.memory): u_k and B_k (float64);
+        the laws W_k, v_k, b_k are drawn a chunk of clients at a time (SyntheticLaws), not held for all."""
+        return 16.0
+
+    def estimated_working_bytes(self) -> float:
+        """What generating the data holds at once besides its result (edgefl.memory): a chunk's laws (v_k, W_k,
+        b_k, and their draws) and samples (the noise in float64, x in float32), CHUNK_VALUES values each."""
+        return 6.0 * CHUNK_VALUES * 8
 
     def estimated_samples(self) -> float:
         if self.samples_per_client is not None:
