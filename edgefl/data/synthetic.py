@@ -248,13 +248,9 @@ class SyntheticKeys(DataParams):
 
     def estimated_bytes_per_client(self) -> float:
         """What generating the data holds per client besides its samples (edgefl.memory): u_k and B_k (float64);
-        the laws W_k, v_k, b_k are drawn a chunk of clients at a time (SyntheticLaws), not held for all."""
+        the laws W_k, v_k, b_k are drawn a chunk of clients at a time (SyntheticLaws), not held for all. (The chunks,
+        at most about 0.3 GB, are gone before the devices' and torch's memory is taken: not added to the peak.)"""
         return 16.0
-
-    def estimated_working_bytes(self) -> float:
-        """What generating the data holds at once besides its result (edgefl.memory): a chunk's laws (v_k, W_k,
-        b_k, and their draws) and samples (the noise in float64, x in float32), CHUNK_VALUES values each."""
-        return 6.0 * CHUNK_VALUES * 8
 
     def estimated_samples(self) -> float:
         if self.samples_per_client is not None:
