@@ -6,7 +6,8 @@ The estimate of what a run adds to the process as it is when the check runs (Pyt
 - the data: samples × (input values + 1 label) × 4 B (float32), from the data set's keys;
 - what a data set's generator holds per client besides its samples (the Synthetic data's u_k, B_k in float64; its
   laws are drawn a chunk of clients at a time: ``estimated_bytes_per_client`` of its params; 0 for a data set that
-  does not say);
+  does not say), and what it holds only while it builds beyond what the devices and the runtime take later
+  (``estimated_working_bytes``);
 - the selected clients' models: m' × d × 4 B × 3 (start, result, algorithm state), and one client's step at
   least (:func:`step_bytes`; the executor trains as many clients at once as the memory allows, edgefl.executor);
 - per device: :data:`PER_DEVICE_BYTES` (profiles, links, radio states, ledger, counters, the partition's offsets,
@@ -94,6 +95,7 @@ def estimate_bytes(data, model, algorithm) -> dict[str, float] | None:
     d = parameter_count(model.name, input_shape, classes, model.hidden, keys)
     selected = min(data.num_clients, math.ceil(a.clients_per_round * (1 + a.over_selection)))
     per_client = getattr(data, "estimated_bytes_per_client", None)
+    working = getattr(data, "estimated_working_bytes", None)
     parts = {
         "data": samples * (inputs + 1) * BYTES_PER_VALUE,
         "data generator": data.num_clients * (float(per_client()) if per_client is not None else 0.0),
@@ -101,6 +103,10 @@ def estimate_bytes(data, model, algorithm) -> dict[str, float] | None:
         "devices": data.num_clients * PER_DEVICE_BYTES,
         "runtime": RUNTIME_BYTES,
     }
+    # what the data's generator holds only while it builds (gone before the devices and the runtime take theirs):
+    # the peak is the larger of the two, so only what it holds beyond the rest is added
+    later = parts["training"] + parts["devices"] + parts["runtime"]
+    parts["data generator"] += max(0.0, (float(working()) if working is not None else 0.0) - later)
     available = available_bytes()
     if available is not None and sum(parts.values()) + d * BYTES_PER_VALUE > available:
         return parts  # too large already: the activations are not measured (that would build the model)

@@ -34,7 +34,7 @@ from edgefl.data.federated import DataParams, FederatedData, seed_streams, split
 # Laws and samples are drawn in chunks of clients of about this many float64 values, so that 10^6 clients need
 # neither every law at once (W_k: 600 values a client at 60 features and 10 classes) nor a list of arrays each.
 CHUNK_VALUES = 1 << 23
-KEEP_LAWS_BYTES = 256e6  # laws up to this size are kept from their first draw; larger ones are drawn again
+KEEP_LAWS_BYTES = CHUNK_VALUES * 8  # laws up to a chunk's size are kept from their first draw; larger: drawn again
 
 
 @dataclass(frozen=True)
@@ -248,9 +248,17 @@ class SyntheticKeys(DataParams):
 
     def estimated_bytes_per_client(self) -> float:
         """What generating the data holds per client besides its samples (edgefl.memory): u_k and B_k (float64);
-        the laws W_k, v_k, b_k are drawn a chunk of clients at a time (SyntheticLaws), not held for all. (The chunks,
-        at most about 0.3 GB, are gone before the devices' and torch's memory is taken: not added to the peak.)"""
+        the laws W_k, v_k, b_k are drawn a chunk of clients at a time (SyntheticLaws), not held for all."""
         return 16.0
+
+    def estimated_working_bytes(self) -> float:
+        """What generating the data holds at once besides its result, gone once it is built (edgefl.memory): the
+        laws (all, up to a chunk's size; else a chunk's draws and its W_k) and a chunk of samples (the noise in
+        float64, x in float32)."""
+        dim, classes = self.synthetic_dim, self.synthetic_classes
+        laws = self.num_clients * (dim * classes + dim + classes) * 8
+        samples = min(self.num_clients * (self.samples_per_client or 1000) * dim, CHUNK_VALUES) * 12
+        return (laws if laws <= KEEP_LAWS_BYTES else 2 * CHUNK_VALUES * 8) + samples
 
     def estimated_samples(self) -> float:
         if self.samples_per_client is not None:
