@@ -14,9 +14,11 @@
 3. engine: a whole DRDM run (MNIST-10k linear, evaluation every round) on the default network
    and with FDMA + Rayleigh fading: the SimPy co-simulation vs the ideal engine (time spent in
    the engine over the rest of the same run; CPU time; wall-clock ratio of separate runs).
-4. scale: N = 10,000 clients, 100 per round, linear model (Synthetic(1, 1), 20 samples per
-   client), 50 rounds of DRDM with the full co-simulation and evaluation every round, in a fresh
-   process: wall time (data set and setup included) and peak memory (max RSS).
+4. scale: N = 10^4, 10^5 and 10^6 devices (--quick: 10^4 and 10^5; --scale-sizes), m = 1,000 per
+   round, linear model (Synthetic(1, 1), 20 samples per client), 20 rounds of DRDM co-simulated (FDMA +
+   Rayleigh), the global model evaluated after the last round, each N in a fresh process: setup time
+   (data set included), per-round times, total, peak memory (max RSS). Targets at 10^6: <= 60 s, <= 8 GiB.
+   --scale-base DIR: the second size also on an edgefl checkout from before (DIR), for the ratio.
 5. reprice: the 60-round DRDM trace of scenarios/energy-tau-sweep.toml re-priced on its 35
    SNR x bandwidth points (the same SimPy model, no training), one core: channel points per
    minute; the engine's SimPy events/s next to a bare SimPy timeout loop (the ceiling).
@@ -109,7 +111,7 @@ def mark(ok: bool) -> str:
 # still run, in well under a minute; its numbers measure nothing). Set by main() before any benchmark runs.
 SIZES = {
     #            repeats of linear/cnn/engine/quickstart, rounds of engine, DRDM round (clients, tau),
-    #            matmul side, scale (N, m, rounds), reprice (rounds, every k-th channel point, repeats)
+    #            matmul side, scale ((N, ...), m, rounds), reprice (rounds, every k-th channel point, repeats)
     "full": dict(
         linear=41,
         cnn=7,
@@ -119,7 +121,7 @@ SIZES = {
         clients=20,
         tau=10,
         matmul=2048,
-        scale=(10_000, 100, 50),
+        scale=((10_000, 100_000, 1_000_000), 1_000, 20),
         reprice=(None, 1, 3),
         async_=(600, 5),
     ),
@@ -132,7 +134,7 @@ SIZES = {
         clients=20,
         tau=10,
         matmul=2048,
-        scale=(10_000, 100, 50),
+        scale=((10_000, 100_000), 1_000, 20),
         reprice=(None, 5, 2),
         async_=(600, 3),
     ),
@@ -145,7 +147,7 @@ SIZES = {
         clients=4,
         tau=2,
         matmul=256,
-        scale=(300, 10, 2),
+        scale=((300,), 10, 2),
         reprice=(2, 17, 1),
         async_=(6, 1),
         quickstart_set=["--set", "run.rounds=2"],
@@ -675,11 +677,13 @@ def peak_rss_bytes() -> int:
 
 
 def scale_child(num_clients: int, clients_per_round: int, rounds: int) -> None:
-    """Runs in a fresh process; prints one JSON line."""
-    t0 = time.perf_counter()
+    """Runs in a fresh process (the code of --tree, else this checkout's); prints one JSON line."""
+    t0, cpu0 = time.perf_counter(), time.process_time()
     scenario = scenario_from_dict(
         {
-            "run": {"seed": 0, "rounds": rounds, "engine": "simpy", "eval_every": 1},
+            # the global model evaluated after the last round only: an evaluation computes every sample's loss
+            # (18M training samples at 10^6 devices), a cost of the data, not of the devices' co-simulation
+            "run": {"seed": 0, "rounds": rounds, "engine": "simpy", "eval_every": rounds},
             "data": {"name": "synthetic", "num_clients": num_clients, "samples_per_client": SAMPLES_PER_CLIENT},
             "model": {"name": "linear"},
             # uniform sampling: the m clients change every round, so ~N(1 - (1 - m/N)^rounds) of them
@@ -697,16 +701,23 @@ def scale_child(num_clients: int, clients_per_round: int, rounds: int) -> None:
         }
     )
     sim = Simulation(scenario)
-    built = time.perf_counter() - t0
-    result = sim.run(progress=False)
+    built, built_cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    build_rss_gib = peak_rss_bytes() / 2**30
+    ends: list[float] = []
+    result = sim.run(progress=False, on_round=lambda row: ends.append(time.perf_counter()))
     total = time.perf_counter() - t0
-    rss_gib = peak_rss_bytes() / 2**30
+    starts = [t0 + built] + ends[:-1]
     print(
         json.dumps(
             {
+                "code": str(TREE),
                 "build_s": built,
+                "round_s": [end - start for start, end in zip(starts, ends)],
                 "total_s": total,
-                "rss_gib": rss_gib,
+                "build_cpu_s": built_cpu,
+                "cpu_s": time.process_time() - cpu0,  # this process's CPU time (the machine may be loaded)
+                "build_rss_gib": build_rss_gib,
+                "rss_gib": peak_rss_bytes() / 2**30,
                 "rounds": rounds,
                 "store_rows": len(sim.algorithm.g),
                 "store_mib": sim.algorithm.g.nbytes() / 2**20,
@@ -716,8 +727,10 @@ def scale_child(num_clients: int, clients_per_round: int, rounds: int) -> None:
     )
 
 
-def bench_scale(threads: int) -> None:
-    num_clients, clients_per_round, rounds = SIZE["scale"]
+def run_scale_child(num_clients: int, clients_per_round: int, rounds: int, threads: int, code: str | None = None):
+    """:func:`scale_child` in a fresh process (``code``: another checkout's edgefl, as --tree); its JSON, or None if
+    it failed."""
+    tree = code or (str(TREE) if TREE != ROOT else None)
     out = subprocess.run(
         [
             sys.executable,
@@ -726,20 +739,61 @@ def bench_scale(threads: int) -> None:
             f"{num_clients},{clients_per_round},{rounds}",
             "--threads",
             str(threads),
-            *(["--tree", str(TREE)] if TREE != ROOT else []),
+            *(["--tree", tree] if tree else []),
         ],
         capture_output=True,
         text=True,
-        check=True,
     )
-    r = json.loads(out.stdout.strip().splitlines()[-1])
-    print(
-        f"[4] scale   DRDM, N={num_clients:,}, m={clients_per_round}, {rounds} rounds, "
-        f"linear, full co-simulation: {r['total_s']:.1f} s (target < 60 s) {mark(r['total_s'] < 60)} | "
-        f"peak RSS {r['rss_gib']:.2f} GiB (target < 4 GiB) {mark(r['rss_gib'] < 4)}   "
-        f"[data+setup {r['build_s']:.1f} s; g_i rows stored {r['store_rows']} = {r['store_mib']:.0f} MiB]",
-        flush=True,
+    if out.returncode != 0:
+        print(
+            f"    (N={num_clients:,}{' base ' + code if code else ''}: exit {out.returncode}: {out.stderr.strip()[-300:]})"
+        )
+        return None
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def scale_line(num_clients: int, clients_per_round: int, r: dict, label: str = "") -> str:
+    rounds = sorted(r["round_s"])
+    median = rounds[len(rounds) // 2]
+    big = num_clients >= 1_000_000
+    return (
+        f"[4] scale{label}  DRDM, N={num_clients:,}, m={clients_per_round:,}, {r['rounds']} rounds, linear, "
+        f"FDMA + Rayleigh co-simulated: total {r['total_s']:.1f} s"
+        + (f" (target <= 60 s) {mark(r['total_s'] <= 60)}" if big else "")
+        + f" = setup {r['build_s']:.1f} s + rounds {sum(r['round_s']):.1f} s "
+        + (f"[CPU {r['cpu_s']:.1f} s, setup {r['build_cpu_s']:.1f} s] " if "cpu_s" in r else "")
+        + f"(per round: median {median:.2f} s, max {rounds[-1]:.2f} s; the last evaluates) | "
+        + f"peak RSS {r['rss_gib']:.2f} GiB (after setup {r['build_rss_gib']:.2f})"
+        + (f" (target <= 8 GiB) {mark(r['rss_gib'] <= 8)}" if big else "")
+        + f"   [g_i rows stored {r['store_rows']} = {r['store_mib']:.0f} MiB]"
     )
+
+
+def bench_scale(threads: int, base: str | None = None) -> None:
+    """Each N in a fresh process, smallest first; with ``base`` (a checkout of edgefl before), the second size
+    is also run on it, interleaved (base, this, base, this would double the cost: one pair), for the ratio."""
+    sizes, clients_per_round, rounds = SIZE["scale"]
+    for num_clients in sizes:
+        m = min(clients_per_round, num_clients)
+        if base is not None and num_clients == sizes[min(1, len(sizes) - 1)]:
+            before = run_scale_child(num_clients, m, rounds, threads, base)
+            after = run_scale_child(num_clients, m, rounds, threads)
+            if before is not None:
+                print(scale_line(num_clients, m, before, f" (base {base})"), flush=True)
+            if after is not None:
+                print(scale_line(num_clients, m, after), flush=True)
+            if before is not None and after is not None:
+                print(
+                    f"    ratio base / this at N={num_clients:,}: total {before['total_s'] / after['total_s']:.1f}x, "
+                    f"setup {before['build_s'] / after['build_s']:.1f}x, rounds "
+                    f"{sum(before['round_s']) / sum(after['round_s']):.1f}x, peak RSS "
+                    f"{before['rss_gib'] / after['rss_gib']:.2f}x",
+                    flush=True,
+                )
+            continue
+        r = run_scale_child(num_clients, m, rounds, threads)
+        if r is not None:
+            print(scale_line(num_clients, m, r), flush=True)
 
 
 def main() -> None:
@@ -761,6 +815,15 @@ def main() -> None:
     )
     parser.add_argument("--fig4-seeds", type=int, default=10, help="seeds of the Figure-4 study (default 10)")
     parser.add_argument("--workers", type=int, default=2, help="sweep workers of the Figure-4 study (default 2)")
+    parser.add_argument(
+        "--scale-sizes", default=None, help="the scale benchmark's devices N, comma-separated (default by mode)"
+    )
+    parser.add_argument(
+        "--scale-base",
+        default=None,
+        help="a checkout of edgefl before (e.g. `git worktree add /tmp/base 516fd55`): the scale benchmark's "
+        "second size also runs on it, for the ratio",
+    )
     parser.add_argument("--scale-child", default=None, help=argparse.SUPPRESS)  # N,m,rounds
     parser.add_argument(
         "--tree", default=None, help="measure the code of this folder (another checkout) with these benchmarks"
@@ -772,6 +835,8 @@ def main() -> None:
         return
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
     SIZE.update(SIZES[mode])
+    if args.scale_sizes:
+        SIZE["scale"] = (tuple(int(float(v)) for v in args.scale_sizes.split(",")), *SIZE["scale"][1:])
     started = time.perf_counter()
     print(
         f"edgefl benchmarks{'' if mode == 'full' else f' ({mode})'}: torch {torch.__version__}, "
@@ -797,7 +862,7 @@ def main() -> None:
     if "async" in wanted:
         bench_async()
     if "scale" in wanted:
-        bench_scale(args.threads)
+        bench_scale(args.threads, args.scale_base)
     if "reprice" in wanted:
         bench_reprice()
     if "fig4" in wanted:

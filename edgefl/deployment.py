@@ -295,33 +295,39 @@ def overhead_fraction(network) -> float:
     return 1.0 - (1.0 - network.overhead_fraction) * (1.0 - framing)
 
 
-def assign_device_classes(devices, num_clients: int, rng: np.random.Generator) -> list[dict]:
-    """Each client's device profile: base values, overridden by its class (shares of N)."""
+def assign_device_classes(
+    devices, num_clients: int, rng: np.random.Generator
+) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Each client's device profile, as a column per per-device key (float, NaN where unset): base values,
+    overridden by its class (shares of N); and each client's class name. Arrays, not a dict per device (10^6
+    devices)."""
     keys = per_device_keys(type(devices))
-    base = {name: getattr(devices, name) for name in keys}
+    columns = {
+        name: np.full(num_clients, np.nan if getattr(devices, name) is None else getattr(devices, name), dtype=float)
+        for name in keys
+    }
     labels = ["base"] * num_clients
-    profiles = [dict(base) for _ in range(num_clients)]
     order = rng.permutation(num_clients)
     cursor = 0
     for cls in devices.classes:
         count = int(round(cls.share * num_clients))
-        overrides = {k: v for k, v in cls.model_dump().items() if k in keys and v is not None}
-        for client in order[cursor : cursor + count]:
-            profiles[client].update(overrides)
+        members = order[cursor : cursor + count]
+        for key, value in cls.model_dump().items():
+            if key in keys and value is not None:
+                columns[key][members] = value
+        for client in members.tolist():
             labels[client] = cls.name
         cursor += count
-    for client, label in enumerate(labels):
-        profiles[client]["class"] = label
-    return profiles
+    return columns, labels
 
 
 def device_arrays(
-    devices, profiles: list[dict], train_flops_per_sample: float, eval_flops_per_sample: float, seed: int
+    devices, columns: dict[str, np.ndarray], train_flops_per_sample: float, eval_flops_per_sample: float, seed: int
 ) -> dict[str, np.ndarray]:
-    """The :class:`DeviceArrays` of the clients' ``profiles`` (by name, SI units): each per-device key's
-    array by its marker's conversion, the compute cycles from the model's FLOPs, and the harvested power."""
+    """The :class:`DeviceArrays` of the clients' profiles (``columns``: :func:`assign_device_classes`; by name, SI
+    units): each per-device key's array by its marker's conversion, the compute cycles from the model's FLOPs, and
+    the harvested power."""
     keys = per_device_keys(type(devices))
-    columns = {key: np.array([np.nan if p[key] is None else p[key] for p in profiles], dtype=float) for key in keys}
     arrays = {marker.si: marker.to_si(columns[key], columns) for key, marker in keys.items() if marker.si}
     # Training a sample costs forward + backward; evaluating it, the forward pass only.
     # With a configured cycles_per_sample (training), evaluation is taken as 1/3 of it,
@@ -332,7 +338,7 @@ def device_arrays(
     arrays["eval_cycles_per_sample"] = np.where(given, explicit / 3.0, eval_flops_per_sample * cycles_per_flop)
     if devices.harvest == "uniform":  # each device's power drawn once, uniform in [0, 2 harvest_w]: its own stream
         rng_harvest = np.random.default_rng(np.random.SeedSequence([seed, 0x4A27]))
-        arrays["harvest_w"] = arrays["harvest_w"] * rng_harvest.uniform(0.0, 2.0, size=len(profiles))
+        arrays["harvest_w"] = arrays["harvest_w"] * rng_harvest.uniform(0.0, 2.0, size=len(explicit))
     return arrays
 
 
@@ -341,15 +347,16 @@ def build_population(
 ) -> Population:
     """Draw the clients' devices and positions (seeded) and compute their mean links."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x9E0]))
-    profiles = assign_device_classes(devices, num_clients, rng)
-    arrays = device_arrays(devices, profiles, train_flops_per_sample, eval_flops_per_sample, seed)
+    columns, labels = assign_device_classes(devices, num_clients, rng)
+    arrays = device_arrays(devices, columns, train_flops_per_sample, eval_flops_per_sample, seed)
     tx_power_w = arrays["tx_power_w"]
 
     distance, layout = None, None
     if network.snr_db is not None:
-        uplink = [Link.from_snr_db(network.snr_db) for _ in range(num_clients)]
+        # every device the same link: one (immutable) Link for all, not one object per device
+        uplink = [Link.from_snr_db(network.snr_db)] * num_clients
         down_db = network.downlink_snr_db if network.downlink_snr_db is not None else network.snr_db
-        downlink = [Link.from_snr_db(down_db) for _ in range(num_clients)]
+        downlink = [Link.from_snr_db(down_db)] * num_clients
     elif network.uses_layout():  # several cells: devices dropped over them, served by the strongest
         layout = build_cell_layout(network, tx_power_w, num_clients, rng, seed)
         arrays["tx_power_w"], uplink, downlink = layout.links(layout.position_m, layout.serving)
@@ -375,7 +382,7 @@ def build_population(
             )
         uplink = [Link.from_budget(tx_power_w[i], loss[i], up_nf_db, shadowing[i]) for i in range(num_clients)]
         if network.downlink_snr_db is not None:
-            downlink = [Link.from_snr_db(network.downlink_snr_db) for _ in range(num_clients)]
+            downlink = [Link.from_snr_db(network.downlink_snr_db)] * num_clients
         else:
             downlink = [Link.from_budget(bs_power_w, loss[i], down_nf_db, shadowing[i]) for i in range(num_clients)]
     # the [devices] keys all devices share (slowdown, availability, p_fail, ...): the Population's fields of that name
@@ -386,7 +393,7 @@ def build_population(
         **arrays,
         uplink=uplink,
         downlink=downlink,
-        device_class=[p["class"] for p in profiles],
+        device_class=labels,
         distance_m=distance,
         availability_intervals=(
             read_availability_trace(devices.availability_trace, num_clients) if devices.availability_trace else {}

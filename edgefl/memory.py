@@ -4,16 +4,17 @@ alone, checked before any work, so that a run too large for the machine is an er
 
 The estimate of what a run adds to the process as it is when the check runs (Python, numpy and torch imported):
 - the data: samples × (input values + 1 label) × 4 B (float32), from the data set's keys;
-- what a data set's generator holds per client besides its samples (the Synthetic data's law of each client,
-  W_k, v_k, b_k in float64: ``estimated_bytes_per_client`` of its params; 0 for a data set that does not say);
+- what a data set's generator holds per client besides its samples (the Synthetic data's u_k, B_k in float64; its
+  laws are drawn a chunk of clients at a time: ``estimated_bytes_per_client`` of its params; 0 for a data set that
+  does not say), and what it holds only while it builds beyond what the devices and the runtime take later
+  (``estimated_working_bytes``);
 - the selected clients' models: m' × d × 4 B × 3 (start, result, algorithm state), and one client's step at
   least (:func:`step_bytes`; the executor trains as many clients at once as the memory allows, edgefl.executor);
 - per device: :data:`PER_DEVICE_BYTES` (profiles, links, radio states, ledger, counters, the partition's offsets,
   per-client outputs) and :data:`RUNTIME_BYTES` once (torch's runtime once it computes: threads, allocator).
 The two constants are measured (docs/scale.md, "Memory"): the peak RSS of ``edgefl run`` on the quickstart with
-10^4, 10^5 and 3·10^5 devices of 2 samples each, and at 10^4 and 10^5 with 20 features or 20 samples, is linear
-in the devices (7745, 3904 and 12212 B a device; the same 342 MB at 0 devices), which these parts give within 1 %
-(fitted to them; at 10^6 devices of 2 samples: 8.09 GB estimated, 8.0 GB measured by issue 33's campaign).
+10^4 and 10^5 devices of 2 samples each is linear in the devices (1729 B a device, 488 B of it data, since the
+devices' per-device Python objects became arrays; 7745 B before), which these parts give within 7 % (low).
 Model size d from the model's layers, counted without allocating them (edgefl.models.parameter_count), its
 activations measured on a forward pass of 2 and 4 samples (edgefl.models.saved_bytes). A data
 set that cannot say its size from its keys (a plug-in, see DataParams.layout) is not checked.
@@ -32,7 +33,7 @@ from edgefl.data import DataError
 from edgefl.models import parameter_count, saved_bytes
 
 BYTES_PER_VALUE = 4
-PER_DEVICE_BYTES = 1900  # measured (see the module's docstring): what a device costs besides its data
+PER_DEVICE_BYTES = 1250  # measured (see the module's docstring): what a device costs besides its data
 RUNTIME_BYTES = 100e6  # measured: torch's runtime once a run computes, beyond its imports
 # A vmap step's activations and their gradients at its peak, in units of the activations autograd keeps: 1.2-1.5
 # read off the peaks of benchmarks/models.py's warm memory rows (CNN, CIFAR CNN, ResNet-18-GN; 2026-11-27,
@@ -98,6 +99,7 @@ def estimate_bytes(data, model, algorithm) -> dict[str, float] | None:
     d = parameter_count(model.name, input_shape, classes, model.hidden, keys)
     selected = min(data.num_clients, math.ceil(a.clients_per_round * (1 + a.over_selection)))
     per_client = getattr(data, "estimated_bytes_per_client", None)
+    working = getattr(data, "estimated_working_bytes", None)
     parts = {
         "data": samples * (inputs + 1) * BYTES_PER_VALUE,
         "data generator": data.num_clients * (float(per_client()) if per_client is not None else 0.0),
@@ -105,6 +107,10 @@ def estimate_bytes(data, model, algorithm) -> dict[str, float] | None:
         "devices": data.num_clients * PER_DEVICE_BYTES,
         "runtime": RUNTIME_BYTES,
     }
+    # what the data's generator holds only while it builds (gone before the devices and the runtime take theirs):
+    # the peak is the larger of the two, so only what it holds beyond the rest is added
+    later = parts["training"] + parts["devices"] + parts["runtime"]
+    parts["data generator"] += max(0.0, (float(working()) if working is not None else 0.0) - later)
     available = available_bytes()
     if available is not None and sum(parts.values()) + d * BYTES_PER_VALUE > available:
         return parts  # too large already: the activations are not measured (that would build the model)

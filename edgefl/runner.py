@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -30,6 +31,7 @@ from edgefl.results import atomic_directory, checkpoint_file, claim_checkpoint, 
 from edgefl.scenario import Scenario
 from edgefl.sim import NoDeviceAvailable
 from edgefl.sim.activities import EVENT_FIELDS
+from edgefl.sim.physics import MeanSnr
 from edgefl.target import (
     COMMITTED,
     DEFAULT_WINDOW,
@@ -88,7 +90,7 @@ CELL_COLUMNS = [
 class RunResult:
     scenario: Scenario
     metrics: list[dict]
-    clients: list[dict]
+    clients: Sequence[dict]  # clients.csv's rows (ClientRows: made when asked)
     events: list
     summary: dict
     trace: list = field(default_factory=list)
@@ -110,6 +112,38 @@ class RunRecord:
     wall_s: float = 0.0  # wall-clock time of the rounds run before the last checkpoint
     executor_strategy: str | None = None  # how the executor trains, as measured on the first round (kept on resume)
     executor_chunk: int | None = None  # clients vmap trains at once, as the free memory allowed (kept on resume)
+
+
+class ClientRows(Sequence):
+    """clients.csv's rows as a sequence of dicts, one per client, made when asked from columns of all clients
+    (arrays [N]): 10^6 devices hold a few arrays, not 10^6 dicts. Each column: (name, values or None, the Python
+    type of its cells: int, float, or None to take them as they are); a None column is None in every row."""
+
+    def __init__(self, n: int, columns: list[tuple[str, object, type | None]]):
+        self._n, self._columns = n, columns
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._n))]
+        if not -self._n <= i < self._n:
+            raise IndexError(f"client {i} of {self._n}")
+        i = i % self._n
+        return {
+            name: None if values is None else values[i] if kind is None else kind(values[i])  # type: ignore[index]
+            for name, values, kind in self._columns
+        }
+
+    def __iter__(self):
+        return (self[i] for i in range(self._n))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(other) == self._n and all(a == b for a, b in zip(self, other))
+
+    def __repr__(self) -> str:
+        return f"ClientRows({self._n} clients)"
 
 
 class RoundState(NamedTuple):
@@ -441,47 +475,46 @@ class Recorder:
         row.update(self.engine.selection.metrics())  # (the engine's: a resumed run's is the checkpoint's)
         return row
 
-    def _client_rows(self, final: dict) -> list[dict]:
+    def _client_rows(self, final: dict) -> ClientRows:
+        """clients.csv's rows: each column computed for all clients at once, a client's row made when asked."""
         pop, now, ledger, eng = self.population, self.devices, self.pricer.ledger, self.engine
         per_client = ledger.per_client()
         acc = final.get("client_acc")
-        los = None
-        if pop.cells is not None and now.cell is not None and now.position_m is not None:
-            los = pop.cells.serving_los(now.position_m, now.cell)
-        rows = []
-        for i in range(self.scenario.data.num_clients):
-            link = now.uplink[i].snr_linear(self.network.bandwidth_hz, 1.0)
-            cells = {}
-            if now.cell is not None and now.handovers is not None:  # several cells: the SNR without interference
-                cells = {
-                    "cell": int(now.cell[i]),
-                    "sinr_db": float(10 * np.log10(link)),
-                    "handovers": int(now.handovers[i]),
-                    "x_m": float(now.position_m[i, 0]),  # type: ignore[index]  # several cells: positions kept
-                    "y_m": float(now.position_m[i, 1]),  # type: ignore[index]
-                }
-                link = replace(now.uplink[i], interference_w_per_hz=0.0).snr_linear(self.network.bandwidth_hz, 1.0)
-                if los is not None:  # network.line_of_sight = "random": the serving link's state at the end
-                    cells["los"] = int(los[i])
-            rows.append(
-                {
-                    "client": i,
-                    "device_class": pop.device_class[i],
-                    "train_samples": int(self.data.train_sizes[i]),
-                    "test_samples": int(self.data.test_sizes[i]),
-                    "cpu_ghz": float(now.cpu_hz[i] / 1e9),
-                    "distance_m": None if now.distance_m is None else float(now.distance_m[i]),  # at the end
-                    "uplink_snr_db": float(10 * np.log10(link)),
-                    **{f"{c}_energy_j": float(per_client[i, j]) for j, c in enumerate(CATEGORIES)},
-                    "energy_j": float(per_client[i].sum()),
-                    "times_trained": int(eng.selected_count[i]),
-                    "uploads_arrived": int(eng.arrived_count[i]),
-                    "uploads_missed": int(eng.missed_count[i]),
-                    "final_acc": None if acc is None else float(acc[i]),
-                    **cells,
-                }
-            )
-        return rows
+        n = self.scenario.data.num_clients
+        bandwidth_hz = self.network.bandwidth_hz
+        mean_snr = MeanSnr(now.uplink)
+        link = mean_snr(bandwidth_hz)  # every Link.snr_linear(B, 1.0)
+        several = now.cell is not None and now.handovers is not None and now.position_m is not None
+        # several cells: uplink_snr_db is the SNR without interference, sinr_db with it
+        up_snr = mean_snr(bandwidth_hz, interference=False) if several else link
+        columns: list[tuple[str, object, type | None]] = [
+            ("client", np.arange(n), int),
+            ("device_class", list(pop.device_class), None),
+            ("train_samples", self.data.train_sizes, int),
+            ("test_samples", self.data.test_sizes, int),
+            ("cpu_ghz", now.cpu_hz / 1e9, float),
+            ("distance_m", None if now.distance_m is None else now.distance_m.copy(), float),  # at the end
+            ("uplink_snr_db", 10 * np.log10(up_snr), float),
+            *((f"{c}_energy_j", per_client[:, j], float) for j, c in enumerate(CATEGORIES)),
+            ("energy_j", per_client.sum(axis=1), float),
+            ("times_trained", eng.selected_count.copy(), int),  # (copies: the engine's counts go on)
+            ("uploads_arrived", eng.arrived_count.copy(), int),
+            ("uploads_missed", eng.missed_count.copy(), int),
+            ("final_acc", acc, float),
+        ]
+        if several:
+            assert now.cell is not None and now.handovers is not None and now.position_m is not None
+            columns += [
+                ("cell", now.cell.copy(), int),
+                ("sinr_db", 10 * np.log10(link), float),
+                ("handovers", now.handovers.copy(), int),
+                ("x_m", now.position_m[:, 0].copy(), float),
+                ("y_m", now.position_m[:, 1].copy(), float),
+            ]
+            los = pop.cells.serving_los(now.position_m, now.cell) if pop.cells is not None else None
+            if los is not None:  # network.line_of_sight = "random": the serving link's state at the end
+                columns.append(("los", los, int))
+        return ClientRows(n, columns)
 
     def _summary(self, rows: list[dict], last_eval: dict | None, wall_s: float) -> dict:
         s = self.scenario

@@ -286,23 +286,28 @@ def test_a_run_too_large_for_the_machine_is_exit_2_before_any_work(tmp_path, cap
     assert not out.exists()
 
 
-def test_a_million_devices_of_two_samples_are_refused_under_a_7gb_limit():
+def test_a_million_devices_of_two_samples_are_estimated_from_their_parts_and_refused_under_a_lower_limit():
     """Issue 33: 10^6 devices with 2 samples each were estimated at 2.36 GiB and measured at 8.0 GB: under a 7 GB
-    limit the run ended in exit 70 instead of the promised refusal. The estimate now counts the synthetic data's
-    law of every client (8 B x (dim x C + dim + C)) and a device's measured cost (docs/scale.md, "Memory")."""
-    from edgefl.memory import check_memory, estimate_bytes
+    limit the run ended in exit 70 instead of the promised refusal. Issue 30 (item 3) then made a device's state
+    arrays (no Python object per device, no law of every client held by the synthetic generator): the estimate is
+    the data, u_k and B_k, and a device's measured cost (1250 B; docs/scale.md, "Memory"), about 2.1 GB with what
+    the process holds, and a limit below it is the promised refusal."""
+    from edgefl.memory import PER_DEVICE_BYTES, check_memory, estimate_bytes
 
     s = load_scenario(QUICKSTART, {"data.num_clients": 10**6, "data.samples_per_client": 2})
     parts = estimate_bytes(s.data, s.model, s.algorithm)
-    assert 7.0e9 < sum(parts.values()) + 0.25e9 < 8.0e9 * 1.25  # + what the process holds when the check runs
-    with pytest.raises(Exception, match=r"this run needs about 7.3\d GiB of memory more .*data.num_clients"):
-        check_memory(s.data, s.model, s.algorithm, available=7 * 10**9)
+    assert parts["data"] == 10**6 * 2 * 61 * 4 and parts["data generator"] == 10**6 * 16
+    assert parts["devices"] == 10**6 * PER_DEVICE_BYTES
+    assert 1.6e9 < sum(parts.values()) + 0.25e9 < 2.6e9  # + what the process holds when the check runs
+    with pytest.raises(Exception, match=r"this run needs about 1.7\d GiB of memory more .*data.num_clients"):
+        check_memory(s.data, s.model, s.algorithm, available=15 * 10**8)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS and /proc")
 def test_the_estimate_is_within_25_percent_of_a_measured_peak_and_an_address_space_limit_refuses(tmp_path):
     """A run of 3·10^4 devices in a child process: its peak RSS against the estimate (within 25 %); and under
-    ``ulimit -v`` of 3 GB more than the process holds, 10^6 devices are refused (exit 2) before any work."""
+    ``ulimit -v`` of 1.5 GB more than the process holds, 10^6 devices (about 1.9 GB since their state became arrays;
+    they run within 3 GB) are refused (exit 2) before any work."""
     import subprocess
 
     from edgefl.memory import estimate_bytes
@@ -332,7 +337,7 @@ def test_the_estimate_is_within_25_percent_of_a_measured_peak_and_an_address_spa
     estimated = int(done.stdout.split()[0]) + sum(estimate_bytes(s.data, s.model, s.algorithm).values())
     assert estimated == pytest.approx(peak, rel=0.25), (estimated, peak)
     done = subprocess.run(
-        [sys.executable, "-c", child, "3e9", str(QUICKSTART), str(tmp_path / "b"), "1000000"],
+        [sys.executable, "-c", child, "1.5e9", str(QUICKSTART), str(tmp_path / "b"), "1000000"],
         capture_output=True,
         text=True,
     )

@@ -195,11 +195,54 @@ def proportional_test_sizes(train_sizes: np.ndarray, test_pool_size: int) -> np.
     return np.maximum(np.floor(share + 0.5).astype(np.int64), 1)
 
 
+def own_train_sizes(sizes: np.ndarray) -> np.ndarray:
+    """How many of each client's own n samples train (:func:`own_split`): floor(0.9 n), leaving at least 1 to test."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    return np.minimum(np.floor(TRAIN_FRACTION * sizes).astype(np.int64), sizes - 1)
+
+
 def own_split(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A client's own samples -> (train x, train y, test x, test y): the first floor(0.9 n) train, the rest
     (at least 1) test."""
     n_train = min(math.floor(TRAIN_FRACTION * len(y)), len(y) - 1)  # >= 1 test sample
     return x[:n_train], y[:n_train], x[n_train:], y[n_train:]
+
+
+def split_each_client_chunks(sizes: np.ndarray, chunks, input_shape: tuple[int, ...]) -> dict:
+    """:func:`split_each_client` of clients given chunk after chunk: ``sizes`` [N] every client's sample count,
+    ``chunks`` (sizes of the chunk's clients, x [their samples, *input_shape], y), client after client. Each chunk
+    is copied into the arrays of the result as it comes: no list of per-client arrays, no second copy of the data
+    (10^6 clients of 20 samples: 4.9 GB once)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    train_sizes = own_train_sizes(sizes)
+    train_offsets, test_offsets = client_offsets(train_sizes), client_offsets(sizes - train_sizes)
+    train_x = test_x = train_y = test_y = None
+    client, train_at, test_at = 0, 0, 0
+    for n, x, y in chunks:
+        if train_x is None:  # the arrays of the result, of the samples' own types
+            train_x = np.empty((int(train_offsets[-1]), *input_shape), dtype=x.dtype)
+            test_x = np.empty((int(test_offsets[-1]), *input_shape), dtype=x.dtype)
+            train_y = np.empty(int(train_offsets[-1]), dtype=y.dtype)
+            test_y = np.empty(int(test_offsets[-1]), dtype=y.dtype)
+        owner = np.repeat(np.arange(len(n)), n)
+        position = np.arange(len(y)) - np.repeat(np.cumsum(n) - n, n)  # each sample's index within its client
+        trains = position < train_sizes[client : client + len(n)][owner]
+        k, m = int(trains.sum()), len(y) - int(trains.sum())
+        train_x[train_at : train_at + k], train_y[train_at : train_at + k] = x[trains], y[trains]
+        test_x[test_at : test_at + m], test_y[test_at : test_at + m] = x[~trains], y[~trains]
+        client, train_at, test_at = client + len(n), train_at + k, test_at + m
+    assert train_x is not None and client == len(sizes), "the chunks must give every client"
+    test_x_all, test_y_all = torch.from_numpy(test_x), torch.from_numpy(test_y)
+    return dict(
+        train_x=torch.from_numpy(train_x),
+        train_y=torch.from_numpy(train_y),
+        train_offsets=train_offsets,
+        test_x=test_x_all,
+        test_y=test_y_all,
+        test_offsets=test_offsets,
+        global_test_x=test_x_all,
+        global_test_y=test_y_all,
+    )
 
 
 def assemble_clients(clients: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> dict:

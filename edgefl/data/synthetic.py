@@ -23,13 +23,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Iterator, Literal, Optional
 
 import numpy as np
 from pydantic import Field, PositiveInt
 
 from edgefl.data.errors import DataError
-from edgefl.data.federated import DataParams, FederatedData, seed_streams, split_each_client
+from edgefl.data.federated import DataParams, FederatedData, seed_streams, split_each_client_chunks
+
+# Laws and samples are drawn in chunks of clients of about this many float64 values, so that 10^6 clients need
+# neither every law at once (W_k: 600 values a client at 60 features and 10 classes) nor a list of arrays each.
+CHUNK_VALUES = 1 << 23
+KEEP_LAWS_BYTES = CHUNK_VALUES * 8  # laws up to a chunk's size are kept from their first draw; larger: drawn again
 
 
 @dataclass(frozen=True)
@@ -43,10 +48,25 @@ class SyntheticDevice:
 
     def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """n samples: x float32 [n, dim], y int64 [n]."""
-        noise = rng.standard_normal((n, self.mean.shape[0]))
-        x = self.mean + noise * np.sqrt(self.variances)
-        y = np.argmax(x @ self.weights + self.bias, axis=1)  # argmax softmax = argmax logits
-        return x.astype(np.float32), y.astype(np.int64)
+        x, y = sample_laws(
+            self.mean[None],
+            self.variances,
+            self.weights[None],
+            self.bias[None],
+            rng.standard_normal((1, n, len(self.mean))),
+        )
+        return x[0], y[0]
+
+
+def sample_laws(
+    means: np.ndarray, variances: np.ndarray, weights: np.ndarray, bias: np.ndarray, noise: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Samples of K devices' laws, n each: x = v_k + noise · sqrt(Sigma) (float32 [K, n, dim]) and y = argmax(x W_k
+    + b_k) (int64 [K, n]; argmax softmax = argmax logits); ``noise``: standard normal [K, n, dim], overwritten."""
+    noise *= np.sqrt(variances)  # in place (the caller's draw): x = v_k + noise · sqrt(Sigma), element by element
+    x = np.add(noise, means[:, None, :], out=noise)
+    y = np.argmax(x @ weights + bias[:, None, :], axis=2)
+    return x.astype(np.float32), y.astype(np.int64)
 
 
 def synthetic_covariance_diagonal(dim: int) -> np.ndarray:
@@ -62,6 +82,50 @@ def synthetic_sample_counts(num_clients: int, rng: np.random.Generator, max_samp
     return counts
 
 
+class SyntheticLaws:
+    """Every device's law (v_k, W_k, b_k), drawn from ``rng`` as the rule says (u and B for all devices, all v_k,
+    then W_k, b_k device after device: v_k = B_k + 1.0 · z, W_k and b_k = u_k + 1.0 · z, the numbers
+    ``rng.normal(loc, 1.0, shape)`` gives), in chunks of clients (:meth:`chunk`). Large populations keep only
+    where each chunk's draws start in ``rng``'s stream and draw them again when asked, so that 10^6 devices need
+    no 5 GB of laws; ``rng`` is left after every law's draws either way (where the samples' draws start)."""
+
+    def __init__(self, num_clients: int, alpha: float, beta: float, rng: np.random.Generator, dim: int, classes: int):
+        self.dim, self.classes = dim, classes
+        self.variances = synthetic_covariance_diagonal(dim)
+        self.u = rng.normal(0.0, alpha, num_clients)
+        self.b_mean = rng.normal(0.0, beta, num_clients)
+        self.size = max(1, CHUNK_VALUES // (dim * classes + classes + dim))
+        self.bounds = [(lo, min(lo + self.size, num_clients)) for lo in range(0, num_clients, self.size)]
+        keep = num_clients * (dim * classes + classes + dim) * 8 <= KEEP_LAWS_BYTES
+        self._replay = np.random.Generator(type(rng.bit_generator)())
+        self._means = [self._draw(rng, (hi - lo, dim), keep) for lo, hi in self.bounds]
+        self._laws = [self._draw(rng, (hi - lo, dim * classes + classes), keep) for lo, hi in self.bounds]
+
+    @staticmethod
+    def _draw(rng: np.random.Generator, shape: tuple[int, int], keep: bool):
+        """Standard normals of ``shape`` from ``rng``: the array if ``keep``, else where they start (to draw again)."""
+        state = None if keep else rng.bit_generator.state
+        z = rng.standard_normal(shape)
+        return z if keep else (state, shape)
+
+    def _again(self, drawn) -> np.ndarray:
+        if isinstance(drawn, np.ndarray):
+            return drawn
+        state, shape = drawn
+        self._replay.bit_generator.state = state
+        return self._replay.standard_normal(shape)
+
+    def chunk(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Chunk j's (clients bounds[j]) v_k [K, dim], W_k [K, dim, classes] and b_k [K, classes]."""
+        lo, hi = self.bounds[j]
+        # loc + 1.0 · z as rng.normal(loc, 1.0) computes it: 1.0 · z is z, so the sum alone gives the same numbers
+        means = self.b_mean[lo:hi, None] + self._again(self._means[j])
+        z = self._again(self._laws[j])
+        u = self.u[lo:hi, None]
+        cut = self.dim * self.classes
+        return means, (u + z[:, :cut]).reshape(hi - lo, self.dim, self.classes), u + z[:, cut:]
+
+
 def synthetic_devices(
     num_clients: int,
     alpha: float,
@@ -72,19 +136,15 @@ def synthetic_devices(
     num_classes: int = 10,
 ) -> list[SyntheticDevice]:
     """Draw each device's (v_k, W_k, b_k): u and B for all devices, all v_k, then W_k, b_k per device."""
-    variances = synthetic_covariance_diagonal(dim)
-    u = rng.normal(0.0, alpha, num_clients)
-    b_mean = rng.normal(0.0, beta, num_clients)
-    means = [rng.normal(b_mean[k], 1.0, dim) for k in range(num_clients)]
+    laws = SyntheticLaws(num_clients, alpha, beta, rng, dim, num_classes)
     devices = []
-    for k in range(num_clients):
-        weights = rng.normal(u[k], 1.0, (dim, num_classes))
-        bias = rng.normal(u[k], 1.0, num_classes)
-        devices.append(SyntheticDevice(means[k], variances, weights, bias))
+    for j in range(len(laws.bounds)):
+        means, weights, bias = laws.chunk(j)
+        devices += [SyntheticDevice(m, laws.variances, w, b) for m, w, b in zip(means, weights, bias)]
     return devices
 
 
-def synthetic_alpha_beta(
+def synthetic_samples(
     num_clients: int,
     alpha: float,
     beta: float,
@@ -94,12 +154,10 @@ def synthetic_alpha_beta(
     num_classes: int = 10,
     samples_per_client: int | None = None,
     max_samples: int | None = 1000,
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Each client's full Synthetic(alpha, beta) sample set: x float32 [n_k, dim], y int64 [n_k].
-
-    ``samples_per_client`` fixes n_k for every client instead of the log-normal law.
-    The caller splits train and test.
-    """
+) -> tuple[np.ndarray, Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """Every client's Synthetic(alpha, beta) sample count n_k [N] and samples, chunk of clients after chunk: (n_k of
+    the chunk's clients [K], x float32 [sum n_k, dim], y int64 [sum n_k]), client after client (drawn as the
+    chunks are asked for). ``samples_per_client`` fixes n_k for every client instead of the log-normal law."""
     if num_clients < 1:
         raise DataError(f"data.num_clients = {num_clients}: expected at least 1")
     if alpha < 0 or beta < 0:
@@ -114,8 +172,61 @@ def synthetic_alpha_beta(
         if max_samples is not None and max_samples < 1:
             raise DataError(f"synthetic max_samples = {max_samples}: expected at least 1 (or None for no cap)")
         counts = synthetic_sample_counts(num_clients, rng, max_samples)
-    devices = synthetic_devices(num_clients, alpha, beta, rng, dim=dim, num_classes=num_classes)
-    return [device.sample(int(n), rng) for device, n in zip(devices, counts)]
+    laws = SyntheticLaws(num_clients, alpha, beta, rng, dim, num_classes)
+
+    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        for j, (lo, hi) in enumerate(laws.bounds):
+            means, weights, bias = laws.chunk(j)
+            n = counts[lo:hi]
+            if samples_per_client is not None:  # the same n for all: the chunk's samples in sub-chunks of clients
+                step = max(1, CHUNK_VALUES // (samples_per_client * dim))
+                for a in range(0, hi - lo, step):
+                    b = min(a + step, hi - lo)
+                    noise = rng.standard_normal((b - a, samples_per_client, dim))
+                    x, y = sample_laws(means[a:b], laws.variances, weights[a:b], bias[a:b], noise)
+                    yield n[a:b], x.reshape(-1, dim), y.reshape(-1)
+            else:
+                for k in range(hi - lo):
+                    x, y = sample_laws(
+                        means[k : k + 1],
+                        laws.variances,
+                        weights[k : k + 1],
+                        bias[k : k + 1],
+                        rng.standard_normal((1, int(n[k]), dim)),
+                    )
+                    yield n[k : k + 1], x[0], y[0]
+
+    return counts, chunks()
+
+
+def synthetic_alpha_beta(
+    num_clients: int,
+    alpha: float,
+    beta: float,
+    rng: np.random.Generator,
+    *,
+    dim: int = 60,
+    num_classes: int = 10,
+    samples_per_client: int | None = None,
+    max_samples: int | None = 1000,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each client's full Synthetic(alpha, beta) sample set: x float32 [n_k, dim], y int64 [n_k]
+    (:func:`synthetic_samples`, a list of arrays per client). The caller splits train and test."""
+    clients = []
+    _, chunks = synthetic_samples(
+        num_clients,
+        alpha,
+        beta,
+        rng,
+        dim=dim,
+        num_classes=num_classes,
+        samples_per_client=samples_per_client,
+        max_samples=max_samples,
+    )
+    for n, x, y in chunks:
+        cuts = np.cumsum(n)[:-1]
+        clients += list(zip(np.split(x, cuts), np.split(y, cuts)))
+    return clients
 
 
 class SyntheticKeys(DataParams):
@@ -136,10 +247,18 @@ class SyntheticKeys(DataParams):
         return (self.synthetic_dim,), self.synthetic_classes
 
     def estimated_bytes_per_client(self) -> float:
-        """What generating the data holds per client besides its samples (edgefl.memory): its law, W_k [dim x C],
-        v_k [dim] and b_k [C] in float64, kept for every client until all are sampled (synthetic_devices)."""
+        """What generating the data holds per client besides its samples (edgefl.memory): u_k and B_k (float64);
+        the laws W_k, v_k, b_k are drawn a chunk of clients at a time (SyntheticLaws), not held for all."""
+        return 16.0
+
+    def estimated_working_bytes(self) -> float:
+        """What generating the data holds at once besides its result, gone once it is built (edgefl.memory): the
+        laws (all, up to a chunk's size; else a chunk's draws and its W_k) and a chunk of samples (the noise in
+        float64, x in float32)."""
         dim, classes = self.synthetic_dim, self.synthetic_classes
-        return 8.0 * (dim * classes + dim + classes)
+        laws = self.num_clients * (dim * classes + dim + classes) * 8
+        samples = min(self.num_clients * (self.samples_per_client or 1000) * dim, CHUNK_VALUES) * 12
+        return (laws if laws <= KEEP_LAWS_BYTES else 2 * CHUNK_VALUES * 8) + samples
 
     def estimated_samples(self) -> float:
         if self.samples_per_client is not None:
@@ -161,7 +280,7 @@ class SyntheticData(SyntheticKeys):
     name: Literal["synthetic"] = Field("synthetic", description="FedProx Synthetic(alpha, beta).")
 
     def build(self, seed: int) -> FederatedData:
-        clients = synthetic_alpha_beta(
+        counts, chunks = synthetic_samples(
             self.num_clients,
             self.synthetic_alpha,
             self.synthetic_beta,
@@ -178,5 +297,5 @@ class SyntheticData(SyntheticKeys):
                 f"Synthetic({self.synthetic_alpha:g}, {self.synthetic_beta:g}), d = {self.synthetic_dim}, "
                 f"{self.synthetic_classes} classes, 90/10 split per client"
             ),
-            **split_each_client(clients),
+            **split_each_client_chunks(counts, chunks, (self.synthetic_dim,)),
         )

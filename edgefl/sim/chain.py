@@ -94,6 +94,7 @@ def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: b
             ok = False
             _log_cut(core, client, step, log, doing, "cut" if stop.cause == "deadline" else str(stop.cause))
             break
+    states.pop(client, None)  # (its last step would stay alive, an FDMA upload's rate table with it: 10^4-10^6 devices)
     completed[client] = ok
 
 

@@ -75,7 +75,6 @@ class MeanSnr:
     def __init__(self, links):
         self.links = links
         self._by_bandwidth: dict[float, np.ndarray] = {}
-        self._shares: dict[tuple[float, int], tuple[np.ndarray, np.ndarray]] = {}
         configured = np.array([lk.mode == "snr" for lk in links], dtype=bool)
         self.scales_with_band = ~configured  # a link budget: noise N0·B, so the SNR falls as 1/B
         self._snr_idx = np.flatnonzero(configured)
@@ -93,47 +92,55 @@ class MeanSnr:
             )
         }
 
-    def __call__(self, bandwidth_hz: float) -> np.ndarray:
+    def __call__(self, bandwidth_hz: float, interference: bool = True) -> np.ndarray:
+        """Every client's mean SNR over ``bandwidth_hz`` (cached); ``interference`` False: as if the links had
+        none (their SNR, where the SINR is the default)."""
+        if not interference:
+            return self._snr(bandwidth_hz, {**self._budget, "interference_w_per_hz": np.zeros(len(self._budget_idx))})
         cached = self._by_bandwidth.get(bandwidth_hz)
         if cached is None:
-            cached = np.empty(len(self.links))
-            if len(self._snr_idx):  # a configured SNR does not depend on the bandwidth
-                cached[self._snr_idx] = np.asarray(db_to_linear(self._snr_db)) * 1.0
-            if len(self._budget_idx):
-                b = self._budget
-                cached[self._budget_idx] = snr_from_link(
-                    b["tx_power_w"],
-                    b["path_loss_db"],
-                    bandwidth_hz,
-                    b["noise_figure_db"],
-                    b["shadowing_db"],
-                    b["n0_dbm_per_hz"],
-                    b["interference_w_per_hz"],
-                )
-            self._by_bandwidth[bandwidth_hz] = cached
+            cached = self._by_bandwidth[bandwidth_hz] = self._snr(bandwidth_hz, self._budget)
         return cached
 
-    def shared(self, bandwidth_hz: float, sharers: int) -> tuple[np.ndarray, np.ndarray]:
-        """The shares B/1 .. B/sharers [F] and every client's mean SNR at each [N, F] (cached)."""
-        key = (bandwidth_hz, sharers)
-        if key not in self._shares:
-            shares = bandwidth_hz / np.arange(1, sharers + 1)
-            table = np.empty((len(self.links), sharers))
-            if len(self._snr_idx):  # a configured SNR does not depend on the bandwidth
-                table[self._snr_idx] = (np.asarray(db_to_linear(self._snr_db)) * 1.0)[:, None]
-            if len(self._budget_idx):  # every client at every share in one call
-                b = {name: column[:, None] for name, column in self._budget.items()}
-                table[self._budget_idx] = snr_from_link(
-                    b["tx_power_w"],
-                    b["path_loss_db"],
-                    shares[None, :],
-                    b["noise_figure_db"],
-                    b["shadowing_db"],
-                    b["n0_dbm_per_hz"],
-                    b["interference_w_per_hz"],
-                )
-            self._shares[key] = (shares, table)
-        return self._shares[key]
+    def _snr(self, bandwidth_hz: float, b: dict[str, np.ndarray]) -> np.ndarray:
+        snr = np.empty(len(self.links))
+        if len(self._snr_idx):  # a configured SNR does not depend on the bandwidth
+            snr[self._snr_idx] = np.asarray(db_to_linear(self._snr_db)) * 1.0
+        if len(self._budget_idx):
+            snr[self._budget_idx] = snr_from_link(
+                b["tx_power_w"],
+                b["path_loss_db"],
+                bandwidth_hz,
+                b["noise_figure_db"],
+                b["shadowing_db"],
+                b["n0_dbm_per_hz"],
+                b["interference_w_per_hz"],
+            )
+        return snr
+
+    def shared(self, bandwidth_hz: float, sharers: int, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The shares B/1 .. B/sharers [F] and the ``clients``' mean SNR at each [len(clients), F]: only the
+        clients asked for (a table of every client at every share would be N x F, e.g. 8 GB for 10^6 devices and
+        1,000 sharers), each entry the same number as in a table of all clients."""
+        shares = bandwidth_hz / np.arange(1, sharers + 1)
+        table = np.empty((len(clients), sharers))
+        configured = ~self.scales_with_band[clients]
+        if configured.any():  # a configured SNR does not depend on the bandwidth
+            snr_db = self._snr_db[np.searchsorted(self._snr_idx, clients[configured])]
+            table[configured] = (np.asarray(db_to_linear(snr_db)) * 1.0)[:, None]
+        if not configured.all():  # every budget client at every share in one call
+            rows = np.searchsorted(self._budget_idx, clients[~configured])
+            b = {name: column[rows][:, None] for name, column in self._budget.items()}
+            table[~configured] = snr_from_link(
+                b["tx_power_w"],
+                b["path_loss_db"],
+                shares[None, :],
+                b["noise_figure_db"],
+                b["shadowing_db"],
+                b["n0_dbm_per_hz"],
+                b["interference_w_per_hz"],
+            )
+        return shares, table
 
     def instantaneous(self, bandwidth_hz: float, clients: np.ndarray, gains: np.ndarray) -> np.ndarray:
         """SNR with fading gains, as ``Link.snr_linear(B, gain)`` gives it."""
@@ -394,16 +401,15 @@ class PhasePhysics:
         rate is 0 (mcs outage) on the share it holds when it starts, and is then sent at the mean SNR's
         rate. Fixed rate: the mean SNR's rates; fails below the packet-error threshold on its share."""
         net = self.net
-        if net.fading == "none" and net.outage_snr_db is None:
-            _, rows = self._shared_rates_without_fading(n)
-            if rows is not None:  # no gain, no outage: every upload at its client's rates
-                for c, step, _ in up:
-                    step.rates_bps = rows[c]
-                return
         clients = np.array([c for c, _, _ in up], dtype=np.int64)
+        if net.fading == "none" and net.outage_snr_db is None:
+            _, rows = self._shared_rates_without_fading(n, clients)
+            if rows is not None:  # no gain, no outage: every upload at its client's rates
+                for (_, step, _), row in zip(up, rows):
+                    step.rates_bps = row
+                return
         g = gains[[k for _, _, k in up]]  # [U, attempts]
-        shares, mean_by_share = self.mean_up_snr.shared(net.bandwidth_hz, n)
-        mean = mean_by_share[clients]  # [U, sharers]
+        shares, mean = self.mean_up_snr.shared(net.bandwidth_hz, n, clients)  # [sharers], [U, sharers]
         if net.block_fading and net.outage_snr_db is None:
             # Block fading: the band re-plans at every block end; block k's rates come from the
             # upload's own stream (spawned in upload order), so draws do not depend on timing.
@@ -418,7 +424,7 @@ class PhasePhysics:
             rates = np.broadcast_to(nominal[:, None, :], fails.shape)
         else:
             if net.fading == "none":  # every gain is 1
-                rates = np.repeat(self._shared_rates_without_fading(n)[0][clients][:, None, :], g.shape[1], axis=1)
+                rates = np.repeat(self._shared_rates_without_fading(n, clients)[0][:, None, :], g.shape[1], axis=1)
             else:
                 rates = self._rate(shares[None, None, :], faded(mean[:, None, :], g[:, :, None]), "up")
             fails = rates == 0
@@ -456,15 +462,13 @@ class PhasePhysics:
             self._rates_at_mean[key] = _with_list(self._rate(bandwidth_hz, mean, link))
         return self._rates_at_mean[key]
 
-    def _shared_rates_without_fading(self, sharers: int):
-        """Every client's uplink rate with n = 1 .. ``sharers`` FDMA sharers [N, sharers], at its
-        mean SNR over its share (no fading), computed once per number of sharers; with the rows as
-        lists when none is 0, as :meth:`_rates_without_fading`."""
-        key = ("shared", sharers)
-        if key not in self._rates_at_mean:
-            shares, mean = self.mean_up_snr.shared(self.net.bandwidth_hz, sharers)
-            self._rates_at_mean[key] = _with_list(self._rate(shares[None, :], mean, "up"))
-        return self._rates_at_mean[key]
+    def _shared_rates_without_fading(self, sharers: int, clients: np.ndarray):
+        """The ``clients``' uplink rates with n = 1 .. ``sharers`` FDMA sharers [len(clients), sharers], at their
+        mean SNR over their share (no fading); with the rows as lists when none is 0, as
+        :meth:`_rates_without_fading`. Computed for the phase's uploads only (a table of every client would be
+        N x sharers)."""
+        shares, mean = self.mean_up_snr.shared(self.net.bandwidth_hz, sharers, clients)
+        return _with_list(self._rate(shares[None, :], mean, "up"))
 
     def _rate(self, bandwidth_hz, snr: np.ndarray, link: str) -> np.ndarray:
         """The rate (bit/s) of the ``link`` ("up" or "down"): NetworkParams.rate_bps."""
