@@ -22,6 +22,48 @@ from pathlib import Path
 import numpy as np
 
 from edgefl.errors import UserError
+from energy import CATEGORIES
+
+# The columns of a run's files (metrics.csv, clients.csv, positions.csv, battery.csv), in their order
+POSITION_COLUMNS = ("round", "client", "x_m", "y_m", "distance_m")
+BATTERY_COLUMNS = ("round", "client", "device_class", "level_j", "harvested_j")
+ENERGY_COLUMNS = [f"{c}_energy_j" for c in CATEGORIES]  # booked, by category (energy.CATEGORIES)
+METRIC_COLUMNS = [
+    "round",
+    "sim_time_s",
+    "energy_j",  # booked: every joule charged so far
+    "committed_energy_j",  # ... plus what runs on if the run stops here (docs/model.md §8)
+    *ENERGY_COLUMNS,
+    "acc_mean",
+    "acc_worst",
+    "acc_std",
+    "loss",
+    "uploads_arrived",
+    "uploads_missed",
+]
+CLIENT_COLUMNS = [
+    "client",
+    "device_class",
+    "train_samples",
+    "test_samples",
+    "cpu_ghz",
+    "distance_m",
+    "uplink_snr_db",
+    *ENERGY_COLUMNS,
+    "energy_j",
+    "times_trained",
+    "uploads_arrived",
+    "uploads_missed",
+    "final_acc",
+]
+CELL_COLUMNS = [
+    "cell",
+    "los",
+    "sinr_db",
+    "handovers",
+    "x_m",
+    "y_m",
+]  # several cells only (docs/multi-cell.md): a single cell's file stays
 
 
 def _cell(value):

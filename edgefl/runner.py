@@ -27,7 +27,19 @@ from edgefl.logs import get_logger
 from edgefl.metrics import evaluate_global
 from edgefl.parts import build_run
 from edgefl.resolved import resolved_dict
-from edgefl.results import atomic_directory, checkpoint_file, claim_checkpoint, is_checkpoint, write_csv, write_json
+from edgefl.results import (
+    BATTERY_COLUMNS,
+    CELL_COLUMNS,
+    CLIENT_COLUMNS,
+    METRIC_COLUMNS,
+    POSITION_COLUMNS,
+    atomic_directory,
+    checkpoint_file,
+    claim_checkpoint,
+    is_checkpoint,
+    write_csv,
+    write_json,
+)
 from edgefl.scenario import Scenario
 from edgefl.sim import NoDeviceAvailable
 from edgefl.sim.activities import EVENT_FIELDS
@@ -45,45 +57,6 @@ from edgefl.target import (
 from energy import CATEGORIES
 
 log = get_logger(__name__)
-POSITION_COLUMNS = ("round", "client", "x_m", "y_m", "distance_m")
-BATTERY_COLUMNS = ("round", "client", "device_class", "level_j", "harvested_j")
-ENERGY_COLUMNS = [f"{c}_energy_j" for c in CATEGORIES]  # booked, by category (energy.CATEGORIES)
-METRIC_COLUMNS = [
-    "round",
-    "sim_time_s",
-    "energy_j",  # booked: every joule charged so far
-    "committed_energy_j",  # ... plus what runs on if the run stops here (docs/model.md §8)
-    *ENERGY_COLUMNS,
-    "acc_mean",
-    "acc_worst",
-    "acc_std",
-    "loss",
-    "uploads_arrived",
-    "uploads_missed",
-]
-CLIENT_COLUMNS = [
-    "client",
-    "device_class",
-    "train_samples",
-    "test_samples",
-    "cpu_ghz",
-    "distance_m",
-    "uplink_snr_db",
-    *ENERGY_COLUMNS,
-    "energy_j",
-    "times_trained",
-    "uploads_arrived",
-    "uploads_missed",
-    "final_acc",
-]
-CELL_COLUMNS = [
-    "cell",
-    "los",
-    "sinr_db",
-    "handovers",
-    "x_m",
-    "y_m",
-]  # several cells only (docs/multi-cell.md): a single cell's file stays
 
 
 @dataclass

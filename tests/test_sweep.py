@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from edgefl.cli import main
-from edgefl.runner import METRIC_COLUMNS
+from edgefl.results import METRIC_COLUMNS
 from edgefl.scenario import ScenarioError
 from edgefl.sweeps.plan import REPRICED, SweepError, parse_grid, plan_sweep
 from edgefl.sweeps.store import COMPUTED_LOG, MANIFEST

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edgefl.figures import FORMATS
-from edgefl.results import MARKER, atomic_write_csv, atomic_write_text
+from edgefl.results import MARKER, METRIC_COLUMNS, atomic_write_csv, atomic_write_text
 from edgefl.scenario import describe_differences
 from edgefl.sweeps.plan import FORMAT, SweepError, SweepPlan, SweepPoint
 
@@ -254,8 +254,6 @@ def grid_keys(out: Path) -> list[str]:
 def assemble_results(out: Path, plan: SweepPlan) -> Path:
     """results.csv: one row per (point, seed, round), grid keys first, then seed, round,
     the metrics.csv columns and the mode. Written via temp + rename."""
-    from edgefl.runner import METRIC_COLUMNS  # the runner (torch) loads once the sweep's scenario is valid
-
     records = []
     for p in plan.points:
         record = read_point(out, p.id)
