@@ -99,11 +99,12 @@ class RunParts:
 
 
 def pricer_of(
-    s: Scenario, model
+    s: Scenario, model, record_events: bool = True
 ) -> tuple[NetworkParams, Population, DeviceState, list[Component], SimPyPricer | IdealPricer]:
-    """:func:`build_pricer` of ``s``'s sections (a run and a sweep's re-pricing build them alike)."""
+    """:func:`build_pricer` of ``s``'s sections (a run and a sweep's re-pricing build them alike; the re-pricing
+    keeps no event log: ``record_events=False``)."""
     return build_pricer(
-        s.network, s.devices, s.process, s.backhaul, s.data.num_clients, s.run.seed, s.run.engine, model
+        s.network, s.devices, s.process, s.backhaul, s.data.num_clients, s.run.seed, s.run.engine, model, record_events
     )
 
 
@@ -116,6 +117,7 @@ def build_pricer(
     seed: int,
     engine: str,
     model,
+    record_events: bool = True,
 ) -> tuple[NetworkParams, Population, DeviceState, list[Component], SimPyPricer | IdealPricer]:
     """A run's network, devices (as built, and their state as the run goes on), components and pricer, built
     from the [network], [devices], [[process]] and [backhaul] sections (their one home): the SimPy pricer that
@@ -135,7 +137,7 @@ def build_pricer(
     else:
         links = []
     components = [*default_components(network, population, seed), *links, *processes]  # [[process]]: last
-    pricer = SimPyPricer(network, population, seed, components=components, devices=devices)
+    pricer = SimPyPricer(network, population, seed, components=components, devices=devices, record_events=record_events)
     return network, population, devices, components, pricer
 
 

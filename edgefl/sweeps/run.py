@@ -127,7 +127,8 @@ def repriced_rows(metrics: list[dict], costs: list[RoundCost]) -> list[dict]:
 def price_point(point: SweepPoint, trace, model) -> list[RoundCost]:
     """Re-price a training's trace for one channel point: the SimPy pricer a co-simulation of
     the point would use (same population, same seed), fed the recorded phases."""
-    *_, pricer = pricer_of(point.scenario, model)  # a re-priced point runs on the SimPy engine (plan.pricing_mode)
+    # a re-priced point runs on the SimPy engine (plan.pricing_mode); its results are the ledger's, no event log
+    *_, pricer = pricer_of(point.scenario, model, record_events=False)
     return reprice_rounds(trace, pricer)
 
 
