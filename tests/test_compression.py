@@ -32,7 +32,9 @@ def run(s):
 def test_qsgd_is_unbiased_and_its_variance_is_bounded():
     d, b = 50, 3
     q = QSGD(num_clients=1, seed=0, bits=b)
-    v = torch.randn(1, d, dtype=torch.float64)
+    # its own stream: drawn from torch's global one, v depended on the tests run before in the same process, and
+    # for about 1 v in 40 a coordinate barely above a level never rounds up in 4000 draws (sample std 0)
+    v = torch.randn(1, d, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     draws = torch.cat([q.compress(v, np.array([0]), "params") for _ in range(4000)])
     s = q.levels
     # E[Q(v)] = v: every coordinate's mean within 5 standard errors
