@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import sys
 import time
 from pathlib import Path
@@ -127,6 +128,13 @@ def run(study: str, setting: dict, stragglers: bool, tau: int, seed: int, target
         "updates_dropped": int(sum(r.get("updates_dropped", 0) for r in rows)),
         "staleness_mean": float(np.mean(staleness)) if staleness else 0.0,
     }
+
+
+def _logged_run(*call) -> dict:
+    """run(), its result printed to stderr as it ends (--reuse-log reads these lines)."""
+    outcome = run(*call)
+    print(outcome, file=sys.stderr, flush=True)
+    return outcome
 
 
 def select(runs: list[dict], **where) -> list[dict]:
@@ -572,6 +580,12 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--note", help="--subset: a sentence stored with the provenance (e.g. how the runs were made)")
     parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at a time in worker processes (each run is seeded on its own: the results do not depend on it)",
+    )
+    parser.add_argument(
         "--wall-s",
         type=float,
         help="--subset: the runs' wall time (s) when they come from --reuse-log, not this command",
@@ -593,19 +607,26 @@ def main(argv=None) -> None:
     produced = provenance.current(".venv/bin/python " + command, 0.0)  # the code as it is when the runs start
     runs: list[dict] = []
 
-    def add(study: str, setting: dict, stragglers: bool, tau: int) -> None:
-        for seed in args.seeds:
-            runs.append(run(study, setting, stragglers, tau, seed, args.target))
-            print(runs[-1], file=sys.stderr, flush=True)
+    def add(jobs: list[tuple]) -> None:
+        """Run (study, setting, stragglers, tau) for every seed, in order, --jobs at a time."""
+        calls = [(*job, seed, args.target) for job in jobs for seed in args.seeds]
+        if args.jobs > 1:
+            with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
+                done = pool.starmap(_logged_run, calls, chunksize=1)
+        else:
+            done = [_logged_run(*call) for call in calls]
+        runs.extend(done)
 
-    for stragglers in STRAGGLERS:
-        for setting in GRID:
-            add("grid", setting, stragglers, TAU)
+    add([("grid", setting, stragglers, TAU) for stragglers in STRAGGLERS for setting in GRID])
     concurrency = best_concurrency(runs)
-    for tau in TAUS:
-        if tau != TAU:
-            for setting in [server("fedavg"), *(server("fedbuff", k, concurrency) for k in BUFFERS)]:
-                add("tau", setting, True, tau)
+    add(
+        [
+            ("tau", setting, True, tau)
+            for tau in TAUS
+            if tau != TAU
+            for setting in [server("fedavg"), *(server("fedbuff", k, concurrency) for k in BUFFERS)]
+        ]
+    )
     produced["wall_s"] = round(time.time() - start)
     summary = {
         "seeds": args.seeds,
