@@ -42,7 +42,6 @@ from experiments import pages, provenance  # noqa: E402
 PHONES = REPO / "scenarios" / "phones-in-a-cell.toml"
 DOC = REPO / "docs" / "asynchronous.md"
 SUMMARY = REPO / "docs" / "data" / "asynchronous.json"
-SUBSET_SUMMARY = REPO / "docs" / "data" / "asynchronous-subset.json"  # --subset: the committed-energy re-run
 TRIPS = 600  # client uploads FedAvg's 60 rounds of m = 10 ask for
 TAU = 10  # the scenario's algorithm.local_steps
 BUFFERS = (1, 5, 10)
@@ -60,15 +59,6 @@ GRID = [
     server("fedavg"),
     *(server("fedasync", 1, c) for c in CONCURRENCIES),
     *(server("fedbuff", k, c) for c in CONCURRENCIES for k in BUFFERS),
-]
-
-
-# --subset: the grid's settings at C = 10 (those with the least energy to target in the full grid, booked), with
-# stragglers: the smaller re-run with the committed energy that a loaded machine allowed (issue 28 item 8)
-SUBSET = [
-    server("fedavg"),
-    server("fedasync", 1, 10),
-    *(server("fedbuff", k, 10) for k in (5, 10, 1)),
 ]
 
 
@@ -157,20 +147,19 @@ def paired(runs: list[dict], base: list[dict], key: str) -> list[float | None] |
 
 
 def cell(runs: list[dict], base: list[dict] | None) -> dict:
-    """A table row's numbers: reached n of N, updates, time and energy to target (committed; booked beside it where
-    the runs have it), Δ against `base`, uploads."""
+    """A table row's numbers: reached n of N, updates, time and energy to target (committed; booked beside it), Δ
+    against `base`, uploads."""
     ok = [r for r in runs if r["reached"]]
-    booked = bool(ok) and "booked_energy_j" in ok[0]
     return {
         "reached": len(ok),
         "of": len(runs),
         "updates": ci([r["updates"] for r in ok]),
         "time_s": ci([r["time_s"] for r in ok]),
         "energy_j": ci([r["energy_j"] for r in ok]),
-        "booked_energy_j": ci([r["booked_energy_j"] for r in ok]) if booked else None,
+        "booked_energy_j": ci([r["booked_energy_j"] for r in ok]),
         "d_time_s": paired(runs, base, "time_s") if base is not None else None,
         "d_energy_j": paired(runs, base, "energy_j") if base is not None else None,
-        "d_booked_energy_j": paired(runs, base, "booked_energy_j") if base is not None and booked else None,
+        "d_booked_energy_j": paired(runs, base, "booked_energy_j") if base is not None else None,
         "missed": sum(r["uploads_missed"] for r in runs),
         "arrived": sum(r["uploads_arrived"] for r in runs),
         "dropped": sum(r["updates_dropped"] for r in runs),
@@ -383,11 +372,25 @@ def changes(summary: dict) -> list[str]:
     out = []
     factors = [r["energy_j"] / r["booked_energy_j"] for r in runs if r["reached"]]
     tails = [r["energy_j"] - r["booked_energy_j"] for r in runs if r["reached"]]
+    # a run that reaches the target at its last update: the tails still running at the end are charged under the
+    # last round (docs/model.md §8), so its booked energy there is its committed one
+    at_end = [
+        f"{label(r)}{' without stragglers' if not r['stragglers'] else ''}, τ = {r['tau']}, seed {r['seed']}"
+        for r in runs
+        if r["reached"] and math.isclose(r["energy_j"], r["booked_energy_j"], rel_tol=1e-9)
+    ]
     out.append(
         f"**Energy to target**, every run that reached it: the committed energy is {min(factors):.1f}-"
         f"{max(factors):.1f} times the booked one (median {np.median(factors):.1f}); the tails still to run at the "
-        f"target add {min(tails):.0f}-{max(tails):.0f} J (median {np.median(tails):.0f} J): when the target is "
-        "reached, nearly every phone that has sent something in the last 11.6 s is in its tail."
+        f"target add {round(min(tails))}-{round(max(tails))} J (median {round(float(np.median(tails)))} J): when the "
+        "target is reached, nearly every phone that has sent something in the last 11.6 s is in its tail."
+        + (
+            f" (Factor 1, nothing added: {len(at_end)} run{'s' if len(at_end) > 1 else ''} that reached the target at "
+            f"{'its' if len(at_end) == 1 else 'their'} last update ({'; '.join(at_end)}): the tails still running when a run ends are charged under its "
+            "last round, docs/model.md §8, so its booked energy there is already its committed one.)"
+            if at_end
+            else ""
+        )
     )
     fedavg = {s: next(r for r in rows if r["server"] == "fedavg" and r["stragglers"] == s) for s in STRAGGLERS}
     ratios = []
@@ -472,77 +475,10 @@ def changes(summary: dict) -> list[str]:
     return out
 
 
-def subset_section(subset: dict, older: list[dict]) -> dict:
-    """The --subset re-run's table (committed and booked energy to target, Δ against FedAvg paired by seed) and its
-    energy conclusions, booked → committed on the same runs, beside the full study's (`older`'s grid rows)."""
-    runs = subset["runs"]
-    before = {r["label"]: r for r in older if r["stragglers"]}
-    base = select(runs, server="fedavg")
-    rows = []
-    for setting in SUBSET:
-        these = select(runs, **setting)
-        if these:
-            rows.append(
-                {"label": label(setting), **setting, **cell(these, None if setting["server"] == "fedavg" else base)}
-            )
-    sign = {-1: "significantly less", 0: "no significant difference", 1: "significantly more"}
-    lines = []
-    for r in rows[1:]:
-        if r["d_energy_j"] is None:  # fewer than 2 seeds where both reached the target
-            lines.append(f"{r['label']} ({r['reached']}/{r['of']} reached): too few seeds reached the target to pair.")
-            continue
-        b, c = excludes_zero(r["d_booked_energy_j"]), excludes_zero(r["d_energy_j"])
-        ratio_b = [x["booked_energy_j"] / y["booked_energy_j"] for x, y in pairs(select(runs, **setting_of(r)), base)]
-        ratio_c = [x["energy_j"] / y["energy_j"] for x, y in pairs(select(runs, **setting_of(r)), base)]
-        lines.append(
-            f"{r['label']} ({r['reached']}/{r['of']} reached): Δ energy against FedAvg {fmt(r['d_booked_energy_j'], 2)} J "
-            f"booked ({sign[b]}) → {fmt(r['d_energy_j'], 2)} J committed ({sign[c]})"
-            + (
-                f"; energy ratio to FedAvg (mean of the per-seed ratios) {np.mean(ratio_b):.2f} booked → "
-                f"{np.mean(ratio_c):.2f} committed"
-                if ratio_b
-                else ""
-            )
-            + (": **changed**." if b != c else ": unchanged.")
-            + (
-                f" (The full study's older runs above, booked: {fmt(before[r['label']]['d_energy_j'], 2)} J, "
-                f"{sign[excludes_zero(before[r['label']]['d_energy_j'])]}.)"
-                if r["label"] in before and before[r["label"]]["booked_energy_j"] is None
-                else ""
-            )
-        )
-    factors = [r["energy_j"] / r["booked_energy_j"] for r in runs if r["reached"]]
-    # a run that reaches the target at its last update: the tails still running at the end are charged under the
-    # last round (docs/model.md §8), so its booked energy there is its committed one
-    at_end = [
-        f"{label(r)} seed {r['seed']}"
-        for r in runs
-        if r["reached"] and math.isclose(r["energy_j"], r["booked_energy_j"], rel_tol=1e-9)
-    ]
-    return {
-        "rows": rows,
-        "lines": lines,
-        "factors": [min(factors), float(np.median(factors)), max(factors)],
-        "at_end": at_end,
-    }
-
-
-def setting_of(row: dict) -> dict:
-    return {k: row[k] for k in ("server", "K", "C")}
-
-
-def pairs(runs: list[dict], base: list[dict]) -> list[tuple[dict, dict]]:
-    """(run, base run) of each seed where both reached the target."""
-    by_seed = {b["seed"]: b for b in base if b["reached"]}
-    return [(r, by_seed[r["seed"]]) for r in runs if r["reached"] and r["seed"] in by_seed]
-
-
 def render(summary: dict) -> str:
-    """The page from the full study's stored runs and, where stored, the --subset re-run's."""
-    subset = json.loads(SUBSET_SUMMARY.read_text()) if SUBSET_SUMMARY.exists() else None
+    """The page from the study's stored runs."""
     runs = summary["runs"]
     c = summary["tau_concurrency"]
-    committed = any("booked_energy_j" in run for run in runs)
     return pages.render(
         "asynchronous.md.j2",
         filters={"ci": fmt},
@@ -550,10 +486,7 @@ def render(summary: dict) -> str:
         taus=tau_table(runs, c),
         verdict=verdict(summary),
         runs_count=len(runs),
-        committed=committed,  # runs since issue 28's committed energy
-        changes=changes(summary) if committed else [],
-        subset=subset_section(subset, grid_table(runs)) if subset else None,
-        subset_info={k: v for k, v in subset.items() if k != "runs"} if subset else None,
+        changes=changes(summary),
         **{k: v for k, v in summary.items() if k != "runs"},
     )
 
@@ -564,36 +497,12 @@ def main(argv=None) -> None:
     parser.add_argument("--target", default="acc_mean=0.88")
     parser.add_argument("--from-data", action="store_true", help="re-render the page from its stored results")
     parser.add_argument(
-        "--subset",
-        nargs="*",
-        metavar="SERVER:K:C",
-        help="only the settings at C = 10 with stragglers (SUBSET; or those named, e.g. fedbuff:5:10), stored in "
-        "docs/data/asynchronous-subset.json beside the full study's runs",
-    )
-    parser.add_argument(
-        "--reuse-log",
-        type=Path,
-        nargs="*",
-        default=[],
-        help="--subset: take the runs found in these stderr logs of this script (same code, same --target) "
-        "instead of running them again",
-    )
-    parser.add_argument("--note", help="--subset: a sentence stored with the provenance (e.g. how the runs were made)")
-    parser.add_argument(
         "--jobs",
         type=int,
         default=1,
         help="runs at a time in worker processes (each run is seeded on its own: the results do not depend on it)",
     )
-    parser.add_argument(
-        "--wall-s",
-        type=float,
-        help="--subset: the runs' wall time (s) when they come from --reuse-log, not this command",
-    )
     args = parser.parse_args(argv)
-    if args.subset is not None:
-        subset(args)
-        return
     if args.from_data:
         summary = json.loads(SUMMARY.read_text())
         atomic_write_text(DOC, render(summary))
@@ -604,6 +513,7 @@ def main(argv=None) -> None:
         f" --seeds {' '.join(map(str, args.seeds))}" if args.seeds != [0, 1, 2, 3, 4] else ""
     )
     command += f" --target {args.target}" if args.target != "acc_mean=0.88" else ""
+    command += f" --jobs {args.jobs}" if args.jobs != 1 else ""
     produced = provenance.current(".venv/bin/python " + command, 0.0)  # the code as it is when the runs start
     runs: list[dict] = []
 
@@ -636,41 +546,6 @@ def main(argv=None) -> None:
         "runs": runs,
     }
     pages.store_and_render(summary, SUMMARY, DOC, render, time.time() - start)
-
-
-def subset(args) -> None:
-    """--subset: SUBSET's settings with stragglers, every seed, each run taken from --reuse-log where found."""
-    import ast
-
-    def key(run: dict) -> tuple:
-        return (run["study"], run["server"], run["K"], run["C"], run["stragglers"], run["tau"], run["seed"])
-
-    logged = {}
-    for log in args.reuse_log:
-        for line in log.read_text().splitlines():
-            if line.startswith("{'study'"):
-                found = ast.literal_eval(line)
-                logged[key(found)] = found
-    settings = SUBSET
-    if args.subset:
-        names = {f"{s['server']}:{s['K'] or ''}:{s['C'] or ''}": s for s in SUBSET}
-        settings = [names[name] for name in args.subset]
-    start = time.time()
-    command = ".venv/bin/python experiments/asynchronous.py --subset" + (
-        f" {' '.join(args.subset)}" if args.subset else ""
-    )
-    produced = provenance.current(command, 0.0)
-    runs = []
-    for setting in settings:
-        for seed in args.seeds:
-            wanted = ("grid", setting["server"], setting["K"], setting["C"], True, TAU, seed)
-            runs.append(logged.get(wanted) or run("grid", setting, True, TAU, seed, args.target))
-            print(runs[-1], file=sys.stderr, flush=True)
-    produced["wall_s"] = round(args.wall_s if args.wall_s is not None else time.time() - start)
-    if args.note:
-        produced["note"] = args.note
-    summary = {"seeds": args.seeds, "target": args.target, "produced": produced, "runs": runs}
-    pages.store_and_render(summary, SUBSET_SUMMARY, DOC, lambda _: render(json.loads(SUMMARY.read_text())), 0.0)
 
 
 if __name__ == "__main__":
