@@ -96,6 +96,7 @@ class RunParts:
     observer: Observer  # what the server observes each round (the controller's and the selection policy's)
     selection: NoPolicy  # the client selection policy (NoPolicy, "uniform": the algorithm samples)
     history: list[dict]  # the metrics.csv rows so far (the runner's record; the observer's history)
+    edge_servers: bool  # servers at the edges aggregate apart from a cloud: several cells, or a [backhaul]
 
 
 def pricer_of(
@@ -231,6 +232,7 @@ def parts_of(s: Scenario, data: FederatedData, model: Model) -> RunParts:
         observer=observer,
         selection=selection,
         history=history,
+        edge_servers=population.cells is not None or s.backhaul is not None,
     )
 
 
@@ -297,6 +299,7 @@ def algorithm_context(parts: RunParts) -> Context:
         hp=a.hp,
         client_roles=data.client_roles,
         client_cells=None if population.cells is None else population.cells.serving.copy(),
+        edge_servers=parts.edge_servers,
         param_layout=[(n, tuple(sh)) for n, sh in zip(model.names, model.shapes)],
         selector=parts.selection.selector,  # None (NoPolicy): the algorithm samples uniformly, with its own stream
     )

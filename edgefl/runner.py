@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import tomli_w
@@ -26,6 +26,7 @@ from edgefl.estimation import estimation_metrics
 from edgefl.logs import get_logger
 from edgefl.metrics import evaluate_global
 from edgefl.parts import build_run
+from edgefl.plugins import returned_fault
 from edgefl.resolved import resolved_dict
 from edgefl.results import (
     BATTERY_COLUMNS,
@@ -70,7 +71,8 @@ class RunResult:
     battery: list[dict] = field(default_factory=list)  # battery.csv rows (BATTERY_COLUMNS)
     positions: list[dict] = field(default_factory=list)  # positions.csv rows (moving devices): round, client, x, y
     chain_ends: list | None = None  # an asynchronous server's chains as they ended (Engine.chain_ends); None: sync
-    edge_rounds: int | None = None  # a hierarchical run's edge aggregations per cloud round (events.csv's tiers)
+    event_columns: list[str] = field(default_factory=list)  # the events.csv columns the algorithm adds ...
+    event_values: Callable[[Any], tuple] | None = None  # ... and their values for one activity (Algorithm)
 
 
 @dataclass
@@ -369,17 +371,39 @@ class Recorder:
             summary["control_state"] = self.controller.summary()
         events = self.pricer.events if not diverged else [e for e in self.pricer.events if e.round < len(rows)]
         chain_ends = list(self.engine.chain_ends) if self.algorithm.asynchronous else None
-        edge_rounds = self.algorithm.edge_rounds_per_round() if self._hierarchical() else None
+        a = self.algorithm
         return RunResult(
-            s, rows, clients, events, summary, self.engine.trace, done.battery, done.positions, chain_ends, edge_rounds
+            s,
+            rows,
+            clients,
+            events,
+            summary,
+            self.engine.trace,
+            done.battery,
+            done.positions,
+            chain_ends,
+            list(a.event_columns),
+            a.event_values if a.event_columns else None,
         )
 
-    def _hierarchical(self) -> bool:
-        """Whether edge servers aggregate before a cloud (HierFAVG, algorithm.hierfavg, over several cells or a
-        [backhaul]): metrics.csv then counts edge_rounds and events.csv marks each phase's aggregation. One cell
-        without a backhaul has a single server: its outputs are FedAvg's (at edge_rounds = 1)."""
-        several = self.context.client_cells is not None or self.scenario.backhaul is not None
-        return several and self.algorithm.edge_rounds_per_round() is not None
+    def _reported(self) -> dict:
+        """The columns the algorithm and then the components report (each declares its ``columns``; docs/extending.md,
+        "A component that reports"), after a round."""
+        a, values = self.algorithm, {}
+        if a.columns:
+            got = a.report()
+            if not isinstance(got, dict) or list(got) != list(a.columns):
+                raise returned_fault(
+                    a,
+                    a.report,
+                    got,
+                    f"expected a dict of its columns, {list(a.columns)}, in that order",
+                    f"the algorithm {type(a).__name__}",
+                )
+            values.update(got)
+        if self.pricer.columns:  # e.g. [backhaul]: cloud rounds, time, energy
+            values.update(self.pricer.component_metrics())
+        return values
 
     def _battery_clients(self) -> list[int]:
         return np.flatnonzero(np.isfinite(self.population.battery_j)).tolist()
@@ -434,10 +458,7 @@ class Recorder:
             "uploads_arrived": record.uploads_arrived,
             "uploads_missed": record.uploads_missed,
         }
-        if self._hierarchical():  # edge aggregations so far (edge_rounds per cloud round)
-            row["edge_rounds"] = self.algorithm.edge_rounds_done
-        if self.pricer.columns:  # the components' own columns (e.g. [backhaul]: cloud rounds, time, energy)
-            row.update(self.pricer.component_metrics())
+        row.update(self._reported())
         if evaluate:
             m = evaluate_global(self.model, self.data, self.algorithm.model)
             row.update({k: m.get(k) for k in ("acc_mean", "acc_worst", "acc_std", "loss")})
@@ -638,27 +659,42 @@ def run_title(s: Scenario, algorithm: str | None = None) -> str:
 ASYNC_EVENT_COLUMNS = ("model_version", "staleness")
 
 
-def aggregation(phase: int, edge_rounds: int) -> str:
-    """events.csv's mark of a hierarchical run's phase (0-based in its round): 'edge' when its uploads are
-    aggregated at the edges only, 'cloud' for the round's last phase, after which the edges send to the cloud."""
-    return "cloud" if phase >= edge_rounds - 1 else "edge"
-
-
 def event_table(result: RunResult) -> tuple[list[str], list[tuple]]:
-    """events.csv's columns and rows, in timeline order. An asynchronous run's uploads also carry the model
+    """events.csv's columns and rows, in timeline order, with the columns the algorithm adds (its
+    ``event_columns``: HierFAVG's aggregation with edge servers). An asynchronous run's uploads also carry the model
     version their chain started from and, for those that arrived, their staleness (server updates since)."""
     events = sorted(result.events or [], key=lambda e: e.timeline_key())  # same order whichever engine
-    if result.edge_rounds is not None:  # hierarchical: the aggregation that closes each phase
-        return [*EVENT_FIELDS, "aggregation"], [e.row() + (aggregation(e.phase, result.edge_rounds),) for e in events]
-    if result.chain_ends is None:
-        return list(EVENT_FIELDS), [e.row() for e in events]
-    ends = {(end.client, end.end_s): end for end in result.chain_ends}  # a chain ends with its upload
+    columns, extras = list(EVENT_FIELDS), []
+    if result.event_values is not None:
+        columns += result.event_columns
+        extras.append(_checked_event_values(result.event_values, len(result.event_columns)))
+    if result.chain_ends is not None:
+        ends = {(end.client, end.end_s): end for end in result.chain_ends}  # a chain ends with its upload
 
-    def extra(event) -> tuple:
-        end = ends.get((event.client, float(event.end_s))) if event.kind == "upload" else None
-        return (None, None) if end is None else (end.version, end.staleness if end.arrived else None)
+        def staleness(event) -> tuple:
+            end = ends.get((event.client, float(event.end_s))) if event.kind == "upload" else None
+            return (None, None) if end is None else (end.version, end.staleness if end.arrived else None)
 
-    return [*EVENT_FIELDS, *ASYNC_EVENT_COLUMNS], [e.row() + extra(e) for e in events]
+        columns += ASYNC_EVENT_COLUMNS
+        extras.append(staleness)
+    if not extras:
+        return columns, [e.row() for e in events]
+    return columns, [sum((extra(e) for extra in extras), e.row()) for e in events]
+
+
+def _checked_event_values(values: Callable[[Any], tuple], n: int) -> Callable[[Any], tuple]:
+    """``values`` (an algorithm's ``event_values``), whose every answer must be a tuple of ``n`` values (else the
+    algorithm's fault: a PluginError naming it)."""
+
+    def checked(event) -> tuple:
+        got = values(event)
+        if not isinstance(got, tuple) or len(got) != n:
+            owner = getattr(values, "__self__", values)
+            rule = f"expected a tuple of {n} values, one per column of its event_columns"
+            raise returned_fault(owner, values, got, rule, f"the algorithm {type(owner).__name__}")
+        return got
+
+    return checked
 
 
 def write_results(
