@@ -169,9 +169,9 @@ class Simulation:
         rounds, energy and time to each (summary.json "targets"); ``run.stop_at``: end the run once that target
         is reached and confirmed; ``checkpoint``: where to save the run every ``run.checkpoint_every`` rounds.
         The rounds' rows and the run's outputs are the :class:`Recorder`'s."""
-        s, done = self.scenario, self.record
+        run, done = self.parts.run, self.record
         recorder = Recorder(self, targets)
-        every = s.run.checkpoint_every if checkpoint is not None else None
+        every = run.checkpoint_every if checkpoint is not None else None
         if every:
             self.keep_checkpoints()
         started = time.perf_counter()
@@ -202,7 +202,7 @@ class Simulation:
             if reached is not None:
                 stopped = reached
                 break
-            if every and (r + 1) % every == 0 and r + 1 < s.run.rounds:
+            if every and (r + 1) % every == 0 and r + 1 < run.rounds:
                 done.wall_s += time.perf_counter() - started
                 started = time.perf_counter()
                 save_checkpoint(self, checkpoint)
@@ -211,17 +211,18 @@ class Simulation:
         if not diverged:  # what runs on is charged (docs/model.md §8)
             recorder.finish()
         wall_s = done.wall_s + time.perf_counter() - started
-        return recorder.result(before.model if diverged else self.algorithm.model, wall_s, stopped, diverged)
+        model = before.model if diverged else self.algorithm.model
+        return recorder.result(self.scenario, model, wall_s, stopped, diverged)
 
     def _progress_bar(self, progress: bool):
         """The rounds to run, from the first not yet run, as a progress bar (shown with ``progress``)."""
-        s, first = self.scenario, self.record.rounds_done
+        rounds, first = self.parts.rounds, self.record.rounds_done
         return tqdm(
-            range(first, s.run.rounds),
-            desc=f"{s.algorithm.name}",
+            range(first, rounds),
+            desc=f"{self.parts.algorithm.name}",
             unit="round",
             initial=first,
-            total=s.run.rounds,
+            total=rounds,
             disable=not progress or None,
             dynamic_ncols=True,
             leave=False,
@@ -279,11 +280,12 @@ class Recorder:
     clients.csv's rows, events.csv's and summary.json (:meth:`result`)."""
 
     def __init__(self, sim: Simulation, targets: list[Target] | None):
-        self.scenario, self.record, self.controller = sim.scenario, sim.record, sim.controller
+        self.run, self.described = sim.parts.run, sim.parts.described  # the [run] section; what the run is of
+        self.record, self.controller = sim.record, sim.controller
         self.data, self.model, self.network, self.population = sim.data, sim.model, sim.network, sim.population
         self.devices, self.pricer, self.executor = sim.devices, sim.pricer, sim.executor
         self.engine, self.context, self.algorithm = sim.engine, sim.context, sim.algorithm
-        stop_at = sim.scenario.run.stop_at
+        stop_at = self.run.stop_at
         self.stop_at = parse_target(stop_at) if stop_at else None
         self.targets = list(targets or [])
 
@@ -350,10 +352,12 @@ class Recorder:
             del battery[len(battery) - len(self._battery_clients()) :]
             self._battery_rows(rows[-1]["round"] - 1, rows[-1], battery)
 
-    def result(self, model: torch.Tensor, wall_s: float, stopped: str | None, diverged: str | None) -> RunResult:
-        """The run's outputs: its rows, clients.csv's (``model``: the final global model), events.csv's, and
-        summary.json (``stopped``, ``diverged``: why the run ended early)."""
-        done, s = self.record, self.scenario
+    def result(
+        self, scenario: Scenario, model: torch.Tensor, wall_s: float, stopped: str | None, diverged: str | None
+    ) -> RunResult:
+        """The run's outputs, of ``scenario`` (kept as it is for scenario.toml): its rows, clients.csv's (``model``:
+        the final global model), events.csv's, and summary.json (``stopped``, ``diverged``: why it ended early)."""
+        done = self.record
         rows, stop_at = done.rows, self.stop_at
         final = evaluate_global(self.model, self.data, model)
         clients = self._client_rows(final)
@@ -373,7 +377,7 @@ class Recorder:
         chain_ends = list(self.engine.chain_ends) if self.algorithm.asynchronous else None
         a = self.algorithm
         return RunResult(
-            s,
+            scenario,
             rows,
             clients,
             events,
@@ -437,7 +441,7 @@ class Recorder:
         """Whether round r (0-based), which ends at `end_s` of simulated time, evaluates the global model: the
         last round; every run.eval_every rounds; or with run.eval_every_s = t, the first round that ends at or
         after each multiple of t, i.e. when a multiple of t lies in (the previous round's end, end_s]."""
-        run = self.scenario.run
+        run = self.run
         if r + 1 == run.rounds:
             return True
         if run.eval_every_s is None:
@@ -474,7 +478,7 @@ class Recorder:
         pop, now, ledger, eng = self.population, self.devices, self.pricer.ledger, self.engine
         per_client = ledger.per_client()
         acc = final.get("client_acc")
-        n = self.scenario.data.num_clients
+        n = pop.num_clients
         bandwidth_hz = self.network.bandwidth_hz
         mean_snr = MeanSnr(now.uplink)
         link = mean_snr(bandwidth_hz)  # every Link.snr_linear(B, 1.0)
@@ -511,20 +515,10 @@ class Recorder:
         return ClientRows(n, columns)
 
     def _summary(self, rows: list[dict], last_eval: dict | None, wall_s: float) -> dict:
-        s = self.scenario
         by_cat = self.pricer.ledger.by_category()
         evaluated = [r for r in rows if r["acc_worst"] is not None]
         return {
-            "algorithm": s.algorithm.name,
-            "rounds": s.run.rounds,
-            "seed": s.run.seed,
-            "engine": s.run.engine,
-            "executor": s.run.executor,
-            "control": s.control.name,
-            **({"selection": s.selection.name} if s.selection.name != "uniform" else {}),
-            "compression": s.compression.model_dump(exclude_none=True),
-            "num_clients": s.data.num_clients,
-            "model": s.model.name,
+            **self.described,  # the algorithm, rounds, seed, ..., as edgefl.parts read them
             "model_parameters": self.model.dim,  # the flat vector: parameters and float buffers
             "model_buffers": self.model.buffers,
             "message_bits": float(self.model.dim * self.network.bits_per_param),  # a model's payload, headers aside
@@ -596,7 +590,7 @@ def simulate(
         simulation = Simulation.resume(scenario, checkpoint)
         log.info(
             "resuming %s after round %d (checkpoint %s)",
-            scenario.algorithm.name,
+            simulation.parts.algorithm.name,
             simulation.record.rounds_done,
             checkpoint,
         )
@@ -606,15 +600,15 @@ def simulate(
                 "no checkpoint to resume from%s: starting from round 1",
                 f" ({checkpoint} does not exist)" if checkpoint is not None else " (no results folder given)",
             )
-        elif checkpoint is not None and checkpoint.exists() and scenario.run.checkpoint_every:
+        simulation = Simulation(scenario)
+        if not resume and checkpoint is not None and checkpoint.exists() and simulation.parts.run.checkpoint_every:
             log.warning(
                 "%s holds a checkpoint of an earlier run of %s; starting again (pass --resume to go on from it)",
                 checkpoint,
                 out,
             )
-        simulation = Simulation(scenario)
     log.info("data and model built; simulating")
-    every = scenario.run.checkpoint_every
+    every = simulation.parts.run.checkpoint_every
     if every and out is not None:
         claim_checkpoint(out)  # before the first round: a file of the user's there is never replaced
     return simulation.run(progress=progress, targets=targets, checkpoint=checkpoint if every else None)
@@ -623,37 +617,6 @@ def simulate(
 def metric_columns(rows: list[dict]) -> list[str]:
     extra = [k for k in (rows[0] if rows else {}) if k not in METRIC_COLUMNS]
     return METRIC_COLUMNS + extra
-
-
-def run_title(s: Scenario, algorithm: str | None = None) -> str:
-    """The key values of a scenario, for plot titles: the algorithm (``algorithm``: instead of the scenario's, e.g.
-    the algorithms compared) and its sizes, the link (several cells: their number, size, frequency reuse and
-    sectors), the uplink if over the air, and a controller, a selection policy
-    or a backhaul where they are not the defaults."""
-    net = s.network
-    if net.snr_db is not None:
-        link = f"SNR {net.snr_db:g} dB"
-    elif net.distance_m is not None:
-        link = f"{net.distance_m:g} m"
-    elif net.sectors > 1:  # docs/multi-cell.md: network.cells counts the sites
-        sites = f"{net.cells} site{'s' if net.cells > 1 else ''}"
-        link = f"{sites} of {net.cell_radius_m:g} m, {net.sectors} sectors each, reuse {net.reuse}"
-    elif net.cells > 1:
-        link = f"{net.cells} cells of {net.cell_radius_m:g} m, reuse {net.reuse}"
-    else:
-        link = f"cell {net.cell_radius_m:g} m"
-    others = [
-        *([f"controller {s.control.name}"] if s.control.name != "static" else []),
-        *([f"selection {s.selection.name}"] if s.selection.name != "uniform" else []),
-        *([f"backhaul {s.backhaul.rate_mbps:g} Mbit/s"] if s.backhaul is not None else []),
-    ]
-    return (
-        f"{algorithm or s.algorithm.name}: N = {s.data.num_clients}, m = {s.algorithm.clients_per_round}, "
-        f"τ = {s.algorithm.local_steps}, η = {s.algorithm.lr:g}; {link}, {net.bandwidth_mhz:g} MHz {net.access}"
-        + (", over the air" if net.uplink == "aircomp" else "")
-        + (f", deadline {net.deadline_s:g} s" if net.deadline_s is not None else "")
-        + ("; " + ", ".join(others) if others else "")
-    )
 
 
 ASYNC_EVENT_COLUMNS = ("model_version", "staleness")
@@ -732,7 +695,7 @@ def write_results(
                 tmp,
                 result.metrics,
                 result.clients,
-                title=run_title(result.scenario),
+                title=result.scenario.title(),
                 battery=result.battery,
                 events=result.events,
                 positions=result.positions,
