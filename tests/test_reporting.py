@@ -5,6 +5,7 @@ runner knows no algorithm by name (HierFAVG's edge_rounds and aggregation come t
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import pytest
@@ -17,30 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"
 SMALL = ["run.rounds=2", "data.num_clients=10", "algorithm.clients_per_round=4", "algorithm.local_steps=2"]
 
-COUNTING = '''
-from algorithms.fedavg import FedAvg
-
-
-class Counting(FedAvg):
-    """FedAvg that counts its server updates (metrics.csv) and marks the parity of each activity's 0-based round (events.csv)."""
-
-    columns = {"server_updates": "aggregations so far"}
-    event_columns = {"parity": "even or odd round"}
-
-    def __init__(self, ctx):
-        super().__init__(ctx)
-        self.updates = 0
-
-    def round(self, r):
-        yield from super().round(r)
-        self.updates += 1
-
-    def report(self):
-        return {"server_updates": self.updates}
-
-    def event_values(self, event):
-        return ("odd" if event.round % 2 else "even",)
-
+FAULTY = """
 
 class MissesAColumn(Counting):
     def report(self):
@@ -50,12 +28,15 @@ class MissesAColumn(Counting):
 class ShortEvents(Counting):
     def event_values(self, event):
         return ()
-'''
+"""
 
 
 @pytest.fixture
 def counting(tmp_path, monkeypatch):
-    (tmp_path / "rep_counting.py").write_text(COUNTING)
+    """docs/extending.md's Counting algorithm, as written there, in my_counting.py (and two faulty ones)."""
+    text = (ROOT / "docs" / "extending.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "class Counting(FedAvg)" in b]
+    (tmp_path / "my_counting.py").write_text(block + FAULTY)
     monkeypatch.syspath_prepend(str(tmp_path))
     yield
 
@@ -66,7 +47,7 @@ def run_files(tmp_path: Path, name: str, sets: list[str]) -> Path:
 
 
 def test_an_algorithm_adds_its_columns_before_the_components_and_its_event_columns(counting, tmp_path):
-    out = run_files(tmp_path, "counting", ["algorithm.name=rep_counting:Counting", "backhaul.rate_mbps=100"])
+    out = run_files(tmp_path, "counting", ["algorithm.name=my_counting:Counting", "backhaul.rate_mbps=100"])
     rows = list(csv.DictReader(open(out / "metrics.csv")))
     header = list(rows[0])
     assert [int(r["server_updates"]) for r in rows] == [1, 2]
@@ -84,8 +65,8 @@ def test_an_algorithm_adds_its_columns_before_the_components_and_its_event_colum
     ],
 )
 def test_an_algorithm_that_reports_other_columns_than_it_declares_is_named(counting, tmp_path, name, what):
-    with pytest.raises(PluginError, match=rf"algorithm.name = 'rep_counting:{name}'.*{what}"):
-        run_files(tmp_path, name, [f"algorithm.name=rep_counting:{name}"])
+    with pytest.raises(PluginError, match=rf"algorithm.name = 'my_counting:{name}'.*{what}"):
+        run_files(tmp_path, name, [f"algorithm.name=my_counting:{name}"])
 
 
 def test_hierfavg_reports_edge_rounds_with_edge_servers_only(tmp_path):
