@@ -251,8 +251,8 @@ def test_availability_trace_resumes_identically(tmp_path):
     assert resumed == straight
 
 
-def test_a_checkpoint_of_another_scenario_is_refused_naming_the_keys(tmp_path, capsys):
-    out = tmp_path / "res"
+def quickstart_checkpoint(out: Path) -> None:
+    """The checkpoint beside ``out`` of the quickstart (4 rounds, a checkpoint every 2) killed in round 3."""
     scenario = load_scenario(QUICKSTART, ["run.rounds=4", "run.checkpoint_every=2"])
 
     def abort(row):
@@ -261,6 +261,11 @@ def test_a_checkpoint_of_another_scenario_is_refused_naming_the_keys(tmp_path, c
 
     with pytest.raises(Killed):
         Simulation(scenario).run(progress=False, on_round=abort, checkpoint=checkpoint_file(out))
+
+
+def test_a_checkpoint_of_another_scenario_is_refused_naming_the_keys(tmp_path, capsys):
+    out = tmp_path / "res"
+    quickstart_checkpoint(out)
     code = main(
         [
             "run",
@@ -295,14 +300,7 @@ def test_a_checkpoint_of_another_version_is_refused_as_one_and_starting_again_re
 
     out = tmp_path / "res"
     args = ["run", str(QUICKSTART), "--out", str(out), "--quiet", "--no-plots", "--set", "run.rounds=4"]
-    scenario = load_scenario(QUICKSTART, ["run.rounds=4", "run.checkpoint_every=2"])
-
-    def abort(row):
-        if row["round"] == 3:
-            raise Killed
-
-    with pytest.raises(Killed):
-        Simulation(scenario).run(progress=False, on_round=abort, checkpoint=checkpoint_file(out))
+    quickstart_checkpoint(out)
     path = checkpoint_file(out)
     written, line = path.read_bytes(), format_line()
     header = written.partition(b"\n")[0] + b"\n"  # edgefl's first line, as a checkpoint of every format has it
