@@ -52,6 +52,9 @@ class Context:
     # Several cells (network.cells > 1): each client's serving cell, its edge server (int [N]; set by the engine at
     # each round's start, so it follows handovers). None in a single cell.
     client_cells: np.ndarray | None = None
+    # Whether servers at the edges (each cell's base station) aggregate apart from a cloud: several cells, or a
+    # [backhaul] to the cloud (edgefl.parts decides it from the run's parts). False: one server.
+    edge_servers: bool = False
     param_layout: list[tuple[str, tuple[int, ...]]] | None = None
     # Which clients are online at the start of the current round (bool [N]); set by the engine
     # each round when devices can be unavailable, None when every client always is.
@@ -139,17 +142,25 @@ class Algorithm:
         raise NotImplementedError(f"{type(self).__name__} does not define the property model")
 
     def metrics(self) -> dict[str, float]:
-        """Extra per-round numbers for metrics.csv (e.g. the entropy of lambda)."""
+        """Extra per-round numbers for metrics.csv (e.g. the entropy of lambda), after the evaluation's."""
         return {}
 
-    # A hierarchical algorithm (edge servers aggregate before a cloud, HierFAVG): its edge aggregations so far
-    # (metrics.csv edge_rounds, over several cells or a [backhaul]); one server tier: never counted.
-    edge_rounds_done = 0
+    # What it reports, typed and declared as a component does (edgefl.sim.component; docs/extending.md):
+    # ``columns``, the metrics.csv columns it adds right after the round's time and energy, before the components'
+    # (name -> what it holds), whose values ``report()`` returns after every round, every column in that order;
+    # ``event_columns``, the events.csv columns it adds (name -> what it holds), whose values for one activity
+    # ``event_values(event)`` returns. An instance sets them in ``__init__`` where they depend on the run (HierFAVG:
+    # with edge servers only). None by default.
+    columns: dict[str, str] = {}
+    event_columns: dict[str, str] = {}
 
-    def edge_rounds_per_round(self) -> int | None:
-        """A hierarchical algorithm's edge aggregations per cloud round (events.csv marks each phase's
-        aggregation, edge or cloud); None: one server tier (the default)."""
-        return None
+    def report(self) -> dict[str, float]:
+        """The values of its ``columns`` after a round."""
+        return {}
+
+    def event_values(self, event) -> tuple:
+        """The values of its ``event_columns`` for one activity of events.csv (edgefl.sim.activities)."""
+        return ()
 
 
 def uniform_sample(rng: np.random.Generator, num_clients: int, m: int) -> np.ndarray:

@@ -54,7 +54,10 @@ class HierFAVG(Algorithm):
     def __init__(self, ctx):
         super().__init__(ctx)
         self.w = ctx.init_params.clone()
-        self.edge_rounds_done = 0  # edge aggregations so far (metrics.csv edge_rounds): edge_rounds per round
+        self.edge_rounds_done = 0  # edge aggregations so far: edge_rounds per round
+        if ctx.edge_servers:  # one server (one cell, no backhaul): FedAvg's outputs, nothing of its own to report
+            self.columns = {"edge_rounds": "edge aggregations so far (algorithm.hierfavg.edge_rounds per round)"}
+            self.event_columns = {"aggregation": "what closes the activity's phase: edge, or cloud (the round's last)"}
 
     def round(self, r):
         import torch
@@ -87,9 +90,18 @@ class HierFAVG(Algorithm):
                 models = torch.stack([edge_model[edge] for edge in reached])
                 self.w = weighted_mean(models, np.array([edge_data[edge] for edge in reached]))
 
-    def edge_rounds_per_round(self) -> int:
-        return self.hp.edge_rounds
+    def report(self) -> dict[str, float]:
+        return {"edge_rounds": self.edge_rounds_done}
+
+    def event_values(self, event) -> tuple:
+        return (aggregation(event.phase, self.hp.edge_rounds),)
 
     @property
     def model(self):
         return self.w
+
+
+def aggregation(phase: int, edge_rounds: int) -> str:
+    """events.csv's mark of a phase (0-based in its round): 'edge' when its uploads are aggregated at the edges
+    only, 'cloud' for the round's last phase, after which the edges send to the cloud."""
+    return "cloud" if phase >= edge_rounds - 1 else "edge"

@@ -10,7 +10,7 @@ Cases: every committed scenario (scenarios/*.toml, ``run.rounds`` cut to --round
 full 60 rounds with --full-phones) and the engine cases of the SimPy issue's old-vs-new table on the
 quickstart scenario: deadline, TDMA, FDMA, Rayleigh, Rician, outage, link budget, everything on (plus block
 fading, radio states, batteries that run out mid-chain, a controller that sets knobs, failures and
-over-selection, which the pricer's components serve). Each engine case exercises what it names (deadline:
+over-selection, which the pricer's components serve), and HierFAVG's edge servers (several cells, a backhaul). Each engine case exercises what it names (deadline:
 27 cuts; outage: 12 lost messages; batteries: 39 chains stopped empty; failures: 23 failed, 5 stopped).
 """
 
@@ -95,6 +95,13 @@ ENGINE_CASES = {
     "parts": BASE[1:]
     + ["network.access=fdma", "control.name=min_energy", "network.deadline_s=1.0", "selection.name=best_channel"]
     + ["compression.name=qsgd", "compression.bits=4", "backhaul.rate_mbps=100", "backhaul.latency_ms=5"],
+    # edge servers and a cloud: HierFAVG over several cells, over one cell with a backhaul, over one cell alone
+    # (FedAvg's outputs), and FedAvg with a backhaul (its columns, no edge rounds)
+    "hierfavg-cells": ["algorithm.name=hierfavg", "algorithm.hierfavg.edge_rounds=2", "network.cells=7"]
+    + ["network.cell_radius_m=300", "devices.speed_mps=1.4"],
+    "hierfavg-backhaul": ["algorithm.name=hierfavg", "algorithm.hierfavg.edge_rounds=3", "backhaul.rate_mbps=50"],
+    "hierfavg-alone": ["algorithm.name=hierfavg", "algorithm.hierfavg.edge_rounds=2"],
+    "fedavg-backhaul": ["backhaul.rate_mbps=100", "backhaul.latency_ms=5"],
 }
 
 

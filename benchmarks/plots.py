@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from edgefl.runner import Simulation, run_title, write_results  # noqa: E402
+from edgefl.runner import Simulation, write_results  # noqa: E402
 from edgefl.scenario import load_scenario  # noqa: E402
 
 OVERRIDES = ["data.num_clients=10000", "algorithm.clients_per_round=100", "run.rounds=50"]
@@ -84,7 +84,7 @@ def plot(plot_run, result, out: Path) -> None:
         out,
         result.metrics,
         result.clients,
-        title=run_title(result.scenario),
+        title=result.scenario.title(),
         battery=result.battery,
         events=result.events,
         positions=result.positions,

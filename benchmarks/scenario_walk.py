@@ -4,7 +4,7 @@ object itself is handed to while a run is built, and how often the walk climbs b
     python benchmarks/scenario_walk.py [--set key=value ...]
 
 Traced with ``sys.setprofile``: every Python call made inside ``Simulation(scenario)`` whose frame holds the
-scenario object (by identity: an argument, ``self`` of one of its methods) is a *handoff* from the nearest frame
+scenario object (by identity: an argument, an item of a tuple argument, ``self`` of one of its methods) is a *handoff* from the nearest frame
 up the stack that held it. Printed: the handoffs in order (caller file -> callee file, function), the distinct
 files (edgefl's own), the *climbs back up* (a handoff into a file above the caller in the walk's tree, each file's
 parent being the file that first handed it the object) and the *second paths* (a file handed the object again from
@@ -61,7 +61,9 @@ def trace(scenario) -> list[tuple[str, str, str, str]]:
 
     def profile(frame, event, arg):
         if event == "call":
-            held = [watched[id(v)] for v in frame.f_locals.values() if id(v) in watched]
+            values = list(frame.f_locals.values())
+            values += [item for v in values if isinstance(v, tuple) for item in v]  # sections handed in a tuple too
+            held = [watched[id(v)] for v in values if id(v) in watched]
             if held:
                 parent = frame.f_back
                 while parent is not None and parent not in holders:

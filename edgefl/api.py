@@ -95,9 +95,8 @@ class Result:
         import matplotlib.pyplot as plt
 
         from edgefl.run_plots import ENERGY_CATEGORIES, round_label
-        from edgefl.runner import run_title
 
-        title = run_title(self.scenario)
+        title = self.scenario.title()
         asynchronous = algorithms.get(self.scenario.algorithm.name).asynchronous
         if kind in ("accuracy", "accuracy-energy"):  # the figures `edgefl run` writes, drawn by the same function
             from edgefl.plots import draw_accuracy
@@ -121,14 +120,13 @@ class Result:
 
     def _event_plot(self, kind: str):
         from edgefl import run_plots
-        from edgefl.runner import run_title
 
         raw = self.raw
         events = raw.events if raw is not None else self.events  # a DataFrame of events.csv works too
         clients = raw.clients if raw is not None else self.clients
         positions = raw.positions if raw is not None else self.positions
         metrics = raw.metrics if raw is not None else self.metrics.to_dict("records")
-        title, net = run_title(self.scenario), self.scenario.network
+        title, net = self.scenario.title(), self.scenario.network
         asynchronous = algorithms.get(self.scenario.algorithm.name).asynchronous
         if kind == "gantt":
             fig = run_plots.draw_gantt(

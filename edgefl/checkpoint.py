@@ -16,7 +16,8 @@ What a fresh :class:`~edgefl.runner.Simulation` of the same scenario rebuilds id
 data, the model's structure, the devices, the network, the executor's buffers) is not stored: the pickle
 refers to those objects by name (pickle's persistent IDs) and gets the fresh ones back.
 
-A checkpoint runs no code when it is loaded: the file must begin with edgefl's header line, and it is read
+A checkpoint runs no code when it is loaded: the file must begin with edgefl's header line (one of another
+:data:`FORMAT`, on the line after it, is refused as another version's before any of its pickle is read), and it is read
 with a restricted unpickler (:class:`_Unpickler`) that gives a pickle only the project's own classes (and the
 scenario's plug-ins'), numpy's arrays and random generators, torch's tensors, and a few plain containers; a
 pickle naming anything else (``os.system``, ``builtins.eval``, a function of edgefl) is "not an edgefl
@@ -47,7 +48,10 @@ from edgefl.scenario import describe_differences
 from edgefl.sim.journal import replay
 from plugin_registry import kind_of
 
-FORMAT = 3  # 2: the scenario's values nested, as model_dump gives them; 3: a header line before the pickle
+# 2: the scenario's values nested, as model_dump gives them; 3: a header line before the pickle; 4: the format on
+# a line of its own after the header, read before any of the pickle (a checkpoint of another format is refused as
+# one written by another version of edgefl, not as a file that is no checkpoint); algorithms report typed columns
+FORMAT = 4
 # The Simulation's attributes rebuilt from the scenario (referred to by name), and those saved.
 REBUILT = ("scenario", "data", "model", "network", "population", "pricer", "executor")
 SAVED = ("algorithm", "context", "engine", "controller", "record")
@@ -64,6 +68,10 @@ def fingerprint(scenario) -> dict:
     values = scenario.model_dump(mode="json")
     values["run"].pop("checkpoint_every", None)
     return values
+
+
+class _Missing(pickle.UnpicklingError):
+    """A checkpoint names a class of the project's (or a plug-in's) that is not there: another version's."""
 
 
 class _Pickler(pickle.Pickler):
@@ -188,7 +196,10 @@ class _Unpickler(pickle._Unpickler):  # the Python unpickler: each opcode that c
             return getattr(torch, name)
         own = any(module == m or module.startswith(m + ".") for m in self._modules)
         if own and (module in sys.modules or "__main__" not in module.split(".")):  # importing __main__ runs it
-            found = super().find_class(module, name)
+            try:
+                found = super().find_class(module, name)
+            except (ImportError, AttributeError):
+                raise _Missing(f"it names {module}.{name}, which this edgefl and its plug-ins do not have") from None
             if isinstance(found, type) and found.__module__ == module:  # a class of its own, not one it imports
                 return found
         raise pickle.UnpicklingError(
@@ -308,7 +319,7 @@ def save(simulation, path: Path) -> None:
         raise RuntimeError("the pricer keeps no journal: call Simulation.keep_checkpoints() before the first round")
     rebuilt = {id(getattr(simulation, name)): name for name in REBUILT}
     with atomic_file(path, durable=True) as tmp, open(tmp, "wb") as handle:
-        handle.write(checkpoint_header())  # first: what proves the file a checkpoint (edgefl.results.recover) ...
+        handle.write(checkpoint_header() + format_line())  # what proves the file a checkpoint (results.recover) ...
         handle.flush()  # ... on disk at once, not when pickling fills the buffer: a kill -9 then leaves a provable file
         _Pickler(handle, rebuilt).dump(
             {
@@ -350,7 +361,7 @@ def restore(simulation, path: Path) -> int:
         or set(state) != set(SAVED)
         or any(type(state[name]) is not type(getattr(simulation, name)) for name in SAVED)
     ):
-        raise _not_a_checkpoint(path, "its saved state is not this run's")
+        raise _of_another_version(path, "its saved state is not what this version's run saves")
     for name in SAVED:
         setattr(simulation, name, state[name])
     try:
@@ -385,6 +396,34 @@ def restore(simulation, path: Path) -> int:
 KEYS = frozenset({"format", "version", "scenario", "state", "executor_rngs", "journal", "process_rngs"})
 
 
+def format_line(version: int = FORMAT) -> bytes:
+    """A checkpoint's second line: the format of what follows."""
+    return f"format {version}\n".encode()
+
+
+def _of_another_version(path: Path, what: str) -> CheckpointError:
+    return CheckpointError(
+        f"{path}: an edgefl checkpoint written by another version of edgefl ({what}), which this version cannot "
+        "resume: run without --resume to start the run again (its checkpoint is then replaced), or finish it with "
+        "the edgefl that wrote it"
+    )
+
+
+def _check_format(path: Path, line: bytes) -> None:
+    """CheckpointError unless ``line`` (a checkpoint's second line) is this :data:`FORMAT`'s: a checkpoint of an
+    older format has a pickle there (formats up to 3 had no such line)."""
+    if line == format_line():
+        return
+    words = line.split()
+    found = int(words[1]) if len(words) == 2 and words[0] == b"format" and words[1].isdigit() else None
+    if found is None:
+        what = f"an older one: its format is 3 or earlier, this edgefl reads format {FORMAT}"
+    else:
+        age = "an older" if found < FORMAT else "a newer"
+        what = f"{age} one: its format is {found}, this edgefl reads format {FORMAT}"
+    raise _of_another_version(path, what)
+
+
 def _not_a_checkpoint(path: Path, why: str) -> CheckpointError:
     return CheckpointError(
         f"{path}: not an edgefl checkpoint ({why}); delete it, or run without --resume to start again"
@@ -401,9 +440,12 @@ def _load(path: Path, rebuilt: dict[str, object], modules: tuple[str, ...]) -> d
             first = handle.readline(200)
             if not first.startswith(CHECKPOINT_MAGIC):
                 raise _not_a_checkpoint(path, "it does not begin with edgefl's checkpoint header")
+            _check_format(path, handle.readline(len(format_line()) + 8))
             saved = _Unpickler(handle, rebuilt, modules).load()
     except CheckpointError:
         raise
+    except _Missing as exc:  # edgefl's header and format, and a class that this edgefl (or plug-in) does not have
+        raise _of_another_version(path, str(exc)) from None
     except Exception as exc:  # noqa: BLE001  whatever a damaged or crafted file makes the unpickler raise
         raise _not_a_checkpoint(path, f"{type(exc).__name__}: {exc}") from None
     if not isinstance(saved, dict) or set(saved) != KEYS or saved["format"] != FORMAT:

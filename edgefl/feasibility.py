@@ -52,14 +52,15 @@ Warnings (``edgefl.logs``; the run goes on):
 the devices' links (as the pricer makes) and a few numpy operations over N.
 
 What is checked is read from the run's parts (:class:`edgefl.parts.RunParts`: the network, the devices, the
-model, the pricer's physics, the algorithm, the compressor, the controller); the scenario is read only to
-name its keys and their values, as written, in the messages.
+model, the pricer's physics, the algorithm, the compressor, the controller); the scenario's [network], [devices],
+[model] and [backhaul] sections (:class:`Keys`) are read only to name their keys and values, as written, in the
+messages.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -87,7 +88,7 @@ from energy import (
 
 if TYPE_CHECKING:
     from edgefl.parts import RunParts
-    from edgefl.scenario import Scenario
+    from edgefl.scenario.sections import BackhaulSection, DevicesSection, ModelSection, NetworkSection
 
 log = get_logger(__name__)
 
@@ -96,11 +97,20 @@ MAX_ROUND_J = 1e9  # J: the largest battery a scenario may declare (devices.batt
 MIN_DELIVERY = 1e-6  # a device whose messages get through with a lower probability is warned about
 
 
-def check_feasible(parts: RunParts, keys: Scenario) -> None:
+class Keys(NamedTuple):
+    """The sections whose keys and values the messages name (edgefl.parts hands them over)."""
+
+    network: NetworkSection
+    devices: DevicesSection
+    model: ModelSection
+    backhaul: BackhaulSection | None
+
+
+def check_feasible(parts: RunParts, keys: Keys) -> None:
     """Raise :class:`UserError` when the run cannot be meaningful (see the module's docstring); log a
     warning for what is legitimate but probably not meant. ``parts``: the run's (edgefl.parts.build_parts; the
     pricer's physics: its mean rates are read, no random draw is made; the data is not read); ``keys``: its
-    scenario, whose keys and values the messages name."""
+    sections whose keys and values the messages name (:class:`Keys`)."""
     _check_trace(parts, keys)
     _check_empty_cells(parts)
     if parts.engine != "simpy":
@@ -123,7 +133,7 @@ class _Nominal:
 
     PARTS = ("download", "compute", "upload")
 
-    def __init__(self, parts: RunParts, keys: Scenario):
+    def __init__(self, parts: RunParts, keys: Keys):
         self.keys = keys
         self.net, self.pop = net, pop = parts.network, parts.population
         self.algorithm = a = parts.algorithm
@@ -583,7 +593,7 @@ def _hz(hz: float) -> str:
 
 
 # -- availability: how long a round waits -------------------------------------------------------
-def _check_markov_wait(parts: RunParts, keys: Scenario) -> None:
+def _check_markov_wait(parts: RunParts, keys: Keys) -> None:
     """Markov on/off availability under which m devices are practically never online at once: each round would wait
     (simulated time passes, every availability change an event) for about 1 / (the rate at which the count of
     online devices goes from m - 1 to m), more than MAX_ROUND_S: error. The count is Binomial(N, p), p = on / (on +
@@ -636,7 +646,7 @@ def _check_empty_cells(parts: RunParts) -> None:
 
 
 # -- availability ---------------------------------------------------------------------------------
-def _check_trace(parts: RunParts, keys: Scenario) -> None:
+def _check_trace(parts: RunParts, keys: Keys) -> None:
     """A trace that lists fewer than m devices, or never has m online at once: error (each round waits for m
     devices online, so the first round would wait through the whole trace and find nobody at its end)."""
     pop = parts.population

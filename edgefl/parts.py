@@ -24,7 +24,7 @@ from edgefl.control.steering import steering
 from edgefl.deployment import NetworkParams, Population, build_population, network_params
 from edgefl.device import resolve_device
 from edgefl.executor import Executor
-from edgefl.feasibility import check_feasible
+from edgefl.feasibility import Keys, check_feasible
 from edgefl.memory import check_memory
 from edgefl.models import build_model
 from edgefl.plugins import faults_named
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         DevicesSection,
         NetworkSection,
         ProcessSection,
+        RunSection,
         SelectionSection,
     )
 
@@ -83,6 +84,8 @@ class RunParts:
     seed: int  # run.seed: every random stream derives from it
     engine: str  # run.engine: simpy | ideal
     rounds: int  # run.rounds
+    run: RunSection  # the [run] section: the round loop's and the recorder's (evaluation, stop_at, checkpoints)
+    described: dict  # what the run is of, as summary.json states it (:func:`described`)
     data: FederatedData
     model: Model
     network: NetworkParams
@@ -96,6 +99,7 @@ class RunParts:
     observer: Observer  # what the server observes each round (the controller's and the selection policy's)
     selection: NoPolicy  # the client selection policy (NoPolicy, "uniform": the algorithm samples)
     history: list[dict]  # the metrics.csv rows so far (the runner's record; the observer's history)
+    edge_servers: bool  # servers at the edges aggregate apart from a cloud: several cells, or a [backhaul]
 
 
 def pricer_of(
@@ -218,6 +222,8 @@ def parts_of(s: Scenario, data: FederatedData, model: Model) -> RunParts:
         seed=seed,
         engine=s.run.engine,
         rounds=s.run.rounds,
+        run=s.run,
+        described=described(s),
         data=data,
         model=model,
         network=network,
@@ -231,7 +237,25 @@ def parts_of(s: Scenario, data: FederatedData, model: Model) -> RunParts:
         observer=observer,
         selection=selection,
         history=history,
+        edge_servers=population.cells is not None or s.backhaul is not None,
     )
+
+
+def described(s: Scenario) -> dict:
+    """What a run is of, as summary.json states it first: the algorithm, the rounds, the seed, the engine and
+    executor, the controller, the selection policy (where not uniform), the compression, the clients, the model."""
+    return {
+        "algorithm": s.algorithm.name,
+        "rounds": s.run.rounds,
+        "seed": s.run.seed,
+        "engine": s.run.engine,
+        "executor": s.run.executor,
+        "control": s.control.name,
+        **({"selection": s.selection.name} if s.selection.name != "uniform" else {}),
+        "compression": s.compression.model_dump(exclude_none=True),
+        "num_clients": s.data.num_clients,
+        "model": s.model.name,
+    }
 
 
 @dataclass
@@ -254,7 +278,7 @@ def build_run(s: Scenario, record_trace: bool = False) -> Run:
     if s.run.threads:
         torch.set_num_threads(s.run.threads)
     parts = build_parts(s)
-    check_feasible(parts, s)  # the scenario: the messages name its keys and values
+    check_feasible(parts, Keys(s.network, s.devices, s.model, s.backhaul))  # the messages name keys and values
     pinned = s.run.executor in ("vmap", "threads")  # a path named
     executor = Executor(
         parts.model,
@@ -297,6 +321,7 @@ def algorithm_context(parts: RunParts) -> Context:
         hp=a.hp,
         client_roles=data.client_roles,
         client_cells=None if population.cells is None else population.cells.serving.copy(),
+        edge_servers=parts.edge_servers,
         param_layout=[(n, tuple(sh)) for n, sh in zip(model.names, model.shapes)],
         selector=parts.selection.selector,  # None (NoPolicy): the algorithm samples uniformly, with its own stream
     )

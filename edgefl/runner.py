@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import tomli_w
@@ -26,6 +26,7 @@ from edgefl.estimation import estimation_metrics
 from edgefl.logs import get_logger
 from edgefl.metrics import evaluate_global
 from edgefl.parts import build_run
+from edgefl.plugins import returned_fault
 from edgefl.resolved import resolved_dict
 from edgefl.results import (
     BATTERY_COLUMNS,
@@ -70,7 +71,8 @@ class RunResult:
     battery: list[dict] = field(default_factory=list)  # battery.csv rows (BATTERY_COLUMNS)
     positions: list[dict] = field(default_factory=list)  # positions.csv rows (moving devices): round, client, x, y
     chain_ends: list | None = None  # an asynchronous server's chains as they ended (Engine.chain_ends); None: sync
-    edge_rounds: int | None = None  # a hierarchical run's edge aggregations per cloud round (events.csv's tiers)
+    event_columns: list[str] = field(default_factory=list)  # the events.csv columns the algorithm adds ...
+    event_values: Callable[[Any], tuple] | None = None  # ... and their values for one activity (Algorithm)
 
 
 @dataclass
@@ -167,9 +169,9 @@ class Simulation:
         rounds, energy and time to each (summary.json "targets"); ``run.stop_at``: end the run once that target
         is reached and confirmed; ``checkpoint``: where to save the run every ``run.checkpoint_every`` rounds.
         The rounds' rows and the run's outputs are the :class:`Recorder`'s."""
-        s, done = self.scenario, self.record
+        run, done = self.parts.run, self.record
         recorder = Recorder(self, targets)
-        every = s.run.checkpoint_every if checkpoint is not None else None
+        every = run.checkpoint_every if checkpoint is not None else None
         if every:
             self.keep_checkpoints()
         started = time.perf_counter()
@@ -200,7 +202,7 @@ class Simulation:
             if reached is not None:
                 stopped = reached
                 break
-            if every and (r + 1) % every == 0 and r + 1 < s.run.rounds:
+            if every and (r + 1) % every == 0 and r + 1 < run.rounds:
                 done.wall_s += time.perf_counter() - started
                 started = time.perf_counter()
                 save_checkpoint(self, checkpoint)
@@ -209,17 +211,18 @@ class Simulation:
         if not diverged:  # what runs on is charged (docs/model.md §8)
             recorder.finish()
         wall_s = done.wall_s + time.perf_counter() - started
-        return recorder.result(before.model if diverged else self.algorithm.model, wall_s, stopped, diverged)
+        model = before.model if diverged else self.algorithm.model
+        return recorder.result(self.scenario, model, wall_s, stopped, diverged)
 
     def _progress_bar(self, progress: bool):
         """The rounds to run, from the first not yet run, as a progress bar (shown with ``progress``)."""
-        s, first = self.scenario, self.record.rounds_done
+        rounds, first = self.parts.rounds, self.record.rounds_done
         return tqdm(
-            range(first, s.run.rounds),
-            desc=f"{s.algorithm.name}",
+            range(first, rounds),
+            desc=f"{self.parts.algorithm.name}",
             unit="round",
             initial=first,
-            total=s.run.rounds,
+            total=rounds,
             disable=not progress or None,
             dynamic_ncols=True,
             leave=False,
@@ -277,11 +280,12 @@ class Recorder:
     clients.csv's rows, events.csv's and summary.json (:meth:`result`)."""
 
     def __init__(self, sim: Simulation, targets: list[Target] | None):
-        self.scenario, self.record, self.controller = sim.scenario, sim.record, sim.controller
+        self.run, self.described = sim.parts.run, sim.parts.described  # the [run] section; what the run is of
+        self.record, self.controller = sim.record, sim.controller
         self.data, self.model, self.network, self.population = sim.data, sim.model, sim.network, sim.population
         self.devices, self.pricer, self.executor = sim.devices, sim.pricer, sim.executor
         self.engine, self.context, self.algorithm = sim.engine, sim.context, sim.algorithm
-        stop_at = sim.scenario.run.stop_at
+        stop_at = self.run.stop_at
         self.stop_at = parse_target(stop_at) if stop_at else None
         self.targets = list(targets or [])
 
@@ -348,10 +352,12 @@ class Recorder:
             del battery[len(battery) - len(self._battery_clients()) :]
             self._battery_rows(rows[-1]["round"] - 1, rows[-1], battery)
 
-    def result(self, model: torch.Tensor, wall_s: float, stopped: str | None, diverged: str | None) -> RunResult:
-        """The run's outputs: its rows, clients.csv's (``model``: the final global model), events.csv's, and
-        summary.json (``stopped``, ``diverged``: why the run ended early)."""
-        done, s = self.record, self.scenario
+    def result(
+        self, scenario: Scenario, model: torch.Tensor, wall_s: float, stopped: str | None, diverged: str | None
+    ) -> RunResult:
+        """The run's outputs, of ``scenario`` (kept as it is for scenario.toml): its rows, clients.csv's (``model``:
+        the final global model), events.csv's, and summary.json (``stopped``, ``diverged``: why it ended early)."""
+        done = self.record
         rows, stop_at = done.rows, self.stop_at
         final = evaluate_global(self.model, self.data, model)
         clients = self._client_rows(final)
@@ -369,17 +375,39 @@ class Recorder:
             summary["control_state"] = self.controller.summary()
         events = self.pricer.events if not diverged else [e for e in self.pricer.events if e.round < len(rows)]
         chain_ends = list(self.engine.chain_ends) if self.algorithm.asynchronous else None
-        edge_rounds = self.algorithm.edge_rounds_per_round() if self._hierarchical() else None
+        a = self.algorithm
         return RunResult(
-            s, rows, clients, events, summary, self.engine.trace, done.battery, done.positions, chain_ends, edge_rounds
+            scenario,
+            rows,
+            clients,
+            events,
+            summary,
+            self.engine.trace,
+            done.battery,
+            done.positions,
+            chain_ends,
+            list(a.event_columns),
+            a.event_values if a.event_columns else None,
         )
 
-    def _hierarchical(self) -> bool:
-        """Whether edge servers aggregate before a cloud (HierFAVG, algorithm.hierfavg, over several cells or a
-        [backhaul]): metrics.csv then counts edge_rounds and events.csv marks each phase's aggregation. One cell
-        without a backhaul has a single server: its outputs are FedAvg's (at edge_rounds = 1)."""
-        several = self.context.client_cells is not None or self.scenario.backhaul is not None
-        return several and self.algorithm.edge_rounds_per_round() is not None
+    def _reported(self) -> dict:
+        """The columns the algorithm and then the components report (each declares its ``columns``; docs/extending.md,
+        "A component that reports"), after a round."""
+        a, values = self.algorithm, {}
+        if a.columns:
+            got = a.report()
+            if not isinstance(got, dict) or list(got) != list(a.columns):
+                raise returned_fault(
+                    a,
+                    a.report,
+                    got,
+                    f"expected a dict of its columns, {list(a.columns)}, in that order",
+                    f"the algorithm {type(a).__name__}",
+                )
+            values.update(got)
+        if self.pricer.columns:  # e.g. [backhaul]: cloud rounds, time, energy
+            values.update(self.pricer.component_metrics())
+        return values
 
     def _battery_clients(self) -> list[int]:
         return np.flatnonzero(np.isfinite(self.population.battery_j)).tolist()
@@ -413,7 +441,7 @@ class Recorder:
         """Whether round r (0-based), which ends at `end_s` of simulated time, evaluates the global model: the
         last round; every run.eval_every rounds; or with run.eval_every_s = t, the first round that ends at or
         after each multiple of t, i.e. when a multiple of t lies in (the previous round's end, end_s]."""
-        run = self.scenario.run
+        run = self.run
         if r + 1 == run.rounds:
             return True
         if run.eval_every_s is None:
@@ -434,10 +462,7 @@ class Recorder:
             "uploads_arrived": record.uploads_arrived,
             "uploads_missed": record.uploads_missed,
         }
-        if self._hierarchical():  # edge aggregations so far (edge_rounds per cloud round)
-            row["edge_rounds"] = self.algorithm.edge_rounds_done
-        if self.pricer.columns:  # the components' own columns (e.g. [backhaul]: cloud rounds, time, energy)
-            row.update(self.pricer.component_metrics())
+        row.update(self._reported())
         if evaluate:
             m = evaluate_global(self.model, self.data, self.algorithm.model)
             row.update({k: m.get(k) for k in ("acc_mean", "acc_worst", "acc_std", "loss")})
@@ -453,7 +478,7 @@ class Recorder:
         pop, now, ledger, eng = self.population, self.devices, self.pricer.ledger, self.engine
         per_client = ledger.per_client()
         acc = final.get("client_acc")
-        n = self.scenario.data.num_clients
+        n = pop.num_clients
         bandwidth_hz = self.network.bandwidth_hz
         mean_snr = MeanSnr(now.uplink)
         link = mean_snr(bandwidth_hz)  # every Link.snr_linear(B, 1.0)
@@ -490,20 +515,10 @@ class Recorder:
         return ClientRows(n, columns)
 
     def _summary(self, rows: list[dict], last_eval: dict | None, wall_s: float) -> dict:
-        s = self.scenario
         by_cat = self.pricer.ledger.by_category()
         evaluated = [r for r in rows if r["acc_worst"] is not None]
         return {
-            "algorithm": s.algorithm.name,
-            "rounds": s.run.rounds,
-            "seed": s.run.seed,
-            "engine": s.run.engine,
-            "executor": s.run.executor,
-            "control": s.control.name,
-            **({"selection": s.selection.name} if s.selection.name != "uniform" else {}),
-            "compression": s.compression.model_dump(exclude_none=True),
-            "num_clients": s.data.num_clients,
-            "model": s.model.name,
+            **self.described,  # the algorithm, rounds, seed, ..., as edgefl.parts read them
             "model_parameters": self.model.dim,  # the flat vector: parameters and float buffers
             "model_buffers": self.model.buffers,
             "message_bits": float(self.model.dim * self.network.bits_per_param),  # a model's payload, headers aside
@@ -575,7 +590,7 @@ def simulate(
         simulation = Simulation.resume(scenario, checkpoint)
         log.info(
             "resuming %s after round %d (checkpoint %s)",
-            scenario.algorithm.name,
+            simulation.parts.algorithm.name,
             simulation.record.rounds_done,
             checkpoint,
         )
@@ -585,15 +600,15 @@ def simulate(
                 "no checkpoint to resume from%s: starting from round 1",
                 f" ({checkpoint} does not exist)" if checkpoint is not None else " (no results folder given)",
             )
-        elif checkpoint is not None and checkpoint.exists() and scenario.run.checkpoint_every:
+        simulation = Simulation(scenario)
+        if not resume and checkpoint is not None and checkpoint.exists() and simulation.parts.run.checkpoint_every:
             log.warning(
                 "%s holds a checkpoint of an earlier run of %s; starting again (pass --resume to go on from it)",
                 checkpoint,
                 out,
             )
-        simulation = Simulation(scenario)
     log.info("data and model built; simulating")
-    every = scenario.run.checkpoint_every
+    every = simulation.parts.run.checkpoint_every
     if every and out is not None:
         claim_checkpoint(out)  # before the first round: a file of the user's there is never replaced
     return simulation.run(progress=progress, targets=targets, checkpoint=checkpoint if every else None)
@@ -604,61 +619,45 @@ def metric_columns(rows: list[dict]) -> list[str]:
     return METRIC_COLUMNS + extra
 
 
-def run_title(s: Scenario, algorithm: str | None = None) -> str:
-    """The key values of a scenario, for plot titles: the algorithm (``algorithm``: instead of the scenario's, e.g.
-    the algorithms compared) and its sizes, the link (several cells: their number, size, frequency reuse and
-    sectors), the uplink if over the air, and a controller, a selection policy
-    or a backhaul where they are not the defaults."""
-    net = s.network
-    if net.snr_db is not None:
-        link = f"SNR {net.snr_db:g} dB"
-    elif net.distance_m is not None:
-        link = f"{net.distance_m:g} m"
-    elif net.sectors > 1:  # docs/multi-cell.md: network.cells counts the sites
-        sites = f"{net.cells} site{'s' if net.cells > 1 else ''}"
-        link = f"{sites} of {net.cell_radius_m:g} m, {net.sectors} sectors each, reuse {net.reuse}"
-    elif net.cells > 1:
-        link = f"{net.cells} cells of {net.cell_radius_m:g} m, reuse {net.reuse}"
-    else:
-        link = f"cell {net.cell_radius_m:g} m"
-    others = [
-        *([f"controller {s.control.name}"] if s.control.name != "static" else []),
-        *([f"selection {s.selection.name}"] if s.selection.name != "uniform" else []),
-        *([f"backhaul {s.backhaul.rate_mbps:g} Mbit/s"] if s.backhaul is not None else []),
-    ]
-    return (
-        f"{algorithm or s.algorithm.name}: N = {s.data.num_clients}, m = {s.algorithm.clients_per_round}, "
-        f"τ = {s.algorithm.local_steps}, η = {s.algorithm.lr:g}; {link}, {net.bandwidth_mhz:g} MHz {net.access}"
-        + (", over the air" if net.uplink == "aircomp" else "")
-        + (f", deadline {net.deadline_s:g} s" if net.deadline_s is not None else "")
-        + ("; " + ", ".join(others) if others else "")
-    )
-
-
 ASYNC_EVENT_COLUMNS = ("model_version", "staleness")
 
 
-def aggregation(phase: int, edge_rounds: int) -> str:
-    """events.csv's mark of a hierarchical run's phase (0-based in its round): 'edge' when its uploads are
-    aggregated at the edges only, 'cloud' for the round's last phase, after which the edges send to the cloud."""
-    return "cloud" if phase >= edge_rounds - 1 else "edge"
-
-
 def event_table(result: RunResult) -> tuple[list[str], list[tuple]]:
-    """events.csv's columns and rows, in timeline order. An asynchronous run's uploads also carry the model
+    """events.csv's columns and rows, in timeline order, with the columns the algorithm adds (its
+    ``event_columns``: HierFAVG's aggregation with edge servers). An asynchronous run's uploads also carry the model
     version their chain started from and, for those that arrived, their staleness (server updates since)."""
     events = sorted(result.events or [], key=lambda e: e.timeline_key())  # same order whichever engine
-    if result.edge_rounds is not None:  # hierarchical: the aggregation that closes each phase
-        return [*EVENT_FIELDS, "aggregation"], [e.row() + (aggregation(e.phase, result.edge_rounds),) for e in events]
-    if result.chain_ends is None:
-        return list(EVENT_FIELDS), [e.row() for e in events]
-    ends = {(end.client, end.end_s): end for end in result.chain_ends}  # a chain ends with its upload
+    columns, extras = list(EVENT_FIELDS), []
+    if result.event_values is not None:
+        columns += result.event_columns
+        extras.append(_checked_event_values(result.event_values, len(result.event_columns)))
+    if result.chain_ends is not None:
+        ends = {(end.client, end.end_s): end for end in result.chain_ends}  # a chain ends with its upload
 
-    def extra(event) -> tuple:
-        end = ends.get((event.client, float(event.end_s))) if event.kind == "upload" else None
-        return (None, None) if end is None else (end.version, end.staleness if end.arrived else None)
+        def staleness(event) -> tuple:
+            end = ends.get((event.client, float(event.end_s))) if event.kind == "upload" else None
+            return (None, None) if end is None else (end.version, end.staleness if end.arrived else None)
 
-    return [*EVENT_FIELDS, *ASYNC_EVENT_COLUMNS], [e.row() + extra(e) for e in events]
+        columns += ASYNC_EVENT_COLUMNS
+        extras.append(staleness)
+    if not extras:
+        return columns, [e.row() for e in events]
+    return columns, [sum((extra(e) for extra in extras), e.row()) for e in events]
+
+
+def _checked_event_values(values: Callable[[Any], tuple], n: int) -> Callable[[Any], tuple]:
+    """``values`` (an algorithm's ``event_values``), whose every answer must be a tuple of ``n`` values (else the
+    algorithm's fault: a PluginError naming it)."""
+
+    def checked(event) -> tuple:
+        got = values(event)
+        if not isinstance(got, tuple) or len(got) != n:
+            owner = getattr(values, "__self__", values)
+            rule = f"expected a tuple of {n} values, one per column of its event_columns"
+            raise returned_fault(owner, values, got, rule, f"the algorithm {type(owner).__name__}")
+        return got
+
+    return checked
 
 
 def write_results(
@@ -696,7 +695,7 @@ def write_results(
                 tmp,
                 result.metrics,
                 result.clients,
-                title=run_title(result.scenario),
+                title=result.scenario.title(),
                 battery=result.battery,
                 events=result.events,
                 positions=result.positions,

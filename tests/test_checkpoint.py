@@ -251,8 +251,8 @@ def test_availability_trace_resumes_identically(tmp_path):
     assert resumed == straight
 
 
-def test_a_checkpoint_of_another_scenario_is_refused_naming_the_keys(tmp_path, capsys):
-    out = tmp_path / "res"
+def quickstart_checkpoint(out: Path) -> None:
+    """The checkpoint beside ``out`` of the quickstart (4 rounds, a checkpoint every 2) killed in round 3."""
     scenario = load_scenario(QUICKSTART, ["run.rounds=4", "run.checkpoint_every=2"])
 
     def abort(row):
@@ -261,6 +261,11 @@ def test_a_checkpoint_of_another_scenario_is_refused_naming_the_keys(tmp_path, c
 
     with pytest.raises(Killed):
         Simulation(scenario).run(progress=False, on_round=abort, checkpoint=checkpoint_file(out))
+
+
+def test_a_checkpoint_of_another_scenario_is_refused_naming_the_keys(tmp_path, capsys):
+    out = tmp_path / "res"
+    quickstart_checkpoint(out)
     code = main(
         [
             "run",
@@ -285,6 +290,38 @@ def test_a_checkpoint_of_another_scenario_is_refused_naming_the_keys(tmp_path, c
     )
     err = capsys.readouterr().err
     assert code == 2 and "not an edgefl checkpoint" in err and "Traceback" not in err
+
+
+def test_a_checkpoint_of_another_version_is_refused_as_one_and_starting_again_replaces_it(tmp_path, capsys):
+    """A checkpoint written by an older edgefl (format 3: the pickle right after the header; or one naming a class
+    this edgefl no longer has) is an edgefl checkpoint of another version that cannot be resumed (exit 2, what to
+    do), not "not an edgefl checkpoint"; run again without --resume, it is replaced."""
+    from edgefl.checkpoint import FORMAT, format_line
+
+    out = tmp_path / "res"
+    args = ["run", str(QUICKSTART), "--out", str(out), "--quiet", "--no-plots", "--set", "run.rounds=4"]
+    quickstart_checkpoint(out)
+    path = checkpoint_file(out)
+    written, line = path.read_bytes(), format_line()
+    header = written.partition(b"\n")[0] + b"\n"  # edgefl's first line, as a checkpoint of every format has it
+    assert written.startswith(header + line)
+    state = written[len(header + line) :]
+    renamed = state.replace(b"algorithms.fedavg", b"algorithms.fedavX")  # (same length: the pickle stays whole)
+    assert renamed != state
+    for content, what in [
+        (header + state, f"an older one: its format is 3 or earlier, this edgefl reads format {FORMAT}"),
+        (header + format_line(FORMAT - 1) + state, f"an older one: its format is {FORMAT - 1}"),
+        (header + format_line(FORMAT + 1) + state, f"a newer one: its format is {FORMAT + 1}"),
+        (header + line + renamed, "it names algorithms.fedavX.FedAvg, which this edgefl and its plug-ins do not have"),
+    ]:
+        path.write_bytes(content)
+        code = main([*args, "--resume"])
+        err = capsys.readouterr().err
+        assert code == 2 and "Traceback" not in err and not out.exists(), err
+        assert f"{path}: an edgefl checkpoint written by another version of edgefl ({what}" in err, err
+        assert "cannot resume: run without --resume to start the run again" in err and "not an edgefl" not in err
+    assert main(args + ["--set", "run.checkpoint_every=2"]) == 0  # started again: the old checkpoint replaced
+    assert (out / "metrics.csv").exists() and not path.exists()
 
 
 def test_resume_without_a_checkpoint_starts_from_round_1(tmp_path, capsys):
@@ -389,4 +426,4 @@ def test_a_checkpoint_being_written_carries_its_header_on_disk_before_the_state_
     sim.keep_checkpoints()
     with pytest.raises(KeyboardInterrupt):
         ckpt.save(sim, tmp_path / ".run.checkpoint")
-    assert seen == [checkpoint_header()]
+    assert seen == [checkpoint_header() + ckpt.format_line()]

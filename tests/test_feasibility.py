@@ -13,7 +13,7 @@ import pytest
 
 from edgefl.cli import main
 from edgefl.errors import UserError
-from edgefl.feasibility import MAX_ROUND_J, MAX_ROUND_S, check_feasible
+from edgefl.feasibility import MAX_ROUND_J, MAX_ROUND_S, Keys, check_feasible
 from edgefl.models import build_model
 from edgefl.parts import parts_of
 from edgefl.scenario import load_scenario
@@ -25,11 +25,11 @@ IMAGE_DATA = ("mnist", "fashion_mnist", "kmnist")
 
 
 def parts(path, overrides=None):
-    """(the run's parts, its scenario) as Simulation builds them, without building the data (the check reads none)."""
+    """(the run's parts, the sections the messages name) as Simulation builds them, without the data (never read)."""
     s = load_scenario(path, overrides)
     shape, classes = s.data.layout()
     model = build_model(s.model.name, shape, classes, s.run.seed, hidden=s.model.hidden)
-    return parts_of(s, None, model), s
+    return parts_of(s, None, model), Keys(s.network, s.devices, s.model, s.backhaul)
 
 
 def run(base, sets, tmp_path, capsys):

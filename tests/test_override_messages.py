@@ -63,21 +63,17 @@ def test_a_target_written_as_a_percentage_gets_the_hint(text, hint):
 def test_plot_titles_name_what_varies():
     """(issue 32 item 6, titles) the cells and their reuse, a controller, a selection policy, a backhaul and an
     over-the-air uplink are named in the run's plot titles; the defaults add nothing."""
-    from edgefl.runner import run_title
-
-    plain = run_title(load_scenario(QUICKSTART))
+    plain = load_scenario(QUICKSTART).title()
     assert plain == "fedavg: N = 30, m = 10, τ = 10, η = 0.05; SNR 20 dB, 1 MHz fdma"
     phones = ROOT / "scenarios" / "phones-in-a-cell.toml"
-    varied = run_title(
-        load_scenario(
-            phones,
-            ["network.cells=7", "network.reuse=3", "control.name=min_energy", "selection.name=oort"]
-            + ["backhaul.rate_mbps=100"],
-        )
-    )
+    varied = load_scenario(
+        phones,
+        ["network.cells=7", "network.reuse=3", "control.name=min_energy", "selection.name=oort"]
+        + ["backhaul.rate_mbps=100"],
+    ).title()
     for words in ("7 cells of 500 m, reuse 3", "controller min_energy", "selection oort", "backhaul 100 Mbit/s"):
         assert words in varied, varied
-    aircomp = run_title(load_scenario(QUICKSTART, ["network.uplink=aircomp", "algorithm.fedavg.weighting='uniform'"]))
+    aircomp = load_scenario(QUICKSTART, ["network.uplink=aircomp", "algorithm.fedavg.weighting='uniform'"]).title()
     assert "over the air" in aircomp
 
 

@@ -16,7 +16,7 @@ from edgefl.compression import QSGD
 from edgefl.control.min_energy import MinEnergy
 from edgefl.parts import RunParts, build_parts
 from edgefl.runner import Simulation
-from edgefl.scenario import NetworkSection, Scenario, read_toml, scenario_from_dict
+from edgefl.scenario import NetworkSection, RunSection, Scenario, read_toml, scenario_from_dict
 from edgefl.sim.thermal import Thermal
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.toml"
@@ -93,6 +93,21 @@ def test_nothing_below_the_runner_keeps_the_scenario():
         type(o).__name__ for o in objects if isinstance(o, BaseModel) and o.__module__.startswith("edgefl.scenario")
     }
     assert sections <= {NetworkSection.__name__}, sections
+
+
+def test_the_recorder_reads_the_parts_not_the_scenario():
+    """(issue 32 item 4) The Recorder, which writes a run's rows and summary.json, keeps no scenario: of its
+    sections only [run] (its own: evaluation, stop_at) and [network] (held by the path-loss model)."""
+    from edgefl.runner import Recorder
+
+    s = everything_on()
+    sim = Simulation(s)
+    objects = reachable(Recorder(sim, None))
+    assert not any(o is s for o in objects)
+    sections = {
+        type(o).__name__ for o in objects if isinstance(o, BaseModel) and o.__module__.startswith("edgefl.scenario")
+    }
+    assert sections <= {NetworkSection.__name__, RunSection.__name__}, sections
 
 
 def test_the_static_controller_and_uniform_selection_are_null_objects_the_engine_never_asks(monkeypatch):

@@ -353,12 +353,10 @@ def test_multi_cell_titles_name_the_cells_the_reuse_and_the_algorithm(cells7):
         assert "fedbuff:" in text and "7 cells of 500 m, reuse 3" in text, (kind, text)
         plt.close(fig)
     scenario = load_scenario(PHONES, ["control.name=deadline_fit"])
-    from edgefl.runner import run_title
-
-    assert run_title(scenario).endswith("; controller deadline_fit") and "cells" not in run_title(scenario)
-    assert "controller" not in run_title(load_scenario(PHONES, []))  # static: the default, not said
+    assert scenario.title().endswith("; controller deadline_fit") and "cells" not in scenario.title()
+    assert "controller" not in load_scenario(PHONES, []).title()  # static: the default, not said
     sectors = load_scenario(PHONES, ["network.cells=7", "network.sectors=3", "network.reuse=3"])
-    assert "; 7 sites of 500 m, 3 sectors each, reuse 3, 10 MHz" in run_title(sectors)
+    assert "; 7 sites of 500 m, 3 sectors each, reuse 3, 10 MHz" in sectors.title()
 
 
 def test_titles_wrap_to_the_figure_between_items():

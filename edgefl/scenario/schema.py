@@ -168,6 +168,36 @@ class Scenario(Strict):
                     f'these keys needs each one: {fix}, or set network.uplink = "digital"'
                 )
 
+    def title(self, algorithm: str | None = None) -> str:
+        """Its key values, for plot titles: the algorithm (``algorithm``: instead of its own, e.g. the algorithms
+        compared) and its sizes, the link (several cells: their number, size, frequency reuse and sectors), the
+        uplink if over the air, and a controller, a selection policy or a backhaul where they are not the defaults."""
+        net = self.network
+        if net.snr_db is not None:
+            link = f"SNR {net.snr_db:g} dB"
+        elif net.distance_m is not None:
+            link = f"{net.distance_m:g} m"
+        elif net.sectors > 1:  # docs/multi-cell.md: network.cells counts the sites
+            sites = f"{net.cells} site{'s' if net.cells > 1 else ''}"
+            link = f"{sites} of {net.cell_radius_m:g} m, {net.sectors} sectors each, reuse {net.reuse}"
+        elif net.cells > 1:
+            link = f"{net.cells} cells of {net.cell_radius_m:g} m, reuse {net.reuse}"
+        else:
+            link = f"cell {net.cell_radius_m:g} m"
+        others = [
+            *([f"controller {self.control.name}"] if self.control.name != "static" else []),
+            *([f"selection {self.selection.name}"] if self.selection.name != "uniform" else []),
+            *([f"backhaul {self.backhaul.rate_mbps:g} Mbit/s"] if self.backhaul is not None else []),
+        ]
+        a = self.algorithm
+        return (
+            f"{algorithm or a.name}: N = {self.data.num_clients}, m = {a.clients_per_round}, "
+            f"τ = {a.local_steps}, η = {a.lr:g}; {link}, {net.bandwidth_mhz:g} MHz {net.access}"
+            + (", over the air" if net.uplink == "aircomp" else "")
+            + (f", deadline {net.deadline_s:g} s" if net.deadline_s is not None else "")
+            + ("; " + ", ".join(others) if others else "")
+        )
+
     def process_keys(self) -> list[list[str]]:
         """The own keys of each [[process]] table's component, in order (for sweep keys ``process.<i>.<key>``)."""
         return [p.own_keys() for p in self.process]

@@ -284,7 +284,6 @@ def plot(outcomes: list[AlgorithmOutcome], target: Target, path, scenario=None) 
 
     from edgefl.figures import save_figure
     from edgefl.run_plots import fit_title
-    from edgefl.runner import run_title
     from edgefl.sweeps.plots import rounds_axis
 
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
@@ -315,7 +314,7 @@ def plot(outcomes: list[AlgorithmOutcome], target: Target, path, scenario=None) 
         ax.set_ylabel(label)
     caption = f"target {target}: mean ± 95 % CI over the seeds that reached it (reached/seeds under each name)"
     if scenario is not None:
-        caption = run_title(scenario, algorithm=", ".join(names)) + "\n" + caption
+        caption = scenario.title(algorithm=", ".join(names)) + "\n" + caption
     fig.suptitle(fit_title(caption, 12), fontsize=9)
     fig.tight_layout()
     path = Path(path)
