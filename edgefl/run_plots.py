@@ -307,6 +307,7 @@ def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=N
     ax.set_ylabel(f"energy in the {'server update' if asynchronous else 'round'}, all devices (J)")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylim(bottom=0)
+    _clip_last_round(ax, sum(per.values()), asynchronous)
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     shares = (
@@ -317,6 +318,33 @@ def draw_energy_rounds(events, title: str = "", rounds: int | None = None, fig=N
     _suptitle(fig, title, f"energy booked {per_round(asynchronous)} by category (total {total:.3g} J: {shares})")
     tight(fig)
     return fig
+
+
+LAST_ROUND_CLIP = 4.0  # the last bar is cut off when it is more than this many times the tallest other one
+
+
+def _clip_last_round(ax, per_round_j: np.ndarray, asynchronous: bool) -> None:
+    """Keep the rounds readable when the last one dwarfs them: the radio tails still running when the run ends are
+    charged under its last round (docs/model.md §8), with an LTE tail often most of the run's energy. The y axis
+    then stops above the other rounds and the last bar is labelled with its value."""
+    if len(per_round_j) < 3:
+        return
+    others = float(per_round_j[:-1].max())
+    last = float(per_round_j[-1])
+    if others <= 0 or last <= LAST_ROUND_CLIP * others:
+        return
+    top = 1.6 * others
+    ax.set_ylim(0, top)
+    ax.annotate(
+        f"{last:.3g} J ↑ (the tails still running at the end\nare charged to the last "
+        f"{'server update' if asynchronous else 'round'})",
+        xy=(len(per_round_j), top),
+        xytext=(-4, -4),
+        textcoords="offset points",
+        ha="right",
+        va="top",
+        fontsize=8,
+    )
 
 
 def _client_columns(clients: list[dict]):

@@ -474,3 +474,21 @@ def test_cell_map_ticks_of_19_cells_are_few_and_do_not_touch(inter_site_m):
         ]
     assert ax.get_xlabel() == ("x (km)" if inter_site_m >= 3000 else "x (m)")
     plt.close(fig)
+
+
+@pytest.mark.parametrize("last_j, clipped", [(40.0, True), (3.0, False)])
+def test_energy_rounds_keeps_the_rounds_readable_when_the_last_one_dwarfs_them(last_j, clipped):
+    """The tails still running when a run ends are charged to its last round (often most of an LTE run's energy):
+    beyond LAST_ROUND_CLIP times the tallest other round, the axis stops above the others and the last bar is
+    labelled with its value; otherwise the axis shows every bar."""
+    events = [Event(r, 0, 0, "upload", "update", r, r + 0.5, 1e5, 0.0, 1.0 + r / 10, "uplink", "ok") for r in range(5)]
+    events.append(Event(5, 0, 0, "tail", "tail", 5.5, 16.0, 0.0, 0.0, last_j, "tail", "ok"))
+    fig = run_plots.draw_energy_rounds(events)
+    ax = fig.axes[0]
+    top = ax.get_ylim()[1]
+    labels = [t.get_text() for t in ax.texts]
+    if clipped:
+        assert 1.4 < top < 5 and any(t.startswith("40 J") for t in labels), (top, labels)
+    else:
+        assert top >= last_j and not labels
+    plt.close(fig)
