@@ -325,11 +325,11 @@ def run_together(simulations: Sequence, run: Callable[[Any], Any] = quietly) -> 
     return results
 
 
-def seedless(scenario: Scenario) -> str:
-    """What a run depends on but its seed: runs with equal values differ only in ``run.seed`` (a seed group)."""
-    dump = scenario.model_dump(mode="json")
-    dump["run"].pop("seed")
-    return json.dumps(dump, sort_keys=True)
+def seedless(scenario: Scenario | dict) -> str:
+    """What a run depends on but its seed (a scenario, or a scenario's dict as a file holds it): runs with equal
+    values differ only in ``run.seed`` (a seed group)."""
+    raw = scenario.model_dump(mode="json") if not isinstance(scenario, dict) else scenario
+    return json.dumps({**raw, "run": {k: v for k, v in raw.get("run", {}).items() if k != "seed"}}, sort_keys=True)
 
 
 def run_seeds(scenarios: Sequence[Scenario], run: Callable[[Any], Any] = quietly) -> list:

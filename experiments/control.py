@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import math
 import sys
 import time
@@ -112,8 +111,9 @@ def run_jobs(jobs: list[dict]) -> list[dict]:
 
 def seedless(job: dict) -> str:
     """A job's scenario but its seed: the jobs run together (run_jobs)."""
-    scenario = job["scenario"]
-    return json.dumps({**scenario, "run": {k: v for k, v in scenario["run"].items() if k != "seed"}}, sort_keys=True)
+    from edgefl.seed_axis import seedless
+
+    return seedless(job["scenario"])
 
 
 def outcome(rows: list[dict], target: Target) -> dict:

@@ -208,16 +208,33 @@ EXPERIMENTS = {
 }
 
 
-def run_job(job: dict) -> dict:
+def run_jobs(jobs: list[dict]) -> list[dict]:
+    """The runs of ``jobs`` (a worker process), the seeds of one setting trained together
+    (edgefl.seed_axis.run_seeds: each run's numbers are its solo run's)."""
     import torch
 
     torch.set_num_threads(1)
-    from edgefl.runner import Simulation
     from edgefl.scenario import scenario_from_dict
+    from edgefl.seed_axis import run_seeds
 
     started = time.time()
-    sim = Simulation(scenario_from_dict(with_own_table(job["scenario"])))
-    result = sim.run(progress=False)
+    runs = run_seeds(
+        [scenario_from_dict(with_own_table(job["scenario"])) for job in jobs],
+        run=lambda sim: (sim, sim.run(progress=False)),
+    )
+    wall_s = (time.time() - started) / len(jobs)  # each run's share
+    return [record(job, sim, result, wall_s) for job, (sim, result) in zip(jobs, runs)]
+
+
+def seedless(job: dict) -> str:
+    """A job's scenario but its seed: the jobs run together (run_jobs)."""
+    from edgefl.seed_axis import seedless
+
+    return seedless(job["scenario"])
+
+
+def record(job: dict, sim, result, wall_s: float) -> dict:
+    """What the page keeps of a run."""
     rows = []
     for row in result.metrics:
         if row.get("loss") is None:
@@ -230,7 +247,7 @@ def run_job(job: dict) -> dict:
                 float((sim.algorithm.model != 0).float().mean()) if row is result.metrics[-1] else None
             )
         rows.append(out)
-    return {"key": job["key"], "rows": rows, "wall_s": time.time() - started}
+    return {"key": job["key"], "rows": rows, "wall_s": wall_s}
 
 
 def job_key(scenario: dict) -> str:
@@ -339,7 +356,7 @@ def main(argv=None) -> int:
     # the slow ones first, so the pool stays busy
     jobs.sort(key=lambda j: (j["method"] not in ("c_fedda", "mc_fedda"), j["exp"] != "lasso"))
     started = time.time()
-    results = run_keyed(run_job, jobs, workers=args.jobs, cache=args.cache)
+    results = run_keyed(run_jobs, jobs, together=seedless, workers=args.jobs, cache=args.cache)
     total = time.time() - started
     for exp in exps:
         metrics, titles, name, logy = FIGURES[exp]

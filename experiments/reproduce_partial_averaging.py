@@ -79,17 +79,31 @@ def scenario(method, tau, lr, seed, iters, workers=32, alpha=None):
     }
 
 
-def run_job(job):
+def run_jobs(jobs: list[dict]) -> list[dict]:
+    """The runs of ``jobs`` (a worker process), the seeds of one setting trained together
+    (edgefl.seed_axis.run_seeds: each run's numbers are its solo run's)."""
     import torch
 
     torch.set_num_threads(1)
-    from edgefl.runner import Simulation
     from edgefl.scenario import scenario_from_dict
+    from edgefl.seed_axis import run_seeds
 
     started = time.time()
-    s = scenario_from_dict(with_own_table(job["scenario"]))
-    sim = Simulation(s)
-    result = sim.run(progress=False)
+    scenarios = [scenario_from_dict(with_own_table(job["scenario"])) for job in jobs]
+    runs = run_seeds(scenarios, run=lambda sim: (sim, sim.run(progress=False)))
+    wall_s = (time.time() - started) / len(jobs)  # each run's share
+    return [record(job, s, sim, result, wall_s) for job, s, (sim, result) in zip(jobs, scenarios, runs)]
+
+
+def seedless(job: dict) -> str:
+    """A job's scenario but its seed: the jobs run together (run_jobs)."""
+    from edgefl.seed_axis import seedless
+
+    return seedless(job["scenario"])
+
+
+def record(job: dict, s, sim, result, wall_s: float) -> dict:
+    """What the page keeps of a run."""
     tau = s.algorithm.local_steps
     rows = [
         {
@@ -105,7 +119,7 @@ def run_job(job):
     return {
         "key": job["key"],
         "rows": rows,
-        "wall_s": time.time() - started,
+        "wall_s": wall_s,
         "imbalance": sim.algorithm.metrics()["partition_imbalance"],
     }
 
@@ -153,7 +167,7 @@ def main(argv=None):
     started = time.time()
     # phase 1: learning-rate selection on seed 0
     grid = [make_job("iid", m, t, lr, seeds[0], iters) for m in METHODS for t in taus for lr in LRS]
-    results = run_keyed(run_job, grid, workers=args.jobs, cache=args.cache)
+    results = run_keyed(run_jobs, grid, together=seedless, workers=args.jobs, cache=args.cache)
     chosen = {}
     for m in METHODS:
         for t in taus:
@@ -170,7 +184,7 @@ def main(argv=None):
         ]  # the spec: add 16 if the gap is small
         rest += [make_job("m16", m, 8, chosen[(m, 8)], s, iters, workers=16) for s in seeds]
         rest += [make_job("dirichlet", m, 8, chosen[(m, 8)], s, iters, alpha=0.5) for s in seeds]
-    results.update(run_keyed(run_job, rest, workers=args.jobs, cache=args.cache))
+    results.update(run_keyed(run_jobs, rest, together=seedless, workers=args.jobs, cache=args.cache))
     total = time.time() - started
     jobs = [j for j in grid if j["lr"] == chosen[(j["method"], j["tau"])]] + rest
     plot(
