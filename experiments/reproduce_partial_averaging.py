@@ -39,7 +39,7 @@ if str(REPO) not in sys.path:
 from edgefl.results import atomic_write_text  # noqa: E402
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
 from experiments import pages, provenance  # noqa: E402
-from experiments.algorithm_keys import with_own_table  # noqa: E402
+from experiments.algorithm_keys import run_seeds_of, seedless  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = {"partial_avg": "partial", "periodic_avg": "periodic"}
@@ -80,31 +80,13 @@ def scenario(method, tau, lr, seed, iters, workers=32, alpha=None):
 
 
 def run_jobs(jobs: list[dict]) -> list[dict]:
-    """The runs of ``jobs`` (a worker process), the seeds of one setting trained together
-    (edgefl.seed_axis.run_seeds: each run's numbers are its solo run's)."""
-    import torch
-
-    torch.set_num_threads(1)
-    from edgefl.scenario import scenario_from_dict
-    from edgefl.seed_axis import run_seeds
-
-    started = time.time()
-    scenarios = [scenario_from_dict(with_own_table(job["scenario"])) for job in jobs]
-    runs = run_seeds(scenarios, run=lambda sim: (sim, sim.run(progress=False)))
-    wall_s = (time.time() - started) / len(jobs)  # each run's share
-    return [record(job, s, sim, result, wall_s) for job, s, (sim, result) in zip(jobs, scenarios, runs)]
+    """The runs of ``jobs`` (a worker process), the seeds of one setting trained together."""
+    return run_seeds_of(jobs, record)
 
 
-def seedless(job: dict) -> str:
-    """A job's scenario but its seed: the jobs run together (run_jobs)."""
-    from edgefl.seed_axis import seedless
-
-    return seedless(job["scenario"])
-
-
-def record(job: dict, s, sim, result, wall_s: float) -> dict:
+def record(job: dict, sim, result, wall_s: float) -> dict:
     """What the page keeps of a run."""
-    tau = s.algorithm.local_steps
+    tau = sim.parts.algorithm.local_steps
     rows = [
         {
             "iteration": r["round"] * tau,
