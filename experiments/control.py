@@ -109,6 +109,13 @@ def run_jobs(jobs: list[dict]) -> list[dict]:
     ]
 
 
+def computed(jobs: list[dict], args, name: str, desc: str | None = None) -> dict:
+    """The jobs' results by key (cached in ``--cache``/``name``), the seeds of one setting trained together."""
+    return run_keyed(
+        run_jobs, jobs, together=seedless, workers=args.workers, cache=args.cache / name, desc=desc or name
+    )
+
+
 def seedless(job: dict) -> str:
     """A job's scenario but its seed: the jobs run together (run_jobs)."""
     from edgefl.seed_axis import seedless
@@ -217,14 +224,7 @@ def adaptive_tau(args) -> None:
                         "seed": seed,
                     }
                 )
-        results = run_keyed(
-            run_jobs,
-            jobs,
-            together=seedless,
-            workers=args.workers,
-            cache=args.cache / "adaptive-tau",
-            desc="adaptive_tau",
-        )
+        results = computed(jobs, args, "adaptive-tau", "adaptive_tau")
         out = []
         for job in jobs:
             res = results[job["key"]]
@@ -300,7 +300,7 @@ def versus_static(
                         "seed": seed,
                     }
                 )
-        results = run_keyed(run_jobs, jobs, together=seedless, workers=args.workers, cache=args.cache / name, desc=name)
+        results = computed(jobs, args, name)
         out = []
         for job in jobs:
             rows = results[job["key"]]["rows"]
@@ -426,14 +426,7 @@ def compression(args) -> None:
             for snr, bw in COMPRESSION_POINTS
             for seed in range(args.seeds)
         ]
-        results = run_keyed(
-            run_jobs,
-            jobs,
-            together=seedless,
-            workers=args.workers,
-            cache=args.cache / "compression",
-            desc="compression",
-        )
+        results = computed(jobs, args, "compression")
         out, curve = [], []
         for job in jobs:
             rows = results[job["key"]]["rows"]
