@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -67,8 +68,10 @@ CELL_COLUMNS = [
 
 
 def _cell(value):
+    if type(value) is float:  # most cells: first, without the isinstance checks
+        return repr(value) if math.isfinite(value) else ""
     if isinstance(value, (float, np.floating)):
-        return repr(float(value)) if np.isfinite(value) else ""  # no NaN or inf in a results file: empty
+        return repr(float(value)) if math.isfinite(value) else ""  # no NaN or inf in a results file: empty
     if isinstance(value, np.integer):
         return int(value)
     return value

@@ -31,14 +31,34 @@ lets vmap train at once.
 
 from __future__ import annotations
 
+import json
 import threading
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import torch
 
 from algorithms.ops import Train, TrainResult
 from edgefl.executor import Executor, PreparedTrain
+from edgefl.memory import RUNTIME_BYTES, estimate_bytes
+
+if TYPE_CHECKING:
+    from edgefl.scenario import Scenario
+
+SEEDS_TOGETHER = 8  # at most this many runs of a seed group in one job (a 10-seed group: two jobs of 5)
+SEEDS_MEMORY = 2 * 2**30  # bytes (edgefl.memory's estimate) that the runs of one job may take together
+
+
+def seeds_at_once(scenario: Scenario) -> int:
+    """How many runs of one seed group a job trains together: SEEDS_TOGETHER, fewer where their memory estimates
+    (edgefl.memory) exceed SEEDS_MEMORY; at least 1. A constant of the scenario, not of the machine or the worker
+    count: which runs share a batched call is the same everywhere (results.csv byte-identical whatever --workers)."""
+    parts = estimate_bytes(scenario.data, scenario.model, scenario.algorithm)
+    if parts is None:
+        return 1
+    per_run = sum(parts.values()) - RUNTIME_BYTES  # one torch runtime per process, not per run
+    return max(1, min(SEEDS_TOGETHER, int(SEEDS_MEMORY // max(per_run, 1.0))))
+
 
 STACKED = ("linear", "vmap")  # the strategies whose clients can be stacked across runs
 
@@ -256,7 +276,12 @@ def _stacked_gather(executors: list[Executor], spans: list[slice], lead: Executo
     return gather
 
 
-def run_together(simulations: Sequence, run: Callable[[Any], Any] = lambda sim: sim.run(progress=False)) -> list:
+def quietly(sim):
+    """A run without its progress bar (run_together's and run_seeds' default)."""
+    return sim.run(progress=False)
+
+
+def run_together(simulations: Sequence, run: Callable[[Any], Any] = quietly) -> list:
     """``[run(sim) for sim in simulations]``, the simulations' Train ops trained together (see the module's
     docstring): each run in a thread of its own, its executor a lane of one :class:`SeedBatch`. The first error of
     a run is raised once every run has ended (the others are cancelled at their next Train op)."""
@@ -297,4 +322,30 @@ def run_together(simulations: Sequence, run: Callable[[Any], Any] = lambda sim: 
         first = next((e for e in errors if e is not None), None)
     if first is not None:
         raise first
+    return results
+
+
+def seedless(scenario: Scenario | dict) -> str:
+    """What a run depends on but its seed (a scenario, or a scenario's dict as a file holds it): runs with equal
+    values differ only in ``run.seed`` (a seed group)."""
+    raw = scenario.model_dump(mode="json") if not isinstance(scenario, dict) else scenario
+    return json.dumps({**raw, "run": {k: v for k, v in raw.get("run", {}).items() if k != "seed"}}, sort_keys=True)
+
+
+def run_seeds(scenarios: Sequence[Scenario], run: Callable[[Any], Any] = quietly) -> list:
+    """``[run(Simulation(s)) for s in scenarios]``, the runs of each seed group among them (scenarios that differ
+    only in ``run.seed``) trained together (:func:`run_together`), at most :func:`seeds_at_once` at a time; a
+    scenario alone in its group runs alone. Each run's results are its solo run's (the module's docstring)."""
+    from edgefl.runner import Simulation  # (the runner imports the engine, which this module's users may not need)
+
+    groups: dict[str, list[int]] = {}
+    for i, scenario in enumerate(scenarios):
+        groups.setdefault(seedless(scenario), []).append(i)
+    results: list = [None] * len(scenarios)
+    for members in groups.values():
+        size = seeds_at_once(scenarios[members[0]])
+        for lo in range(0, len(members), size):
+            chunk = members[lo : lo + size]
+            for i, result in zip(chunk, run_together([Simulation(scenarios[i]) for i in chunk], run)):
+                results[i] = result
     return results

@@ -84,17 +84,23 @@ FAMILY = {
 }
 
 
-def run_job(job):
+def run_jobs(jobs: list[dict]) -> list[dict]:
+    """The runs of ``jobs`` (a worker process), the seeds of one algorithm trained together
+    (edgefl.seed_axis.run_seeds: each run's numbers are its solo run's)."""
     import torch
 
     torch.set_num_threads(1)
-    from edgefl.runner import Simulation
     from edgefl.scenario import load_scenario
+    from edgefl.seed_axis import run_seeds
 
     started = time.time()
-    s = load_scenario(SCENARIO, job["overrides"])
-    sim = Simulation(s)
-    result = sim.run(progress=False)
+    results = run_seeds([load_scenario(SCENARIO, job["overrides"]) for job in jobs])
+    wall_s = (time.time() - started) / len(jobs)  # each run's share
+    return [record(job, result, wall_s) for job, result in zip(jobs, results)]
+
+
+def record(job: dict, result, wall_s: float) -> dict:
+    """What the page keeps of a run."""
     rows = [
         {
             k: r.get(k)
@@ -118,7 +124,7 @@ def run_job(job):
     return {
         "key": job["key"],
         "rows": rows,
-        "wall_s": time.time() - started,
+        "wall_s": wall_s,
         "uploads": sum(1 for e in events if e.kind == "upload"),
         "downloads": sum(1 for e in events if e.kind == "download"),
         "upload_bits": float(sum(e.bits for e in events if e.kind == "upload")),
@@ -164,8 +170,9 @@ def main(argv=None):
             jobs.append({"name": name, "seed": seed, "overrides": ov, "key": key})
     started = time.time()
     results = run_keyed(
-        run_job,
+        run_jobs,
         jobs,
+        together=lambda job: job["name"],  # the seeds of an algorithm, trained together
         workers=args.jobs,
         cache=args.cache,
         describe=lambda job, res: f"  {res['key']}: {res['wall_s']:.0f} s",

@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
 
 from edgefl.results import atomic_write_text  # noqa: E402  (after the path: run from a checkout)
-from edgefl.runner import Simulation  # noqa: E402
 from edgefl.scenario import load_scenario  # noqa: E402
+from edgefl.seed_axis import run_seeds  # noqa: E402
 from edgefl.sweeps.analysis import mean_ci  # noqa: E402
 from edgefl.target import COMMITTED_ENERGY, parse_target  # noqa: E402
 from experiments import pages, provenance  # noqa: E402
@@ -49,9 +49,19 @@ SERVERS = {
 }
 
 
-def one_run(network: str, server: str, seed: int, target: str) -> dict:
-    sets = [*NETWORKS[network], *SERVERS[server], f"run.seed={seed}", f"run.stop_at={target}"]
-    result = Simulation(load_scenario(PHONES, sets)).run(progress=False, targets=[parse_target(target)])
+def runs_of(network: str, server: str, seeds: list[int], target: str) -> list[dict]:
+    """The runs of one network and server, a run per seed, the seeds trained together (edgefl.seed_axis.run_seeds:
+    each run's numbers are its solo run's)."""
+    scenarios = [
+        load_scenario(PHONES, [*NETWORKS[network], *SERVERS[server], f"run.seed={seed}", f"run.stop_at={target}"])
+        for seed in seeds
+    ]
+    results = run_seeds(scenarios, run=lambda sim: sim.run(progress=False, targets=[parse_target(target)]))
+    return [one_run(network, server, seed, result) for seed, result in zip(seeds, results)]
+
+
+def one_run(network: str, server: str, seed: int, result) -> dict:
+    """What the page keeps of a run."""
     (outcome,) = result.summary["targets"]
     return {
         "network": network,
@@ -155,11 +165,10 @@ def main() -> None:
         started, runs = time.perf_counter(), []
         for network in NETWORKS:
             for server in SERVERS:
-                for seed in args.seeds:
-                    runs.append(one_run(network, server, seed, args.target))
-                    r = runs[-1]
+                for r in runs_of(network, server, args.seeds, args.target):
+                    runs.append(r)
                     print(
-                        f"{network} | {server} | seed {seed}: {r['booked_j']} J booked, {r['committed_j']} J committed"
+                        f"{network} | {server} | seed {r['seed']}: {r['booked_j']} J booked, {r['committed_j']} J committed"
                     )
         produced["wall_s"] = round(time.perf_counter() - started)
         data = {"target": args.target, "seeds": args.seeds, "runs": runs, "produced": produced}

@@ -72,16 +72,18 @@ def load(path: Path, **sections) -> dict:
     return raw
 
 
-def run_job(job: dict) -> dict:
-    """One run (a worker process): the per-round metrics the tables need."""
+def run_jobs(jobs: list[dict]) -> list[dict]:
+    """The runs of ``jobs`` (a worker process), the seeds of one setting trained together
+    (edgefl.seed_axis.run_seeds: each run's numbers are its solo run's): the per-round metrics the tables need."""
     import torch
 
-    from edgefl.runner import Simulation
     from edgefl.scenario import scenario_from_dict
+    from edgefl.seed_axis import run_seeds
 
     torch.set_num_threads(1)
     started = time.perf_counter()
-    result = Simulation(scenario_from_dict(job["scenario"])).run(progress=False)
+    results = run_seeds([scenario_from_dict(job["scenario"]) for job in jobs])
+    wall_s = (time.perf_counter() - started) / len(jobs)  # each run's share
     keys = (
         "round",
         "sim_time_s",
@@ -94,13 +96,31 @@ def run_job(job: dict) -> dict:
         "uploads_missed",
         "tau",
     )
-    rows = [{k: row.get(k) for k in keys} for row in result.metrics]
-    return {
-        "rows": rows,
-        "wall_s": time.perf_counter() - started,
-        "control_state": result.summary.get("control_state"),
-        "energy_by_category_j": result.summary["energy_by_category_j"],  # the whole run's ledger, every tail run out
-    }
+    return [
+        {
+            "rows": [{k: row.get(k) for k in keys} for row in result.metrics],
+            "wall_s": wall_s,
+            "control_state": result.summary.get("control_state"),
+            "energy_by_category_j": result.summary[
+                "energy_by_category_j"
+            ],  # the whole run's ledger, every tail run out
+        }
+        for result in results
+    ]
+
+
+def computed(jobs: list[dict], args, name: str, desc: str | None = None) -> dict:
+    """The jobs' results by key (cached in ``--cache``/``name``), the seeds of one setting trained together."""
+    return run_keyed(
+        run_jobs, jobs, together=seedless, workers=args.workers, cache=args.cache / name, desc=desc or name
+    )
+
+
+def seedless(job: dict) -> str:
+    """A job's scenario but its seed: the jobs run together (run_jobs)."""
+    from edgefl.seed_axis import seedless
+
+    return seedless(job["scenario"])
 
 
 def outcome(rows: list[dict], target: Target) -> dict:
@@ -204,7 +224,7 @@ def adaptive_tau(args) -> None:
                         "seed": seed,
                     }
                 )
-        results = run_keyed(run_job, jobs, workers=args.workers, cache=args.cache / "adaptive-tau", desc="adaptive_tau")
+        results = computed(jobs, args, "adaptive-tau", "adaptive_tau")
         out = []
         for job in jobs:
             res = results[job["key"]]
@@ -280,7 +300,7 @@ def versus_static(
                         "seed": seed,
                     }
                 )
-        results = run_keyed(run_job, jobs, workers=args.workers, cache=args.cache / name, desc=name)
+        results = computed(jobs, args, name)
         out = []
         for job in jobs:
             rows = results[job["key"]]["rows"]
@@ -406,7 +426,7 @@ def compression(args) -> None:
             for snr, bw in COMPRESSION_POINTS
             for seed in range(args.seeds)
         ]
-        results = run_keyed(run_job, jobs, workers=args.workers, cache=args.cache / "compression", desc="compression")
+        results = computed(jobs, args, "compression")
         out, curve = [], []
         for job in jobs:
             rows = results[job["key"]]["rows"]

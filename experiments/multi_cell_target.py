@@ -28,8 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
 
-from edgefl.runner import Simulation  # noqa: E402
 from edgefl.scenario import load_scenario  # noqa: E402
+from edgefl.seed_axis import run_seeds  # noqa: E402
 from edgefl.sweeps.analysis import mean_ci  # noqa: E402
 from edgefl.target import Target, energy_at, rounds_to_target  # noqa: E402
 from experiments import pages, provenance  # noqa: E402
@@ -66,14 +66,20 @@ ALGORITHMS = {
 }
 
 
-def to_target(overrides: dict, seed: int, rounds: int, stop: bool = False) -> dict:
-    """Time (s), device energy (J) and backhaul energy (J) when the target is reached (None: not reached);
-    ``stop``: end the run once the target is confirmed (the same reached round, fewer rounds run)."""
+def to_target(overrides: dict, seeds: list[int], rounds: int, stop: bool = False) -> list[dict]:
+    """Per seed: time (s), device energy (J) and backhaul energy (J) when the target is reached (None: not
+    reached); ``stop``: end the run once the target is confirmed (the same reached round, fewer rounds run). The
+    seeds are trained together (edgefl.seed_axis.run_seeds: each run's numbers are its solo run's)."""
     stop_at = {"run.stop_at": f"{TARGET.metric}={TARGET.value}"} if stop else {}
-    scenario = load_scenario(
-        SCENARIO, {**overrides, **stop_at, "run.seed": seed, "run.rounds": rounds, "run.eval_every": 1}
-    )
-    rows = Simulation(scenario).run(progress=False).metrics
+    scenarios = [
+        load_scenario(SCENARIO, {**overrides, **stop_at, "run.seed": seed, "run.rounds": rounds, "run.eval_every": 1})
+        for seed in seeds
+    ]
+    return [reached_at(result.metrics) for result in run_seeds(scenarios)]
+
+
+def reached_at(rows: list[dict]) -> dict:
+    """A run's time, device and backhaul energy when the target is reached (None: not reached)."""
     reached = rounds_to_target([r["round"] for r in rows], [r["acc_mean"] for r in rows], TARGET)
     if reached is None:
         return {"round": None, "time_s": None, "energy_j": None, "booked_j": None, "backhaul_j": None}
@@ -192,9 +198,7 @@ def grids(seeds: list[int], rounds: int) -> None:
     produced = provenance.current(command, 0.0)  # the code as it is when the runs start
     tau = {}
     for name, o in REUSE.items():
-        tau[name] = {
-            str(t): [to_target({**o, "algorithm.local_steps": t}, s, rounds, stop=True) for s in seeds] for t in TAUS
-        }
+        tau[name] = {str(t): to_target({**o, "algorithm.local_steps": t}, seeds, rounds, stop=True) for t in TAUS}
         print(name, {t: [r["energy_j"] for r in rs] for t, rs in tau[name].items()}, flush=True)
     hier: dict[str, dict] = {}
     for backhaul, b in BACKHAULS.items():
@@ -203,7 +207,7 @@ def grids(seeds: list[int], rounds: int) -> None:
             for k in EDGE_ROUNDS:
                 o = {**SEVEN, **b, "algorithm.name": "hierfavg", "algorithm.local_steps": t}
                 o["algorithm.hierfavg.edge_rounds"] = k
-                hier[backhaul][f"{t},{k}"] = [to_target(o, s, rounds, stop=True) for s in seeds]
+                hier[backhaul][f"{t},{k}"] = to_target(o, seeds, rounds, stop=True)
                 print(backhaul, t, k, [r["energy_j"] for r in hier[backhaul][f"{t},{k}"]], flush=True)
     produced["wall_s"] = round(time.time() - start)
     summary = {
@@ -272,12 +276,12 @@ def main() -> None:
     start = time.time()
     command = f"python experiments/multi_cell_target.py --seeds {' '.join(map(str, args.seeds))} --rounds {args.rounds}"
     produced = provenance.current(command, 0.0)  # the code as it is when the runs start
-    reuse = {name: [to_target(o, s, args.rounds) for s in args.seeds] for name, o in REUSE.items()}
+    reuse = {name: to_target(o, args.seeds, args.rounds) for name, o in REUSE.items()}
     print(table(reuse, "isolated", ["round", "time_s", "energy_j", "booked_j"]), "\n", flush=True)
     hier = {}
     for backhaul, b in BACKHAULS.items():
         hier[backhaul] = {
-            name: [to_target({**SEVEN, **b, **o}, s, args.rounds) for s in args.seeds] for name, o in ALGORITHMS.items()
+            name: to_target({**SEVEN, **b, **o}, args.seeds, args.rounds) for name, o in ALGORITHMS.items()
         }
         print(f"**{backhaul}**\n")
         keys = ["round", "time_s", "energy_j", "booked_j", "backhaul_j"]

@@ -16,6 +16,7 @@ weights, N devices per round out of 200, three studies:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -30,8 +31,8 @@ sys.path[:0] = [str(REPO)]
 
 from edgefl.deployment import build_population, network_params  # noqa: E402
 from edgefl.results import atomic_write_text  # noqa: E402
-from edgefl.runner import Simulation  # noqa: E402
 from edgefl.scenario import scenario_from_dict  # noqa: E402
+from edgefl.seed_axis import run_seeds  # noqa: E402
 from edgefl.sim import Activity, PhaseRecord, SimPyPricer  # noqa: E402
 from edgefl.sweeps.analysis import mean_ci  # noqa: E402
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
@@ -84,9 +85,15 @@ def upload_seconds(n: int, uplink: str, rounds: int = 30) -> float:
     return float(np.mean(spans))
 
 
-def learning_run(n: int, uplink: str, seed: int, rounds: int, **network) -> dict:
-    """One run: its metrics per round, and (AirComp) the receive SNR and the devices scheduled per round."""
-    sim = Simulation(scenario_from_dict(scenario(n, uplink, seed, rounds, **network)))
+def learning_runs(n: int, uplink: str, seeds: list[int], rounds: int, **network) -> list[dict]:
+    """A run per seed, the seeds trained together (edgefl.seed_axis.run_seeds: each run's numbers are its solo
+    run's): its metrics per round, and (AirComp) the receive SNR and the devices scheduled per round."""
+    scenarios = [scenario_from_dict(scenario(n, uplink, seed, rounds, **network)) for seed in seeds]
+    return run_seeds(scenarios, run=functools.partial(learning_run, uplink))
+
+
+def learning_run(uplink: str, sim) -> dict:
+    """One run of ``sim`` (learning_runs)."""
     snr_db, scheduled = [], []
 
     def on_round(row) -> None:
@@ -123,17 +130,31 @@ def stat(values: list) -> dict:
     return {"ci": list(mean_ci(reached)) if reached else None, "reached": len(reached), "of": len(values)}
 
 
-def study_job(job: dict) -> dict:
-    """One job of a worker process: an upload-time measurement or a learning run (1 torch thread)."""
+def study_jobs(jobs: list[dict]) -> list[dict]:
+    """Jobs of a worker process (1 torch thread): an upload-time measurement, or the learning runs of one setting,
+    a run per seed (run_studies groups them), trained together."""
     import torch
 
     torch.set_num_threads(1)
     started = time.perf_counter()
-    if job["kind"] == "upload":
-        result = {"ms": 1e3 * upload_seconds(job["n"], job["uplink"])}
+    if jobs[0]["kind"] == "upload":
+        results = [{"ms": 1e3 * upload_seconds(job["n"], job["uplink"])} for job in jobs]
     else:
-        result = learning_run(job["n"], job["uplink"], job["seed"], job["rounds"], **job["network"])
-    return {**result, "wall_s": time.perf_counter() - started}
+        first = jobs[0]
+        results = learning_runs(
+            first["n"], first["uplink"], [job["seed"] for job in jobs], first["rounds"], **first["network"]
+        )
+    wall_s = (time.perf_counter() - started) / len(jobs)  # each job's share
+    return [{**result, "wall_s": wall_s} for result in results]
+
+
+def setting(job: dict) -> str:
+    """The jobs computed together (study_jobs): a learning run's seeds; an upload measurement alone."""
+    return (
+        job["key"]
+        if job["kind"] == "upload"
+        else json.dumps({k: v for k, v in job.items() if k not in ("key", "label", "seed")}, sort_keys=True)
+    )
 
 
 def run_studies(seeds: list[int], rounds: int, workers: int = 1, cache: Path | None = None) -> dict:
@@ -164,7 +185,7 @@ def run_studies(seeds: list[int], rounds: int, workers: int = 1, cache: Path | N
         + [job for by_uplink in runs_by_size.values() for group in by_uplink.values() for job in group]
         + [job for group in runs_by_threshold.values() for job in group]
     )
-    done = run_keyed(study_job, jobs, workers=workers, cache=cache, desc="over-the-air")
+    done = run_keyed(study_jobs, jobs, together=setting, workers=workers, cache=cache, desc="over-the-air")
     upload = [{"n": n, **{u: done[f"upload-{n}-{u}"]["ms"] for u in UPLINKS}} for n in SIZES]
     learning_rows = []
     for n in SIZES:

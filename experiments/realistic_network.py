@@ -95,19 +95,32 @@ def scenario_dict(name: str, tau: int, seed: int) -> dict:
     return raw
 
 
-def run_job(job: dict) -> dict:
-    """One run (a worker process): the per-round metrics it needs."""
+def run_jobs(jobs: list[dict]) -> list[dict]:
+    """The runs of ``jobs`` (a worker process), the seeds of one configuration and tau trained together
+    (edgefl.seed_axis.run_seeds: each run's numbers are its solo run's): the per-round metrics they need."""
     import torch
 
-    from edgefl.runner import Simulation
     from edgefl.scenario import scenario_from_dict
+    from edgefl.seed_axis import run_seeds
 
     torch.set_num_threads(1)
     started = time.perf_counter()
-    result = Simulation(scenario_from_dict(scenario_dict(job["config"], job["tau"], job["seed"]))).run(progress=False)
+    results = run_seeds([scenario_from_dict(scenario_dict(job["config"], job["tau"], job["seed"])) for job in jobs])
+    wall_s = (time.perf_counter() - started) / len(jobs)  # each run's share
     keep = ("round", "sim_time_s", "energy_j", "committed_energy_j", "acc_mean")
-    rows = [{k: row.get(k) for k in keep} for row in result.metrics]
-    return {"rows": rows, "wall_s": time.perf_counter() - started, "stopped": result.summary.get("stopped")}
+    return [
+        {
+            "rows": [{k: row.get(k) for k in keep} for row in result.metrics],
+            "wall_s": wall_s,
+            "stopped": result.summary.get("stopped"),
+        }
+        for result in results
+    ]
+
+
+def seedless(job: dict) -> tuple[str, int]:
+    """The jobs run together (run_jobs): one configuration and tau, their seeds."""
+    return job["config"], job["tau"]
 
 
 def outcome(rows: list[dict]) -> tuple[float, float, int, float] | None:
@@ -402,7 +415,7 @@ def compute(workers: int, cache: Path) -> list[dict]:
         for tau in TAUS
         for seed in SEEDS
     ]
-    results = run_keyed(run_job, jobs, workers=workers, cache=cache, desc="realistic network")
+    results = run_keyed(run_jobs, jobs, together=seedless, workers=workers, cache=cache, desc="realistic network")
     return [run_record(job, results[job["key"]]) for job in jobs]
 
 

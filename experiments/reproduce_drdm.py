@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import gzip
 import hashlib
 import json
@@ -44,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from edgefl.sweeps.jobs import run_jobs  # noqa: E402
+from edgefl.sweeps.jobs import run_keyed  # noqa: E402
 from edgefl.target import DEFAULT_WINDOW, Target, centred_moving_average, rounds_to_target  # noqa: E402
 from experiments import pages, provenance  # noqa: E402
 
@@ -188,37 +189,54 @@ def job_key(job: dict) -> str:
 
 
 def run_job(job: dict) -> dict:
+    """One run (tests/test_drdm.py reruns a reported one)."""
+    return run_jobs([job])[0]
+
+
+def run_jobs(jobs: list[dict]) -> list[dict]:
+    """The runs of ``jobs`` (a worker process), which differ only in their seed (Runner.run groups them), trained
+    together (edgefl.seed_axis.run_seeds: each run's numbers are its solo run's)."""
     import torch
 
     torch.set_num_threads(1)
-    from edgefl.runner import Simulation
     from edgefl.scenario import AlgorithmSection, scenario_from_dict
+    from edgefl.seed_axis import run_seeds
 
-    raw = base_raw()
-    raw["run"].update(seed=job["seed"], rounds=job["rounds"])
-    raw["data"].update(dirichlet_alpha=job["alpha"], zipf_sigma=job["sigma"])
-    common = {k: v for k, v in job["hp"].items() if k in AlgorithmSection.model_fields}
-    own = {k: v for k, v in job["hp"].items() if k not in common}  # [algorithm.<name>]
-    raw["algorithm"].update(
-        name=job["algorithm"], local_steps=job["tau"], **common, **({job["algorithm"]: own} if own else {})
-    )
+    scenarios = []
+    for job in jobs:
+        raw = base_raw()
+        raw["run"].update(seed=job["seed"], rounds=job["rounds"])
+        raw["data"].update(dirichlet_alpha=job["alpha"], zipf_sigma=job["sigma"])
+        common = {k: v for k, v in job["hp"].items() if k in AlgorithmSection.model_fields}
+        own = {k: v for k, v in job["hp"].items() if k not in common}  # [algorithm.<name>]
+        raw["algorithm"].update(
+            name=job["algorithm"], local_steps=job["tau"], **common, **({job["algorithm"]: own} if own else {})
+        )
+        scenarios.append(scenario_from_dict(raw))
     started = time.perf_counter()
-    sim = Simulation(scenario_from_dict(raw))
-    out = dict(job)
-    if job["phase"] == "tune":
+    outs = run_seeds(scenarios, run=functools.partial(measure, jobs[0]["phase"], jobs[0]["rounds"]))
+    wall_s = (time.perf_counter() - started) / len(jobs)  # each run's share
+    return [{**job, **out, "wall_s": wall_s} for job, out in zip(jobs, outs)]
+
+
+def measure(phase: str, rounds: int, sim) -> dict:
+    """What a run of ``phase`` records (its Simulation ``sim``, not yet run)."""
+    import torch
+
+    out: dict = {}
+    if phase == "tune":
         # Selection only needs the last TUNE_LAST rounds: evaluate just those (evaluation draws no random
         # numbers, so the trajectory and these numbers are those of a fully evaluated run).
         from edgefl.metrics import evaluate_global
 
         rows = []
-        for r in range(job["rounds"]):
+        for r in range(rounds):
             sim.engine.run_round(sim.algorithm, r)
-            if r >= job["rounds"] - TUNE_LAST:
+            if r >= rounds - TUNE_LAST:
                 rows.append(evaluate_global(sim.model, sim.data, sim.algorithm.model))
         out["acc_worst"] = [float(m["acc_worst"]) for m in rows]
         out["acc_mean"] = [float(rows[-1]["acc_mean"])]
         out["acc_std"] = [float(rows[-1]["acc_std"])]
-        out["wall_s"] = time.perf_counter() - started
         return out
     rows = sim.run(progress=False).metrics
     # The DRO objective at the final model: each client's mean training loss f_i(w); max_i f_i = F(w, lambda*).
@@ -244,7 +262,6 @@ def run_job(job: dict) -> dict:
     if "lambda_max" in rows[-1]:
         out["lambda_max"] = [float(r["lambda_max"]) for r in rows]
         out["lambda_entropy"] = [float(r["lambda_entropy"]) for r in rows]
-    out["wall_s"] = time.perf_counter() - started
     return out
 
 
@@ -265,18 +282,21 @@ class Runner:
         )
 
     def run(self, todo: list[dict], title: str) -> list[dict]:
-        results = run_jobs(
-            run_job,
-            todo,
+        keyed = [{**job, "key": job_key(job)} for job in todo]  # (run_keyed's cache file: job_key)
+        results = run_keyed(
+            run_jobs,
+            keyed,
+            together=lambda job: json.dumps({k: v for k, v in job.items() if k not in ("key", "seed")}, sort_keys=True),
             workers=self.jobs,
             cache=self.cache,
-            key=job_key,
             desc=f"== {title}",
             unit="run",
             describe=lambda job, res: self.describe(title, res),
         )
         # a cached run may have been computed for another phase (job_key leaves the phase out)
-        return [{**res, "phase": job["phase"]} for job, res in zip(todo, results)]
+        return [
+            {**{k: v for k, v in results[job["key"]].items() if k != "key"}, "phase": job["phase"]} for job in keyed
+        ]
 
 
 # -- statistics -------------------------------------------------------------------------------

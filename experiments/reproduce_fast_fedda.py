@@ -39,7 +39,7 @@ if str(REPO) not in sys.path:
 from edgefl.results import atomic_write_text  # noqa: E402
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
 from experiments import pages, provenance  # noqa: E402
-from experiments.algorithm_keys import with_own_table  # noqa: E402
+from experiments.algorithm_keys import run_seeds_of, seedless  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = ["fast_fedda", "c_fedda", "mc_fedda", "fedda", "fedmid"]
@@ -208,16 +208,13 @@ EXPERIMENTS = {
 }
 
 
-def run_job(job: dict) -> dict:
-    import torch
+def run_jobs(jobs: list[dict]) -> list[dict]:
+    """The runs of ``jobs`` (a worker process), the seeds of one setting trained together."""
+    return run_seeds_of(jobs, record)
 
-    torch.set_num_threads(1)
-    from edgefl.runner import Simulation
-    from edgefl.scenario import scenario_from_dict
 
-    started = time.time()
-    sim = Simulation(scenario_from_dict(with_own_table(job["scenario"])))
-    result = sim.run(progress=False)
+def record(job: dict, sim, result, wall_s: float) -> dict:
+    """What the page keeps of a run."""
     rows = []
     for row in result.metrics:
         if row.get("loss") is None:
@@ -230,7 +227,7 @@ def run_job(job: dict) -> dict:
                 float((sim.algorithm.model != 0).float().mean()) if row is result.metrics[-1] else None
             )
         rows.append(out)
-    return {"key": job["key"], "rows": rows, "wall_s": time.time() - started}
+    return {"key": job["key"], "rows": rows, "wall_s": wall_s}
 
 
 def job_key(scenario: dict) -> str:
@@ -339,7 +336,7 @@ def main(argv=None) -> int:
     # the slow ones first, so the pool stays busy
     jobs.sort(key=lambda j: (j["method"] not in ("c_fedda", "mc_fedda"), j["exp"] != "lasso"))
     started = time.time()
-    results = run_keyed(run_job, jobs, workers=args.jobs, cache=args.cache)
+    results = run_keyed(run_jobs, jobs, together=seedless, workers=args.jobs, cache=args.cache)
     total = time.time() - started
     for exp in exps:
         metrics, titles, name, logy = FIGURES[exp]

@@ -37,7 +37,7 @@ if str(REPO) not in sys.path:
 from edgefl.results import atomic_write_text  # noqa: E402
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
 from experiments import pages, provenance  # noqa: E402
-from experiments.algorithm_keys import with_own_table  # noqa: E402
+from experiments.algorithm_keys import run_seeds_of, seedless  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = {"fedalign": "FedALIGN", "fedavg_p": "FedAvg-P", "fedavg_all": "FedAvg-All"}
@@ -101,16 +101,13 @@ def mnist(method: str, seed: int, rounds: int, eps: float = 0.2) -> dict:
     }
 
 
-def run_job(job: dict) -> dict:
-    import torch
+def run_jobs(jobs: list[dict]) -> list[dict]:
+    """The runs of ``jobs`` (a worker process), the seeds of one setting trained together."""
+    return run_seeds_of(jobs, record)
 
-    torch.set_num_threads(1)
-    from edgefl.runner import Simulation
-    from edgefl.scenario import scenario_from_dict
 
-    started = time.time()
-    sim = Simulation(scenario_from_dict(with_own_table(job["scenario"])))
-    result = sim.run(progress=False)
+def record(job: dict, sim, result, wall_s: float) -> dict:
+    """What the page keeps of a run."""
     rows = [{"round": r["round"], **{k: r.get(k) for k in KEEP}} for r in result.metrics]
     alg = sim.algorithm
     n = sim.data.num_clients
@@ -122,7 +119,7 @@ def run_job(job: dict) -> dict:
     return {
         "key": job["key"],
         "rows": rows,
-        "wall_s": time.time() - started,
+        "wall_s": wall_s,
         "accepted": accepted.tolist(),
         "evaluated": evaluated.tolist(),
         "trained": sim.engine.selected_count.tolist(),
@@ -245,7 +242,7 @@ def main(argv=None) -> int:
             )
     jobs.sort(key=lambda j: j["method"] == "fedavg_p")  # the slow ones first
     started = time.time()
-    results = run_keyed(run_job, jobs, workers=args.jobs, cache=args.cache)
+    results = run_keyed(run_jobs, jobs, together=seedless, workers=args.jobs, cache=args.cache)
     total = time.time() - started
     W, Wn, Wi = (max(1, round(0.1 * r)) for r in (r_syn, r_noise, r_img))
     plot(

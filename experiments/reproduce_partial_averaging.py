@@ -39,7 +39,7 @@ if str(REPO) not in sys.path:
 from edgefl.results import atomic_write_text  # noqa: E402
 from edgefl.sweeps.jobs import run_keyed  # noqa: E402
 from experiments import pages, provenance  # noqa: E402
-from experiments.algorithm_keys import with_own_table  # noqa: E402
+from experiments.algorithm_keys import run_seeds_of, seedless  # noqa: E402
 
 MNIST_DIR = str(REPO.parent / "shared" / "datasets" / "mnist")  # shared/ beside the checkout
 METHODS = {"partial_avg": "partial", "periodic_avg": "periodic"}
@@ -79,18 +79,14 @@ def scenario(method, tau, lr, seed, iters, workers=32, alpha=None):
     }
 
 
-def run_job(job):
-    import torch
+def run_jobs(jobs: list[dict]) -> list[dict]:
+    """The runs of ``jobs`` (a worker process), the seeds of one setting trained together."""
+    return run_seeds_of(jobs, record)
 
-    torch.set_num_threads(1)
-    from edgefl.runner import Simulation
-    from edgefl.scenario import scenario_from_dict
 
-    started = time.time()
-    s = scenario_from_dict(with_own_table(job["scenario"]))
-    sim = Simulation(s)
-    result = sim.run(progress=False)
-    tau = s.algorithm.local_steps
+def record(job: dict, sim, result, wall_s: float) -> dict:
+    """What the page keeps of a run."""
+    tau = sim.parts.algorithm.local_steps
     rows = [
         {
             "iteration": r["round"] * tau,
@@ -105,7 +101,7 @@ def run_job(job):
     return {
         "key": job["key"],
         "rows": rows,
-        "wall_s": time.time() - started,
+        "wall_s": wall_s,
         "imbalance": sim.algorithm.metrics()["partition_imbalance"],
     }
 
@@ -153,7 +149,7 @@ def main(argv=None):
     started = time.time()
     # phase 1: learning-rate selection on seed 0
     grid = [make_job("iid", m, t, lr, seeds[0], iters) for m in METHODS for t in taus for lr in LRS]
-    results = run_keyed(run_job, grid, workers=args.jobs, cache=args.cache)
+    results = run_keyed(run_jobs, grid, together=seedless, workers=args.jobs, cache=args.cache)
     chosen = {}
     for m in METHODS:
         for t in taus:
@@ -170,7 +166,7 @@ def main(argv=None):
         ]  # the spec: add 16 if the gap is small
         rest += [make_job("m16", m, 8, chosen[(m, 8)], s, iters, workers=16) for s in seeds]
         rest += [make_job("dirichlet", m, 8, chosen[(m, 8)], s, iters, alpha=0.5) for s in seeds]
-    results.update(run_keyed(run_job, rest, workers=args.jobs, cache=args.cache))
+    results.update(run_keyed(run_jobs, rest, together=seedless, workers=args.jobs, cache=args.cache))
     total = time.time() - started
     jobs = [j for j in grid if j["lr"] == chosen[(j["method"], j["tau"])]] + rest
     plot(

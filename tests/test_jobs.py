@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from edgefl.sweeps.jobs import run_jobs
+from edgefl.sweeps.jobs import run_jobs, run_keyed
 
 
 def seeded_job(job: dict) -> dict:
@@ -28,6 +28,11 @@ def fail_on_three(job: dict) -> dict:
 
 
 JOBS = [{"key": f"job-{seed}", "seed": seed} for seed in (5, 3, 11, 0, 8)]
+
+
+def seeded_jobs(jobs: list[dict]) -> list[dict]:
+    """Jobs computed in one call (run_keyed's ``together``), each result saying which call it came from."""
+    return [{**seeded_job(job), "wall_s": 0.0, "call": [j["key"] for j in jobs]} for job in jobs]
 
 
 def test_process_pool_gives_the_same_results_as_one_worker_in_job_order():
@@ -76,3 +81,24 @@ def test_bad_options():
         run_jobs(seeded_job, JOBS, backend="dask")
     with pytest.raises(ValueError, match="is for --backend ray"):
         run_jobs(seeded_job, JOBS, address="auto")
+
+
+def test_jobs_run_together_by_group_each_cached_under_its_own_key(tmp_path, capsys):
+    jobs = [{**job, "label": job["key"], "group": job["seed"] % 2} for job in JOBS]  # 5, 3, 11 | 0, 8
+    cache = tmp_path / "cache"
+    got = run_keyed(seeded_jobs, jobs, cache=cache, together=lambda job: job["group"], progress=False)
+    assert list(got) == [j["key"] for j in jobs]
+    odd, even = ["job-5", "job-3", "job-11"], ["job-0", "job-8"]
+    assert {key: r["call"] for key, r in got.items()} == {**dict.fromkeys(odd, odd), **dict.fromkeys(even, even)}
+    for job in jobs:
+        assert {k: got[job["key"]][k] for k in ("key", "values", "sum")} == seeded_job(job)  # each job's own numbers
+        assert json.loads((cache / f"{job['key']}.json").read_text()) == got[job["key"]]
+    out = capsys.readouterr().out
+    assert all(f"  {j['key']}: 0 s" in out for j in jobs)  # a line per job
+    # cached jobs are read back, the rest computed together; fewer groups than workers: each group cut in parts
+    (cache / "job-3.json").unlink()
+    (cache / "job-8.json").unlink()
+    again = run_keyed(seeded_jobs, jobs, cache=cache, together=lambda job: 0, workers=1, progress=False)
+    assert again["job-3"]["call"] == again["job-8"]["call"] == ["job-3", "job-8"] and again["job-5"] == got["job-5"]
+    parts = run_keyed(seeded_jobs, jobs, together=lambda job: 0, workers=2, progress=False)
+    assert [parts[j["key"]]["call"] for j in jobs] == [["job-5", "job-3", "job-11"]] * 3 + [["job-0", "job-8"]] * 2

@@ -386,3 +386,15 @@ def test_plot_draws_the_metric_its_target_names(tmp_path, capsys, monkeypatch):
         code, out, err = run_cli(capsys, "plot", str(sweep), *args)
         assert code == 0, err
         assert drawn[-1] == metric, (args, drawn)
+
+
+def test_a_results_cell_reads_back_as_the_number_or_text_it_was():
+    """results.csv's cells (edgefl.sweeps.analysis._value, parsed as a float first for speed): integer literals are
+    ints, other numbers floats, anything else its text; an empty cell None."""
+    from edgefl.sweeps.analysis import _value
+
+    cases = {"15": 15, "-0": 0, " 7 ": 7, "1_000": 1000, "15.0": 15.0, "1e3": 1000.0, "1E-3": 0.001, "0.5": 0.5}
+    for text, expected in cases.items():
+        assert _value(text) == expected and type(_value(text)) is type(expected), text
+    assert math.isinf(_value("inf")) and math.isnan(_value("nan")) and type(_value("-inf")) is float
+    assert [_value(t) for t in ("", "repriced", "0x1", "True")] == [None, "repriced", "0x1", "True"]

@@ -93,6 +93,33 @@ def test_runs_that_cannot_be_stacked_train_one_after_the_other():
         assert differences(a, b) == 0.0
 
 
+def test_run_seeds_trains_each_seed_group_together_and_the_rest_alone(monkeypatch):
+    """The experiment scripts' way (edgefl.seed_axis.run_seeds): scenarios that differ only in run.seed train
+    together, in order of their groups; each result is its solo run's, in the order given."""
+    scenarios = [
+        make_scenario("fedavg", seed=1, model="mlp", rounds=3),
+        make_scenario("fedavg", seed=1, model="mlp", rounds=3, local_steps=2),  # another group (a lone run)
+        make_scenario("fedavg", seed=2, model="mlp", rounds=3),
+        make_scenario("fedavg", seed=3, model="mlp", rounds=3),
+    ]
+    calls = []
+    real = seed_axis.run_together
+
+    def spy(sims, run):
+        calls.append([sim.parts.seed for sim in sims])
+        return real(sims, run)
+
+    monkeypatch.setattr(seed_axis, "run_together", spy)
+    got = seed_axis.run_seeds(scenarios)
+    assert calls == [[1, 2, 3], [1]]
+    for scenario, result in zip(scenarios, got):
+        assert differences(Simulation(scenario).run(progress=False), result) == 0.0  # vmapped mlp: exact
+    monkeypatch.setattr(seed_axis, "SEEDS_TOGETHER", 2)
+    calls.clear()
+    seed_axis.run_seeds(scenarios, run=lambda sim: None)
+    assert calls == [[1, 2], [3], [1]]  # at most seeds_at_once together
+
+
 def test_a_failing_run_is_raised_and_the_others_stop():
     scenarios = [make_scenario("fedavg", seed=seed) for seed in (1, 2)]
     sims = [Simulation(s) for s in scenarios]
@@ -161,7 +188,7 @@ def test_a_sweep_trains_each_seed_group_together_with_the_solo_numbers(tmp_path,
     assert [t.runs for t in tasks] == [3] * runs  # a task per seed group, its 3 seeds
     assert all(t.mode == mode for t in tasks)
     assert sum(len(t.points) for t in tasks) == 12
-    monkeypatch.setattr(sweep_run, "SEEDS_TOGETHER", 2)
+    monkeypatch.setattr(seed_axis, "SEEDS_TOGETHER", 2)
     assert [t.runs for t in sweep_run.make_tasks(plan.points)] == [2, 1] * runs  # at most 2 seeds a job
     monkeypatch.undo()
     together = sweep_run.run_sweep(plan, tmp_path / "together", progress=False)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,17 +63,24 @@ def definition(target: Target, window: int, confidence: float = DEFAULT_CONFIDEN
 
 
 # -- reading results.csv ------------------------------------------------------------------
+_NOT_INTEGER = re.compile(r"[.eEnN]").search
+
+
 def _value(text: str):
+    """A cell of results.csv: None (empty), an int (an integer literal), a float, else the text. (Parsed as a float
+    first: most cells are, and every text int() takes float() takes too; a failed int() costs an exception.)"""
     if text == "":
         return None
     try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
+        number = float(text)
     except ValueError:
         return text
+    if _NOT_INTEGER(text):  # a decimal point, an exponent, inf or nan: not an integer literal
+        return number
+    try:
+        return int(text)
+    except ValueError:
+        return number
 
 
 def read_results(path: Path) -> tuple[list[str], list[dict]]:

@@ -25,6 +25,7 @@ stopped. Cached results must be JSON-able.
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import signal
@@ -32,7 +33,7 @@ import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 from tqdm import tqdm
 
@@ -152,14 +153,64 @@ def run_jobs(
 
 
 def run_keyed(
-    fn: Callable[[dict], dict], jobs: Sequence[dict], *, workers: int = 1, cache: Path | None = None, **options
+    fn: Callable,
+    jobs: Sequence[dict],
+    *,
+    workers: int = 1,
+    cache: Path | None = None,
+    together: Callable[[dict], Hashable] | None = None,
+    **options,
 ) -> dict[str, Any]:
     """:func:`run_jobs` for jobs that are dicts with a unique ``key`` (their cache file) and a
     ``label``, whose results hold their ``wall_s``: the results by key, and a line per job as it
-    finishes (the experiments' way)."""
-    options.setdefault("describe", lambda job, res: f"  {job['label']}: {res['wall_s']:.0f} s")
-    results = run_jobs(fn, jobs, workers=workers, cache=cache, **options)
-    return {job["key"]: res for job, res in zip(jobs, results)}
+    finishes (the experiments' way).
+
+    ``together(job)``: the jobs with one value (e.g. the seeds of one scenario) are computed in one call
+    ``fn([job, ...]) -> [result, ...]`` (e.g. with :func:`edgefl.seed_axis.run_seeds`, their seeds trained
+    together), each result cached under its own job's key; a group is cut in parts where there are fewer groups
+    than workers (every worker gets work). Without it, ``fn(job) -> result``."""
+    describe = options.pop("describe", lambda job, res: f"  {job['label']}: {res['wall_s']:.0f} s")
+    if together is None:
+        results = run_jobs(fn, jobs, workers=workers, cache=cache, describe=describe, **options)
+        return {job["key"]: res for job, res in zip(jobs, results)}
+    done = {job["key"]: read_cached(cache, job["key"]) if cache is not None else None for job in jobs}
+    groups: dict[Hashable, list[dict]] = {}
+    for job in jobs:
+        if done[job["key"]] is None:
+            groups.setdefault(together(job), []).append(job)
+    parts = -(-workers // max(len(groups), 1))  # each group in this many parts, at most
+    batches = []
+    for members in groups.values():
+        size = -(-len(members) // min(parts, len(members)))
+        batches += [{"jobs": members[lo : lo + size]} for lo in range(0, len(members), size)]
+
+    def store(batch: dict, results: list) -> None:
+        for job, result in zip(batch["jobs"], results):
+            done[job["key"]] = result
+            if cache is not None:
+                atomic_write_text(cache_path(cache, job["key"]), json.dumps(result))
+
+    cached = sum(result is not None for result in done.values())
+    if describe is not None and cached:
+        print(f"{options.get('desc', 'jobs')}: {cached} of {len(jobs)} cached", flush=True)
+    run_jobs(
+        functools.partial(_each_batch, fn),
+        batches,
+        workers=workers,
+        on_result=store,
+        size=lambda batch: len(batch["jobs"]),
+        describe=None if describe is None else lambda b, rs: "\n".join(map(describe, b["jobs"], rs)),
+        **options,
+    )
+    return done
+
+
+def _each_batch(fn: Callable, batch: dict) -> list:
+    """``fn`` of a batch's jobs (run_keyed's ``together``), checked to give one result per job."""
+    results = list(fn(batch["jobs"]))
+    if len(results) != len(batch["jobs"]):
+        raise ValueError(f"{fn.__name__} returned {len(results)} results for {len(batch['jobs'])} jobs")
+    return results
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h

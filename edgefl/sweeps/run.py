@@ -24,13 +24,12 @@ from typing import Callable
 import torch
 
 from edgefl.errors import UserError, WorkerDied
-from edgefl.memory import RUNTIME_BYTES, estimate_bytes
 from edgefl.parts import pricer_of
 from edgefl.plugins import faults_named, import_plugins
 from edgefl.results import empty_again, open_folder
 from edgefl.runner import Simulation
 from edgefl.scenario import Scenario
-from edgefl.seed_axis import run_together
+from edgefl.seed_axis import run_together, seeds_at_once
 from edgefl.sim.engine import RoundCost, reprice_rounds
 from edgefl.sweeps.jobs import check_options, run_jobs
 from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError, SweepPlan, SweepPoint, seed_group
@@ -69,21 +68,6 @@ def run_of(point: SweepPoint) -> str:
 def trainer(scenario: Scenario) -> Scenario:
     """The scenario a REPRICED point's training runs: on the ideal engine (its trace is re-priced per point)."""
     return scenario.model_copy(update={"run": scenario.run.model_copy(update={"engine": "ideal"})})
-
-
-SEEDS_TOGETHER = 8  # at most this many runs of a seed group in one job (a 10-seed group: two jobs of 5)
-SEEDS_MEMORY = 2 * 2**30  # bytes (edgefl.memory's estimate) that the runs of one job may take together
-
-
-def seeds_at_once(scenario: Scenario) -> int:
-    """How many runs of one seed group a job trains together: SEEDS_TOGETHER, fewer where their memory estimates
-    (edgefl.memory) exceed SEEDS_MEMORY; at least 1. A constant of the scenario, not of the machine or the worker
-    count: which runs share a batched call is the same everywhere (results.csv byte-identical whatever --workers)."""
-    parts = estimate_bytes(scenario.data, scenario.model, scenario.algorithm)
-    if parts is None:
-        return 1
-    per_run = sum(parts.values()) - RUNTIME_BYTES  # one torch runtime per process, not per run
-    return max(1, min(SEEDS_TOGETHER, int(SEEDS_MEMORY // max(per_run, 1.0))))
 
 
 def make_tasks(points: list[SweepPoint]) -> list[Task]:
