@@ -1,6 +1,6 @@
 """The ``edgefl`` command line.
 
-    edgefl [-v|-q] run SCENARIO [--set key=value ...] [--out DIR] [--target METRIC=VALUE] [--format png|pdf|svg] [-v] [-q]
+    edgefl [-v|-q] run SCENARIO [--set key=value ...] [--out DIR] [--target METRIC=VALUE] [--plots] [--format png|pdf|svg]
 
 User mistakes (bad scenario, missing data) print one clear message and exit with code 2,
 without a traceback and without writing anything. An exception raised by a plug-in (the user's own
@@ -24,7 +24,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from edgefl import __version__, logs  # noqa: E402
 from edgefl.errors import UserError  # noqa: E402  (also known as edgefl.cli.UserError)
-from edgefl.figures import add_format_argument  # noqa: E402
+from edgefl.figures import DEFAULT_FORMAT, add_format_argument  # noqa: E402
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70  # sysexits.h EX_SOFTWARE: a bug of edgefl, not a user mistake
@@ -56,8 +56,16 @@ def _add_run(sub) -> None:
         help="replace --out with everything in it even if edgefl did not "
         "write it (never /, the home or the current folder)",
     )
-    p.add_argument("--no-plots", action="store_true", help="skip the figures")
+    figures = p.add_mutually_exclusive_group()
+    figures.add_argument(
+        "--plots",
+        action="store_true",
+        help="also draw the run's figures (docs/run-plots.md; about 2 s more); later, edgefl plot OUT draws them "
+        "from the results folder",
+    )
+    figures.add_argument("--no-plots", action="store_true", help="draw no figures (the default; for older scripts)")
     add_format_argument(p)
+    p.set_defaults(plot_format=None)  # --format F asks for the figures in F: drawn as with --plots
     p.add_argument(
         "--resume",
         action="store_true",
@@ -147,7 +155,9 @@ def cmd_run(args) -> int:
             "algorithm.clients_per_round"
         ) from None
     log.info("writing results to %s", out)
-    write_results(result, out, plots=not args.no_plots, force=args.force, plot_format=args.plot_format)
+    plots = (args.plots or args.plot_format is not None) and not args.no_plots
+    plot_format = args.plot_format or DEFAULT_FORMAT
+    write_results(result, out, plots=plots, force=args.force, plot_format=plot_format)
     final = result.summary["final"]
     energy = result.summary["energy_by_category_j"]
     ran = result.summary["rounds_run"]
@@ -186,7 +196,7 @@ def cmd_run(args) -> int:
         )
     print(
         f"results in {out}/ (metrics.csv, clients.csv, events.csv, summary.json, scenario.toml"
-        + (f", *.{args.plot_format})" if not args.no_plots else ")")
+        + (f", *.{plot_format})" if plots else f"); figures: edgefl plot {out}")
     )
     if result.summary["status"] == "diverged":
         print(f"edgefl: {result.summary['diverged']}", file=sys.stderr)

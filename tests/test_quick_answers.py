@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import algorithms
 from edgefl import control, model_catalogue, selection
 from edgefl.data import registry as data_registry
@@ -107,3 +109,61 @@ def test_the_lazy_names_of_the_simulator_package_are_its_modules_own():
         for alias in node.names
     }
     assert typed == set(sim._DEFINED_IN.items())
+
+
+RUN_DEFAULT = """
+import sys
+from edgefl.cli import main
+code = main(sys.argv[1:])
+print("matplotlib" in sys.modules, code)
+"""
+
+
+def test_a_run_draws_its_figures_only_when_asked_and_edgefl_plot_draws_the_same_later(tmp_path, capsys):
+    """`edgefl run` writes its tables and says how to draw the figures, without importing matplotlib (a fresh
+    interpreter); `edgefl plot RUN` draws them from the folder, byte for byte the figures of `run --plots`."""
+    from test_cli import TINY
+
+    from edgefl.cli import main
+
+    scenario = tmp_path / "tiny.toml"
+    scenario.write_text(TINY)
+    later, now = tmp_path / "later", tmp_path / "now"
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_DEFAULT, "run", str(scenario), "--out", str(later), "-q"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1] == "False 0"  # no matplotlib for a run without figures
+    assert f"figures: edgefl plot {later}" in done.stdout and not list(later.glob("*.png"))
+    assert main(["run", str(scenario), "--out", str(now), "-q", "--plots"]) == 0
+    drawn = sorted(p.name for p in now.glob("*.png"))
+    assert {"accuracy.png", "gantt.png", "energy_clients.png"} <= set(drawn)
+    assert main(["plot", str(later)]) == 0
+    assert "wrote 7 figures" in capsys.readouterr().out
+    assert sorted(p.name for p in later.glob("*.png")) == drawn
+    for name in drawn:
+        assert (later / name).read_bytes() == (now / name).read_bytes(), name
+    assert main(["plot", str(later), "--format", "svg", "--out", str(tmp_path / "svg")]) == 0
+    assert (tmp_path / "svg" / "gantt.svg").read_bytes().startswith(b"<?xml")
+
+
+def test_plot_of_a_run_refuses_a_sweeps_options_and_a_damaged_folder(tmp_path, capsys):
+    from test_cli import TINY
+
+    from edgefl.cli import main
+
+    scenario = tmp_path / "tiny.toml"
+    scenario.write_text(TINY)
+    out = tmp_path / "out"
+    assert main(["run", str(scenario), "--out", str(out), "-q"]) == 0
+    assert main(["plot", str(out), "--target", "acc_worst=0.5"]) == 2
+    assert "--target: for a sweep folder" in capsys.readouterr().err
+    (out / "events.csv").unlink()
+    assert main(["plot", str(out)]) == 2
+    assert "no events.csv; expected the --out folder of a finished `edgefl run`" in capsys.readouterr().err
+    assert not list(out.glob("*.png"))
+    with pytest.raises(SystemExit) as stop:  # one or the other
+        main(["run", str(scenario), "--out", str(out), "--plots", "--no-plots"])
+    assert stop.value.code == 2
