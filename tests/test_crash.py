@@ -66,8 +66,8 @@ def test_kill_9_of_a_run_leaves_the_old_or_the_new_results(tmp_path, capsys, cal
     assert main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", "run.rounds=2"]) == 0
     capsys.readouterr()
     args = ["run", QUICKSTART, "--out", out, "--quiet", "--set", "run.rounds=3"]
-    if call != "edgefl.plots.plot_run":
-        args.append("--no-plots")
+    if call == "edgefl.plots.plot_run":
+        args.append("--plots")
     proc = hooked_edgefl(args, call=call, name=name, when=when, cwd=ROOT, stderr=subprocess.PIPE)
     err = proc.communicate(timeout=HANG_S)[1].decode()
     assert proc.returncode == -signal.SIGKILL, err  # it got there
