@@ -36,6 +36,7 @@ def computed(folder) -> list[str]:
     return [json.loads(line)["id"] for line in log.read_text().splitlines()] if log.exists() else []
 
 
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
 def test_kill_9_of_compare_at_every_step_and_the_reruns_resume_identically(tmp_path):
     scenario = tmp_path / "s.toml"

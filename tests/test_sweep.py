@@ -256,6 +256,7 @@ def test_a_sweeps_grid_can_grow_reusing_its_points_and_removing_stale_analyses(s
     assert code == 0 and "0 computed now, 12 already done" in printed and "grew" not in printed
 
 
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 def test_process_pool_gives_the_same_results_as_serial(scenario_file, tmp_path, capsys):
     grid = [
         "--grid",
@@ -274,6 +275,7 @@ def test_process_pool_gives_the_same_results_as_serial(scenario_file, tmp_path, 
     assert (tmp_path / "serial" / "results.csv").read_bytes() == (tmp_path / "pool" / "results.csv").read_bytes()
 
 
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 def test_killed_sweep_resumes_without_recomputing_and_matches_an_uninterrupted_run(tmp_path, capsys):
     scenario_file = tmp_path / "small.toml"
     scenario_file.write_text(SCENARIO.format(rounds=8))
@@ -337,6 +339,7 @@ def _interrupted(command: list, tmp_path, **hook) -> subprocess.CompletedProcess
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 def test_ctrl_c_says_what_was_kept(tmp_path):
     path = tmp_path / "long.toml"
     path.write_text(SCENARIO.format(rounds=20))
