@@ -167,3 +167,42 @@ def test_plot_of_a_run_refuses_a_sweeps_options_and_a_damaged_folder(tmp_path, c
     with pytest.raises(SystemExit) as stop:  # one or the other
         main(["run", str(scenario), "--out", str(out), "--plots", "--no-plots"])
     assert stop.value.code == 2
+
+
+GC_DURING_RUN = """
+import gc, sys
+import edgefl.runner as runner
+original = runner.simulate
+def simulate(*args, **kwargs):
+    print("during the run:", gc.isenabled(), gc.get_freeze_count() > 100000, flush=True)
+    return original(*args, **kwargs)
+runner.simulate = simulate
+from edgefl.cli import main
+sys.argv = ["edgefl", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+def test_the_command_collects_no_garbage_during_its_imports_and_freezes_them_before_the_run(tmp_path):
+    """`edgefl run` (main() without arguments: a process of its own) turns the garbage collector off until its
+    modules are imported, then freezes them (edgefl.cli.settle_imports): full collections scanning torch's objects
+    cost about a quarter of the quickstart's CPU. main([...]) called from Python leaves the collector alone."""
+    import gc
+
+    from test_cli import TINY
+
+    from edgefl.cli import main
+
+    scenario = tmp_path / "tiny.toml"
+    scenario.write_text(TINY)
+    done = subprocess.run(
+        [sys.executable, "-c", GC_DURING_RUN, "run", str(scenario), "--out", str(tmp_path / "a"), "-q"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "during the run: True True" in done.stdout  # collecting again, torch's objects frozen
+    frozen = gc.get_freeze_count()
+    assert main(["run", str(scenario), "--out", str(tmp_path / "b"), "-q"]) == 0
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+    assert (tmp_path / "a" / "metrics.csv").read_bytes() == (tmp_path / "b" / "metrics.csv").read_bytes()
