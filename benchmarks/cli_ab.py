@@ -5,7 +5,8 @@
 REV is checked out (git worktree, detached) into a temporary folder and run with this interpreter and
 PYTHONPATH pointing at it; this checkout runs the same way. Each command is one fresh process: a scenario
 mistake (`run` of a scenario whose run.rounds is text: exit 2), `edgefl --help` and the quickstart (`run
-quickstart`, with and without plots). Printed: the medians of wall time and of the process's CPU time
+quickstart --no-plots`, and `run quickstart` as the README's `make run` runs it: with its figures before figures
+were drawn only on request, without them since). Printed: the medians of wall time and of the process's CPU time
 (user + sys; steadier than wall time on a loaded machine) and their ratios (this / REV).
 """
 

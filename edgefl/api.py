@@ -27,7 +27,7 @@ import pandas as pd
 
 import algorithms
 from edgefl.deployment import cell_map_sites_m
-from edgefl.figures import check_format, save_figure
+from edgefl.figures import DEFAULT_FORMAT, check_format, save_figure
 from edgefl.results import check_target
 from edgefl.runner import RunResult, event_table, simulate, write_results
 from edgefl.scenario import Scenario, ScenarioError, _drop_none, format_override, scenario_from_dict
@@ -68,11 +68,15 @@ class Result:
     positions: pd.DataFrame = field(default_factory=pd.DataFrame)  # positions.csv (moving devices)
     raw: RunResult | None = field(default=None, repr=False)
 
-    def save(self, out: str | Path, plots: bool = True, force: bool = False, plot_format: str = "png") -> Path:
-        """Write the results folder, as ``edgefl run --out`` does (``force``: replace a folder edgefl did not write;
-        ``plot_format``: the figures' format, png, pdf or svg, as ``--format``)."""
-        check_format(plot_format)  # ValueError with the known formats, before anything is written
-        return write_results(self.raw, Path(out), plots=plots, force=force, plot_format=plot_format)
+    def save(
+        self, out: str | Path, plots: bool | None = None, force: bool = False, plot_format: str | None = None
+    ) -> Path:
+        """Write the results folder, as ``edgefl run --out`` does: its figures only when asked, ``plots=True`` (as
+        ``--plots``) or a ``plot_format``, png, pdf or svg (as ``--format``); ``force``: replace a folder edgefl
+        did not write."""
+        draw = plots if plots is not None else plot_format is not None
+        fmt = check_format(plot_format or DEFAULT_FORMAT)  # ValueError with the known formats, before any writing
+        return write_results(self.raw, Path(out), plots=draw, force=force, plot_format=fmt)
 
     def plot(self, kind: str = "accuracy", path: str | Path | None = None, format: str | None = None):
         """A matplotlib Figure: ``accuracy`` (mean, mean ± std and worst client over rounds) and

@@ -1,6 +1,6 @@
 """The ``edgefl`` command line.
 
-    edgefl [-v|-q] run SCENARIO [--set key=value ...] [--out DIR] [--target METRIC=VALUE] [--format png|pdf|svg] [-v] [-q]
+    edgefl [-v|-q] run SCENARIO [--set key=value ...] [--out DIR] [--target METRIC=VALUE] [--plots] [--format png|pdf|svg]
 
 User mistakes (bad scenario, missing data) print one clear message and exit with code 2,
 without a traceback and without writing anything. An exception raised by a plug-in (the user's own
@@ -12,6 +12,7 @@ code 70 (EX_SOFTWARE), the traceback with -vv.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import traceback
@@ -24,7 +25,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from edgefl import __version__, logs  # noqa: E402
 from edgefl.errors import UserError  # noqa: E402  (also known as edgefl.cli.UserError)
-from edgefl.figures import add_format_argument  # noqa: E402
+from edgefl.figures import DEFAULT_FORMAT, add_format_argument  # noqa: E402
 
 EXIT_USAGE = 2
 EXIT_INTERNAL = 70  # sysexits.h EX_SOFTWARE: a bug of edgefl, not a user mistake
@@ -56,8 +57,16 @@ def _add_run(sub) -> None:
         help="replace --out with everything in it even if edgefl did not "
         "write it (never /, the home or the current folder)",
     )
-    p.add_argument("--no-plots", action="store_true", help="skip the figures")
+    figures = p.add_mutually_exclusive_group()
+    figures.add_argument(
+        "--plots",
+        action="store_true",
+        help="also draw the run's figures (docs/run-plots.md; about 2 s more); later, edgefl plot OUT draws them "
+        "from the results folder",
+    )
+    figures.add_argument("--no-plots", action="store_true", help="draw no figures (the default; for older scripts)")
     add_format_argument(p)
+    p.set_defaults(plot_format=None)  # --format F asks for the figures in F: drawn as with --plots
     p.add_argument(
         "--resume",
         action="store_true",
@@ -111,6 +120,8 @@ def cmd_run(args) -> int:
     scenario = load(args.scenario, args.overrides)
     from edgefl.runner import simulate, write_results  # after the scenario is valid: a mistake is told sooner
 
+    settle_imports()
+
     out = args.out or Path("results") / Path(args.scenario).stem
     check_target(out, args.force)  # before the work: a folder in the way is an error now, not after the run
     from edgefl.target import parse_target
@@ -147,7 +158,9 @@ def cmd_run(args) -> int:
             "algorithm.clients_per_round"
         ) from None
     log.info("writing results to %s", out)
-    write_results(result, out, plots=not args.no_plots, force=args.force, plot_format=args.plot_format)
+    plots = (args.plots or args.plot_format is not None) and not args.no_plots
+    plot_format = args.plot_format or DEFAULT_FORMAT
+    write_results(result, out, plots=plots, force=args.force, plot_format=plot_format)
     final = result.summary["final"]
     energy = result.summary["energy_by_category_j"]
     ran = result.summary["rounds_run"]
@@ -186,7 +199,7 @@ def cmd_run(args) -> int:
         )
     print(
         f"results in {out}/ (metrics.csv, clients.csv, events.csv, summary.json, scenario.toml"
-        + (f", *.{args.plot_format})" if not args.no_plots else ")")
+        + (f", *.{plot_format})" if plots else f"); figures: edgefl plot {out}")
     )
     if result.summary["status"] == "diverged":
         print(f"edgefl: {result.summary['diverged']}", file=sys.stderr)
@@ -207,6 +220,23 @@ def is_out_of_memory(exc: BaseException) -> bool:
             "array is too big",
         )
     )
+
+
+_OWN_PROCESS = False  # main() without arguments: the `edgefl` command or `python -m edgefl`, a process of its own
+
+
+def settle_imports() -> None:
+    """In a process of its own (:func:`main` without arguments), once a command's modules are imported: the objects
+    allocated so far (torch's and edgefl's modules, about 300,000, alive as long as the process) are moved out of
+    the garbage collector's reach (gc.freeze), and the collector, off since main started, is turned on again.
+    Each full collection scans every tracked object: during the imports and the run, the collections cost about
+    0.6 s of the quickstart's 2.7 s of CPU (docs/performance.md, "Start-up"). The results are the same (nothing
+    in edgefl depends on when garbage is collected). main([...]) called from Python leaves the collector alone."""
+    global _OWN_PROCESS
+    if _OWN_PROCESS:
+        _OWN_PROCESS = False
+        gc.freeze()
+        gc.enable()
 
 
 def load(path: Path, overrides: list[str]):
@@ -252,6 +282,17 @@ def _command(args):
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _OWN_PROCESS
+    if argv is None and gc.isenabled():  # the command: no collection until its modules are imported (settle_imports)
+        _OWN_PROCESS = True
+        gc.disable()
+    try:
+        return _main(argv)
+    finally:
+        settle_imports()
+
+
+def _main(argv: list[str] | None) -> int:
     from edgefl.plugins import PluginError, faults_named
 
     parser = build_parser()
@@ -259,7 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(args.verbose, args.quiet)
     try:
         with faults_named():  # an exception raised in a plug-in's code: a PluginError naming it
-            return int(_command(args)(args) or 0)
+            command = _command(args)
+            if command is not cmd_run:  # `run` settles after its own imports, once the scenario is valid
+                settle_imports()
+            return int(command(args) or 0)
     except UserError as exc:  # the one root of the user's faults (edgefl.errors)
         if isinstance(exc, PluginError) and args.verbose >= 1 and exc.traceback_text:
             print(exc.traceback_text, file=sys.stderr, end="")

@@ -187,9 +187,12 @@ def plot_run(
 ) -> list[Path]:
     """Every plot of a run into ``out_dir``, in format ``fmt`` (png, pdf, svg: edgefl.figures); ``events``
     (RunResult.events), ``positions`` and ``scenario`` (its deadline, cell radius, cells, and whether its algorithm
-    is asynchronous) for the plots of edgefl.run_plots. energy_clients comes last."""
+    is asynchronous) for the plots of edgefl.run_plots, drawn in events.csv's order (so that `edgefl plot RUN`
+    draws the same bytes). energy_clients comes last."""
     out_dir = Path(out_dir)
     written = []
+    if isinstance(events, list):  # events.csv's order (timeline), whichever engine: the figures of the files
+        events = sorted(events, key=lambda e: e.timeline_key())
     asynchronous = scenario is not None and algorithms.get(scenario.algorithm.name).asynchronous
     if battery:
         written.append(plot_battery(out_dir / f"battery.{fmt}", battery, title, asynchronous))
@@ -215,3 +218,44 @@ def plot_run(
     fig = draw_energy_clients(clients, title)
     written.append(_save(fig, out_dir / f"energy_clients.{fmt}"))
     return written
+
+
+def plot_results_folder(folder: Path, out_dir: Path | None = None, fmt: str = DEFAULT_FORMAT) -> list[Path]:
+    """The figures `edgefl run --plots` draws, drawn later from the files of the finished run in ``folder``
+    (`edgefl plot RUN`): metrics.csv, clients.csv, events.csv, scenario.toml, and battery.csv and positions.csv
+    where the run wrote them; into ``out_dir`` (default ``folder``) in format ``fmt``. The numbers are read back
+    exactly (results files hold every float's repr), so the figures are the run's own."""
+    import pandas as pd
+
+    from edgefl.runner import run_title
+    from edgefl.scenario import load_scenario
+
+    folder = Path(folder)
+    out_dir = folder if out_dir is None else Path(out_dir)
+
+    def table(name: str) -> pd.DataFrame:
+        path = folder / name
+        if not path.is_file():
+            return pd.DataFrame()
+        return pd.read_csv(path, keep_default_na=False, na_values=[""])
+
+    def records(name: str) -> list[dict]:
+        return [{k: (None if _missing(v) else v) for k, v in row.items()} for row in table(name).to_dict("records")]
+
+    scenario = load_scenario(folder / "scenario.toml")
+    return plot_run(
+        out_dir,
+        records("metrics.csv"),
+        records("clients.csv"),
+        title=run_title(scenario),
+        battery=records("battery.csv"),
+        events=table("events.csv"),
+        positions=records("positions.csv"),
+        scenario=scenario,
+        fmt=fmt,
+    )
+
+
+def _missing(value) -> bool:
+    """An empty cell of a results file (None in the run's own rows: results files write no NaN)."""
+    return isinstance(value, float) and math.isnan(value)

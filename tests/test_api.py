@@ -34,21 +34,7 @@ def test_run_returns_dataframes_and_writes_nothing_without_out(tmp_path, monkeyp
 def test_run_with_out_writes_the_results_folder_and_matches_the_cli(tmp_path):
     (tmp_path / "tiny.toml").write_text(TINY)
     r = edgefl.run(tmp_path / "tiny.toml", out=tmp_path / "api", progress=False)
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "edgefl",
-            "run",
-            str(tmp_path / "tiny.toml"),
-            "--out",
-            str(tmp_path / "cli"),
-            "--quiet",
-            "--no-plots",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    assert main(["run", str(tmp_path / "tiny.toml"), "--out", str(tmp_path / "cli"), "--quiet"]) == 0
     assert (tmp_path / "api" / "metrics.csv").read_text() == (tmp_path / "cli" / "metrics.csv").read_text()
     assert pd.read_csv(tmp_path / "api" / "metrics.csv")["energy_j"].tolist() == pytest.approx(r.metrics["energy_j"])
 

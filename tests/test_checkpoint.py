@@ -344,6 +344,7 @@ def test_resume_without_a_checkpoint_starts_from_round_1(tmp_path, capsys):
     assert (out / "metrics.csv").exists() and not checkpoint_file(out).exists()
 
 
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGKILL")
 @pytest.mark.parametrize("algorithm", ["fedavg", "fedbuff"])  # fedbuff: chains in flight at the checkpoint
 def test_kill_9_then_resume_gives_the_uninterrupted_results(tmp_path, algorithm):

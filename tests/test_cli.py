@@ -40,7 +40,7 @@ def write(tmp_path: Path, text: str, name="scenario.toml") -> Path:
 
 def test_run_writes_every_output(tmp_path):
     out = tmp_path / "out"
-    assert main(["run", str(write(tmp_path, TINY)), "--out", str(out), "--quiet"]) == 0
+    assert main(["run", str(write(tmp_path, TINY)), "--out", str(out), "--quiet", "--plots"]) == 0
     for name in (
         "metrics.csv",
         "clients.csv",

@@ -59,6 +59,7 @@ KILL_POINTS = [
 ]
 
 
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
 @pytest.mark.parametrize("call, name, when, expected", KILL_POINTS)
 def test_kill_9_of_a_run_leaves_the_old_or_the_new_results(tmp_path, capsys, call, name, when, expected):
@@ -66,8 +67,8 @@ def test_kill_9_of_a_run_leaves_the_old_or_the_new_results(tmp_path, capsys, cal
     assert main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", "run.rounds=2"]) == 0
     capsys.readouterr()
     args = ["run", QUICKSTART, "--out", out, "--quiet", "--set", "run.rounds=3"]
-    if call != "edgefl.plots.plot_run":
-        args.append("--no-plots")
+    if call == "edgefl.plots.plot_run":
+        args.append("--plots")
     proc = hooked_edgefl(args, call=call, name=name, when=when, cwd=ROOT, stderr=subprocess.PIPE)
     err = proc.communicate(timeout=HANG_S)[1].decode()
     assert proc.returncode == -signal.SIGKILL, err  # it got there
@@ -141,6 +142,7 @@ def sweep_killed(scenario: Path, reference: Path, out: Path, tag: str, target: s
     )
 
 
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
 def test_kill_9_of_a_sweep_takes_its_workers_and_the_rerun_resumes_identically(tmp_path):
     scenario, grid, reference, killed = tmp_path / "s.toml", SWEEP_GRID, tmp_path / "reference", tmp_path / "killed"
@@ -160,6 +162,7 @@ def test_kill_9_of_a_sweep_takes_its_workers_and_the_rerun_resumes_identically(t
     assert len(ids) == len(set(ids)) == 24  # nothing computed twice, nothing missing
 
 
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 def test_two_sweeps_on_one_folder_the_second_refuses(tmp_path):
     """The first sweep is this test process holding the folder's lock (as a running sweep does: deterministic,
     where a real first sweep may finish before the second starts)."""
@@ -189,6 +192,7 @@ def test_two_sweeps_on_one_folder_the_second_refuses(tmp_path):
     assert subprocess.run(command, capture_output=True, cwd=ROOT).returncode == 0  # free once the holder is gone
 
 
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
 def test_kill_9_of_a_sweep_worker_is_exit_75_and_the_rerun_resumes(tmp_path):
     scenario, grid, out, reference = tmp_path / "s.toml", SWEEP_GRID, tmp_path / "out", tmp_path / "reference"

@@ -36,10 +36,11 @@ def computed(folder) -> list[str]:
     return [json.loads(line)["id"] for line in log.read_text().splitlines()] if log.exists() else []
 
 
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl: Linux")
 def test_kill_9_of_compare_at_every_step_and_the_reruns_resume_identically(tmp_path):
     scenario = tmp_path / "s.toml"
-    scenario.write_text(SCENARIO.format(rounds=30))
+    scenario.write_text(SCENARIO.format(rounds=8))  # what is tested is where it is killed, not how long it trains
     command = ["compare", scenario, "--algorithms", "fedavg,fedprox,drdm", "--seeds", "2", "--target", "loss=5"]
     reference, out = tmp_path / "reference", tmp_path / "killed"
     assert main([*map(str, command), "--out", str(reference), "--quiet"]) == 0

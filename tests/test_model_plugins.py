@@ -105,6 +105,7 @@ def test_a_model_that_fails_is_exit_4_naming_it(own_model, capsys, body, says):
     sys.modules.pop("bad_model", None)
 
 
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGKILL")
 def test_kill_9_then_resume_is_byte_identical_with_a_batchnorm_model(own_model):
     args = ["--no-plots", *sets([*FAST, "run.rounds=6", "run.checkpoint_every=2"])]

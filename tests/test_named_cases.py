@@ -721,6 +721,7 @@ def test_the_api_documents_its_errors():
 
 
 # -- a sweep with workers from a script without the __main__ guard ---------------------------------------
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 def test_a_sweep_with_workers_from_an_unguarded_script_says_to_add_the_guard(folder):
     script = folder / "unguarded.py"
     script.write_text(

@@ -253,6 +253,7 @@ def test_a_run_with_a_plug_in_of_every_kind_resumes_identically(plugin_folder, k
         assert resumed[name] == straight[name], (key, name)
 
 
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGKILL")
 @pytest.mark.parametrize("key", ["selection.name", "process[].name", "data.name"])
 def test_kill_9_then_resume_with_a_plug_in(plugin_folder, key):

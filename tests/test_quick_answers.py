@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import algorithms
 from edgefl import control, model_catalogue, selection
 from edgefl.data import registry as data_registry
@@ -107,3 +109,100 @@ def test_the_lazy_names_of_the_simulator_package_are_its_modules_own():
         for alias in node.names
     }
     assert typed == set(sim._DEFINED_IN.items())
+
+
+RUN_DEFAULT = """
+import sys
+from edgefl.cli import main
+code = main(sys.argv[1:])
+print("matplotlib" in sys.modules, code)
+"""
+
+
+def test_a_run_draws_its_figures_only_when_asked_and_edgefl_plot_draws_the_same_later(tmp_path, capsys):
+    """`edgefl run` writes its tables and says how to draw the figures, without importing matplotlib (a fresh
+    interpreter); `edgefl plot RUN` draws them from the folder, byte for byte the figures of `run --plots`."""
+    from test_cli import TINY
+
+    from edgefl.cli import main
+
+    scenario = tmp_path / "tiny.toml"
+    scenario.write_text(TINY)
+    later, now = tmp_path / "later", tmp_path / "now"
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_DEFAULT, "run", str(scenario), "--out", str(later), "-q"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1] == "False 0"  # no matplotlib for a run without figures
+    assert f"figures: edgefl plot {later}" in done.stdout and not list(later.glob("*.png"))
+    assert main(["run", str(scenario), "--out", str(now), "-q", "--plots"]) == 0
+    drawn = sorted(p.name for p in now.glob("*.png"))
+    assert {"accuracy.png", "gantt.png", "energy_clients.png"} <= set(drawn)
+    assert main(["plot", str(later)]) == 0
+    assert "wrote 7 figures" in capsys.readouterr().out
+    assert sorted(p.name for p in later.glob("*.png")) == drawn
+    for name in drawn:
+        assert (later / name).read_bytes() == (now / name).read_bytes(), name
+    assert main(["plot", str(later), "--format", "svg", "--out", str(tmp_path / "svg")]) == 0
+    assert (tmp_path / "svg" / "gantt.svg").read_bytes().startswith(b"<?xml")
+
+
+def test_plot_of_a_run_refuses_a_sweeps_options_and_a_damaged_folder(tmp_path, capsys):
+    from test_cli import TINY
+
+    from edgefl.cli import main
+
+    scenario = tmp_path / "tiny.toml"
+    scenario.write_text(TINY)
+    out = tmp_path / "out"
+    assert main(["run", str(scenario), "--out", str(out), "-q"]) == 0
+    assert main(["plot", str(out), "--target", "acc_worst=0.5"]) == 2
+    assert "--target: for a sweep folder" in capsys.readouterr().err
+    (out / "events.csv").unlink()
+    assert main(["plot", str(out)]) == 2
+    assert "no events.csv; expected the --out folder of a finished `edgefl run`" in capsys.readouterr().err
+    assert not list(out.glob("*.png"))
+    with pytest.raises(SystemExit) as stop:  # one or the other
+        main(["run", str(scenario), "--out", str(out), "--plots", "--no-plots"])
+    assert stop.value.code == 2
+
+
+GC_DURING_RUN = """
+import gc, sys
+import edgefl.runner as runner
+original = runner.simulate
+def simulate(*args, **kwargs):
+    print("during the run:", gc.isenabled(), gc.get_freeze_count() > 100000, flush=True)
+    return original(*args, **kwargs)
+runner.simulate = simulate
+from edgefl.cli import main
+sys.argv = ["edgefl", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+def test_the_command_collects_no_garbage_during_its_imports_and_freezes_them_before_the_run(tmp_path):
+    """`edgefl run` (main() without arguments: a process of its own) turns the garbage collector off until its
+    modules are imported, then freezes them (edgefl.cli.settle_imports): full collections scanning torch's objects
+    cost about a quarter of the quickstart's CPU. main([...]) called from Python leaves the collector alone."""
+    import gc
+
+    from test_cli import TINY
+
+    from edgefl.cli import main
+
+    scenario = tmp_path / "tiny.toml"
+    scenario.write_text(TINY)
+    done = subprocess.run(
+        [sys.executable, "-c", GC_DURING_RUN, "run", str(scenario), "--out", str(tmp_path / "a"), "-q"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "during the run: True True" in done.stdout  # collecting again, torch's objects frozen
+    frozen = gc.get_freeze_count()
+    assert main(["run", str(scenario), "--out", str(tmp_path / "b"), "-q"]) == 0
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+    assert (tmp_path / "a" / "metrics.csv").read_bytes() == (tmp_path / "b" / "metrics.csv").read_bytes()

@@ -31,9 +31,9 @@ EVENT_PLOTS = ("gantt.png", "energy_rounds.png", "energy_snr.png", "cell_map.png
 def phones(tmp_path_factory):
     """Four rounds of 50 walking phones, with a deadline tight enough to cut several uploads a round."""
     out = tmp_path_factory.mktemp("phones") / "out"
-    return run(
-        PHONES, overrides={"run.rounds": 4, "run.eval_every": 4, "network.deadline_s": 0.25}, out=out, progress=False
-    ), out
+    r = run(PHONES, overrides={"run.rounds": 4, "run.eval_every": 4, "network.deadline_s": 0.25}, progress=False)
+    r.save(out, plots=True)
+    return r, out
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +174,7 @@ def test_cell_map_uses_the_last_positions_of_moving_devices(phones):
 
 def test_cell_map_is_skipped_when_the_scenario_gives_the_snr(quickstart, tmp_path):
     assert run_plots.draw_cell_map(quickstart.raw.clients) is None
-    quickstart.save(tmp_path / "out")
+    quickstart.save(tmp_path / "out", plots=True)
     written = {p.name for p in (tmp_path / "out").glob("*.png")}
     assert "cell_map.png" not in written
     assert {"gantt.png", "energy_rounds.png", "energy_snr.png", "uploads_missed.png"} <= written
@@ -269,7 +269,7 @@ def _overlap(a, b) -> bool:
 def test_accuracy_figures_are_one_drawing_with_the_legend_off_the_curves(quickstart, tmp_path, kind):
     from edgefl.plots import _save
 
-    quickstart.save(tmp_path / "out")
+    quickstart.save(tmp_path / "out", plots=True)
     fig = quickstart.plot(kind)  # the Python API's figure is the file `edgefl run` writes, byte for byte
     ax = fig.axes[0]
     fig.canvas.draw()

@@ -7,7 +7,6 @@ import csv
 import json
 import signal
 import subprocess
-import sys
 
 import pytest
 import torch
@@ -257,6 +256,7 @@ def test_a_sweeps_grid_can_grow_reusing_its_points_and_removing_stale_analyses(s
     assert code == 0 and "0 computed now, 12 already done" in printed and "grew" not in printed
 
 
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 def test_process_pool_gives_the_same_results_as_serial(scenario_file, tmp_path, capsys):
     grid = [
         "--grid",
@@ -275,6 +275,7 @@ def test_process_pool_gives_the_same_results_as_serial(scenario_file, tmp_path, 
     assert (tmp_path / "serial" / "results.csv").read_bytes() == (tmp_path / "pool" / "results.csv").read_bytes()
 
 
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 def test_killed_sweep_resumes_without_recomputing_and_matches_an_uninterrupted_run(tmp_path, capsys):
     scenario_file = tmp_path / "small.toml"
     scenario_file.write_text(SCENARIO.format(rounds=8))
@@ -338,6 +339,7 @@ def _interrupted(command: list, tmp_path, **hook) -> subprocess.CompletedProcess
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+@pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
 def test_ctrl_c_says_what_was_kept(tmp_path):
     path = tmp_path / "long.toml"
     path.write_text(SCENARIO.format(rounds=20))
@@ -367,26 +369,11 @@ def test_ctrl_c_says_what_was_kept(tmp_path):
     ) in done.stderr
 
 
-def test_the_run_header_names_the_controller(tmp_path):
+def test_the_run_header_names_the_controller(tmp_path, capsys):
     path = tmp_path / "s.toml"
     path.write_text(SCENARIO.format(rounds=2))
-    for controller in ("static", "adaptive_tau"):
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "edgefl",
-                "run",
-                str(path),
-                "--out",
-                str(tmp_path / controller),
-                "--quiet",
-                "--no-plots",
-                "--set",
-                f"control.name={controller}",
-            ],
-            capture_output=True,
-            text=True,
-        )
-        assert done.returncode == 0, done.stderr
-        assert done.stdout.splitlines()[0] == f"fedavg: 2 rounds, N=6, m=4, tau=2, controller {controller}"
+    for controller in ("static", "adaptive_tau"):  # in this process: what is printed, not how a process starts
+        args = ["run", path, "--out", tmp_path / controller, "--quiet", "--set", f"control.name={controller}"]
+        code, out, err = run_cli(capsys, *args)
+        assert code == 0, err
+        assert out.splitlines()[0] == f"fedavg: 2 rounds, N=6, m=4, tau=2, controller {controller}"

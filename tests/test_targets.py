@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import edgefl
+from edgefl.cli import main
 from edgefl.runner import Simulation
 from edgefl.scenario import ScenarioError
 from edgefl.target import Target, parse_target, rounds_to_target
@@ -48,7 +49,7 @@ def test_stop_at_ends_the_run_once_the_target_is_confirmed():
     assert f"reached at round {reached}" in stopped.summary["stopped"]
 
 
-def test_bad_targets_are_user_errors(tmp_path):
+def test_bad_targets_are_user_errors(tmp_path, capsys):
     with pytest.raises(ScenarioError, match="run.stop_at"):
         edgefl.load_scenario(QUICKSTART, {"run.stop_at": "acc_worst>0.8"})
     out = subprocess.run(
@@ -69,26 +70,10 @@ def test_bad_targets_are_user_errors(tmp_path):
     )
     assert out.returncode == 2 and "no metric 'accc'" in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "r").exists()
-    ok = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "edgefl",
-            "run",
-            str(QUICKSTART),
-            "--target",
-            "acc_mean=0.5",
-            "--out",
-            str(tmp_path / "ok"),
-            "--quiet",
-            "--no-plots",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    capsys.readouterr()
+    assert main(["run", str(QUICKSTART), "--target", "acc_mean=0.5", "--out", str(tmp_path / "ok"), "--quiet"]) == 0
     summary = json.loads((tmp_path / "ok" / "summary.json").read_text())
-    assert summary["targets"][0]["target"] == "acc_mean=0.5" and "target acc_mean=0.5: round" in ok.stdout
+    assert summary["targets"][0]["target"] == "acc_mean=0.5" and "target acc_mean=0.5: round" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(

@@ -249,7 +249,7 @@ def test_a_run_with_random_los_reports_each_devices_state(tmp_path):
         "devices.speed_mps=1.4",
     ]
     out = tmp_path / "run"
-    code = main(["run", str(PHONES), "--out", str(out), "-q", *[a for k in sets for a in ("--set", k)]])
+    code = main(["run", str(PHONES), "--out", str(out), "-q", "--plots", *[a for k in sets for a in ("--set", k)]])
     assert code == 0 and (out / "cell_map.png").exists()  # the map finds each sector's site
     rows = read_clients(out)
     assert {r["los"] for r in rows} <= {"0", "1"} and all(0 <= int(r["cell"]) < 21 for r in rows)

@@ -7,6 +7,7 @@ edgefl sweep SCENARIO [--grid key=v1,v2,...]... [--seeds K] [--out DIR] [--set k
                       [--workers N] [--backend local|ray [--address ADDR]] [--force] [--quiet]
 edgefl compare SCENARIO --algorithms A,B,... [--seeds K] [--target METRIC=VALUE] [--out DIR] [--no-plots]
 edgefl optimal-tau DIR --target acc_worst=0.80 [--window 5] [--confidence 0.95] [--out DIR] [--no-plots]
+edgefl plot RUN [--out DIR] [--format F]  (the figures of a run's results folder)
 edgefl plot DIR [--metric acc_worst] [--target acc_worst=0.80] [--window 5] [--at key=value]... [--out DIR]
 
 compare, optimal-tau and plot draw their figures in --format png (default), pdf or svg (edgefl.figures).
@@ -143,11 +144,14 @@ def register_commands(sub) -> None:
 
     p = sub.add_parser(
         "plot",
-        help="accuracy versus energy per τ, and the Pareto front, of a sweep",
-        description="Accuracy versus cumulative energy per τ (and per algorithm), and the Pareto front of energy "
+        help="the figures of a run, or accuracy versus energy per τ and the Pareto front of a sweep",
+        description="Of a run's results folder: the figures `edgefl run --plots` draws (docs/run-plots.md). Of a "
+        "sweep: accuracy versus cumulative energy per τ (and per algorithm), and the Pareto front of energy "
         "versus rounds-to-target (needs --target).",
     )
-    p.add_argument("dir", type=Path, help="a finished sweep folder (with results.csv)")
+    p.add_argument(
+        "dir", type=Path, help="a finished run's results folder, or a finished sweep folder (with results.csv)"
+    )
     p.add_argument(
         "--metric",
         default=None,

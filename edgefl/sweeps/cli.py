@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from edgefl.errors import UserError
-from edgefl.results import atomic_write_csv, atomic_write_text, open_folder
+from edgefl.results import atomic_write_csv, atomic_write_text, marker_kind, open_folder
 from edgefl.sweeps import compare as comparison
 from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
 from edgefl.sweeps.folder import read_sweep
@@ -155,6 +155,9 @@ def _channel_filter(at: list[str], keys: list[str]):
 
 
 def cmd_plot(args) -> int:
+    if marker_kind(args.dir) == "run":  # a run's results folder: the figures `edgefl run --plots` draws
+        return _plot_run(args)
+
     def prepare():
         keys, header, rows = read_sweep(args.dir)
         if args.metric is None:  # the target's metric: `--target acc_mean=0.8` draws acc_mean
@@ -186,6 +189,27 @@ def cmd_plot(args) -> int:
     else:
         print("(no Pareto front: pass --target METRIC=VALUE, e.g. --target acc_worst=0.8)")
     print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+RUN_FILES = ("metrics.csv", "clients.csv", "events.csv", "scenario.toml")  # what `edgefl plot RUN` needs
+
+
+def _plot_run(args) -> int:
+    """`edgefl plot RUN`: the figures of a finished run, drawn from its results folder (edgefl.plots)."""
+    given = [f"--{name}" for name in ("metric", "target") if getattr(args, name) is not None] + (
+        ["--at"] if args.at else []
+    )
+    if given:
+        raise UserError(f"{', '.join(given)}: for a sweep folder; {args.dir} holds a run's results (edgefl run)")
+    missing = [name for name in RUN_FILES if not (args.dir / name).is_file()]
+    if missing:
+        raise UserError(f"{args.dir}: no {', '.join(missing)}; expected the --out folder of a finished `edgefl run`")
+    from edgefl.plots import plot_results_folder  # matplotlib now
+
+    out = _output_folder(args.out or args.dir, args.out is not None)
+    written = plot_results_folder(args.dir, out, args.plot_format)
+    print(f"wrote {len(written)} figures in {out}/: " + ", ".join(p.name for p in written))
     return 0
 
 
