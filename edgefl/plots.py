@@ -227,7 +227,6 @@ def plot_results_folder(folder: Path, out_dir: Path | None = None, fmt: str = DE
     exactly (results files hold every float's repr), so the figures are the run's own."""
     import pandas as pd
 
-    from edgefl.runner import run_title
     from edgefl.scenario import load_scenario
 
     folder = Path(folder)
@@ -247,7 +246,7 @@ def plot_results_folder(folder: Path, out_dir: Path | None = None, fmt: str = DE
         out_dir,
         records("metrics.csv"),
         records("clients.csv"),
-        title=run_title(scenario),
+        title=scenario.title(),
         battery=records("battery.csv"),
         events=table("events.csv"),
         positions=records("positions.csv"),
