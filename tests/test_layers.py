@@ -48,6 +48,7 @@ SWEEP_LAZY_ALLOWED = (
     "edgefl.figures",
     "edgefl.run_plots",
     "edgefl.runner",
+    "edgefl.plots",
 )
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import edgefl
+from edgefl.checkpoint import format_line
 from edgefl.cli import main
 from edgefl.results import MARKER, OutputError
 
@@ -29,7 +30,8 @@ FAST = ["--set", "run.rounds=1", "--set", "data.num_clients=10", "--set", "algor
 RUN = ["run", Q, *FAST, "--no-plots", "--quiet"]
 SWEEP = ["sweep", Q, *FAST, "--grid", "algorithm.local_steps=1,2", "--quiet"]
 COMPARE = ["compare", Q, *FAST, "--algorithms", "fedavg,fedprox", "--seeds", "1", "--quiet"]
-HEADER = edgefl.results.CHECKPOINT_MAGIC + b"; pid 1\n"  # a checkpoint's first line
+# a checkpoint's first two lines (the format line of this edgefl: the crafted pickles after it reach the unpickler)
+HEADER = edgefl.results.CHECKPOINT_MAGIC + b"; pid 1\n" + format_line()
 
 
 class RunsCode:
