@@ -5,8 +5,9 @@ float64 operation element by element are those of the code before (main e5cc782,
 for log-normal sizes and in 64 MiB chunks for fixed ones). The digests below were computed with that code
 (``git archive e5cc782 edgefl``; the same ``digest`` of ``build_federated_data(...)``), before the change: every
 committed page, test and scenario that uses synthetic data keeps its numbers. Each case is also built with tiny
-chunks and no laws kept (each chunk's laws drawn again from its saved stream state, groups of one client when a
-client's samples exceed the buffer), which must not change a bit either."""
+chunks (groups of one client when a client's samples exceed the buffer), the laws kept only as far as the samples'
+size allows (the 10^6-device path: the rest drawn again from their saved stream states) or none kept, which must not
+change a bit either."""
 
 from __future__ import annotations
 
@@ -57,11 +58,15 @@ def digest(data) -> str:
     return h.hexdigest()[:16]
 
 
-@pytest.fixture(params=["default", "tiny-chunks"])
+@pytest.fixture(params=["default", "tiny-chunks", "replayed"])
 def chunking(request, monkeypatch):
-    if request.param == "tiny-chunks":
-        monkeypatch.setattr(synthetic, "CHUNK_VALUES", 2000)  # 3 clients' laws a chunk, 33 samples a group
-        monkeypatch.setattr(synthetic, "KEEP_LAWS_BYTES", 0)  # every chunk's laws drawn twice (the 10^6 path)
+    if request.param != "default":
+        monkeypatch.setattr(synthetic, "CHUNK_VALUES", 2000)  # 2 clients' laws a chunk, 33 samples a group
+        monkeypatch.setattr(synthetic, "BLOCK_VALUES", 5000)  # laws kept in blocks of 3 chunks
+        monkeypatch.setattr(synthetic, "KEEP_LAWS_BYTES", 0)  # laws kept only as many as the samples will take
+    if request.param == "replayed":  # no law kept: every chunk's drawn twice
+        laws = synthetic.SyntheticLaws
+        monkeypatch.setattr(synthetic, "SyntheticLaws", lambda *args: laws(*args[:6], keep_bytes=0))
     return request.param
 
 

@@ -29,16 +29,24 @@ import numpy as np
 from pydantic import Field, PositiveInt
 
 from edgefl.data.errors import DataError
-from edgefl.data.federated import DataParams, FederatedData, seed_streams, split_each_client_chunks
+from edgefl.data.federated import (
+    DataParams,
+    FederatedData,
+    empty_tensor_array,
+    seed_streams,
+    split_each_client_chunks,
+)
 
 # Laws and samples are drawn in chunks of clients of about this many float64 values (8 MiB), into buffers reused from
 # chunk to chunk: 10^6 clients need neither every law at once (W_k: 600 values a client at 60 features and 10 classes)
 # nor a list of arrays each, and each chunk's passes (draw, scale, shift, labels, copy out) run in the cache on memory
 # already mapped (a fresh 64 MiB array a chunk cost its page faults every time: over 32 MiB, malloc maps anew).
 CHUNK_VALUES = 1 << 20
-KEEP_LAWS_BYTES = (
-    1 << 26
-)  # laws up to 64 MiB (12,520 clients at 60 x 10) are kept from their first draw; more: drawn again
+# Laws up to this many bytes are kept from their first draw (all of 12,520 clients at 60 x 10), more are drawn again
+# (the samples' build keeps as many as the samples will take: synthetic_samples); those kept are held in blocks of
+# BLOCK_VALUES or more.
+KEEP_LAWS_BYTES = 1 << 26
+BLOCK_VALUES = 1 << 23
 
 
 @dataclass(frozen=True)
@@ -103,42 +111,69 @@ def synthetic_sample_counts(num_clients: int, rng: np.random.Generator, max_samp
 class SyntheticLaws:
     """Every device's law (v_k, W_k, b_k), drawn from ``rng`` as the rule says (u and B for all devices, all v_k,
     then W_k, b_k device after device: v_k = B_k + 1.0 · z, W_k and b_k = u_k + 1.0 · z, the numbers
-    ``rng.normal(loc, 1.0, shape)`` gives), in chunks of clients (:meth:`chunk`). Large populations keep only
-    where each chunk's draws start in ``rng``'s stream and draw them again when asked, so that 10^6 devices need
-    no 5 GB of laws; ``rng`` is left after every law's draws either way (where the samples' draws start)."""
+    ``rng.normal(loc, 1.0, shape)`` gives), in chunks of clients (:meth:`chunk`). The first chunks' draws are kept,
+    up to ``keep_bytes``; of the others only where their draws start in ``rng``'s stream, to draw them again when
+    asked (10^6 devices' laws are 5.4 GB). ``rng`` is left after every law's draws (where the samples' start)."""
 
-    def __init__(self, num_clients: int, alpha: float, beta: float, rng: np.random.Generator, dim: int, classes: int):
+    def __init__(
+        self,
+        num_clients: int,
+        alpha: float,
+        beta: float,
+        rng: np.random.Generator,
+        dim: int,
+        classes: int,
+        keep_bytes: float = KEEP_LAWS_BYTES,
+    ):
         self.dim, self.classes = dim, classes
         self.variances = synthetic_covariance_diagonal(dim)
         self.u = rng.normal(0.0, alpha, num_clients)
         self.b_mean = rng.normal(0.0, beta, num_clients)
-        self.size = max(1, CHUNK_VALUES // (dim * classes + classes + dim))
+        row = dim * classes + classes + dim  # a law's values: v_k, then W_k and b_k
+        self.size = max(1, CHUNK_VALUES // row)
         self.bounds = [(lo, min(lo + self.size, num_clients)) for lo in range(0, num_clients, self.size)]
-        keep = num_clients * (dim * classes + classes + dim) * 8 <= KEEP_LAWS_BYTES
-        rows = min(self.size, num_clients)
+        kept = len(self.bounds) if num_clients * row * 8 <= keep_bytes else int(keep_bytes // (self.size * row * 8))
+        # Kept chunks live in blocks of BLOCK_VALUES or more, memory that the allocator maps for each block and
+        # unmaps when the block's last chunk is let go (smaller arrays may stay in malloc's heap once freed).
+        per_block = max(1, BLOCK_VALUES // (self.size * row))
+        store: list[tuple[np.ndarray, np.ndarray]] = []
+        for first in range(0, kept, per_block):
+            block = self.bounds[first : min(first + per_block, kept)]
+            flat = empty_tensor_array(((block[-1][1] - block[0][0]) * row,), np.float64)
+            for lo, hi in block:
+                at = (lo - block[0][0]) * row
+                store.append((flat[at : at + (hi - lo) * dim], flat[at + (hi - lo) * dim : at + (hi - lo) * row]))
+        rows = min(self.size, num_clients) if kept < len(self.bounds) else 0
         # the buffers that draws not kept go into (the first pass only advances rng), reused by every chunk
-        self._mean_buffer = np.empty(0 if keep else rows * dim)
-        self._law_buffer = np.empty(0 if keep else rows * (dim * classes + classes))
+        self._mean_buffer = np.empty(rows * dim)
+        self._law_buffer = np.empty(rows * (row - dim))
         self._replay = np.random.Generator(type(rng.bit_generator)())
-        self._means = [self._draw(rng, (hi - lo, dim), keep, self._mean_buffer) for lo, hi in self.bounds]
+        self._means = [
+            self._draw(rng, (hi - lo, dim), store[j][0] if j < kept else self._mean_buffer, j < kept)
+            for j, (lo, hi) in enumerate(self.bounds)
+        ]
         self._laws = [
-            self._draw(rng, (hi - lo, dim * classes + classes), keep, self._law_buffer) for lo, hi in self.bounds
+            self._draw(rng, (hi - lo, row - dim), store[j][1] if j < kept else self._law_buffer, j < kept)
+            for j, (lo, hi) in enumerate(self.bounds)
         ]
 
     @staticmethod
-    def _draw(rng: np.random.Generator, shape: tuple[int, int], keep: bool, buffer: np.ndarray):
-        """Standard normals of ``shape`` from ``rng``: the array if ``keep``, else where they start (to draw again;
-        drawn into ``buffer``, which the next draw overwrites)."""
-        if keep:
-            return rng.standard_normal(shape)
-        state = rng.bit_generator.state
-        rng.standard_normal(out=buffer[: shape[0] * shape[1]].reshape(shape))
-        return state, shape
+    def _draw(rng: np.random.Generator, shape: tuple[int, int], into: np.ndarray, keep: bool):
+        """Standard normals of ``shape`` from ``rng``, drawn into ``into``: the array if ``keep``, else where they
+        start (to draw them again; ``into`` is then a buffer that the next draw overwrites)."""
+        state = None if keep else rng.bit_generator.state
+        drawn = rng.standard_normal(out=into[: shape[0] * shape[1]].reshape(shape))
+        return drawn if keep else (state, shape)
 
-    def _again(self, drawn, buffer: np.ndarray | None) -> np.ndarray:
-        """A chunk's standard normals: a copy of those kept, or drawn again (into ``buffer`` if given)."""
+    def _again(self, store: list, j: int, buffer: np.ndarray | None) -> np.ndarray:
+        """Chunk j's standard normals of ``store``: with ``buffer``, those kept (let go: used once) or drawn again
+        into it; else a copy of those kept or a new array drawn again."""
+        drawn = store[j]
         if isinstance(drawn, np.ndarray):
-            return drawn.copy()
+            if buffer is None:
+                return drawn.copy()
+            store[j] = None
+            return drawn
         state, shape = drawn
         self._replay.bit_generator.state = state
         if buffer is None:
@@ -146,13 +181,14 @@ class SyntheticLaws:
         return self._replay.standard_normal(out=buffer[: shape[0] * shape[1]].reshape(shape))
 
     def chunk(self, j: int, reuse: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Chunk j's (clients bounds[j]) v_k [K, dim], W_k [K, dim, classes] and b_k [K, classes]. ``reuse``: in
-        buffers that the next call overwrites (else new arrays)."""
+        """Chunk j's (clients bounds[j]) v_k [K, dim], W_k [K, dim, classes] and b_k [K, classes]. ``reuse``: each
+        chunk asked for once, its laws computed where they were kept (then let go) or in buffers that the next call
+        overwrites; else new arrays."""
         lo, hi = self.bounds[j]
         # loc + 1.0 · z as rng.normal(loc, 1.0) computes it: 1.0 · z is z, so the sum alone gives the same numbers
-        means = self._again(self._means[j], self._mean_buffer if reuse else None)
+        means = self._again(self._means, j, self._mean_buffer if reuse else None)
         means += self.b_mean[lo:hi, None]
-        z = self._again(self._laws[j], self._law_buffer if reuse else None)
+        z = self._again(self._laws, j, self._law_buffer if reuse else None)
         z += self.u[lo:hi, None]
         cut = self.dim * self.classes
         return means, z[:, :cut].reshape(hi - lo, self.dim, self.classes), z[:, cut:]
@@ -205,7 +241,10 @@ def synthetic_samples(
         if max_samples is not None and max_samples < 1:
             raise DataError(f"synthetic max_samples = {max_samples}: expected at least 1 (or None for no cap)")
         counts = synthetic_sample_counts(num_clients, rng, max_samples)
-    laws = SyntheticLaws(num_clients, alpha, beta, rng, dim, num_classes)
+    # The laws kept from their first draw take at most what the samples will (float32 x, int64 y), and each chunk's
+    # are let go as its samples are drawn: the build's peak stays about that of the samples.
+    sample_bytes = int(counts.sum()) * (dim * 4 + 8)
+    laws = SyntheticLaws(num_clients, alpha, beta, rng, dim, num_classes, max(KEEP_LAWS_BYTES, sample_bytes))
     return counts, _sample_chunks(counts, laws, rng)
 
 
