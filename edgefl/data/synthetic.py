@@ -329,12 +329,15 @@ class SyntheticKeys(DataParams):
 
     def estimated_working_bytes(self) -> float:
         """What generating the data holds at once besides its result, gone once it is built (edgefl.memory): the
-        laws (all, up to KEEP_LAWS_BYTES) and a chunk's (float64), and the buffer of a group's samples (float64,
-        with as much again for the means repeated per sample or the split's copies)."""
+        laws kept from their first draw beyond the samples' size (they are kept up to the larger of that and
+        KEEP_LAWS_BYTES, and let go as the samples fill the result), a chunk's laws drawn again (float64), and the
+        buffer of a group's samples (float64, with as much again for the means repeated per sample or the split's
+        copies)."""
         dim, classes = self.synthetic_dim, self.synthetic_classes
         laws = self.num_clients * (dim * classes + dim + classes) * 8
-        samples = max(CHUNK_VALUES, (self.samples_per_client or 1000) * dim) * 8 * 2
-        return (laws if laws <= KEEP_LAWS_BYTES else 0) + CHUNK_VALUES * 8 + samples
+        samples = self.estimated_samples() * (dim * 4 + 8)
+        buffers = CHUNK_VALUES * 8 + max(CHUNK_VALUES, (self.samples_per_client or 1000) * dim) * 8 * 2
+        return max(0.0, min(laws, KEEP_LAWS_BYTES) - samples) + buffers
 
     def estimated_samples(self) -> float:
         if self.samples_per_client is not None:
