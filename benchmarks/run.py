@@ -704,15 +704,20 @@ def scale_child(num_clients: int, clients_per_round: int, rounds: int) -> None:
     built, built_cpu = time.perf_counter() - t0, time.process_time() - cpu0
     build_rss_gib = peak_rss_bytes() / 2**30
     ends: list[float] = []
-    result = sim.run(progress=False, on_round=lambda row: ends.append(time.perf_counter()))
+    cpu_ends: list[float] = []
+    result = sim.run(
+        progress=False, on_round=lambda row: (ends.append(time.perf_counter()), cpu_ends.append(time.process_time()))
+    )
     total = time.perf_counter() - t0
     starts = [t0 + built] + ends[:-1]
+    cpu_starts = [cpu0 + built_cpu] + cpu_ends[:-1]
     print(
         json.dumps(
             {
                 "code": str(TREE),
                 "build_s": built,
                 "round_s": [end - start for start, end in zip(starts, ends)],
+                "round_cpu_s": [end - start for start, end in zip(cpu_starts, cpu_ends)],
                 "total_s": total,
                 "build_cpu_s": built_cpu,
                 "cpu_s": time.process_time() - cpu0,  # this process's CPU time (the machine may be loaded)
@@ -756,13 +761,17 @@ def scale_line(num_clients: int, clients_per_round: int, r: dict, label: str = "
     rounds = sorted(r["round_s"])
     median = rounds[len(rounds) // 2]
     big = num_clients >= 1_000_000
+    # the process's CPU time: the honest measure when other processes share the cores (wall time counts their turns)
+    cpu_mark = f" (target <= 60 s) {mark(r['cpu_s'] <= 60)}" if big and "cpu_s" in r else ""
     return (
         f"[4] scale{label}  DRDM, N={num_clients:,}, m={clients_per_round:,}, {r['rounds']} rounds, linear, "
         f"FDMA + Rayleigh co-simulated: total {r['total_s']:.1f} s"
         + (f" (target <= 60 s) {mark(r['total_s'] <= 60)}" if big else "")
         + f" = setup {r['build_s']:.1f} s + rounds {sum(r['round_s']):.1f} s "
-        + (f"[CPU {r['cpu_s']:.1f} s, setup {r['build_cpu_s']:.1f} s] " if "cpu_s" in r else "")
-        + f"(per round: median {median:.2f} s, max {rounds[-1]:.2f} s; the last evaluates) | "
+        + (f"[CPU {r['cpu_s']:.1f} s{cpu_mark}, setup {r['build_cpu_s']:.1f} s] " if "cpu_s" in r else "")
+        + f"(per round: median {median:.2f} s, max {rounds[-1]:.2f} s"
+        + (f"; CPU median {sorted(r['round_cpu_s'])[len(rounds) // 2]:.2f} s" if "round_cpu_s" in r else "")
+        + "; the last evaluates) | "
         + f"peak RSS {r['rss_gib']:.2f} GiB (after setup {r['build_rss_gib']:.2f})"
         + (f" (target <= 8 GiB) {mark(r['rss_gib'] <= 8)}" if big else "")
         + f"   [g_i rows stored {r['store_rows']} = {r['store_mib']:.0f} MiB]"

@@ -29,12 +29,24 @@ import numpy as np
 from pydantic import Field, PositiveInt
 
 from edgefl.data.errors import DataError
-from edgefl.data.federated import DataParams, FederatedData, seed_streams, split_each_client_chunks
+from edgefl.data.federated import (
+    DataParams,
+    FederatedData,
+    empty_tensor_array,
+    seed_streams,
+    split_each_client_chunks,
+)
 
-# Laws and samples are drawn in chunks of clients of about this many float64 values, so that 10^6 clients need
-# neither every law at once (W_k: 600 values a client at 60 features and 10 classes) nor a list of arrays each.
-CHUNK_VALUES = 1 << 23
-KEEP_LAWS_BYTES = CHUNK_VALUES * 8  # laws up to a chunk's size are kept from their first draw; larger: drawn again
+# Laws and samples are drawn in chunks of clients of about this many float64 values (8 MiB), into buffers reused from
+# chunk to chunk: 10^6 clients need neither every law at once (W_k: 600 values a client at 60 features and 10 classes)
+# nor a list of arrays each, and each chunk's passes (draw, scale, shift, labels, copy out) run in the cache on memory
+# already mapped (a fresh 64 MiB array a chunk cost its page faults every time: over 32 MiB, malloc maps anew).
+CHUNK_VALUES = 1 << 20
+# Laws up to this many bytes are kept from their first draw (all of 12,520 clients at 60 x 10), more are drawn again
+# (the samples' build keeps as many as the samples will take: synthetic_samples); those kept are held in blocks of
+# BLOCK_VALUES or more.
+KEEP_LAWS_BYTES = 1 << 26
+BLOCK_VALUES = 1 << 23
 
 
 @dataclass(frozen=True)
@@ -58,15 +70,29 @@ class SyntheticDevice:
         return x[0], y[0]
 
 
+def law_inputs(noise: np.ndarray, variances: np.ndarray, means: np.ndarray) -> np.ndarray:
+    """x = v_k + noise · sqrt(Sigma), in place of ``noise`` (standard normal [..., dim], float64); ``means`` v_k
+    broadcast against it. Element by element, so the same numbers whatever the batching."""
+    noise *= np.sqrt(variances)
+    noise += means
+    return noise
+
+
+def law_labels(x: np.ndarray, weights: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """y = argmax(x W_k + b_k) (argmax softmax = argmax logits) of K devices' inputs x [K, n, dim] (float64):
+    int64 [K, n]. One matrix product per device (numpy's matmul over the stack), as many as it has samples."""
+    logits = x @ weights
+    logits += bias[:, None, :]
+    return np.argmax(logits, axis=2).astype(np.int64, copy=False)
+
+
 def sample_laws(
     means: np.ndarray, variances: np.ndarray, weights: np.ndarray, bias: np.ndarray, noise: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Samples of K devices' laws, n each: x = v_k + noise · sqrt(Sigma) (float32 [K, n, dim]) and y = argmax(x W_k
-    + b_k) (int64 [K, n]; argmax softmax = argmax logits); ``noise``: standard normal [K, n, dim], overwritten."""
-    noise *= np.sqrt(variances)  # in place (the caller's draw): x = v_k + noise · sqrt(Sigma), element by element
-    x = np.add(noise, means[:, None, :], out=noise)
-    y = np.argmax(x @ weights + bias[:, None, :], axis=2)
-    return x.astype(np.float32), y.astype(np.int64)
+    + b_k) (int64 [K, n]); ``noise``: standard normal [K, n, dim], overwritten."""
+    x = law_inputs(noise, variances, means[:, None, :])
+    return x.astype(np.float32), law_labels(x, weights, bias)
 
 
 def synthetic_covariance_diagonal(dim: int) -> np.ndarray:
@@ -85,45 +111,87 @@ def synthetic_sample_counts(num_clients: int, rng: np.random.Generator, max_samp
 class SyntheticLaws:
     """Every device's law (v_k, W_k, b_k), drawn from ``rng`` as the rule says (u and B for all devices, all v_k,
     then W_k, b_k device after device: v_k = B_k + 1.0 · z, W_k and b_k = u_k + 1.0 · z, the numbers
-    ``rng.normal(loc, 1.0, shape)`` gives), in chunks of clients (:meth:`chunk`). Large populations keep only
-    where each chunk's draws start in ``rng``'s stream and draw them again when asked, so that 10^6 devices need
-    no 5 GB of laws; ``rng`` is left after every law's draws either way (where the samples' draws start)."""
+    ``rng.normal(loc, 1.0, shape)`` gives), in chunks of clients (:meth:`chunk`). The first chunks' draws are kept,
+    up to ``keep_bytes``; of the others only where their draws start in ``rng``'s stream, to draw them again when
+    asked (10^6 devices' laws are 5.4 GB). ``rng`` is left after every law's draws (where the samples' start)."""
 
-    def __init__(self, num_clients: int, alpha: float, beta: float, rng: np.random.Generator, dim: int, classes: int):
+    def __init__(
+        self,
+        num_clients: int,
+        alpha: float,
+        beta: float,
+        rng: np.random.Generator,
+        dim: int,
+        classes: int,
+        keep_bytes: float = KEEP_LAWS_BYTES,
+    ):
         self.dim, self.classes = dim, classes
         self.variances = synthetic_covariance_diagonal(dim)
         self.u = rng.normal(0.0, alpha, num_clients)
         self.b_mean = rng.normal(0.0, beta, num_clients)
-        self.size = max(1, CHUNK_VALUES // (dim * classes + classes + dim))
+        row = dim * classes + classes + dim  # a law's values: v_k, then W_k and b_k
+        self.size = max(1, CHUNK_VALUES // row)
         self.bounds = [(lo, min(lo + self.size, num_clients)) for lo in range(0, num_clients, self.size)]
-        keep = num_clients * (dim * classes + classes + dim) * 8 <= KEEP_LAWS_BYTES
+        kept = len(self.bounds) if num_clients * row * 8 <= keep_bytes else int(keep_bytes // (self.size * row * 8))
+        # Kept chunks live in blocks of BLOCK_VALUES or more, memory that the allocator maps for each block and
+        # unmaps when the block's last chunk is let go (smaller arrays may stay in malloc's heap once freed).
+        per_block = max(1, BLOCK_VALUES // (self.size * row))
+        store: list[tuple[np.ndarray, np.ndarray]] = []
+        for first in range(0, kept, per_block):
+            block = self.bounds[first : min(first + per_block, kept)]
+            flat = empty_tensor_array(((block[-1][1] - block[0][0]) * row,), np.float64)
+            for lo, hi in block:
+                at = (lo - block[0][0]) * row
+                store.append((flat[at : at + (hi - lo) * dim], flat[at + (hi - lo) * dim : at + (hi - lo) * row]))
+        rows = min(self.size, num_clients) if kept < len(self.bounds) else 0
+        # the buffers that draws not kept go into (the first pass only advances rng), reused by every chunk
+        self._mean_buffer = np.empty(rows * dim)
+        self._law_buffer = np.empty(rows * (row - dim))
         self._replay = np.random.Generator(type(rng.bit_generator)())
-        self._means = [self._draw(rng, (hi - lo, dim), keep) for lo, hi in self.bounds]
-        self._laws = [self._draw(rng, (hi - lo, dim * classes + classes), keep) for lo, hi in self.bounds]
+        self._means = [
+            self._draw(rng, (hi - lo, dim), store[j][0] if j < kept else self._mean_buffer, j < kept)
+            for j, (lo, hi) in enumerate(self.bounds)
+        ]
+        self._laws = [
+            self._draw(rng, (hi - lo, row - dim), store[j][1] if j < kept else self._law_buffer, j < kept)
+            for j, (lo, hi) in enumerate(self.bounds)
+        ]
 
     @staticmethod
-    def _draw(rng: np.random.Generator, shape: tuple[int, int], keep: bool):
-        """Standard normals of ``shape`` from ``rng``: the array if ``keep``, else where they start (to draw again)."""
+    def _draw(rng: np.random.Generator, shape: tuple[int, int], into: np.ndarray, keep: bool):
+        """Standard normals of ``shape`` from ``rng``, drawn into ``into``: the array if ``keep``, else where they
+        start (to draw them again; ``into`` is then a buffer that the next draw overwrites)."""
         state = None if keep else rng.bit_generator.state
-        z = rng.standard_normal(shape)
-        return z if keep else (state, shape)
+        drawn = rng.standard_normal(out=into[: shape[0] * shape[1]].reshape(shape))
+        return drawn if keep else (state, shape)
 
-    def _again(self, drawn) -> np.ndarray:
+    def _again(self, store: list, j: int, buffer: np.ndarray | None) -> np.ndarray:
+        """Chunk j's standard normals of ``store``: with ``buffer``, those kept (let go: used once) or drawn again
+        into it; else a copy of those kept or a new array drawn again."""
+        drawn = store[j]
         if isinstance(drawn, np.ndarray):
+            if buffer is None:
+                return drawn.copy()
+            store[j] = None
             return drawn
         state, shape = drawn
         self._replay.bit_generator.state = state
-        return self._replay.standard_normal(shape)
+        if buffer is None:
+            return self._replay.standard_normal(shape)
+        return self._replay.standard_normal(out=buffer[: shape[0] * shape[1]].reshape(shape))
 
-    def chunk(self, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Chunk j's (clients bounds[j]) v_k [K, dim], W_k [K, dim, classes] and b_k [K, classes]."""
+    def chunk(self, j: int, reuse: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Chunk j's (clients bounds[j]) v_k [K, dim], W_k [K, dim, classes] and b_k [K, classes]. ``reuse``: each
+        chunk asked for once, its laws computed where they were kept (then let go) or in buffers that the next call
+        overwrites; else new arrays."""
         lo, hi = self.bounds[j]
         # loc + 1.0 · z as rng.normal(loc, 1.0) computes it: 1.0 · z is z, so the sum alone gives the same numbers
-        means = self.b_mean[lo:hi, None] + self._again(self._means[j])
-        z = self._again(self._laws[j])
-        u = self.u[lo:hi, None]
+        means = self._again(self._means, j, self._mean_buffer if reuse else None)
+        means += self.b_mean[lo:hi, None]
+        z = self._again(self._laws, j, self._law_buffer if reuse else None)
+        z += self.u[lo:hi, None]
         cut = self.dim * self.classes
-        return means, (u + z[:, :cut]).reshape(hi - lo, self.dim, self.classes), u + z[:, cut:]
+        return means, z[:, :cut].reshape(hi - lo, self.dim, self.classes), z[:, cut:]
 
 
 def synthetic_devices(
@@ -156,8 +224,9 @@ def synthetic_samples(
     max_samples: int | None = 1000,
 ) -> tuple[np.ndarray, Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
     """Every client's Synthetic(alpha, beta) sample count n_k [N] and samples, chunk of clients after chunk: (n_k of
-    the chunk's clients [K], x float32 [sum n_k, dim], y int64 [sum n_k]), client after client (drawn as the
-    chunks are asked for). ``samples_per_client`` fixes n_k for every client instead of the log-normal law."""
+    the chunk's clients [K], x float64 [sum n_k, dim], y int64 [sum n_k]), client after client (drawn as the
+    chunks are asked for; x is a buffer that the next chunk overwrites: copy what is kept, e.g. as float32, the
+    data's type). ``samples_per_client`` fixes n_k for every client instead of the log-normal law."""
     if num_clients < 1:
         raise DataError(f"data.num_clients = {num_clients}: expected at least 1")
     if alpha < 0 or beta < 0:
@@ -172,31 +241,38 @@ def synthetic_samples(
         if max_samples is not None and max_samples < 1:
             raise DataError(f"synthetic max_samples = {max_samples}: expected at least 1 (or None for no cap)")
         counts = synthetic_sample_counts(num_clients, rng, max_samples)
-    laws = SyntheticLaws(num_clients, alpha, beta, rng, dim, num_classes)
+    # The laws kept from their first draw take at most what the samples will (float32 x, int64 y), and each chunk's
+    # are let go as its samples are drawn: the build's peak stays about that of the samples.
+    sample_bytes = int(counts.sum()) * (dim * 4 + 8)
+    laws = SyntheticLaws(num_clients, alpha, beta, rng, dim, num_classes, max(KEEP_LAWS_BYTES, sample_bytes))
+    return counts, _sample_chunks(counts, laws, rng)
 
-    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        for j, (lo, hi) in enumerate(laws.bounds):
-            means, weights, bias = laws.chunk(j)
-            n = counts[lo:hi]
-            if samples_per_client is not None:  # the same n for all: the chunk's samples in sub-chunks of clients
-                step = max(1, CHUNK_VALUES // (samples_per_client * dim))
-                for a in range(0, hi - lo, step):
-                    b = min(a + step, hi - lo)
-                    noise = rng.standard_normal((b - a, samples_per_client, dim))
-                    x, y = sample_laws(means[a:b], laws.variances, weights[a:b], bias[a:b], noise)
-                    yield n[a:b], x.reshape(-1, dim), y.reshape(-1)
+
+def _sample_chunks(counts: np.ndarray, laws: SyntheticLaws, rng: np.random.Generator):
+    """The samples of :func:`synthetic_samples`, drawn group of clients after group (about CHUNK_VALUES noise values
+    a group, one client at least) into one buffer: the same draws in the same order as client after client."""
+    dim = laws.dim
+    noise = np.empty(max(CHUNK_VALUES, int(counts.max()) * dim))
+    for j, (lo, hi) in enumerate(laws.bounds):
+        means, weights, bias = laws.chunk(j, reuse=True)
+        n = counts[lo:hi]
+        ends = np.cumsum(n)
+        a = 0
+        while a < hi - lo:  # clients a..b of the chunk: as many as the buffer holds
+            start = ends[a] - n[a]
+            b = max(a + 1, int(np.searchsorted(ends, start + len(noise) // dim, side="right")))
+            rows = int(ends[b - 1] - start)
+            x = rng.standard_normal(out=noise[: rows * dim].reshape(rows, dim))
+            if n[a] == n[b - 1] and (n[a:b] == n[a]).all():  # the same n for all: one stacked product
+                x = law_inputs(x.reshape(b - a, int(n[a]), dim), laws.variances, means[a:b, None, :])
+                y = law_labels(x, weights[a:b], bias[a:b]).reshape(-1)
             else:
-                for k in range(hi - lo):
-                    x, y = sample_laws(
-                        means[k : k + 1],
-                        laws.variances,
-                        weights[k : k + 1],
-                        bias[k : k + 1],
-                        rng.standard_normal((1, int(n[k]), dim)),
-                    )
-                    yield n[k : k + 1], x[0], y[0]
-
-    return counts, chunks()
+                law_inputs(x, laws.variances, np.repeat(means[a:b], n[a:b], axis=0))
+                y = np.empty(rows, dtype=np.int64)
+                for k, (first, last) in enumerate(zip(ends[a:b] - n[a:b] - start, ends[a:b] - start)):
+                    y[first:last] = law_labels(x[None, first:last], weights[a + k : a + k + 1], bias[a + k : a + k + 1])
+            yield n[a:b], x.reshape(rows, dim), y
+            a = b
 
 
 def synthetic_alpha_beta(
@@ -225,7 +301,7 @@ def synthetic_alpha_beta(
     )
     for n, x, y in chunks:
         cuts = np.cumsum(n)[:-1]
-        clients += list(zip(np.split(x, cuts), np.split(y, cuts)))
+        clients += list(zip(np.split(x.astype(np.float32), cuts), np.split(y, cuts)))
     return clients
 
 
@@ -253,12 +329,15 @@ class SyntheticKeys(DataParams):
 
     def estimated_working_bytes(self) -> float:
         """What generating the data holds at once besides its result, gone once it is built (edgefl.memory): the
-        laws (all, up to a chunk's size; else a chunk's draws and its W_k) and a chunk of samples (the noise in
-        float64, x in float32)."""
+        laws kept from their first draw beyond the samples' size (they are kept up to the larger of that and
+        KEEP_LAWS_BYTES, and let go as the samples fill the result), a chunk's laws drawn again (float64), and the
+        buffer of a group's samples (float64, with as much again for the means repeated per sample or the split's
+        copies)."""
         dim, classes = self.synthetic_dim, self.synthetic_classes
         laws = self.num_clients * (dim * classes + dim + classes) * 8
-        samples = min(self.num_clients * (self.samples_per_client or 1000) * dim, CHUNK_VALUES) * 12
-        return (laws if laws <= KEEP_LAWS_BYTES else 2 * CHUNK_VALUES * 8) + samples
+        samples = self.estimated_samples() * (dim * 4 + 8)
+        buffers = CHUNK_VALUES * 8 + max(CHUNK_VALUES, (self.samples_per_client or 1000) * dim) * 8 * 2
+        return max(0.0, min(laws, KEEP_LAWS_BYTES) - samples) + buffers
 
     def estimated_samples(self) -> float:
         if self.samples_per_client is not None:
@@ -297,5 +376,5 @@ class SyntheticData(SyntheticKeys):
                 f"Synthetic({self.synthetic_alpha:g}, {self.synthetic_beta:g}), d = {self.synthetic_dim}, "
                 f"{self.synthetic_classes} classes, 90/10 split per client"
             ),
-            **split_each_client_chunks(counts, chunks, (self.synthetic_dim,)),
+            **split_each_client_chunks(counts, chunks, (self.synthetic_dim,), np.float32),
         )

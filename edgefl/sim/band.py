@@ -102,8 +102,10 @@ class SharedBand:
 
     def _drop(self, keep: np.ndarray) -> None:
         """Forget the flows where ``keep`` is False (their rows of the table are free again)."""
-        self._free.extend(self._slots[~keep].tolist())
-        self.flows = [flow for flow, kept in zip(self.flows, keep.tolist()) if kept]
+        gone = np.flatnonzero(~keep).tolist()  # a few of m flows: no Python pass over all m at each end
+        self._free.extend(self._slots[gone].tolist())
+        for k in reversed(gone):
+            del self.flows[k]
         self._remaining, self._rate = self._remaining[keep], self._rate[keep]
         self._block_end, self._slots = self._block_end[keep], self._slots[keep]
 
@@ -141,7 +143,7 @@ class SharedBand:
         if not finished.any() and not block_ended.any():  # rounding left a sliver: finish the closest one
             sending = np.flatnonzero(self._rate > 0)
             finished[sending[np.argmin(self._remaining[sending] / self._rate[sending])]] = True
-        done = [flow for flow, end in zip(self.flows, finished.tolist()) if end]
+        done = [self.flows[k] for k in np.flatnonzero(finished).tolist()]
         self._drop(~finished)
         for flow in done:
             flow.done.succeed()

@@ -207,7 +207,7 @@ class PhasePhysics:
         return [
             step.duration_s
             if step.rates_bps is None
-            else step.bits / step.rates_bps[0]
+            else float(step.bits / step.rates_bps[0])
             if step.rates_bps[0] > 0
             else self.net.coherence_s  # type: ignore[misc]  # an outage block: block fading, so coherence_s is set
             for step in steps
@@ -430,7 +430,8 @@ class PhasePhysics:
             fails = rates == 0
             nominal = None  # needed only if an attempt fails
         if not fails.any():  # the usual case: every upload gets through at its first attempt
-            for (_, step, _), table in zip(up, rates[:, 0, :].tolist()):
+            # each upload's row of one array (U lists of U floats were O(U^2) Python floats a phase: 1,000 uploads)
+            for (_, step, _), table in zip(up, np.ascontiguousarray(rates[:, 0, :])):
                 step.rates_bps = table
             return
         if nominal is None:  # a failed attempt is sent at the mean SNR's rates
