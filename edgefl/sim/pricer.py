@@ -33,7 +33,7 @@ from edgefl.plugins import core_fault, positive_finite, returned_fault, shown
 from edgefl.sim.access import RETIME, AirCompUplink, DedicatedUplink, make_uplink
 from edgefl.sim.activities import Event, PhaseRecord
 from edgefl.sim.booking import LiveLog, LogRow, book, rows_energies_j
-from edgefl.sim.chain import chain, cut_rows
+from edgefl.sim.chain import OwnClock, chain, cut_rows, runs_inline
 from edgefl.sim.component import HOOKS, Component, overriding
 from edgefl.sim.components import default_components
 from edgefl.sim.devices import DeviceState
@@ -124,6 +124,7 @@ class SimPyPricer:
         self.uplink.retimable |= component.changes_uplink_rate
         self.downlink.retimable |= component.changes_downlink_rate
         self._watch_cpu |= component.changes_cpu_rate
+        self._quiet = all(not c.acts_during_phases for c in self.components)  # (_on_own_clocks)
         for name in component.exposes:
             if name in self._exposed or name in CORE_VALUES:
                 keeper = self._exposed.get(name, self)
@@ -423,6 +424,47 @@ class SimPyPricer:
         """Simulate the phase: its chains start now, and the phase ends when the last one ends, or at
         the deadline (the chains still running are cut); return, per client, whether its whole chain completed."""
         env, completed, log = self.env, dict[int, bool](), list[LogRow]()
+        if self._on_own_clocks(phase):
+            waits = self._start(phase, completed, log, own_clocks=True)
+            self._phase_log = log  # (as below: the phase's start hooks log outside it)
+            env.run(until=env.process(self._pass(waits)))  # the core's clock passes the last chain's waits
+        else:
+            self._run_processes(phase, completed, log)
+        self._running = {}
+        self._phase_log = None
+        if log:
+            self._unbooked.append((phase.round, phase.phase, log))
+        self._phases_unbooked += 1
+        if self._phases_unbooked >= 16:
+            self._book()
+        return completed
+
+    def _on_own_clocks(self, phase: PhaseRecord) -> bool:
+        """Whether the phase's chains may run one after another, each at once on its own clock (chain.OwnClock),
+        rather than as SimPy processes: the same chain code, times and rows, where nothing can see or act on a chain
+        while it runs: every step inline (chain.runs_inline: no wait, no shared channel, no re-timing, no radio
+        promotion or tail), no component that acts during phases (Component.acts_during_phases), no deadline, no
+        over-selection (``phase.needed``), no chain of an asynchronous server running; and no event log: the rows
+        of different clients then come in another order, which only events.csv shows (the ledger adds each
+        client's rows in its own order, the same). Re-pricing a trace for a sweep (benchmarks [5])."""
+        return (
+            self._events is None
+            and self._quiet
+            and phase.needed is None
+            and self.net.deadline_s is None
+            and not self._flight
+            and runs_inline(self)
+        )
+
+    def _pass(self, waits: list[float]):
+        """The core's clock passes ``waits`` one after another: it ends where the chain that waited them ended (the
+        same float sums)."""
+        for seconds in waits:
+            yield self.env.timeout(seconds)
+
+    def _run_processes(self, phase: PhaseRecord, completed: dict, log: list) -> None:
+        """The phase's chains as SimPy processes, until the last ends (or the deadline cuts those still running)."""
+        env = self.env
         procs = self._start(phase, completed, log)
         # A process (not a bare AllOf condition): AnyOf would strip a nested condition's callbacks
         # when the deadline fires first, and the AllOf would never trigger.
@@ -437,25 +479,28 @@ class SimPyPricer:
                     proc.interrupt("deadline")
             if not everyone.processed:
                 env.run(until=everyone)
-        self._running = {}
-        self._phase_log = None
-        if log:
-            self._unbooked.append((phase.round, phase.phase, log))
-        self._phases_unbooked += 1
-        if self._phases_unbooked >= 16:
-            self._book()
-        return completed
 
     def _wait_all(self, procs):
         yield self.env.all_of(procs)
 
-    def _start(self, phase: PhaseRecord, completed: dict, log) -> list:
-        """Start the phase's chains now (components' phase_start and chains_started hooks around it)."""
+    def _start(self, phase: PhaseRecord, completed: dict, log, own_clocks: bool = False) -> list:
+        """Start the phase's chains now (components' phase_start and chains_started hooks around it): their
+        processes; or, ``own_clocks`` (:meth:`_on_own_clocks`), run each at once on its own clock and return the
+        waits of the one that ends last."""
         clients = sorted(phase.chains)
         plans = self.physics.plan(phase, clients)
         skip: set[int] = set()
         for hook in self._hooks["phase_start"]:
             skip |= hook(phase, clients, plans)
+        if own_clocks:
+            last = OwnClock(self.env.now)
+            for c in clients:
+                clock = OwnClock(self.env.now)
+                for _ in chain(self, c, plans[c], completed, log, c in skip, clock):
+                    pass
+                if clock.now > last.now:
+                    last = clock
+            return last.waits
         procs = [self.env.process(chain(self, c, plans[c], completed, log, c in skip)) for c in clients]
         self._running.update(zip(clients, procs))
         for hook in self._hooks["chains_started"]:
