@@ -43,8 +43,9 @@ class OwnClock:
         self.now += seconds
 
 
-def _paths(core) -> tuple[bool, object, object, bool]:
-    """The chain's hot paths (benchmarks [3], [5]): whether a computation runs inline (nobody re-times or watches
+def paths(core) -> tuple[bool, object, object, bool]:
+    """The chain's hot paths (benchmarks [3], [5]; the core keeps them as ``chain_paths``, set again whenever a
+    component is attached): whether a computation runs inline (nobody re-times or watches
     it), the uplink's and downlink's ``send`` (None: inline, a band of its own that nobody re-times, as
     DedicatedUplink.send), and whether the radio must be asked whether it is connected (a promotion or a tail can
     follow from it)."""
@@ -58,7 +59,7 @@ def _paths(core) -> tuple[bool, object, object, bool]:
 def runs_inline(core) -> bool:
     """Whether every step of every chain takes its inline path: no wait before a step, no watched computation, no
     message through a channel's own process, no promotion or tail (a chain then only waits out its steps' times)."""
-    plain_compute, upload, download, ask_radio = _paths(core)
+    plain_compute, upload, download, ask_radio = core.chain_paths
     return plain_compute and upload is None and download is None and not ask_radio and not core._before_step
 
 
@@ -77,11 +78,11 @@ def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: b
         core._cpu_hz,
         core._tx_power_w,
     )
-    # The hot paths inline (_paths): a computation nobody re-times or watches, a message on a band of its own that
+    # The hot paths inline (paths): a computation nobody re-times or watches, a message on a band of its own that
     # nobody re-times (DedicatedUplink.send: the transfer starts, its airtime passes); the radio asked whether it
     # is connected only where a promotion or a tail can follow from it, the wait before a step logged only where a
     # step can wait (an idle wait that is 0 s long logs nothing).
-    plain_compute, upload, download, ask_radio = _paths(core)
+    plain_compute, upload, download, ask_radio = core.chain_paths
     ok, states = True, core.chain_states
     for step in steps:
         kind, label = step.kind, step.activity.label

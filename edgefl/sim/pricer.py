@@ -25,6 +25,8 @@ themselves only wait on timeouts and shared resources.
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 import simpy
 
@@ -34,6 +36,7 @@ from edgefl.sim.access import RETIME, AirCompUplink, DedicatedUplink, make_uplin
 from edgefl.sim.activities import Event, PhaseRecord
 from edgefl.sim.booking import LiveLog, LogRow, book, rows_energies_j
 from edgefl.sim.chain import OwnClock, chain, cut_rows, runs_inline
+from edgefl.sim.chain import paths as chain_paths
 from edgefl.sim.component import HOOKS, Component, overriding
 from edgefl.sim.components import default_components
 from edgefl.sim.devices import DeviceState
@@ -136,6 +139,7 @@ class SimPyPricer:
         self._may_start, self._on_upload = self._hooks["chain_may_start"], self._hooks["upload_arrived"]
         self._on_compute_start, self._on_compute_end = self._hooks["compute_start"], self._hooks["compute_end"]
         self.before_step = self._user_wait
+        self.chain_paths = chain_paths(self)  # (read by every chain: the components' flags and hooks decide them)
 
     @property
     def before_step(self):
@@ -496,8 +500,7 @@ class SimPyPricer:
             last = OwnClock(self.env.now)
             for c in clients:
                 clock = OwnClock(self.env.now)
-                for _ in chain(self, c, plans[c], completed, log, c in skip, clock):
-                    pass
+                deque(chain(self, c, plans[c], completed, log, c in skip, clock), maxlen=0)  # (run to its end)
                 if clock.now > last.now:
                     last = clock
             return last.waits
