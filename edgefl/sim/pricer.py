@@ -429,9 +429,9 @@ class SimPyPricer:
         the deadline (the chains still running are cut); return, per client, whether its whole chain completed."""
         env, completed, log = self.env, dict[int, bool](), list[LogRow]()
         if self._on_own_clocks(phase):
-            waits = self._start(phase, completed, log, own_clocks=True)
+            last = self._start_on_own_clocks(phase, completed, log)
             self._phase_log = log  # (as below: the phase's start hooks log outside it)
-            env.run(until=env.process(self._pass(waits)))  # the core's clock passes the last chain's waits
+            env.run(until=env.process(self._pass(last)))  # the core's clock goes where the last chain ended
         else:
             self._run_processes(phase, completed, log)
         self._running = {}
@@ -460,11 +460,16 @@ class SimPyPricer:
             and runs_inline(self)
         )
 
-    def _pass(self, waits: list[float]):
-        """The core's clock passes ``waits`` one after another: it ends where the chain that waited them ended (the
-        same float sums)."""
-        for seconds in waits:
-            yield self.env.timeout(seconds)
+    def _pass(self, clock: OwnClock):
+        """The core's clock goes to ``clock.now``, where the chain that ends last ended: in one timeout where SimPy's
+        sum (now + delay) lands on it exactly, else through that chain's waits one after another (the same float
+        sums as its clock's)."""
+        now = self.env.now
+        if now + (clock.now - now) == clock.now:
+            yield self.env.timeout(clock.now - now)
+        else:
+            for seconds in clock.waits:
+                yield self.env.timeout(seconds)
 
     def _run_processes(self, phase: PhaseRecord, completed: dict, log: list) -> None:
         """The phase's chains as SimPy processes, until the last ends (or the deadline cuts those still running)."""
@@ -487,28 +492,36 @@ class SimPyPricer:
     def _wait_all(self, procs):
         yield self.env.all_of(procs)
 
-    def _start(self, phase: PhaseRecord, completed: dict, log, own_clocks: bool = False) -> list:
-        """Start the phase's chains now (components' phase_start and chains_started hooks around it): their
-        processes; or, ``own_clocks`` (:meth:`_on_own_clocks`), run each at once on its own clock and return the
-        waits of the one that ends last."""
+    def _planned(self, phase: PhaseRecord) -> tuple[list[int], dict, set[int]]:
+        """The phase's clients, their chains' steps (the physics' plan) and those that do nothing (the components'
+        phase_start hooks)."""
         clients = sorted(phase.chains)
         plans = self.physics.plan(phase, clients)
         skip: set[int] = set()
         for hook in self._hooks["phase_start"]:
             skip |= hook(phase, clients, plans)
-        if own_clocks:
-            last = OwnClock(self.env.now)
-            for c in clients:
-                clock = OwnClock(self.env.now)
-                deque(chain(self, c, plans[c], completed, log, c in skip, clock), maxlen=0)  # (run to its end)
-                if clock.now > last.now:
-                    last = clock
-            return last.waits
+        return clients, plans, skip
+
+    def _start(self, phase: PhaseRecord, completed: dict, log) -> list:
+        """Start the phase's chains now, as processes (components' phase_start and chains_started hooks around it)."""
+        clients, plans, skip = self._planned(phase)
         procs = [self.env.process(chain(self, c, plans[c], completed, log, c in skip)) for c in clients]
         self._running.update(zip(clients, procs))
         for hook in self._hooks["chains_started"]:
             hook(clients, plans, procs)
         return procs
+
+    def _start_on_own_clocks(self, phase: PhaseRecord, completed: dict, log) -> OwnClock:
+        """Run the phase's chains now, each at once on its own clock (:meth:`_on_own_clocks`); the clock of the one
+        that ends last."""
+        clients, plans, skip = self._planned(phase)
+        last = OwnClock(self.env.now)
+        for c in clients:
+            clock = OwnClock(self.env.now)
+            deque(chain(self, c, plans[c], completed, log, c in skip, clock), maxlen=0)  # (run to its end)
+            if clock.now > last.now:
+                last = clock
+        return last
 
     @journaled
     def start_chains(self, phase: PhaseRecord) -> None:
