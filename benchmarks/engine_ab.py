@@ -1,6 +1,7 @@
 """Pricing time of this checkout's SimPyPricer against another revision's, side by side in one process.
 
     python benchmarks/engine_ab.py REV [--repeats 31] [--cases default,fdma-rayleigh,everything,reprice,async]
+                                       [--clock wall|cpu]
 
 REV's ``edgefl/``, ``channel/``, ``energy/`` and ``arraychecks/`` are exported (git archive) into a temporary
 folder as the packages ``edgefl_base``, ``channel_base``, ... (their imports renamed), so that both engines run
@@ -52,6 +53,7 @@ CASES = {
 }
 
 
+CLOCK = time.perf_counter  # --clock cpu: time.process_time (steadier than wall time on a loaded machine)
 PACKAGES = ("edgefl", "channel", "energy", "arraychecks")  # what is taken from REV (algorithms/: this checkout's)
 
 
@@ -75,7 +77,7 @@ def price(modules, scenario_path: Path, sets: list[str], trace, flops) -> float:
     s = scenario_module.load_scenario(scenario_path, ["run.rounds=30"] + sets)
     population = deployment.build_population(s.network, s.devices, s.data.num_clients, *flops, s.run.seed)
     pricer = pricer_module.SimPyPricer(deployment.network_params(s.network), population, s.run.seed)
-    t = time.perf_counter()
+    t = CLOCK()
     last = None
     for phase in trace:
         if phase.round != last:
@@ -87,7 +89,7 @@ def price(modules, scenario_path: Path, sets: list[str], trace, flops) -> float:
     pricer.end_round(last)
     pricer.finish()
     pricer.events  # booked
-    return time.perf_counter() - t
+    return CLOCK() - t
 
 
 def deployment_module(package: str):
@@ -117,10 +119,10 @@ def reprice_points(modules, model) -> list:
 
 def reprice(modules, points, trace) -> float:
     _, pricer_module, _, engine_module, _ = modules
-    t = time.perf_counter()
+    t = CLOCK()
     for network, population in points:
         engine_module.reprice_rounds(trace, pricer_module.SimPyPricer(network, population, 0, record_events=False))
-    return (time.perf_counter() - t) / len(points)
+    return (CLOCK() - t) / len(points)
 
 
 ASYNC = ["algorithm.name=fedasync", "algorithm.fedasync.concurrency=10", "run.rounds=600", "run.eval_every=600"]
@@ -130,10 +132,10 @@ def replay_journal(modules, scenario, model, journal) -> float:
     parts = modules[4]
     *_, pricer = parts.pricer_of(scenario, model)
     calls = [(name, *pickle.loads(zlib.decompress(packed))) for name, packed in journal]
-    t = time.perf_counter()
+    t = CLOCK()
     for name, args, kwargs in calls:
         getattr(pricer, name)(*args, **kwargs)
-    return time.perf_counter() - t
+    return CLOCK() - t
 
 
 def main() -> None:
@@ -141,7 +143,10 @@ def main() -> None:
     parser.add_argument("rev")
     parser.add_argument("--repeats", type=int, default=31)
     parser.add_argument("--cases", default=",".join([*CASES, "reprice", "async"]))
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="wall time, or the process's CPU time")
     args = parser.parse_args()
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     wanted = args.cases.split(",")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -170,7 +175,7 @@ def main() -> None:
             base, new = float(np.median(times["base"])), float(np.median(times["new"]))
             print(
                 f"{case:14s} {args.rev} {base * scale:7.2f} {unit} | this checkout {new * scale:7.2f} {unit} | "
-                f"{100 * (new / base - 1):+.1f} %  ({note}; medians of {args.repeats}, interleaved)",
+                f"{100 * (new / base - 1):+.1f} %  ({note}; {args.clock} time, medians of {args.repeats}, interleaved)",
                 flush=True,
             )
 

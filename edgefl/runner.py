@@ -301,10 +301,11 @@ class Recorder:
         done = self.record
         rows = done.rows
         where = self.pricer.positions_m()
-        if where is not None:  # moving devices: where each was during the round
+        if where is not None:  # moving devices: where each was during the round (columns as lists: every round)
+            x, y = where[:, 0], where[:, 1]
             done.positions.extend(
-                {"round": r + 1, "client": c, "x_m": float(x), "y_m": float(y), "distance_m": float(np.hypot(x, y))}
-                for c, (x, y) in enumerate(where)
+                {"round": r + 1, "client": c, "x_m": xc, "y_m": yc, "distance_m": dc}
+                for c, (xc, yc, dc) in enumerate(zip(x.tolist(), y.tolist(), np.hypot(x, y).tolist()))
             )
         self._battery_rows(r, row, done.battery)
         if row.get("acc_worst") is not None or row.get("loss") is not None:
@@ -420,13 +421,14 @@ class Recorder:
             return
         harvested = self.pricer.device_value("harvested_j")
         classes, clients = self.population.device_class, self._battery_clients()
+        level_of, harvested_of = levels.tolist(), harvested.tolist()
         battery.extend(
             {
                 "round": r + 1,
                 "client": c,
                 "device_class": classes[c],
-                "level_j": float(levels[c]),
-                "harvested_j": float(harvested[c]),
+                "level_j": level_of[c],
+                "harvested_j": harvested_of[c],
             }
             for c in clients
         )

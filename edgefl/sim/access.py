@@ -38,6 +38,9 @@ class DedicatedUplink(Component):
     """A component (edgefl.sim.component) like the others; the digital accesses use none of its hooks."""
 
     analog = False  # digital: the server receives each upload as sent (superpose returns it unchanged)
+    # (a band of its own acts only inside the chain that sends; an access whose send differs shares a channel, and
+    # its chains never run inline: edgefl.sim.chain.runs_inline)
+    acts_during_phases = False
 
     def __init__(self, env: simpy.Environment, radio, coherence_s: float | None = None, link: str = "uplink"):
         self.env, self.radio, self.link = env, radio, link  # link: "uplink", or "downlink" (the core's downloads)
@@ -49,7 +52,7 @@ class DedicatedUplink(Component):
 
     def send(self, client: int, step: Step, log: list, doing: list):
         """Dedicated band: the upload (all its attempts) takes its airtime."""
-        self.radio.start_transfer(log, client, doing)
+        self.radio.start_transfer(log, client, doing, self.env.now)
         if not self.retimable:
             yield self.env.timeout(step.duration_s)
         else:
@@ -127,7 +130,7 @@ class FdmaUplink(DedicatedUplink):
         starts."""
         if step.rates_bps is None:  # a band share of its own (a controller's allocation): timed
             return (yield from super().send(client, step, log, doing))
-        self.radio.start_transfer(log, client, doing)
+        self.radio.start_transfer(log, client, doing, self.env.now)
         if step.fdma_attempts is None:  # one attempt that gets through
             yield from self._flow(client, step.bits, step.rates_bps, step.block_rates)
             return False
@@ -233,7 +236,7 @@ class AirCompUplink(DedicatedUplink):
         self._ready.add(client)
         self._open_when_ready()
         yield self._slot
-        self.radio.start_transfer(log, client, doing)
+        self.radio.start_transfer(log, client, doing, self.env.now)
         yield self.env.timeout(step.duration_s)
         return False
 
@@ -256,8 +259,8 @@ class _OnAirTap:
     def __init__(self, radio, on_start):
         self._radio, self._on_start = radio, on_start
 
-    def start_transfer(self, log: list, client: int, doing: list) -> None:
-        self._radio.start_transfer(log, client, doing)
+    def start_transfer(self, log: list, client: int, doing: list, now: float) -> None:
+        self._radio.start_transfer(log, client, doing, now)
         self._on_start(client)
 
     def __getattr__(self, name):

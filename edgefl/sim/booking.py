@@ -87,16 +87,23 @@ def energies_j(
 
 def rows_energies_j(pop: Population, rows: list) -> tuple[LogRow, np.ndarray]:
     """The columns of log rows (a :class:`LogRow` of tuples, by field name) and each row's energy (J)."""
+    col, energy, _, _ = _priced(pop, rows)
+    return col, energy
+
+
+def _priced(pop: Population, rows: list) -> tuple[LogRow, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`rows_energies_j`, and the rows' clients and charge codes as the arrays it priced them with."""
     col = LogRow._make(zip(*rows))
+    client, code = np.array(col.client, dtype=np.int64), np.array(col.code, dtype=np.int64)
     energy = energies_j(
         pop,
-        np.array(col.client, dtype=np.int64),
-        np.array(col.code, dtype=np.int64),
+        client,
+        code,
         np.array(col.amount, dtype=np.float64),  # cycles for compute, seconds otherwise
         np.array(col.cpu_hz, dtype=np.float64),
         np.array(col.tx_power_w, dtype=np.float64),
     )
-    return col, energy
+    return col, energy, client, code
 
 
 def step_codes(steps, seconds: list[float]) -> tuple[list[int], list[float]]:
@@ -112,8 +119,7 @@ def book(
     """Charge phases' :class:`LogRow` s, given as (round, phase, rows) in the order simulated, to
     ``ledger`` (repeated cells accumulate in log order) and append them to ``events``."""
     log = [row for _, _, rows in phases for row in rows]
-    col, energy = rows_energies_j(pop, log)
-    client, code = np.array(col.client, dtype=np.int64), np.array(col.code, dtype=np.int64)
+    col, energy, client, code = _priced(pop, log)
     ledger.add_rows(client, code, energy)
     if events is not None:
         rounds = [r for r, _, rows in phases for _ in rows]

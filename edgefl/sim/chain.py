@@ -23,9 +23,50 @@ from edgefl.sim.radio import PROMOTION, WAIT, WORK
 _CATEGORY = {DOWNLOAD: CAT_DOWNLINK, UPLOAD: CAT_UPLINK}  # charge codes of a message (transmission only)
 
 
-def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: bool = False):
-    """The client's chain (a SimPy process); ``completed[client]``: whether every step got through."""
-    env, radio = core.env, core.radio
+class OwnClock:
+    """The clock of a chain that nothing else can see or act on while it runs (no interrupt, no shared channel, no
+    hook that waits or re-times: :func:`runs_inline` and edgefl.sim.pricer's ``_on_own_clocks``): the chain then runs
+    at once on it instead of as a SimPy process, and ``timeout(seconds)`` moves ``now`` as SimPy's clock would (the
+    same float sum, now + seconds) and keeps the waits, for the core's clock to pass them again after (benchmarks
+    [5]: 5 SimPy events a chain were a third of re-pricing's time)."""
+
+    __slots__ = ("now", "waits")
+
+    def __init__(self, now: float):
+        self.now = now
+        self.waits: list[float] = []
+
+    def timeout(self, seconds: float) -> None:
+        if seconds < 0:  # (as simpy.Timeout)
+            raise ValueError(f"Negative delay {seconds}")
+        self.waits.append(seconds)
+        self.now += seconds
+
+
+def paths(core) -> tuple[bool, object, object, bool]:
+    """The chain's hot paths (benchmarks [3], [5]; the core keeps them as ``chain_paths``, set again whenever a
+    component is attached): whether a computation runs inline (nobody re-times or watches
+    it), the uplink's and downlink's ``send`` (None: inline, a band of its own that nobody re-times, as
+    DedicatedUplink.send), and whether the radio must be asked whether it is connected (a promotion or a tail can
+    follow from it)."""
+    plain_compute = not (core._watch_cpu or core._on_compute_start or core._on_compute_end)
+    uplink, downlink = core.uplink, core.downlink
+    upload = None if type(uplink).send is DedicatedUplink.send and not uplink.retimable else uplink.send
+    download = None if not downlink.retimable else downlink.send
+    return plain_compute, upload, download, core.net.access_latency_s > 0 or core.radio.has_tails
+
+
+def runs_inline(core) -> bool:
+    """Whether every step of every chain takes its inline path: no wait before a step, no watched computation, no
+    message through a channel's own process, no promotion or tail (a chain then only waits out its steps' times)."""
+    plain_compute, upload, download, ask_radio = core.chain_paths
+    return plain_compute and upload is None and download is None and not ask_radio and not core._before_step
+
+
+def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: bool = False, clock=None):
+    """The client's chain (a SimPy process, or run at once on its own ``clock``, an :class:`OwnClock`, where
+    :func:`runs_inline` and nothing else can act on it); ``completed[client]``: whether every step got through."""
+    env, radio = core.env if clock is None else clock, core.radio
     for may_start in core._may_start:
         skipped = skipped or not may_start(client)
     if skipped:
@@ -37,15 +78,11 @@ def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: b
         core._cpu_hz,
         core._tx_power_w,
     )
-    # The hot paths inline (benchmarks [3], [5]): a computation nobody re-times or watches, a message on a band of
-    # its own that nobody re-times (DedicatedUplink.send: the transfer starts, its airtime passes); the radio asked
-    # whether it is connected only where a promotion or a tail can follow from it, the wait before a step logged
-    # only where a step can wait (an idle wait that is 0 s long logs nothing).
-    plain_compute = not (core._watch_cpu or core._on_compute_start or core._on_compute_end)
-    uplink, downlink = core.uplink, core.downlink
-    upload = None if type(uplink).send is DedicatedUplink.send and not uplink.retimable else uplink.send
-    download = None if not downlink.retimable else downlink.send
-    ask_radio = latency_s > 0 or radio.has_tails
+    # The hot paths inline (paths): a computation nobody re-times or watches, a message on a band of its own that
+    # nobody re-times (DedicatedUplink.send: the transfer starts, its airtime passes); the radio asked whether it
+    # is connected only where a promotion or a tail can follow from it, the wait before a step logged only where a
+    # step can wait (an idle wait that is 0 s long logs nothing).
+    plain_compute, upload, download, ask_radio = core.chain_paths
     ok, states = True, core.chain_states
     for step in steps:
         kind, label = step.kind, step.activity.label
@@ -77,7 +114,7 @@ def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: b
                 doing[:] = [WAIT, env.now]
             send = upload if kind == UPLOAD else download
             if send is None:
-                radio.start_transfer(log, client, doing)
+                radio.start_transfer(log, client, doing, env.now)
                 yield env.timeout(step.duration_s)
                 lost = step.lost
             else:

@@ -56,7 +56,10 @@ From the scenario file (``[[process]]``, edgefl.sim.processes): a component clas
 a pydantic model of its own keys (units in the names, bounds, descriptions; None: no keys), and is built by
 ``from_scenario(params, network, population, seed)`` (default: ``cls(**params)``). It declares
 ``may_change_participation = False`` if it never decides who takes part in a round (it only changes
-timing or energy): a sweep may then re-price a recorded trace for it rather than co-simulate.
+timing or energy): a sweep may then re-price a recorded trace for it rather than co-simulate; and
+``acts_during_phases = False`` if nothing it does while a phase's chains run acts on them or depends on when
+their steps end (it acts only at a phase's start or between phases): where every component declares so, the
+core may run a phase's chains on their own clocks (edgefl.sim.pricer, ``_on_own_clocks``).
 """
 
 from __future__ import annotations
@@ -94,6 +97,10 @@ class Component:
     # from the scenario file: a pydantic model of the component's own keys (None: it has none)
     Params: ClassVar[type[BaseModel] | None] = None
     may_change_participation = True  # False: it never decides who takes part (a sweep may re-price for it)
+    # False: nothing it does while a phase's chains run can act on them or depends on when their steps end (no
+    # process of its own, no interrupt, no hook inside a chain that does more than count): the core may then run a
+    # phase's chains one after another, each on its own clock (edgefl.sim.chain.OwnClock), when nothing else acts.
+    acts_during_phases = True
 
     @classmethod
     def from_scenario(cls, params, network, population, seed: int) -> "Component":

@@ -27,6 +27,8 @@ class Stragglers(Component):
     lognormal: exp(sigma·N(0, 1)), median 1) stretches the time of its compute steps: its cycles per
     second fall, its cycles and its CPU's frequency (what its energy is charged at) do not."""
 
+    acts_during_phases = False  # (it stretches the plans at a phase's start)
+
     def __init__(self, population: Population, seed: int):
         self.pop = population
         self._rng = _rng(seed, 0x5104)
@@ -394,6 +396,8 @@ class OverSelection(Component):
     """``algorithm.over_selection``: once a phase has the uploads it needs (``PhaseRecord.needed``), the
     clients still working are told to stop (status ``stopped``; their energy until now counts)."""
 
+    acts_during_phases = False  # (it stops chains only in a phase that needs fewer uploads: never on own clocks)
+
     _needed, _arrived = None, 0
 
     def phase_start(self, phase, clients, plans) -> set[int]:
@@ -410,6 +414,8 @@ class OverSelection(Component):
 class Knobs(Component):
     """A controller's knobs (``allocate``): CPU frequencies, transmit powers (the uplink SNR of a configured
     link scales with p / p_nominal) and FDMA band shares; the scenario's values are the nominal ones."""
+
+    acts_during_phases = False  # (between phases)
 
     def __init__(self, population: Population):
         self._nominal_cpu_hz, self._nominal_tx_power_w = population.cpu_hz.copy(), population.tx_power_w.copy()

@@ -25,6 +25,8 @@ themselves only wait on timeouts and shared resources.
 
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 import simpy
 
@@ -33,7 +35,8 @@ from edgefl.plugins import core_fault, positive_finite, returned_fault, shown
 from edgefl.sim.access import RETIME, AirCompUplink, DedicatedUplink, make_uplink
 from edgefl.sim.activities import Event, PhaseRecord
 from edgefl.sim.booking import LiveLog, LogRow, book, rows_energies_j
-from edgefl.sim.chain import chain, cut_rows
+from edgefl.sim.chain import OwnClock, chain, cut_rows, runs_inline
+from edgefl.sim.chain import paths as chain_paths
 from edgefl.sim.component import HOOKS, Component, overriding
 from edgefl.sim.components import default_components
 from edgefl.sim.devices import DeviceState
@@ -124,6 +127,7 @@ class SimPyPricer:
         self.uplink.retimable |= component.changes_uplink_rate
         self.downlink.retimable |= component.changes_downlink_rate
         self._watch_cpu |= component.changes_cpu_rate
+        self._quiet = all(not c.acts_during_phases for c in self.components)  # (_on_own_clocks)
         for name in component.exposes:
             if name in self._exposed or name in CORE_VALUES:
                 keeper = self._exposed.get(name, self)
@@ -135,6 +139,7 @@ class SimPyPricer:
         self._may_start, self._on_upload = self._hooks["chain_may_start"], self._hooks["upload_arrived"]
         self._on_compute_start, self._on_compute_end = self._hooks["compute_start"], self._hooks["compute_end"]
         self.before_step = self._user_wait
+        self.chain_paths = chain_paths(self)  # (read by every chain: the components' flags and hooks decide them)
 
     @property
     def before_step(self):
@@ -423,6 +428,52 @@ class SimPyPricer:
         """Simulate the phase: its chains start now, and the phase ends when the last one ends, or at
         the deadline (the chains still running are cut); return, per client, whether its whole chain completed."""
         env, completed, log = self.env, dict[int, bool](), list[LogRow]()
+        if self._on_own_clocks(phase):
+            last = self._start_on_own_clocks(phase, completed, log)
+            self._phase_log = log  # (as below: the phase's start hooks log outside it)
+            env.run(until=env.process(self._pass(last)))  # the core's clock goes where the last chain ended
+        else:
+            self._run_processes(phase, completed, log)
+        self._running = {}
+        self._phase_log = None
+        if log:
+            self._unbooked.append((phase.round, phase.phase, log))
+        self._phases_unbooked += 1
+        if self._phases_unbooked >= 16:
+            self._book()
+        return completed
+
+    def _on_own_clocks(self, phase: PhaseRecord) -> bool:
+        """Whether the phase's chains may run one after another, each at once on its own clock (chain.OwnClock),
+        rather than as SimPy processes: the same chain code, times and rows, where nothing can see or act on a chain
+        while it runs: every step inline (chain.runs_inline: no wait, no shared channel, no re-timing, no radio
+        promotion or tail), no component that acts during phases (Component.acts_during_phases), no deadline, no
+        over-selection (``phase.needed``), no chain of an asynchronous server running; and no event log: the rows
+        of different clients then come in another order, which only events.csv shows (the ledger adds each
+        client's rows in its own order, the same). Re-pricing a trace for a sweep (benchmarks [5])."""
+        return (
+            self._events is None
+            and self._quiet
+            and phase.needed is None
+            and self.net.deadline_s is None
+            and not self._flight
+            and runs_inline(self)
+        )
+
+    def _pass(self, clock: OwnClock):
+        """The core's clock goes to ``clock.now``, where the chain that ends last ended: in one timeout where SimPy's
+        sum (now + delay) lands on it exactly, else through that chain's waits one after another (the same float
+        sums as its clock's)."""
+        now = self.env.now
+        if now + (clock.now - now) == clock.now:
+            yield self.env.timeout(clock.now - now)
+        else:
+            for seconds in clock.waits:
+                yield self.env.timeout(seconds)
+
+    def _run_processes(self, phase: PhaseRecord, completed: dict, log: list) -> None:
+        """The phase's chains as SimPy processes, until the last ends (or the deadline cuts those still running)."""
+        env = self.env
         procs = self._start(phase, completed, log)
         # A process (not a bare AllOf condition): AnyOf would strip a nested condition's callbacks
         # when the deadline fires first, and the AllOf would never trigger.
@@ -437,30 +488,40 @@ class SimPyPricer:
                     proc.interrupt("deadline")
             if not everyone.processed:
                 env.run(until=everyone)
-        self._running = {}
-        self._phase_log = None
-        if log:
-            self._unbooked.append((phase.round, phase.phase, log))
-        self._phases_unbooked += 1
-        if self._phases_unbooked >= 16:
-            self._book()
-        return completed
 
     def _wait_all(self, procs):
         yield self.env.all_of(procs)
 
-    def _start(self, phase: PhaseRecord, completed: dict, log) -> list:
-        """Start the phase's chains now (components' phase_start and chains_started hooks around it)."""
+    def _planned(self, phase: PhaseRecord) -> tuple[list[int], dict, set[int]]:
+        """The phase's clients, their chains' steps (the physics' plan) and those that do nothing (the components'
+        phase_start hooks)."""
         clients = sorted(phase.chains)
         plans = self.physics.plan(phase, clients)
         skip: set[int] = set()
         for hook in self._hooks["phase_start"]:
             skip |= hook(phase, clients, plans)
+        return clients, plans, skip
+
+    def _start(self, phase: PhaseRecord, completed: dict, log) -> list:
+        """Start the phase's chains now, as processes (components' phase_start and chains_started hooks around it)."""
+        clients, plans, skip = self._planned(phase)
         procs = [self.env.process(chain(self, c, plans[c], completed, log, c in skip)) for c in clients]
         self._running.update(zip(clients, procs))
         for hook in self._hooks["chains_started"]:
             hook(clients, plans, procs)
         return procs
+
+    def _start_on_own_clocks(self, phase: PhaseRecord, completed: dict, log) -> OwnClock:
+        """Run the phase's chains now, each at once on its own clock (:meth:`_on_own_clocks`); the clock of the one
+        that ends last."""
+        clients, plans, skip = self._planned(phase)
+        last = OwnClock(self.env.now)
+        for c in clients:
+            clock = OwnClock(self.env.now)
+            deque(chain(self, c, plans[c], completed, log, c in skip, clock), maxlen=0)  # (run to its end)
+            if clock.now > last.now:
+                last = clock
+        return last
 
     @journaled
     def start_chains(self, phase: PhaseRecord) -> None:

@@ -25,6 +25,8 @@ WAIT, PROMOTION, WORK = range(3)
 
 
 class RadioStates(Component):
+    acts_during_phases = False  # (only through the chains' own calls; a tail makes every chain ask it: never inline)
+
     def __init__(self, population):
         self._tail_s, self._tail_power_w = population.tail_s.tolist(), population.tail_power_w.tolist()
         self.has_tails = any(t > 0 for t in self._tail_s)  # whether any device's radio has a tail after a transfer
@@ -68,10 +70,9 @@ class RadioStates(Component):
         self._end_tail(client, None)
         return False
 
-    def start_transfer(self, log: list, client: int, doing: list) -> None:
-        """A transfer starts now: the wait before it is logged (idle where no tail covers it), the radio's tail
-        ends (charged until now, at most tail_s)."""
-        now = self.env.now
+    def start_transfer(self, log: list, client: int, doing: list, now: float) -> None:
+        """A transfer starts ``now`` (the time on the chain's clock): the wait before it is logged (idle where no tail
+        covers it), the radio's tail ends (charged until now, at most tail_s)."""
         if doing[0] == WAIT and doing[1] < now:  # (a wait of 0 s logs nothing)
             self.log_wait(log, client, doing[1], now)
         if client in self._tails:

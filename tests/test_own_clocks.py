@@ -1,0 +1,69 @@
+"""A phase's chains on their own clocks (edgefl.sim.chain.OwnClock) equal the same chains as SimPy processes.
+
+Where nothing can see or act on a chain while it runs (SimPyPricer._on_own_clocks: no event log, every step
+inline, no component acting during phases, no deadline, no over-selection), the core runs each chain at once on a
+clock of its own and then lets its SimPy clock pass the last chain's waits. Checked here against the processes:
+the same rows (as a set: the order across clients differs), the same ledger bytes, clock and completions.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from edgefl.deployment import build_population, network_params
+from edgefl.runner import Simulation
+from edgefl.scenario import scenario_from_dict
+from edgefl.sim import SimPyPricer
+
+
+def scenario(**devices):
+    return scenario_from_dict(
+        {
+            "run": {"seed": 3, "rounds": 4},
+            "data": {"name": "synthetic", "num_clients": 8, "samples_per_client": 40},
+            "algorithm": {"name": "fedavg", "local_steps": 3, "clients_per_round": 5, "lr": 0.05},
+            "network": {"snr_db": 10.0, "bandwidth_mhz": 1.0, "access": "dedicated", "fading": "none"},
+            "devices": {"cpu_ghz": 1.5, "idle_power_w": 0.05, **devices},
+        }
+    )
+
+
+def pricers(s, model, **kwargs):
+    population = build_population(
+        s.network, s.devices, s.data.num_clients, model.train_flops_per_sample, model.eval_flops_per_sample, 0
+    )
+    return [SimPyPricer(network_params(s.network), population, s.run.seed, **kwargs) for _ in range(2)]
+
+
+def traced(s):
+    sim = Simulation(s, record_trace=True)
+    sim.run(progress=False)
+    return sim.engine.trace, sim.model
+
+
+@pytest.mark.parametrize("devices", [{}, {"slowdown": "exponential", "slowdown_mean": 0.5}])
+def test_own_clocks_equal_processes(devices, monkeypatch):
+    s = scenario(**devices)
+    trace, model = traced(s)
+    own, processes = pricers(s, model, record_events=False)
+    assert own._on_own_clocks(trace[0])
+    monkeypatch.setattr(processes, "_on_own_clocks", lambda phase: False)
+    for phase in trace:
+        assert own.price_phase(phase) == processes.price_phase(phase)
+        assert own.now == processes.now
+        rows_own = [tuple(r) for *_, rows in own._unbooked for r in rows]
+        rows_processes = [tuple(r) for *_, rows in processes._unbooked for r in rows]
+        assert sorted(rows_own) == sorted(rows_processes)  # the same rows (their order across clients differs)
+        assert own.ledger.per_client().tobytes() == processes.ledger.per_client().tobytes()
+    assert own.now > 0
+
+
+def test_own_clocks_only_where_nothing_else_can_see_the_chains():
+    s = scenario()
+    trace, model = traced(s)
+    assert not pricers(s, model)[0]._on_own_clocks(trace[0])  # an event log: its order would show
+    for devices in ({"battery_j": 100.0}, {"tail_s": 0.5, "tail_power_w": 0.3}):
+        s = scenario(**devices)
+        assert not pricers(s, model, record_events=False)[0]._on_own_clocks(trace[0]), devices
+    s = scenario_from_dict({**scenario().model_dump(mode="json"), "network": {"access": "fdma", "snr_db": 10.0}})
+    assert not pricers(s, model, record_events=False)[0]._on_own_clocks(trace[0])
