@@ -400,6 +400,9 @@ class Sleeper(Uniform):
     name = "sleeper"
 
     def select(self, view, k):
+        # Ctrl-C as in a terminal: a process started from a background job (a CI runner's, `cmd &`) inherits SIGINT
+        # ignored, and Python then installs no handler (this test slept its 600 s there)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, delivered while the policy sleeps: no timing window
         time.sleep(600)
         return super().select(view, k)
