@@ -113,7 +113,7 @@ def check_feasible(parts: RunParts, keys: Keys) -> None:
     sections whose keys and values the messages name (:class:`Keys`)."""
     _check_trace(parts, keys)
     _check_empty_cells(parts)
-    if parts.engine != "simpy":
+    if parts.run.engine != "simpy":
         return
     _check_markov_wait(parts, keys)
     nominal = _Nominal(parts, keys)
@@ -139,7 +139,7 @@ class _Nominal:
         self.algorithm = a = parts.algorithm
         self.compressor = compressor = parts.compressor
         self.controlled = parts.controller.steers()  # a controller sets the knobs (and may set the local steps)
-        self.rounds = parts.rounds
+        self.rounds = parts.run.rounds
         n = pop.num_clients
         # the engine's rates: the pricer's own PhasePhysics (reading its links once is enough)
         assert isinstance(parts.pricer, SimPyPricer)  # run.engine = "simpy"

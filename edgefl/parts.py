@@ -81,10 +81,8 @@ class AlgorithmPart:
 class RunParts:
     """Everything a run is built from (see the module's docstring)."""
 
-    seed: int  # run.seed: every random stream derives from it
-    engine: str  # run.engine: simpy | ideal
-    rounds: int  # run.rounds
-    run: RunSection  # the [run] section: the round loop's and the recorder's (evaluation, stop_at, checkpoints)
+    run: RunSection  # the [run] section: its seed (every random stream derives from it), engine, rounds, evaluation,
+    # stop_at and checkpoints (the round loop's and the recorder's)
     described: dict  # what the run is of, as summary.json states it (:func:`described`)
     data: FederatedData
     model: Model
@@ -219,9 +217,6 @@ def parts_of(s: Scenario, data: FederatedData, model: Model) -> RunParts:
         s.selection, control_context(s.algorithm, seed, model, network, population, 0x5E1EC7), observer
     )
     return RunParts(
-        seed=seed,
-        engine=s.run.engine,
-        rounds=s.run.rounds,
         run=s.run,
         described=described(s),
         data=data,
@@ -284,7 +279,7 @@ def build_run(s: Scenario, record_trace: bool = False) -> Run:
         parts.model,
         parts.data,
         parts.algorithm.batch_size,
-        parts.seed,
+        parts.run.seed,
         "loop" if s.run.executor == "loop" else "batched",
         device=resolve_device(s.run.device),
         strategy=s.run.executor if pinned else None,
@@ -317,7 +312,7 @@ def algorithm_context(parts: RunParts) -> Context:
         batch_size=a.batch_size,
         over_selection=a.over_selection,
         bits_per_param=parts.network.bits_per_param,
-        rng=np.random.default_rng(np.random.SeedSequence([parts.seed, 0xA160])),
+        rng=np.random.default_rng(np.random.SeedSequence([parts.run.seed, 0xA160])),
         hp=a.hp,
         client_roles=data.client_roles,
         client_cells=None if population.cells is None else population.cells.serving.copy(),

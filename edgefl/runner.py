@@ -216,7 +216,7 @@ class Simulation:
 
     def _progress_bar(self, progress: bool):
         """The rounds to run, from the first not yet run, as a progress bar (shown with ``progress``)."""
-        rounds, first = self.parts.rounds, self.record.rounds_done
+        rounds, first = self.parts.run.rounds, self.record.rounds_done
         return tqdm(
             range(first, rounds),
             desc=f"{self.parts.algorithm.name}",

@@ -106,7 +106,7 @@ def test_run_seeds_trains_each_seed_group_together_and_the_rest_alone(monkeypatc
     real = seed_axis.run_together
 
     def spy(sims, run):
-        calls.append([sim.parts.seed for sim in sims])
+        calls.append([sim.parts.run.seed for sim in sims])
         return real(sims, run)
 
     monkeypatch.setattr(seed_axis, "run_together", spy)
