@@ -51,6 +51,7 @@ from edgefl.target import (  # noqa: E402
     rounds_to_target,
 )
 from energy import CATEGORIES  # noqa: E402
+from experiments.algorithm_keys import seedless  # noqa: E402  (a job's scenario but its seed: run together)
 
 DATA = ROOT / "docs" / "data"
 TAU_SCENARIO = ROOT / "scenarios" / "energy-tau-sweep.toml"
@@ -114,13 +115,6 @@ def computed(jobs: list[dict], args, name: str, desc: str | None = None) -> dict
     return run_keyed(
         run_jobs, jobs, together=seedless, workers=args.workers, cache=args.cache / name, desc=desc or name
     )
-
-
-def seedless(job: dict) -> str:
-    """A job's scenario but its seed: the jobs run together (run_jobs)."""
-    from edgefl.seed_axis import seedless
-
-    return seedless(job["scenario"])
 
 
 def outcome(rows: list[dict], target: Target) -> dict:
