@@ -11,6 +11,7 @@ import ray  # the ray extra: `make test` installs it
 from test_sweep import SCENARIO as SWEEP_SCENARIO
 
 from edgefl.cli import main
+from edgefl.sweeps.jobs import start_local_ray
 from edgefl.sweeps.store import COMPUTED_LOG, POINTS_DIR
 
 SCENARIO = SWEEP_SCENARIO.format(rounds=3)
@@ -20,7 +21,7 @@ GRID = ["--grid", "network.snr_db=0,20", "--grid", "algorithm.local_steps=1,3", 
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    start_local_ray(2)
     yield
     ray.shutdown()
 
@@ -72,3 +73,29 @@ def test_an_asynchronous_sweep_on_ray_equals_the_local_backend(tmp_path, local_r
     local = (outs["local"] / "results.csv").read_text()
     assert (outs["ray"] / "results.csv").read_text() == local
     assert "staleness_mean" in local.splitlines()[0] and len(local.splitlines()) == 1 + 8 * 3  # 8 points x rounds
+
+
+def test_a_ray_start_that_times_out_on_a_busy_machine_is_tried_again(monkeypatch):
+    """Ray's fixed 30 s wait for its raylet fails on a loaded machine (load ~150 on 2 cores): tried again, up to
+    RAY_START_TRIES times; any other error, or the last timeout, is raised."""
+    calls = []
+
+    def init(**kwargs):
+        calls.append(kwargs)
+        if len(calls) < 5:  # the first two starts (and the shutdown after the first)
+            raise Exception("The current node timed out during startup. This could happen because ...")
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
+    start_local_ray(2)
+    assert calls == [calls[0], "shutdown", calls[0], "shutdown", calls[0]]
+    assert calls[0]["num_cpus"] == 2
+
+    calls.clear()
+    with pytest.raises(Exception, match="timed out during startup"):
+        start_local_ray(2, tries=2)
+    assert calls.count("shutdown") == 1
+
+    monkeypatch.setattr(ray, "init", lambda **kwargs: (_ for _ in ()).throw(ValueError("bad address")))
+    with pytest.raises(ValueError, match="bad address"):
+        start_local_ray(2)

@@ -54,6 +54,24 @@ def ray_module():
     return ray
 
 
+RAY_START_TRIES = 3
+
+
+def start_local_ray(num_cpus: int, tries: int = RAY_START_TRIES) -> None:
+    """A local Ray with ``num_cpus`` CPUs. Ray waits a fixed 30 s for its raylet to register (hard-coded in
+    ray/_private/node.py, Ray 2.60) and gives up with "timed out during startup" when the machine is busy (seen
+    at a load average of ~150 on 2 cores): such a start is tried again, up to ``tries`` times in all."""
+    ray = ray_module()
+    for attempt in range(1, tries + 1):
+        try:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            return
+        except Exception as error:
+            if "timed out during startup" not in str(error) or attempt == tries:
+                raise
+            ray.shutdown()
+
+
 def check_options(workers: int, backend: str, address: str | None = None) -> None:
     """Raise ValueError for an unknown backend, a worker count below 1 or an address without
     Ray; ImportError when Ray is asked for and missing."""
@@ -253,7 +271,7 @@ def _on_ray(fn, jobs, todo: list[int], finished, workers: int, address: str | No
     if address is not None:
         ray.init(address=address, ignore_reinit_error=True)
     elif not ray.is_initialized():  # a local Ray with as many CPUs as workers
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+        start_local_ray(workers)
     remote = ray.remote(num_cpus=1)(fn)  # an exception in a job stops the run, as in the pool
     pending = {remote.remote(jobs[i]): i for i in todo}
     try:
