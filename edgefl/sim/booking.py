@@ -6,6 +6,7 @@ computed here once per phase, one numpy call per category, with the formulas of 
 
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import NamedTuple
 
 import numpy as np
@@ -114,13 +115,20 @@ def step_codes(steps, seconds: list[float]) -> tuple[list[int], list[float]]:
 
 
 def book(
-    pop: Population, ledger: EnergyLedger, events: list[Event] | None, phases: list[tuple[int, int, list[LogRow]]]
-) -> None:
+    pop: Population,
+    ledger: EnergyLedger,
+    events: list[Event] | None,
+    phases: list[tuple[int, int, list[LogRow]]],
+    read_after: list[int] | tuple = (),
+) -> list[dict[str, float]]:
     """Charge phases' :class:`LogRow` s, given as (round, phase, rows) in the order simulated, to
-    ``ledger`` (repeated cells accumulate in log order) and append them to ``events``."""
+    ``ledger`` (repeated cells accumulate in log order) and append them to ``events``. ``read_after``: how many of
+    ``phases`` (ascending) are charged when the ledger's energy by category is read (a round's end): returned in that
+    order, as many readings, the same numbers, as booking the phases in parts with a reading after each."""
     log = [row for _, _, rows in phases for row in rows]
     col, energy, client, code = _priced(pop, log)
-    ledger.add_rows(client, code, energy)
+    rows_before = list(accumulate((len(rows) for _, _, rows in phases), initial=0))
+    totals = ledger.add_rows(client, code, energy, [rows_before[k] for k in read_after])
     if events is not None:
         rounds = [r for r, _, rows in phases for _ in rows]
         phase_ids = [p for _, p, rows in phases for _ in rows]
@@ -143,6 +151,7 @@ def book(
                 col.tx_power_w,
             )
         )
+    return totals
 
 
 class LiveLog:
