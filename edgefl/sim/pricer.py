@@ -548,9 +548,10 @@ class SimPyPricer:
         """Run the phase's chains now, each at once on its own clock (:meth:`_on_own_clocks`); the clock of the one
         that ends last."""
         clients, plans, skip = self._planned(phase)
-        last = OwnClock(self.env.now)
+        now = self.env.now
+        last = OwnClock(now)
         for c in clients:
-            clock = OwnClock(self.env.now)
+            clock = OwnClock(now)
             deque(chain(self, c, plans[c], completed, log, c in skip, clock), maxlen=0)  # (run to its end)
             if clock.now > last.now:
                 last = clock
