@@ -69,10 +69,12 @@ class EnergyLedger:
         np.add.at(self._j[:, k], clients, j)
         self.changes += 1
 
-    def add_rows(self, clients, categories, joules) -> None:
+    def add_rows(self, clients, categories, joules, read_after=()) -> list[dict[str, float]]:
         """Charge rows of mixed categories: ``joules[k]`` to ``clients[k]`` under category index
         ``categories[k]`` (a column of ``CATEGORIES``), in one update. Repeated (client, category)
-        cells accumulate in row order, as one ``add`` per row would."""
+        cells accumulate in row order, as one ``add`` per row would. ``read_after``: row counts (ascending) after
+        which :meth:`by_category` is read, as it would be after charging only those rows: returned in that order
+        (a pricer's round ends within the rows, booked together)."""
         clients = np.asarray(clients).reshape(-1)
         categories = np.asarray(categories).reshape(-1)
         j = np.asarray(joules, dtype=np.float64).reshape(-1)
@@ -84,8 +86,14 @@ class EnergyLedger:
             raise IndexError(f"category indices must be in [0, {len(CATEGORIES)})")
         if not (np.all(np.isfinite(j)) and np.all(j >= 0)):
             raise ValueError("joules must be finite and >= 0")
-        np.add.at(self._j, (clients, categories), j)
+        totals, start = [], 0
+        for end in read_after:
+            np.add.at(self._j, (clients[start:end], categories[start:end]), j[start:end])
+            totals.append(self.by_category())
+            start = end
+        np.add.at(self._j, (clients[start:], categories[start:]), j[start:])
         self.changes += 1
+        return totals
 
     def merge(self, other: "EnergyLedger") -> None:
         """Add another ledger (same number of clients) into this one."""

@@ -260,6 +260,23 @@ def test_ledger_changes_counts_every_write_and_no_read():
     assert ledger.changes == 5
 
 
+def test_ledger_add_rows_reads_by_category_as_after_each_part():
+    """add_rows(..., read_after): the readings and the cells equal charging the parts one after another with a
+    reading after each (the float sums in the same order: 0.1 + 0.2 then 0.3 differs from 0.1 + (0.2 + 0.3))."""
+    clients, codes = [0, 1, 0, 2, 0, 1, 2], [0, 1, 0, 3, 0, 1, 3]
+    joules = [0.1, 1e16, 0.2, 0.7, 0.3, 1.0, 1e-3]
+    together, parts = EnergyLedger(3), EnergyLedger(3)
+    readings = together.add_rows(clients, codes, joules, read_after=[0, 2, 5, 5])
+    expected = []
+    for start, end in ((0, 0), (0, 2), (2, 5), (5, 5), (5, 7)):
+        if end > start:
+            parts.add_rows(clients[start:end], codes[start:end], joules[start:end])
+        expected.append(parts.by_category())
+    assert readings == expected[:4]
+    assert together.per_client().tobytes() == parts.per_client().tobytes()
+    assert together.add_rows([1], [2], [0.5]) == []  # nothing read
+
+
 @pytest.mark.parametrize("bad", [float("nan"), -1e-9, [1.0, float("nan")], [0.0, -2.0]])
 def test_formulas_refuse_nan_and_negative_inputs(bad):
     with pytest.raises(ValueError, match="must be >= 0"):

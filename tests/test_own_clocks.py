@@ -50,7 +50,7 @@ def test_own_clocks_equal_processes(devices, monkeypatch):
     monkeypatch.setattr(processes, "_on_own_clocks", lambda phase: False)
     for phase in trace:
         assert own.price_phase(phase) == processes.price_phase(phase)
-        assert own.now == processes.now
+        assert own.now == processes.now and type(own.now) is type(processes.now)  # (a clock's float or numpy's)
         rows_own = [tuple(r) for *_, rows in own._unbooked for r in rows]
         rows_processes = [tuple(r) for *_, rows in processes._unbooked for r in rows]
         assert sorted(rows_own) == sorted(rows_processes)  # the same rows (their order across clients differs)

@@ -166,3 +166,40 @@ def test_reprice_rounds_refuses_a_pricer_that_can_change_participation():
     population = build_population(s.network, s.devices, 4, 1.0, 1.0, 0)
     with pytest.raises(ValueError, match="deadline"):
         reprice_rounds([], SimPyPricer(network_params(s.network), population, 0))
+
+
+@pytest.mark.parametrize("devices", [{}, {"tail_s": 0.4, "tail_power_w": 0.3}])
+def test_reprice_rounds_reads_each_round_as_read_at_its_end(devices):
+    """reprice_rounds reads every round's energy once the trace is priced (the ledger books a few batches): the same
+    numbers, bit for bit, as a pricer read at each round's end, as the co-simulation's engine reads it (radio tails:
+    committed energy beyond the ledger, the last round's tails charged in full by finish)."""
+    s = scenario_from_dict(
+        {
+            "run": {"seed": 3, "rounds": 5},
+            "data": {"name": "synthetic", "num_clients": 8, "samples_per_client": 40},
+            "algorithm": {"name": "fedavg", "local_steps": 3, "clients_per_round": 5, "lr": 0.05},
+            "network": {"snr_db": 10.0, "bandwidth_mhz": 1.0, "access_latency_s": 0.05 if devices else 0.0},
+            "devices": {"cpu_ghz": 1.5, "idle_power_w": 0.05, **devices},
+        }
+    )
+    sim = Simulation(s, record_trace=True)
+    sim.run(progress=False)
+    trace, model = sim.engine.trace, sim.model
+    population = build_population(
+        s.network, s.devices, s.data.num_clients, model.train_flops_per_sample, model.eval_flops_per_sample, 0
+    )
+    batched, by_round = (SimPyPricer(network_params(s.network), population, 0, record_events=False) for _ in range(2))
+    costs = reprice_rounds(trace, batched)
+    expected = []
+    for k, phase in enumerate(trace):
+        by_round.price_phase(phase)
+        if k + 1 == len(trace) or trace[k + 1].round != phase.round:
+            by_round.end_round(phase.round)
+            committed = by_round.committed_energy_j()
+            if k + 1 == len(trace):
+                by_round.finish()
+            expected.append((phase.round, by_round.now, by_round.ledger.by_category(), committed))
+    assert [(c.round, c.end_s, c.energy_by_category_j, c.committed_energy_j) for c in costs] == expected
+    assert len(costs) == 5 and costs[-1].committed_energy_j > 0
+    if devices:  # tails: committed beyond the ledger at a round's end
+        assert any(c.committed_energy_j > sum(c.energy_by_category_j.values()) for c in costs[:-1])

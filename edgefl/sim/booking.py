@@ -6,6 +6,8 @@ computed here once per phase, one numpy call per category, with the formulas of 
 
 from __future__ import annotations
 
+from itertools import accumulate
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -87,23 +89,28 @@ def energies_j(
 
 def rows_energies_j(pop: Population, rows: list) -> tuple[LogRow, np.ndarray]:
     """The columns of log rows (a :class:`LogRow` of tuples, by field name) and each row's energy (J)."""
-    col, energy, _, _ = _priced(pop, rows)
-    return col, energy
+    energy, _, _ = _priced(pop, rows)
+    return LogRow._make(zip(*rows)), energy
 
 
-def _priced(pop: Population, rows: list) -> tuple[LogRow, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`rows_energies_j`, and the rows' clients and charge codes as the arrays it priced them with."""
-    col = LogRow._make(zip(*rows))
-    client, code = np.array(col.client, dtype=np.int64), np.array(col.code, dtype=np.int64)
+def _column(rows: list, field: str, dtype) -> np.ndarray:
+    """One field of log rows as an array (read row by row: ``zip(*rows)`` makes an iterator per row, and a booking of
+    16 phases' rows then set off the garbage collector a few times: 5 % of benchmarks [5])."""
+    return np.fromiter(map(itemgetter(LogRow._fields.index(field)), rows), dtype=dtype, count=len(rows))
+
+
+def _priced(pop: Population, rows: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The energy (J) of each log row, and the rows' clients and charge codes as the arrays it priced them with."""
+    client, code = _column(rows, "client", np.int64), _column(rows, "code", np.int64)
     energy = energies_j(
         pop,
         client,
         code,
-        np.array(col.amount, dtype=np.float64),  # cycles for compute, seconds otherwise
-        np.array(col.cpu_hz, dtype=np.float64),
-        np.array(col.tx_power_w, dtype=np.float64),
+        _column(rows, "amount", np.float64),  # cycles for compute, seconds otherwise
+        _column(rows, "cpu_hz", np.float64),
+        _column(rows, "tx_power_w", np.float64),
     )
-    return col, energy, client, code
+    return energy, client, code
 
 
 def step_codes(steps, seconds: list[float]) -> tuple[list[int], list[float]]:
@@ -114,14 +121,22 @@ def step_codes(steps, seconds: list[float]) -> tuple[list[int], list[float]]:
 
 
 def book(
-    pop: Population, ledger: EnergyLedger, events: list[Event] | None, phases: list[tuple[int, int, list[LogRow]]]
-) -> None:
+    pop: Population,
+    ledger: EnergyLedger,
+    events: list[Event] | None,
+    phases: list[tuple[int, int, list[LogRow]]],
+    read_after: list[int] | tuple = (),
+) -> list[dict[str, float]]:
     """Charge phases' :class:`LogRow` s, given as (round, phase, rows) in the order simulated, to
-    ``ledger`` (repeated cells accumulate in log order) and append them to ``events``."""
+    ``ledger`` (repeated cells accumulate in log order) and append them to ``events``. ``read_after``: how many of
+    ``phases`` (ascending) are charged when the ledger's energy by category is read (a round's end): returned in that
+    order, as many readings, the same numbers, as booking the phases in parts with a reading after each."""
     log = [row for _, _, rows in phases for row in rows]
-    col, energy, client, code = _priced(pop, log)
-    ledger.add_rows(client, code, energy)
+    energy, client, code = _priced(pop, log)
+    rows_before = list(accumulate((len(rows) for _, _, rows in phases), initial=0))
+    totals = ledger.add_rows(client, code, energy, [rows_before[k] for k in read_after])
     if events is not None:
+        col = LogRow._make(zip(*log))
         rounds = [r for r, _, rows in phases for _ in rows]
         phase_ids = [p for _, p, rows in phases for _ in rows]
         events.extend(
@@ -143,6 +158,7 @@ def book(
                 col.tx_power_w,
             )
         )
+    return totals
 
 
 class LiveLog:

@@ -96,7 +96,13 @@ class SimPyPricer:
         self._phase_log: list | None = None  # the log of the phase running
         self._running: dict = {}  # client -> its process, while its chain runs
         self.chain_states: dict = {}  # client -> (its step, what it does since when): its chain's step running
-        self._committed_j = 0.0  # the energy committed at the last round's end (committed_energy_j)
+        # Per round ended (end_round): [the ledger's energy by category at its end (None until booked), J the run had
+        # committed beyond its ledger then (spent by chains cut, then radio tails to run)]; the last one's; and the
+        # round ends not booked yet, as (entries of _unbooked before it, its entry): read when booked (_book), so
+        # that re-pricing books a few batches rather than one per round (benchmarks [5]).
+        self._round_energy: dict[int, list] = {}
+        self._last_round_energy: list | None = None
+        self._round_ends: list[tuple[int, list]] = []
         # Chains started by start_chains: client -> its process; who completed; (when, client) of those ended
         # and not yet taken by next_arrival; where they log (the round in progress's rows).
         self._flight: dict = {}
@@ -381,16 +387,33 @@ class SimPyPricer:
         self._live.close_round(self._unbooked, round_)  # (chains still running log under the round they end in)
         for hook in self._hooks["round_end"]:
             hook(round_)
-        self._committed_j = self._committed_now_j()
+        entry = self._round_energy[round_] = self._last_round_energy = [None, 0.0, 0.0]
+        self._round_ends.append((len(self._unbooked), entry))  # (the ledger as booked up to here: read when booked)
+        entry[1:] = self._committed_beyond_ledger_j()
 
     def committed_energy_j(self) -> float:
         """The energy (J) the run had committed at the last round's end (docs/model.md §8): what was booked, plus
         what the radios still in a tail would spend if no further message came, plus, for the chains of an
         asynchronous server still running, what cutting them then costs (the part done, the tail after a cut
         message): what stopping there costs, the run's ledger once :meth:`finish` is called then."""
-        return self._committed_j
+        return 0.0 if self._last_round_energy is None else self._energy_at(self._last_round_energy)[1]
 
-    def _committed_now_j(self) -> float:
+    def round_end_energy(self, round_: int) -> tuple[dict[str, float], float]:
+        """The ledger's energy by category (J) at the end of round ``round_`` (its last :meth:`end_round`) and the
+        energy committed then (:meth:`committed_energy_j`): read after the rounds that follow were priced (a
+        re-pricing reads every round's at the end: benchmarks [5]), the numbers read at the round's end."""
+        return self._energy_at(self._round_energy[round_])
+
+    def _energy_at(self, entry: list) -> tuple[dict[str, float], float]:
+        if entry[0] is None:
+            self._book()
+        by_category, spent_j, pending_j = entry
+        booked = sum(by_category.values())  # (as metrics.csv's energy_j sums it: equal when none runs on)
+        return dict(by_category), booked + spent_j + pending_j
+
+    def _committed_beyond_ledger_j(self) -> tuple[float, float]:
+        """What the run has committed now beyond its ledger (J): what the chains of an asynchronous server still
+        running would spend if cut now, and what the radio tails will still spend then."""
         rows, cut = [], set()
         for client, proc in self._flight.items():  # an asynchronous server's chains still running: cut now
             state = self.chain_states.get(client)
@@ -405,8 +428,7 @@ class SimPyPricer:
             col, joules = rows_energies_j(self.pop, rows)
             for client, j in zip(col.client, joules.tolist()):  # type: ignore[call-overload]  # (a column)
                 spent[client] = spent.get(client, 0.0) + j
-        booked = sum(self.ledger.by_category().values())  # (as metrics.csv's energy_j sums it: equal when none runs on)
-        return booked + sum(spent.values()) + self.radio.pending_j(spent, cut)
+        return sum(spent.values()), self.radio.pending_j(spent, cut)
 
     @journaled
     def finish(self) -> None:
@@ -427,11 +449,11 @@ class SimPyPricer:
     def price_phase(self, phase: PhaseRecord) -> dict[int, bool]:
         """Simulate the phase: its chains start now, and the phase ends when the last one ends, or at
         the deadline (the chains still running are cut); return, per client, whether its whole chain completed."""
-        env, completed, log = self.env, dict[int, bool](), list[LogRow]()
+        completed, log = dict[int, bool](), list[LogRow]()
         if self._on_own_clocks(phase):
             last = self._start_on_own_clocks(phase, completed, log)
             self._phase_log = log  # (as below: the phase's start hooks log outside it)
-            env.run(until=env.process(self._pass(last)))  # the core's clock goes where the last chain ended
+            self._pass(last)  # the core's clock goes where the last chain ended
         else:
             self._run_processes(phase, completed, log)
         self._running = {}
@@ -460,10 +482,21 @@ class SimPyPricer:
             and runs_inline(self)
         )
 
-    def _pass(self, clock: OwnClock):
-        """The core's clock goes to ``clock.now``, where the chain that ends last ended: in one timeout where SimPy's
-        sum (now + delay) lands on it exactly, else through that chain's waits one after another (the same float
-        sums as its clock's)."""
+    def _pass(self, clock: OwnClock) -> None:
+        """The core's clock goes to ``clock.now``, where the chain that ends last ended. Where no other event is due
+        by then and SimPy's sum (now + delay) lands on it exactly: in one timeout (benchmarks [5]: the process below
+        was 3 of a phase's 4 events); else through that chain's waits (:meth:`_passing`)."""
+        env, now, end = self.env, self.env.now, clock.now
+        while env.peek() <= now:  # what is due now first (e.g. the stop event SimPy leaves queued at every run's end)
+            env.step()
+        if env.peek() > end and now + (end - now) == end:
+            env.run(until=env.timeout(end - now))  # (a timeout, not until=end: the clock keeps the sum's type)
+        else:
+            env.run(until=env.process(self._passing(clock)))
+
+    def _passing(self, clock: OwnClock):
+        """A process that passes ``clock``'s time: in one timeout where SimPy's sum (now + delay) lands on it
+        exactly, else through its waits one after another (the same float sums as the clock's)."""
         now = self.env.now
         if now + (clock.now - now) == clock.now:
             yield self.env.timeout(clock.now - now)
@@ -515,9 +548,10 @@ class SimPyPricer:
         """Run the phase's chains now, each at once on its own clock (:meth:`_on_own_clocks`); the clock of the one
         that ends last."""
         clients, plans, skip = self._planned(phase)
-        last = OwnClock(self.env.now)
+        now = self.env.now
+        last = OwnClock(now)
         for c in clients:
-            clock = OwnClock(self.env.now)
+            clock = OwnClock(now)
             deque(chain(self, c, plans[c], completed, log, c in skip, clock), maxlen=0)  # (run to its end)
             if clock.now > last.now:
                 last = clock
@@ -590,9 +624,11 @@ class SimPyPricer:
     def _book(self) -> None:
         self._phases_unbooked = 0
         self._live.flush(self._unbooked)
-        if self._unbooked:
-            unbooked, self._unbooked = self._unbooked, []
-            book(self.pop, self._ledger, self._events, unbooked)
+        ends, self._round_ends = self._round_ends, []
+        unbooked, self._unbooked = self._unbooked, []
+        totals = book(self.pop, self._ledger, self._events, unbooked, [at for at, _ in ends]) if unbooked else []
+        for (_, entry), by_category in zip(ends, totals or [self._ledger.by_category()] * len(ends)):
+            entry[0] = by_category  # (the ledger's energy by category at that round's end)
 
 
 CORE_VALUES = ("cpu_hz", "tx_power_w")  # the per-device values the core itself keeps (device_value)
