@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, Optional
 
+import pytest
 import torch
 
 from edgefl.scenario import Scenario, scenario_from_dict
@@ -26,6 +27,18 @@ from edgefl.scenario import Scenario, scenario_from_dict
 HANG_S = 1800
 
 SYNTHETIC_DATA = {"name": "synthetic", "num_clients": 10, "samples_per_client": 40}
+
+
+@pytest.fixture(autouse=True)
+def torch_threads_as_before():
+    """Each test leaves torch's thread count as it found it. A run's ``run.threads`` sets it for the whole process
+    (edgefl.parts.build_run): the fuzz test's run.threads = 777 left a worker of the suite (pytest-xdist) running
+    every later test's tensor operations on 777 threads on 2 cores, 3-4 times the CPU time of the same tests
+    run alone (measured 55 s against 15 s for tests/test_control.py)."""
+    threads = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
 
 
 def make_scenario(
