@@ -64,3 +64,15 @@ def assert_one_round_runs(path: Path, name: str) -> None:
     result = Simulation(s).run(progress=False)
     assert len(result.metrics) == 1 and result.summary["algorithm"] == name
     assert math.isfinite(result.metrics[0]["loss"]), (path.stem, name)
+
+
+def runs_of_group(group: str):
+    """The test of one group's file (``test_... = runs_of_group(GROUP)``): each of its algorithms on each committed
+    scenario, one test per pair."""
+
+    @pytest.mark.parametrize("name", GROUPS[group])
+    @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+    def test_every_committed_scenario_runs_the_algorithm_where_it_fits(path, name):
+        assert_one_round_runs(path, name)
+
+    return test_every_committed_scenario_runs_the_algorithm_where_it_fits

@@ -2,13 +2,6 @@
 (tests/algorithm_runs.py: one round each; the groups are files of their own so that the suite's workers share
 them out)."""
 
-from __future__ import annotations
+from algorithm_runs import runs_of_group
 
-import pytest
-from algorithm_runs import GROUPS, SCENARIOS, assert_one_round_runs
-
-
-@pytest.mark.parametrize("name", GROUPS["averaging"])
-@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
-def test_every_committed_scenario_runs_the_algorithm_where_it_fits(path, name):
-    assert_one_round_runs(path, name)
+test_every_committed_scenario_runs_the_algorithm_where_it_fits = runs_of_group("averaging")
