@@ -16,16 +16,36 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, Optional
 
+import pytest
 import torch
+from hypothesis import HealthCheck, settings
 
 from edgefl.scenario import Scenario, scenario_from_dict
 
-# Ten clients of Synthetic(1, 1) with 40 samples each (synthetic_alpha = synthetic_beta = 1 by default).
 # How long a test waits for a subprocess before calling it hung. A guard against hangs, not a timing window: a
 # machine whose two cores are shared by many jobs (load average 40 measured) runs a 20 s command for minutes.
 HANG_S = 1800
 
+# Hypothesis's own wall-clock limits are windows on a loaded machine: a 200 ms deadline per example (a process
+# descheduled that long fails the test, or "Flaky" when the re-run is quick) and the too_slow health check on the time
+# spent drawing examples. Every property test here runs without them; its examples and checks are unchanged.
+settings.register_profile("edgefl", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("edgefl")
+
+# Ten clients of Synthetic(1, 1) with 40 samples each (synthetic_alpha = synthetic_beta = 1 by default).
 SYNTHETIC_DATA = {"name": "synthetic", "num_clients": 10, "samples_per_client": 40}
+
+
+@pytest.fixture(autouse=True)
+def torch_threads_as_before():
+    """Each test leaves torch's thread count as it found it. A run's ``run.threads`` sets it for the whole process
+    (edgefl.parts.build_run): the fuzz test's run.threads = 777 left a worker of the suite (pytest-xdist) running
+    every later test's tensor operations on 777 threads on 2 cores, 3-4 times the CPU time of the same tests
+    run alone (measured 55 s against 15 s for tests/test_control.py)."""
+    threads = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
 
 
 def make_scenario(

@@ -3,20 +3,12 @@ settings and `--set algorithm.name=X` switches between them on every committed s
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
-
 import pytest
+from algorithm_runs import GROUPS, MNIST_DIR, ROOT, SCENARIOS, fits
 
 import algorithms
 from edgefl.runner import Simulation
 from edgefl.scenario import ScenarioError, load_scenario
-
-ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
-
-
-MNIST_DIR = ROOT.parent / "shared" / "datasets" / "mnist"
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
@@ -29,11 +21,20 @@ def test_every_committed_scenario_takes_every_algorithm(path):
     if data and not MNIST_DIR.is_dir():
         pytest.skip("no MNIST folder beside the checkout")
     for name in algorithms.names():
-        if not _fits(path, name, dict(d.split("=", 1) for d in data)):
+        if not fits(path, name, dict(d.split("=", 1) for d in data)):
             continue
         s = load_scenario(path, [*data, f"algorithm.name={name}"])
         assert s.algorithm.name == name
         assert s.algorithm.hyperparams() == algorithms.get(name).Params(**s.algorithm.tables().get(name, {}))
+
+
+def test_the_groups_of_the_runs_on_every_scenario_hold_every_algorithm_once():
+    """tests/test_algorithms_on_scenarios_*.py run every algorithm on every committed scenario, one group each: a
+    new algorithm must join a group (and every group has its file)."""
+    names = [name for group in GROUPS.values() for name in group]
+    assert sorted(names) == algorithms.names()
+    files = sorted(p.name for p in (ROOT / "tests").glob("test_algorithms_on_scenarios_*.py"))
+    assert files == sorted(f"test_algorithms_on_scenarios_{group}.py" for group in GROUPS)
 
 
 @pytest.mark.parametrize("name", [n for n in algorithms.names() if n != "fedalign"])  # fedalign needs priority clients
@@ -117,43 +118,3 @@ def test_an_algorithm_of_ones_own_by_its_module_path(tmp_path, monkeypatch):
             load_scenario(ROOT / "scenarios" / "quickstart.toml", {"algorithm.name": "no_such_module:X"})
     finally:
         sys.modules.pop("my_algorithms", None)
-
-
-def _fits(path: Path, name: str, data: dict) -> bool:
-    """Whether algorithm ``name`` fits the data and model of scenario ``path`` (else loading says why)."""
-    try:
-        load_scenario(path, {**data, "algorithm.name": name})
-    except ScenarioError as exc:
-        assert "fedalign needs priority clients" in str(exc)  # the one documented misfit
-        return False
-    return True
-
-
-@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
-def test_every_committed_scenario_runs_every_algorithm_that_fits(path):
-    """`edgefl run SCENARIO --set algorithm.name=X` for every algorithm whose data and model fit: one round,
-    τ at most 2 (what is tested is that the switch runs, not what it learns)."""
-    from test_data_registry import load_raw_dir_exists
-
-    if not load_raw_dir_exists(path):
-        if load_scenario(path, [f"data.dir={MNIST_DIR}"]).data.name != "mnist" or not MNIST_DIR.is_dir():
-            pytest.skip("the full data set of this scenario is not beside the checkout")
-        data = {"data.dir": str(MNIST_DIR)}
-    else:
-        data = {}
-    base = load_scenario(path, data)
-    for name in algorithms.names():
-        if not _fits(path, name, data):
-            continue
-        s = load_scenario(
-            path,
-            {
-                **data,
-                "algorithm.name": name,
-                "run.rounds": 1,
-                "algorithm.local_steps": min(2, base.algorithm.local_steps),
-            },
-        )
-        result = Simulation(s).run(progress=False)
-        assert len(result.metrics) == 1 and result.summary["algorithm"] == name
-        assert math.isfinite(result.metrics[0]["loss"]), (path.stem, name)

@@ -18,13 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import HANG_S
+
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 NOTEBOOKS = sorted(EXAMPLES.glob("*.ipynb"))
-CELL_TIMEOUT_S = 300
 
 
 def test_there_are_example_notebooks_and_the_readme_lists_them():
@@ -53,8 +54,17 @@ def test_notebook_runs(path, monkeypatch):
     nb = nbformat.read(path, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell("import json, sys\nprint(json.dumps(sys.prefix))"))
     before = sorted(p.name for p in EXAMPLES.iterdir())
+    # every wait a guard against a hang, never a window a loaded machine can miss: nbclient's defaults give the kernel
+    # 60 s to start and, after a cell's reply, 4 s for its outputs (then it warns and goes on without them: an error
+    # or the last cell's print lost)
     client = nbclient.NotebookClient(
-        nb, kernel_name="python3", timeout=CELL_TIMEOUT_S, resources={"metadata": {"path": str(EXAMPLES)}}
+        nb,
+        kernel_name="python3",
+        timeout=HANG_S,
+        startup_timeout=HANG_S,
+        iopub_timeout=HANG_S,
+        raise_on_iopub_timeout=True,
+        resources={"metadata": {"path": str(EXAMPLES)}},
     )
     client.execute()  # raises CellExecutionError, with the cell and the traceback, on an error
     errors = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.outputs if o.output_type == "error"]

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,8 @@ import algorithms
 from edgefl.cli import main
 from edgefl.data.registry import REGISTRY as DATA_REGISTRY
 from edgefl.scenario import SECTION_MODELS, ScenarioError, load_scenario
+
+from conftest import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.toml"  # configured SNR, synthetic data
@@ -122,18 +125,28 @@ def run_case(base: Path, assignments: list[tuple[str, object]], tmp_path: Path, 
     return code, capsys.readouterr().err, out
 
 
-def _timeout(signum, frame):
-    raise TimeoutError("a 2-round run took more than 300 s")
+HUNG_CPU_S = 300  # CPU seconds (this process's, all threads): what a loaded machine does not stretch
+
+
+def _hung(signum, frame):
+    raise TimeoutError(f"a 2-round run used {HUNG_CPU_S} s of CPU or waited {HANG_S} s: hung")
 
 
 def _fuzz(base, assignments, tmp_path, capsys):
-    previous = signal.signal(signal.SIGALRM, _timeout)
-    signal.alarm(300)  # a hang fails the test (generous: a loaded machine is slow, not hung)
+    """A hang fails the test: a run spinning on the CPU after 300 s of CPU time, one blocked after HANG_S s (a wall
+    limit of 300 s was a window: other processes on the 2 cores stretch a run's wall time many times)."""
+    previous = {number: signal.signal(number, _hung) for number in (signal.SIGPROF, signal.SIGALRM)}
+    signal.setitimer(signal.ITIMER_PROF, HUNG_CPU_S)
+    signal.alarm(HANG_S)
+    threads = torch.get_num_threads()
     try:
         code, err, out = run_case(base, assignments, tmp_path, capsys)
     finally:
+        torch.set_num_threads(threads)  # an example's run.threads (up to 1024) holds for the process: not the next's
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
     check_outcome(code, err, out)
 
 
