@@ -155,3 +155,5 @@ def test_test_pool_rows_must_index_the_pool():
     for bad in (np.array([0, 1, 2, 0]), np.array([0, 1, -1, 0]), np.array([0, 1, 1])):
         with pytest.raises(ValueError, match="test_pool_rows"):
             FederatedData(**common, test_pool_rows=bad)
+    with pytest.raises(ValueError, match="test_pool_rows"):  # rows of no pool
+        FederatedData(**{**common, "global_test_x": None}, test_pool_rows=np.array([0, 1, 1, 0]))

@@ -112,8 +112,12 @@ class FederatedData:
             raise ValueError("train_offsets and test_offsets must describe the same clients")
         rows = self.test_pool_rows
         if rows is not None:
-            pool = 0 if self.global_test_x is None else self.global_test_x.shape[0]
-            if rows.shape != (self.test_x.shape[0],) or (rows.size and not 0 <= rows.min() <= rows.max() < pool):
+            pool = 0 if self.global_test_x is None or self.global_test_y is None else self.global_test_x.shape[0]
+            if (
+                rows.shape != (self.test_x.shape[0],)
+                or not pool
+                or (rows.size and not 0 <= rows.min() <= rows.max() < pool)
+            ):
                 raise ValueError(f"test_pool_rows must be [{self.test_x.shape[0]}] rows of global_test_x ({pool})")
 
     @property
