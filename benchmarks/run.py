@@ -560,8 +560,8 @@ def bench_async() -> None:
 # -- 6. the Figure-4 study end to end ---------------------------------------------------
 def bench_figure4(seeds: int, workers: int, smoke: bool = False) -> None:
     """``edgefl sweep`` of scenarios/energy-tau-sweep.toml with ``seeds`` seeds, then
-    ``edgefl optimal-tau`` and ``edgefl plot``, each timed as a whole process. ``smoke``: 2 rounds on
-    2 SNR x 1 bandwidth x 2 tau."""
+    ``edgefl optimal-tau`` and ``edgefl plot``, each timed as a whole process (the code of ``--tree`` where given:
+    ``python -m edgefl.cli`` run in it). ``smoke``: 2 rounds on 2 SNR x 1 bandwidth x 2 tau."""
     import tempfile
 
     cli = [sys.executable, "-m", "edgefl.cli"]
@@ -585,7 +585,7 @@ def bench_figure4(seeds: int, workers: int, smoke: bool = False) -> None:
             "sweep": [
                 *cli,
                 "sweep",
-                str(SWEEP_SCENARIO),
+                str(TREE / "scenarios" / "energy-tau-sweep.toml"),
                 "--seeds",
                 str(seeds),
                 "--out",
@@ -603,7 +603,7 @@ def bench_figure4(seeds: int, workers: int, smoke: bool = False) -> None:
         times, cpu = {}, {}
         for name, command in steps.items():
             t, c = time.perf_counter(), children_cpu_s()
-            subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
+            subprocess.run(command, check=True, capture_output=True, text=True, cwd=TREE)  # (-m: the tree's edgefl)
             times[name], cpu[name] = time.perf_counter() - t, children_cpu_s() - c
         points = len(load_manifest(out)["points"])
     total = sum(times.values())
