@@ -413,6 +413,12 @@ def test_mnist_train_and_test_pools_are_disjoint(mnist_fd):
     assert not train & test
 
 
+def test_mnist_client_test_sets_are_rows_of_the_test_pool(mnist_fd):
+    rows = torch.from_numpy(mnist_fd.test_pool_rows)  # what the evaluation reads (edgefl.metrics.test_per_sample)
+    assert torch.equal(mnist_fd.test_x, mnist_fd.global_test_x[rows])
+    assert torch.equal(mnist_fd.test_y, mnist_fd.global_test_y[rows])
+
+
 def test_mnist_client_test_sets_follow_training_mix(mnist_fd):
     fd = mnist_fd
     train_hist = fd.class_histograms()

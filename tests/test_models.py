@@ -102,3 +102,58 @@ def test_an_evaluation_of_the_same_model_is_not_recomputed(monkeypatch):
     assert metrics.evaluate_global(model, data, w)["client_acc"][0] == first["client_acc"][0]
     metrics.evaluate_global(model, data, w + 0.1)
     assert len(calls) == 4
+
+
+@pytest.mark.parametrize("name", ["linear", "mlp", "cnn"])
+def test_test_rows_drawn_from_a_pool_are_evaluated_once_per_pool_image(name, monkeypatch):
+    """Clients' test rows drawn with replacement from a held-out pool (data.test_pool_rows): the evaluation runs the
+    model on the pool's images only, and every number is the one the rows evaluated one by one give, bit for bit."""
+    import dataclasses
+
+    from edgefl import metrics
+    from edgefl.data.federated import FederatedData, client_offsets
+
+    g = torch.Generator().manual_seed(3)
+    pool_x, pool_y = torch.randn(300, 1, 28, 28, generator=g), torch.randint(0, 10, (300,), generator=g)
+    rows = torch.randint(0, 300, (4 * 250,), generator=g).numpy()  # 4 clients x 250 rows, images repeated
+    data = FederatedData(
+        name="pooled",
+        num_classes=10,
+        input_shape=(1, 28, 28),
+        train_x=torch.randn(400, 1, 28, 28, generator=g),
+        train_y=torch.randint(0, 10, (400,), generator=g),
+        train_offsets=client_offsets([100] * 4),
+        test_x=pool_x[rows],
+        test_y=pool_y[rows],
+        test_offsets=client_offsets([250] * 4),
+        global_test_x=pool_x,
+        global_test_y=pool_y,
+        test_pool_rows=rows,
+    )
+    model = build_model(name, data.input_shape, 10, seed=0, hidden=32)
+    evaluated = []
+    computed = metrics.per_sample
+    monkeypatch.setattr(metrics, "per_sample", lambda m, w, x, y: evaluated.append(len(x)) or computed(m, w, x, y))
+    w = model.init_params() + 0.05 * torch.randn(model.dim, generator=g)
+    pooled = metrics._evaluate_global(model, data, w)
+    assert evaluated == [300, 400]  # the pool's images, then the training samples
+    plain = metrics._evaluate_global(model, dataclasses.replace(data, test_pool_rows=None), w)
+    assert evaluated[2:] == [1000, 400]
+    assert pooled.keys() == plain.keys()
+    for key, value in plain.items():
+        assert np.array_equal(pooled[key], value) if isinstance(value, np.ndarray) else pooled[key] == value, key
+
+
+def test_test_pool_rows_must_index_the_pool():
+    from edgefl.data.federated import FederatedData, client_offsets
+
+    x = torch.zeros(4, 3)
+    common = dict(name="d", num_classes=2, input_shape=(3,), train_x=x, train_y=torch.zeros(4, dtype=torch.int64))
+    common.update(train_offsets=client_offsets([2, 2]), test_x=x, test_y=torch.zeros(4, dtype=torch.int64))
+    common.update(test_offsets=client_offsets([2, 2]), global_test_x=x[:2], global_test_y=torch.zeros(2))
+    FederatedData(**common, test_pool_rows=np.array([0, 1, 1, 0]))
+    for bad in (np.array([0, 1, 2, 0]), np.array([0, 1, -1, 0]), np.array([0, 1, 1])):
+        with pytest.raises(ValueError, match="test_pool_rows"):
+            FederatedData(**common, test_pool_rows=bad)
+    with pytest.raises(ValueError, match="test_pool_rows"):  # rows of no pool
+        FederatedData(**{**common, "global_test_x": None}, test_pool_rows=np.array([0, 1, 1, 0]))

@@ -187,9 +187,11 @@ def test_a_sweep_trains_each_seed_group_together_with_the_solo_numbers(tmp_path,
     runs = 2 if mode == REPRICED else 4  # per tau: one training re-priced for both SNRs, or a run per point
     assert [t.runs for t in tasks] == [3] * runs  # a task per seed group, its 3 seeds
     assert all(t.mode == mode for t in tasks)
+    heaviest_first = [3] * (runs // 2) + [2] * (runs // 2)  # local steps (edgefl.sweeps.run.work)
+    assert [t.scenario.algorithm.local_steps for t in tasks] == heaviest_first
     assert sum(len(t.points) for t in tasks) == 12
     monkeypatch.setattr(seed_axis, "SEEDS_TOGETHER", 2)
-    assert [t.runs for t in sweep_run.make_tasks(plan.points)] == [2, 1] * runs  # at most 2 seeds a job
+    assert [t.runs for t in sweep_run.make_tasks(plan.points)] == [2] * runs + [1] * runs  # at most 2 a job
     monkeypatch.undo()
     together = sweep_run.run_sweep(plan, tmp_path / "together", progress=False)
     monkeypatch.setattr(sweep_run, "run_together", lambda sims: [sim.run(progress=False) for sim in sims])

@@ -87,6 +87,10 @@ class FederatedData:
     source: str = ""  # how the pools were made, e.g. "MNIST-10k: t10k split 80/20"
     global_test_x: torch.Tensor | None = None  # the whole held-out pool, for a global accuracy
     global_test_y: torch.Tensor | None = None
+    # Where the clients' test sets are drawn from the held-out pool (images shared between clients, drawn with
+    # replacement): test_x[i] is global_test_x[test_pool_rows[i]] and test_y[i] global_test_y[test_pool_rows[i]],
+    # int64 [n_test_total]; the evaluation (edgefl.metrics) then runs the model once per pool image. None: not so.
+    test_pool_rows: np.ndarray | None = None
     # Optional extras: the ground truth of a statistical-recovery data set (w* [p] or
     # W* [rows, cols], for edgefl.estimation), and each client's role ("priority" /
     # "non_priority", for prioritized FL); None where a data set has none.
@@ -106,6 +110,15 @@ class FederatedData:
                 raise ValueError(f"{split}_x rows have shape {tuple(x.shape[1:])}, expected {self.input_shape}")
         if self.train_offsets.shape != self.test_offsets.shape:
             raise ValueError("train_offsets and test_offsets must describe the same clients")
+        rows = self.test_pool_rows
+        if rows is not None:
+            pool = 0 if self.global_test_x is None or self.global_test_y is None else self.global_test_x.shape[0]
+            if (
+                rows.shape != (self.test_x.shape[0],)
+                or not pool
+                or (rows.size and not 0 <= rows.min() <= rows.max() < pool)
+            ):
+                raise ValueError(f"test_pool_rows must be [{self.test_x.shape[0]}] rows of global_test_x ({pool})")
 
     @property
     def num_clients(self) -> int:

@@ -157,4 +157,5 @@ def federate_pools(
         source=source,
         global_test_x=to_tensor(pools.test_x),
         global_test_y=torch.from_numpy(pools.test_y.astype(np.int64)),
+        test_pool_rows=test_order,
     )
