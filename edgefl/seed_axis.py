@@ -8,7 +8,9 @@ be trained together are: the clients of all runs stacked into one ``[sum C_s, d]
 gathered from its own data (indices drawn from its own stream, as alone: :meth:`Executor.prepare`), one gradient
 and one step per local step for all of them (:meth:`Executor._train_batched`), each run handed back its rows.
 Everything else (evaluation, the algorithm's server side, the engine) runs in the run's own thread on its own
-objects. So the engine core is untouched: the seed axis is a hook on the executor.
+objects. So the engine core is untouched: the seed axis is a hook on the executor. The stacking itself
+(:func:`train_together`) also serves one run: the engine trains an asynchronous server's chains, dispatched one at a
+time, together when one of them ends (edgefl.sim.engine, ``Engine.settle``).
 
 Equality: the batched gradient is the same rows of the same ``bmm`` (the closed form for linear models) or of the
 same vmapped forward, and the step function the same elementwise arithmetic (the server's model a step reads,
