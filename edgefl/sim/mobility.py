@@ -74,10 +74,12 @@ class RandomWaypoint:
 
     def links(
         self, uplink: list[Link], downlink: list[Link], path_loss_db, bs_tx_power_w: float
-    ) -> tuple[list[Link], list[Link]]:
+    ) -> tuple[list[Link], list[Link], np.ndarray]:
         """The links at the current positions: budget links get the path loss (``path_loss_db(distance_m)``,
-        the scenario's model) of the new distance (at least r_min); configured-SNR links do not depend on it."""
-        loss = np.asarray(path_loss_db(np.maximum(self.distance_m, self.r_min)), dtype=np.float64).tolist()
+        the scenario's model) of the new distance (at least r_min); configured-SNR links do not depend on it.
+        Also returns that path loss per device (dB), for the physics' arrays (PhasePhysics.links_moved)."""
+        loss_db = np.asarray(path_loss_db(np.maximum(self.distance_m, self.r_min)), dtype=np.float64)
+        loss = loss_db.tolist()
         up = [lk if lk.mode != "budget" else lk.moved(lk.tx_power_w, loss_db) for lk, loss_db in zip(uplink, loss)]  # type: ignore[arg-type]  # a budget link has its power
         down = [lk if lk.mode != "budget" else lk.moved(bs_tx_power_w, loss_db) for lk, loss_db in zip(downlink, loss)]
-        return up, down
+        return up, down, loss_db
