@@ -102,6 +102,13 @@ ENGINE_CASES = {
     "hierfavg-backhaul": ["algorithm.name=hierfavg", "algorithm.hierfavg.edge_rounds=3", "backhaul.rate_mbps=50"],
     "hierfavg-alone": ["algorithm.name=hierfavg", "algorithm.hierfavg.edge_rounds=2"],
     "fedavg-backhaul": ["backhaul.rate_mbps=100", "backhaul.latency_ms=5"],
+    # an asynchronous server: chains dispatched one at a time, trained when they end (Engine.settle); update
+    # compression's stream and error feedback in dispatch order
+    "fedasync": ["algorithm.name=fedasync", "algorithm.fedasync.concurrency=5", "run.threads=1"],
+    "fedbuff-everything": EVERYTHING
+    + ["algorithm.name=fedbuff", "algorithm.fedbuff.buffer_size=3", "algorithm.fedbuff.max_staleness=4"]
+    + ["compression.name=qsgd", "compression.bits=4", "run.threads=1"],
+    "fedasync-topk": ["algorithm.name=fedasync", "compression.name=topk", "run.threads=1"],
 }
 
 

@@ -141,6 +141,20 @@ class Link:
             raise ValueError("shadowing applies to a link budget; Link.from_snr_db has none")
         return replace(self, shadowing_db=float(shadowing_db))
 
+    def moved(self, tx_power_w: float, path_loss_db: float) -> "Link":
+        """This budget link with another transmit power [W] and path loss [dB] and no interference: what
+        ``Link.from_budget(tx_power_w, path_loss_db, noise_figure_db, shadowing_db, n0_dbm_per_hz)`` of its fields
+        gives, without checking the fields again (they were checked when it was built; a moving population's links
+        are rebuilt at every server update: benchmarks [8])."""
+        if self.mode != "budget" or not tx_power_w >= 0:
+            raise ValueError(f"moved() needs a budget link and tx_power_w >= 0 (got {self.mode!r}, {tx_power_w})")
+        link = object.__new__(Link)
+        fields = link.__dict__  # (a frozen dataclass: its fields set as its own __init__ sets them)
+        fields.update(self.__dict__)
+        fields["tx_power_w"], fields["path_loss_db"] = float(tx_power_w), float(path_loss_db)
+        fields["interference_w_per_hz"] = 0.0
+        return link
+
     def snr_linear(self, bandwidth_hz, fading_gain=1.0):
         """Instantaneous linear SNR over ``bandwidth_hz`` [Hz] with power gain |h|² = fading_gain."""
         fading_gain = require_nonnegative(fading_gain, "fading_gain")

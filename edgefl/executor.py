@@ -308,6 +308,11 @@ class PreparedTrain:
     mask: torch.Tensor | None
     strategy: str
 
+    @property
+    def steps_done(self) -> np.ndarray:
+        """[C] the steps each client computes (those its mask leaves on): known before it trains."""
+        return np.full(len(self.op.clients), self.op.steps) if self.mask is None else self.mask.sum(dim=1).numpy()
+
 
 STRATEGIES = ("linear", "vmap", "threads", "loop")
 # The measured strategy replaces the structural guess only when this much faster (a margin against timing
@@ -508,9 +513,7 @@ class Executor:
         if self.device.type != "cpu":
             params, snapshot = params.cpu(), None if snapshot is None else snapshot.cpu()
             carry = {k: v.cpu() for k, v in carry.items()}
-        num, mask = len(p.op.clients), p.mask
-        steps_done = np.full(num, p.op.steps) if mask is None else mask.sum(dim=1).numpy()
-        return TrainResult(params=params, carry=carry, snapshot=snapshot, steps_done=steps_done)
+        return TrainResult(params=params, carry=carry, snapshot=snapshot, steps_done=p.steps_done)
 
     def _train_with(self, name: str, op: Train, start, idx, mask):
         if name == "loop":

@@ -202,11 +202,13 @@ class Simulation:
             if reached is not None:
                 stopped = reached
                 break
-            if every and (r + 1) % every == 0 and r + 1 < run.rounds:
-                done.wall_s += time.perf_counter() - started
-                started = time.perf_counter()
-                save_checkpoint(self, checkpoint)
-                log.debug("checkpoint after round %d: %s", r + 1, checkpoint)
+            if run.checkpoint_every and (r + 1) % run.checkpoint_every == 0 and r + 1 < run.rounds:
+                self.engine.settle()  # (what a checkpoint holds: the same numbers whether it is written or not)
+                if every:
+                    done.wall_s += time.perf_counter() - started
+                    started = time.perf_counter()
+                    save_checkpoint(self, checkpoint)
+                    log.debug("checkpoint after round %d: %s", r + 1, checkpoint)
         bar.close()
         if not diverged:  # what runs on is charged (docs/model.md §8)
             recorder.finish()

@@ -8,7 +8,9 @@ be trained together are: the clients of all runs stacked into one ``[sum C_s, d]
 gathered from its own data (indices drawn from its own stream, as alone: :meth:`Executor.prepare`), one gradient
 and one step per local step for all of them (:meth:`Executor._train_batched`), each run handed back its rows.
 Everything else (evaluation, the algorithm's server side, the engine) runs in the run's own thread on its own
-objects. So the engine core is untouched: the seed axis is a hook on the executor.
+objects. So the engine core is untouched: the seed axis is a hook on the executor. The stacking itself
+(:func:`train_together`) also serves one run: the engine trains an asynchronous server's chains, dispatched one at a
+time, together when one of them ends (edgefl.sim.engine, ``Engine.settle``).
 
 Equality: the batched gradient is the same rows of the same ``bmm`` (the closed form for linear models) or of the
 same vmapped forward, and the step function the same elementwise arithmetic (the server's model a step reads,
@@ -137,87 +139,111 @@ class SeedBatch:
                 prepared[lane] = self.executors[lane].prepare(op)
             except Exception as exc:  # noqa: BLE001 - the lane's own error, raised in its own thread
                 self._results[lane] = exc
-        for group in self._groups(prepared):
-            if len(group) > 1:
-                try:
-                    self._train_stacked({lane: prepared[lane] for lane in group})
-                    self.stacked_calls += 1
-                    continue
-                except Exception:  # noqa: BLE001 - each op alone then: its own error, if any, from its own run
-                    pass
-            for lane in group:
-                executor = self.executors[lane]
-                try:
-                    self._results[lane] = executor.result_of(prepared[lane], *executor.run_prepared(prepared[lane]))
-                except Exception as exc:  # noqa: BLE001 - raised in the lane's thread
-                    self._results[lane] = exc
+        lanes = list(prepared)
+        results, stacked = train_together([(self.executors[lane], prepared[lane]) for lane in lanes])
+        self._results.update(zip(lanes, results))  # (an error: raised in the lane's thread)
+        self.stacked_calls += stacked
         self._running += len(ops)
         self._cond.notify_all()
 
     def _groups(self, prepared: dict[int, PreparedTrain]) -> list[list[int]]:
-        """The lanes whose ops train together, in lane order; a vmap group holds at most as many clients as vmap
-        trains at once (Executor.clients_at_once: the memory)."""
-        groups: list[list[int]] = []
-        keys: list[tuple | None] = []
-        clients: list[int] = []
-        for lane, p in prepared.items():
-            key, size = _stack_key(p), len(p.op.clients)
-            limit = self.executors[lane].clients_at_once() if p.strategy == "vmap" else None
-            for i, group in enumerate(groups):
-                fits = limit is None or clients[i] + size <= limit
-                if key is not None and keys[i] == key and fits and _same_scalars(prepared[group[0]], p):
-                    group.append(lane)
-                    clients[i] += size
-                    break
-            else:
-                groups.append([lane])
-                keys.append(key)
-                clients.append(size)
-        return groups
+        """The lanes whose ops train together (:func:`stack_groups`)."""
+        lanes = list(prepared)
+        jobs = [(self.executors[lane], prepared[lane]) for lane in lanes]
+        return [[lanes[i] for i in group] for group in stack_groups(jobs)]
 
-    def _train_stacked(self, group: dict[int, PreparedTrain]) -> None:
-        lanes = list(group)
-        lead = self.executors[lanes[0]]
-        first = group[lanes[0]]
-        sizes = [len(group[lane].op.clients) for lane in lanes]
-        bounds = np.concatenate([[0], np.cumsum(sizes)])
-        spans = [slice(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
-        total = int(bounds[-1])
-        cat = lambda values: torch.cat(list(values))  # noqa: E731
-        shared, per_row = {}, set()
-        for name, value in first.op.shared.items():
-            if isinstance(value, torch.Tensor) and value.dim() > 0:  # e.g. the server's model: one per run
-                per_row.add(name)
-                shared[name] = cat(
-                    group[lane].op.shared[name].expand(size, *value.shape) for lane, size in zip(lanes, sizes)
-                )
-            else:  # a scalar, the same in every run (_same_scalars)
-                shared[name] = value
-        op = Train(
-            clients=np.arange(total),
-            start=cat(group[lane].start for lane in lanes),
-            steps=first.op.steps,
-            step=first.op.step,
-            carry={k: cat(group[lane].op.carry[k] for lane in lanes) for k in first.op.carry},
-            client_args={k: cat(group[lane].op.client_args[k] for lane in lanes) for k in first.op.client_args},
-            shared=shared,
-            batch_size=first.op.batch_size,
-        )
-        record = [group[lane].op.record_at for lane in lanes]
-        record_at = None
-        if any(r is not None for r in record):
-            record_at = torch.from_numpy(np.repeat([r or 0 for r in record], sizes))
-        idx = cat(group[lane].idx for lane in lanes)
-        gather = _stacked_gather([self.executors[lane] for lane in lanes], spans, lead)
-        params, carry, snapshot = lead._train_batched(
-            op, op.start, idx, None, gather=gather, record_at=record_at, per_row=frozenset(per_row)
-        )
-        for lane, span, at in zip(lanes, spans, record):
-            p = group[lane]
-            kept = None if snapshot is None or at is None or at > p.op.steps else snapshot[span]
-            self._results[lane] = self.executors[lane].result_of(
-                p, params[span], {k: v[span] for k, v in carry.items()}, kept
-            )
+
+Job = tuple[Executor, PreparedTrain]  # a prepared op and the executor it was prepared by (its data, its device)
+
+
+def train_together(jobs: Sequence[Job]) -> tuple[list[TrainResult | BaseException], int]:
+    """Train the prepared ops, those that can be stacked (:func:`stack_groups`) in one batched call, the others one
+    after another as alone; each op's result (or the exception training it alone raised), and the number of
+    stacked calls. A SeedBatch trains several runs' ops so; an engine, the chains an asynchronous server
+    dispatched one at a time (edgefl.sim.engine)."""
+    results: list[TrainResult | BaseException | None] = [None] * len(jobs)
+    stacked = 0
+    for group in stack_groups(jobs):
+        if len(group) > 1:
+            try:
+                results_of = _train_stacked([jobs[i] for i in group])
+            except Exception:  # noqa: BLE001 - each op alone then: its own error, if any, from its own run
+                pass
+            else:
+                for i, result in zip(group, results_of):
+                    results[i] = result
+                stacked += 1
+                continue
+        for i in group:
+            executor, p = jobs[i]
+            try:
+                results[i] = executor.result_of(p, *executor.run_prepared(p))
+            except Exception as exc:  # noqa: BLE001 - the op's own error, for its caller to raise
+                results[i] = exc
+    return results, stacked  # type: ignore[return-value]  # (every job has its result)
+
+
+def stack_groups(jobs: Sequence[Job]) -> list[list[int]]:
+    """The jobs (by index) whose ops train together, in order; a vmap group holds at most as many clients as vmap
+    trains at once (Executor.clients_at_once: the memory)."""
+    groups: list[list[int]] = []
+    keys: list[tuple | None] = []
+    clients: list[int] = []
+    for j, (executor, p) in enumerate(jobs):
+        key, size = _stack_key(p), len(p.op.clients)
+        limit = executor.clients_at_once() if p.strategy == "vmap" else None
+        for i, group in enumerate(groups):
+            fits = limit is None or clients[i] + size <= limit
+            if key is not None and keys[i] == key and fits and _same_scalars(jobs[group[0]][1], p):
+                group.append(j)
+                clients[i] += size
+                break
+        else:
+            groups.append([j])
+            keys.append(key)
+            clients.append(size)
+    return groups
+
+
+def _train_stacked(jobs: Sequence[Job]) -> list[TrainResult]:
+    """The ops' clients stacked into one batch, trained in one call; each op's result."""
+    lead, first = jobs[0]
+    sizes = [len(p.op.clients) for _, p in jobs]
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    spans = [slice(int(lo), int(hi)) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    total = int(bounds[-1])
+    cat = lambda values: torch.cat(list(values))  # noqa: E731
+    shared, per_row = {}, set()
+    for name, value in first.op.shared.items():
+        if isinstance(value, torch.Tensor) and value.dim() > 0:  # e.g. the server's model: one per op
+            per_row.add(name)
+            shared[name] = cat(p.op.shared[name].expand(size, *value.shape) for (_, p), size in zip(jobs, sizes))
+        else:  # a scalar, the same in every op (_same_scalars)
+            shared[name] = value
+    op = Train(
+        clients=np.arange(total),
+        start=cat(p.start for _, p in jobs),
+        steps=first.op.steps,
+        step=first.op.step,
+        carry={k: cat(p.op.carry[k] for _, p in jobs) for k in first.op.carry},
+        client_args={k: cat(p.op.client_args[k] for _, p in jobs) for k in first.op.client_args},
+        shared=shared,
+        batch_size=first.op.batch_size,
+    )
+    record = [p.op.record_at for _, p in jobs]
+    record_at = None
+    if any(r is not None for r in record):
+        record_at = torch.from_numpy(np.repeat([r or 0 for r in record], sizes))
+    idx = cat(p.idx for _, p in jobs)
+    gather = _stacked_gather([executor for executor, _ in jobs], spans, lead)
+    params, carry, snapshot = lead._train_batched(
+        op, op.start, idx, None, gather=gather, record_at=record_at, per_row=frozenset(per_row)
+    )
+    results = []
+    for (executor, p), span, at in zip(jobs, spans, record):
+        kept = None if snapshot is None or at is None or at > p.op.steps else snapshot[span]
+        results.append(executor.result_of(p, params[span], {k: v[span] for k, v in carry.items()}, kept))
+    return results
 
 
 def _stack_key(p: PreparedTrain) -> tuple | None:
@@ -261,7 +287,9 @@ def _same_scalars(a: PreparedTrain, b: PreparedTrain) -> bool:
 
 def _stacked_gather(executors: list[Executor], spans: list[slice], lead: Executor) -> Callable:
     """The minibatches of stacked clients ([sum C_s, B] rows, each run's rows into its own data), gathered into one
-    buffer per step."""
+    buffer per step (the ops of one executor: its own gather, one index_select)."""
+    if all(executor is lead for executor in executors):
+        return lead._gather
 
     def gather(rows: torch.Tensor):
         x = torch.empty(rows.shape + lead._x.shape[1:], dtype=lead._x.dtype, device=lead.device)

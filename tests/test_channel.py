@@ -144,6 +144,20 @@ def test_link_validation_and_shadowing():
         link.tx_power_w = 1.0  # frozen
 
 
+def test_moved_link_is_the_link_from_budget_of_its_fields():
+    link = Link.from_budget(0.1, 100.0, 9.0, -3.5, -170.0, interference_w_per_hz=1e-20)
+    moved = link.moved(np.float64(0.2), np.float64(107.25))
+    assert moved == Link.from_budget(0.2, 107.25, 9.0, -3.5, -170.0)  # (its interference is gone, as from_budget's)
+    assert type(moved.tx_power_w) is float and type(moved.path_loss_db) is float
+    assert link.path_loss_db == 100.0 and hash(moved) == hash(Link.from_budget(0.2, 107.25, 9.0, -3.5, -170.0))
+    with pytest.raises(Exception):
+        moved.path_loss_db = 1.0  # frozen
+    with pytest.raises(ValueError, match="budget link"):
+        Link.from_snr_db(3.0).moved(0.1, 100.0)
+    with pytest.raises(ValueError, match="tx_power_w >= 0"):
+        link.moved(-1.0, 100.0)
+
+
 def test_link_vectorised_and_zero_bandwidth():
     link = Link.from_budget(0.1, 110.0)
     b = np.array([1e6, 2e6, 0.0])

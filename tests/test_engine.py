@@ -124,6 +124,28 @@ def test_vectorised_mean_snr_matches_the_scalar_link_formula(budget):
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
 
 
+@pytest.mark.parametrize("budget", [False, True])
+def test_moved_mean_snr_is_the_mean_snr_of_the_moved_links(budget):
+    """MeanSnr.moved (a moving population's mean SNRs from arrays) gives the arrays, and the SNRs, that MeanSnr
+    gives reading every moved link (Link.moved) again: bit for bit."""
+    _, population = world("fdma", budget=budget)
+    loss_db = np.random.default_rng(1).uniform(80.0, 130.0, size=N)
+    for links, power_w in ((population.uplink, None), (population.downlink, 20.0)):
+        moved = [
+            lk if lk.mode != "budget" else lk.moved(lk.tx_power_w if power_w is None else power_w, loss)
+            for lk, loss in zip(links, loss_db.tolist())
+        ]
+        want, got = MeanSnr(moved), MeanSnr(links).moved(moved, loss_db, power_w)
+        assert list(got._budget) == list(want._budget)
+        for name, column in want._budget.items():
+            np.testing.assert_array_equal(got._budget[name], column)
+        for bandwidth in (1e6, 2.5e5):
+            np.testing.assert_array_equal(got(bandwidth), want(bandwidth))
+            np.testing.assert_array_equal(got(bandwidth, interference=False), want(bandwidth, interference=False))
+        if budget:  # (the path loss reaches the SNRs)
+            assert not np.array_equal(got(1e6), MeanSnr(links)(1e6))
+
+
 @pytest.mark.parametrize("access", ["dedicated", "fdma", "tdma"])
 def test_activities_ending_exactly_at_the_deadline(access):
     """Ties with the deadline: a computation ending exactly at the deadline completes (its timeout

@@ -6,10 +6,13 @@ time). Upload closes the phase: the pricer simulates every pending chain and rep
 who finished, which is the Upload's result. Query = Broadcast + Evaluate + Upload.
 
 An asynchronous server (FedAsync, FedBuff) is the same round generator, a process among the others:
-``Dispatch`` trains its clients at once (one batched executor call) and has the pricer start their
+``Dispatch`` fixes its clients' training (their minibatches drawn now) and has the pricer start their
 download -> compute -> upload chains (``start_chains``: no simulated time passes); ``NextArrival`` lets
 simulated time pass until the next of them ends (``next_arrival``) and hands its result to the
-algorithm. One round is one server update (one model version); the chains run on across rounds.
+algorithm. One round is one server update (one model version); the chains run on across rounds. A chain's
+result is needed only when it ends, so the chains dispatched since the last training are trained then, together
+(:meth:`Engine.settle`): a server that refills one slot per arrival trains about ``concurrency`` clients per
+executor call, not one.
 
 With ``record_trace`` the phases are kept, so the same learning run can be re-priced on
 another channel (:func:`reprice`) without training again.
@@ -30,10 +33,12 @@ from edgefl.compression import Compressor
 from edgefl.control.steering import FixedKnobs
 from edgefl.executor import Executor
 from edgefl.plugins import PluginError
+from edgefl.seed_axis import train_together
 from edgefl.sim.activities import Activity, Event, PhaseRecord
 from energy import EnergyLedger
 
 if TYPE_CHECKING:
+    from edgefl.executor import PreparedTrain
     from edgefl.selection import NoPolicy
 
 
@@ -88,12 +93,13 @@ class Pricer(Protocol):
 
 @dataclass
 class InFlight:
-    """A dispatched chain running: where it started from and the result it carries (fixed at dispatch)."""
+    """A dispatched chain running: where it started from and the result it carries (its numerics fixed at dispatch,
+    computed by the time it ends: Engine.settle)."""
 
     version: int
     start: torch.Tensor  # [d]
-    params: torch.Tensor  # [d]
-    carry: dict[str, torch.Tensor]
+    params: torch.Tensor | None = None  # [d]; None: not trained yet
+    carry: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 @dataclass
@@ -148,6 +154,7 @@ class Engine:
         self.in_flight: dict[int, InFlight] = {}  # an asynchronous server's dispatched chains, by client
         self.chain_ends: list[ChainEnd] = []  # ... and those that ended, in order
         self.concurrency: int | None = None  # ... and the most of them running at once (Dispatch.concurrency)
+        self._untrained: list[tuple[Train, PreparedTrain, list[InFlight]]] = []  # ... dispatched, not trained yet
 
     def run_round(self, algorithm: Algorithm, r: int) -> RoundRecord:
         # Devices move; where they can be offline, the server waits until enough are online, and
@@ -188,14 +195,9 @@ class Engine:
             return None
         if isinstance(op, Train):
             op = self.steering.train_op(op)  # a controller's step budgets τ_i
-            result = self.executor.train(op)
-            if self.compressor.changes_updates:
-                self._compress(op, result)
+            result = self._trained_result(op, self.executor.train(op))
             self._trained = (op, result)  # an analog uplink adds its noise to it when the upload arrives
-            batch = op.batch_size or self.executor.batch_size
-            self.selected_count[op.clients] += 1
-            for client, steps in zip(op.clients, result.steps_done):
-                self._add(client, Activity("compute", "train", samples=float(steps * batch), work="train"))
+            self._charge_training(op, result.steps_done)
             return result
         if isinstance(op, Evaluate):
             values = self.executor.evaluate(op)
@@ -249,17 +251,16 @@ class Engine:
                 f"{_named(self._algorithm)}: Dispatch after Broadcast/Train/Evaluate without an Upload: an "
                 "asynchronous server's chains are Dispatch ops alone"
             )
-        train = op.train
-        self._handle(Broadcast(train.clients, op.down_bits))
-        result = self._handle(train)
-        self._trained = None  # (an analog uplink sums a phase's uploads: not an asynchronous server's)
+        self._handle(Broadcast(op.train.clients, op.down_bits))
+        train = self.steering.train_op(op.train)  # a controller's step budgets τ_i
+        prepared = self.executor.prepare(train)  # its minibatches drawn now, in dispatch order (trained: settle)
+        self._charge_training(train, prepared.steps_done)
         for client, bits in zip(train.clients, self._upload_bits(Upload(train.clients, op.up_bits))):
             self._add(client, Activity("upload", "upload", bits=bits + self.header_bits))
-        starts = train.start if train.start.dim() == 2 else train.start.unsqueeze(0).expand(len(train.clients), -1)
-        for k, client in enumerate(train.clients.tolist()):
-            self.in_flight[client] = InFlight(
-                op.version, starts[k], result.params[k], {name: value[k] for name, value in result.carry.items()}
-            )
+        starts = _start_rows(train.start, len(train.clients))
+        chains_of = [InFlight(op.version, starts[k]) for k in range(len(train.clients))]
+        self.in_flight.update(zip(train.clients.tolist(), chains_of))
+        self._untrained.append((train, prepared, chains_of))
         chains = self._phase
         self._phase = PhaseRecord(round=chains.round, phase=chains.phase + 1)
         chains.sharers = self._concurrency(op)
@@ -286,6 +287,9 @@ class Engine:
             return None
         client, arrived = ended
         chain = self.in_flight.pop(client)
+        if chain.params is None:
+            self.settle()
+        assert chain.params is not None  # (trained now)
         r = self._record.round
         staleness = r - chain.version
         self.chain_ends.append(ChainEnd(r, client, float(self.pricer.now), chain.version, staleness, arrived))
@@ -305,6 +309,42 @@ class Engine:
             chain.carry,
             more_now=self.pricer.arrived_by_now(),
         )
+
+    def settle(self) -> None:
+        """Train the dispatched chains not trained yet, together (edgefl.seed_axis.train_together: one batched call
+        for those whose Train ops can be stacked), and compress their results, in the order they were dispatched.
+        Their minibatches were drawn at dispatch: the results are those of training each Dispatch at once, to the
+        byte where the CPU's matrix products round a row alike whatever rows are beside it (MNIST's linear and MLP
+        models on one thread, tests/test_async.py), else within 1e-6 (several threads, or a model's small products:
+        their last bits, as on the seed axis). Called
+        when a chain not trained yet ends, and by the runner at every ``run.checkpoint_every`` rounds (a checkpoint
+        holds the chains trained: which ones are stacked together is then the same whether it is written or not)."""
+        untrained, self._untrained = self._untrained, []
+        results, _ = train_together([(self.executor, prepared) for _, prepared, _ in untrained])
+        for (op, _, chains), result in zip(untrained, results):
+            if isinstance(result, BaseException):
+                raise result
+            result = self._trained_result(op, result)
+            for k, chain in enumerate(chains):
+                chain.params, chain.carry = result.params[k], {name: value[k] for name, value in result.carry.items()}
+
+    def __getstate__(self) -> dict:
+        """A pickled engine (a checkpoint) holds its dispatched chains trained (:meth:`settle`)."""
+        self.settle()
+        return self.__dict__
+
+    def _trained_result(self, op: Train, result):
+        """A Train op's result as the clients upload it (compressed: :meth:`_compress`)."""
+        if self.compressor.changes_updates:
+            self._compress(op, result)
+        return result
+
+    def _charge_training(self, op: Train, steps_done) -> None:
+        """The op's clients were given training work: each one's computation, of ``steps_done`` minibatches."""
+        batch = op.batch_size or self.executor.batch_size
+        self.selected_count[op.clients] += 1
+        for client, steps in zip(op.clients, steps_done):
+            self._add(client, Activity("compute", "train", samples=float(steps * batch), work="train"))
 
     def _compress(self, op: Train, result) -> None:
         """The server receives start + C(v − start), not v, for every vector v the clients upload

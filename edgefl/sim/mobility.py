@@ -74,20 +74,12 @@ class RandomWaypoint:
 
     def links(
         self, uplink: list[Link], downlink: list[Link], path_loss_db, bs_tx_power_w: float
-    ) -> tuple[list[Link], list[Link]]:
+    ) -> tuple[list[Link], list[Link], np.ndarray]:
         """The links at the current positions: budget links get the path loss (``path_loss_db(distance_m)``,
-        the scenario's model) of the new distance (at least r_min); configured-SNR links do not depend on it."""
-        loss = np.asarray(path_loss_db(np.maximum(self.distance_m, self.r_min)), dtype=np.float64)
-        up = [
-            lk
-            if lk.mode != "budget"
-            else Link.from_budget(lk.tx_power_w, loss[i], lk.noise_figure_db, lk.shadowing_db, lk.n0_dbm_per_hz)  # type: ignore[arg-type]  # a budget link has its power
-            for i, lk in enumerate(uplink)
-        ]
-        down = [
-            lk
-            if lk.mode != "budget"
-            else Link.from_budget(bs_tx_power_w, loss[i], lk.noise_figure_db, lk.shadowing_db, lk.n0_dbm_per_hz)
-            for i, lk in enumerate(downlink)
-        ]
-        return up, down
+        the scenario's model) of the new distance (at least r_min); configured-SNR links do not depend on it.
+        Also returns that path loss per device (dB), for the physics' arrays (PhasePhysics.links_moved)."""
+        loss_db = np.asarray(path_loss_db(np.maximum(self.distance_m, self.r_min)), dtype=np.float64)
+        loss = loss_db.tolist()
+        up = [lk if lk.mode != "budget" else lk.moved(lk.tx_power_w, loss_db) for lk, loss_db in zip(uplink, loss)]  # type: ignore[arg-type]  # a budget link has its power
+        down = [lk if lk.mode != "budget" else lk.moved(bs_tx_power_w, loss_db) for lk, loss_db in zip(downlink, loss)]
+        return up, down, loss_db

@@ -7,7 +7,7 @@ A wait inside a chain is idle time, except the part inside the radio's tail, whi
 A device that becomes unreachable (offline) releases its connection: its tail ends then, and a transfer cut by
 it is followed by none. A device with a battery stops its tail when the battery is empty (``budget_j``).
 
-The one place a tail's energy is computed: :meth:`RadioStates._tail_end` says until when a tail runs (its
+The one place a tail's energy is computed: :meth:`RadioStates._tail_ends` says until when a tail runs (its
 timer, the next transfer, the battery), booked as ``tail`` rows (edgefl.sim.booking) and, for the tails still
 running at a round's end, counted in the energy the run has committed (:meth:`RadioStates.pending_j`).
 """
@@ -94,22 +94,35 @@ class RadioStates(Component):
             self._end_tail(client, self.env.now)
         self._released.add(client)
 
-    def _tail_end(
-        self, client: int, tail: list, until: float, spent_j: float = 0.0, budget_j: float | None = None
-    ) -> tuple[float, bool]:
-        """Until when the client's tail, charged until ``tail[1]``, runs if nothing cuts it before ``until``: its
-        timer (tail_s after it began), or its battery (the joules left once ``spent_j`` more are drawn, at
-        tail_power_w; harvesting during the tail does not count; ``budget_j``: the joules its battery has left now,
-        if already asked for). Returns (end s, whether the battery ends it)."""
-        end = min(until, tail[0] + self._tail_s[client])
-        power_w = self._tail_power_w[client]
-        if self.budget_j is not None and power_w > 0:
-            if budget_j is None:
-                budget_j = self.budget_j([client])[0]
-            left_s = max(budget_j - spent_j, 0.0) / power_w
-            if tail[1] + left_s < end:
-                return tail[1] + left_s, True
-        return end, False
+    def _tail_ends(
+        self,
+        clients: list[int],
+        until: float,
+        tails: list[list] | None = None,
+        spent_j: list[float] | None = None,
+        budgets: list[float | None] | None = None,
+    ) -> list[tuple[float, bool]]:
+        """Until when each client's tail (``tails``, default its running one), charged until ``tail[1]``, runs if
+        nothing cuts it before ``until``: its timer (tail_s after it began), or its battery (the joules left once
+        ``spent_j`` more are drawn, at tail_power_w; harvesting during the tail does not count; ``budgets``: the
+        joules the batteries have left now, default asked for once for all, :meth:`_budgets`). Returns (end s,
+        whether the battery ends it) per client. (One loop, no call per tail: it runs for every tail at every
+        expire_tails, benchmarks [8].)"""
+        tail_s, power_w = self._tail_s, self._tail_power_w
+        if tails is None:
+            tails = [self._tails[client] for client in clients]
+        if budgets is None:
+            budgets = self._budgets(clients)
+        ends = []
+        for k, (client, tail, budget_j) in enumerate(zip(clients, tails, budgets)):
+            end = min(until, tail[0] + tail_s[client])
+            if budget_j is not None:  # (a battery, and a tail that draws power)
+                left_s = max(budget_j - (0.0 if spent_j is None else spent_j[k]), 0.0) / power_w[client]
+                if tail[1] + left_s < end:
+                    ends.append((tail[1] + left_s, True))
+                    continue
+            ends.append((end, False))
+        return ends
 
     def _budgets(self, clients: list[int]) -> list[float | None]:
         """The joules left for a tail in each client's battery (None where no battery limits it: no batteries, or a
@@ -120,16 +133,9 @@ class RadioStates(Component):
         budgets = dict(zip(asked, self.budget_j(asked))) if asked else {}
         return [budgets.get(c) for c in clients]
 
-    def _tail_ends(self, clients: list[int], until: float) -> list[tuple[float, bool]]:
-        """:meth:`_tail_end` of the clients' tails, their batteries asked once for all."""
-        return [
-            self._tail_end(client, self._tails[client], until, budget_j=budget)
-            for client, budget in zip(clients, self._budgets(clients))
-        ]
-
     def _charge_tails(self, clients: list[int], until: float) -> list[int]:
         """Log the clients' tails from where each was last charged until ``until`` (each at most to
-        :meth:`_tail_end`), under the round and phase being priced (at a round's end: its last phase). Returns those
+        :meth:`_tail_ends`), under the round and phase being priced (at a round's end: its last phase). Returns those
         that are over (their battery is empty). Charged together, as one after another would charge them: a
         battery's budget depends on its own device's rows only (each device has one tail), so every end is found
         first; and as each tail's budget, asked for, would have drawn the rows logged before it, those of all
@@ -168,7 +174,7 @@ class RadioStates(Component):
 
     def pending_j(self, spent_j: dict[int, float] | None = None, cut_now: set[int] | None = None) -> float:
         """The energy (J) the radio tails will still spend if no further message comes: every tail running, from
-        where it was charged to its end (:meth:`_tail_end`), and a tail from now for each client in ``cut_now``
+        where it was charged to its end (:meth:`_tail_ends`), and a tail from now for each client in ``cut_now``
         (a transfer that would be cut now); ``spent_j``: joules clients would spend now, before their tails, that
         their batteries have not paid yet. What the run has committed beyond its ledger (docs/model.md §8)."""
         spent_j, now = spent_j or {}, self.env.now
@@ -176,10 +182,12 @@ class RadioStates(Component):
         tails += [(c, [now, now, ""]) for c in sorted(cut_now or ()) if self._tail_s[c] > 0 and c not in self._released]
         if not tails:
             return 0.0
-        budgets = self._budgets([client for client, _ in tails])
+        clients = [client for client, _ in tails]
+        spent = [spent_j.get(client, 0.0) for client in clients]
         charged, seconds = [], []
-        for (client, tail), budget in zip(tails, budgets):
-            end, _ = self._tail_end(client, tail, float("inf"), spent_j.get(client, 0.0), budget)
+        for (client, tail), (end, _) in zip(
+            tails, self._tail_ends(clients, float("inf"), [t for _, t in tails], spent)
+        ):
             if end > tail[1]:
                 charged.append(client)
                 seconds.append(end - tail[1])
