@@ -33,7 +33,7 @@ class Flow:
         self.block_rates = block_rates  # block fading: rates of block k (None: one draw)
         self.block = 0
         self.scale = scale  # its rates are the planned rates x scale (a component changed the link's rate)
-        self.slot = slot  # its row of SharedBand's rate table
+        self.slot = slot  # its column of SharedBand's rate table
 
 
 class SharedBand:
@@ -42,11 +42,11 @@ class SharedBand:
         self.coherence_s = math.inf if coherence_s is None else coherence_s  # None: one draw per message
         self.flows: list[Flow] = []  # the uploads in progress, in the order they started; their numbers in
         self._columns = np.zeros((2, 8))  # the first len(flows) columns: bits left, block end (inf: one draw)
-        self._slot_buffer = np.zeros(8, dtype=np.int64)  # ... and their rows of the rate table
+        self._slot_buffer = np.zeros(8, dtype=np.int64)  # ... and their columns of the rate table
         self._remaining, self._block_end, self._slots = self._views(0)
         self._rate = np.zeros(0)  # their rate now (bit/s), re-planned at every start, end or cut
-        self._table = np.zeros((0, 0))  # row of a flow: its rate with n sharers at [n - 1]
-        self._free: list[int] = []  # rows of the table no flow holds
+        self._table = np.zeros((0, 0))  # [n - 1, slot]: the rate of the flow in that slot with n sharers
+        self._free: list[int] = []  # columns of the table no flow holds
         self._faded = 0  # flows with block fading (none: no block ends to watch)
         self._last = env.now
         self._version = 0
@@ -87,45 +87,46 @@ class SharedBand:
         if flows:
             self._advance()
             for flow in flows:
-                self._table[flow.slot] = self._table[flow.slot] * scale / flow.scale
+                self._table[:, flow.slot] = self._table[:, flow.slot] * scale / flow.scale
                 flow.scale = scale
             self._reschedule()
 
     def _views(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Bits left, block ends and table rows of the first ``n`` flows (views of the buffers)."""
+        """Bits left, block ends and table columns of the first ``n`` flows (views of the buffers)."""
         return self._columns[0, :n], self._columns[1, :n], self._slot_buffer[:n]
 
     def _take_slot(self) -> int:
-        if not self._free:  # twice the rows: each flow a row of its own
-            held = len(self._table)
-            self._table = np.concatenate([self._table, np.full((max(held, 1), self._table.shape[1]), np.nan)])
-            self._free = list(range(len(self._table) - 1, held - 1, -1))
+        if not self._free:  # twice the columns: each flow a column of its own
+            held = self._table.shape[1]
+            self._table = np.concatenate([self._table, np.full((len(self._table), max(held, 1)), np.nan)], axis=1)
+            self._free = list(range(self._table.shape[1] - 1, held - 1, -1))
         return self._free.pop()
 
     def _set_rates(self, flow: Flow, rates_bps) -> None:
-        """The flow's rates with 1, 2, ... sharers (times its scale) into its row of the table."""
+        """The flow's rates with 1, 2, ... sharers (times its scale) into its column of the table."""
         rates = np.asarray(rates_bps, dtype=np.float64)
-        if len(rates) > self._table.shape[1]:  # a longer table: every row widened (NaN: never read)
-            wider = np.full((len(self._table), len(rates)), np.nan)
-            wider[:, : self._table.shape[1]] = self._table
-            self._table = wider
-        row = self._table[flow.slot]
-        row[len(rates) :] = np.nan
-        row[: len(rates)] = rates * flow.scale if flow.scale != 1.0 else rates
+        if len(rates) > len(self._table):  # a longer table: every column lengthened (NaN: never read)
+            longer = np.full((len(rates), self._table.shape[1]), np.nan)
+            longer[: len(self._table)] = self._table
+            self._table = longer
+        column = self._table[:, flow.slot]
+        column[len(rates) :] = np.nan
+        column[: len(rates)] = rates * flow.scale if flow.scale != 1.0 else rates
 
     def _drop(self, gone: list[int]) -> None:
-        """Forget the flows at the positions ``gone`` (ascending; their rows of the table are free again);
+        """Forget the flows at the positions ``gone`` (ascending; their columns of the table are free again);
         the flows after them move up, in order."""
         n, slots = len(self.flows), self._slot_buffer
-        self._free.extend(slots[gone].tolist())
         for k in reversed(gone):
             if self.flows.pop(k).block_rates is not None:
                 self._faded -= 1
         if len(gone) == 1:  # the usual end: one flow (a few of m: no pass over all m in Python)
             k = gone[0]
+            self._free.append(int(slots[k]))
             self._columns[:, k : n - 1] = self._columns[:, k + 1 : n]
             slots[k : n - 1] = slots[k + 1 : n]
         else:
+            self._free.extend(slots[gone].tolist())
             keep = np.ones(n, dtype=bool)
             keep[gone] = False
             self._columns[:, : n - len(gone)] = self._columns[:, :n][:, keep]
@@ -142,9 +143,9 @@ class SharedBand:
         self._version += 1
         if not self.flows:
             return
-        self._rate = rate = self._table[self._slots, len(self.flows) - 1]
+        self._rate = rate = self._table[len(self.flows) - 1][self._slots]
         t = np.maximum(self._remaining, 0.0)  # bits left below 0 (rounding) are none
-        if rate.min() > 0:  # (one call to know it; two fewer calls than the masked division)
+        if rate[rate.argmin()] > 0:  # (argmin: a fraction of min's cost; NaN, never read, counts as 0)
             t /= rate
         else:  # an outage block (rate 0) waits
             t = np.divide(t, rate, out=np.full(len(rate), math.inf), where=rate > 0)
@@ -161,13 +162,13 @@ class SharedBand:
         finished = self._remaining <= 1e-9 * np.maximum(1.0, self._rate)
         block_ended: list[int] = []
         if self._faded:
-            block_ended = np.flatnonzero(~finished & (self._block_end <= self.env.now + 1e-9)).tolist()
+            block_ended = (~finished & (self._block_end <= self.env.now + 1e-9)).nonzero()[0].tolist()
         for k in block_ended:  # block fading: the next block's draw
             flow = self.flows[k]
             flow.block += 1
             self._set_rates(flow, flow.block_rates(flow.block))
             self._block_end[k] += self.coherence_s
-        gone = np.flatnonzero(finished).tolist()
+        gone = finished.nonzero()[0].tolist()
         if not gone and not block_ended:  # rounding left a sliver: finish the closest one
             sending = np.flatnonzero(self._rate > 0)
             gone = [int(sending[np.argmin(self._remaining[sending] / self._rate[sending])])]
