@@ -23,11 +23,16 @@ def shannon_rate_bps(bandwidth_hz, snr_linear, efficiency=1.0, snr_gap_db=0.0):
     bandwidth_hz = require_nonnegative(bandwidth_hz, "bandwidth_hz")
     snr_linear = require_nonnegative(snr_linear, "snr_linear")
     efficiency = np.asarray(efficiency, dtype=np.float64)
-    if np.any(~(efficiency > 0)) or np.any(efficiency > 1):
+    if not ((efficiency > 0) & (efficiency <= 1)).all():  # (NaN fails too; one check: the engine calls this per phase)
         raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
-    gap = np.asarray(db_to_linear(snr_gap_db))
+    if isinstance(snr_gap_db, (int, float)) and snr_gap_db == 0:  # Γ = 1: SNR / Γ is the SNR itself
+        ratio = snr_linear
+    else:
+        ratio = snr_linear / np.asarray(db_to_linear(snr_gap_db))
     with np.errstate(invalid="ignore"):
-        rate = efficiency * bandwidth_hz * np.log2(1.0 + snr_linear / gap)
+        rate = efficiency * bandwidth_hz * np.log2(1.0 + ratio)
+    if bandwidth_hz.all():
+        return out(rate)
     # B = 0 with SNR = inf (link budget over no bandwidth): nothing gets through.
     return out(np.where(bandwidth_hz == 0, 0.0, rate))
 
