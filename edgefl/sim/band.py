@@ -13,7 +13,7 @@ co-simulation's largest cost); each element is computed by the same float64 oper
 time, so the times are the same numbers. Bits left and block ends live in buffers whose capacity
 doubles (an upload's start writes one column; an end shifts the columns after it), and each event
 makes as few numpy calls as it can: with ~20 uploads a call costs about a microsecond whatever its
-size, and these calls were half the co-simulation's cost over the ideal engine (benchmarks [3]).
+size, and these calls were about half of an FDMA + Rayleigh co-simulation's pricing (benchmarks [3]).
 """
 
 from __future__ import annotations
@@ -110,26 +110,29 @@ class SharedBand:
             longer[: len(self._table)] = self._table
             self._table = longer
         column = self._table[:, flow.slot]
-        column[len(rates) :] = np.nan
+        if len(rates) < len(column):
+            column[len(rates) :] = np.nan
         column[: len(rates)] = rates * flow.scale if flow.scale != 1.0 else rates
 
     def _drop(self, gone: list[int]) -> None:
         """Forget the flows at the positions ``gone`` (ascending; their columns of the table are free again);
         the flows after them move up, in order."""
         n, slots = len(self.flows), self._slot_buffer
+        # without block fading every block end is inf (and stays so): only the bits left move
+        moved = self._columns if self._faded else self._columns[0]
         for k in reversed(gone):
             if self.flows.pop(k).block_rates is not None:
                 self._faded -= 1
         if len(gone) == 1:  # the usual end: one flow (a few of m: no pass over all m in Python)
             k = gone[0]
             self._free.append(int(slots[k]))
-            self._columns[:, k : n - 1] = self._columns[:, k + 1 : n]
+            moved[..., k : n - 1] = moved[..., k + 1 : n]
             slots[k : n - 1] = slots[k + 1 : n]
         else:
             self._free.extend(slots[gone].tolist())
             keep = np.ones(n, dtype=bool)
             keep[gone] = False
-            self._columns[:, : n - len(gone)] = self._columns[:, :n][:, keep]
+            moved[..., : n - len(gone)] = moved[..., :n][..., keep]
             slots[: n - len(gone)] = slots[:n][keep]
         self._remaining, self._block_end, self._slots = self._views(n - len(gone))
 
