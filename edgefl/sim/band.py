@@ -44,7 +44,8 @@ class SharedBand:
         self._columns = np.zeros((2, 8))  # the first len(flows) columns: bits left, block end (inf: one draw)
         self._slot_buffer = np.zeros(8, dtype=np.int64)  # ... and their columns of the rate table
         self._remaining, self._block_end, self._slots = self._views(0)
-        self._rate = np.zeros(0)  # their rate now (bit/s), re-planned at every start, end or cut
+        self._rate = np.zeros(0)  # their rate now (bit/s), re-planned at every start, end or cut ...
+        self._lowest = 0.0  # ... and the lowest of them
         self._table = np.zeros((0, 0))  # [n - 1, slot]: the rate of the flow in that slot with n sharers
         self._free: list[int] = []  # columns of the table no flow holds
         self._faded = 0  # flows with block fading (none: no block ends to watch)
@@ -148,7 +149,8 @@ class SharedBand:
             return
         self._rate = rate = self._table[len(self.flows) - 1][self._slots]
         t = np.maximum(self._remaining, 0.0)  # bits left below 0 (rounding) are none
-        if rate[rate.argmin()] > 0:  # (argmin: a fraction of min's cost; NaN, never read, counts as 0)
+        self._lowest = rate[rate.argmin()]  # (argmin: a fraction of min's cost; a NaN, never read, is picked)
+        if self._lowest > 0:
             t /= rate
         else:  # an outage block (rate 0) waits
             t = np.divide(t, rate, out=np.full(len(rate), math.inf), where=rate > 0)
@@ -161,8 +163,9 @@ class SharedBand:
         if timer.value != self._version:
             return  # superseded by a later start, end or cancel
         self._advance()
-        # Finished: within a relative rounding tolerance of zero bits left.
-        finished = self._remaining <= 1e-9 * np.maximum(1.0, self._rate)
+        # Finished: within a relative rounding tolerance of zero bits left (max(1, rate) is the rate when none is below 1).
+        floor = self._rate if self._lowest >= 1.0 else np.maximum(1.0, self._rate)
+        finished = self._remaining <= 1e-9 * floor
         block_ended: list[int] = []
         if self._faded:
             block_ended = (~finished & (self._block_end <= self.env.now + 1e-9)).nonzero()[0].tolist()
