@@ -22,12 +22,24 @@ def shannon_rate_bps(bandwidth_hz, snr_linear, efficiency=1.0, snr_gap_db=0.0):
     """
     bandwidth_hz = require_nonnegative(bandwidth_hz, "bandwidth_hz")
     snr_linear = require_nonnegative(snr_linear, "snr_linear")
-    efficiency = np.asarray(efficiency, dtype=np.float64)
-    if np.any(~(efficiency > 0)) or np.any(efficiency > 1):
-        raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
-    gap = np.asarray(db_to_linear(snr_gap_db))
+    # (The engine calls this once or twice per phase on ~20 x 20 rates: each numpy call's fixed cost counts, so
+    # a number is checked as a number, η = 1 and Γ = 1 multiply and divide by nothing, x * 1 and x / 1 being x.)
+    if isinstance(efficiency, (int, float)):
+        if not 0 < efficiency <= 1:  # (NaN fails too)
+            raise ValueError(f"efficiency must be in (0, 1], got {float(efficiency)}")
+    else:
+        efficiency = np.asarray(efficiency, dtype=np.float64)
+        if not ((efficiency > 0) & (efficiency <= 1)).all():
+            raise ValueError(f"efficiency must be in (0, 1], got {efficiency}")
+    if isinstance(snr_gap_db, (int, float)) and snr_gap_db == 0:
+        ratio = snr_linear
+    else:
+        ratio = snr_linear / np.asarray(db_to_linear(snr_gap_db))
+    band = bandwidth_hz if isinstance(efficiency, (int, float)) and efficiency == 1 else efficiency * bandwidth_hz
+    if bandwidth_hz.all():
+        return out(band * np.log2(1.0 + ratio))
     with np.errstate(invalid="ignore"):
-        rate = efficiency * bandwidth_hz * np.log2(1.0 + snr_linear / gap)
+        rate = band * np.log2(1.0 + ratio)
     # B = 0 with SNR = inf (link budget over no bandwidth): nothing gets through.
     return out(np.where(bandwidth_hz == 0, 0.0, rate))
 
