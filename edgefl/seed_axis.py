@@ -146,12 +146,6 @@ class SeedBatch:
         self._running += len(ops)
         self._cond.notify_all()
 
-    def _groups(self, prepared: dict[int, PreparedTrain]) -> list[list[int]]:
-        """The lanes whose ops train together (:func:`stack_groups`)."""
-        lanes = list(prepared)
-        jobs = [(self.executors[lane], prepared[lane]) for lane in lanes]
-        return [[lanes[i] for i in group] for group in stack_groups(jobs)]
-
 
 Job = tuple[Executor, PreparedTrain]  # a prepared op and the executor it was prepared by (its data, its device)
 

@@ -14,7 +14,7 @@ import torch
 import edgefl.seed_axis as seed_axis
 from algorithms.ops import Train, sgd_step
 from edgefl.runner import Simulation
-from edgefl.seed_axis import SeedBatch, run_together
+from edgefl.seed_axis import SeedBatch, run_together, stack_groups
 from edgefl.sweeps import run as sweep_run
 from edgefl.sweeps.plan import COSIMULATED, REPRICED, plan_sweep
 
@@ -136,16 +136,18 @@ def test_a_failing_run_is_raised_and_the_others_stop():
 def test_stacked_ops_with_different_scalars_are_not_stacked():
     """A step reads one learning rate for all its rows: ops whose shared scalars differ train apart."""
     sims = [Simulation(make_scenario("fedavg", seed=seed)) for seed in (1, 2)]
-    batch = SeedBatch([s.executor for s in sims])
-    ops = {
-        lane: sims[lane].executor.prepare(
-            Train(np.arange(4), sims[lane].algorithm.model, 2, sgd_step, shared={"lr": lr})
+    jobs = [
+        (
+            sims[lane].executor,
+            sims[lane].executor.prepare(
+                Train(np.arange(4), sims[lane].algorithm.model, 2, sgd_step, shared={"lr": lr})
+            ),
         )
         for lane, lr in enumerate((0.05, 0.1))
-    }
-    assert batch._groups(ops) == [[0], [1]]
-    ops[1].op.shared["lr"] = 0.05
-    assert batch._groups(ops) == [[0, 1]]
+    ]
+    assert stack_groups(jobs) == [[0], [1]]
+    jobs[1][1].op.shared["lr"] = 0.05
+    assert stack_groups(jobs) == [[0, 1]]
 
 
 SWEEP = """
