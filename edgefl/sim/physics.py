@@ -182,6 +182,11 @@ def faded(mean: np.ndarray, gains: np.ndarray | float) -> np.ndarray:
     return np.where(np.isnan(snr), 0.0, snr)
 
 
+def _gains_of(gains: np.ndarray | None, rows: list[int], attempts: int) -> np.ndarray:
+    """The fading gains [len(rows), attempts] of a phase's transmissions ``rows``; None: no fading, every gain 1."""
+    return np.ones((len(rows), attempts)) if gains is None else gains[rows]
+
+
 def _with_list(rates: np.ndarray) -> tuple[np.ndarray, list | None]:
     return rates, (rates.tolist() if (rates > 0).all() else None)
 
@@ -277,7 +282,7 @@ class PhasePhysics:
         # not depend on simulated timing, so a trace re-priced on another channel sees the same
         # sequence of random numbers as a full co-simulation on that channel.
         attempts = 1 + net.max_retransmissions
-        gains = np.ones((radio, attempts))  # no fading: every gain 1 (no draw)
+        gains = None  # no fading: every gain 1 (no draw; _gains_of makes them where read)
         if radio and str(net.fading).lower() != "none":
             gains = np.atleast_1d(
                 fading_power_gain(net.fading, self.rng, size=radio * attempts, rician_k=net.rician_k)
@@ -300,7 +305,7 @@ class PhasePhysics:
             self._plan_shared(up, gains, max(len(up), phase.sharers or 0))
         return plans
 
-    def _plan_downloads(self, down: list, gains: np.ndarray) -> None:
+    def _plan_downloads(self, down: list, gains: np.ndarray | None) -> None:
         """Downloads by ``network.downlink`` mode: broadcast, each receiver at its own rate over the
         downlink band; multicast, one transmission per message size at the weakest receiver's rate;
         unicast, the base station's power and band split equally among the phase's n receivers (each
@@ -323,7 +328,7 @@ class PhasePhysics:
         link: str,
         bandwidth_hz: float,
         snr_bandwidth_hz: float,
-        gains: np.ndarray,
+        gains: np.ndarray | None,
         fixed_rate: bool,
         groups: np.ndarray | None = None,
         share: np.ndarray | None = None,
@@ -347,7 +352,7 @@ class PhasePhysics:
                 return
         clients = np.array([c for c, _, _ in messages], dtype=np.int64)
         bits = np.array([step.bits for _, step, _ in messages], dtype=np.float64)
-        g = gains[[k for _, _, k in messages]]  # [M, attempts]
+        g = _gains_of(gains, [k for _, _, k in messages], 1 + net.max_retransmissions)  # [M, attempts]
         attempts = g.shape[1]
         mean = (self.mean_up_snr if link == "up" else self.mean_down_snr)(snr_bandwidth_hz)[clients]
         band: float | np.ndarray = bandwidth_hz  # Hz: one number, or one per message [M]
@@ -430,7 +435,7 @@ class PhasePhysics:
             "network.coherence_s: raise network.coherence_s, or give the links a higher rate (SNR, band)"
         )
 
-    def _plan_shared(self, up: list, gains: np.ndarray, n: int) -> None:
+    def _plan_shared(self, up: list, gains: np.ndarray | None, n: int) -> None:
         """FDMA uploads: each upload's rate at every number of sharers B/1 .. B/n (n: the uploads in the
         phase, or more where chains of other phases run at the same time: PhaseRecord.sharers), per attempt. Adaptive rate: the rates of the attempt's draw; an attempt fails when its
         rate is 0 (mcs outage) on the share it holds when it starts, and is then sent at the mean SNR's
@@ -443,7 +448,7 @@ class PhasePhysics:
                 for (_, step, _), row in zip(up, rows):
                     step.rates_bps = row
                 return
-        g = gains[[k for _, _, k in up]]  # [U, attempts]
+        g = _gains_of(gains, [k for _, _, k in up], 1 + net.max_retransmissions)  # [U, attempts]
         shares, mean = self.mean_up_snr.shared(net.bandwidth_hz, n, clients)  # [sharers], [U, sharers]
         if net.block_fading and net.outage_snr_db is None:
             # Block fading: the band re-plans at every block end; block k's rates come from the
@@ -512,6 +517,14 @@ class PhasePhysics:
 
     def _plan_compute(self, compute: list) -> None:
         """Cycles and time of compute steps at the CPU's frequency (a straggler's factor: the Stragglers component)."""
+        cache = self._compute_cache
+        try:  # (a run repeats the same computations: every one known after its first rounds, read in one pass)
+            for c, step in compute:
+                a = step.activity
+                step.cycles, step.duration_s = cache[c, a.samples, a.work]
+            return
+        except KeyError:
+            pass
         for (_, step), (cycles, seconds) in zip(compute, self._compute([(c, s.activity) for c, s in compute])):
             step.cycles, step.duration_s = cycles, seconds
 

@@ -490,7 +490,8 @@ class SimPyPricer:
         while env.peek() <= now:  # what is due now first (e.g. the stop event SimPy leaves queued at every run's end)
             env.step()
         if env.peek() > end and now + (end - now) == end:
-            env.run(until=env.timeout(end - now))  # (a timeout, not until=end: the clock keeps the sum's type)
+            env.timeout(end - now)  # (a timeout, not until=end: the clock keeps the sum's type) ...
+            env.step()  # ... and nothing else is due by then: the next event is that timeout (no run loop)
         else:
             env.run(until=env.process(self._passing(clock)))
 
