@@ -7,6 +7,7 @@ computed here once per phase, one numpy call per category, with the formulas of 
 from __future__ import annotations
 
 from itertools import accumulate
+from itertools import chain as chained
 from operator import itemgetter
 from typing import NamedTuple
 
@@ -131,7 +132,7 @@ def book(
     ``ledger`` (repeated cells accumulate in log order) and append them to ``events``. ``read_after``: how many of
     ``phases`` (ascending) are charged when the ledger's energy by category is read (a round's end): returned in that
     order, as many readings, the same numbers, as booking the phases in parts with a reading after each."""
-    log = [row for _, _, rows in phases for row in rows]
+    log = list(chained.from_iterable(rows for _, _, rows in phases))
     energy, client, code = _priced(pop, log)
     rows_before = list(accumulate((len(rows) for _, _, rows in phases), initial=0))
     totals = ledger.add_rows(client, code, energy, [rows_before[k] for k in read_after])

@@ -449,7 +449,8 @@ class SimPyPricer:
     def price_phase(self, phase: PhaseRecord) -> dict[int, bool]:
         """Simulate the phase: its chains start now, and the phase ends when the last one ends, or at
         the deadline (the chains still running are cut); return, per client, whether its whole chain completed."""
-        completed, log = dict[int, bool](), list[LogRow]()
+        completed: dict[int, bool] = {}
+        log: list[LogRow] = []
         if self._on_own_clocks(phase):
             last = self._start_on_own_clocks(phase, completed, log)
             self._phase_log = log  # (as below: the phase's start hooks log outside it)

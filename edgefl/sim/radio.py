@@ -201,6 +201,8 @@ class RadioStates(Component):
     def expire_tails(self) -> None:
         """Charge in full every tail that has run out by now (called at the start of every phase and wherever
         batteries are read: journaled calls only, so a replayed pricer books the same rows in the same order)."""
+        if not self._tails:  # (none to charge: at every phase's start, benchmarks [5])
+            return
         now = self.env.now
         tail_s = self._tail_s
         self._end_tails([c for c, tail in self._tails.items() if tail[0] + tail_s[c] <= now], None)
@@ -212,6 +214,8 @@ class RadioStates(Component):
         """The round ends (its metrics are read next): the tails still running are charged up to now, and go on
         (the rest is charged in the rounds they run in), so that a round's energy is what it spent."""
         self._at = (round_, self._at[1] if self._at[0] == round_ else 0)
+        if not self._tails:  # (none to charge)
+            return
         self.expire_tails()
         for client in self._charge_tails(list(self._tails), self.env.now):
             del self._tails[client]
