@@ -203,3 +203,28 @@ def test_reprice_rounds_reads_each_round_as_read_at_its_end(devices):
     assert len(costs) == 5 and costs[-1].committed_energy_j > 0
     if devices:  # tails: committed beyond the ledger at a round's end
         assert any(c.committed_energy_j > sum(c.energy_by_category_j.values()) for c in costs[:-1])
+
+
+def test_repricing_passes_each_phase_on_own_clocks_in_one_simpy_event():
+    """A re-priced phase whose chains run on their own clocks passes the core's clock in one timeout, stepped: one
+    SimPy event per phase (a run loop per phase left a second one queued: benchmarks [5]), and the clock ends where a
+    co-simulation's does."""
+    s = scenario_from_dict(
+        {
+            "run": {"seed": 3, "rounds": 4, "engine": "simpy"},
+            "data": {"name": "synthetic", "num_clients": 8, "samples_per_client": 40},
+            "algorithm": {"name": "fedavg", "local_steps": 3, "clients_per_round": 5, "lr": 0.05},
+            "network": {"snr_db": 10.0, "bandwidth_mhz": 1.0},
+            "devices": {"cpu_ghz": 1.5, "idle_power_w": 0.05},
+        }
+    )
+    sim = Simulation(s, record_trace=True)
+    result = sim.run(progress=False)
+    trace, model = sim.engine.trace, sim.model
+    population = build_population(
+        s.network, s.devices, s.data.num_clients, model.train_flops_per_sample, model.eval_flops_per_sample, 3
+    )
+    pricer = SimPyPricer(network_params(s.network), population, 3, record_events=False)
+    costs = reprice_rounds(trace, pricer)
+    assert next(pricer.env._eid) == len(trace) == 4
+    assert [c.end_s for c in costs] == [row["sim_time_s"] for row in result.metrics]
