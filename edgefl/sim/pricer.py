@@ -551,12 +551,13 @@ class SimPyPricer:
         that ends last."""
         clients, plans, skip = self._planned(phase)
         now = self.env.now
-        last = OwnClock(now)
+        last, clock = OwnClock(now), OwnClock(now)  # (two clocks for all the chains: the last one's and the next's)
         for c in clients:
-            clock = OwnClock(now)
             deque(chain(self, c, plans[c], completed, log, c in skip, clock), maxlen=0)  # (run to its end)
             if clock.now > last.now:
-                last = clock
+                last, clock = clock, last
+            clock.now = now  # (the next chain's clock, set back to the phase's start)
+            clock.waits.clear()
         return last
 
     @journaled
