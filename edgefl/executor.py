@@ -14,10 +14,12 @@ How the batched path computes a step (docs/performance.md has the measurements),
 - convolutional models (``cnn``): vmap would turn the clients' convolutions into one grouped
   convolution, several times slower on CPU than one convolution per client; instead the
   clients run in parallel threads, each op single-threaded (:meth:`Executor._in_threads`);
-- minibatches: one ``index_select`` per step for all clients;
+- minibatches: one ``index_select`` per step for all clients (on the linear path into a buffer
+  of the training, as its gradient: no allocation per step);
 - the algorithm's step function, written for ONE client: called once on the whole
-  ``[C, d]`` batch when it only does elementwise arithmetic (checked on every call by
-  :class:`_ElementwiseOnly`, which stops at the first other operation), else mapped
+  ``[C, d]`` batch when it only does elementwise arithmetic, in-place updates of its own
+  temporaries included (checked on every call by :class:`_ElementwiseOnly`, which stops
+  at the first other operation), else mapped
   with ``torch.func.vmap``. Both give the per-client result; the direct call saves
   vmap's per-op wrapping, which costs more than the arithmetic at these sizes.
 
