@@ -14,10 +14,12 @@ How the batched path computes a step (docs/performance.md has the measurements),
 - convolutional models (``cnn``): vmap would turn the clients' convolutions into one grouped
   convolution, several times slower on CPU than one convolution per client; instead the
   clients run in parallel threads, each op single-threaded (:meth:`Executor._in_threads`);
-- minibatches: one ``index_select`` per step for all clients;
+- minibatches: one ``index_select`` per step for all clients (on the linear path into a buffer
+  of the training, as its gradient: no allocation per step);
 - the algorithm's step function, written for ONE client: called once on the whole
-  ``[C, d]`` batch when it only does elementwise arithmetic (checked on every call by
-  :class:`_ElementwiseOnly`, which stops at the first other operation), else mapped
+  ``[C, d]`` batch when it only does elementwise arithmetic, in-place updates of its own
+  temporaries included (checked on every call by :class:`_ElementwiseOnly`, which stops
+  at the first other operation), else mapped
   with ``torch.func.vmap``. Both give the per-client result; the direct call saves
   vmap's per-op wrapping, which costs more than the arithmetic at these sizes.
 
@@ -91,26 +93,36 @@ class LinearGrad:
 
     def loss_grad(self, w, x, y, need_grad: bool = True):
         """(loss [C], grad [C, d] or None) of the mean minibatch loss of each client."""
-        out = self.outputs(w, x)  # [C, K, B]
+        return self._loss_grad(w, x, y, need_loss=True, need_grad=need_grad, out=None)
+
+    def grad(self, w, x, y, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The gradient [C, d] alone (a local step needs no loss), the same bits as :meth:`loss_grad`'s; written
+        into ``out`` [C, d] when given (a training's buffer, reused step after step)."""
+        return self._loss_grad(w, x, y, need_loss=False, need_grad=True, out=out)[1]
+
+    def _loss_grad(self, w, x, y, need_loss: bool, need_grad: bool, out: torch.Tensor | None):
+        logits = self.outputs(w, x)  # [C, K, B]
         C, B = x.shape[0], x.shape[1]
+        loss = None
         if self.loss_name == "cross_entropy":
-            logp = torch.log_softmax(out, dim=1)
-            picked = logp.gather(1, y.unsqueeze(1))  # [C, 1, B]
-            loss = -picked.squeeze(1).mean(dim=1)
+            logp = torch.log_softmax(logits, dim=1)
+            if need_loss:
+                loss = -logp.gather(1, y.unsqueeze(1)).squeeze(1).mean(dim=1)
             if not need_grad:
                 return loss, None
             dout = logp.exp_()
-            dout.scatter_add_(1, y.unsqueeze(1), torch.full_like(picked, -1.0))
+            dout.scatter_add_(1, y.unsqueeze(1), torch.full((C, 1, B), -1.0, dtype=dout.dtype, device=dout.device))
         else:
-            resid = out.squeeze(1) - y
-            loss = (resid * resid).mean(dim=1)
+            resid = logits.squeeze(1) - y
+            if need_loss:
+                loss = (resid * resid).mean(dim=1)
             if not need_grad:
                 return loss, None
             dout = resid.unsqueeze(1).mul_(2.0)
         dout.div_(B)
-        g = torch.empty(C, self.dim, dtype=w.dtype)
+        g = torch.empty(C, self.dim, dtype=w.dtype, device=w.device) if out is None else out
         KD = self.K * self.D
-        # (bmm's out= into this strided view gives wrong values: copy instead)
+        # (bmm's out= into this strided view computes into a contiguous buffer and copies it anyway)
         g[:, :KD].view(C, self.K, self.D).copy_(torch.bmm(dout, x))
         torch.sum(dout, dim=2, out=g[:, KD:])
         return loss, g
@@ -201,17 +213,46 @@ def _allowed(func) -> bool:
     )
 
 
+def _in_place(func) -> bool:
+    """Whether ``func`` is the in-place form of an elementwise operation (``d.mul_(lr)``; ``d -= x`` arrives as
+    ``sub_``)."""
+    name = getattr(func, "__name__", "")
+    if not (name.endswith("_") and not name.endswith("__") and name[:-1] in _ELEMENTWISE):
+        return False
+    return func is getattr(torch.Tensor, name, None) or func is getattr(torch._C.TensorBase, name, None)
+
+
 class _ElementwiseOnly(TorchFunctionMode):
-    """Lets through only elementwise torch operations without ``out=``; raises before any other.
+    """Lets through only elementwise torch operations without ``out=``, and their in-place forms on the step's
+    own temporaries; raises before any other.
 
     A step built only of such operations computes, on ``[C, d]`` inputs, exactly what it
     computes row by row: no reduction, indexing, shape read (``w.shape[0]`` would be C, not d),
-    in-place update or ``.item()`` slips through, because each of those raises before it runs.
+    in-place update of an input (``inputs``: the tensors the step was given, whose storage it must not write)
+    or ``.item()`` slips through, because each of those raises before it runs. An in-place update of a
+    tensor the step computed itself (not sharing an input's storage), of the shape all its operands broadcast
+    to, is row by row too: the same arithmetic without a new buffer.
     """
+
+    def __init__(self, inputs=()):
+        super().__init__()
+        self._inputs = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
+
+    def _own(self, args, kwargs) -> bool:
+        """Whether an in-place operation on ``args[0]`` writes a temporary of the step's, of the operands' shape."""
+        target = args[0] if args else None
+        if not isinstance(target, torch.Tensor) or target.untyped_storage().data_ptr() in self._inputs:
+            return False
+        shape = target.shape  # (every operand broadcasts to it: else the step's own error, raised where it is mapped)
+        return all(
+            a.dim() <= len(shape) and all(n in (1, m) for n, m in zip(reversed(a.shape), reversed(shape)))
+            for a in (*args[1:], *kwargs.values())
+            if isinstance(a, torch.Tensor)
+        )
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if "out" in kwargs or not _allowed(func):
+        if "out" in kwargs or not (_allowed(func) or (_in_place(func) and self._own(args, kwargs))):
             raise _NotElementwise(getattr(func, "__name__", repr(func)))
         return func(*args, **kwargs)
 
@@ -267,8 +308,9 @@ class StepApplier:
         client_p = self._padded(client, per_client, w.dtype)
         if carry_p is None or client_p is None:
             return None
+        inputs = [w, g, *carry_p.values(), *client_p.values(), *shared.values()]
         try:
-            with _ElementwiseOnly():
+            with _ElementwiseOnly(inputs):
                 w_new, carry_new = step(w, g, carry_p, client_p, {**shared, **rows}, k)
         except _NotElementwise:
             self._needs_vmap.add(_code_of(step))
@@ -453,11 +495,22 @@ class Executor:
         local = np.floor(u * self._sizes[clients][:, None, None]).astype(np.int64)
         return torch.from_numpy(self._offsets[clients][:, None, None] + local)
 
-    def _gather(self, rows: torch.Tensor):
-        """Inputs and labels of the rows [C, B] (batched-path layout)."""
+    def _gather(self, rows: torch.Tensor, out: tuple[torch.Tensor, torch.Tensor] | None = None):
+        """Inputs and labels of the rows [C, B] (batched-path layout); ``out``: the (inputs, labels) buffers to
+        write them into (:meth:`_batch_buffers`), else new ones."""
         flat = rows.reshape(-1).to(self.device)
-        x = self._x.index_select(0, flat)
-        return x.view(*rows.shape, *self._x.shape[1:]), self._y.index_select(0, flat).view(rows.shape)
+        if out is None:
+            x, y = self._x.index_select(0, flat), self._y.index_select(0, flat)
+        else:
+            n = flat.shape[0]
+            x = torch.index_select(self._x, 0, flat, out=out[0].view(n, *self._x.shape[1:]))
+            y = torch.index_select(self._y, 0, flat, out=out[1].view(n))
+        return x.view(*rows.shape, *self._x.shape[1:]), y.view(rows.shape)
+
+    def _batch_buffers(self, rows_shape) -> tuple[torch.Tensor, torch.Tensor]:
+        """Buffers for the inputs and labels of minibatch rows [C, B] (a gather's ``out``)."""
+        x = torch.empty(*rows_shape, *self._x.shape[1:], dtype=self._x.dtype, device=self.device)
+        return x, torch.empty(*rows_shape, dtype=self._y.dtype, device=self.device)
 
     def loss_grad(self, params: torch.Tensor, x, y, need_grad: bool = True):
         """Batched (loss [C], grad [C, d] or None) at params [C, d] on minibatches x [C, B, ...] (evaluation
@@ -536,10 +589,15 @@ class Executor:
         return params, carry, snapshot
 
     def _train_batched(self, op: Train, start, idx, mask, gather=None, record_at=None, per_row=frozenset()):
-        """Every client's ``op.steps`` steps at once. ``gather(rows [C, B])``: their minibatches (default: this
-        executor's data); ``record_at``: the step after which each client's row is kept ([C] ints, 0 for none;
-        default ``op.record_at`` for all); ``per_row``: the keys of ``op.shared`` given per client ([C, ...]
-        rows). The last two are for clients of several runs trained at once (edgefl.seed_axis)."""
+        """Every client's ``op.steps`` steps at once. ``gather(rows [C, B], out)``: their minibatches (default: this
+        executor's data), written into ``out`` when not None; ``record_at``: the step after which each client's row
+        is kept ([C] ints, 0 for none; default ``op.record_at`` for all); ``per_row``: the keys of ``op.shared``
+        given per client ([C, ...] rows). The last two are for clients of several runs trained at once
+        (edgefl.seed_axis).
+
+        The linear path writes each step's minibatch and gradient into buffers of the training, reused step after
+        step (the gradient's only while the step function keeps no view of it): the same arithmetic without a new
+        allocation of a few MB per step, whose pages the allocator may hand back to the system and fault in again."""
         gather = self._gather if gather is None else gather
         w = start.clone()
         carry = {k: v.clone() for k, v in op.carry.items()}
@@ -550,12 +608,15 @@ class Executor:
         # measured slower: the step's inputs are then no longer in cache when used).
         rows_by_step = idx.transpose(0, 1).contiguous()  # [steps, C, B]
         active = None if mask is None else mask.any(dim=0).tolist()
+        recorded = None if record_at is None else set(record_at.tolist())  # the steps after which rows are kept
+        batch = self._batch_buffers(rows_by_step.shape[1:]) if self.linear is not None else None
+        g_buffer = None
         snapshot = None
         for k in range(op.steps):
             if active is None or active[k]:
-                x, y = gather(rows_by_step[k])
+                x, y = gather(rows_by_step[k], batch)
                 if self.linear is not None:
-                    _, g = self.linear.loss_grad(w, x, y)
+                    g = self.linear.grad(w, x, y, out=g_buffer)
                     written = None
                 else:
                     _, g, written = self._vmap.loss_grad(w, x, y, train=True)
@@ -570,14 +631,15 @@ class Executor:
                         for name, v in carry_next.items()
                     }
                 w, carry = w_next, carry_next
+                if self.linear is not None:
+                    g_buffer = None if _shares_storage(g, w, *carry.values()) else g
             if record_at is None:
                 if op.record_at == k + 1:
                     snapshot = w.clone()
-            else:
+            elif k + 1 in recorded:
                 kept = record_at == k + 1
-                if kept.any():
-                    snapshot = torch.empty_like(w) if snapshot is None else snapshot
-                    snapshot[kept] = w[kept]
+                snapshot = torch.empty_like(w) if snapshot is None else snapshot
+                snapshot[kept] = w[kept]
         return w, carry, snapshot
 
     def _train_loop(self, op: Train, start, idx, mask, workers: int = 0):
@@ -701,6 +763,12 @@ class Executor:
         if op.full:
             return self._sizes[op.clients].astype(float)
         return np.full(len(op.clients), float(op.batch_size or self.batch_size))
+
+
+def _shares_storage(t: torch.Tensor, *others) -> bool:
+    """Whether any of ``others`` is a view of ``t``'s memory (then ``t`` cannot be written again)."""
+    ptr = t.untyped_storage().data_ptr()
+    return any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() == ptr for o in others)
 
 
 def _moved(op: Train, device: torch.device) -> Train:

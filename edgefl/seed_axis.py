@@ -281,13 +281,12 @@ def _same_scalars(a: PreparedTrain, b: PreparedTrain) -> bool:
 
 def _stacked_gather(executors: list[Executor], spans: list[slice], lead: Executor) -> Callable:
     """The minibatches of stacked clients ([sum C_s, B] rows, each run's rows into its own data), gathered into one
-    buffer per step (the ops of one executor: its own gather, one index_select)."""
+    buffer per step, ``out`` when given (the ops of one executor: its own gather, one index_select)."""
     if all(executor is lead for executor in executors):
         return lead._gather
 
-    def gather(rows: torch.Tensor):
-        x = torch.empty(rows.shape + lead._x.shape[1:], dtype=lead._x.dtype, device=lead.device)
-        y = torch.empty(rows.shape, dtype=lead._y.dtype, device=lead.device)
+    def gather(rows: torch.Tensor, out: tuple[torch.Tensor, torch.Tensor] | None = None):
+        x, y = lead._batch_buffers(rows.shape) if out is None else out
         for executor, span in zip(executors, spans):
             part = rows[span].reshape(-1).to(executor.device)
             n = part.shape[0]

@@ -53,6 +53,13 @@ def test_sweep_cost_tiny_runs():
 
 
 @needs_mnist
+def test_local_steps_tiny_runs_against_a_base_checkout():
+    """This checkout as its own base: both sides run, and give the same bits."""
+    out = run_script("benchmarks/local_steps.py", "--base", str(ROOT), "--rounds", "1", "--tau", "2", "--seeds", "2")
+    assert out.count("same bits: True") == 2 and "stacked = 2 seeds' op" in out, out
+
+
+@needs_mnist
 def test_flower_compare_edgefl_side_runs_without_flower():
     """The Flower comparison's edgefl side (both engines, same scenario) on 2 rounds; Flower is not installed."""
     out = run_script(

@@ -149,6 +149,59 @@ def test_step_applier_calls_elementwise_steps_directly_and_maps_the_others():
     assert applier.vmap_calls == 4
 
 
+def inplace_temporaries_step(w, grad, carry, client, shared, k):
+    """In place on its own temporaries only (DRDM's step is written so): elementwise row by row."""
+    pull = shared["w_bar"] - w
+    pull.mul_(shared["mu"])
+    d = grad - client["g"]
+    d -= pull
+    d.mul_(client["scale"])
+    return w - d, carry
+
+
+def test_in_place_updates_of_the_steps_own_temporaries_are_called_directly_with_the_same_bits():
+    applier = StepApplier()
+    C, d = 4, 6
+    w, g = torch.randn(C, d), torch.randn(C, d)
+    client = {"g": torch.randn(C, d), "scale": torch.rand(C)}
+    shared = {"mu": 0.5, "w_bar": torch.randn(d)}
+    inputs = [t.clone() for t in (w, g, client["g"], client["scale"], shared["w_bar"])]
+    out, _ = applier(inplace_temporaries_step, w, g, {}, client, shared, 0)
+    assert (applier.direct_calls, applier.vmap_calls) == (1, 0)
+    rows = [
+        inplace_temporaries_step(w[c], g[c], {}, {"g": client["g"][c], "scale": client["scale"][c]}, shared, 0)[0]
+        for c in range(C)
+    ]
+    assert torch.equal(out, torch.stack(rows))
+    # the inputs are untouched; an in-place update of an input is still mapped (test above: inplace_step)
+    for before, after in zip(inputs, (w, g, client["g"], client["scale"], shared["w_bar"])):
+        assert torch.equal(before, after)
+
+
+def previous_gradient_step(w, grad, carry, client, shared, k):
+    """Carries the gradient itself (a view of the executor's gradient buffer) into the next step."""
+    return w - shared["lr"] * (grad + carry["prev"]), {"prev": grad}
+
+
+def test_a_step_that_keeps_the_gradient_gets_its_own_gradient_each_step(tabular):
+    """The linear path reuses its gradient buffer only while the step keeps no view of it."""
+    model = build_model("linear", tabular.input_shape, tabular.num_classes, 0)
+    clients = np.arange(5)
+    results = {}
+    for name, ex in executors(model, tabular).items():
+        op = Train(
+            clients,
+            model.init_params(),
+            4,
+            previous_gradient_step,
+            shared={"lr": 0.1},
+            carry={"prev": torch.zeros(len(clients), model.dim)},
+        )
+        r = ex.train(op)
+        results[name] = (r.params, r.carry["prev"])
+    assert_same(results)
+
+
 def test_shared_tensor_of_another_shape_is_not_broadcast_wrongly():
     """A shared [C]-long vector must not be broadcast against [C, d] (it is not per-client)."""
     applier = StepApplier()
