@@ -35,14 +35,16 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import torch
 
 from algorithms.ops import Train, TrainResult
-from edgefl.executor import Executor, PreparedTrain
+from edgefl.executor import Executor, LinearGrad, PreparedTrain
 from edgefl.memory import RUNTIME_BYTES, estimate_bytes
+from edgefl.metrics import evaluation_inputs, outputs_of
 
 if TYPE_CHECKING:
     from edgefl.scenario import Scenario
@@ -70,15 +72,20 @@ class Cancelled(Exception):
 
 
 class SeedLane:
-    """One run's executor inside a :class:`SeedBatch`: Train ops go to the batch, everything else to the run's
-    own executor."""
+    """One run's executor inside a :class:`SeedBatch`: Train ops go to the batch, and so do the evaluations'
+    outputs where the runs read the same inputs (:attr:`SeedBatch.inputs`); everything else to the run's own
+    executor."""
 
     def __init__(self, batch: "SeedBatch", lane: int):
         self._batch, self._lane = batch, lane
         self._own = batch.executors[lane]
+        self.evaluation_outputs = None if batch.inputs is None else self._evaluation_outputs
 
     def train(self, op: Train) -> TrainResult:
         return self._batch.train(self._lane, op)
+
+    def _evaluation_outputs(self, w: torch.Tensor):
+        return self._batch.evaluation_outputs(self._lane, w)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._own, name)
@@ -91,19 +98,37 @@ class SeedBatch:
         self.executors = list(executors)
         self._cond = threading.Condition()
         self._running = len(self.executors)  # lanes neither waiting here nor finished
-        self._waiting: dict[int, Train] = {}
-        self._results: dict[int, TrainResult | BaseException] = {}
+        self._waiting: dict[int, Train | _Evaluation] = {}
+        self._results: dict[int, Any] = {}
         self._cancelled = False
         self.stacked_calls = 0  # batched trainings of several runs' ops (for tests and benchmarks)
+        self.inputs = SharedInputs.of(self.executors)  # None: each run evaluates alone
+        self.stacked_evaluations = 0  # evaluations of several runs' models in one call (for tests and benchmarks)
 
     def lane(self, lane: int) -> SeedLane:
         return SeedLane(self, lane)
 
     def train(self, lane: int, op: Train) -> TrainResult:
+        return self._meet(lane, op)
+
+    def evaluation_outputs(self, lane: int, w: torch.Tensor):
+        """Lane ``lane``'s model ``w`` [d] evaluated with the other lanes' models (edgefl.metrics.Outputs): its
+        outputs on its test and training inputs; None on several torch threads (each run then evaluates alone:
+        stacked models give a solo run's bits only on one thread, edgefl.executor.LinearGrad.logits)."""
+        if torch.get_num_threads() != 1:
+            return None
+        inputs = self.inputs
+        assert inputs is not None  # (a lane asks only when there are shared inputs)
+        logits = self._meet(lane, _Evaluation(w))  # [K, U]
+        model = self.executors[lane].model
+        return tuple(outputs_of(model, logits, columns) for columns in inputs.columns[lane])
+
+    def _meet(self, lane: int, request: "Train | _Evaluation") -> Any:
+        """Wait until every lane still running waits here, then do what they asked together; lane's result."""
         with self._cond:
             if self._cancelled:
                 raise Cancelled()
-            self._waiting[lane] = op
+            self._waiting[lane] = request
             self._running -= 1
             if self._running == 0:
                 self._flush()
@@ -131,8 +156,13 @@ class SeedBatch:
             self._cond.notify_all()
 
     def _flush(self) -> None:
-        """Train every waiting op (all lanes still running are waiting: nothing else runs now), then wake them."""
-        ops, self._waiting = self._waiting, {}
+        """Do what every waiting lane asked (all lanes still running are waiting: nothing else runs now): evaluate
+        the waiting models together, train the waiting ops; then wake them."""
+        waiting, self._waiting = self._waiting, {}
+        evaluations = {lane: r.w for lane, r in waiting.items() if isinstance(r, _Evaluation)}
+        if evaluations:
+            self._evaluate(evaluations)
+        ops = {lane: r for lane, r in waiting.items() if isinstance(r, Train)}
         prepared: dict[int, PreparedTrain] = {}
         for lane, op in sorted(ops.items()):
             try:
@@ -143,8 +173,96 @@ class SeedBatch:
         results, stacked = train_together([(self.executors[lane], prepared[lane]) for lane in lanes])
         self._results.update(zip(lanes, results))  # (an error: raised in the lane's thread)
         self.stacked_calls += stacked
-        self._running += len(ops)
+        self._running += len(waiting)
         self._cond.notify_all()
+
+    def _evaluate(self, models: dict[int, torch.Tensor]) -> None:
+        """The transposed logits [K, U] of each lane's model on the shared inputs, all models in one call."""
+        inputs = self.inputs
+        assert inputs is not None
+        lanes = sorted(models)
+        try:
+            logits = inputs.linear.logits(torch.stack([models[lane] for lane in lanes]), inputs.x)
+        except Exception as exc:  # noqa: BLE001 - raised in each lane's thread
+            self._results.update(dict.fromkeys(lanes, exc))
+            return
+        self._results.update((lane, logits[i]) for i, lane in enumerate(lanes))
+        self.stacked_evaluations += len(lanes) > 1
+
+
+@dataclass
+class _Evaluation:
+    """A lane's request at the meeting: its model ``w`` [d] evaluated with the others'."""
+
+    w: torch.Tensor
+
+
+# Shared inputs are evaluated together only when their union is at most this many times a run's own inputs (the
+# stacked call costs about half a solo one per model and input on the CPU); a matter of speed only: the numbers are
+# the same either way.
+SHARED_SHARE = 1.5
+# ... and every run's inputs are at least this many rows (a column's logits depend on the others computed with it
+# below 12 columns on an AVX-512 CPU's MKL: LinearGrad.logits).
+SHARED_MIN_ROWS = 256
+
+
+@dataclass
+class SharedInputs:
+    """The inputs of several runs' evaluations (edgefl.metrics.evaluation_inputs), each distinct row once: ``x``
+    [U, D]; ``columns[lane]``: (test, training) the rows of x that lane's inputs are, in order. MNIST-10k: each seed
+    cuts the 10,000 images 80/20 its own way, and evaluates all of them (2,000 test-pool and 8,000 training rows):
+    U = 10,000 for any number of seeds."""
+
+    linear: LinearGrad
+    x: torch.Tensor
+    columns: list[tuple[torch.Tensor, torch.Tensor]]
+
+    @classmethod
+    def of(cls, executors: Sequence[Executor]) -> "SharedInputs | None":
+        """The runs' shared inputs where their models are linear (the same LinearGrad shape, on the CPU) and their
+        inputs overlap enough (SHARED_SHARE, SHARED_MIN_ROWS), else None. Rows are matched by their bytes."""
+        linears = [LinearGrad.of(executor.model) for executor in executors]
+        first = linears[0]
+        if len(executors) < 2 or first is None:
+            return None
+        shape = (first.K, first.D, first.loss_name)
+        if any(g is None or (g.K, g.D, g.loss_name) != shape for g in linears):
+            return None
+        if any(executor.model.device.type != "cpu" for executor in executors):
+            return None
+        parts = [[x.reshape(x.shape[0], -1) for x in evaluation_inputs(e.data)] for e in executors]
+        own = [sum(x.shape[0] for x in run) for run in parts]
+        if min(x.shape[0] for run in parts for x in run) < SHARED_MIN_ROWS:
+            return None
+        if any(x.dtype != torch.float32 for run in parts for x in run):
+            return None
+        index: dict[bytes, int] = {}
+        sources: list[tuple[torch.Tensor, list[int], list[int]]] = []  # (part, its rows, their rows in x)
+        columns = []
+        for run in parts:
+            cols = []
+            for x in run:
+                rows = np.ascontiguousarray(x.numpy())
+                col = np.empty(rows.shape[0], dtype=np.int64)
+                new: tuple[torch.Tensor, list[int], list[int]] = (x, [], [])
+                for i, row in enumerate(rows):
+                    key = row.tobytes()
+                    j = index.get(key)
+                    if j is None:
+                        j = index[key] = len(index)
+                        new[1].append(i)
+                        new[2].append(j)
+                    col[i] = j
+                if new[1]:
+                    sources.append(new)
+                cols.append(torch.from_numpy(col))
+                if len(index) > SHARED_SHARE * max(own):
+                    return None
+            columns.append((cols[0], cols[1]))
+        x = torch.empty(len(index), first.D)
+        for part, rows, at in sources:
+            x[torch.tensor(at)] = part[torch.tensor(rows)]
+        return cls(first, x, columns)
 
 
 Job = tuple[Executor, PreparedTrain]  # a prepared op and the executor it was prepared by (its data, its device)
