@@ -49,8 +49,7 @@ def outputs_of(model, logits: torch.Tensor, columns: torch.Tensor | None = None)
     """A linear model's outputs as ``model.forward`` gives them ([n, K] logits; a regression's [n]) from its
     transposed logits [K, m] (:meth:`LinearGrad.logits`): all m columns, or those ``columns`` [n] (of inputs
     evaluated together with other rows)."""
-    rows = logits.t()
-    out = rows.contiguous() if columns is None else rows.index_select(0, columns)
+    out = (logits if columns is None else logits.index_select(1, columns)).t().contiguous()
     return out.squeeze(-1) if model.loss_name == "mse" else out
 
 
@@ -62,26 +61,31 @@ def linear_outputs(model, linear: LinearGrad, w: torch.Tensor, x: torch.Tensor) 
     return outputs_of(model, linear.logits(w.to(model.device).unsqueeze(0), flat)[0])
 
 
-def _scored(model, out: torch.Tensor, y: torch.Tensor):
-    """(loss [n], correct [n] or None for a regression) of outputs ``out`` on labels ``y``, on the CPU."""
+def _scored(model, out: torch.Tensor, y: torch.Tensor, accuracy: bool):
+    """(loss [n], correct [n] or None) of outputs ``out`` on labels ``y``, on the CPU."""
     out = out.cpu()  # (with the labels: a no-op there)
     loss = output_loss(out, y, model.loss_name, reduction="none")
-    return loss, None if model.loss_name == "mse" else out.argmax(dim=1) == y
+    return loss, out.argmax(dim=1) == y if accuracy and model.loss_name != "mse" else None
 
 
 @torch.no_grad()
-def per_sample(model, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, out: torch.Tensor | None = None):
-    """(losses [n], correct [n] or None for regression) in float64. ``out``: the model's outputs on ``x`` where
-    computed already (:data:`Outputs`); a linear model's are computed in one call (:func:`linear_outputs`), other
-    models' in chunks to bound memory."""
+def per_sample(
+    model, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, out: torch.Tensor | None = None, accuracy: bool = True
+):
+    """(losses [n], correct [n] or None for regression or without ``accuracy``) in float64. ``out``: the model's
+    outputs on ``x`` where computed already (:data:`Outputs`); a linear model's are computed in one call
+    (:func:`linear_outputs`), other models' in chunks to bound memory."""
     if out is None:
         linear = LinearGrad.of(model)
         if linear is not None:
             out = linear_outputs(model, linear, w, x)
     if out is not None:
-        loss, correct = _scored(model, out, y)
+        loss, correct = _scored(model, out, y, accuracy)
     else:
-        parts = [_scored(model, model.forward(w, x[lo : lo + CHUNK]), y[lo : lo + CHUNK]) for lo in range(0, len(x), CHUNK)]
+        parts = [
+            _scored(model, model.forward(w, x[lo : lo + CHUNK]), y[lo : lo + CHUNK], accuracy)
+            for lo in range(0, len(x), CHUNK)
+        ]
         if not parts:
             return torch.zeros(0, dtype=torch.float64), None
         loss = torch.cat([p[0] for p in parts])
@@ -126,7 +130,7 @@ def _evaluate_global(model, data, w: torch.Tensor, outputs: Outputs | None = Non
     given = outputs(w) if outputs is not None else None
     test_out, train_out = given if given is not None else (None, None)
     test_loss, test_correct = test_per_sample(model, data, w, test_out)
-    train_loss, _ = per_sample(model, w, data.train_x, data.train_y, train_out)
+    train_loss, _ = per_sample(model, w, data.train_x, data.train_y, train_out, accuracy=False)
     result = {
         "client_test_loss": _per_client_mean(test_loss, data.test_offsets),
         "loss": float(train_loss.mean()),

@@ -92,7 +92,7 @@ def test_an_evaluation_of_the_same_model_is_not_recomputed(monkeypatch):
     model = build_model("linear", data.input_shape, data.num_classes, seed=0)
     calls = []
     computed = metrics.per_sample
-    monkeypatch.setattr(metrics, "per_sample", lambda *a: calls.append(1) or computed(*a))
+    monkeypatch.setattr(metrics, "per_sample", lambda *a, **k: calls.append(1) or computed(*a, **k))
     w = model.init_params()
     first = metrics.evaluate_global(model, data, w)
     again = metrics.evaluate_global(model, data, w.clone())
@@ -133,7 +133,9 @@ def test_test_rows_drawn_from_a_pool_are_evaluated_once_per_pool_image(name, mon
     model = build_model(name, data.input_shape, 10, seed=0, hidden=32)
     evaluated = []
     computed = metrics.per_sample
-    monkeypatch.setattr(metrics, "per_sample", lambda m, w, x, y: evaluated.append(len(x)) or computed(m, w, x, y))
+    monkeypatch.setattr(
+        metrics, "per_sample", lambda m, w, x, *rest, **k: evaluated.append(len(x)) or computed(m, w, x, *rest, **k)
+    )
     w = model.init_params() + 0.05 * torch.randn(model.dim, generator=g)
     pooled = metrics._evaluate_global(model, data, w)
     assert evaluated == [300, 400]  # the pool's images, then the training samples
