@@ -7,23 +7,30 @@ algorithm and random streams, exactly as when it runs alone; only its executor i
 be trained together are: the clients of all runs stacked into one ``[sum C_s, d]`` batch, each run's minibatches
 gathered from its own data (indices drawn from its own stream, as alone: :meth:`Executor.prepare`), one gradient
 and one step per local step for all of them (:meth:`Executor._train_batched`), each run handed back its rows.
-Everything else (evaluation, the algorithm's server side, the engine) runs in the run's own thread on its own
-objects. So the engine core is untouched: the seed axis is a hook on the executor. The stacking itself
+The evaluations of the global model meet there too, where the runs' models are linear and their evaluations read
+the same images (:class:`SharedInputs`: MNIST-10k's seeds each cut the same 10,000 images 80/20 their own way):
+the models are stacked into one product with those images, held once (edgefl.executor.LinearGrad.logits), and each
+run gathers its own rows of it and computes its metrics in its own thread (edgefl.metrics, ``outputs``); on one
+torch thread only (a sweep's workers), the only place where stacking leaves every run's bits as they are alone.
+Everything else (the algorithm's server side, the engine) runs in the run's own thread on its own objects. So the
+engine core is untouched: the seed axis is a hook on the executor. The stacking itself
 (:func:`train_together`) also serves one run: the engine trains an asynchronous server's chains, dispatched one at a
 time, together when one of them ends (edgefl.sim.engine, ``Engine.settle``).
 
 Equality: the batched gradient is the same rows of the same ``bmm`` (the closed form for linear models) or of the
 same vmapped forward, and the step function the same elementwise arithmetic (the server's model a step reads,
-``shared``, given per row). tests/test_seed_axis.py checks each run's outputs against its solo run's: identical
-bytes for the Figure-4 study's trainings (MNIST, 784 inputs, batch 32) and a vmapped MLP; within 1e-6 (a few 1e-8
+``shared``, given per row); an evaluation's logits the same rows and columns of the same ``addmm``.
+tests/test_seed_axis.py checks each run's outputs against its solo run's: identical bytes for the Figure-4 study's
+trainings and evaluations (MNIST, 784 inputs, batch 32) and a vmapped MLP; within 1e-6 (a few 1e-8
 seen) where stacking moves a run's rows onto another kernel path of the CPU's small matrix products (60 inputs,
 batch 8, 5 clients a run). Which runs share a call is fixed by the sweep (edgefl.sweeps.run.make_tasks), not by the
 machine.
 
 Cost (benchmarks/seed_axis.py, 10 seeds, CPU time): small models, where a step's call overhead is most of it, take
-1.5-1.8x less CPU together; the Figure-4 trainings, whose steps are mostly the bmm's arithmetic and whose rounds
-are mostly the evaluation, take the same CPU (within the loaded machine's 10 %), and less wall time where a second
-core is free (a run's torch kernels release the GIL while another run's Python goes on).
+1.5-1.8x less CPU together; the Figure-4 trainings' local steps, mostly the bmm's arithmetic, take the same CPU
+(within the loaded machine's 10 %), and less wall time where a second core is free (a run's torch kernels release
+the GIL while another run's Python goes on). Their evaluations, 5 seeds together, about 1.5x less CPU than each
+alone (benchmarks/evaluation.py; matching the images: about 0.1 s per seed group).
 
 Ops that cannot be stacked train one after the other, as alone:
 different step functions or step counts, a step mask (a controller's plan), scalars of ``shared`` that differ
