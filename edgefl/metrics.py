@@ -61,6 +61,14 @@ def linear_outputs(model, linear: LinearGrad, w: torch.Tensor, x: torch.Tensor) 
     return outputs_of(model, linear.logits(w.to(model.device).unsqueeze(0), flat)[0])
 
 
+@torch.no_grad()
+def forward(model, w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The outputs of the model ``w`` on inputs ``x`` as the evaluation computes them: a linear model's by
+    :func:`linear_outputs`, any other's by its module (``model.forward``)."""
+    linear = LinearGrad.of(model)
+    return model.forward(w, x) if linear is None else linear_outputs(model, linear, w, x)
+
+
 def _scored(model, out: torch.Tensor, y: torch.Tensor, accuracy: bool):
     """(loss [n], correct [n] or None) of outputs ``out`` on labels ``y``, on the CPU."""
     out = out.cpu()  # (with the labels: a no-op there)
@@ -75,10 +83,8 @@ def per_sample(
     """(losses [n], correct [n] or None for regression or without ``accuracy``) in float64. ``out``: the model's
     outputs on ``x`` where computed already (:data:`Outputs`); a linear model's are computed in one call
     (:func:`linear_outputs`), other models' in chunks to bound memory."""
-    if out is None:
-        linear = LinearGrad.of(model)
-        if linear is not None:
-            out = linear_outputs(model, linear, w, x)
+    if out is None and LinearGrad.of(model) is not None:
+        out = forward(model, w, x)
     if out is not None:
         loss, correct = _scored(model, out, y, accuracy)
     else:
