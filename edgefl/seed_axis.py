@@ -79,14 +79,15 @@ class Cancelled(Exception):
 
 
 class SeedLane:
-    """One run's executor inside a :class:`SeedBatch`: Train ops go to the batch, and so do the evaluations'
-    outputs where the runs read the same inputs (:attr:`SeedBatch.inputs`); everything else to the run's own
-    executor."""
+    """One run's executor inside a :class:`SeedBatch`: Train ops go to the batch, and so do a linear model's
+    evaluations (their outputs computed with the other runs' where they read the same inputs:
+    :meth:`SeedBatch.evaluation_outputs`); everything else to the run's own executor."""
 
     def __init__(self, batch: "SeedBatch", lane: int):
         self._batch, self._lane = batch, lane
         self._own = batch.executors[lane]
-        self.evaluation_outputs = None if batch.inputs is None else self._evaluation_outputs
+        linear = LinearGrad.of(self._own.model) is not None
+        self.evaluation_outputs = self._evaluation_outputs if linear and len(batch.executors) > 1 else None
 
     def train(self, op: Train) -> TrainResult:
         return self._batch.train(self._lane, op)
@@ -109,7 +110,7 @@ class SeedBatch:
         self._results: dict[int, Any] = {}
         self._cancelled = False
         self.stacked_calls = 0  # batched trainings of several runs' ops (for tests and benchmarks)
-        self.inputs = SharedInputs.of(self.executors)  # None: each run evaluates alone
+        self._inputs: SharedInputs | None | bool = False  # (False: not looked for yet)
         self.stacked_evaluations = 0  # evaluations of several runs' models in one call (for tests and benchmarks)
 
     def lane(self, lane: int) -> SeedLane:
@@ -118,14 +119,25 @@ class SeedBatch:
     def train(self, lane: int, op: Train) -> TrainResult:
         return self._meet(lane, op)
 
+    @property
+    def inputs(self) -> "SharedInputs | None":
+        """The inputs the runs' evaluations share (:class:`SharedInputs`; None: each run evaluates alone), looked for
+        at the first evaluation on one thread."""
+        with self._cond:
+            if self._inputs is False:
+                self._inputs = SharedInputs.of(self.executors)
+            return self._inputs  # type: ignore[return-value]
+
     def evaluation_outputs(self, lane: int, w: torch.Tensor):
         """Lane ``lane``'s model ``w`` [d] evaluated with the other lanes' models (edgefl.metrics.Outputs): its
-        outputs on its test and training inputs; None on several torch threads (each run then evaluates alone:
-        stacked models give a solo run's bits only on one thread, edgefl.executor.LinearGrad.logits)."""
+        outputs on its test and training inputs; None where the runs share no inputs, or on several torch threads
+        (each run then evaluates alone: stacked models give a solo run's bits only on one thread,
+        edgefl.executor.LinearGrad.logits)."""
         if torch.get_num_threads() != 1:
             return None
         inputs = self.inputs
-        assert inputs is not None  # (a lane asks only when there are shared inputs)
+        if inputs is None:
+            return None
         logits = self._meet(lane, _Evaluation(w))  # [K, U]
         model = self.executors[lane].model
         return tuple(outputs_of(model, logits, columns) for columns in inputs.columns[lane])
@@ -163,13 +175,20 @@ class SeedBatch:
             self._cond.notify_all()
 
     def _flush(self) -> None:
-        """Do what every waiting lane asked (all lanes still running are waiting: nothing else runs now): evaluate
-        the waiting models together, train the waiting ops; then wake them."""
-        waiting, self._waiting = self._waiting, {}
-        evaluations = {lane: r.w for lane, r in waiting.items() if isinstance(r, _Evaluation)}
+        """Do what the waiting lanes asked (all lanes still running are waiting: nothing else runs now), then wake
+        them: the waiting evaluations, together, where there are any (the lanes waiting on a Train op wait on: the
+        evaluated runs' next ops may then train with theirs, as without the evaluations' meeting); else every
+        waiting Train op."""
+        evaluations = {lane: r.w for lane, r in self._waiting.items() if isinstance(r, _Evaluation)}
         if evaluations:
+            for lane in evaluations:
+                del self._waiting[lane]
             self._evaluate(evaluations)
-        ops = {lane: r for lane, r in waiting.items() if isinstance(r, Train)}
+            self._running += len(evaluations)
+            self._cond.notify_all()
+            return
+        ops: dict[int, Train] = self._waiting  # type: ignore[assignment]  # (no evaluation waits)
+        self._waiting = {}
         prepared: dict[int, PreparedTrain] = {}
         for lane, op in sorted(ops.items()):
             try:
@@ -180,7 +199,7 @@ class SeedBatch:
         results, stacked = train_together([(self.executors[lane], prepared[lane]) for lane in lanes])
         self._results.update(zip(lanes, results))  # (an error: raised in the lane's thread)
         self.stacked_calls += stacked
-        self._running += len(waiting)
+        self._running += len(ops)
         self._cond.notify_all()
 
     def _evaluate(self, models: dict[int, torch.Tensor]) -> None:
@@ -227,8 +246,8 @@ class SharedInputs:
     @classmethod
     def of(cls, executors: Sequence[Executor]) -> "SharedInputs | None":
         """The runs' shared inputs where their models are linear (the same LinearGrad shape, on the CPU) and their
-        inputs overlap enough (SHARED_SHARE, SHARED_MIN_ROWS), else None. Rows are matched by their bytes: an exact
-        64-bit hash of each row groups them, and each row is then compared with the row it was matched to (MNIST-10k,
+        inputs overlap enough (SHARED_SHARE, SHARED_MIN_ROWS), else None. Rows are matched by their bytes: a key of
+        each row groups them, and each row is then compared bit for bit with the row it was matched to (MNIST-10k,
         5 seeds: about 0.1 s CPU, once per seed group)."""
         linears = [LinearGrad.of(executor.model) for executor in executors]
         first = linears[0]
@@ -267,9 +286,9 @@ class SharedInputs:
 
 
 def _row_keys(x: torch.Tensor) -> np.ndarray:
-    """A key [n] int64 of each row: the bits of two random projections (float32). Equal rows get equal keys here
-    (one addmm: a row's result does not depend on the other rows, LinearGrad.logits); rows with equal keys are
-    compared bit for bit after."""
+    """A key [n] int64 of each row: the bits of two random projections (float32). Equal rows get equal keys
+    wherever they are (a row's product does not depend on the other rows: LinearGrad.logits; were it otherwise,
+    such rows would only be held twice); rows with equal keys are compared bit for bit after."""
     probe = torch.randn(2, x.shape[1], generator=torch.Generator().manual_seed(0x5EED))
     return torch.mm(probe, x.t()).t().contiguous().view(torch.int64).reshape(-1).numpy()
 

@@ -366,3 +366,30 @@ def test_on_several_threads_or_other_inputs_each_run_evaluates_alone():
     assert SeedBatch([executor for _, _, executor in mlps]).inputs is None
     other = [_runs_reading_one_pool(1, pool=pool)[0][0] for pool in (7, 8)]  # other images
     assert SeedBatch([executor for _, _, executor in other]).inputs is None
+
+
+def test_an_evaluation_does_not_keep_the_other_runs_train_ops_apart():
+    """A run evaluating while another waits on its Train op (evaluations at other rounds): the evaluation is done
+    first and the waiting op waits on, so the two runs' next ops still train together."""
+    import threading
+
+    from edgefl import metrics
+
+    runs, models = _runs_reading_one_pool(2)
+    batch = SeedBatch([executor for _, _, executor in runs])
+
+    def go(lane: int) -> None:
+        net, data, _ = runs[lane]
+        try:
+            if lane == 0:
+                metrics._evaluate_global(net, data, models[0][0], batch.lane(0).evaluation_outputs)
+            batch.lane(lane).train(Train(np.arange(4), models[lane][0], 2, sgd_step, shared={"lr": 0.05}))
+        finally:
+            batch.leave(lane)
+
+    threads = [threading.Thread(target=go, args=(lane,)) for lane in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert batch.stacked_evaluations == 0 and batch.stacked_calls == 1
