@@ -31,6 +31,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Callable, Literal
 
@@ -49,6 +50,24 @@ ExecutorMode = Literal["batched", "loop"]
 
 
 # -- the linear fast path ---------------------------------------------------------------
+_ONE_THREAD = threading.Lock()
+
+
+@contextmanager
+def one_thread():
+    """torch's operations on one thread inside, the process's thread count restored after (one such section at a
+    time: two could otherwise restore each other's count)."""
+    with _ONE_THREAD:
+        threads = torch.get_num_threads()
+        if threads != 1:
+            torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            if threads != 1:
+                torch.set_num_threads(threads)
+
+
 class LinearGrad:
     """Loss and gradient of flatten -> Linear(D, K) models for C clients at once, in closed form.
 
@@ -92,17 +111,20 @@ class LinearGrad:
     def logits(self, w: torch.Tensor, x: torch.Tensor, columns: int = 1024) -> torch.Tensor:
         """Transposed logits [S, K, n] of S models w [S, d] on the same flattened inputs x [n, D]: W x^T + b, an
         ``addmm`` of the models' weights stacked into [S K, D] with x's transpose (a view: no copy), in chunks of
-        about ``columns`` inputs (equal chunks: they stay in the cache). The evaluation's forward (edgefl.metrics).
-        On one CPU thread, 10,000 MNIST images, K = 10 (benchmarks/evaluation.py): about 6 ms per model alone
-        against 10 ms for x W^T (F.linear), 3 ms per model with 5 stacked. Measured on one CPU thread
-        (tests/test_seed_axis.py): a model's rows are the same bits whichever models are stacked with it, and an
-        input's column the same whichever inputs are computed with it (chunks of at least 12 here: MKL's small
-        products round otherwise); x W^T has neither property, nor has addmm on several threads."""
+        about ``columns`` inputs (equal chunks: they stay in the cache), on one thread (:func:`one_thread`). The
+        evaluation's forward (edgefl.metrics). On one CPU thread, 10,000 MNIST images, K = 10
+        (benchmarks/evaluation.py): about 6 ms per model alone against 10 ms for x W^T (F.linear), 3 ms per model
+        with 5 stacked. Measured (tests/test_seed_axis.py): a model's rows are the same bits whichever models are
+        stacked with it, and an input's column the same whichever inputs are computed with it (chunks of at least
+        12 here: MKL's small products round otherwise). Neither holds for x W^T; nor for this product on two
+        threads, where MKL splits a 10-row product otherwise than on one (F.linear's bits did not depend on the
+        thread count: one thread keeps it so)."""
         S, KD, n = w.shape[0], self.K * self.D, x.shape[0]
         weight = w[:, :KD].reshape(S * self.K, self.D)
         bias = w[:, KD:].reshape(S * self.K, 1)
         size = max(1, -(-n // max(1, round(n / columns))))
-        parts = [torch.addmm(bias, weight, x[lo : lo + size].t()) for lo in range(0, max(n, 1), size)]
+        with one_thread():
+            parts = [torch.addmm(bias, weight, x[lo : lo + size].t()) for lo in range(0, max(n, 1), size)]
         out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
         return out.view(S, self.K, n)
 

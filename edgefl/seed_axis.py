@@ -10,8 +10,9 @@ and one step per local step for all of them (:meth:`Executor._train_batched`), e
 The evaluations of the global model meet there too, where the runs' models are linear and their evaluations read
 the same images (:class:`SharedInputs`: MNIST-10k's seeds each cut the same 10,000 images 80/20 their own way):
 the models are stacked into one product with those images, held once (edgefl.executor.LinearGrad.logits), and each
-run gathers its own rows of it and computes its metrics in its own thread (edgefl.metrics, ``outputs``); on one
-torch thread only (a sweep's workers), the only place where stacking leaves every run's bits as they are alone.
+run gathers its own rows of it and computes its metrics in its own thread (edgefl.metrics, ``outputs``). That
+product runs on one thread whatever torch's thread count, alone or stacked: there stacking leaves every run's
+bits as they are alone.
 Everything else (the algorithm's server side, the engine) runs in the run's own thread on its own objects. So the
 engine core is untouched: the seed axis is a hook on the executor. The stacking itself
 (:func:`train_together`) also serves one run: the engine trains an asynchronous server's chains, dispatched one at a
@@ -122,7 +123,7 @@ class SeedBatch:
     @property
     def inputs(self) -> "SharedInputs | None":
         """The inputs the runs' evaluations share (:class:`SharedInputs`; None: each run evaluates alone), looked for
-        at the first evaluation on one thread."""
+        at the first evaluation."""
         with self._cond:
             if self._inputs is False:
                 self._inputs = SharedInputs.of(self.executors)
@@ -130,11 +131,8 @@ class SeedBatch:
 
     def evaluation_outputs(self, lane: int, w: torch.Tensor):
         """Lane ``lane``'s model ``w`` [d] evaluated with the other lanes' models (edgefl.metrics.Outputs): its
-        outputs on its test and training inputs; None where the runs share no inputs, or on several torch threads
-        (each run then evaluates alone: stacked models give a solo run's bits only on one thread,
-        edgefl.executor.LinearGrad.logits)."""
-        if torch.get_num_threads() != 1:
-            return None
+        outputs on its test and training inputs, the same bits as alone (edgefl.executor.LinearGrad.logits); None
+        where the runs share no inputs (each run then evaluates alone)."""
         inputs = self.inputs
         if inputs is None:
             return None

@@ -349,23 +349,31 @@ def test_runs_reading_the_same_images_are_evaluated_together_bit_for_bit():
     assert not _same_metrics(got[0][0][1], got[1][0][1])  # (different runs)
 
 
-def test_on_several_threads_or_other_inputs_each_run_evaluates_alone():
-    """Stacked models give a solo run's bits only on one thread: on two, each lane evaluates alone (the same
-    numbers); runs that read other inputs, or models off the linear path, are never evaluated together."""
+def test_the_evaluation_gives_the_same_bits_on_two_threads_alone_or_together():
+    """The evaluation's product runs on one thread whatever torch's count (on two, MKL splits a 10-row product
+    otherwise, and a stacked one otherwise again): on two threads each run's numbers, alone or evaluated with the
+    other runs, are the ones of one thread; the process's thread count is left as it was."""
     from edgefl import metrics
 
     runs, models = _runs_reading_one_pool()
-    batch = SeedBatch([executor for _, _, executor in runs])
+    torch.set_num_threads(1)
+    alone = [[metrics._evaluate_global(net, data, w) for w in ws] for (net, data, _), ws in zip(runs, models)]
     torch.set_num_threads(2)  # (the autouse fixture restores the count)
+    batch = SeedBatch([executor for _, _, executor in runs])
     got = _evaluated_in_lanes(batch, runs, models)
-    assert batch.stacked_evaluations == 0
-    for (net, data, _), ws, lane in zip(runs, models, got):
-        for w, (outputs, together) in zip(ws, lane):
-            assert outputs is None and _same_metrics(together, metrics._evaluate_global(net, data, w))
+    assert batch.stacked_evaluations == 2 * 2 and torch.get_num_threads() == 2
+    for (net, data, _), ws, lane, solo in zip(runs, models, got, alone):
+        for w, (_, together), one in zip(ws, lane, solo):
+            assert _same_metrics(together, one) and _same_metrics(metrics._evaluate_global(net, data, w), one)
+
+
+def test_runs_that_read_other_images_or_are_not_linear_are_never_evaluated_together():
     mlps, _ = _runs_reading_one_pool(2, model="mlp")
-    assert SeedBatch([executor for _, _, executor in mlps]).inputs is None
+    batch = SeedBatch([executor for _, _, executor in mlps])
+    assert batch.inputs is None and batch.lane(0).evaluation_outputs is None
     other = [_runs_reading_one_pool(1, pool=pool)[0][0] for pool in (7, 8)]  # other images
-    assert SeedBatch([executor for _, _, executor in other]).inputs is None
+    batch = SeedBatch([executor for _, _, executor in other])
+    assert batch.inputs is None and batch.evaluation_outputs(0, other[0][0].init_params()) is None
 
 
 def test_an_evaluation_does_not_keep_the_other_runs_train_ops_apart():
