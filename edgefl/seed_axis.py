@@ -285,10 +285,10 @@ class SharedInputs:
 
 def _row_keys(x: torch.Tensor) -> np.ndarray:
     """A key [n] int64 of each row: the bits of two random projections (float32). Equal rows get equal keys
-    wherever they are (a row's product does not depend on the other rows: LinearGrad.logits; were it otherwise,
-    such rows would only be held twice); rows with equal keys are compared bit for bit after."""
-    probe = torch.randn(2, x.shape[1], generator=torch.Generator().manual_seed(0x5EED))
-    return torch.mm(probe, x.t()).t().contiguous().view(torch.int64).reshape(-1).numpy()
+    wherever they are (were it otherwise somewhere, such rows would only be held twice); rows with equal keys are
+    compared bit for bit after."""
+    probe = torch.randn(x.shape[1], 2, generator=torch.Generator().manual_seed(0x5EED))
+    return torch.mm(x, probe).view(torch.int64).reshape(-1).numpy()
 
 
 def _same_rows(x: torch.Tensor, columns: torch.Tensor, part: torch.Tensor, rows: torch.Tensor | None, chunk=1024):
