@@ -80,14 +80,18 @@ def _pooled(model, w, x, y, offsets, clients) -> tuple[float, float | None]:
     rows = np.concatenate([np.arange(offsets[c], offsets[c + 1]) for c in clients]) if len(clients) else []
     if len(rows) == 0:
         return float("nan"), None
+    from edgefl.metrics import forward  # the global evaluation's outputs (a linear model's: its transposed form)
+    from edgefl.models import output_loss
+
     rows = torch.from_numpy(np.asarray(rows, dtype=np.int64))
     loss_sum, correct = 0.0, 0.0
     for lo in range(0, len(rows), CHUNK):
         idx = rows[lo : lo + CHUNK]
         xb, yb = x[idx], y[idx]
-        loss_sum += float(model.per_sample_loss(w, xb, yb).sum())
+        out = forward(model, w, xb).cpu()
+        loss_sum += float(output_loss(out, yb, model.loss_name, reduction="none").sum())
         if model.loss_name != "mse":
-            correct += float((model.forward(w, xb).argmax(dim=1).cpu() == yb).sum())
+            correct += float((out.argmax(dim=1) == yb).sum())
     n = len(rows)
     return loss_sum / n, (None if model.loss_name == "mse" else correct / n)
 

@@ -362,7 +362,7 @@ class Recorder:
         the final global model), events.csv's, and summary.json (``stopped``, ``diverged``: why it ended early)."""
         done = self.record
         rows, stop_at = done.rows, self.stop_at
-        final = evaluate_global(self.model, self.data, model)
+        final = evaluate_global(self.model, self.data, model, self.engine.executor.evaluation_outputs)
         clients = self._client_rows(final)
         summary = self._summary(rows, done.last_eval, wall_s)
         summary["rounds_run"] = len(rows)
@@ -468,7 +468,7 @@ class Recorder:
         }
         row.update(self._reported())
         if evaluate:
-            m = evaluate_global(self.model, self.data, self.algorithm.model)
+            m = evaluate_global(self.model, self.data, self.algorithm.model, self.engine.executor.evaluation_outputs)
             row.update({k: m.get(k) for k in ("acc_mean", "acc_worst", "acc_std", "loss")})
         # estimation errors / priority-client metrics where the data set has a truth or roles
         row.update(estimation_metrics(self.model, self.data, self.algorithm.model if evaluate else None))

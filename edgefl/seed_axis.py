@@ -7,23 +7,31 @@ algorithm and random streams, exactly as when it runs alone; only its executor i
 be trained together are: the clients of all runs stacked into one ``[sum C_s, d]`` batch, each run's minibatches
 gathered from its own data (indices drawn from its own stream, as alone: :meth:`Executor.prepare`), one gradient
 and one step per local step for all of them (:meth:`Executor._train_batched`), each run handed back its rows.
-Everything else (evaluation, the algorithm's server side, the engine) runs in the run's own thread on its own
-objects. So the engine core is untouched: the seed axis is a hook on the executor. The stacking itself
+The evaluations of the global model meet there too, where the runs' models are linear and their evaluations read
+the same images (:class:`SharedInputs`: MNIST-10k's seeds each cut the same 10,000 images 80/20 their own way):
+the models are stacked into one product with those images, held once (edgefl.executor.LinearGrad.logits), and each
+run gathers its own rows of it and computes its metrics in its own thread (edgefl.metrics, ``outputs``). That
+product runs on one thread whatever torch's thread count, alone or stacked: there stacking leaves every run's
+bits as they are alone.
+Everything else (the algorithm's server side, the engine) runs in the run's own thread on its own objects. So the
+engine core is untouched: the seed axis is a hook on the executor. The stacking itself
 (:func:`train_together`) also serves one run: the engine trains an asynchronous server's chains, dispatched one at a
 time, together when one of them ends (edgefl.sim.engine, ``Engine.settle``).
 
 Equality: the batched gradient is the same rows of the same ``bmm`` (the closed form for linear models) or of the
 same vmapped forward, and the step function the same elementwise arithmetic (the server's model a step reads,
-``shared``, given per row). tests/test_seed_axis.py checks each run's outputs against its solo run's: identical
-bytes for the Figure-4 study's trainings (MNIST, 784 inputs, batch 32) and a vmapped MLP; within 1e-6 (a few 1e-8
+``shared``, given per row); an evaluation's logits the same rows and columns of the same ``addmm``.
+tests/test_seed_axis.py checks each run's outputs against its solo run's: identical bytes for the Figure-4 study's
+trainings and evaluations (MNIST, 784 inputs, batch 32) and a vmapped MLP; within 1e-6 (a few 1e-8
 seen) where stacking moves a run's rows onto another kernel path of the CPU's small matrix products (60 inputs,
 batch 8, 5 clients a run). Which runs share a call is fixed by the sweep (edgefl.sweeps.run.make_tasks), not by the
 machine.
 
 Cost (benchmarks/seed_axis.py, 10 seeds, CPU time): small models, where a step's call overhead is most of it, take
-1.5-1.8x less CPU together; the Figure-4 trainings, whose steps are mostly the bmm's arithmetic and whose rounds
-are mostly the evaluation, take the same CPU (within the loaded machine's 10 %), and less wall time where a second
-core is free (a run's torch kernels release the GIL while another run's Python goes on).
+1.5-1.8x less CPU together; the Figure-4 trainings' local steps, mostly the bmm's arithmetic, take the same CPU
+(within the loaded machine's 10 %), and less wall time where a second core is free (a run's torch kernels release
+the GIL while another run's Python goes on). Their evaluations, 5 seeds together, about 1.5x less CPU than each
+alone (benchmarks/evaluation.py; matching the images: about 0.1 s per seed group).
 
 Ops that cannot be stacked train one after the other, as alone:
 different step functions or step counts, a step mask (a controller's plan), scalars of ``shared`` that differ
@@ -35,14 +43,16 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import torch
 
 from algorithms.ops import Train, TrainResult
-from edgefl.executor import Executor, PreparedTrain
+from edgefl.executor import Executor, LinearGrad, PreparedTrain
 from edgefl.memory import RUNTIME_BYTES, estimate_bytes
+from edgefl.metrics import evaluation_inputs, outputs_of
 
 if TYPE_CHECKING:
     from edgefl.scenario import Scenario
@@ -70,15 +80,21 @@ class Cancelled(Exception):
 
 
 class SeedLane:
-    """One run's executor inside a :class:`SeedBatch`: Train ops go to the batch, everything else to the run's
-    own executor."""
+    """One run's executor inside a :class:`SeedBatch`: Train ops go to the batch, and so do a linear model's
+    evaluations (their outputs computed with the other runs' where they read the same inputs:
+    :meth:`SeedBatch.evaluation_outputs`); everything else to the run's own executor."""
 
     def __init__(self, batch: "SeedBatch", lane: int):
         self._batch, self._lane = batch, lane
         self._own = batch.executors[lane]
+        linear = LinearGrad.of(self._own.model) is not None
+        self.evaluation_outputs = self._evaluation_outputs if linear and len(batch.executors) > 1 else None
 
     def train(self, op: Train) -> TrainResult:
         return self._batch.train(self._lane, op)
+
+    def _evaluation_outputs(self, w: torch.Tensor):
+        return self._batch.evaluation_outputs(self._lane, w)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._own, name)
@@ -91,19 +107,45 @@ class SeedBatch:
         self.executors = list(executors)
         self._cond = threading.Condition()
         self._running = len(self.executors)  # lanes neither waiting here nor finished
-        self._waiting: dict[int, Train] = {}
-        self._results: dict[int, TrainResult | BaseException] = {}
+        self._waiting: dict[int, Train | _Evaluation] = {}
+        self._results: dict[int, Any] = {}
         self._cancelled = False
         self.stacked_calls = 0  # batched trainings of several runs' ops (for tests and benchmarks)
+        self._inputs: SharedInputs | None | bool = False  # (False: not looked for yet)
+        self.stacked_evaluations = 0  # evaluations of several runs' models in one call (for tests and benchmarks)
 
     def lane(self, lane: int) -> SeedLane:
         return SeedLane(self, lane)
 
     def train(self, lane: int, op: Train) -> TrainResult:
+        return self._meet(lane, op)
+
+    @property
+    def inputs(self) -> "SharedInputs | None":
+        """The inputs the runs' evaluations share (:class:`SharedInputs`; None: each run evaluates alone), looked for
+        at the first evaluation."""
+        with self._cond:
+            if self._inputs is False:
+                self._inputs = SharedInputs.of(self.executors)
+            return self._inputs  # type: ignore[return-value]
+
+    def evaluation_outputs(self, lane: int, w: torch.Tensor):
+        """Lane ``lane``'s model ``w`` [d] evaluated with the other lanes' models (edgefl.metrics.Outputs): its
+        outputs on its test and training inputs, the same bits as alone (edgefl.executor.LinearGrad.logits); None
+        where the runs share no inputs (each run then evaluates alone)."""
+        inputs = self.inputs
+        if inputs is None:
+            return None
+        logits = self._meet(lane, _Evaluation(w))  # [K, U]
+        model = self.executors[lane].model
+        return tuple(outputs_of(model, logits, columns) for columns in inputs.columns[lane])
+
+    def _meet(self, lane: int, request: "Train | _Evaluation") -> Any:
+        """Wait until every lane still running waits here, then do what they asked together; lane's result."""
         with self._cond:
             if self._cancelled:
                 raise Cancelled()
-            self._waiting[lane] = op
+            self._waiting[lane] = request
             self._running -= 1
             if self._running == 0:
                 self._flush()
@@ -131,8 +173,20 @@ class SeedBatch:
             self._cond.notify_all()
 
     def _flush(self) -> None:
-        """Train every waiting op (all lanes still running are waiting: nothing else runs now), then wake them."""
-        ops, self._waiting = self._waiting, {}
+        """Do what the waiting lanes asked (all lanes still running are waiting: nothing else runs now), then wake
+        them: the waiting evaluations, together, where there are any (the lanes waiting on a Train op wait on: the
+        evaluated runs' next ops may then train with theirs, as without the evaluations' meeting); else every
+        waiting Train op."""
+        evaluations = {lane: r.w for lane, r in self._waiting.items() if isinstance(r, _Evaluation)}
+        if evaluations:
+            for lane in evaluations:
+                del self._waiting[lane]
+            self._evaluate(evaluations)
+            self._running += len(evaluations)
+            self._cond.notify_all()
+            return
+        ops: dict[int, Train] = self._waiting  # type: ignore[assignment]  # (no evaluation waits)
+        self._waiting = {}
         prepared: dict[int, PreparedTrain] = {}
         for lane, op in sorted(ops.items()):
             try:
@@ -145,6 +199,108 @@ class SeedBatch:
         self.stacked_calls += stacked
         self._running += len(ops)
         self._cond.notify_all()
+
+    def _evaluate(self, models: dict[int, torch.Tensor]) -> None:
+        """The transposed logits [K, U] of each lane's model on the shared inputs, all models in one call."""
+        inputs = self.inputs
+        assert inputs is not None
+        lanes = sorted(models)
+        try:
+            logits = inputs.linear.logits(torch.stack([models[lane] for lane in lanes]), inputs.x)
+        except Exception as exc:  # noqa: BLE001 - raised in each lane's thread
+            self._results.update(dict.fromkeys(lanes, exc))
+            return
+        self._results.update((lane, logits[i]) for i, lane in enumerate(lanes))
+        self.stacked_evaluations += len(lanes) > 1
+
+
+@dataclass
+class _Evaluation:
+    """A lane's request at the meeting: its model ``w`` [d] evaluated with the others'."""
+
+    w: torch.Tensor
+
+
+# Shared inputs are evaluated together only when their union is at most this many times a run's own inputs (the
+# stacked call costs about half a solo one per model and input on the CPU); a matter of speed only: the numbers are
+# the same either way.
+SHARED_SHARE = 1.5
+# ... and every run's inputs are at least this many rows (a column's logits depend on the others computed with it
+# below 12 columns on an AVX-512 CPU's MKL: LinearGrad.logits).
+SHARED_MIN_ROWS = 256
+
+
+@dataclass
+class SharedInputs:
+    """The inputs of several runs' evaluations (edgefl.metrics.evaluation_inputs), each distinct row once: ``x``
+    [U, D]; ``columns[lane]``: (test, training) the rows of x that lane's inputs are, in order. MNIST-10k: each seed
+    cuts the 10,000 images 80/20 its own way, and evaluates all of them (2,000 test-pool and 8,000 training rows):
+    U = 10,000 for any number of seeds."""
+
+    linear: LinearGrad
+    x: torch.Tensor
+    columns: list[tuple[torch.Tensor, torch.Tensor]]
+
+    @classmethod
+    def of(cls, executors: Sequence[Executor]) -> "SharedInputs | None":
+        """The runs' shared inputs where their models are linear (the same LinearGrad shape, on the CPU) and their
+        inputs overlap enough (SHARED_SHARE, SHARED_MIN_ROWS), else None. Rows are matched by their bytes: a key of
+        each row groups them, and each row is then compared bit for bit with the row it was matched to (MNIST-10k,
+        5 seeds: about 0.1 s CPU, once per seed group)."""
+        linears = [LinearGrad.of(executor.model) for executor in executors]
+        first = linears[0]
+        if len(executors) < 2 or first is None:
+            return None
+        shape = (first.K, first.D, first.loss_name)
+        if any(g is None or (g.K, g.D, g.loss_name) != shape for g in linears):
+            return None
+        if any(executor.model.device.type != "cpu" for executor in executors):
+            return None
+        parts = [x.reshape(x.shape[0], -1).contiguous() for e in executors for x in evaluation_inputs(e.data)]
+        sizes = [x.shape[0] for x in parts]
+        if min(sizes) < SHARED_MIN_ROWS or any(x.dtype != torch.float32 for x in parts):
+            return None
+        own = max(a + b for a, b in zip(sizes[::2], sizes[1::2]))  # (test, training) of each run
+        keys = np.concatenate([_row_keys(x) for x in parts])
+        _, picked, where = np.unique(keys, return_index=True, return_inverse=True)
+        if len(picked) > SHARED_SHARE * own:
+            return None
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        x = torch.empty(len(picked), first.D)
+        part_of = np.searchsorted(starts, picked, side="right") - 1
+        for j, part in enumerate(parts):
+            at = np.flatnonzero(part_of == j)
+            if at.size:
+                x.index_copy_(0, torch.from_numpy(at), part.index_select(0, torch.from_numpy(picked[at] - starts[j])))
+        where = where.reshape(-1).astype(np.int64)
+        for j, part in enumerate(parts):  # each row that x holds another run's copy of: the same bytes?
+            lo, hi = starts[j], starts[j + 1]
+            other = np.flatnonzero(picked[where[lo:hi]] != np.arange(lo, hi))
+            rows = None if other.size == hi - lo else torch.from_numpy(other)
+            if not _same_rows(x, torch.from_numpy(where[lo:hi][other]), part, rows):
+                return None  # distinct rows with equal keys (never seen): each run then evaluates alone
+        columns = [torch.from_numpy(where[lo:hi]) for lo, hi in zip(starts[:-1], starts[1:])]
+        return cls(first, x, list(zip(columns[::2], columns[1::2])))
+
+
+def _row_keys(x: torch.Tensor) -> np.ndarray:
+    """A key [n] int64 of each row: the bits of two random projections (float32). Equal rows get equal keys
+    wherever they are (were it otherwise somewhere, such rows would only be held twice); rows with equal keys are
+    compared bit for bit after."""
+    probe = torch.randn(x.shape[1], 2, generator=torch.Generator().manual_seed(0x5EED))
+    return torch.mm(x, probe).view(torch.int64).reshape(-1).numpy()
+
+
+def _same_rows(x: torch.Tensor, columns: torch.Tensor, part: torch.Tensor, rows: torch.Tensor | None, chunk=1024):
+    """Whether ``part``'s rows ``rows`` (None: all) are, bit for bit, the rows ``columns`` of ``x``."""
+    bits, mine = x.view(torch.int32), part.view(torch.int32)
+    for lo in range(0, columns.shape[0], chunk):
+        theirs = bits.index_select(0, columns[lo : lo + chunk])
+        if not torch.equal(
+            theirs, mine[lo : lo + chunk] if rows is None else mine.index_select(0, rows[lo : lo + chunk])
+        ):
+            return False
+    return True
 
 
 Job = tuple[Executor, PreparedTrain]  # a prepared op and the executor it was prepared by (its data, its device)

@@ -92,7 +92,7 @@ def test_an_evaluation_of_the_same_model_is_not_recomputed(monkeypatch):
     model = build_model("linear", data.input_shape, data.num_classes, seed=0)
     calls = []
     computed = metrics.per_sample
-    monkeypatch.setattr(metrics, "per_sample", lambda *a: calls.append(1) or computed(*a))
+    monkeypatch.setattr(metrics, "per_sample", lambda *a, **k: calls.append(1) or computed(*a, **k))
     w = model.init_params()
     first = metrics.evaluate_global(model, data, w)
     again = metrics.evaluate_global(model, data, w.clone())
@@ -133,7 +133,9 @@ def test_test_rows_drawn_from_a_pool_are_evaluated_once_per_pool_image(name, mon
     model = build_model(name, data.input_shape, 10, seed=0, hidden=32)
     evaluated = []
     computed = metrics.per_sample
-    monkeypatch.setattr(metrics, "per_sample", lambda m, w, x, y: evaluated.append(len(x)) or computed(m, w, x, y))
+    monkeypatch.setattr(
+        metrics, "per_sample", lambda m, w, x, *rest, **k: evaluated.append(len(x)) or computed(m, w, x, *rest, **k)
+    )
     w = model.init_params() + 0.05 * torch.randn(model.dim, generator=g)
     pooled = metrics._evaluate_global(model, data, w)
     assert evaluated == [300, 400]  # the pool's images, then the training samples
@@ -157,3 +159,23 @@ def test_test_pool_rows_must_index_the_pool():
             FederatedData(**common, test_pool_rows=bad)
     with pytest.raises(ValueError, match="test_pool_rows"):  # rows of no pool
         FederatedData(**{**common, "global_test_x": None}, test_pool_rows=np.array([0, 1, 1, 0]))
+
+
+@pytest.mark.parametrize("name, classes", [("linear", 10), ("regression", 1)])
+def test_the_evaluation_runs_a_linear_model_in_the_transposed_form(name, classes, monkeypatch):
+    """A linear model's evaluation computes W x^T + b (edgefl.executor.LinearGrad.logits), not the module's x W^T:
+    the same outputs up to the products' rounding (the kernel change: up to about 1.5e-6 on MNIST-sized logits),
+    in the module's layout; other models run their module."""
+    from edgefl import metrics
+
+    g = torch.Generator().manual_seed(2)
+    model = build_model(name, (1, 28, 28), classes, seed=0)
+    w = model.init_params() + 0.05 * torch.randn(model.dim, generator=g)
+    x = torch.rand(2000, 1, 28, 28, generator=g)
+    module = model.forward(w, x)
+    monkeypatch.setattr(model, "forward", None)  # (not called)
+    out = metrics.forward(model, w, x)
+    assert out.shape == module.shape and torch.allclose(out, module, rtol=0, atol=1e-5)
+    monkeypatch.undo()
+    mlp = build_model("mlp", (1, 28, 28), 10, seed=0, hidden=16)
+    assert torch.equal(metrics.forward(mlp, mlp.init_params(), x), mlp.forward(mlp.init_params(), x))

@@ -222,6 +222,182 @@ def test_the_figure_4_trainings_are_byte_identical_together():
     plan = plan_sweep(FIGURE_4, ["run.rounds=3"], grid, seeds=3)
     solo, together, batch = solo_and_together([sweep_run.trainer(p.scenario) for p in plan.points])
     assert batch.stacked_calls == 3
+    assert batch.inputs is not None and batch.inputs.x.shape[0] == 10_000  # each seed's 80/20 cut of the same images
+    assert batch.stacked_evaluations == 3  # each round's evaluation of the three models in one call (the final: kept)
     for a, b in zip(solo, together):
         assert a.metrics == b.metrics
         assert torch.equal(torch.tensor([r["loss"] for r in a.metrics]), torch.tensor([r["loss"] for r in b.metrics]))
+
+
+# -- evaluations together (SeedBatch.evaluation_outputs) ------------------------------------------------------------
+
+
+def test_stacked_logits_are_each_models_solo_bits_whichever_inputs_share_the_call():
+    """What evaluating runs together rests on (LinearGrad.logits on one thread): a model's logits are the same bits
+    stacked with other models or alone, and an input's whichever other inputs (>= SHARED_MIN_ROWS, any order) are
+    computed with it. Fails where the CPU's matrix products round otherwise."""
+    from edgefl.executor import LinearGrad
+
+    g = torch.Generator().manual_seed(4)
+    x = torch.rand(3000, 784, generator=g) * (torch.rand(3000, 784, generator=g) > 0.7)  # MNIST-like: mostly zeros
+    linear = LinearGrad(10, 784, "cross_entropy")
+    models = 0.05 * torch.randn(8, linear.dim, generator=g)
+    alone = [linear.logits(models[i : i + 1], x)[0] for i in range(8)]
+    for count in (2, 5, 8):
+        together = linear.logits(models[:count], x)
+        assert all(torch.equal(together[i], alone[i]) for i in range(count)), count
+    for size in (seed_axis.SHARED_MIN_ROWS, 300, 1000, 2000):
+        rows = torch.randperm(3000, generator=g)[:size]
+        part = linear.logits(models[:5], x[rows])
+        assert all(torch.equal(part[i], alone[i][:, rows]) for i in range(5)), size
+
+
+def _cut(pool_x, pool_y, seed: int, clients: int = 4, test_pool: int = 300):
+    """One run's data as MNIST-10k's: the images cut its own way into a test pool and training rows (shuffled), each
+    client's 250 test rows drawn from the pool."""
+    from edgefl.data.federated import FederatedData, client_offsets
+
+    g = torch.Generator().manual_seed(seed)
+    order = torch.randperm(pool_x.shape[0], generator=g)
+    test, train = order[:test_pool], order[test_pool:]
+    rows = torch.randint(0, test_pool, (clients * 250,), generator=g).numpy()
+    per_client = len(train) // clients
+    return FederatedData(
+        name="cut",
+        num_classes=10,
+        input_shape=(1, 28, 28),
+        train_x=pool_x[train],
+        train_y=pool_y[train],
+        train_offsets=client_offsets([per_client] * (clients - 1) + [len(train) - per_client * (clients - 1)]),
+        test_x=pool_x[test][rows],
+        test_y=pool_y[test][rows],
+        test_offsets=client_offsets([250] * clients),
+        global_test_x=pool_x[test],
+        global_test_y=pool_y[test],
+        test_pool_rows=rows,
+    )
+
+
+def _runs_reading_one_pool(count: int = 3, model: str = "linear", pool: int = 7):
+    from edgefl.executor import Executor
+    from edgefl.models import build_model
+
+    g = torch.Generator().manual_seed(pool)
+    pool_x = torch.rand(1200, 1, 28, 28, generator=g) * (torch.rand(1200, 1, 28, 28, generator=g) > 0.7)
+    pool_y = torch.randint(0, 10, (1200,), generator=g)
+    runs = []
+    for seed in range(count):
+        data = _cut(pool_x, pool_y, seed)
+        net = build_model(model, data.input_shape, 10, seed=seed, hidden=16)
+        runs.append((net, data, Executor(net, data, batch_size=8, seed=seed)))
+    models = [[net.init_params() + 0.1 * torch.randn(net.dim, generator=g) for _ in range(2)] for net, _, _ in runs]
+    return runs, models
+
+
+def _evaluated_in_lanes(batch: SeedBatch, runs, models):
+    """Each run's evaluations of its models (edgefl.metrics), each run in its own thread as in run_together: (the
+    outputs each lane was handed, the metrics) per run."""
+    import threading
+
+    from edgefl import metrics
+
+    got: list = [None] * len(runs)
+
+    def go(lane: int) -> None:
+        net, data, _ = runs[lane]
+        hook = batch.lane(lane).evaluation_outputs
+        try:
+            got[lane] = [
+                (hook(w) if hook is not None else None, metrics._evaluate_global(net, data, w, hook))
+                for w in models[lane]
+            ]
+        finally:
+            batch.leave(lane)
+
+    threads = [threading.Thread(target=go, args=(lane,)) for lane in range(len(runs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return got
+
+
+def _same_metrics(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(
+        np.array_equal(a[k], b[k]) if isinstance(a[k], np.ndarray) else a[k] == b[k] for k in a
+    )
+
+
+def test_runs_reading_the_same_images_are_evaluated_together_bit_for_bit():
+    """Runs whose evaluations read the same images, each cut its own way (MNIST-10k's seeds): their linear models
+    are evaluated in one call on the images held once, and every run's outputs and metrics are its solo evaluation's,
+    bit for bit."""
+    from edgefl import metrics
+    from edgefl.executor import LinearGrad
+
+    runs, models = _runs_reading_one_pool()
+    batch = SeedBatch([executor for _, _, executor in runs])
+    assert batch.inputs is not None and batch.inputs.x.shape[0] == 1200  # the pool's images, once
+    got = _evaluated_in_lanes(batch, runs, models)
+    assert batch.stacked_evaluations == 2 * 2  # each of the two rounds: once for the outputs, once in the metrics
+    for (net, data, _), ws, lane in zip(runs, models, got):
+        linear = LinearGrad.of(net)
+        for w, (outputs, together) in zip(ws, lane):
+            alone = [metrics.linear_outputs(net, linear, w, x) for x in metrics.evaluation_inputs(data)]
+            assert all(torch.equal(a, b) for a, b in zip(alone, outputs))
+            assert _same_metrics(together, metrics._evaluate_global(net, data, w))
+    assert not _same_metrics(got[0][0][1], got[1][0][1])  # (different runs)
+
+
+def test_the_evaluation_gives_the_same_bits_on_two_threads_alone_or_together():
+    """The evaluation's product runs on one thread whatever torch's count (on two, MKL splits a 10-row product
+    otherwise, and a stacked one otherwise again): on two threads each run's numbers, alone or evaluated with the
+    other runs, are the ones of one thread; the process's thread count is left as it was."""
+    from edgefl import metrics
+
+    runs, models = _runs_reading_one_pool()
+    torch.set_num_threads(1)
+    alone = [[metrics._evaluate_global(net, data, w) for w in ws] for (net, data, _), ws in zip(runs, models)]
+    torch.set_num_threads(2)  # (the autouse fixture restores the count)
+    batch = SeedBatch([executor for _, _, executor in runs])
+    got = _evaluated_in_lanes(batch, runs, models)
+    assert batch.stacked_evaluations == 2 * 2 and torch.get_num_threads() == 2
+    for (net, data, _), ws, lane, solo in zip(runs, models, got, alone):
+        for w, (_, together), one in zip(ws, lane, solo):
+            assert _same_metrics(together, one) and _same_metrics(metrics._evaluate_global(net, data, w), one)
+
+
+def test_runs_that_read_other_images_or_are_not_linear_are_never_evaluated_together():
+    mlps, _ = _runs_reading_one_pool(2, model="mlp")
+    batch = SeedBatch([executor for _, _, executor in mlps])
+    assert batch.inputs is None and batch.lane(0).evaluation_outputs is None
+    other = [_runs_reading_one_pool(1, pool=pool)[0][0] for pool in (7, 8)]  # other images
+    batch = SeedBatch([executor for _, _, executor in other])
+    assert batch.inputs is None and batch.evaluation_outputs(0, other[0][0].init_params()) is None
+
+
+def test_an_evaluation_does_not_keep_the_other_runs_train_ops_apart():
+    """A run evaluating while another waits on its Train op (evaluations at other rounds): the evaluation is done
+    first and the waiting op waits on, so the two runs' next ops still train together."""
+    import threading
+
+    from edgefl import metrics
+
+    runs, models = _runs_reading_one_pool(2)
+    batch = SeedBatch([executor for _, _, executor in runs])
+
+    def go(lane: int) -> None:
+        net, data, _ = runs[lane]
+        try:
+            if lane == 0:
+                metrics._evaluate_global(net, data, models[0][0], batch.lane(0).evaluation_outputs)
+            batch.lane(lane).train(Train(np.arange(4), models[lane][0], 2, sgd_step, shared={"lr": 0.05}))
+        finally:
+            batch.leave(lane)
+
+    threads = [threading.Thread(target=go, args=(lane,)) for lane in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert batch.stacked_evaluations == 0 and batch.stacked_calls == 1

@@ -1,0 +1,137 @@
+"""The evaluation of the global model (edgefl.metrics.evaluate_global) in the Figure-4 study's shapes: the seeds of
+one seed group of scenarios/energy-tau-sweep.toml (MNIST-10k, linear 784 -> 10; each seed's 2,000 test-pool and
+8,000 training images, all 10,000 of the MNIST test split cut its own way), on one torch thread as a sweep's worker
+runs them, CPU time per evaluation of one run's model, three ways interleaved in one process:
+
+- module: the outputs by the module's forward (F.linear, x W^T + b), as before (main 4fca975);
+- solo: the transposed form (LinearGrad.logits, W x^T + b), each run alone;
+- together: the runs' models in one call on their shared inputs (edgefl.seed_axis.SeedBatch, each run in its thread).
+
+and whether each run's numbers together are its solo run's, bit for bit.
+
+    .venv/bin/python benchmarks/evaluation.py --seeds 5 --evaluations 20 --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from edgefl import metrics  # noqa: E402
+from edgefl.runner import Simulation  # noqa: E402
+from edgefl.seed_axis import SeedBatch  # noqa: E402
+from edgefl.sweeps.plan import plan_sweep  # noqa: E402
+from edgefl.sweeps.run import trainer  # noqa: E402
+
+
+def simulations(seeds: int, scenario: Path) -> list[Simulation]:
+    grid = ["network.snr_db=10", "network.bandwidth_mhz=1", "algorithm.local_steps=10"]
+    plan = plan_sweep(scenario, ["run.rounds=1"], grid, seeds)
+    return [Simulation(trainer(p.scenario)) for p in plan.points]
+
+
+def module_outputs(sim: Simulation):
+    """The outputs as the module's forward gives them (the evaluation before the transposed form)."""
+    test_x, train_x = metrics.evaluation_inputs(sim.data)
+    return lambda w: (sim.model.forward(w, test_x), sim.model.forward(w, train_x))
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--evaluations", type=int, default=20, help="evaluations of each run's model per timing")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--scenario", type=Path, default=ROOT / "scenarios" / "energy-tau-sweep.toml")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    sims = simulations(args.seeds, args.scenario)
+    g = torch.Generator().manual_seed(0)
+    models = [
+        [s.algorithm.model + 0.01 * torch.randn(s.model.dim, generator=g) for _ in range(args.evaluations)]
+        for s in sims
+    ]
+    began = time.process_time()
+    batch = SeedBatch([s.executor for s in sims])
+    batch.inputs  # (looked for at the first evaluation: here, to time it apart)
+    matching = time.process_time() - began
+    rows = "no shared inputs" if batch.inputs is None else f"{batch.inputs.x.shape[0]:,} shared rows"
+    print(
+        f"{args.seeds} seeds of the Figure-4 study, 1 thread: {rows} (matched by bytes in {matching * 1e3:.0f} ms "
+        f"CPU, once per seed group); CPU ms per evaluation of one run's model"
+    )
+
+    def module(_):
+        return [
+            [metrics._evaluate_global(s.model, s.data, w, module_outputs(s)) for w in ws] for s, ws in zip(sims, models)
+        ]
+
+    def solo(_):
+        return [[metrics._evaluate_global(s.model, s.data, w) for w in ws] for s, ws in zip(sims, models)]
+
+    def together(batch):
+        lanes = [batch.lane(i) for i in range(len(sims))]
+        results: list = [None] * len(sims)
+
+        def go(i: int) -> None:
+            try:
+                results[i] = [
+                    metrics._evaluate_global(sims[i].model, sims[i].data, w, lanes[i].evaluation_outputs)
+                    for w in models[i]
+                ]
+            finally:
+                batch.leave(i)
+
+        threads = [threading.Thread(target=go, args=(i,)) for i in range(len(sims))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return results
+
+    n = args.seeds * args.evaluations
+    times: dict[str, list[float]] = {"module": [], "solo": [], "together": []}
+    identical = True
+    for repeat in range(args.repeats + 1):  # a warm-up, then interleaved: the machine's load varies
+        spent = {}
+        for name, fn in (("module", module), ("solo", solo), ("together", together)):
+            batch = SeedBatch([s.executor for s in sims]) if name == "together" else None
+            if batch is not None:
+                batch.inputs  # (the matching of rows, timed above: once per seed group)
+            began = time.process_time()
+            out = fn(batch)
+            spent[name] = (time.process_time() - began) / n * 1e3
+            if name == "solo":
+                alone = out
+            if batch is not None:
+                identical &= all(_same(a, b) for run_a, run_b in zip(alone, out) for a, b in zip(run_a, run_b))
+                identical &= batch.stacked_evaluations == args.evaluations
+        if repeat:
+            for name, value in spent.items():
+                times[name].append(value)
+            print("  " + ", ".join(f"{name} {value:.2f}" for name, value in spent.items()))
+    med = {name: statistics.median(values) for name, values in times.items()}
+    print(
+        f"median: module {med['module']:.2f} ms, solo {med['solo']:.2f} ms ({med['module'] / med['solo']:.2f}x), "
+        f"together {med['together']:.2f} ms ({med['module'] / med['together']:.2f}x); "
+        f"each run together identical to its solo run: {identical}"
+    )
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(
+        np.array_equal(a[k], b[k]) if isinstance(a[k], np.ndarray) else a[k] == b[k] for k in a
+    )
+
+
+if __name__ == "__main__":
+    main()
