@@ -108,8 +108,8 @@ def target_folder(sweep_dir: Path, target: str, window: int | None, confidence: 
 def cmd_optimal_tau(args) -> int:
     def analyse():
         target = parse_target(args.target)
-        keys, _, rows = read_sweep(args.dir)
-        return optimal_tau(rows, keys, target, args.window, args.confidence)
+        keys, header, rows = read_sweep(args.dir, metrics=[target.metric])  # the rows: the columns it reads
+        return optimal_tau(rows, keys, target, args.window, args.confidence, columns=header)
 
     result = analyse()
     report, channel_table, tau_table = format_report(result), per_channel_rows(result), per_tau_rows(result)
@@ -159,7 +159,9 @@ def cmd_plot(args) -> int:
         return _plot_run(args)
 
     def prepare():
-        keys, header, rows = read_sweep(args.dir)
+        target_metric = args.target.partition("=")[0].strip() if args.target else ""  # (parse_target's, not checked yet)
+        drawn = args.metric or target_metric or "acc_worst"
+        keys, header, rows = read_sweep(args.dir, metrics=[drawn, target_metric])  # the rows: the columns it reads
         if args.metric is None:  # the target's metric: `--target acc_mean=0.8` draws acc_mean
             args.metric = parse_target(args.target).metric if args.target else "acc_worst"
         if args.metric not in header:
@@ -170,7 +172,7 @@ def cmd_plot(args) -> int:
             raise SweepError("--at: no point of the sweep matches")
         result = None
         if args.target:
-            result = optimal_tau(rows, keys, parse_target(args.target), args.window)
+            result = optimal_tau(rows, keys, parse_target(args.target), args.window, columns=header)
         return keys, rows, wanted, result
 
     keys, rows, wanted, result = prepare()
