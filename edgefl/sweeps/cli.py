@@ -159,7 +159,7 @@ def cmd_plot(args) -> int:
         return _plot_run(args)
 
     def prepare():
-        target_metric = args.target.partition("=")[0].strip() if args.target else ""  # (parse_target's, not checked yet)
+        target_metric = args.target.partition("=")[0].strip() if args.target else ""  # parse_target's, later
         drawn = args.metric or target_metric or "acc_worst"
         keys, header, rows = read_sweep(args.dir, metrics=[drawn, target_metric])  # the rows: the columns it reads
         if args.metric is None:  # the target's metric: `--target acc_mean=0.8` draws acc_mean

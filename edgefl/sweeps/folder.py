@@ -166,7 +166,7 @@ _BIG_EXPONENT = re.compile(r"e\+?[0-9_]{3}")  # (in lower case: re finds a first
 _MAX_CELL = 200
 
 
-def _quick_table(text: str, needed: list[str], metrics: Iterable[str] | None) -> tuple[list[str], list[dict], dict] | None:
+def _quick_table(text: str, needed: list[str], metrics: Iterable[str] | None) -> tuple | None:
     """:func:`_read_table` of results.csv's ``text``, read a column at a time: only the columns the rows hold
     (``metrics``: :func:`read_sweep`), each cell parsed as :func:`_value` does. None wherever this cannot tell that the
     line-by-line reading finds nothing wrong: quoted cells, other line breaks, a needed column missing or one
@@ -191,9 +191,8 @@ def _quick_table(text: str, needed: list[str], metrics: Iterable[str] | None) ->
     if len(names) == 1:
         lines = [(only,) for only in lines]
     columns = {name: _parsed(list(map(itemgetter(k), lines))) for k, name in enumerate(names)}
-    if any(type(v) is not int for v in {*columns["seed"], *columns["round"]}) or not set(
-        columns.get("mode", ())
-    ) <= {REPRICED, COSIMULATED}:
+    integers = all(type(v) is int for v in {*columns["seed"], *columns["round"]})
+    if not integers or not set(columns.get("mode", ())) <= {REPRICED, COSIMULATED}:
         return None
     return header, [dict(zip(names, cells)) for cells in zip(*columns.values())], columns
 
