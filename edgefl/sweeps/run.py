@@ -221,7 +221,7 @@ def _run_locked(plan, out, workers, backend, address, force, progress, claimed, 
         def store(task: Task, outputs: list[PointOutput]) -> None:
             for point, output in zip(task.points, outputs):
                 write_point(out, point, output)
-                computed[point.id] = output
+                computed[point.id] = PointOutput("", output.extra, output.lines)  # (its text is in its file now)
 
         run_jobs(
             run_task_output,
