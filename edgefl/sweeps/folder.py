@@ -191,6 +191,7 @@ def _quick_table(text: str, needed: list[str], metrics: Iterable[str] | None) ->
     if len(names) == 1:
         lines = [(only,) for only in lines]
     columns = {name: _parsed(list(map(itemgetter(k), lines))) for k, name in enumerate(names)}
+    del lines  # (the cells' text: before the rows are made)
     integers = all(type(v) is int for v in {*columns["seed"], *columns["round"]})
     if not integers or not set(columns.get("mode", ())) <= {REPRICED, COSIMULATED}:
         return None
