@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgefl.sweeps.plan import TAU_KEY, SweepError
+from edgefl.sweeps.common import TAU_KEY, SweepError
 from edgefl.target import (
     COMMITTED,
     DEFAULT_WINDOW,

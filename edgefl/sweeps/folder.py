@@ -17,7 +17,7 @@ import numpy as np
 
 from edgefl.input_files import special_file
 from edgefl.sweeps.analysis import _value
-from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError
+from edgefl.sweeps.common import COSIMULATED, REPRICED, SweepError
 from edgefl.sweeps.store import MANIFEST, RESULTS, load_manifest
 
 # what the analyses read besides the grid keys, seed, round and the target's metric (checked by the analysis)

@@ -23,19 +23,14 @@ from typing import Any
 
 import algorithms
 from edgefl.deployment import network_params
-from edgefl.errors import UserError
 from edgefl.scenario import Scenario, apply_overrides, check_sweep_key, read_toml, scenario_from_dict
 from edgefl.sim import can_change_participation
+from edgefl.sweeps.common import COSIMULATED, FORMAT, REPRICED, TAU_KEY, SweepError
 
-FORMAT = 1  # of a point's id and of its file; a new format makes every point new
-REPRICED, COSIMULATED = "repriced", "cosimulated"
-TAU_KEY = "algorithm.local_steps"
+__all__ = ["COSIMULATED", "FORMAT", "REPRICED", "TAU_KEY", "SweepError"]  # (edgefl.sweeps.common's, named here too)
+
 # [network] keys that change the op trace itself (the bits of every message): not re-priceable.
 TRACE_NETWORK_KEYS = ("bits_per_param", "header_bits")
-
-
-class SweepError(UserError, ValueError):
-    """A user mistake about a sweep (bad --grid, a folder holding another sweep). Exit 2."""
 
 
 @dataclass

@@ -26,11 +26,14 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgefl.figures import FORMATS
 from edgefl.results import MARKER, METRIC_COLUMNS, _cell, atomic_file, atomic_write_text
-from edgefl.scenario import describe_differences
-from edgefl.sweeps.plan import FORMAT, SweepError, SweepPlan, SweepPoint
+from edgefl.sweeps.common import FORMAT, SweepError
+
+if TYPE_CHECKING:
+    from edgefl.sweeps.plan import SweepPlan, SweepPoint
 
 MANIFEST = "sweep.json"
 POINTS_DIR = "points"
@@ -211,6 +214,8 @@ def check_manifest(out: Path, plan: SweepPlan, force: bool) -> ManifestChange:
     """Refuse to mix two different sweeps in one folder (unless ``force``): a rerun may only add points (grow
     the grid or the seeds), keeping every point of the folder's sweep. Then write the manifest. When the
     points change, the old analyses are removed (:func:`remove_stale_analyses`)."""
+    from edgefl.scenario import describe_differences  # (here: reading a sweep folder needs no scenario schema)
+
     path = out / MANIFEST
     new = plan.definition()
     change = ManifestChange("new")
