@@ -61,7 +61,8 @@ def point_output(point: SweepPoint, rows: list[dict]) -> PointOutput:
     record = {"format": FORMAT, "id": point.id, "values": point.values, "seed": point.seed, "mode": point.mode}
     extra = extra_columns([plain])
     text = json.dumps({**record, "rows": plain}) + "\n"
-    return PointOutput(text, extra, results_lines(point, point.mode, plain, results_columns(extra)))
+    lines = results_lines([*point.values.values(), point.seed], point.mode, plain, results_columns(extra))
+    return PointOutput(text, extra, lines)  # (its grid values in the plan's grid order, as point.values holds them)
 
 
 def write_point(out: Path, point: SweepPoint, rows: list[dict] | PointOutput) -> None:
@@ -288,11 +289,11 @@ def results_columns(extra: tuple[str, ...]) -> list[str]:
     return [c for c in METRIC_COLUMNS if c != "round"] + list(extra)
 
 
-def results_lines(point: SweepPoint, mode: str, rows: list[dict], metric_cols: list[str]) -> str:
-    """A point's rows as lines of results.csv (:func:`edgefl.results.write_csv`'s cells and quoting)."""
+def results_lines(first: list, mode: str, rows: list[dict], metric_cols: list[str]) -> str:
+    """A point's rows as lines of results.csv (:func:`edgefl.results.write_csv`'s cells and quoting): ``first`` (its
+    grid values and seed), each row's round and ``metric_cols``, ``mode``."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    first = [*point.values.values(), point.seed]
     writer.writerows([_cell(v) for v in (*first, row["round"], *map(row.get, metric_cols), mode)] for row in rows)
     return buffer.getvalue()
 
@@ -321,11 +322,13 @@ def assemble_results(out: Path, plan: SweepPlan, computed: dict[str, PointOutput
         csv.writer(handle, lineterminator="\n").writerow([*plan.grid, "seed", "round", *metric_cols, "mode"])
         for p in plan.points:
             done = computed.get(p.id)
-            if done is not None and done.extra == extra:
+            if done is not None and done.extra == extra and list(p.values) == list(plan.grid):  # (always, but checked)
                 handle.write(done.lines)
                 continue
             if done is not None:  # a point without some of the table's columns: its rows from its file
                 records[p.id] = read_point(out, p.id)
             record = records.pop(p.id)
-            handle.write(results_lines(p, record["mode"], record["rows"], metric_cols))
+            handle.write(
+                results_lines([*(p.values[k] for k in plan.grid), p.seed], record["mode"], record["rows"], metric_cols)
+            )
     return out / RESULTS
