@@ -284,8 +284,8 @@ def optimal_tau(
         if isinstance(confidence, bool) or not isinstance(confidence, (int, float)):
             raise SweepError(f"confidence: expected a number in (0, 1), got {confidence!r}")
         parsed = parse_target(target)
-        keys, _, rows = read_sweep(Path(sweep_dir))
-        result = analyse(rows, keys, parsed, DEFAULT_WINDOW if window is None else window, confidence)
+        keys, header, rows = read_sweep(Path(sweep_dir), metrics=[parsed.metric])
+        result = analyse(rows, keys, parsed, DEFAULT_WINDOW if window is None else window, confidence, header)
         header, table = per_channel_rows(result)
         tau_header, tau_table = per_tau_rows(result)
     return OptimalTauTables(pd.DataFrame(table, columns=header), pd.DataFrame(tau_table, columns=tau_header))

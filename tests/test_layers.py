@@ -49,6 +49,9 @@ SWEEP_LAZY_ALLOWED = (
     "edgefl.run_plots",
     "edgefl.runner",
     "edgefl.plots",
+    # planning a sweep (the scenario's schema, the data sets): `optimal-tau` and `plot` read a finished one without it
+    "edgefl.sweeps.plan",
+    "edgefl.scenario",
 )
 
 

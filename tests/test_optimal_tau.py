@@ -418,3 +418,54 @@ def test_a_results_cell_reads_back_as_the_number_or_text_it_was():
         assert _value(text) == expected and type(_value(text)) is type(expected), text
     assert math.isinf(_value("inf")) and math.isnan(_value("nan")) and type(_value("-inf")) is float
     assert [_value(t) for t in ("", "repriced", "0x1", "True")] == [None, "repriced", "0x1", "True"]
+
+
+def test_the_quick_reading_of_results_csv_gives_the_line_by_line_rows_or_leaves_the_file_to_it(tmp_path, monkeypatch):
+    """read_sweep reads results.csv a column at a time (edgefl.sweeps.folder._quick_table): the same cells, parsed to
+    the same values and types, as the line-by-line reading; with ``metrics``, only the columns the analyses read. A
+    file it cannot tell is sound (quotes, a number that may not be finite, a line of another length, ...) goes to the
+    line-by-line reading, which says what is wrong."""
+    from edgefl.sweeps import folder
+
+    reach = {(5, 0): 3, (10, 0): 2, (5, 1): 4, (10, 1): 3}
+    rows = synthetic_rows(reach, a=1.0, b_scale=4.0, num_rounds=12, snrs=[0, 10], bandwidths=[0.5, 2])
+    for k, r in enumerate(rows):  # cells of every kind: ints, floats, empty, text, few values and many
+        r.update(acc_mean=None if k % 5 == 0 else k / 7, uploads=k, committed_energy_j=float(k), mode="repriced")
+    sweep = tmp_path / "sweep"
+    write_fake_sweep(sweep, rows, GRID)
+    text = (sweep / "results.csv").read_text()  # (csv's \r\n line ends made \n, as edgefl writes results.csv)
+    (sweep / "results.csv").write_text(text)
+    keys, header, quick = folder.read_sweep(sweep)
+    _, _, some = folder.read_sweep(sweep, metrics=["acc_mean"])
+    assert folder._quick_table((sweep / "results.csv").read_text(), [*keys, "seed", "round"], None) is not None
+    monkeypatch.setattr(folder, "_quick_table", lambda *args: None)
+    _, _, slow = folder.read_sweep(sweep)
+
+    def typed(table):
+        return [[(k, type(v), v) for k, v in row.items()] for row in table]
+
+    assert typed(quick) == typed(slow) and quick[5]["acc_mean"] is None and type(quick[1]["uploads"]) is int
+    names = [*GRID, "seed", "round", "energy_j", "compute_energy_j", "uplink_energy_j", "downlink_energy_j"]
+    names += ["idle_energy_j", "acc_mean", "committed_energy_j", "mode"]
+    assert typed(some) == typed([{k: r[k] for k in header if k in names} for r in slow])
+    monkeypatch.undo()
+
+    lines = text.splitlines(keepends=True)
+    needed = [*GRID, "seed", "round"]
+    for changed, error in (
+        (lines[0] + lines[1].replace(",repriced", ',"repriced"') + "".join(lines[2:]), None),  # quoted: the same
+        (text.replace("\n", "\r\n"), None),  # csv's own line ends: the same rows
+        (text.replace("0.5,5,0,2,", "0.5,5,0,2.0,", 1), "seed and round must be integers"),
+        (lines[0] + lines[1].replace(",5,", ",5,,", 1) + "".join(lines[2:]), "line 2 has"),
+        (text.replace(",repriced", ",nan", 1), "column mode: nan is not a finite number"),
+        (text.replace(",repriced", ",1e400", 1), "column mode: inf is not a finite number"),
+        (text.replace(",repriced", ",9" + "0" * 320 + ".5", 1), "column mode: inf is not a finite number"),
+        (text.replace(",repriced", ",NaN", 1), "column mode: nan is not a finite number"),
+    ):
+        assert folder._quick_table(changed, needed, None) is None
+        (sweep / "results.csv").write_text(changed)
+        if error is None:
+            assert typed(folder.read_sweep(sweep)[2]) == typed(slow)
+        else:
+            with pytest.raises(SweepError, match=error):
+                folder.read_sweep(sweep)

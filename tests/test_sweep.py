@@ -377,3 +377,59 @@ def test_the_run_header_names_the_controller(tmp_path, capsys):
         code, out, err = run_cli(capsys, *args)
         assert code == 0, err
         assert out.splitlines()[0] == f"fedavg: 2 rounds, N=6, m=4, tau=2, controller {controller}"
+
+
+# -- the plan's ids and the assembled table, made the quick way --------------------------------
+def test_plan_ids_trainings_and_seed_groups_are_those_of_each_points_own_scenario(scenario_file):
+    """plan_sweep dumps a point's scenario once for its seeds (edgefl.sweeps.plan._seeded): each id, training and
+    seed group is still the hash of that seed's own scenario, re-priced and co-simulated points alike."""
+    from dataclasses import replace
+
+    from edgefl.sweeps.plan import FORMAT, _hash, learning_config, seed_group
+
+    grid = ["network.snr_db=0,20", "algorithm.local_steps=1,2", "run.engine=simpy,ideal"]
+    plan = plan_sweep(scenario_file, grids=grid, seeds=3)
+    assert {p.mode for p in plan.points} == {REPRICED, "cosimulated"}
+    for p in plan.points:
+        assert p.scenario.run.seed == p.seed
+        assert p.id == _hash({"format": FORMAT, "scenario": p.scenario.model_dump(mode="json", exclude={"sweep"})})
+        assert p.training == (_hash(learning_config(p.scenario)) if p.mode == REPRICED else None)
+        assert seed_group(p) == seed_group(replace(p, group=None))  # kept, and as computed from the scenario
+    groups: dict[tuple, set] = {}
+    for p in plan.points:
+        groups.setdefault(tuple(p.values.values()), set()).add(seed_group(p))
+    assert all(len(g) == 1 for g in groups.values())  # the seeds of a point share one
+    assert len({seed_group(p) for p in plan.points}) == 2 + 4  # re-priced: one per τ; co-simulated: one per point
+
+
+def test_results_from_the_workers_outputs_equal_results_read_back_from_the_point_files(scenario_file, tmp_path):
+    """results.csv assembled from the lines each point's worker made (store.point_output) is the table assembled
+    from the point files, byte for byte, also when the points' rows have different columns (then the lines of the
+    points without all of them are made again) and hold numpy numbers; the files are the same text either way."""
+    import numpy as np
+
+    from edgefl.sweeps.store import POINTS_DIR, _plain, assemble_results, point_output, point_path, write_point
+
+    plan = plan_sweep(scenario_file, grids=["network.snr_db=0,20"], seeds=2)
+    rng = np.random.default_rng(0)
+    rows = {}
+    for k, p in enumerate(plan.points):
+        rows[p.id] = [
+            {"round": r, "energy_j": float(rng.random()), "acc_mean": None if r == 1 else rng.random() / 3}
+            | ({"lambda_max": np.float32(0.25), "clients_distinct": 4} if k % 2 else {"flag": True, "note": "a,b"})
+            for r in range(1, 4)
+        ]
+    (tmp_path / "a" / POINTS_DIR).mkdir(parents=True)
+    for p in plan.points:
+        write_point(tmp_path / "a", p, rows[p.id])  # as before: the rows, made into the file here
+    from_files = assemble_results(tmp_path / "a", plan).read_bytes()
+    outputs = {p.id: point_output(p, rows[p.id]) for p in plan.points}
+    for p in plan.points:
+        record = {"format": 1, "id": p.id, "values": p.values, "seed": p.seed, "mode": p.mode}
+        plain = [{k: _plain(v) for k, v in row.items()} for row in rows[p.id]]
+        assert outputs[p.id].text == json.dumps({**record, "rows": plain}) + "\n"
+        assert point_path(tmp_path / "a", p.id).read_text() == outputs[p.id].text
+    assert assemble_results(tmp_path / "a", plan, outputs).read_bytes() == from_files
+    some = dict(list(outputs.items())[:1])  # the others read from their files (a resumed sweep)
+    assert assemble_results(tmp_path / "a", plan, some).read_bytes() == from_files
+    assert b'"a,b"' in from_files and b",True," in from_files  # csv's quoting and cells, as write_csv's

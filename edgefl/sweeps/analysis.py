@@ -32,11 +32,12 @@ import csv
 import math
 import re
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
 
-from edgefl.sweeps.plan import TAU_KEY, SweepError
+from edgefl.sweeps.common import TAU_KEY, SweepError
 from edgefl.target import (
     COMMITTED,
     DEFAULT_WINDOW,
@@ -183,19 +184,24 @@ def mean_ci(values, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, floa
     return float(x.mean()), float(half)
 
 
-def seed_outcomes(rows: list[dict], grid_keys: list[str], target: Target, window: int) -> list[SeedOutcome]:
+def seed_outcomes(
+    rows: list[dict], grid_keys: list[str], target: Target, window: int, columns: list[str] | None = None
+) -> list[SeedOutcome]:
+    """Each run's rounds and energy to target. ``columns``: results.csv's (default: the rows'), named when the
+    target's metric is not one of them."""
     if TAU_KEY not in grid_keys:
         raise SweepError(f"optimal τ needs {TAU_KEY} in the sweep grid (e.g. --grid {TAU_KEY}=5,10,20)")
     if rows and target.metric not in rows[0]:
-        known = [k for k in rows[0] if k.startswith(("acc", "loss"))]
+        known = [k for k in (rows[0] if columns is None else columns) if k.startswith(("acc", "loss"))]
         raise SweepError(f"--target: no column {target.metric!r} in results.csv (known: {', '.join(known)})")
     channel_keys = [k for k in grid_keys if k != TAU_KEY]
     runs: dict[tuple, list[dict]] = {}
+    run_of = itemgetter(*channel_keys, TAU_KEY, "seed")  # (channel values..., τ, seed)
     for row in rows:
-        key = (tuple(row[k] for k in channel_keys), row[TAU_KEY], row["seed"])
-        runs.setdefault(key, []).append(row)
+        runs.setdefault(run_of(row), []).append(row)
     outcomes = []
-    for (channel, tau, seed), run in runs.items():
+    for key, run in runs.items():
+        channel, tau, seed = key[:-2], key[-2], key[-1]
         run.sort(key=lambda r: r["round"])
         reached = rounds_to_target([r["round"] for r in run], [r[target.metric] for r in run], target, window)
         at = next((r for r in run if r["round"] == reached), None)
@@ -299,13 +305,15 @@ def optimal_tau(
     target: Target,
     window: int = DEFAULT_WINDOW,
     confidence: float = DEFAULT_CONFIDENCE,
+    columns: list[str] | None = None,
 ) -> OptimalTau:
-    """τ* for every channel point (every combination of the grid keys other than τ)."""
+    """τ* for every channel point (every combination of the grid keys other than τ). ``columns``: results.csv's,
+    where the rows hold only some (edgefl.sweeps.folder.read_sweep's ``metrics``)."""
     if window < 1:
         raise SweepError(f"--window must be >= 1, got {window}")
     if not 0 < confidence < 1:
         raise SweepError(f"--confidence must be in (0, 1), got {confidence}")
-    per_tau = tau_stats(seed_outcomes(rows, grid_keys, target, window), confidence)
+    per_tau = tau_stats(seed_outcomes(rows, grid_keys, target, window, columns), confidence)
     by_channel: dict[tuple, list[TauStats]] = {}
     for s in per_tau:
         by_channel.setdefault(s.channel, []).append(s)

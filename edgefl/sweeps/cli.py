@@ -9,13 +9,15 @@ from edgefl.errors import UserError
 from edgefl.results import atomic_write_csv, atomic_write_text, marker_kind, open_folder
 from edgefl.sweeps import compare as comparison
 from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
+from edgefl.sweeps.common import SweepError
 from edgefl.sweeps.folder import read_sweep
-from edgefl.sweeps.plan import SweepError, parse_grid, plan_sweep
 from edgefl.sweeps.store import POINTS_DIR, load_manifest
 from edgefl.target import DEFAULT_WINDOW, parse_target
 
 
 def cmd_sweep(args) -> int:
+    from edgefl.sweeps.plan import plan_sweep  # (here: optimal-tau and plot need none of planning's imports)
+
     out = args.out or Path("results") / f"{args.scenario.stem}-sweep"
     plan = plan_sweep(args.scenario, args.overrides, args.grid, args.seeds)
     from edgefl.sweeps.run import run_sweep  # after the plan: a scenario mistake is told before torch loads
@@ -58,6 +60,8 @@ def _output_folder(out: Path, given: bool) -> Path:
 
 
 def cmd_compare(args) -> int:
+    from edgefl.sweeps.plan import plan_sweep
+
     out = args.out or Path("results") / f"{args.scenario.stem}-compare"
     names = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     if not names:
@@ -108,8 +112,8 @@ def target_folder(sweep_dir: Path, target: str, window: int | None, confidence: 
 def cmd_optimal_tau(args) -> int:
     def analyse():
         target = parse_target(args.target)
-        keys, _, rows = read_sweep(args.dir)
-        return optimal_tau(rows, keys, target, args.window, args.confidence)
+        keys, header, rows = read_sweep(args.dir, metrics=[target.metric])  # the rows: the columns it reads
+        return optimal_tau(rows, keys, target, args.window, args.confidence, columns=header)
 
     result = analyse()
     report, channel_table, tau_table = format_report(result), per_channel_rows(result), per_tau_rows(result)
@@ -147,6 +151,8 @@ def cmd_optimal_tau(args) -> int:
 def _channel_filter(at: list[str], keys: list[str]):
     wanted = {}
     for text in at:
+        from edgefl.sweeps.plan import parse_grid  # (only for --at: its key check needs the scenario schema)
+
         key, values = parse_grid(text, option="--at")
         if key not in keys:
             raise SweepError(f"--at {text!r}: {key} is not a grid key of this sweep ({', '.join(keys)})")
@@ -159,7 +165,9 @@ def cmd_plot(args) -> int:
         return _plot_run(args)
 
     def prepare():
-        keys, header, rows = read_sweep(args.dir)
+        target_metric = args.target.partition("=")[0].strip() if args.target else ""  # parse_target's, later
+        drawn = args.metric or target_metric or "acc_worst"
+        keys, header, rows = read_sweep(args.dir, metrics=[drawn, target_metric])  # the rows: the columns it reads
         if args.metric is None:  # the target's metric: `--target acc_mean=0.8` draws acc_mean
             args.metric = parse_target(args.target).metric if args.target else "acc_worst"
         if args.metric not in header:
@@ -170,7 +178,7 @@ def cmd_plot(args) -> int:
             raise SweepError("--at: no point of the sweep matches")
         result = None
         if args.target:
-            result = optimal_tau(rows, keys, parse_target(args.target), args.window)
+            result = optimal_tau(rows, keys, parse_target(args.target), args.window, columns=header)
         return keys, rows, wanted, result
 
     keys, rows, wanted, result = prepare()

@@ -23,19 +23,14 @@ from typing import Any
 
 import algorithms
 from edgefl.deployment import network_params
-from edgefl.errors import UserError
 from edgefl.scenario import Scenario, apply_overrides, check_sweep_key, read_toml, scenario_from_dict
 from edgefl.sim import can_change_participation
+from edgefl.sweeps.common import COSIMULATED, FORMAT, REPRICED, TAU_KEY, SweepError
 
-FORMAT = 1  # of a point's id and of its file; a new format makes every point new
-REPRICED, COSIMULATED = "repriced", "cosimulated"
-TAU_KEY = "algorithm.local_steps"
+__all__ = ["COSIMULATED", "FORMAT", "REPRICED", "TAU_KEY", "SweepError"]  # (edgefl.sweeps.common's, named here too)
+
 # [network] keys that change the op trace itself (the bits of every message): not re-priceable.
 TRACE_NETWORK_KEYS = ("bits_per_param", "header_bits")
-
-
-class SweepError(UserError, ValueError):
-    """A user mistake about a sweep (bad --grid, a folder holding another sweep). Exit 2."""
 
 
 @dataclass
@@ -46,6 +41,7 @@ class SweepPoint:
     id: str  # content hash of the point's resolved scenario
     mode: str  # REPRICED or COSIMULATED
     training: str | None  # content hash of what the learning depends on (REPRICED only)
+    group: str | None = None  # its seed_group, where known
 
     @property
     def label(self) -> str:
@@ -143,10 +139,21 @@ def learning_config(scenario: Scenario) -> dict:
 def seed_group(point: SweepPoint) -> str:
     """What a point's learning run depends on but the seed (a REPRICED point's training; a co-simulated point's
     whole scenario): the runs of one seed group differ only in ``run.seed`` and train together (edgefl.seed_axis)."""
+    if point.group is not None:
+        return point.group
     s = point.scenario
-    config = learning_config(s) if point.mode == REPRICED else s.model_dump(mode="json", exclude={"sweep"})
-    config["run"].pop("seed")
-    return _hash(config)
+    return _group(learning_config(s) if point.mode == REPRICED else s.model_dump(mode="json", exclude={"sweep"}))
+
+
+def _group(config: dict) -> str:
+    """:func:`seed_group` of a point whose learning config (or scenario) dumps as ``config``."""
+    return _hash({**config, "run": {k: v for k, v in config["run"].items() if k != "seed"}})
+
+
+def _seeded(config: dict, seed: int) -> dict:
+    """``config``, a dump of a scenario (or of its learning config), with run.seed = ``seed``: the dump of the same
+    scenario with that seed (nothing else in it depends on the seed)."""
+    return {**config, "run": {**config["run"], "seed": seed}}
 
 
 def _set_key(raw: dict, key: str, value) -> None:
@@ -211,10 +218,14 @@ def plan_sweep(
             _set_key(raw_point, key, value)
         label = ", ".join(f"{k}={v!r}" for k, v in values.items())
         scenario = scenario_from_dict(raw_point, source=f"{source} [sweep point {label}]" if label else source)
+        # what depends on the point but not its seed, once for its seeds: the pricing mode, the dumps (seeded below)
+        mode = pricing_mode(scenario)
+        dump = scenario.model_dump(mode="json", exclude={"sweep"})
+        learning = learning_config(scenario) if mode == REPRICED else None
+        group = _group(dump if learning is None else learning)
         for seed in seed_values:
             s = scenario.model_copy(update={"run": scenario.run.model_copy(update={"seed": seed})})
-            dump = s.model_dump(mode="json", exclude={"sweep"})
-            mode = pricing_mode(s)
-            training = _hash(learning_config(s)) if mode == REPRICED else None
-            points.append(SweepPoint(values, seed, s, _hash({"format": FORMAT, "scenario": dump}), mode, training))
+            point_id = _hash({"format": FORMAT, "scenario": _seeded(dump, seed)})
+            training = None if learning is None else _hash(_seeded(learning, seed))
+            points.append(SweepPoint(values, seed, s, point_id, mode, training, group))
     return SweepPlan(source, base, grid, seed_values, points)

@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 import algorithms as algorithm_registry  # noqa: E402
 from edgefl.figures import save_figure  # noqa: E402
 from edgefl.sweeps.analysis import OptimalTau, TauStats, pareto_front  # noqa: E402
-from edgefl.sweeps.plan import TAU_KEY  # noqa: E402
+from edgefl.sweeps.common import TAU_KEY  # noqa: E402
 from edgefl.target import energy_at, energy_definition  # noqa: E402
 
 SNR, BW, ALGORITHM = "network.snr_db", "network.bandwidth_mhz", "algorithm.name"

@@ -35,9 +35,12 @@ from edgefl.sweeps.jobs import check_options, run_jobs
 from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError, SweepPlan, SweepPoint, seed_group
 from edgefl.sweeps.store import (
     POINTS_DIR,
+    PointOutput,
     assemble_results,
     check_manifest,
     lock_folder,
+    point_output,
+    point_path,
     read_point,
     remove_stale_temps,
     write_point,
@@ -144,6 +147,13 @@ def run_task(task: Task) -> list[list[dict]]:
         ]
 
 
+def run_task_output(task: Task) -> list[PointOutput]:
+    """:func:`run_task`, each point's rows made into what it adds to the sweep folder (its file's text and results.csv
+    lines, edgefl.sweeps.store.point_output) where they were computed: in the workers, beside each other, and not in
+    the main process after them."""
+    return [point_output(point, rows) for point, rows in zip(task.points, run_task(task))]
+
+
 @dataclass
 class SweepSummary:
     points: int
@@ -203,15 +213,18 @@ def _run_locked(plan, out, workers, backend, address, force, progress, claimed, 
     change = check_manifest(out, plan, force)
     (out / POINTS_DIR).mkdir(exist_ok=True)
     try:
-        missing = [p for p in plan.points if read_point(out, p.id) is None]
+        present = {path.name for path in (out / POINTS_DIR).iterdir()}  # (a new folder: no file to read)
+        missing = [p for p in plan.points if point_path(out, p.id).name not in present or read_point(out, p.id) is None]
         tasks = make_tasks(missing)
+        computed: dict[str, PointOutput] = {}
 
-        def store(task: Task, rows_per_point: list[list[dict]]) -> None:
-            for point, rows in zip(task.points, rows_per_point):
-                write_point(out, point, rows)
+        def store(task: Task, outputs: list[PointOutput]) -> None:
+            for point, output in zip(task.points, outputs):
+                write_point(out, point, output)
+                computed[point.id] = PointOutput("", output.extra, output.lines)  # (its text is in its file now)
 
         run_jobs(
-            run_task,
+            run_task_output,
             tasks,
             workers=workers,
             backend=backend,
@@ -222,7 +235,7 @@ def _run_locked(plan, out, workers, backend, address, force, progress, claimed, 
             desc="sweep",
             unit="point",
         )
-        results = assemble_results(out, plan)
+        results = assemble_results(out, plan, computed)
     except UserError:  # a scenario, data, sweep or plug-in mistake (edgefl.errors), or feasibility's refusal
         if not (out / POINTS_DIR).is_dir() or not any((out / POINTS_DIR).iterdir()):
             empty_again(out, claimed)  # e.g. missing data: leave nothing behind in a folder that was new or empty

@@ -19,16 +19,21 @@ they no longer describe results.csv (:func:`check_manifest` returns what it did,
 
 from __future__ import annotations
 
+import csv
 import fcntl
+import io
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from edgefl.figures import FORMATS
-from edgefl.results import MARKER, METRIC_COLUMNS, atomic_write_csv, atomic_write_text
-from edgefl.scenario import describe_differences
-from edgefl.sweeps.plan import FORMAT, SweepError, SweepPlan, SweepPoint
+from edgefl.results import MARKER, METRIC_COLUMNS, _cell, atomic_file, atomic_write_text
+from edgefl.sweeps.common import FORMAT, SweepError
+
+if TYPE_CHECKING:
+    from edgefl.sweeps.plan import SweepPlan, SweepPoint
 
 MANIFEST = "sweep.json"
 POINTS_DIR = "points"
@@ -40,17 +45,31 @@ def point_path(out: Path, point_id: str) -> Path:
     return out / POINTS_DIR / f"{point_id}.json"
 
 
-def write_point(out: Path, point: SweepPoint, rows: list[dict]) -> None:
-    """The point's file (temp + rename), then one line in computed.log."""
-    record = {
-        "format": FORMAT,
-        "id": point.id,
-        "values": point.values,
-        "seed": point.seed,
-        "mode": point.mode,
-        "rows": [{k: _plain(v) for k, v in row.items()} for row in rows],
-    }
-    atomic_write_text(point_path(out, point.id), json.dumps(record) + "\n")
+@dataclass
+class PointOutput:
+    """What a finished point adds to the folder, made where it was computed (a worker): its file's text, and its
+    rows' lines of results.csv when the table's columns are its own (:func:`results_columns` of ``extra``)."""
+
+    text: str  # points/ID.json
+    extra: tuple[str, ...]  # its rows' columns beyond METRIC_COLUMNS, in order of appearance (:func:`extra_columns`)
+    lines: str  # its rows in results.csv, for the columns results_columns(extra)
+
+
+def point_output(point: SweepPoint, rows: list[dict]) -> PointOutput:
+    """The point's :class:`PointOutput`: the file :func:`write_point` writes, the lines :func:`assemble_results` writes."""
+    plain = [row if set(map(type, row.values())) <= _PLAIN else {k: _plain(v) for k, v in row.items()} for row in rows]
+    record = {"format": FORMAT, "id": point.id, "values": point.values, "seed": point.seed, "mode": point.mode}
+    extra = extra_columns([plain])
+    text = json.dumps({**record, "rows": plain}) + "\n"
+    lines = results_lines([*point.values.values(), point.seed], point.mode, plain, results_columns(extra))
+    return PointOutput(text, extra, lines)  # (its grid values in the plan's grid order, as point.values holds them)
+
+
+def write_point(out: Path, point: SweepPoint, rows: list[dict] | PointOutput) -> None:
+    """The point's file (temp + rename), then one line in computed.log. ``rows``: its metrics rows, or their
+    :func:`point_output`."""
+    output = rows if isinstance(rows, PointOutput) else point_output(point, rows)
+    atomic_write_text(point_path(out, point.id), output.text)
     line = (
         json.dumps({"id": point.id, "mode": point.mode, "seed": point.seed, "values": point.values, "pid": os.getpid()})
         + "\n"
@@ -66,6 +85,9 @@ def _plain(value):
     if value is None or isinstance(value, (bool, int, str)):
         return value
     return float(value)
+
+
+_PLAIN = {type(None), bool, int, str, float}  # the types _plain leaves as they are
 
 
 def read_point(out: Path, point_id: str) -> dict | None:
@@ -193,6 +215,8 @@ def check_manifest(out: Path, plan: SweepPlan, force: bool) -> ManifestChange:
     """Refuse to mix two different sweeps in one folder (unless ``force``): a rerun may only add points (grow
     the grid or the seeds), keeping every point of the folder's sweep. Then write the manifest. When the
     points change, the old analyses are removed (:func:`remove_stale_analyses`)."""
+    from edgefl.scenario import describe_differences  # (here: reading a sweep folder needs no scenario schema)
+
     path = out / MANIFEST
     new = plan.definition()
     change = ManifestChange("new")
@@ -251,24 +275,60 @@ def grid_keys(out: Path) -> list[str]:
     return [key for key, _ in load_manifest(out)["definition"]["grid"]]
 
 
-def assemble_results(out: Path, plan: SweepPlan) -> Path:
+def extra_columns(rows_per_point) -> tuple[str, ...]:
+    """The columns of the points' rows beyond METRIC_COLUMNS, in order of first appearance."""
+    extra: dict[str, None] = {}
+    for rows in rows_per_point:
+        for row in rows:
+            extra.update((k, None) for k in row if k not in METRIC_COLUMNS and k not in extra)
+    return tuple(extra)
+
+
+def results_columns(extra: tuple[str, ...]) -> list[str]:
+    """results.csv's metric columns (after grid keys, seed and round; before mode)."""
+    return [c for c in METRIC_COLUMNS if c != "round"] + list(extra)
+
+
+def results_lines(first: list, mode: str, rows: list[dict], metric_cols: list[str]) -> str:
+    """A point's rows as lines of results.csv (:func:`edgefl.results.write_csv`'s cells and quoting): ``first`` (its
+    grid values and seed), each row's round and ``metric_cols``, ``mode``."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerows([_cell(v) for v in (*first, row["round"], *map(row.get, metric_cols), mode)] for row in rows)
+    return buffer.getvalue()
+
+
+def assemble_results(out: Path, plan: SweepPlan, computed: dict[str, PointOutput] | None = None) -> Path:
     """results.csv: one row per (point, seed, round), grid keys first, then seed, round,
-    the metrics.csv columns and the mode. Written via temp + rename."""
-    records = []
+    the metrics.csv columns and the mode. Written via temp + rename. ``computed``: the outputs of the points computed
+    now, by id (their lines are written as they are where the columns are theirs); the others are read from points/."""
+    computed = computed or {}
+    records = {}
     for p in plan.points:
-        record = read_point(out, p.id)
-        if record is None:
-            raise RuntimeError(f"sweep point {p.label} ({p.id}) has no result file")
-        records.append((p, record))
-    metric_cols = [c for c in METRIC_COLUMNS if c != "round"]
-    for _, record in records:
-        for row in record["rows"]:
-            metric_cols += [k for k in row if k not in metric_cols and k not in METRIC_COLUMNS]
-    header = list(plan.grid) + ["seed", "round"] + metric_cols + ["mode"]
-    rows = (
-        [*(p.values[k] for k in plan.grid), p.seed, row["round"], *(row.get(c) for c in metric_cols), record["mode"]]
-        for p, record in records
-        for row in record["rows"]
+        if p.id not in computed:
+            record = read_point(out, p.id)
+            if record is None:
+                raise RuntimeError(f"sweep point {p.label} ({p.id}) has no result file")
+            records[p.id] = record
+    extra = tuple(
+        dict.fromkeys(
+            k
+            for p in plan.points
+            for k in (computed[p.id].extra if p.id in computed else extra_columns([records[p.id]["rows"]]))
+        )
     )
-    atomic_write_csv(out / RESULTS, header, rows)
+    metric_cols = results_columns(extra)
+    with atomic_file(out / RESULTS) as tmp, open(tmp, "w", newline="") as handle:
+        csv.writer(handle, lineterminator="\n").writerow([*plan.grid, "seed", "round", *metric_cols, "mode"])
+        for p in plan.points:
+            done = computed.get(p.id)
+            if done is not None and done.extra == extra and list(p.values) == list(plan.grid):  # (always, but checked)
+                handle.write(done.lines)
+                continue
+            if done is not None:  # a point without some of the table's columns: its rows from its file
+                records[p.id] = read_point(out, p.id)
+            record = records.pop(p.id)
+            handle.write(
+                results_lines([*(p.values[k] for k in plan.grid), p.seed], record["mode"], record["rows"], metric_cols)
+            )
     return out / RESULTS
