@@ -7,24 +7,18 @@ computed here once per phase, one numpy call per category, with the formulas of 
 from __future__ import annotations
 
 from itertools import accumulate
+from math import isfinite
 from operator import itemgetter
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import numpy as np
 
+import energy
 from edgefl.deployment import Population
 from edgefl.sim.activities import Event
 from edgefl.sim.physics import COMPUTE, DOWNLOAD, UPLOAD
-from energy import (
-    CATEGORIES,
-    EnergyLedger,
-    compute_energy_j,
-    downlink_energy_j,
-    idle_energy_j,
-    promotion_energy_j,
-    tail_energy_j,
-    uplink_energy_j,
-)
+from energy import CATEGORIES, EnergyLedger
 
 # Charge codes of the log rows: the ledger's categories (energy.CATEGORIES), one code each; a radio tail's row
 # names the message it follows in its label, a promotion's the message it precedes.
@@ -55,17 +49,23 @@ class LogRow(NamedTuple):
 
 
 # What each code's log amount is (cycles for compute, seconds otherwise), and its energy in J; ``hz`` and
-# ``tx_w``: the CPU frequency and transmit power each row ran at (a controller's knobs, a throttled CPU).
+# ``tx_w``: the CPU frequency and transmit power each row ran at (a controller's knobs, a throttled CPU); ``f``: the
+# formulas of ``energy/``, checked (arrays: :data:`_CHECKED`) or not (one row's plain floats: :data:`_UNCHECKED`).
 _CHARGES = {
-    CAT_COMPUTE: lambda pop, c, cycles, hz, tx_w: compute_energy_j(cycles, hz, pop.kappa[c], pop.static_power_w[c]),
-    CAT_UPLINK: lambda pop, c, seconds, hz, tx_w: uplink_energy_j(
+    CAT_COMPUTE: lambda f, pop, c, cycles, hz, tx_w: f.compute(cycles, hz, pop.kappa[c], pop.static_power_w[c]),
+    CAT_UPLINK: lambda f, pop, c, seconds, hz, tx_w: f.uplink(
         seconds, tx_w, pop.circuit_power_w[c], pop.pa_efficiency[c]
     ),
-    CAT_DOWNLINK: lambda pop, c, seconds, hz, tx_w: downlink_energy_j(seconds, pop.rx_power_w[c]),
-    CAT_IDLE: lambda pop, c, seconds, hz, tx_w: idle_energy_j(seconds, pop.idle_power_w[c]),
-    CAT_TAIL: lambda pop, c, seconds, hz, tx_w: tail_energy_j(seconds, pop.tail_power_w[c]),
-    CAT_PROMOTION: lambda pop, c, seconds, hz, tx_w: promotion_energy_j(seconds, pop.promotion_power_w[c]),
+    CAT_DOWNLINK: lambda f, pop, c, seconds, hz, tx_w: f.downlink(seconds, pop.rx_power_w[c]),
+    CAT_IDLE: lambda f, pop, c, seconds, hz, tx_w: f.idle(seconds, pop.idle_power_w[c]),
+    CAT_TAIL: lambda f, pop, c, seconds, hz, tx_w: f.tail(seconds, pop.tail_power_w[c]),
+    CAT_PROMOTION: lambda f, pop, c, seconds, hz, tx_w: f.promotion(seconds, pop.promotion_power_w[c]),
 }
+_CHECKED, _UNCHECKED = (
+    SimpleNamespace(**{name: getattr(energy, f"{name}_energy{suffix}_j") for name in CATEGORIES})
+    for suffix in ("", "_unchecked")
+)
+FEW_ROWS = 8  # a booking of at most this many rows prices them one by one in floats (benchmarks [8]: ~3 per update)
 
 
 def energies_j(
@@ -83,8 +83,25 @@ def energies_j(
     for charge_code, charge in _CHARGES.items():
         if present[charge_code]:  # (only the codes the rows have: a call per booking, benchmarks [5])
             sel = np.flatnonzero(codes == charge_code)
-            energy[sel] = charge(pop, clients[sel], amounts[sel], cpu_hz[sel], tx_power_w[sel])
+            energy[sel] = charge(_CHECKED, pop, clients[sel], amounts[sel], cpu_hz[sel], tx_power_w[sel])
     return energy
+
+
+def _few_energies_j(pop: Population, rows: list) -> list[float] | None:
+    """The energy (J) of each of a few log rows, one row at a time in plain floats: the same formulas (the
+    ``energy`` functions' unchecked parts), the same float operations as :func:`energies_j`'s arrays, so the same
+    numbers, without the arrays' per-call cost (a booking of 1-3 rows at every battery ask of an asynchronous run:
+    benchmarks [8]). The checks are the formulas': a row they would refuse (an amount not finite or < 0, a CPU
+    frequency not > 0, a negative transmit power) returns None, to be priced by :func:`energies_j`, which says why."""
+    out = []
+    for row in rows:
+        amount, hz, tx_w = float(row[7]), float(row[10]), float(row[11])
+        if not (isfinite(amount) and amount >= 0 and isfinite(hz) and hz >= 0 and isfinite(tx_w) and tx_w >= 0):
+            return None
+        if row[6] == CAT_COMPUTE and not hz > 0:
+            return None
+        out.append(float(_CHARGES[row[6]](_UNCHECKED, pop, int(row[0]), amount, hz, tx_w)))
+    return out
 
 
 def rows_energies_j(pop: Population, rows: list) -> tuple[LogRow, np.ndarray]:
@@ -102,6 +119,9 @@ def _column(rows: list, field: str, dtype) -> np.ndarray:
 def _priced(pop: Population, rows: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The energy (J) of each log row, and the rows' clients and charge codes as the arrays it priced them with."""
     client, code = _column(rows, "client", np.int64), _column(rows, "code", np.int64)
+    few = _few_energies_j(pop, rows) if len(rows) <= FEW_ROWS else None
+    if few is not None:
+        return np.array(few, dtype=np.float64), client, code
     energy = energies_j(
         pop,
         client,
