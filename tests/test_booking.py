@@ -47,16 +47,22 @@ def _rows(rng: np.random.Generator, n: int, num_clients: int) -> list[tuple]:
     return rows
 
 
+def _columns(rows: list[tuple]) -> tuple[np.ndarray, ...]:
+    col = list(zip(*rows))
+    return np.array(col[0]), np.array(col[6]), np.array(col[7]), np.array(col[10]), np.array(col[11])
+
+
 def test_a_few_rows_priced_in_floats_are_the_arrays_numbers():
     pop, rng = _population(7), np.random.default_rng(3)
-    for _ in range(400):
-        rows = _rows(rng, int(rng.integers(1, FEW_ROWS + 1)), 7)
-        col = list(zip(*rows))
-        arrays = energies_j(
-            pop, np.array(col[0]), np.array(col[6]), np.array(col[7]), np.array(col[10]), np.array(col[11])
-        )
-        few = _few_energies_j(pop, rows)
-        assert few is not None and np.array(few).tobytes() == arrays.tobytes()
+    batches = [_rows(rng, int(rng.integers(1, FEW_ROWS + 1)), 7) for _ in range(300)]
+    every = [row for rows in batches for row in rows]
+    arrays = energies_j(pop, *_columns(every))  # (more than FEW_ROWS rows: the arrays' path)
+    start = 0
+    for rows in batches:
+        few = energies_j(pop, *_columns(rows))
+        assert _few_energies_j(pop, *(column.tolist() for column in _columns(rows))) is not None  # (priced in floats)
+        assert few.tobytes() == arrays[start : start + len(rows)].tobytes()
+        start += len(rows)
 
 
 @pytest.mark.parametrize(
@@ -70,8 +76,8 @@ def test_a_row_out_of_the_float_path_goes_to_the_arrays_path(bad, refused):
     pop = _population(3)
     row = [1, "compute", "train", 0.0, 1.0, 0.0, CAT_COMPUTE, 1e8, 0.0, "ok", 1e9, 0.2]
     row[bad[0]] = bad[1]
-    assert _few_energies_j(pop, [tuple(row)]) is None
     args = pop, np.array([1]), np.array([CAT_COMPUTE]), np.array([row[7]]), np.array([row[10]]), np.array([row[11]])
+    assert _few_energies_j(pop, *(column.tolist() for column in args[1:])) is None
     if refused:
         with pytest.raises(ValueError):
             energies_j(*args)

@@ -65,7 +65,7 @@ _CHECKED, _UNCHECKED = (
     SimpleNamespace(**{name: getattr(energy, f"{name}_energy{suffix}_j") for name in CATEGORIES})
     for suffix in ("", "_unchecked")
 )
-FEW_ROWS = 8  # a booking of at most this many rows prices them one by one in floats (benchmarks [8]: ~3 per update)
+FEW_ROWS = 16  # at most this many rows are priced one by one in floats (benchmarks [8]: 1-3 rows per battery ask)
 
 
 def energies_j(
@@ -77,7 +77,13 @@ def energies_j(
     tx_power_w: np.ndarray,
 ) -> np.ndarray:
     """Energy (J) of log rows given as arrays: charge code, and its amount (cycles for compute,
-    seconds otherwise), at the rows' CPU frequencies and transmit powers; one vectorised call per code."""
+    seconds otherwise), at the rows' CPU frequencies and transmit powers; one vectorised call per code (a few
+    rows: one by one, :func:`_few_energies_j`)."""
+    if len(codes) <= FEW_ROWS:
+        columns = (np.asarray(column).tolist() for column in (clients, codes, amounts, cpu_hz, tx_power_w))
+        few = _few_energies_j(pop, *columns)
+        if few is not None:
+            return np.array(few, dtype=np.float64)
     energy = np.zeros(len(codes))
     present = np.bincount(codes, minlength=len(_CHARGES)) if len(codes) else ()
     for charge_code, charge in _CHARGES.items():
@@ -87,20 +93,23 @@ def energies_j(
     return energy
 
 
-def _few_energies_j(pop: Population, rows: list) -> list[float] | None:
-    """The energy (J) of each of a few log rows, one row at a time in plain floats: the same formulas (the
-    ``energy`` functions' unchecked parts), the same float operations as :func:`energies_j`'s arrays, so the same
-    numbers, without the arrays' per-call cost (a booking of 1-3 rows at every battery ask of an asynchronous run:
-    benchmarks [8]). The checks are the formulas': a row they would refuse (an amount not finite or < 0, a CPU
-    frequency not > 0, a negative transmit power) returns None, to be priced by :func:`energies_j`, which says why."""
+def _few_energies_j(
+    pop: Population, clients: list, codes: list, amounts: list, cpu_hz: list, tx_power_w: list
+) -> list[float] | None:
+    """The energy (J) of each of a few log rows (:func:`energies_j`'s columns as lists), one row at a time in plain
+    floats: the same formulas (the ``energy`` functions' unchecked parts), the same float operations as the arrays',
+    so the same numbers, without the arrays' per-call cost (a booking of 1-3 rows at every battery ask of an
+    asynchronous run, a chain's steps: benchmarks [8]). The checks are the formulas': a row they would refuse (an
+    amount not finite or < 0, a CPU frequency not > 0, a negative transmit power) returns None, to be priced with
+    the arrays, which say why."""
     out = []
-    for row in rows:
-        amount, hz, tx_w = float(row[7]), float(row[10]), float(row[11])
+    for c, code, amount, hz, tx_w in zip(clients, codes, amounts, cpu_hz, tx_power_w):
+        amount, hz, tx_w = float(amount), float(hz), float(tx_w)
         if not (isfinite(amount) and amount >= 0 and isfinite(hz) and hz >= 0 and isfinite(tx_w) and tx_w >= 0):
             return None
-        if row[6] == CAT_COMPUTE and not hz > 0:
+        if code == CAT_COMPUTE and not hz > 0:
             return None
-        out.append(float(_CHARGES[row[6]](_UNCHECKED, pop, int(row[0]), amount, hz, tx_w)))
+        out.append(float(_CHARGES[code](_UNCHECKED, pop, int(c), amount, hz, tx_w)))
     return out
 
 
@@ -119,9 +128,6 @@ def _column(rows: list, field: str, dtype) -> np.ndarray:
 def _priced(pop: Population, rows: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The energy (J) of each log row, and the rows' clients and charge codes as the arrays it priced them with."""
     client, code = _column(rows, "client", np.int64), _column(rows, "code", np.int64)
-    few = _few_energies_j(pop, rows) if len(rows) <= FEW_ROWS else None
-    if few is not None:
-        return np.array(few, dtype=np.float64), client, code
     energy = energies_j(
         pop,
         client,

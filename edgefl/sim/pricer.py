@@ -627,8 +627,9 @@ class SimPyPricer:
         ends, self._round_ends = self._round_ends, []
         unbooked, self._unbooked = self._unbooked, []
         totals = book(self.pop, self._ledger, self._events, unbooked, [at for at, _ in ends]) if unbooked else []
-        for (_, entry), by_category in zip(ends, totals or [self._ledger.by_category()] * len(ends)):
-            entry[0] = by_category  # (the ledger's energy by category at that round's end)
+        if ends:  # (the ledger's energy by category at each of those rounds' ends)
+            for (_, entry), by_category in zip(ends, totals or [self._ledger.by_category()] * len(ends)):
+                entry[0] = by_category
 
 
 CORE_VALUES = ("cpu_hz", "tx_power_w")  # the per-device values the core itself keeps (device_value)
