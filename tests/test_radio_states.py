@@ -276,3 +276,54 @@ def test_tails_charged_together_as_one_after_another(monkeypatch, server):
     assert any(e[3] == "tail" for e in together[1])  # tails were charged ...
     assert min(row["level_j"] for row in together[2]) < 0.3  # ... from batteries that ran low
     assert together == one_by_one
+
+
+@pytest.mark.parametrize("server", ["fedavg", "fedasync"])
+def test_tails_expired_again_at_the_same_stamp_skip_and_change_nothing(monkeypatch, server):
+    """expire_tails called again at the same time with nothing started, charged, logged or booked since a call that
+    ended no tail returns at once (benchmarks [8]); with batteries that run low, every output equals running every
+    call in full."""
+    from pathlib import Path
+
+    from edgefl.scenario import load_scenario
+    from edgefl.sim.radio import RadioStates
+
+    sets = [
+        "run.rounds=6" if server == "fedavg" else "run.rounds=40",
+        "data.num_clients=12",
+        "algorithm.clients_per_round=6",
+        f"algorithm.name={server}",
+        "devices.tail_s=0.3",
+        "devices.tail_power_w=1.0",
+        "devices.battery_j=0.5",
+        "devices.battery_reserve_j=0.01",
+        "devices.harvest_w=0.01",
+        "network.access_latency_s=0.01",
+    ]
+    if server == "fedasync":
+        sets.append("algorithm.fedasync.concurrency=4")
+    quickstart = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.toml"
+    expire, calls = RadioStates.expire_tails, {"all": 0, "skipped": 0}
+
+    def counted(self):
+        before = self._expired_at == (self.env.now, self._changes, self.core.logged())
+        calls["all"] += 1
+        calls["skipped"] += before
+        expire(self)
+
+    def outputs():
+        result = Simulation(load_scenario(quickstart, sets)).run(progress=False)
+        return result.metrics, [tuple(e) for e in result.events], result.battery
+
+    monkeypatch.setattr(RadioStates, "expire_tails", counted)
+    skipping = outputs()
+    assert calls["skipped"] > calls["all"] / 4  # (it did skip)
+
+    def in_full(self):
+        self._expired_at = None
+        expire(self)
+
+    monkeypatch.setattr(RadioStates, "expire_tails", in_full)
+    full = outputs()
+    assert any(e[3] == "tail" for e in skipping[1]) and min(row["level_j"] for row in skipping[2]) < 0.3
+    assert skipping == full

@@ -248,6 +248,11 @@ class SimPyPricer:
         """The rows logged in the phase running, not booked yet (empty between phases)."""
         return self._phase_log or []
 
+    def logged(self) -> tuple[int, int, int, int]:
+        """A stamp of what was logged and booked: it changes whenever a row is logged or the ledger is written, so a
+        component can tell that nothing was charged since it last read the batteries (RadioStates.expire_tails)."""
+        return self._ledger.changes, len(self._unbooked), len(self._live.rows), len(self._phase_log or ())
+
     def interrupt(self, client: int, cause: str) -> None:
         """Stop the client's chain now, if it runs (its status: ``cause``)."""
         proc = self._running.get(client)
