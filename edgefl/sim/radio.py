@@ -217,8 +217,13 @@ class RadioStates(Component):
         changes, tail_s = self._changes, self._tail_s
         self._end_tails([c for c, tail in self._tails.items() if tail[0] + tail_s[c] <= now], None)
         if self.budget_j is not None:  # and every tail its battery could not pay until now
-            clients = list(self._tails)
-            self._end_tails([c for c, (_, empty) in zip(clients, self._tail_ends(clients, now)) if empty], now)
+            # (a tail charged up to now has nothing more to pay now: only the others are asked about, and the
+            # batteries drawn as asking about every tail would draw them)
+            owing = [c for c, tail in self._tails.items() if tail[1] < now]
+            self._end_tails([c for c, (_, empty) in zip(owing, self._tail_ends(owing, now)) if empty], now)
+            power_w = self._tail_power_w
+            if not any(power_w[c] > 0 for c in owing) and any(power_w[c] > 0 for c in self._tails):
+                self.budget_j([])
         self._expired_at = (now, changes, self.core.logged()) if self._changes == changes else None
 
     def round_end(self, round_: int) -> None:
