@@ -76,7 +76,7 @@ class EnergyLedger:
         cells accumulate in row order, as one ``add`` per row would. ``read_after``: row counts (ascending) after
         which :meth:`by_category` is read, as it would be after charging only those rows: returned in that order
         (a pricer's round ends within the rows, booked together)."""
-        if len(joules) <= _FEW_ROWS and not len(read_after):
+        if np.ndim(joules) == 1 and len(joules) <= _FEW_ROWS and not len(read_after):
             self._add_few(clients, categories, joules)
             return []
         clients = np.asarray(clients).reshape(-1)
@@ -102,9 +102,11 @@ class EnergyLedger:
     def _add_few(self, clients, categories, joules) -> None:
         """:meth:`add_rows` of a few rows, one cell after another (the same additions in the same order as
         ``np.add.at``'s, without its per-call cost: a battery ask of an asynchronous run books 1-3 rows)."""
-        rows = list(zip(np.asarray(clients).tolist(), np.asarray(categories).tolist(), np.asarray(joules).tolist()))
-        if not (len(clients) == len(categories) == len(joules) == len(rows)):
+        clients, categories = np.asarray(clients).reshape(-1), np.asarray(categories).reshape(-1)
+        joules = np.asarray(joules, dtype=np.float64).reshape(-1)
+        if not (clients.shape == categories.shape == joules.shape):
             raise ValueError("clients, categories and joules must have the same length")
+        rows = list(zip(clients.tolist(), categories.tolist(), joules.tolist()))
         n, cells = self.num_clients, self._j
         for client, category, j in rows:
             if type(client) is not int or not 0 <= client < n:

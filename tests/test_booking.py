@@ -115,3 +115,10 @@ def test_a_few_bad_rows_are_refused_and_nothing_is_added(clients, codes, joules,
     with pytest.raises(error):
         ledger.add_rows(clients, codes, joules)
     assert ledger.total() == 0.0 and ledger.changes == 0
+
+
+def test_a_single_row_given_as_scalars_is_added_as_before():
+    ledger = EnergyLedger(3)
+    ledger.add_rows(2, 5, 0.25)  # (scalars: one row)
+    ledger.add_rows([1], [0], [3])  # (an int amount: as a float)
+    assert ledger.per_client()[2, 5] == 0.25 and ledger.per_client()[1, 0] == 3.0 and ledger.changes == 2
