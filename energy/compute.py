@@ -48,4 +48,10 @@ def compute_energy_j(cycles, cpu_hz, kappa=DEFAULT_KAPPA, static_power_w=0.0):
     cpu_hz = require_positive(cpu_hz, "cpu_hz")
     kappa = require_nonnegative(kappa, "kappa")
     static_power_w = require_nonnegative(static_power_w, "static_power_w")
-    return out(kappa * cycles * cpu_hz**2 + static_power_w * cycles / cpu_hz)
+    return out(compute_energy_unchecked_j(cycles, cpu_hz, kappa, static_power_w))
+
+
+def compute_energy_unchecked_j(cycles, cpu_hz, kappa, static_power_w):
+    """:func:`compute_energy_j`'s formula without its checks: arrays, or plain floats that the caller checked (a
+    booking of a few log rows, edgefl.sim.booking: the checks' array conversions cost more than the formula)."""
+    return kappa * cycles * cpu_hz**2 + static_power_w * cycles / cpu_hz

@@ -9,6 +9,8 @@ from arraychecks import out, require_nonnegative
 
 def _power_times_time(power_w, time_s):
     # 0 W for an unbounded time is 0 J, not NaN.
+    if isinstance(power_w, float) and isinstance(time_s, float):  # (plain floats: the *_unchecked_j of one log row)
+        return 0.0 if power_w == 0 else power_w * time_s
     with np.errstate(invalid="ignore"):
         return out(np.where(power_w == 0, 0.0, power_w * time_s))
 
@@ -25,6 +27,12 @@ def uplink_energy_j(time_s, tx_power_w, circuit_power_w=0.0, pa_efficiency=1.0):
     pa_efficiency = np.asarray(pa_efficiency, dtype=np.float64)
     if not ((pa_efficiency > 0) & (pa_efficiency <= 1)).all():
         raise ValueError(f"pa_efficiency must be in (0, 1], got {pa_efficiency}")
+    return uplink_energy_unchecked_j(time_s, tx_power_w, circuit_power_w, pa_efficiency)
+
+
+def uplink_energy_unchecked_j(time_s, tx_power_w, circuit_power_w, pa_efficiency):
+    """:func:`uplink_energy_j`'s formula without its checks: arrays, or plain floats that the caller checked (a
+    booking of a few log rows, edgefl.sim.booking); so are the other ``*_unchecked_j``."""
     return _power_times_time(tx_power_w / pa_efficiency + circuit_power_w, time_s)
 
 
@@ -32,14 +40,14 @@ def downlink_energy_j(time_s, rx_power_w):
     """Downlink (receive) energy in J: E = P_rx · t  (P_rx in W, t in s)."""
     time_s = require_nonnegative(time_s, "time_s")
     rx_power_w = require_nonnegative(rx_power_w, "rx_power_w")
-    return _power_times_time(rx_power_w, time_s)
+    return downlink_energy_unchecked_j(time_s, rx_power_w)
 
 
 def idle_energy_j(time_s, idle_power_w):
     """Idle energy in J: E = P_idle · t  (a participant waiting, e.g. queued for the channel)."""
     time_s = require_nonnegative(time_s, "time_s")
     idle_power_w = require_nonnegative(idle_power_w, "idle_power_w")
-    return _power_times_time(idle_power_w, time_s)
+    return idle_energy_unchecked_j(time_s, idle_power_w)
 
 
 def promotion_energy_j(time_s, promotion_power_w):
@@ -49,7 +57,7 @@ def promotion_energy_j(time_s, promotion_power_w):
     ``devices.promotion_power_w``)."""
     time_s = require_nonnegative(time_s, "time_s")
     promotion_power_w = require_nonnegative(promotion_power_w, "promotion_power_w")
-    return _power_times_time(promotion_power_w, time_s)
+    return promotion_energy_unchecked_j(time_s, promotion_power_w)
 
 
 def tail_energy_j(time_s, tail_power_w):
@@ -59,4 +67,20 @@ def tail_energy_j(time_s, tail_power_w):
     networks", MobiSys 2012)."""
     time_s = require_nonnegative(time_s, "time_s")
     tail_power_w = require_nonnegative(tail_power_w, "tail_power_w")
+    return tail_energy_unchecked_j(time_s, tail_power_w)
+
+
+def downlink_energy_unchecked_j(time_s, rx_power_w):
+    return _power_times_time(rx_power_w, time_s)
+
+
+def idle_energy_unchecked_j(time_s, idle_power_w):
+    return _power_times_time(idle_power_w, time_s)
+
+
+def promotion_energy_unchecked_j(time_s, promotion_power_w):
+    return _power_times_time(promotion_power_w, time_s)
+
+
+def tail_energy_unchecked_j(time_s, tail_power_w):
     return _power_times_time(tail_power_w, time_s)

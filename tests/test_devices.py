@@ -290,6 +290,26 @@ def test_random_waypoint_keeps_devices_in_the_cell_and_moves_at_their_speed():
     assert np.mean(step) > 5.0  # mostly walking straight (turns shorten the displacement)
 
 
+def test_moved_links_are_the_links_moved_one_after_another_built_when_read():
+    from channel import Link
+    from edgefl.sim.mobility import MovedLinks
+
+    links = [Link.from_budget(0.2, 90.0, 9.0, 3.5, interference_w_per_hz=1e-20), Link.from_snr_db(12.0)]
+    first, second = [101.5, 88.25], [97.0, 120.0]
+    once = MovedLinks(links, first)
+    twice = MovedLinks(once, second)
+    down = MovedLinks(MovedLinks(links, first, 40.0), second)  # (a power given once holds when moved again)
+    assert not once._built  # nothing built before it is read
+    by_hand = links[0].moved(links[0].tx_power_w, first[0]).moved(links[0].tx_power_w, second[0])
+    assert twice[0] == by_hand and twice[-2] is twice[0] and twice[1] is links[1]
+    assert down[0] == links[0].moved(40.0, 90.0).moved(40.0, second[0]) and down[0].tx_power_w == 40.0
+    assert list(twice) == [by_hand, links[1]] and twice[0:1] == [by_hand] and len(twice) == 2
+    with pytest.raises(IndexError):
+        twice[2]
+    with pytest.raises(IndexError):
+        twice[-3]
+
+
 def test_moving_devices_get_the_path_loss_of_their_new_distance(tmp_path):
     from edgefl.runner import write_results
 

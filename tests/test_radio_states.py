@@ -235,15 +235,11 @@ def test_without_a_tail_every_message_pays_its_promotion_at_the_idle_power_by_de
     assert not [e for e in p.events if e.kind == "tail"]
 
 
-@pytest.mark.parametrize("server", ["fedavg", "fedasync"])
-def test_tails_charged_together_as_one_after_another(monkeypatch, server):
-    """The radio charges the tails of a round's end (and those that ran out) together, asking the batteries once
-    (benchmarks [8]); with batteries that run low, every output equals charging them one after another, each
-    tail asking its own battery (as before issue 30)."""
+def _low_battery_outputs(server: str) -> tuple:
+    """metrics, events and battery rows of the quickstart with short radio tails and batteries that run low."""
     from pathlib import Path
 
     from edgefl.scenario import load_scenario
-    from edgefl.sim.radio import RadioStates
 
     sets = [
         "run.rounds=6" if server == "fedavg" else "run.rounds=40",
@@ -260,19 +256,54 @@ def test_tails_charged_together_as_one_after_another(monkeypatch, server):
     if server == "fedasync":
         sets.append("algorithm.fedasync.concurrency=4")
     quickstart = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.toml"
+    result = Simulation(load_scenario(quickstart, sets)).run(progress=False)
+    return result.metrics, [tuple(e) for e in result.events], result.battery
 
-    def outputs():
-        result = Simulation(load_scenario(quickstart, sets)).run(progress=False)
-        return result.metrics, [tuple(e) for e in result.events], result.battery
 
-    together = outputs()
+@pytest.mark.parametrize("server", ["fedavg", "fedasync"])
+def test_tails_charged_together_as_one_after_another(monkeypatch, server):
+    """The radio charges the tails of a round's end (and those that ran out) together, asking the batteries once
+    (benchmarks [8]); with batteries that run low, every output equals charging them one after another, each
+    tail asking its own battery (as before issue 30)."""
+    from edgefl.sim.radio import RadioStates
+
+    together = _low_battery_outputs(server)
     batched = RadioStates._charge_tails
     monkeypatch.setattr(
         RadioStates,
         "_charge_tails",
         lambda self, clients, until: [c for client in clients for c in batched(self, [client], until)],
     )
-    one_by_one = outputs()
+    one_by_one = _low_battery_outputs(server)
     assert any(e[3] == "tail" for e in together[1])  # tails were charged ...
     assert min(row["level_j"] for row in together[2]) < 0.3  # ... from batteries that ran low
     assert together == one_by_one
+
+
+@pytest.mark.parametrize("server", ["fedavg", "fedasync"])
+def test_tails_expired_again_at_the_same_stamp_skip_and_change_nothing(monkeypatch, server):
+    """expire_tails called again at the same time with nothing started, charged, logged or booked since a call that
+    ended no tail returns at once (benchmarks [8]); with batteries that run low, every output equals running every
+    call in full."""
+    from edgefl.sim.radio import RadioStates
+
+    expire, calls = RadioStates.expire_tails, {"all": 0, "skipped": 0}
+
+    def counted(self):
+        before = self._expired_at == (self.env.now, self._changes, self.core.logged())
+        calls["all"] += 1
+        calls["skipped"] += before
+        expire(self)
+
+    monkeypatch.setattr(RadioStates, "expire_tails", counted)
+    skipping = _low_battery_outputs(server)
+    assert calls["skipped"] > calls["all"] / 4  # (it did skip)
+
+    def in_full(self):
+        self._expired_at = None
+        expire(self)
+
+    monkeypatch.setattr(RadioStates, "expire_tails", in_full)
+    full = _low_battery_outputs(server)
+    assert any(e[3] == "tail" for e in skipping[1]) and min(row["level_j"] for row in skipping[2]) < 0.3
+    assert skipping == full

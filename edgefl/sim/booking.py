@@ -8,24 +8,18 @@ from __future__ import annotations
 
 from itertools import accumulate
 from itertools import chain as chained
+from math import isfinite
 from operator import itemgetter
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import numpy as np
 
+import energy
 from edgefl.deployment import Population
 from edgefl.sim.activities import Event
 from edgefl.sim.physics import COMPUTE, DOWNLOAD, UPLOAD
-from energy import (
-    CATEGORIES,
-    EnergyLedger,
-    compute_energy_j,
-    downlink_energy_j,
-    idle_energy_j,
-    promotion_energy_j,
-    tail_energy_j,
-    uplink_energy_j,
-)
+from energy import CATEGORIES, EnergyLedger
 
 # Charge codes of the log rows: the ledger's categories (energy.CATEGORIES), one code each; a radio tail's row
 # names the message it follows in its label, a promotion's the message it precedes.
@@ -56,17 +50,23 @@ class LogRow(NamedTuple):
 
 
 # What each code's log amount is (cycles for compute, seconds otherwise), and its energy in J; ``hz`` and
-# ``tx_w``: the CPU frequency and transmit power each row ran at (a controller's knobs, a throttled CPU).
+# ``tx_w``: the CPU frequency and transmit power each row ran at (a controller's knobs, a throttled CPU); ``f``: the
+# formulas of ``energy/``, checked (arrays: :data:`_CHECKED`) or not (one row's plain floats: :data:`_UNCHECKED`).
 _CHARGES = {
-    CAT_COMPUTE: lambda pop, c, cycles, hz, tx_w: compute_energy_j(cycles, hz, pop.kappa[c], pop.static_power_w[c]),
-    CAT_UPLINK: lambda pop, c, seconds, hz, tx_w: uplink_energy_j(
+    CAT_COMPUTE: lambda f, pop, c, cycles, hz, tx_w: f.compute(cycles, hz, pop.kappa[c], pop.static_power_w[c]),
+    CAT_UPLINK: lambda f, pop, c, seconds, hz, tx_w: f.uplink(
         seconds, tx_w, pop.circuit_power_w[c], pop.pa_efficiency[c]
     ),
-    CAT_DOWNLINK: lambda pop, c, seconds, hz, tx_w: downlink_energy_j(seconds, pop.rx_power_w[c]),
-    CAT_IDLE: lambda pop, c, seconds, hz, tx_w: idle_energy_j(seconds, pop.idle_power_w[c]),
-    CAT_TAIL: lambda pop, c, seconds, hz, tx_w: tail_energy_j(seconds, pop.tail_power_w[c]),
-    CAT_PROMOTION: lambda pop, c, seconds, hz, tx_w: promotion_energy_j(seconds, pop.promotion_power_w[c]),
+    CAT_DOWNLINK: lambda f, pop, c, seconds, hz, tx_w: f.downlink(seconds, pop.rx_power_w[c]),
+    CAT_IDLE: lambda f, pop, c, seconds, hz, tx_w: f.idle(seconds, pop.idle_power_w[c]),
+    CAT_TAIL: lambda f, pop, c, seconds, hz, tx_w: f.tail(seconds, pop.tail_power_w[c]),
+    CAT_PROMOTION: lambda f, pop, c, seconds, hz, tx_w: f.promotion(seconds, pop.promotion_power_w[c]),
 }
+_CHECKED, _UNCHECKED = (
+    SimpleNamespace(**{name: getattr(energy, f"{name}_energy{suffix}_j") for name in CATEGORIES})
+    for suffix in ("", "_unchecked")
+)
+FEW_ROWS = 16  # at most this many rows are priced one by one in floats (benchmarks [8]: 1-3 rows per battery ask)
 
 
 def energies_j(
@@ -78,14 +78,40 @@ def energies_j(
     tx_power_w: np.ndarray,
 ) -> np.ndarray:
     """Energy (J) of log rows given as arrays: charge code, and its amount (cycles for compute,
-    seconds otherwise), at the rows' CPU frequencies and transmit powers; one vectorised call per code."""
+    seconds otherwise), at the rows' CPU frequencies and transmit powers; one vectorised call per code (a few
+    rows: one by one, :func:`_few_energies_j`)."""
+    if len(codes) <= FEW_ROWS:
+        columns = (np.asarray(column).tolist() for column in (clients, codes, amounts, cpu_hz, tx_power_w))
+        few = _few_energies_j(pop, *columns)
+        if few is not None:
+            return np.array(few, dtype=np.float64)
     energy = np.zeros(len(codes))
     present = np.bincount(codes, minlength=len(_CHARGES)) if len(codes) else ()
     for charge_code, charge in _CHARGES.items():
         if present[charge_code]:  # (only the codes the rows have: a call per booking, benchmarks [5])
             sel = np.flatnonzero(codes == charge_code)
-            energy[sel] = charge(pop, clients[sel], amounts[sel], cpu_hz[sel], tx_power_w[sel])
+            energy[sel] = charge(_CHECKED, pop, clients[sel], amounts[sel], cpu_hz[sel], tx_power_w[sel])
     return energy
+
+
+def _few_energies_j(
+    pop: Population, clients: list, codes: list, amounts: list, cpu_hz: list, tx_power_w: list
+) -> list[float] | None:
+    """The energy (J) of each of a few log rows (:func:`energies_j`'s columns as lists), one row at a time in plain
+    floats: the same formulas (the ``energy`` functions' unchecked parts), the same float operations as the arrays',
+    so the same numbers, without the arrays' per-call cost (a booking of 1-3 rows at every battery ask of an
+    asynchronous run, a chain's steps: benchmarks [8]). The checks are the formulas': a row they would refuse (an
+    amount not finite or < 0, a CPU frequency not > 0, a negative transmit power) returns None, to be priced with
+    the arrays, which say why."""
+    out = []
+    for c, code, amount, hz, tx_w in zip(clients, codes, amounts, cpu_hz, tx_power_w):
+        amount, hz, tx_w = float(amount), float(hz), float(tx_w)
+        if not (isfinite(amount) and amount >= 0 and isfinite(hz) and hz >= 0 and isfinite(tx_w) and tx_w >= 0):
+            return None
+        if code == CAT_COMPUTE and not hz > 0:
+            return None
+        out.append(float(_CHARGES[code](_UNCHECKED, pop, int(c), amount, hz, tx_w)))
+    return out
 
 
 def rows_energies_j(pop: Population, rows: list) -> tuple[LogRow, np.ndarray]:

@@ -7,6 +7,7 @@ knobs: the Knobs component; positions and links: Mobility), while the physics re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,8 +20,8 @@ from edgefl.deployment import Population
 class DeviceState:
     cpu_hz: np.ndarray  # each CPU's frequency, Hz (the scenario's, or a controller's)
     tx_power_w: np.ndarray  # each device's transmit power, W (the scenario's, or a controller's)
-    uplink: list[Link]  # each device's link to the base station, at its power and position now
-    downlink: list[Link]
+    uplink: Sequence[Link]  # each device's link to the base station, at its power and position now
+    downlink: Sequence[Link]
     distance_m: np.ndarray | None  # each device's distance to the base station now (m); None: no cell
     cell: np.ndarray | None = None  # several cells: each device's serving cell now [N] ...
     handovers: np.ndarray | None = None  # ... how many times it changed cell so far ...

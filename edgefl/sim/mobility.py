@@ -14,6 +14,7 @@ re-checked with a hysteresis (handover, edgefl.sim.components.CellMobility).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Callable
 
 import numpy as np
@@ -73,13 +74,51 @@ class RandomWaypoint:
             moving = arrived[left[arrived] > 0]
 
     def links(
-        self, uplink: list[Link], downlink: list[Link], path_loss_db, bs_tx_power_w: float
-    ) -> tuple[list[Link], list[Link], np.ndarray]:
+        self, uplink: Sequence[Link], downlink: Sequence[Link], path_loss_db, bs_tx_power_w: float
+    ) -> tuple[Sequence[Link], Sequence[Link], np.ndarray]:
         """The links at the current positions: budget links get the path loss (``path_loss_db(distance_m)``,
         the scenario's model) of the new distance (at least r_min); configured-SNR links do not depend on it.
         Also returns that path loss per device (dB), for the physics' arrays (PhasePhysics.links_moved)."""
         loss_db = np.asarray(path_loss_db(np.maximum(self.distance_m, self.r_min)), dtype=np.float64)
         loss = loss_db.tolist()
-        up = [lk if lk.mode != "budget" else lk.moved(lk.tx_power_w, loss_db) for lk, loss_db in zip(uplink, loss)]  # type: ignore[arg-type]  # a budget link has its power
-        down = [lk if lk.mode != "budget" else lk.moved(bs_tx_power_w, loss_db) for lk, loss_db in zip(downlink, loss)]
-        return up, down, loss_db
+        return MovedLinks(uplink, loss), MovedLinks(downlink, loss, bs_tx_power_w), loss_db
+
+
+class MovedLinks(Sequence[Link]):
+    """``links`` moved to the path losses ``path_loss_db`` [N] (dB) and the transmit power ``tx_power_w`` (None:
+    each link's own): each budget link ``link.moved(...)``, a configured-SNR link as it is. A link is built when it is
+    first read: a moving population's links change at every server update of an asynchronous run, and its physics
+    reads the arrays (PhasePhysics.links_moved), a component a few links (benchmarks [8]: 100 ``Link`` s per update
+    built, a few read). Links moved again are moved from the links these were moved from: ``Link.moved`` takes
+    every field but the power, the path loss and the interference (0) from its link, so the same fields."""
+
+    _links: Sequence[Link]
+    _tx_power_w: float | None
+
+    def __init__(self, links: Sequence[Link], path_loss_db: list[float], tx_power_w: float | None = None):
+        if isinstance(links, MovedLinks):  # (moved again: from the links those were moved from)
+            tx_power_w = links._tx_power_w if tx_power_w is None else tx_power_w
+            links = links._links
+        if len(path_loss_db) != len(links):
+            raise ValueError(f"{len(links)} links and {len(path_loss_db)} path losses")
+        self._links, self._loss_db, self._tx_power_w = links, path_loss_db, tx_power_w
+        self._built: dict[int, Link] = {}
+
+    def __len__(self) -> int:
+        return len(self._links)
+
+    def __getitem__(self, index):  # (an int or a slice, as a list's)
+        if isinstance(index, slice):
+            return [self[k] for k in range(*index.indices(len(self)))]
+        n = len(self._links)
+        k = int(index) + (n if index < 0 else 0)
+        if not 0 <= k < n:
+            raise IndexError(f"link {index} of {n}")
+        link = self._built.get(k)
+        if link is None:
+            link = self._links[k]
+            if link.mode == "budget":
+                power_w = link.tx_power_w if self._tx_power_w is None else self._tx_power_w
+                link = link.moved(power_w, self._loss_db[k])
+            self._built[k] = link
+        return link

@@ -248,6 +248,11 @@ class SimPyPricer:
         """The rows logged in the phase running, not booked yet (empty between phases)."""
         return self._phase_log or []
 
+    def logged(self) -> tuple[int, int, int, int]:
+        """A stamp of what was logged and booked: it changes whenever a row is logged or the ledger is written, so a
+        component can tell that nothing was charged since it last read the batteries (RadioStates.expire_tails)."""
+        return self._ledger.changes, len(self._unbooked), len(self._live.rows), len(self._phase_log or ())
+
     def interrupt(self, client: int, cause: str) -> None:
         """Stop the client's chain now, if it runs (its status: ``cause``)."""
         proc = self._running.get(client)
@@ -630,8 +635,9 @@ class SimPyPricer:
         ends, self._round_ends = self._round_ends, []
         unbooked, self._unbooked = self._unbooked, []
         totals = book(self.pop, self._ledger, self._events, unbooked, [at for at, _ in ends]) if unbooked else []
-        for (_, entry), by_category in zip(ends, totals or [self._ledger.by_category()] * len(ends)):
-            entry[0] = by_category  # (the ledger's energy by category at that round's end)
+        if ends:  # (the ledger's energy by category at each of those rounds' ends)
+            for (_, entry), by_category in zip(ends, totals or [self._ledger.by_category()] * len(ends)):
+                entry[0] = by_category
 
 
 CORE_VALUES = ("cpu_hz", "tx_power_w")  # the per-device values the core itself keeps (device_value)

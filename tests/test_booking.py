@@ -1,0 +1,124 @@
+"""A booking of a few log rows (edgefl.sim.booking, energy.EnergyLedger.add_rows): priced and added one row at a time
+in plain floats, the same numbers, to the byte, as the arrays' path that books many rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgefl.deployment import build_population
+from edgefl.scenario import scenario_from_dict
+from edgefl.sim.booking import CAT_COMPUTE, FEW_ROWS, _few_energies_j, energies_j
+from energy import CATEGORIES, EnergyLedger
+
+
+def _population(num_clients: int):
+    s = scenario_from_dict(
+        {
+            "data": {"name": "synthetic", "num_clients": num_clients, "samples_per_client": 20},
+            "algorithm": {"clients_per_round": 1},
+            "devices": {
+                "cpu_ghz": 1.3,
+                "kappa": 2.7e-28,
+                "static_power_w": 0.07,
+                "pa_efficiency": 0.31,
+                "circuit_power_w": 1.29,
+                "rx_power_w": 1.3,
+                "idle_power_w": 0.02,
+                "promotion_power_w": 1.2,
+                "tail_s": 11.6,
+                "tail_power_w": 1.06,
+                "classes": [{"name": "slow", "share": 0.5, "cpu_ghz": 0.7, "tail_power_w": 0.4}],
+            },
+        }
+    )
+    return build_population(s.network, s.devices, num_clients, 1.0, 1.0, seed=0)
+
+
+def _rows(rng: np.random.Generator, n: int, num_clients: int) -> list[tuple]:
+    """Log rows of every charge code with amounts over many magnitudes (cycles, seconds), CPU frequencies and
+    transmit powers drawn too (a controller's knobs): every float path of the formulas."""
+    rows = []
+    for _ in range(n):
+        code = int(rng.integers(len(CATEGORIES)))
+        amount = float(rng.uniform(1e6, 1e10) if code == CAT_COMPUTE else 10.0 ** rng.uniform(-9, 2))
+        hz, tx_w = float(10.0 ** rng.uniform(8.5, 9.5)), float(rng.uniform(0.0, 0.4))
+        rows.append((int(rng.integers(num_clients)), "k", "l", 0.0, 1.0, 0.0, code, amount, 0.0, "ok", hz, tx_w))
+    return rows
+
+
+def _columns(rows: list[tuple]) -> tuple[np.ndarray, ...]:
+    col = list(zip(*rows))
+    return np.array(col[0]), np.array(col[6]), np.array(col[7]), np.array(col[10]), np.array(col[11])
+
+
+def test_a_few_rows_priced_in_floats_are_the_arrays_numbers():
+    pop, rng = _population(7), np.random.default_rng(3)
+    batches = [_rows(rng, int(rng.integers(1, FEW_ROWS + 1)), 7) for _ in range(300)]
+    every = [row for rows in batches for row in rows]
+    arrays = energies_j(pop, *_columns(every))  # (more than FEW_ROWS rows: the arrays' path)
+    start = 0
+    for rows in batches:
+        few = energies_j(pop, *_columns(rows))
+        assert _few_energies_j(pop, *(column.tolist() for column in _columns(rows))) is not None  # (priced in floats)
+        assert few.tobytes() == arrays[start : start + len(rows)].tobytes()
+        start += len(rows)
+
+
+@pytest.mark.parametrize(
+    "bad, refused",
+    [((7, float("nan")), True), ((7, -1.0), True), ((10, 0.0), True), ((7, float("inf")), False), ((11, -0.1), False)],
+)
+def test_a_row_out_of_the_float_path_goes_to_the_arrays_path(bad, refused):
+    """An amount NaN, negative or infinite, a CPU frequency 0 for a compute row, a negative transmit power: not priced
+    in floats; the checked formulas then say what is wrong (or price it: an infinite amount, a compute row's transmit
+    power, which it does not use)."""
+    pop = _population(3)
+    row = [1, "compute", "train", 0.0, 1.0, 0.0, CAT_COMPUTE, 1e8, 0.0, "ok", 1e9, 0.2]
+    row[bad[0]] = bad[1]
+    args = pop, np.array([1]), np.array([CAT_COMPUTE]), np.array([row[7]]), np.array([row[10]]), np.array([row[11]])
+    assert _few_energies_j(pop, *(column.tolist() for column in args[1:])) is None
+    if refused:
+        with pytest.raises(ValueError):
+            energies_j(*args)
+    else:
+        assert energies_j(*args)[0] > 0
+
+
+def test_a_few_rows_added_to_the_ledger_one_by_one_are_np_add_at():
+    rng = np.random.default_rng(5)
+    one_by_one, at_once = EnergyLedger(4), EnergyLedger(4)
+    for _ in range(300):
+        n = int(rng.integers(1, 9))
+        clients, codes = rng.integers(4, size=n), rng.integers(len(CATEGORIES), size=n)
+        joules = 10.0 ** rng.uniform(-12, 3, size=n)
+        one_by_one.add_rows(clients, codes, joules)
+        np.add.at(at_once._j, (clients, codes), joules)  # (the arrays' path)
+    assert one_by_one.per_client().tobytes() == at_once.per_client().tobytes()
+    assert one_by_one.changes == 300
+
+
+@pytest.mark.parametrize(
+    "clients, codes, joules, error",
+    [
+        ([0, 4], [0, 0], [1.0, 1.0], IndexError),
+        ([0, -1], [0, 0], [1.0, 1.0], IndexError),
+        ([0, 1], [0, 6], [1.0, 1.0], IndexError),
+        ([0, 1], [0, 0], [1.0, float("nan")], ValueError),
+        ([0, 1], [0, 0], [1.0, -1e-9], ValueError),
+        ([0, 1], [0, 0], [1.0, float("inf")], ValueError),
+        ([0, 1], [0], [1.0, 1.0], ValueError),
+    ],
+)
+def test_a_few_bad_rows_are_refused_and_nothing_is_added(clients, codes, joules, error):
+    ledger = EnergyLedger(4)
+    with pytest.raises(error):
+        ledger.add_rows(clients, codes, joules)
+    assert ledger.total() == 0.0 and ledger.changes == 0
+
+
+def test_a_single_row_given_as_scalars_is_added_as_before():
+    ledger = EnergyLedger(3)
+    ledger.add_rows(2, 5, 0.25)  # (scalars: one row)
+    ledger.add_rows([1], [0], [3])  # (an int amount: as a float)
+    assert ledger.per_client()[2, 5] == 0.25 and ledger.per_client()[1, 0] == 3.0 and ledger.changes == 2
