@@ -95,13 +95,18 @@ def check_mcs_table(snr_db, efficiency) -> tuple[np.ndarray, np.ndarray]:
 
 @functools.lru_cache(maxsize=16)
 def _linear_table(snr_db: tuple, efficiency: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """The thresholds (linear) and the efficiencies after a 0 (bit/s/Hz below the lowest threshold): entry k + 1 is
+    the efficiency of the k-th threshold, so a count of thresholds reached indexes it directly."""
     thresholds, efficiencies = check_mcs_table(snr_db, efficiency)
-    return np.asarray(db_to_linear(thresholds)), efficiencies
+    return np.asarray(db_to_linear(thresholds)), np.concatenate(([0.0], efficiencies))
 
 
 def mcs_spectral_efficiency(snr_linear, snr_db=CQI_SNR_DB, efficiency=CQI_EFFICIENCY):
     """bit/s/Hz of the highest entry whose threshold ``snr_linear`` reaches; 0 below the lowest."""
     snr_linear = require_nonnegative(snr_linear, "snr_linear")
-    thresholds, efficiency = _linear_table(tuple(map(float, snr_db)), tuple(map(float, efficiency)))
-    index = np.searchsorted(thresholds, snr_linear, side="right") - 1
-    return out(np.where(index >= 0, efficiency[np.maximum(index, 0)], 0.0))
+    thresholds, after_zero = _linear_table(  # (a network's table is a tuple of floats already: the engine's calls)
+        snr_db if type(snr_db) is tuple else tuple(map(float, snr_db)),
+        efficiency if type(efficiency) is tuple else tuple(map(float, efficiency)),
+    )
+    # one look-up per SNR: the count of thresholds it reaches (0: none, efficiency 0) indexes the table after a 0
+    return out(after_zero[np.searchsorted(thresholds, snr_linear, side="right")])

@@ -59,6 +59,23 @@ def test_cqi_table_lookup_by_hand():
     assert len(CQI_EFFICIENCY) == len(CQI_SNR_DB) == 15
 
 
+def test_cqi_table_lookup_is_the_highest_entry_reached_at_every_snr():
+    """One look-up in the table after a 0 (channel.mcs) gives the entry that the count of thresholds reached names:
+    below, at, between and above the thresholds, 0 and inf, arrays of any shape, a scalar, a table given as lists."""
+    thresholds = 10 ** (np.array(CQI_SNR_DB) / 10)
+    rng = np.random.default_rng(3)
+    snr = np.concatenate([[0.0, np.inf], thresholds, np.nextafter(thresholds, 0), 10 ** rng.uniform(-2, 3, 500)])
+    reached = np.searchsorted(thresholds, snr, side="right")  # thresholds at or below each SNR
+    expected = np.where(reached > 0, np.array(CQI_EFFICIENCY)[np.maximum(reached - 1, 0)], 0.0)
+    np.testing.assert_array_equal(mcs_spectral_efficiency(snr), expected)
+    np.testing.assert_array_equal(mcs_spectral_efficiency(snr.reshape(-1, 2)), expected.reshape(-1, 2))
+    np.testing.assert_array_equal(
+        mcs_spectral_efficiency(snr, list(CQI_SNR_DB), [float(e) for e in CQI_EFFICIENCY]), expected
+    )
+    assert mcs_spectral_efficiency(float(thresholds[4])) == CQI_EFFICIENCY[4]
+    assert mcs_spectral_efficiency(0.0) == 0.0 and isinstance(mcs_spectral_efficiency(0.0), float)
+
+
 def test_shannon_cap_and_mcs_rate_by_hand():
     # 20 dB over 1 MHz: log2(101) = 6.658 bit/s/Hz, capped at 5.55; the CQI table gives 4.5234 (18.7 dB)
     assert link_rate_bps(B, 100.0, "shannon") == pytest.approx(6.658e6, rel=1e-4)

@@ -10,6 +10,7 @@ sharers B/1 .. B/n, so the band never calls the physics while it runs), compute 
 from __future__ import annotations
 
 import copy
+import functools
 from operator import attrgetter
 
 import numpy as np
@@ -148,7 +149,7 @@ class MeanSnr:
         """The shares B/1 .. B/sharers [F] and the ``clients``' mean SNR at each [len(clients), F]: only the
         clients asked for (a table of every client at every share would be N x F, e.g. 8 GB for 10^6 devices and
         1,000 sharers), each entry the same number as in a table of all clients."""
-        shares = bandwidth_hz / np.arange(1, sharers + 1)
+        shares = _shares(bandwidth_hz, sharers)
         table = np.empty((len(clients), sharers))
         configured = ~self.scales_with_band[clients]
         if configured.any():  # a configured SNR does not depend on the bandwidth
@@ -171,6 +172,15 @@ class MeanSnr:
     def instantaneous(self, bandwidth_hz: float, clients: np.ndarray, gains: np.ndarray) -> np.ndarray:
         """SNR with fading gains, as ``Link.snr_linear(B, gain)`` gives it."""
         return faded(self(float(bandwidth_hz))[clients], gains)
+
+
+@functools.lru_cache(maxsize=64)
+def _shares(bandwidth_hz: float, sharers: int) -> np.ndarray:
+    """The FDMA shares B/1 .. B/sharers (Hz) of a band: the same for every phase with as many sharers (a dispatched
+    chain's one-client phase asks at each start: benchmarks [8]), made once, read-only."""
+    shares = bandwidth_hz / np.arange(1, sharers + 1)
+    shares.setflags(write=False)
+    return shares
 
 
 def faded(mean: np.ndarray, gains: np.ndarray | float) -> np.ndarray:
