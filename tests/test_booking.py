@@ -8,7 +8,7 @@ import pytest
 
 from edgefl.deployment import build_population
 from edgefl.scenario import scenario_from_dict
-from edgefl.sim.booking import CAT_COMPUTE, FEW_ROWS, _few_energies_j, energies_j
+from edgefl.sim.booking import CAT_COMPUTE, FEW_ROWS, LogRow, _few_energies_j, energies_j, rows_energies_j
 from energy import CATEGORIES, EnergyLedger
 
 
@@ -62,6 +62,21 @@ def test_a_few_rows_priced_in_floats_are_the_arrays_numbers():
         few = energies_j(pop, *_columns(rows))
         assert _few_energies_j(pop, *(column.tolist() for column in _columns(rows))) is not None  # (priced in floats)
         assert few.tobytes() == arrays[start : start + len(rows)].tobytes()
+        start += len(rows)
+
+
+def test_rows_priced_from_their_columns_are_the_arrays_numbers():
+    """rows_energies_j (the committed energy's cut rows, a battery's ask) prices a few rows from their columns as
+    they are: the bytes of the arrays' path, and the same columns."""
+    pop, rng = _population(7), np.random.default_rng(4)
+    batches = [_rows(rng, int(rng.integers(1, FEW_ROWS + 1)), 7) for _ in range(300)] + [_rows(rng, 40, 7)]
+    every = [row for rows in batches for row in rows]
+    arrays = energies_j(pop, *_columns(every))
+    start = 0
+    for rows in batches:
+        columns, joules = rows_energies_j(pop, rows)
+        assert columns == LogRow._make(zip(*rows))
+        assert joules.dtype == np.float64 and joules.tobytes() == arrays[start : start + len(rows)].tobytes()
         start += len(rows)
 
 

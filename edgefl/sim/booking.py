@@ -115,9 +115,16 @@ def _few_energies_j(
 
 
 def rows_energies_j(pop: Population, rows: list) -> tuple[LogRow, np.ndarray]:
-    """The columns of log rows (a :class:`LogRow` of tuples, by field name) and each row's energy (J)."""
+    """The columns of log rows (a :class:`LogRow` of tuples, by field name) and each row's energy (J). A few rows (the
+    chains of an asynchronous server cut at each update's end: benchmarks [8]) are priced from their columns as they
+    are, without arrays (:func:`energies_j`'s path for them)."""
+    columns = LogRow._make(zip(*rows))
+    if len(rows) <= FEW_ROWS:
+        few = _few_energies_j(pop, columns.client, columns.code, columns.amount, columns.cpu_hz, columns.tx_power_w)
+        if few is not None:
+            return columns, np.array(few, dtype=np.float64)
     energy, _, _ = _priced(pop, rows)
-    return LogRow._make(zip(*rows)), energy
+    return columns, energy
 
 
 def _column(rows: list, field: str, dtype) -> np.ndarray:
