@@ -6,6 +6,7 @@ computed here once per phase, one numpy call per category, with the formulas of 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import accumulate
 from itertools import chain as chained
 from math import isfinite
@@ -95,7 +96,7 @@ def energies_j(
 
 
 def _few_energies_j(
-    pop: Population, clients: list, codes: list, amounts: list, cpu_hz: list, tx_power_w: list
+    pop: Population, clients: Sequence, codes: Sequence, amounts: Sequence, cpu_hz: Sequence, tx_power_w: Sequence
 ) -> list[float] | None:
     """The energy (J) of each of a few log rows (:func:`energies_j`'s columns as lists), one row at a time in plain
     floats: the same formulas (the ``energy`` functions' unchecked parts), the same float operations as the arrays',
@@ -114,13 +115,17 @@ def _few_energies_j(
     return out
 
 
+_PRICED_FIELDS = tuple(LogRow._fields.index(f) for f in ("client", "code", "amount", "cpu_hz", "tx_power_w"))
+
+
 def rows_energies_j(pop: Population, rows: list) -> tuple[LogRow, np.ndarray]:
     """The columns of log rows (a :class:`LogRow` of tuples, by field name) and each row's energy (J). A few rows (the
     chains of an asynchronous server cut at each update's end: benchmarks [8]) are priced from their columns as they
     are, without arrays (:func:`energies_j`'s path for them)."""
-    columns = LogRow._make(zip(*rows))
+    by_field = list(zip(*rows))
+    columns = LogRow._make(by_field)
     if len(rows) <= FEW_ROWS:
-        few = _few_energies_j(pop, columns.client, columns.code, columns.amount, columns.cpu_hz, columns.tx_power_w)
+        few = _few_energies_j(pop, *(by_field[k] for k in _PRICED_FIELDS))
         if few is not None:
             return columns, np.array(few, dtype=np.float64)
     energy, _, _ = _priced(pop, rows)
