@@ -24,6 +24,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from edgefl import __version__, logs  # noqa: E402
+from edgefl.collector import freeze_process  # noqa: E402
 from edgefl.errors import UserError  # noqa: E402  (also known as edgefl.cli.UserError)
 from edgefl.figures import DEFAULT_FORMAT, add_format_argument  # noqa: E402
 
@@ -228,14 +229,15 @@ _OWN_PROCESS = False  # main() without arguments: the `edgefl` command or `pytho
 def settle_imports() -> None:
     """In a process of its own (:func:`main` without arguments), once a command's modules are imported: the objects
     allocated so far (torch's and edgefl's modules, about 300,000, alive as long as the process) are moved out of
-    the garbage collector's reach (gc.freeze), and the collector, off since main started, is turned on again.
+    the garbage collector's reach (gc.freeze: edgefl.collector.freeze_process), and the collector, off since main
+    started, is turned on again.
     Each full collection scans every tracked object: during the imports and the run, the collections cost about
     0.6 s of the quickstart's 2.7 s of CPU (docs/performance.md, "Start-up"). The results are the same (nothing
     in edgefl depends on when garbage is collected). main([...]) called from Python leaves the collector alone."""
     global _OWN_PROCESS
     if _OWN_PROCESS:
         _OWN_PROCESS = False
-        gc.freeze()
+        freeze_process()
         gc.enable()
 
 

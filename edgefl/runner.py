@@ -6,12 +6,9 @@ client sampling, fading), so one seed gives identical numbers whichever executor
 
 from __future__ import annotations
 
-import gc
 import math
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -24,6 +21,7 @@ from tqdm import tqdm
 from edgefl.checkpoint import fingerprint as checkpoint_fingerprint
 from edgefl.checkpoint import restore as restore_checkpoint
 from edgefl.checkpoint import save as save_checkpoint
+from edgefl.collector import frozen_during_run
 from edgefl.errors import UserError
 from edgefl.estimation import estimation_metrics
 from edgefl.logs import get_logger
@@ -134,38 +132,6 @@ class RoundState(NamedTuple):
     missed_count: np.ndarray
 
 
-_FROZEN_LOCK = threading.Lock()
-_RUNS_FROZEN = 0  # runs now inside _heap_frozen (seed runs in threads: edgefl.seed_axis.run_together)
-_WE_FROZE = False  # whether the first of them froze the heap (not when someone else had: the CLI, settle_imports)
-
-
-@contextmanager
-def _heap_frozen() -> Iterator[None]:
-    """The objects that exist when the first of the runs now going starts are kept out of the garbage collector's
-    full collections (gc.freeze) until the last of them ends (gc.unfreeze). Why: a run keeps its events.csv rows
-    as ``Event`` named tuples, which CPython never untracks; an asynchronous run makes ~21,000 of them, and they
-    trigger full collections that traverse the whole process (torch, the data set, modules: ~250,000 objects,
-    ~0.3 s each, ~0.45 ms per chain of benchmarks/run.py [8]; docs/performance.md). Frozen objects are not
-    traversed; garbage made during the run is collected as before, and what was frozen and died meanwhile is
-    collected after the unfreeze. Only the collector's timing changes, never a result. Runs in threads share
-    one freeze (a counter): one run's end does not unfreeze another's. A process that froze its heap itself
-    (the `edgefl` command) is left as it is."""
-    global _RUNS_FROZEN, _WE_FROZE
-    with _FROZEN_LOCK:
-        if _RUNS_FROZEN == 0 and gc.get_freeze_count() == 0:
-            gc.freeze()
-            _WE_FROZE = True
-        _RUNS_FROZEN += 1
-    try:
-        yield
-    finally:
-        with _FROZEN_LOCK:
-            _RUNS_FROZEN -= 1
-            if _RUNS_FROZEN == 0 and _WE_FROZE:
-                _WE_FROZE = False
-                gc.unfreeze()
-
-
 class Simulation:
     """Everything one run needs, built from a validated scenario."""
 
@@ -204,7 +170,7 @@ class Simulation:
         rounds, energy and time to each (summary.json "targets"); ``run.stop_at``: end the run once that target
         is reached and confirmed; ``checkpoint``: where to save the run every ``run.checkpoint_every`` rounds.
         The rounds' rows and the run's outputs are the :class:`Recorder`'s."""
-        with _heap_frozen():  # (the collector's timing only: see _heap_frozen)
+        with frozen_during_run():  # (when garbage is collected only: edgefl.collector)
             return self._run(progress, on_round, targets, checkpoint)
 
     def _run(self, progress: bool, on_round, targets: list[Target] | None, checkpoint: Path | None) -> RunResult:

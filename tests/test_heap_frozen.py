@@ -1,13 +1,15 @@
 """Simulation.run keeps the heap that exists when it starts out of the garbage collector's full collections
-(gc.freeze) and gives it back at its end (edgefl.runner._heap_frozen): garbage is still collected, runs in threads
-share one freeze, and a process that froze its heap itself keeps it frozen."""
+(gc.freeze) and gives it back at its end (edgefl.collector.frozen_during_run): garbage is still collected, runs in
+threads share one freeze, and a process that froze its heap for good (the `edgefl` command) keeps it frozen."""
 
 from __future__ import annotations
 
 import gc
 import weakref
 
-from edgefl.runner import Simulation, _heap_frozen
+import edgefl.collector as collector
+from edgefl.collector import frozen_during_run
+from edgefl.runner import Simulation
 from edgefl.seed_axis import run_together
 
 from conftest import make_scenario
@@ -43,10 +45,10 @@ def test_a_run_freezes_the_heap_it_found_and_unfreezes_it_at_its_end():
 
 def test_runs_in_threads_share_one_freeze():
     gc.unfreeze()
-    with _heap_frozen():
+    with frozen_during_run():
         frozen = gc.get_freeze_count()
         assert frozen > 0
-        with _heap_frozen():  # a second run starts while the first goes on
+        with frozen_during_run():  # a second run starts while the first goes on
             pass
         assert gc.get_freeze_count() > frozen / 2  # its end did not unfreeze the first run's heap
     assert gc.get_freeze_count() == 0
@@ -57,9 +59,10 @@ def test_runs_in_threads_share_one_freeze():
     assert gc.get_freeze_count() == 0
 
 
-def test_a_heap_frozen_by_the_process_stays_frozen():
+def test_a_heap_frozen_by_the_process_stays_frozen(monkeypatch):
     gc.unfreeze()
-    gc.freeze()  # as the `edgefl` command does once its modules are imported (edgefl.cli.settle_imports)
+    monkeypatch.setattr(collector, "_PROCESS_FROZEN", False)  # (set back after the test: the others' process)
+    collector.freeze_process()  # as the `edgefl` command does once its modules are imported (edgefl.cli.settle_imports)
     frozen = gc.get_freeze_count()
     try:
         Simulation(make_scenario("fedavg", rounds=1)).run(progress=False)
