@@ -13,6 +13,8 @@ tuple where a row is logged once per activity: it is the engine's hot path, benc
 
 from __future__ import annotations
 
+import heapq
+
 import simpy
 
 from edgefl.sim.access import RETIME, DedicatedUplink
@@ -41,6 +43,25 @@ class OwnClock:
             raise ValueError(f"Negative delay {seconds}")
         self.waits.append(seconds)
         self.now += seconds
+
+
+def in_end_order(log: list, spans: list[tuple[int, int]]) -> list:
+    """The rows of chains run one after another on own clocks (``log[first:end]`` for each chain's span, in the
+    order the chains started), in the order SimPy would have ended them as processes started together: by end time,
+    ties in the order their timeouts were scheduled (a chain's first step as it started, each next step when the one
+    before ended: SimPy's event ids). On the inline path (:func:`runs_inline`) a row ends each step, at its timeout."""
+    heap = [(log[first][4], order, first, end) for order, (first, end) in enumerate(spans) if first < end]
+    heapq.heapify(heap)
+    scheduled, rows = len(spans), []
+    while heap:
+        _, _, at, end = heap[0]
+        rows.append(log[at])
+        if at + 1 < end:  # the chain's next step, scheduled now
+            heapq.heapreplace(heap, (log[at + 1][4], scheduled, at + 1, end))
+            scheduled += 1
+        else:
+            heapq.heappop(heap)
+    return rows
 
 
 def paths(core) -> tuple[bool, object, object, bool]:
