@@ -556,7 +556,8 @@ class SimPyPricer:
         clients, plans, skip = self._planned(phase)
         now = self.env.now
         last, clock = OwnClock(now), OwnClock(now)  # (two clocks for all the chains: the last one's and the next's)
-        spans = [] if self._events is not None else None  # each chain's rows in the log (for events.csv's order)
+        # each chain's rows in the log, for the event log's order (chain.in_end_order)
+        spans: list[tuple[int, int]] | None = [] if self._events is not None else None
         for c in clients:
             first = len(log)
             deque(chain(self, c, plans[c], completed, log, c in skip, clock), maxlen=0)  # (run to its end)
