@@ -1,9 +1,10 @@
 """A phase's chains on their own clocks (edgefl.sim.chain.OwnClock) equal the same chains as SimPy processes.
 
-Where nothing can see or act on a chain while it runs (SimPyPricer._on_own_clocks: no event log, every step
-inline, no component acting during phases, no deadline, no over-selection), the core runs each chain at once on a
-clock of its own and then lets its SimPy clock pass the last chain's waits. Checked here against the processes:
-the same rows (as a set: the order across clients differs), the same ledger bytes, clock and completions.
+Where nothing can see or act on a chain while it runs (SimPyPricer._on_own_clocks: every step inline, no
+component acting during phases, no deadline, no over-selection), the core runs each chain at once on a clock of its
+own and then lets its SimPy clock pass the last chain's waits. Checked here against the processes: the same rows (as
+a set: without an event log their order across clients differs; with one, the same order: chain.in_end_order), the
+same ledger bytes, clock and completions.
 """
 
 from __future__ import annotations
@@ -58,10 +59,31 @@ def test_own_clocks_equal_processes(devices, monkeypatch):
     assert own.now > 0
 
 
+@pytest.mark.parametrize("devices", [{}, {"slowdown": "exponential", "slowdown_mean": 0.5}])
+def test_own_clocks_keep_the_event_log_in_the_processes_order(devices, monkeypatch):
+    """With an event log (a co-simulated run, benchmarks [3]), the rows come in the order the processes ended them:
+    by end time, ties (every broadcast ends at once) in the order SimPy scheduled them (RunResult.events' order)."""
+    s = scenario(**devices)
+    trace, model = traced(s)
+    own, processes = pricers(s, model)
+    assert own._on_own_clocks(trace[0])
+    monkeypatch.setattr(processes, "_on_own_clocks", lambda phase: False)
+    ties = 0
+    for phase in trace:
+        assert own.price_phase(phase) == processes.price_phase(phase)
+        assert own.now == processes.now
+        rows = [tuple(r) for *_, rows in processes._unbooked for r in rows]
+        assert [tuple(r) for *_, rows in own._unbooked for r in rows] == rows  # the same rows in the same order
+        ties += len(rows) - len({row[4] for row in rows})
+    assert own.events == processes.events and len(own.events) > 0
+    assert own.ledger.per_client().tobytes() == processes.ledger.per_client().tobytes()
+    assert ties > 0  # (rows that end at once: their order is SimPy's scheduling order)
+    assert next(own.env._eid) < next(processes.env._eid)  # (the own clocks' path was taken: fewer SimPy events)
+
+
 def test_own_clocks_only_where_nothing_else_can_see_the_chains():
     s = scenario()
     trace, model = traced(s)
-    assert not pricers(s, model)[0]._on_own_clocks(trace[0])  # an event log: its order would show
     for devices in ({"battery_j": 100.0}, {"tail_s": 0.5, "tail_power_w": 0.3}):
         s = scenario(**devices)
         assert not pricers(s, model, record_events=False)[0]._on_own_clocks(trace[0]), devices

@@ -13,6 +13,8 @@ tuple where a row is logged once per activity: it is the engine's hot path, benc
 
 from __future__ import annotations
 
+import math
+
 import simpy
 
 from edgefl.sim.access import RETIME, DedicatedUplink
@@ -41,6 +43,24 @@ class OwnClock:
             raise ValueError(f"Negative delay {seconds}")
         self.waits.append(seconds)
         self.now += seconds
+
+
+def in_end_order(log: list, spans: list[tuple[int, int]]) -> list:
+    """The rows of chains run one after another on own clocks (``log[first:end]`` for each chain's span, in the
+    order the chains started), in the order SimPy would have ended them as processes started together. SimPy ends
+    its timeouts by time, ties in the order they were scheduled; a chain's first step is scheduled as it starts
+    (before every other step), each next step when the one before it ends. So a row sorts by its end time, then by
+    its predecessor's place, and so on back to the chain's start: the key (end times, newest first, then -inf and
+    the chain's order), compared element by element. On the inline path (:func:`runs_inline`) a row ends each step,
+    at its timeout."""
+    keys = []
+    for order, (first, end) in enumerate(spans):
+        key: tuple = (-math.inf, order)
+        for at in range(first, end):
+            key = (log[at][4], *key)
+            keys.append((key, at))
+    keys.sort()  # (the keys differ: their chain's order ends each)
+    return [log[at] for _, at in keys]
 
 
 def paths(core) -> tuple[bool, object, object, bool]:

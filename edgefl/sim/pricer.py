@@ -35,7 +35,7 @@ from edgefl.plugins import core_fault, positive_finite, returned_fault, shown
 from edgefl.sim.access import RETIME, AirCompUplink, DedicatedUplink, make_uplink
 from edgefl.sim.activities import Event, PhaseRecord
 from edgefl.sim.booking import LiveLog, LogRow, book, rows_energies_j
-from edgefl.sim.chain import OwnClock, chain, cut_rows, runs_inline
+from edgefl.sim.chain import OwnClock, chain, cut_rows, in_end_order, runs_inline
 from edgefl.sim.chain import paths as chain_paths
 from edgefl.sim.component import HOOKS, Component, overriding
 from edgefl.sim.components import default_components
@@ -476,12 +476,11 @@ class SimPyPricer:
         rather than as SimPy processes: the same chain code, times and rows, where nothing can see or act on a chain
         while it runs: every step inline (chain.runs_inline: no wait, no shared channel, no re-timing, no radio
         promotion or tail), no component that acts during phases (Component.acts_during_phases), no deadline, no
-        over-selection (``phase.needed``), no chain of an asynchronous server running; and no event log: the rows
-        of different clients then come in another order, which only events.csv shows (the ledger adds each
-        client's rows in its own order, the same). Re-pricing a trace for a sweep (benchmarks [5])."""
+        over-selection (``phase.needed``), no chain of an asynchronous server running. Where the event log is kept,
+        the rows are then put in the order the processes would have ended them (chain.in_end_order). Re-pricing a
+        trace for a sweep (benchmarks [5]), a synchronous co-simulated run on a plain network (benchmarks [3])."""
         return (
-            self._events is None
-            and self._quiet
+            self._quiet
             and phase.needed is None
             and self.net.deadline_s is None
             and not self._flight
@@ -557,12 +556,19 @@ class SimPyPricer:
         clients, plans, skip = self._planned(phase)
         now = self.env.now
         last, clock = OwnClock(now), OwnClock(now)  # (two clocks for all the chains: the last one's and the next's)
+        # each chain's rows in the log, for the event log's order (chain.in_end_order)
+        spans: list[tuple[int, int]] | None = [] if self._events is not None else None
         for c in clients:
+            first = len(log)
             deque(chain(self, c, plans[c], completed, log, c in skip, clock), maxlen=0)  # (run to its end)
+            if spans is not None:
+                spans.append((first, len(log)))
             if clock.now > last.now:
                 last, clock = clock, last
             clock.now = now  # (the next chain's clock, set back to the phase's start)
             clock.waits.clear()
+        if spans:
+            log[:] = in_end_order(log, spans)
         return last
 
     @journaled
