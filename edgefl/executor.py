@@ -415,7 +415,9 @@ class Executor:
 
     # How the run's evaluation gets its linear model's outputs (edgefl.metrics.Outputs): None, computed there; a
     # lane of edgefl.seed_axis.SeedBatch: with the other runs' models
-    evaluation_outputs: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor] | None] | None = None
+    evaluation_outputs: (
+        Callable[[torch.Tensor], tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]] | None] | None
+    ) = None
 
     def __init__(
         self,

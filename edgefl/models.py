@@ -112,6 +112,7 @@ class FlatModel:
         self._channels_last = len(self.input_shape) == 3 and any(isinstance(m, nn.MaxPool2d) for m in module.modules())
         self.device = torch.device("cpu")
         self.last_evaluation: tuple | None = None  # (data, w, result) of edgefl.metrics.evaluate_global's last call
+        self.evaluation_rows: tuple | None = None  # (data, columns, widths, rows) edgefl.metrics' evaluations read
         self._flops_train: float | None = None
         self._flops_eval: float | None = None
 

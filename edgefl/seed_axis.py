@@ -52,7 +52,7 @@ import torch
 from algorithms.ops import Train, TrainResult
 from edgefl.executor import Executor, LinearGrad, PreparedTrain
 from edgefl.memory import RUNTIME_BYTES, estimate_bytes
-from edgefl.metrics import evaluation_inputs, outputs_of
+from edgefl.metrics import evaluation_inputs
 
 if TYPE_CHECKING:
     from edgefl.scenario import Scenario
@@ -124,6 +124,8 @@ class SeedBatch:
     def inputs(self) -> "SharedInputs | None":
         """The inputs the runs' evaluations share (:class:`SharedInputs`; None: each run evaluates alone), looked for
         at the first evaluation."""
+        if self._inputs is not False:  # (found: read without the lock, which a meeting's training may hold)
+            return self._inputs  # type: ignore[return-value]
         with self._cond:
             if self._inputs is False:
                 self._inputs = SharedInputs.of(self.executors)
@@ -131,14 +133,13 @@ class SeedBatch:
 
     def evaluation_outputs(self, lane: int, w: torch.Tensor):
         """Lane ``lane``'s model ``w`` [d] evaluated with the other lanes' models (edgefl.metrics.Outputs): its
-        outputs on its test and training inputs, the same bits as alone (edgefl.executor.LinearGrad.logits); None
-        where the runs share no inputs (each run then evaluates alone)."""
+        transposed logits on the shared inputs and which of their columns its test and training inputs are (each
+        column the same bits as alone: edgefl.executor.LinearGrad.logits); None where the runs share no inputs (each
+        run then evaluates alone)."""
         inputs = self.inputs
         if inputs is None:
             return None
-        logits = self._meet(lane, _Evaluation(w))  # [K, U]
-        model = self.executors[lane].model
-        return tuple(outputs_of(model, logits, columns) for columns in inputs.columns[lane])
+        return self._meet(lane, _Evaluation(w)), inputs.columns[lane]  # ([K, U], its test and training columns)
 
     def _meet(self, lane: int, request: "Train | _Evaluation") -> Any:
         """Wait until every lane still running waits here, then do what they asked together; lane's result."""
