@@ -154,6 +154,92 @@ def test_test_rows_drawn_from_a_pool_are_evaluated_once_per_pool_image(name, mon
         assert np.array_equal(pooled[key], value) if isinstance(value, np.ndarray) else pooled[key] == value, key
 
 
+@pytest.mark.parametrize("classes", [3, 10, 20])
+def test_cross_entropy_on_transposed_logits_is_used_only_where_it_gives_the_same_bits(classes):
+    """A linear classifier's loss is computed on its transposed logits [K, n] (edgefl.metrics._log_probabilities)
+    only where edgefl.metrics.columns_are_exact finds there the bits of cross_entropy on [n, K]; where it does, they
+    hold beyond its probe: every width (without the columns' padding, the kernel's scalar tail gave other bits in 76
+    of 6,000 losses of these 400 matrices of 15 columns, K = 10, AVX-512), and the argmax's first index of ties."""
+    import torch.nn.functional as F
+
+    from edgefl import metrics
+
+    g = torch.Generator().manual_seed(5)
+    scales = torch.logspace(-2, 1.5, 400).view(-1, 1, 1)
+    x = (torch.randn(400, 15, classes, generator=g) * scales).view(-1, 15, classes)
+    x[::4] = x[::4].round()  # ties
+    y = torch.randint(0, classes, (400, 15), generator=g)
+    wide = torch.randn(1, 1013, classes, generator=g) * 4
+    wide_y = torch.randint(0, classes, (1, 1013), generator=g)
+    if not metrics.columns_are_exact(classes):
+        return  # (the evaluation then uses [n, K]: test_the_evaluation_on_transposed_logits_is_the_row_layouts)
+    for logits, labels in [*zip(x, y), (wide[0], wide_y[0])]:
+        n = logits.shape[0]
+        z = logits.t().contiguous()
+        loss = metrics._log_probabilities(z).take(labels * metrics._padded(n) + torch.arange(n)).neg()
+        expected = F.cross_entropy(logits, labels, reduction="none")
+        assert torch.equal(loss.view(torch.int32), expected.view(torch.int32))
+        assert torch.equal(z.argmax(dim=0), logits.argmax(dim=1))
+
+
+@pytest.mark.parametrize("classes", [3, 10, 20])
+def test_the_evaluation_on_transposed_logits_is_the_row_layouts(classes, monkeypatch):
+    """evaluate_global of a linear classifier (its transposed logits, alone or handed by edgefl.metrics.Outputs in
+    another column order) gives the bits of the [n, K] path (per_sample), on test rows drawn from a pool and images
+    that are both in the pool and in the training set under other labels, evaluation after evaluation (the rows it
+    keeps per run)."""
+    import dataclasses
+
+    from edgefl import metrics
+    from edgefl.data.federated import FederatedData, client_offsets
+    from edgefl.executor import LinearGrad
+
+    g = torch.Generator().manual_seed(7)
+    pool_x, pool_y = torch.randn(301, 1, 28, 28, generator=g), torch.randint(0, classes, (301,), generator=g)
+    train_x, train_y = torch.randn(203, 1, 28, 28, generator=g), torch.randint(0, classes, (203,), generator=g)
+    train_x[:20] = pool_x[:20]  # the same images, other labels
+    train_y[:20] = (pool_y[:20] + 1) % classes
+    train_x[20:30] = train_x[:10]
+    rows = torch.randint(0, 301, (3 * 170,), generator=g).numpy()
+    data = FederatedData(
+        name="pooled",
+        num_classes=classes,
+        input_shape=(1, 28, 28),  # (MNIST's: an input's logits the same bits whichever inputs share the product)
+        train_x=train_x,
+        train_y=train_y,
+        train_offsets=client_offsets([70, 70, 63]),
+        test_x=pool_x[rows],
+        test_y=pool_y[rows],
+        test_offsets=client_offsets([150, 200, 160]),
+        global_test_x=pool_x,
+        global_test_y=pool_y,
+        test_pool_rows=rows,
+    )
+    model = build_model("linear", data.input_shape, classes, seed=0)
+    linear = LinearGrad.of(model)
+    order = torch.randperm(504, generator=g)  # the pool's and the training images, shuffled: as a SeedBatch holds them
+    inputs = torch.cat([pool_x, train_x]).reshape(504, -1)[order]
+    where = torch.empty(504, dtype=torch.int64)
+    where[order] = torch.arange(504)
+    columns = (where[:301], where[301:])
+
+    def outputs(w):
+        return metrics._transposed_logits(model, linear, w, inputs), columns
+
+    plain = dataclasses.replace(data, test_pool_rows=None)  # (each row its own column)
+    for step in range(3):
+        w = model.init_params() + (step + 1) * 0.05 * torch.randn(model.dim, generator=g)
+        evaluations = [(data, None), (data, outputs), (plain, None)]
+        transposed = [metrics._evaluate_global(model, d, w, o) for d, o in evaluations]
+        with monkeypatch.context() as m:
+            m.setitem(metrics._EXACT, classes, False)  # the [n, K] path
+            rows = [metrics._evaluate_global(model, d, w, o) for d, o in evaluations]
+        for got, expected in zip(transposed, rows):
+            assert got.keys() == expected.keys()
+            for key, value in expected.items():
+                assert np.array_equal(got[key], value) if isinstance(value, np.ndarray) else got[key] == value, key
+
+
 def test_test_pool_rows_must_index_the_pool():
     from edgefl.data.federated import FederatedData, client_offsets
 
