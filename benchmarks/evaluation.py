@@ -41,9 +41,12 @@ def simulations(seeds: int, scenario: Path) -> list[Simulation]:
 
 
 def module_outputs(sim: Simulation):
-    """The outputs as the module's forward gives them (the evaluation before the transposed form)."""
+    """The outputs as the module's forward gives them (the evaluation before the transposed form), handed to the
+    evaluation as edgefl.metrics.Outputs: transposed, the test inputs' columns first."""
     test_x, train_x = metrics.evaluation_inputs(sim.data)
-    return lambda w: (sim.model.forward(w, test_x), sim.model.forward(w, train_x))
+    n = test_x.shape[0]
+    columns = (torch.arange(n), torch.arange(n, n + train_x.shape[0]))
+    return lambda w: (torch.cat([sim.model.forward(w, test_x), sim.model.forward(w, train_x)]).t(), columns)
 
 
 def main(argv=None) -> None:
@@ -70,9 +73,11 @@ def main(argv=None) -> None:
         f"CPU, once per seed group); CPU ms per evaluation of one run's model"
     )
 
+    hooks = [module_outputs(s) for s in sims]
+
     def module(_):
         return [
-            [metrics._evaluate_global(s.model, s.data, w, module_outputs(s)) for w in ws] for s, ws in zip(sims, models)
+            [metrics._evaluate_global(s.model, s.data, w, hook) for w in ws] for s, ws, hook in zip(sims, models, hooks)
         ]
 
     def solo(_):

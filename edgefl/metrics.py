@@ -11,8 +11,11 @@ Linear, edgefl.executor.LinearGrad.of) runs in the transposed form W x^T + b (:m
 executor trains it, so one seed gives the same numbers on every path; other models run their module's forward, in
 chunks. The loss and the accuracy are then the same per-sample cross-entropy (or squared error) and argmax on the
 [n, K] outputs for every model (a row's numbers do not depend on the other rows evaluated with it:
-tests/test_models.py). Runs that read the same inputs can have their linear models' outputs computed together, one
-call for all (``outputs``: edgefl.seed_axis), each run's numbers its solo run's, bit for bit.
+tests/test_models.py); a linear classifier's are computed on its transposed logits [K, n] where that gives the same
+bits (:func:`columns_are_exact`; docs/performance.md, "The evaluation after the product"), each test row then reading
+its image's column, with the row indices kept per run. Runs that read the same inputs can have their linear models'
+outputs computed together, one call for all (``outputs``: edgefl.seed_axis), each run's numbers its solo run's, bit
+for bit.
 """
 
 from __future__ import annotations
