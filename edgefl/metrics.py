@@ -137,6 +137,9 @@ def _per_client_mean(values: torch.Tensor, offsets: np.ndarray, owner: torch.Ten
 # padded with zeros to a multiple of COLUMN_PAD, which no CPU's vector width exceeds). 15x faster on the Figure-4
 # study's 10,000 columns (docs/performance.md, "The evaluation after the product").
 COLUMN_PAD = 64
+# The rows' indices are kept per run up to this many rows (about 24 bytes a row; a million devices' 20 million
+# samples: built again at each evaluation, as the [n, K] copy they replace was)
+KEEP_ROWS = 2**22
 _EXACT: dict[int, bool] = {}  # K -> columns_are_exact(K), once per process
 
 
@@ -232,7 +235,8 @@ def _column_scores(model, linear: LinearGrad, data, w: torch.Tensor, outputs: Ou
         plan = kept[3]
     else:
         plan = _RowPlan.of(data, columns, widths)
-        model.evaluation_rows = (data, columns, widths, plan)
+        if len(plan.test.flat) + len(plan.train.flat) <= KEEP_ROWS:
+            model.evaluation_rows = (data, columns, widths, plan)
     test_logp = _log_probabilities(test_z)
     train_logp = test_logp if train_z is test_z else _log_probabilities(train_z)
     test_loss = test_logp.take(plan.test.flat).to(torch.float64).neg_()

@@ -234,7 +234,12 @@ def test_the_evaluation_on_transposed_logits_is_the_row_layouts(classes, monkeyp
         with monkeypatch.context() as m:
             m.setitem(metrics._EXACT, classes, False)  # the [n, K] path
             rows = [metrics._evaluate_global(model, d, w, o) for d, o in evaluations]
-        for got, expected in zip(transposed, rows):
+        with monkeypatch.context() as m:
+            m.setattr(metrics, "KEEP_ROWS", 100)  # (more rows than kept: built again at each evaluation)
+            model.evaluation_rows = None
+            transposed.append(metrics._evaluate_global(model, data, w, outputs))
+            assert model.evaluation_rows is None
+        for got, expected in zip(transposed, [*rows, rows[1]]):
             assert got.keys() == expected.keys()
             for key, value in expected.items():
                 assert np.array_equal(got[key], value) if isinstance(value, np.ndarray) else got[key] == value, key
