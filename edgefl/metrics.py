@@ -188,8 +188,11 @@ class _Rows:
     flat: torch.Tensor
 
     @classmethod
-    def of(cls, column: torch.Tensor, label: torch.Tensor, n: int) -> "_Rows":
+    def of(cls, column: torch.Tensor, label: torch.Tensor, n: int, classes: int) -> "_Rows":
         label = label.to(torch.int64).cpu()
+        bad = label[(label < 0) | (label >= classes)]
+        if bad.numel():  # (as cross_entropy says it: a gathered index would read another class's column)
+            raise IndexError(f"Target {int(bad[0])} is out of bounds.")
         return cls(column, label, label * _padded(n) + column)
 
 
@@ -208,13 +211,16 @@ class _RowPlan:
     owner: torch.Tensor
 
     @classmethod
-    def of(cls, data, columns: "tuple[torch.Tensor, torch.Tensor] | None", widths: tuple[int, int]) -> "_RowPlan":
+    def of(
+        cls, data, columns: "tuple[torch.Tensor, torch.Tensor] | None", widths: tuple[int, int], classes: int
+    ) -> "_RowPlan":
         images, train_at = columns if columns is not None else (torch.arange(widths[0]), torch.arange(widths[1]))
         test_at, test_y, image = images, data.test_y, None
         if _pooled(data):
             image = torch.from_numpy(data.test_pool_rows)
             test_at, test_y = images[image], data.global_test_y[image]
-        test, train = _Rows.of(test_at, test_y, widths[0]), _Rows.of(train_at, data.train_y, widths[1])
+        test = _Rows.of(test_at, test_y, widths[0], classes)
+        train = _Rows.of(train_at, data.train_y, widths[1], classes)
         return cls(test, train, images, image, _owner(data.test_offsets))
 
 
@@ -234,7 +240,7 @@ def _column_scores(model, linear: LinearGrad, data, w: torch.Tensor, outputs: Ou
     if kept is not None and kept[0] is data and kept[1] is columns and kept[2] == widths:
         plan = kept[3]
     else:
-        plan = _RowPlan.of(data, columns, widths)
+        plan = _RowPlan.of(data, columns, widths, linear.K)
         if len(plan.test.flat) + len(plan.train.flat) <= KEEP_ROWS:
             model.evaluation_rows = (data, columns, widths, plan)
     test_logp = _log_probabilities(test_z)

@@ -245,6 +245,20 @@ def test_the_evaluation_on_transposed_logits_is_the_row_layouts(classes, monkeyp
                 assert np.array_equal(got[key], value) if isinstance(value, np.ndarray) else got[key] == value, key
 
 
+def test_a_label_out_of_the_classes_is_an_error_on_transposed_logits_too():
+    """The gathered log-probability of a label outside 0..K-1 would be another class's (take wraps -1): the
+    evaluation says what cross_entropy says."""
+    from edgefl import metrics
+    from edgefl.data.registry import build_federated_data
+
+    data = build_federated_data("synthetic", 3, seed=0)
+    model = build_model("linear", data.input_shape, data.num_classes, seed=0)
+    for label in (-1, data.num_classes):
+        data.train_y[5] = label
+        with pytest.raises(IndexError, match=f"Target {label} is out of bounds"):
+            metrics._evaluate_global(model, data, model.init_params())
+
+
 def test_test_pool_rows_must_index_the_pool():
     from edgefl.data.federated import FederatedData, client_offsets
 
