@@ -15,7 +15,7 @@ import numpy as np
 
 
 class BatteryBank:
-    __slots__ = ("capacity_j", "reserve_j", "harvest_w", "level_j", "harvested_j", "unpaid_j")
+    __slots__ = ("capacity_j", "reserve_j", "harvest_w", "level_j", "harvested_j", "unpaid_j", "_finite")
 
     def __init__(self, capacity_j, reserve_j=0.0, harvest_w=0.0):
         self.capacity_j = np.asarray(capacity_j, dtype=np.float64).copy()
@@ -26,13 +26,20 @@ class BatteryBank:
             raise ValueError("battery capacities must be > 0, reserves and harvest powers >= 0")
         if np.any(self.reserve_j >= self.capacity_j):
             raise ValueError("a battery reserve must be below its capacity")
+        # Every capacity finite (no mains power): every level stays finite, so the masks for inf levels are not needed
+        # (the same numbers without them: an asynchronous run harvests and draws about 3 times per update, benchmarks [8])
+        self._finite = bool(np.isfinite(self.capacity_j).all())
         self.level_j = self.capacity_j.copy()  # full at the start
         self.harvested_j = np.zeros(n)  # what harvesting added (after the cap), since the start
         self.unpaid_j = np.zeros(n)  # what was to be drawn from an empty battery (J): 0 where the ledger is paid
 
     def harvest(self, seconds: float) -> None:
         """Add h_i · seconds to every battery, capped at its capacity."""
-        if seconds > 0:
+        if seconds > 0 and self._finite:
+            level = np.minimum(self.capacity_j, self.level_j + self.harvest_w * seconds)
+            self.harvested_j += level - self.level_j
+            self.level_j = level
+        elif seconds > 0:
             with np.errstate(invalid="ignore"):  # inf capacity + 0 W
                 level = np.minimum(self.capacity_j, self.level_j + self.harvest_w * seconds)
                 self.harvested_j += np.where(np.isfinite(level), level - self.level_j, 0.0)
@@ -43,6 +50,11 @@ class BatteryBank:
         joules = np.asarray(joules, dtype=np.float64)
         if np.any(joules < 0):
             raise ValueError("joules must be >= 0")
+        if self._finite and np.isfinite(joules).all():
+            level = self.level_j - joules
+            self.unpaid_j += np.maximum(0.0, -level)
+            self.level_j = np.maximum(0.0, level)
+            return
         with np.errstate(invalid="ignore"):  # inf - finite stays inf
             level = self.level_j - joules
             self.unpaid_j += np.where(np.isfinite(level), np.maximum(0.0, -level), 0.0)

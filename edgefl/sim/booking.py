@@ -171,6 +171,8 @@ def book(
     ``phases`` (ascending) are charged when the ledger's energy by category is read (a round's end): returned in that
     order, as many readings, the same numbers, as booking the phases in parts with a reading after each."""
     log = list(chained.from_iterable(rows for _, _, rows in phases))
+    if 0 < len(log) <= FEW_ROWS and not len(read_after) and _book_few(pop, ledger, events, phases, log):
+        return []
     energy, client, code = _priced(pop, log)
     rows_before = list(accumulate((len(rows) for _, _, rows in phases), initial=0))
     totals = ledger.add_rows(client, code, energy, [rows_before[k] for k in read_after])
@@ -198,6 +200,35 @@ def book(
             )
         )
     return totals
+
+
+def _book_few(
+    pop: Population,
+    ledger: EnergyLedger,
+    events: list[Event] | None,
+    phases: list[tuple[int, int, list[LogRow]]],
+    log: list,
+) -> bool:
+    """:func:`book` of a few rows (a battery ask of an asynchronous run books 1-3: benchmarks [8]) as they are, in
+    plain floats: priced by :func:`_few_energies_j`, added to the ledger cell by cell (``EnergyLedger.add_cells``),
+    one event per row; the same numbers as the arrays'. False (nothing booked) for a row the formulas' checks would
+    refuse: the arrays then say why."""
+    by_field = list(zip(*log))
+    few = _few_energies_j(pop, *(by_field[k] for k in _PRICED_FIELDS))
+    if few is None:
+        return False
+    codes = by_field[_PRICED_FIELDS[1]]
+    ledger.add_cells(list(zip(map(int, by_field[0]), map(int, codes), few)))
+    if events is not None:
+        k = 0
+        for r, p, rows in phases:
+            for row in rows:
+                c, kind, label, start, end, bits, code, _, cycles, status, hz, tx_w = row
+                events.append(
+                    Event(r, p, c, kind, label, start, end, bits, cycles, few[k], CATEGORIES[code], status, hz, tx_w)
+                )
+                k += 1
+    return True
 
 
 class LiveLog:

@@ -65,11 +65,14 @@ class RandomWaypoint:
         while len(moving):
             to_go = self.waypoint_m[moving] - self.position_m[moving]
             gap = np.hypot(to_go[:, 0], to_go[:, 1])
-            arrive = gap <= left[moving]
-            step = np.where(arrive, 1.0, left[moving] / np.where(gap > 0, gap, 1.0))
+            left_m = left[moving]
+            arrive = gap <= left_m
+            step = np.where(arrive, 1.0, left_m / np.where(gap > 0, gap, 1.0))
             self.position_m[moving] += step[:, None] * to_go
-            left[moving] = np.where(arrive, left[moving] - gap, 0.0)
+            left[moving] = np.where(arrive, left_m - gap, 0.0)
             arrived = moving[arrive]
+            if not len(arrived):  # (drawing no waypoint draws nothing: most updates of an asynchronous run, [8])
+                break
             self.waypoint_m[arrived] = self._draw(self.rng, len(arrived))
             moving = arrived[left[arrived] > 0]
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from edgefl.sim.booking import CAT_IDLE, CAT_TAIL, LogRow
 from edgefl.sim.component import Component
-from energy import tail_energy_j
+from energy import tail_energy_unchecked_j
 
 # What a client is doing within a step (for what an interrupt cuts): waiting, its radio promoting, working.
 WAIT, PROMOTION, WORK = range(3)
@@ -191,18 +191,12 @@ class RadioStates(Component):
             return 0.0
         clients = [client for client, _ in tails]
         spent = [spent_j.get(client, 0.0) for client in clients]
-        charged, seconds = [], []
+        total, power_w = 0.0, self._tail_power_w
         for (client, tail), (end, _) in zip(
             tails, self._tail_ends(clients, float("inf"), [t for _, t in tails], spent)
         ):
-            if end > tail[1]:
-                charged.append(client)
-                seconds.append(end - tail[1])
-        total = 0.0
-        if charged:  # one vectorised call; summed in the same order as one tail after another
-            joules = np.atleast_1d(tail_energy_j(np.array(seconds), np.array(self._tail_power_w)[charged]))
-            for j in joules.tolist():
-                total += j
+            if end > tail[1]:  # (seconds > 0 and a power >= 0, as the population checked it: the formula alone)
+                total += tail_energy_unchecked_j(float(end - tail[1]), power_w[client])  # (summed in tail order)
         return total
 
     def expire_tails(self) -> None:
