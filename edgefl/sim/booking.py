@@ -68,6 +68,9 @@ _CHECKED, _UNCHECKED = (
     for suffix in ("", "_unchecked")
 )
 FEW_ROWS = 16  # at most this many rows are priced one by one in floats (benchmarks [8]: 1-3 rows per battery ask)
+# At most this many rows are booked one by one in floats (benchmarks [8]: 1-3 rows per battery ask, and ~30 radio
+# tails charged at every server update's end; about where the arrays' per-call cost equals the rows' Python)
+BOOK_FEW_ROWS = 48
 
 
 def energies_j(
@@ -171,7 +174,7 @@ def book(
     ``phases`` (ascending) are charged when the ledger's energy by category is read (a round's end): returned in that
     order, as many readings, the same numbers, as booking the phases in parts with a reading after each."""
     log = list(chained.from_iterable(rows for _, _, rows in phases))
-    if 0 < len(log) <= FEW_ROWS and not len(read_after) and _book_few(pop, ledger, events, phases, log):
+    if 0 < len(log) <= BOOK_FEW_ROWS and not len(read_after) and _book_few(pop, ledger, events, phases, log):
         return []
     energy, client, code = _priced(pop, log)
     rows_before = list(accumulate((len(rows) for _, _, rows in phases), initial=0))

@@ -63,13 +63,14 @@ class RandomWaypoint:
         self.time_s = max(self.time_s, now_s)
         moving = np.flatnonzero(left > 0)
         while len(moving):
-            to_go = self.waypoint_m[moving] - self.position_m[moving]
+            at = slice(None) if len(moving) == len(left) else moving  # (every device: views, not copies)
+            to_go = self.waypoint_m[at] - self.position_m[at]
             gap = np.hypot(to_go[:, 0], to_go[:, 1])
-            left_m = left[moving]
+            left_m = left[at]
             arrive = gap <= left_m
             step = np.where(arrive, 1.0, left_m / np.where(gap > 0, gap, 1.0))
-            self.position_m[moving] += step[:, None] * to_go
-            left[moving] = np.where(arrive, left_m - gap, 0.0)
+            self.position_m[at] += step[:, None] * to_go
+            left[at] = np.where(arrive, left_m - gap, 0.0)
             arrived = moving[arrive]
             if not len(arrived):  # (drawing no waypoint draws nothing: most updates of an asynchronous run, [8])
                 break
