@@ -271,11 +271,11 @@ class Mobility(Component):
         cell, devices = self.pop.cell, self.core.devices
         self.walk.advance(self.core.env.now)
         assert cell is not None
-        devices.uplink, devices.downlink, loss_db = self.walk.links(
+        devices.uplink, devices.downlink = self.walk.links(
             devices.uplink, devices.downlink, cell.path_loss_db, cell.bs_power_w
         )
         devices.distance_m = self.walk.distance_m
-        self.core.physics.links_moved(loss_db, cell.bs_power_w)
+        self.core.physics.links_moved()
 
     def round_start(self) -> None:
         self._move()

@@ -79,13 +79,11 @@ class RandomWaypoint:
 
     def links(
         self, uplink: Sequence[Link], downlink: Sequence[Link], path_loss_db, bs_tx_power_w: float
-    ) -> tuple[Sequence[Link], Sequence[Link], np.ndarray]:
+    ) -> tuple[MovedLinks, MovedLinks]:
         """The links at the current positions: budget links get the path loss (``path_loss_db(distance_m)``,
-        the scenario's model) of the new distance (at least r_min); configured-SNR links do not depend on it.
-        Also returns that path loss per device (dB), for the physics' arrays (PhasePhysics.links_moved)."""
+        the scenario's model) of the new distance (at least r_min); configured-SNR links do not depend on it."""
         loss_db = np.asarray(path_loss_db(np.maximum(self.distance_m, self.r_min)), dtype=np.float64)
-        loss = loss_db.tolist()
-        return MovedLinks(uplink, loss), MovedLinks(downlink, loss, bs_tx_power_w), loss_db
+        return MovedLinks(uplink, loss_db), MovedLinks(downlink, loss_db, bs_tx_power_w)
 
 
 class MovedLinks(Sequence[Link]):
@@ -99,14 +97,20 @@ class MovedLinks(Sequence[Link]):
     _links: Sequence[Link]
     _tx_power_w: float | None
 
-    def __init__(self, links: Sequence[Link], path_loss_db: list[float], tx_power_w: float | None = None):
+    def __init__(self, links: Sequence[Link], path_loss_db, tx_power_w: float | None = None):
         if isinstance(links, MovedLinks):  # (moved again: from the links those were moved from)
             tx_power_w = links._tx_power_w if tx_power_w is None else tx_power_w
             links = links._links
         if len(path_loss_db) != len(links):
             raise ValueError(f"{len(links)} links and {len(path_loss_db)} path losses")
-        self._links, self._loss_db, self._tx_power_w = links, path_loss_db, tx_power_w
+        self._links, self._tx_power_w = links, tx_power_w
+        self.path_loss_db = np.asarray(path_loss_db, dtype=np.float64)  # [N] dB, every link's (read-only)
         self._built: dict[int, Link] = {}
+
+    def power_w(self, own):
+        """The transmit power of links moved here (W): ``own``, the links' own (a float, or an array of every link's),
+        unless one was given for all."""
+        return own if self._tx_power_w is None else self._tx_power_w
 
     def __len__(self) -> int:
         return len(self._links)
@@ -122,7 +126,6 @@ class MovedLinks(Sequence[Link]):
         if link is None:
             link = self._links[k]
             if link.mode == "budget":
-                power_w = link.tx_power_w if self._tx_power_w is None else self._tx_power_w
-                link = link.moved(power_w, self._loss_db[k])
+                link = link.moved(self.power_w(link.tx_power_w), self.path_loss_db[k])
             self._built[k] = link
         return link
