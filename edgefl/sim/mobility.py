@@ -90,9 +90,10 @@ class MovedLinks(Sequence[Link]):
     """``links`` moved to the path losses ``path_loss_db`` [N] (dB) and the transmit power ``tx_power_w`` (None:
     each link's own): each budget link ``link.moved(...)``, a configured-SNR link as it is. A link is built when it is
     first read: a moving population's links change at every server update of an asynchronous run, and its physics
-    reads the arrays (PhasePhysics.links_moved), a component a few links (benchmarks [8]: 100 ``Link`` s per update
-    built, a few read). Links moved again are moved from the links these were moved from: ``Link.moved`` takes
-    every field but the power, the path loss and the interference (0) from its link, so the same fields."""
+    reads the arrays (PhasePhysics.links_moved: MeanSnr.moved, by the same rule, channel.link.moved_fields), a
+    component a few links (benchmarks [8]: 100 ``Link`` s per update built, a few read). Links moved again are moved
+    from the links these were moved from: a move sets the power, the path loss and the interference (0) and keeps
+    every other field of its link, so the same fields."""
 
     _links: Sequence[Link]
     _tx_power_w: float | None
