@@ -11,6 +11,8 @@ C_i − L_i + harvested_i = drawn_i holds exactly, and drawn_i = charged_i where
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 
 
@@ -35,29 +37,23 @@ class BatteryBank:
 
     def harvest(self, seconds: float) -> None:
         """Add h_i · seconds to every battery, capped at its capacity."""
-        if seconds > 0 and self._finite:
-            level = np.minimum(self.capacity_j, self.level_j + self.harvest_w * seconds)
-            self.harvested_j += level - self.level_j
-            self.level_j = level
-        elif seconds > 0:
-            with np.errstate(invalid="ignore"):  # inf capacity + 0 W
+        if seconds > 0:
+            with nullcontext() if self._finite else np.errstate(invalid="ignore"):  # inf capacity + 0 W
                 level = np.minimum(self.capacity_j, self.level_j + self.harvest_w * seconds)
-                self.harvested_j += np.where(np.isfinite(level), level - self.level_j, 0.0)
+                gained = level - self.level_j
+                self.harvested_j += gained if self._finite else np.where(np.isfinite(level), gained, 0.0)
             self.level_j = level
 
     def draw(self, joules) -> None:
         """Take ``joules`` [N] (>= 0) from the batteries; a level never goes below 0 (the rest: ``unpaid_j``)."""
         joules = np.asarray(joules, dtype=np.float64)
-        if (joules < 0).any():
+        if (joules < 0).any():  # (method calls: np.any/np.all cost more on 50 values)
             raise ValueError("joules must be >= 0")
-        if self._finite and np.isfinite(joules).all():  # (method calls: np.any/np.all cost more on 50 values)
+        finite = self._finite and bool(np.isfinite(joules).all())
+        with nullcontext() if finite else np.errstate(invalid="ignore"):  # inf - finite stays inf
             level = self.level_j - joules
-            self.unpaid_j += np.maximum(0.0, -level)
-            self.level_j = np.maximum(0.0, level)
-            return
-        with np.errstate(invalid="ignore"):  # inf - finite stays inf
-            level = self.level_j - joules
-            self.unpaid_j += np.where(np.isfinite(level), np.maximum(0.0, -level), 0.0)
+            short = np.maximum(0.0, -level)
+            self.unpaid_j += short if finite else np.where(np.isfinite(level), short, 0.0)
             self.level_j = np.maximum(0.0, level)
 
     def _rounding_j(self) -> np.ndarray:

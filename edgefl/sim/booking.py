@@ -180,28 +180,7 @@ def book(
     rows_before = list(accumulate((len(rows) for _, _, rows in phases), initial=0))
     totals = ledger.add_rows(client, code, energy, [rows_before[k] for k in read_after])
     if events is not None:
-        col = LogRow._make(zip(*log))
-        rounds = [r for r, _, rows in phases for _ in rows]
-        phase_ids = [p for _, p, rows in phases for _ in rows]
-        events.extend(
-            map(  # type: ignore[call-overload]  # col's fields hold columns (tuples), not one row's values
-                Event,
-                rounds,
-                phase_ids,
-                col.client,
-                col.kind,
-                col.label,
-                col.start_s,
-                col.end_s,
-                col.bits,
-                col.cycles,
-                energy.tolist(),
-                map(CATEGORIES.__getitem__, code.tolist()),
-                col.status,
-                col.cpu_hz,
-                col.tx_power_w,
-            )
-        )
+        events.extend(_events(phases, energy.tolist()))
     return totals
 
 
@@ -223,15 +202,17 @@ def _book_few(
     codes = by_field[_PRICED_FIELDS[1]]
     ledger.add_cells(list(zip(map(int, by_field[0]), map(int, codes), few)))
     if events is not None:
-        k = 0
-        for r, p, rows in phases:
-            for row in rows:
-                c, kind, label, start, end, bits, code, _, cycles, status, hz, tx_w = row
-                events.append(
-                    Event(r, p, c, kind, label, start, end, bits, cycles, few[k], CATEGORIES[code], status, hz, tx_w)
-                )
-                k += 1
+        events.extend(_events(phases, few))
     return True
+
+
+def _events(phases: list[tuple[int, int, list[LogRow]]], energy_j: list[float]):
+    """The events.csv rows of phases' log rows, each with its energy (J, in log order) and its category's name."""
+    k = 0
+    for r, p, rows in phases:
+        for c, kind, label, start, end, bits, code, _, cycles, status, hz, tx_w in rows:
+            yield Event(r, p, c, kind, label, start, end, bits, cycles, energy_j[k], CATEGORIES[code], status, hz, tx_w)
+            k += 1
 
 
 class LiveLog:
