@@ -69,6 +69,13 @@ def snr_from_link(
     return out(snr)
 
 
+def moved_fields(tx_power_w, path_loss_db) -> dict:
+    """What moving a budget link sets, every other field kept: the transmit power [W] and path loss [dB] at the new
+    position, and no interference (what was measured at the old one no longer holds). The one rule of a move: one
+    link's floats (:meth:`Link.moved`), or a moving population's arrays (edgefl.sim.physics.MeanSnr.moved)."""
+    return {"tx_power_w": tx_power_w, "path_loss_db": path_loss_db, "interference_w_per_hz": 0.0}
+
+
 @dataclass(frozen=True)
 class Link:
     """One client's mean (large-scale) uplink.
@@ -151,8 +158,7 @@ class Link:
         link = object.__new__(Link)
         fields = link.__dict__  # (a frozen dataclass: its fields set as its own __init__ sets them)
         fields.update(self.__dict__)
-        fields["tx_power_w"], fields["path_loss_db"] = float(tx_power_w), float(path_loss_db)
-        fields["interference_w_per_hz"] = 0.0
+        fields.update(moved_fields(float(tx_power_w), float(path_loss_db)))
         return link
 
     def snr_linear(self, bandwidth_hz, fading_gain=1.0):

@@ -106,7 +106,11 @@ class EnergyLedger:
         joules = np.asarray(joules, dtype=np.float64).reshape(-1)
         if not (clients.shape == categories.shape == joules.shape):
             raise ValueError("clients, categories and joules must have the same length")
-        rows = list(zip(clients.tolist(), categories.tolist(), joules.tolist()))
+        self.add_cells(list(zip(clients.tolist(), categories.tolist(), joules.tolist())))
+
+    def add_cells(self, rows: list[tuple[int, int, float]]) -> None:
+        """:meth:`add_rows` of a few rows given as (client, category index, J) of plain ints and floats, one cell after
+        another (a booking of a few log rows: benchmarks [8])."""
         n, cells = self.num_clients, self._j
         for client, category, j in rows:
             if type(client) is not int or not 0 <= client < n:

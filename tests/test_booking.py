@@ -137,3 +137,27 @@ def test_a_single_row_given_as_scalars_is_added_as_before():
     ledger.add_rows(2, 5, 0.25)  # (scalars: one row)
     ledger.add_rows([1], [0], [3])  # (an int amount: as a float)
     assert ledger.per_client()[2, 5] == 0.25 and ledger.per_client()[1, 0] == 3.0 and ledger.changes == 2
+
+
+def test_a_few_rows_booked_in_floats_are_the_arrays_ledger_and_events(monkeypatch):
+    """book() of up to BOOK_FEW_ROWS rows (a battery ask's 1-3, an update's ~30 radio tails) prices and adds them in
+    floats: the ledger's bytes and the events of booking the same batches through the arrays."""
+    import edgefl.sim.booking as booking
+
+    pop, rng = _population(7), np.random.default_rng(6)
+    batches = [
+        [(r, p, _rows(rng, int(rng.integers(1, 12)), 7)) for r, p in ((0, 0), (1, 2))][: int(rng.integers(1, 3))]
+        for _ in range(200)
+    ]
+    assert max(sum(len(rows) for _, _, rows in phases) for phases in batches) <= booking.BOOK_FEW_ROWS
+    results = []
+    for few_rows in (booking.BOOK_FEW_ROWS, 0):  # (0: every booking through the arrays)
+        monkeypatch.setattr(booking, "BOOK_FEW_ROWS", few_rows)
+        ledger, events = EnergyLedger(7), []
+        for phases in batches:
+            booking.book(pop, ledger, events, phases)
+        results.append((ledger.per_client().tobytes(), ledger.changes, events))
+    (floats, floats_changes, floats_events), (arrays, arrays_changes, arrays_events) = results
+    assert floats == arrays and floats_changes == arrays_changes == 200
+    assert floats_events == arrays_events and len(floats_events) > 1000
+    assert all(type(e.energy_j) is float for e in floats_events)

@@ -296,3 +296,21 @@ def test_uplink_refuses_a_power_amplifier_efficiency_outside_0_1(efficiency):
 def test_zero_power_for_an_unbounded_time_is_zero_joules_and_inf_passes_the_checks():
     assert uplink_energy_j(float("inf"), 0.0) == 0.0
     assert compute_energy_j(0.0, 1e9) == 0.0
+
+
+def test_finite_batteries_harvest_and_draw_as_with_the_inf_masks():
+    """Every capacity finite: harvest and draw skip the masks for infinite levels, the same numbers as a bank with a
+    mains-powered device beside them (which takes the masked path)."""
+    rng = np.random.default_rng(7)
+    finite = BatteryBank([30.0, 60.0, 5.0], [3.0, 6.0, 0.5], [0.02, 0.0, 0.04])
+    masked = BatteryBank([30.0, 60.0, 5.0, math.inf], [3.0, 6.0, 0.5, 0.0], [0.02, 0.0, 0.04, 0.0])
+    assert finite._finite and not masked._finite
+    for _ in range(500):
+        seconds, joules = float(rng.exponential(20.0)), rng.exponential(0.5, size=3) * (rng.random(3) < 0.7)
+        finite.harvest(seconds)
+        masked.harvest(seconds)
+        finite.draw(joules)
+        masked.draw(np.append(joules, 1.0))
+    for name in ("level_j", "harvested_j", "unpaid_j"):
+        assert getattr(finite, name).tobytes() == getattr(masked, name)[:3].tobytes()
+    assert finite.unpaid_j.max() > 0 and finite.harvested_j.max() > 0  # (emptied and harvested back)

@@ -131,15 +131,19 @@ def test_vectorised_mean_snr_matches_the_scalar_link_formula(budget):
 @pytest.mark.parametrize("budget", [False, True])
 def test_moved_mean_snr_is_the_mean_snr_of_the_moved_links(budget):
     """MeanSnr.moved (a moving population's mean SNRs from arrays) gives the arrays, and the SNRs, that MeanSnr
-    gives reading every moved link (Link.moved) again: bit for bit."""
+    gives reading every moved link (Link.moved) again: bit for bit, also when moved a second time."""
+    from edgefl.sim.mobility import MovedLinks
+
     _, population = world("fdma", budget=budget)
-    loss_db = np.random.default_rng(1).uniform(80.0, 130.0, size=N)
+    rng = np.random.default_rng(1)
     for links, power_w in ((population.uplink, None), (population.downlink, 20.0)):
+        first, loss_db = rng.uniform(80.0, 130.0, size=N), rng.uniform(80.0, 130.0, size=N)
         moved = [
             lk if lk.mode != "budget" else lk.moved(lk.tx_power_w if power_w is None else power_w, loss)
             for lk, loss in zip(links, loss_db.tolist())
         ]
-        want, got = MeanSnr(moved), MeanSnr(links).moved(moved, loss_db, power_w)
+        once = MovedLinks(links, first, power_w)
+        want, got = MeanSnr(moved), MeanSnr(links).moved(once).moved(MovedLinks(once, loss_db))
         assert list(got._budget) == list(want._budget)
         for name, column in want._budget.items():
             np.testing.assert_array_equal(got._budget[name], column)

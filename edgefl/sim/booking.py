@@ -68,6 +68,9 @@ _CHECKED, _UNCHECKED = (
     for suffix in ("", "_unchecked")
 )
 FEW_ROWS = 16  # at most this many rows are priced one by one in floats (benchmarks [8]: 1-3 rows per battery ask)
+# At most this many rows are booked one by one in floats (benchmarks [8]: 1-3 rows per battery ask, and ~30 radio
+# tails charged at every server update's end; about where the arrays' per-call cost equals the rows' Python)
+BOOK_FEW_ROWS = 48
 
 
 def energies_j(
@@ -171,33 +174,45 @@ def book(
     ``phases`` (ascending) are charged when the ledger's energy by category is read (a round's end): returned in that
     order, as many readings, the same numbers, as booking the phases in parts with a reading after each."""
     log = list(chained.from_iterable(rows for _, _, rows in phases))
+    if 0 < len(log) <= BOOK_FEW_ROWS and not len(read_after) and _book_few(pop, ledger, events, phases, log):
+        return []
     energy, client, code = _priced(pop, log)
     rows_before = list(accumulate((len(rows) for _, _, rows in phases), initial=0))
     totals = ledger.add_rows(client, code, energy, [rows_before[k] for k in read_after])
     if events is not None:
-        col = LogRow._make(zip(*log))
-        rounds = [r for r, _, rows in phases for _ in rows]
-        phase_ids = [p for _, p, rows in phases for _ in rows]
-        events.extend(
-            map(  # type: ignore[call-overload]  # col's fields hold columns (tuples), not one row's values
-                Event,
-                rounds,
-                phase_ids,
-                col.client,
-                col.kind,
-                col.label,
-                col.start_s,
-                col.end_s,
-                col.bits,
-                col.cycles,
-                energy.tolist(),
-                map(CATEGORIES.__getitem__, code.tolist()),
-                col.status,
-                col.cpu_hz,
-                col.tx_power_w,
-            )
-        )
+        events.extend(_events(phases, energy.tolist()))
     return totals
+
+
+def _book_few(
+    pop: Population,
+    ledger: EnergyLedger,
+    events: list[Event] | None,
+    phases: list[tuple[int, int, list[LogRow]]],
+    log: list,
+) -> bool:
+    """:func:`book` of a few rows (a battery ask of an asynchronous run books 1-3: benchmarks [8]) as they are, in
+    plain floats: priced by :func:`_few_energies_j`, added to the ledger cell by cell (``EnergyLedger.add_cells``),
+    one event per row; the same numbers as the arrays'. False (nothing booked) for a row the formulas' checks would
+    refuse: the arrays then say why."""
+    by_field = list(zip(*log))
+    few = _few_energies_j(pop, *(by_field[k] for k in _PRICED_FIELDS))
+    if few is None:
+        return False
+    codes = by_field[_PRICED_FIELDS[1]]
+    ledger.add_cells(list(zip(map(int, by_field[0]), map(int, codes), few)))
+    if events is not None:
+        events.extend(_events(phases, few))
+    return True
+
+
+def _events(phases: list[tuple[int, int, list[LogRow]]], energy_j: list[float]):
+    """The events.csv rows of phases' log rows, each with its energy (J, in log order) and its category's name."""
+    k = 0
+    for r, p, rows in phases:
+        for c, kind, label, start, end, bits, code, _, cycles, status, hz, tx_w in rows:
+            yield Event(r, p, c, kind, label, start, end, bits, cycles, energy_j[k], CATEGORIES[code], status, hz, tx_w)
+            k += 1
 
 
 class LiveLog:

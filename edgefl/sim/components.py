@@ -92,6 +92,7 @@ class Batteries(Component):
         self.bank = BatteryBank(population.battery_j, population.battery_reserve_j, population.harvest_w)
         self._time, self._spent = 0.0, np.zeros(population.num_clients)
         self._drawn_at = (0.0, 0)  # (simulated time, ledger.changes) of the last draw: nothing to do while both hold
+        self._levels_j = self.bank.level_j.tolist()  # the levels after the last draw, as floats (left_j reads a few)
 
     exposes = {
         "battery_j": "each device's battery level now (J)",
@@ -118,6 +119,7 @@ class Batteries(Component):
         self.bank.draw(spent - self._spent)
         self._time, self._spent = now, spent
         self._drawn_at = (now, ledger.changes)
+        self._levels_j = self.bank.level_j.tolist()
 
     def settle(self) -> None:
         """Bring the levels to now: what the ledger charged since the last update is drawn, radio tails that have
@@ -130,7 +132,8 @@ class Batteries(Component):
         """The joules each client's battery has left now, once what it has been charged is drawn (the phase
         running's rows of it included); inf for mains power."""
         self._draw()
-        levels = self.bank.level_j[clients].tolist()
+        levels_j = self._levels_j
+        levels = [levels_j[c] for c in clients]
         log = self.core.current_log()
         if not log:
             return levels
@@ -268,11 +271,11 @@ class Mobility(Component):
         cell, devices = self.pop.cell, self.core.devices
         self.walk.advance(self.core.env.now)
         assert cell is not None
-        devices.uplink, devices.downlink, loss_db = self.walk.links(
+        devices.uplink, devices.downlink = self.walk.links(
             devices.uplink, devices.downlink, cell.path_loss_db, cell.bs_power_w
         )
         devices.distance_m = self.walk.distance_m
-        self.core.physics.links_moved(loss_db, cell.bs_power_w)
+        self.core.physics.links_moved()
 
     def round_start(self) -> None:
         self._move()

@@ -63,46 +63,55 @@ class RandomWaypoint:
         self.time_s = max(self.time_s, now_s)
         moving = np.flatnonzero(left > 0)
         while len(moving):
-            to_go = self.waypoint_m[moving] - self.position_m[moving]
+            at = slice(None) if len(moving) == len(left) else moving  # (every device: views, not copies)
+            to_go = self.waypoint_m[at] - self.position_m[at]
             gap = np.hypot(to_go[:, 0], to_go[:, 1])
-            arrive = gap <= left[moving]
-            step = np.where(arrive, 1.0, left[moving] / np.where(gap > 0, gap, 1.0))
-            self.position_m[moving] += step[:, None] * to_go
-            left[moving] = np.where(arrive, left[moving] - gap, 0.0)
+            left_m = left[at]
+            arrive = gap <= left_m
+            step = np.where(arrive, 1.0, left_m / np.where(gap > 0, gap, 1.0))
+            self.position_m[at] += step[:, None] * to_go
+            left[at] = np.where(arrive, left_m - gap, 0.0)
             arrived = moving[arrive]
+            if not len(arrived):  # (drawing no waypoint draws nothing: most updates of an asynchronous run, [8])
+                break
             self.waypoint_m[arrived] = self._draw(self.rng, len(arrived))
             moving = arrived[left[arrived] > 0]
 
     def links(
         self, uplink: Sequence[Link], downlink: Sequence[Link], path_loss_db, bs_tx_power_w: float
-    ) -> tuple[Sequence[Link], Sequence[Link], np.ndarray]:
+    ) -> tuple[MovedLinks, MovedLinks]:
         """The links at the current positions: budget links get the path loss (``path_loss_db(distance_m)``,
-        the scenario's model) of the new distance (at least r_min); configured-SNR links do not depend on it.
-        Also returns that path loss per device (dB), for the physics' arrays (PhasePhysics.links_moved)."""
+        the scenario's model) of the new distance (at least r_min); configured-SNR links do not depend on it."""
         loss_db = np.asarray(path_loss_db(np.maximum(self.distance_m, self.r_min)), dtype=np.float64)
-        loss = loss_db.tolist()
-        return MovedLinks(uplink, loss), MovedLinks(downlink, loss, bs_tx_power_w), loss_db
+        return MovedLinks(uplink, loss_db), MovedLinks(downlink, loss_db, bs_tx_power_w)
 
 
 class MovedLinks(Sequence[Link]):
     """``links`` moved to the path losses ``path_loss_db`` [N] (dB) and the transmit power ``tx_power_w`` (None:
     each link's own): each budget link ``link.moved(...)``, a configured-SNR link as it is. A link is built when it is
     first read: a moving population's links change at every server update of an asynchronous run, and its physics
-    reads the arrays (PhasePhysics.links_moved), a component a few links (benchmarks [8]: 100 ``Link`` s per update
-    built, a few read). Links moved again are moved from the links these were moved from: ``Link.moved`` takes
-    every field but the power, the path loss and the interference (0) from its link, so the same fields."""
+    reads the arrays (PhasePhysics.links_moved: MeanSnr.moved, by the same rule, channel.link.moved_fields), a
+    component a few links (benchmarks [8]: 100 ``Link`` s per update built, a few read). Links moved again are moved
+    from the links these were moved from: a move sets the power, the path loss and the interference (0) and keeps
+    every other field of its link, so the same fields."""
 
     _links: Sequence[Link]
     _tx_power_w: float | None
 
-    def __init__(self, links: Sequence[Link], path_loss_db: list[float], tx_power_w: float | None = None):
+    def __init__(self, links: Sequence[Link], path_loss_db, tx_power_w: float | None = None):
         if isinstance(links, MovedLinks):  # (moved again: from the links those were moved from)
             tx_power_w = links._tx_power_w if tx_power_w is None else tx_power_w
             links = links._links
         if len(path_loss_db) != len(links):
             raise ValueError(f"{len(links)} links and {len(path_loss_db)} path losses")
-        self._links, self._loss_db, self._tx_power_w = links, path_loss_db, tx_power_w
+        self._links, self._tx_power_w = links, tx_power_w
+        self.path_loss_db = np.asarray(path_loss_db, dtype=np.float64)  # [N] dB, every link's (read-only)
         self._built: dict[int, Link] = {}
+
+    def power_w(self, own):
+        """The transmit power of links moved here (W): ``own``, the links' own (a float, or an array of every link's),
+        unless one was given for all."""
+        return own if self._tx_power_w is None else self._tx_power_w
 
     def __len__(self) -> int:
         return len(self._links)
@@ -118,7 +127,6 @@ class MovedLinks(Sequence[Link]):
         if link is None:
             link = self._links[k]
             if link.mode == "budget":
-                power_w = link.tx_power_w if self._tx_power_w is None else self._tx_power_w
-                link = link.moved(power_w, self._loss_db[k])
+                link = link.moved(self.power_w(link.tx_power_w), self.path_loss_db[k])
             self._built[k] = link
         return link

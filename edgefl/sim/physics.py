@@ -16,10 +16,12 @@ from operator import attrgetter
 import numpy as np
 
 from channel import db_to_linear, fading_power_gain, snr_from_link
+from channel.link import moved_fields
 from edgefl.deployment import NetworkParams, Population
 from edgefl.errors import UserError
 from edgefl.sim.activities import Activity, PhaseRecord
 from edgefl.sim.devices import DeviceState
+from edgefl.sim.mobility import MovedLinks
 from energy import compute_time_s
 
 COMPUTE, DOWNLOAD, UPLOAD = range(3)
@@ -104,19 +106,23 @@ class MeanSnr:
             -1, len(_BUDGET_NAMES)
         )
         self._budget = {name: fields[:, k].copy() for k, name in enumerate(_BUDGET_NAMES)}
+        self._source = self._budget  # the budget fields of the links these were built from (before any move)
 
-    def moved(self, links, path_loss_db: np.ndarray, tx_power_w: float | None = None) -> "MeanSnr":
-        """The MeanSnr of ``links``: these links, each budget link moved (``Link.moved``) to the path loss
-        ``path_loss_db`` [N] (dB) and ``tx_power_w`` (None: its own), without reading every link's fields again (a
-        moving population's links change at every server update: benchmarks [8])."""
+    def moved(self, links: MovedLinks) -> "MeanSnr":
+        """The MeanSnr of ``links``, the links this one was built from moved (edgefl.sim.mobility.MovedLinks): their
+        budget fields as arrays, with what a move sets (channel.link.moved_fields, the rule ``Link.moved`` follows) at
+        the moved links' path losses and power, without building and reading every moved link (a moving population's
+        links change at every server update: benchmarks [8])."""
         moved = copy.copy(self)
         moved.links, moved._by_bandwidth = links, {}
-        idx, budget = self._budget_idx, dict(self._budget)
-        budget["path_loss_db"] = np.asarray(path_loss_db, dtype=np.float64)[idx]
-        if tx_power_w is not None:
-            budget["tx_power_w"] = np.full(len(idx), float(tx_power_w))
-        budget["interference_w_per_hz"] = np.zeros(len(idx))  # (Link.moved's)
-        moved._budget = budget
+        idx, source = self._budget_idx, self._source
+        sets = moved_fields(links.power_w(source["tx_power_w"]), links.path_loss_db[idx])
+        moved._budget = {
+            name: (np.full(len(idx), float(sets[name])) if np.ndim(sets[name]) == 0 else sets[name])
+            if name in sets
+            else column
+            for name, column in source.items()
+        }
         return moved
 
     def __call__(self, bandwidth_hz: float, interference: bool = True) -> np.ndarray:
@@ -259,12 +265,13 @@ class PhasePhysics:
         self.mean_up_snr, self.mean_down_snr = MeanSnr(self.devices.uplink), MeanSnr(self.devices.downlink)
         self._rates_at_mean = {}
 
-    def links_moved(self, path_loss_db: np.ndarray, bs_tx_power_w: float) -> None:
-        """The devices moved (edgefl.sim.mobility: every budget link now at ``path_loss_db`` [N], dB, the downlinks at
-        ``bs_tx_power_w``): :meth:`links_changed`, its mean SNRs from those arrays."""
+    def links_moved(self) -> None:
+        """The devices moved (their links are edgefl.sim.mobility.MovedLinks of those the mean SNRs were built from):
+        :meth:`links_changed`, its mean SNRs from arrays (:meth:`MeanSnr.moved`)."""
         devices = self.devices
-        self.mean_up_snr = self.mean_up_snr.moved(devices.uplink, path_loss_db)
-        self.mean_down_snr = self.mean_down_snr.moved(devices.downlink, path_loss_db, bs_tx_power_w)
+        assert isinstance(devices.uplink, MovedLinks) and isinstance(devices.downlink, MovedLinks)
+        self.mean_up_snr = self.mean_up_snr.moved(devices.uplink)
+        self.mean_down_snr = self.mean_down_snr.moved(devices.downlink)
         self._rates_at_mean = {}
 
     def plan(self, phase: PhaseRecord, clients: list[int]) -> dict[int, list[Step]]:

@@ -14,11 +14,13 @@ running at a round's end, counted in the energy the run has committed (:meth:`Ra
 
 from __future__ import annotations
 
+from itertools import repeat
+
 import numpy as np
 
 from edgefl.sim.booking import CAT_IDLE, CAT_TAIL, LogRow
 from edgefl.sim.component import Component
-from energy import tail_energy_j
+from energy import tail_energy_unchecked_j
 
 # What a client is doing within a step (for what an interrupt cuts): waiting, its radio promoting, working.
 WAIT, PROMOTION, WORK = range(3)
@@ -44,6 +46,8 @@ class RadioStates(Component):
         self._changes = 0  # how many times a tail started, was charged or ended
         # (now, _changes, core.logged()) after an expire_tails that ended no tail: another at that stamp ends none
         self._expired_at: tuple | None = None
+        # ((now, core.logged()), client -> J) of the last ask about tails' budgets (:meth:`_budgets`)
+        self._budgets_known: tuple[tuple, dict[int, float]] | None = None
 
     def attach(self, core) -> None:
         super().attach(core)
@@ -117,15 +121,21 @@ class RadioStates(Component):
             tails = [self._tails[client] for client in clients]
         if budgets is None:
             budgets = self._budgets(clients)
-        ends = []
-        for k, (client, tail, budget_j) in enumerate(zip(clients, tails, budgets)):
-            end = min(until, tail[0] + tail_s[client])
+        ends: list[tuple[float, bool]] = []
+        append = ends.append
+        for client, tail, budget_j, spent in zip(clients, tails, budgets, repeat(0.0) if spent_j is None else spent_j):
+            end = tail[0] + tail_s[client]  # (min(until, its timer's end), as ``min`` picks)
+            if not end < until:
+                end = until
             if budget_j is not None:  # (a battery, and a tail that draws power)
-                left_s = max(budget_j - (0.0 if spent_j is None else spent_j[k]), 0.0) / power_w[client]
-                if tail[1] + left_s < end:
-                    ends.append((tail[1] + left_s, True))
+                left_j = budget_j - spent
+                if 0.0 > left_j:  # (max(left_j, 0.0), as ``max`` picks)
+                    left_j = 0.0
+                battery_end = tail[1] + left_j / power_w[client]
+                if battery_end < end:
+                    append((battery_end, True))
                     continue
-            ends.append((end, False))
+            append((end, False))
         return ends
 
     def _budgets(self, clients: list[int]) -> list[float | None]:
@@ -134,7 +144,21 @@ class RadioStates(Component):
         asked for when no client needs it, as one tail after another would ask."""
         power_w = self._tail_power_w
         asked = [] if self.budget_j is None else [c for c in clients if power_w[c] > 0]
-        budgets = dict(zip(asked, self.budget_j(asked))) if asked else {}
+        if not asked:
+            return [None] * len(clients)
+        # Asked again with nothing logged or booked since, at the same time: the batteries would draw nothing, so the
+        # same joules (the round's end asks about its tails twice, benchmarks [8]).
+        known = self._budgets_known
+        if known is not None and known[0] == (self.env.now, self.core.logged()):
+            budgets = known[1]
+            if all(c in budgets for c in asked):
+                return [budgets.get(c) for c in clients]
+        budgets = dict(zip(asked, self.budget_j(asked)))
+        stamp = (self.env.now, self.core.logged())
+        if known is not None and known[0] == stamp:
+            known[1].update(budgets)
+        else:
+            self._budgets_known = (stamp, budgets)
         return [budgets.get(c) for c in clients]
 
     def _charge_tails(self, clients: list[int], until: float) -> list[int]:
@@ -191,18 +215,12 @@ class RadioStates(Component):
             return 0.0
         clients = [client for client, _ in tails]
         spent = [spent_j.get(client, 0.0) for client in clients]
-        charged, seconds = [], []
+        total, power_w = 0.0, self._tail_power_w
         for (client, tail), (end, _) in zip(
             tails, self._tail_ends(clients, float("inf"), [t for _, t in tails], spent)
         ):
-            if end > tail[1]:
-                charged.append(client)
-                seconds.append(end - tail[1])
-        total = 0.0
-        if charged:  # one vectorised call; summed in the same order as one tail after another
-            joules = np.atleast_1d(tail_energy_j(np.array(seconds), np.array(self._tail_power_w)[charged]))
-            for j in joules.tolist():
-                total += j
+            if end > tail[1]:  # (seconds > 0 and a power >= 0, as the population checked it: the formula alone)
+                total += tail_energy_unchecked_j(float(end - tail[1]), power_w[client])  # (summed in tail order)
         return total
 
     def expire_tails(self) -> None:
