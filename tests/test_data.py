@@ -150,6 +150,36 @@ def test_raw_files_load_without_checksum_and_train_is_optional(tmp_path):
     assert y.dtype == np.int64 and y.tolist() == labels.tolist()
 
 
+def test_a_file_is_decoded_once_and_read_again_when_it_changes(tmp_path):
+    images, labels = fake_images(30)
+    write_split(tmp_path, "test", images, labels)
+    first = load_idx_dataset("mnist", tmp_path)["test"][0]
+    shared = load_idx_dataset("mnist", tmp_path, shared=True)["test"][0]
+    assert first.flags.writeable and not shared.flags.writeable  # the decoded array itself: read-only
+    assert load_idx_dataset("mnist", tmp_path, shared=True)["test"][0] is shared  # decoded once
+    first[:] = 0  # a caller's own copy: the next load does not see it
+    np.testing.assert_array_equal(load_idx_dataset("mnist", tmp_path)["test"][0], images)
+    changed, _ = fake_images(30, seed=9)
+    write_split(tmp_path, "test", changed, labels)  # the same size, rewritten in place (mtimes not trusted)
+    np.testing.assert_array_equal(load_idx_dataset("mnist", tmp_path)["test"][0], changed)
+
+
+def test_pixels_convert_one_by_one_whatever_their_position():
+    """images_to_tensor's elementwise ops give every byte value the same bits at every position (vector lanes and
+    tails alike): what lets a client's test rows be copied from the converted pool (edgefl.data.pools)."""
+    from edgefl.data.federated import IMAGE_MEAN, IMAGE_STD, images_to_tensor
+
+    values = np.arange(256, dtype=np.uint8)
+    for shift in range(67):  # every byte value at every offset modulo 64 (and odd lengths)
+        images = np.resize(np.roll(values, shift), (3, 28, 28)).copy()
+        images.setflags(write=False)  # a read-only input (a shared decoded file) is fine
+        x = images_to_tensor(images)
+        one = torch.from_numpy(images.copy()).to(torch.float32).div_(255.0).sub_(IMAGE_MEAN).div_(IMAGE_STD)
+        assert x.shape == (3, 1, 28, 28) and torch.equal(x[:, 0], one)
+        table = torch.from_numpy(values.copy()).to(torch.float32).div_(255.0).sub_(IMAGE_MEAN).div_(IMAGE_STD)
+        assert torch.equal(x.reshape(-1), table[torch.from_numpy(images.astype(np.int64)).reshape(-1)])
+
+
 def test_missing_directory_files_and_halves_are_clear_errors(tmp_path):
     with pytest.raises(DataError, match="does not exist"):
         load_idx_dataset("mnist", tmp_path / "nope")

@@ -195,11 +195,14 @@ def client_offsets(sizes: list[int] | np.ndarray) -> np.ndarray:
 
 
 def images_to_tensor(images: np.ndarray) -> torch.Tensor:
-    """uint8 [n, 28, 28] -> float32 [n, 1, 28, 28], scaled to [0, 1] then (x - 0.1307) / 0.3081."""
+    """uint8 [n, 28, 28] -> float32 [n, 1, 28, 28], scaled to [0, 1] then (x - 0.1307) / 0.3081. The input may be
+    read-only (a file's decoded images, shared: edgefl.data.idx): it is only read."""
     import torch
 
-    x = torch.from_numpy(np.ascontiguousarray(images)).to(torch.float32).div_(255.0)
-    return x.sub_(IMAGE_MEAN).div_(IMAGE_STD).unsqueeze(1)
+    images = np.asarray(images)
+    x = torch.empty(images.shape, dtype=torch.float32)  # (torch's allocator: see empty_tensor_array)
+    np.copyto(x.numpy(), images, casting="safe")  # uint8 -> float32, exact (as Tensor.to)
+    return x.div_(255.0).sub_(IMAGE_MEAN).div_(IMAGE_STD).unsqueeze(1)
 
 
 def proportional_test_sizes(train_sizes: np.ndarray, test_pool_size: int) -> np.ndarray:
