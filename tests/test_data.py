@@ -449,6 +449,27 @@ def test_mnist_client_test_sets_are_rows_of_the_test_pool(mnist_fd):
     assert torch.equal(mnist_fd.test_y, mnist_fd.global_test_y[rows])
 
 
+def test_pooled_test_rows_are_gathered_only_when_read():
+    """MNIST-10k's clients' test rows (15,000, drawn from a pool of 2,000) are rows of the pool: a run that evaluates
+    on the pool (edgefl.metrics) never makes them; read, they are those rows, converted as the pool was."""
+    from edgefl.runner import Simulation
+
+    from conftest import make_scenario
+
+    if MNIST_DIR is None:
+        pytest.skip("MNIST t10k not found in ../shared/datasets/mnist or $EDGEFL_MNIST_DIR")
+    data = {"name": "mnist", "dir": str(MNIST_DIR), "num_clients": 30, "dirichlet_alpha": 0.1, "test_per_client": 500}
+    sim = Simulation(make_scenario("drdm", data=data, rounds=2, clients_per_round=5))
+    sim.run(progress=False)
+    fd = sim.data
+    assert fd.__dict__["_test_x"] is None  # never made: the evaluation read the pool
+    rows = torch.from_numpy(fd.test_pool_rows)
+    assert fd.test_x.shape == (15_000, 1, 28, 28) and torch.equal(fd.test_x, fd.global_test_x[rows])
+    assert fd.__dict__["_test_x"] is not None  # kept once made
+    with pytest.raises(ValueError, match="test_x may be None only"):
+        FederatedData("x", 10, (1, 28, 28), fd.train_x, fd.train_y, fd.train_offsets, None, fd.test_y, fd.test_offsets)
+
+
 def test_mnist_client_test_sets_follow_training_mix(mnist_fd):
     fd = mnist_fd
     train_hist = fd.class_histograms()

@@ -153,7 +153,7 @@ def federate_pools(
         train_x=to_tensor(train_x[train_order]),
         train_y=torch.from_numpy(train_y[train_order].astype(np.int64)),
         train_offsets=client_offsets([len(p) for p in parts]),
-        test_x=global_test_x.index_select(0, torch.from_numpy(test_order)),  # (to_tensor of those rows)
+        test_x=None,  # the rows test_order of global_test_x, gathered if read (to_tensor's of them: the same bits)
         test_y=torch.from_numpy(pools.test_y[test_order].astype(np.int64)),
         test_offsets=client_offsets([len(p) for p in test_parts]),
         source=source,
