@@ -33,7 +33,7 @@ class ClientStore:
         self.dtype = torch.float32 if dtype is None else dtype
         self._keys = np.zeros(0, dtype=np.int64)  # written client ids, sorted
         self._key_slot = np.zeros(0, dtype=np.int64)  # their rows in _table
-        self._table = torch.zeros(0, dim, dtype=dtype)
+        self._table = torch.zeros(0, dim, dtype=self.dtype)
         self._used = 0
         self._sum: torch.Tensor | None = torch.zeros(dim, dtype=torch.float64)  # sum of the rows; None: not summed
 
@@ -84,7 +84,11 @@ class ClientStore:
             order = np.argsort(keys, kind="stable")
             self._keys, self._key_slot = keys[order], np.concatenate([self._key_slot, slots[fresh]])[order]
             self._used += count
-        self._table.index_copy_(0, torch.from_numpy(slots), new)
+        # numpy's row copies where it can (a third of index_copy_'s time for 20 rows of 7,850)
+        if new.device.type == "cpu" and self.dtype in (torch.float32, torch.float64):
+            self._table.numpy()[slots] = new.numpy()
+        else:
+            self._table.index_copy_(0, torch.from_numpy(slots), new)
         self._sum = None  # (summed again when asked)
 
     def _reserve(self, needed: int) -> None:
