@@ -174,5 +174,8 @@ def weighted_mean(rows: torch.Tensor, weights: np.ndarray | torch.Tensor | None 
 
     if weights is None:
         return rows.mean(dim=0)
-    w = torch.as_tensor(np.asarray(weights, dtype=np.float64), dtype=rows.dtype)
+    if isinstance(weights, torch.Tensor) and weights.dtype == rows.dtype:
+        w = weights  # (made by the caller once for several means)
+    else:
+        w = torch.as_tensor(np.asarray(weights, dtype=np.float64), dtype=rows.dtype)
     return (w[:, None] * rows).sum(dim=0) / w.sum()

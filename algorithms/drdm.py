@@ -156,19 +156,26 @@ class DRDM(Algorithm):
         self.distinct = int(arrived.sum())
         if not arrived.any():
             return  # no model arrived: w_bar, c, g, lambda unchanged
-        keep = torch.as_tensor(arrived)
-        D, k = D[arrived], k[arrived]
-        w_plus, w_snaps = result.params[keep], result.snapshot[keep]
+        w_plus, w_snaps = result.params, result.snapshot
+        if self.distinct < len(D) or not (w_plus.is_contiguous() and w_snaps.is_contiguous()):
+            # the rows of those that arrived, as new tensors (all arrived: the result's own rows, no copy)
+            keep = torch.as_tensor(arrived)
+            D, k = D[arrived], k[arrived]
+            w_plus, w_snaps = w_plus[keep], w_snaps[keep]
+            if hp.dynamic:
+                g = g[keep]
+        weights = torch.as_tensor(k.astype(np.float64), dtype=w_plus.dtype)  # k_i (weighted_mean's, made once)
         if hp.dynamic:
-            self.g.set(D, g[keep] - mu * (w_plus - self.w))  # Alg. 1 l.10
+            drift = w_plus - self.w  # w_i^+ - w_bar, for l.10 and l.18
             c_snap = self.c - (mu / N) * (w_snaps - self.w).sum(dim=0)  # Alg. 1 l.17
-            c_new = self.c - (mu / N) * (w_plus - self.w).sum(dim=0)  # Alg. 1 l.18
-            w_snap = weighted_mean(w_snaps, k) - c_snap / mu  # Alg. 1 l.19
-            w_new = weighted_mean(w_plus, k) - c_new / mu  # Alg. 1 l.20
+            c_new = self.c - (mu / N) * drift.sum(dim=0)  # Alg. 1 l.18
+            self.g.set(D, torch.sub(g, drift.mul_(mu), out=drift))  # Alg. 1 l.10: g_i - mu (w_i^+ - w_bar)
+            w_snap = weighted_mean(w_snaps, weights) - c_snap / mu  # Alg. 1 l.19
+            w_new = weighted_mean(w_plus, weights) - c_new / mu  # Alg. 1 l.20
         else:
             c_new = self.c
-            w_snap = weighted_mean(w_snaps, k)
-            w_new = weighted_mean(w_plus, k)
+            w_snap = weighted_mean(w_snaps, weights)
+            w_new = weighted_mean(w_plus, weights)
         lam = yield from dual_variable_update(
             ctx, self.lam, w_snap, tau * self.gamma, self.aux_rng, full=hp.dual_loss == "full"
         )  # Alg. 1 l.21, Alg. 3

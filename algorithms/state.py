@@ -3,8 +3,10 @@
 Many algorithms keep a vector per client (SCAFFOLD's control variate c_i, FedDyn's and
 DRDM's gradient state g_i). With N = 10,000 clients of which few ever participate, a
 dense [N, d] matrix wastes memory; :class:`ClientStore` keeps a row only for clients
-that were written, reads zeros for the others, and maintains the sum over all N
-clients incrementally (in float64) so that means like c = (1/N) * sum_i g_i cost O(d).
+that were written and reads zeros for the others. The sum over all N clients (for means
+like c = (1/N) * sum_i g_i) is summed from the written rows in float64 when asked, and kept
+until the next ``set``: the algorithms here keep such sums themselves, so a round's ``set``
+costs no reduction (the Figure-4 study: DRDM writes 20 rows of 7,850 each round).
 
 Layout: one ``[capacity, d]`` table of the written rows (grown by doubling) and a sorted
 index of the written clients with their row slots (16 bytes per written client, found
@@ -31,9 +33,9 @@ class ClientStore:
         self.dtype = torch.float32 if dtype is None else dtype
         self._keys = np.zeros(0, dtype=np.int64)  # written client ids, sorted
         self._key_slot = np.zeros(0, dtype=np.int64)  # their rows in _table
-        self._table = torch.zeros(0, dim, dtype=dtype)
+        self._table = torch.zeros(0, dim, dtype=self.dtype)
         self._used = 0
-        self._sum = torch.zeros(dim, dtype=torch.float64)
+        self._sum: torch.Tensor | None = torch.zeros(dim, dtype=torch.float64)  # sum of the rows; None: not summed
 
     def _ids(self, clients) -> np.ndarray:
         ids = np.asarray(clients, dtype=np.int64).reshape(-1)
@@ -53,11 +55,13 @@ class ClientStore:
         """Rows for ``clients`` as a new [C, d] tensor (zeros where never written)."""
         import torch
 
-        slots = torch.from_numpy(self._slots(self._ids(clients)))
-        out = torch.zeros(len(slots), self.dim, dtype=self.dtype)
+        slots = self._slots(self._ids(clients))
         written = slots >= 0
-        if bool(written.any()):
-            out[written] = self._table.index_select(0, slots[written])
+        if written.all():  # (every client written, as soon as all have taken part: one gather)
+            return self._table.index_select(0, torch.from_numpy(slots))
+        out = torch.zeros(len(slots), self.dim, dtype=self.dtype)
+        if written.any():
+            out[torch.from_numpy(written)] = self._table.index_select(0, torch.from_numpy(slots[written]))
         return out
 
     def set(self, clients, rows: torch.Tensor) -> None:
@@ -80,11 +84,12 @@ class ClientStore:
             order = np.argsort(keys, kind="stable")
             self._keys, self._key_slot = keys[order], np.concatenate([self._key_slot, slots[fresh]])[order]
             self._used += count
-        rows_at = torch.from_numpy(slots)
-        # Running sum: add the new rows, remove the old ones (zeros for fresh slots).
-        old = self._table.index_select(0, rows_at)
-        self._sum += new.to(torch.float64).sum(dim=0) - old.to(torch.float64).sum(dim=0)
-        self._table.index_copy_(0, rows_at, new)
+        # numpy's row copies where it can (a third of index_copy_'s time for 20 rows of 7,850)
+        if new.device.type == "cpu" and self.dtype in (torch.float32, torch.float64):
+            self._table.numpy()[slots] = new.numpy()
+        else:
+            self._table.index_copy_(0, torch.from_numpy(slots), new)
+        self._sum = None  # (summed again when asked)
 
     def _reserve(self, needed: int) -> None:
         import torch
@@ -96,21 +101,29 @@ class ClientStore:
         table[: self._used] = self._table[: self._used]
         self._table = table
 
+    def _summed(self) -> torch.Tensor:
+        """sum_i row_i over the written rows [d] in float64 (the others are zeros), kept until the next ``set``."""
+        import torch
+
+        if self._sum is None:
+            self._sum = self._table[: self._used].sum(dim=0, dtype=torch.float64)
+        return self._sum
+
     def sum(self) -> torch.Tensor:
         """sum_i row_i over all N clients [d] (float64 accumulated, returned in dtype)."""
-        return self._sum.to(self.dtype)
+        return self._summed().to(self.dtype)
 
     def mean(self) -> torch.Tensor:
         """(1/N) sum_i row_i over all N clients, untouched clients counting as zero."""
-        return (self._sum / self.num_clients).to(self.dtype)
+        return (self._summed() / self.num_clients).to(self.dtype)
 
     def __len__(self) -> int:
         return self._used
 
     def nbytes(self) -> int:
-        """Bytes of the row table (allocated capacity) and the running sum; the index adds
+        """Bytes of the row table (allocated capacity) and the sum (d float64, once summed); the index adds
         16 bytes per written client (not counted)."""
         import torch
 
         element = torch.tensor([], dtype=self.dtype).element_size()
-        return self._table.shape[0] * self.dim * element + self._sum.numel() * 8
+        return self._table.shape[0] * self.dim * element + self.dim * 8

@@ -56,6 +56,9 @@ def keys_model(name: str):
     after ``input_shape`` and ``num_classes``, typed by their annotations (Any without one), required unless
     they have a default; other keys are errors unless the factory takes ``**keys``. NaN and inf rejected."""
     factory = REGISTRY.get(name)
+    made = _KEYS_MODELS.get(name)
+    if made is not None and made[0] is factory:  # (made once per factory: a sweep validates each of its grid points)
+        return made[1]
     params = list(inspect.signature(factory).parameters.values())[2:]
     hints = _annotations(factory)
     fields: dict[str, Any] = {}
@@ -66,7 +69,12 @@ def keys_model(name: str):
         elif p.kind != p.VAR_POSITIONAL and not p.name.startswith("_"):
             fields[p.name] = (hints.get(p.name, Any), ... if p.default is p.empty else p.default)
     config = ConfigDict(extra=extra, allow_inf_nan=False, arbitrary_types_allowed=True)  # type: ignore[typeddict-item]
-    return create_model(f"model {name} keys", __config__=config, **fields)
+    model = create_model(f"model {name} keys", __config__=config, **fields)
+    _KEYS_MODELS[name] = (factory, model)
+    return model
+
+
+_KEYS_MODELS: dict[str, tuple[Any, Any]] = {}  # model name -> (its factory, the pydantic model of its keys)
 
 
 def _annotations(factory) -> dict[str, Any]:

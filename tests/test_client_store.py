@@ -39,3 +39,15 @@ def test_duplicate_ids_in_one_set_are_an_error():
         store.set([1, 1], torch.ones(2, 2))
     with pytest.raises(IndexError):
         store.get([7])
+
+
+def test_rows_read_are_copies_and_the_sum_follows_each_write():
+    store = ClientStore(4, 3)
+    store.set([0, 1, 2, 3], torch.arange(12.0).reshape(4, 3))
+    rows = store.get([3, 1])  # every client written: read in one gather
+    rows += 100.0
+    assert torch.equal(store.get([3, 1]), torch.tensor([[9.0, 10.0, 11.0], [3.0, 4.0, 5.0]]))
+    assert torch.equal(store.sum(), torch.tensor([18.0, 22.0, 26.0]))
+    store.set([2], torch.tensor([[1.0, 1.0, 1.0]]))  # a write after a sum: summed again
+    assert torch.equal(store.sum(), torch.tensor([13.0, 16.0, 19.0]))
+    assert torch.equal(store.mean(), torch.tensor([13.0, 16.0, 19.0]) / 4)

@@ -150,6 +150,36 @@ def test_raw_files_load_without_checksum_and_train_is_optional(tmp_path):
     assert y.dtype == np.int64 and y.tolist() == labels.tolist()
 
 
+def test_a_file_is_decoded_once_and_read_again_when_it_changes(tmp_path):
+    images, labels = fake_images(30)
+    write_split(tmp_path, "test", images, labels)
+    first = load_idx_dataset("mnist", tmp_path)["test"][0]
+    shared = load_idx_dataset("mnist", tmp_path, shared=True)["test"][0]
+    assert first.flags.writeable and not shared.flags.writeable  # the decoded array itself: read-only
+    assert load_idx_dataset("mnist", tmp_path, shared=True)["test"][0] is shared  # decoded once
+    first[:] = 0  # a caller's own copy: the next load does not see it
+    np.testing.assert_array_equal(load_idx_dataset("mnist", tmp_path)["test"][0], images)
+    changed, _ = fake_images(30, seed=9)
+    write_split(tmp_path, "test", changed, labels)  # the same size, rewritten in place (mtimes not trusted)
+    np.testing.assert_array_equal(load_idx_dataset("mnist", tmp_path)["test"][0], changed)
+
+
+def test_pixels_convert_one_by_one_whatever_their_position():
+    """images_to_tensor's elementwise ops give every byte value the same bits at every position (vector lanes and
+    tails alike): what lets a client's test rows be copied from the converted pool (edgefl.data.pools)."""
+    from edgefl.data.federated import IMAGE_MEAN, IMAGE_STD, images_to_tensor
+
+    values = np.arange(256, dtype=np.uint8)
+    for shift in range(67):  # every byte value at every offset modulo 64 (and odd lengths)
+        images = np.resize(np.roll(values, shift), (3, 28, 28)).copy()
+        images.setflags(write=False)  # a read-only input (a shared decoded file) is fine
+        x = images_to_tensor(images)
+        one = torch.from_numpy(images.copy()).to(torch.float32).div_(255.0).sub_(IMAGE_MEAN).div_(IMAGE_STD)
+        assert x.shape == (3, 1, 28, 28) and torch.equal(x[:, 0], one)
+        table = torch.from_numpy(values.copy()).to(torch.float32).div_(255.0).sub_(IMAGE_MEAN).div_(IMAGE_STD)
+        assert torch.equal(x.reshape(-1), table[torch.from_numpy(images.astype(np.int64)).reshape(-1)])
+
+
 def test_missing_directory_files_and_halves_are_clear_errors(tmp_path):
     with pytest.raises(DataError, match="does not exist"):
         load_idx_dataset("mnist", tmp_path / "nope")
@@ -417,6 +447,27 @@ def test_mnist_client_test_sets_are_rows_of_the_test_pool(mnist_fd):
     rows = torch.from_numpy(mnist_fd.test_pool_rows)  # what the evaluation reads (edgefl.metrics.test_per_sample)
     assert torch.equal(mnist_fd.test_x, mnist_fd.global_test_x[rows])
     assert torch.equal(mnist_fd.test_y, mnist_fd.global_test_y[rows])
+
+
+def test_pooled_test_rows_are_gathered_only_when_read():
+    """MNIST-10k's clients' test rows (15,000, drawn from a pool of 2,000) are rows of the pool: a run that evaluates
+    on the pool (edgefl.metrics) never makes them; read, they are those rows, converted as the pool was."""
+    from edgefl.runner import Simulation
+
+    from conftest import make_scenario
+
+    if MNIST_DIR is None:
+        pytest.skip("MNIST t10k not found in ../shared/datasets/mnist or $EDGEFL_MNIST_DIR")
+    data = {"name": "mnist", "dir": str(MNIST_DIR), "num_clients": 30, "dirichlet_alpha": 0.1, "test_per_client": 500}
+    sim = Simulation(make_scenario("drdm", data=data, rounds=2, clients_per_round=5))
+    sim.run(progress=False)
+    fd = sim.data
+    assert fd.__dict__["_test_x"] is None  # never made: the evaluation read the pool
+    rows = torch.from_numpy(fd.test_pool_rows)
+    assert fd.test_x.shape == (15_000, 1, 28, 28) and torch.equal(fd.test_x, fd.global_test_x[rows])
+    assert fd.__dict__["_test_x"] is not None  # kept once made
+    with pytest.raises(ValueError, match="test_x may be None only"):
+        FederatedData("x", 10, (1, 28, 28), fd.train_x, fd.train_y, fd.train_offsets, None, fd.test_y, fd.test_offsets)
 
 
 def test_mnist_client_test_sets_follow_training_mix(mnist_fd):

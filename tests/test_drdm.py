@@ -135,6 +135,65 @@ def test_dual_step_is_projected_ascent_with_n_over_m_scaling():
     np.testing.assert_allclose(stop.value.value, expected, rtol=0, atol=1e-15)
 
 
+def drive_round(alg, r, arrived, make_params):
+    """Run DRDM's round r with the engine's answers made up: each Train's params and snapshot from
+    ``make_params(start, clients)``, ``arrived`` (a function of the clients) for the upload, every loss 1."""
+    from algorithms.ops import Query, Train, TrainResult, Upload
+
+    gen, answer, seen = alg.round(r), None, {}
+    try:
+        while True:
+            op = gen.send(answer)
+            answer = None
+            if isinstance(op, Train):
+                seen["D"], seen["g"] = op.clients, op.client_args["g"].clone()
+                answer = TrainResult(*make_params(op.start, op.clients))
+            elif isinstance(op, Upload):
+                answer = arrived(op.clients)
+            elif isinstance(op, Query):
+                answer = (torch.ones(len(op.clients)), np.ones(len(op.clients), dtype=bool))
+    except StopIteration:
+        pass
+    return seen
+
+
+@pytest.mark.parametrize("everyone", [True, False])
+def test_drdm_server_step_is_algorithm_1_lines_10_to_20(everyone):
+    """The server's update from the uploads of those that arrived (all of them, or some), against Alg. 1
+    l.10-20 written out: g_i, c, and w_bar = sum_i (k_i/m) w_i^+ - c/mu over the arrived clients only."""
+    sim = Simulation(scenario("drdm", gamma=0.05, mu=0.1))
+    alg, gen = sim.algorithm, torch.Generator().manual_seed(0)
+    N_, mu = alg.ctx.num_clients, alg.hp.mu
+
+    def make_params(start, clients):
+        rows = start + 0.1 * torch.randn(len(clients), start.shape[-1], generator=gen)
+        return rows, {}, rows - 0.01
+
+    def arrived(clients):
+        return np.ones(len(clients), dtype=bool) if everyone else np.arange(len(clients)) % 3 != 1
+
+    for r in range(6):
+        w, c, lam = alg.w.clone(), alg.c.clone(), alg.lam.copy()
+        state = alg.ctx.rng.bit_generator.state
+        _, k = alg.sample()  # the draw counts k_i the round will draw (the same stream state)
+        alg.ctx.rng.bit_generator.state = state
+        g_all = alg.g.get(np.arange(N_))
+        params = []
+        seen = drive_round(alg, r, arrived, lambda s, cl: params.append(make_params(s, cl)) or params[-1])
+        ok = arrived(seen["D"])
+        assert alg.distinct == ok.sum()
+        plus = params[0][0][torch.as_tensor(ok)]
+        D, k = seen["D"][ok], torch.as_tensor(k[ok], dtype=torch.float32)
+        g_expected = g_all.clone()
+        g_expected[D] = seen["g"][torch.as_tensor(ok)] - mu * (plus - w)  # l.10
+        c_expected = c - (mu / N_) * (plus - w).sum(dim=0)  # l.18
+        w_expected = (k[:, None] * plus).sum(dim=0) / k.sum() - c_expected / mu  # l.20
+        assert torch.equal(alg.g.get(np.arange(N_)), g_expected)
+        assert torch.equal(alg.c, c_expected) and torch.equal(alg.w, w_expected)
+        assert not np.array_equal(alg.lam, lam)  # the dual step ran
+    assert len(alg.g) > 0
+
+
 # -- reductions ----------------------------------------------------------------------------
 def test_drdm_with_gamma_zero_and_uniform_sampling_is_feddyn():
     rounds = 6

@@ -82,6 +82,22 @@ def test_parse_grid_values_are_toml_literals_or_strings():
             parse_grid(bad)
 
 
+def test_the_seeds_hashes_are_those_of_each_seeds_own_text():
+    from edgefl.sweeps.plan import _hash, _seeded, _seeded_hashes
+
+    config = {
+        "run": {"seed": 0, "rounds": 3, "note": 'a "quoted" \\ näme \x00'},
+        "data": {"name": "mnist", "dir": "/x/ü", "alpha": 0.1, "zero": -0.0, "big": 10**30},
+        "grid": [1, 2.5, None, True, "z"],
+        "a": {"seed": 7},  # another key named seed: only run.seed changes
+    }
+    seeds = [0, 1, 7, -3, 10**12]
+    assert _seeded_hashes(lambda seed: {"format": 1, "scenario": _seeded(config, seed)}, seeds) == [
+        _hash({"format": 1, "scenario": _seeded(config, seed)}) for seed in seeds
+    ]
+    assert len(set(_seeded_hashes(lambda seed: _seeded(config, seed), seeds))) == len(seeds)
+
+
 def test_sweep_section_of_the_scenario_gives_grid_and_seeds(tmp_path):
     path = tmp_path / "s.toml"
     path.write_text(

@@ -81,7 +81,10 @@ class FederatedData:
     train_x: torch.Tensor  # float32 [n_train_total, *input_shape]
     train_y: torch.Tensor  # int64 [n_train_total]
     train_offsets: np.ndarray  # int64 [N + 1]
-    test_x: torch.Tensor  # float32 [n_test_total, *input_shape]
+    # float32 [n_test_total, *input_shape]; may be given as None where test_pool_rows says which rows of global_test_x
+    # they are: then gathered when first read (a pooled evaluation, edgefl.metrics, never reads them: MNIST-10k's
+    # 15,000 rows, 47 MB a run, not made at all). See the property below the class.
+    test_x: torch.Tensor
     test_y: torch.Tensor  # int64 [n_test_total]
     test_offsets: np.ndarray  # int64 [N + 1]
     source: str = ""  # how the pools were made, e.g. "MNIST-10k: t10k split 80/20"
@@ -98,27 +101,27 @@ class FederatedData:
     client_roles: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        for split, x, y, offsets in (
-            ("train", self.train_x, self.train_y, self.train_offsets),
-            ("test", self.test_x, self.test_y, self.test_offsets),
+        rows = self.test_pool_rows
+        given = self.__dict__["_test_x"]
+        if given is None and (rows is None or self.global_test_x is None):
+            raise ValueError("test_x may be None only where test_pool_rows and global_test_x give its rows")
+        test_shape = tuple(given.shape) if given is not None else (len(rows), *self.global_test_x.shape[1:])
+        for split, x_shape, y, offsets in (
+            ("train", tuple(self.train_x.shape), self.train_y, self.train_offsets),
+            ("test", test_shape, self.test_y, self.test_offsets),
         ):
             if offsets.ndim != 1 or offsets[0] != 0 or np.any(np.diff(offsets) < 0):
                 raise ValueError(f"{split}_offsets must start at 0 and be non-decreasing")
-            if not (offsets[-1] == x.shape[0] == y.shape[0]):
-                raise ValueError(f"{split}_offsets end at {offsets[-1]} but there are {x.shape[0]} rows")
-            if tuple(x.shape[1:]) != tuple(self.input_shape):
-                raise ValueError(f"{split}_x rows have shape {tuple(x.shape[1:])}, expected {self.input_shape}")
+            if not (offsets[-1] == x_shape[0] == y.shape[0]):
+                raise ValueError(f"{split}_offsets end at {offsets[-1]} but there are {x_shape[0]} rows")
+            if x_shape[1:] != tuple(self.input_shape):
+                raise ValueError(f"{split}_x rows have shape {x_shape[1:]}, expected {self.input_shape}")
         if self.train_offsets.shape != self.test_offsets.shape:
             raise ValueError("train_offsets and test_offsets must describe the same clients")
-        rows = self.test_pool_rows
         if rows is not None:
             pool = 0 if self.global_test_x is None or self.global_test_y is None else self.global_test_x.shape[0]
-            if (
-                rows.shape != (self.test_x.shape[0],)
-                or not pool
-                or (rows.size and not 0 <= rows.min() <= rows.max() < pool)
-            ):
-                raise ValueError(f"test_pool_rows must be [{self.test_x.shape[0]}] rows of global_test_x ({pool})")
+            if rows.shape != (test_shape[0],) or not pool or (rows.size and not 0 <= rows.min() <= rows.max() < pool):
+                raise ValueError(f"test_pool_rows must be [{test_shape[0]}] rows of global_test_x ({pool})")
 
     @property
     def num_clients(self) -> int:
@@ -179,6 +182,26 @@ class FederatedData:
         }
 
 
+def _test_x(data: FederatedData) -> torch.Tensor:
+    """FederatedData.test_x: as given, or (given as None) the rows test_pool_rows of global_test_x, gathered at the
+    first read and kept."""
+    x = data.__dict__["_test_x"]
+    if x is None:
+        import torch
+
+        assert data.global_test_x is not None and data.test_pool_rows is not None  # (__post_init__)
+        x = data.global_test_x.index_select(0, torch.from_numpy(np.asarray(data.test_pool_rows, dtype=np.int64)))
+        data.__dict__["_test_x"] = x
+    return x
+
+
+def _set_test_x(data: FederatedData, x: torch.Tensor | None) -> None:
+    data.__dict__["_test_x"] = x
+
+
+FederatedData.test_x = property(_test_x, _set_test_x)  # type: ignore[assignment]  # (a dataclass field, lazily)
+
+
 def _min_median_max(values: np.ndarray) -> dict:
     return {"min": float(np.min(values)), "median": float(np.median(values)), "max": float(np.max(values))}
 
@@ -195,11 +218,14 @@ def client_offsets(sizes: list[int] | np.ndarray) -> np.ndarray:
 
 
 def images_to_tensor(images: np.ndarray) -> torch.Tensor:
-    """uint8 [n, 28, 28] -> float32 [n, 1, 28, 28], scaled to [0, 1] then (x - 0.1307) / 0.3081."""
+    """uint8 [n, 28, 28] -> float32 [n, 1, 28, 28], scaled to [0, 1] then (x - 0.1307) / 0.3081. The input may be
+    read-only (a file's decoded images, shared: edgefl.data.idx): it is only read."""
     import torch
 
-    x = torch.from_numpy(np.ascontiguousarray(images)).to(torch.float32).div_(255.0)
-    return x.sub_(IMAGE_MEAN).div_(IMAGE_STD).unsqueeze(1)
+    images = np.asarray(images)
+    x = torch.empty(images.shape, dtype=torch.float32)  # (torch's allocator: see empty_tensor_array)
+    np.copyto(x.numpy(), images, casting="safe")  # uint8 -> float32, exact (as Tensor.to)
+    return x.div_(255.0).sub_(IMAGE_MEAN).div_(IMAGE_STD).unsqueeze(1)
 
 
 def proportional_test_sizes(train_sizes: np.ndarray, test_pool_size: int) -> np.ndarray:

@@ -48,7 +48,7 @@ class IdxParams(DataParams):
 def load_pools(dataset: str, directory: Path, test_fraction: float, split_rng: np.random.Generator):
     """(train_images, train_labels, test_images, test_labels, split): the train and t10k splits, or
     when only t10k exists a stratified split of it, ``split`` = (n_train, n_test); else None."""
-    splits = load_idx_dataset(dataset, directory)
+    splits = load_idx_dataset(dataset, directory, shared=True)  # (read-only: the pools index them, copying)
     if splits["train"] is not None:
         (train_images, train_labels), (test_images, test_labels) = splits["train"], splits["test"]
         return train_images, train_labels, test_images, test_labels, None

@@ -121,7 +121,8 @@ def federate_pools(
 ) -> dict:
     """The pools split among ``keys.num_clients`` clients (the module's docstring): the FederatedData
     keyword arguments but name, num_classes and input_shape; ``to_tensor`` turns inputs as read into the
-    model's float32 inputs."""
+    model's float32 inputs, each row on its own (elementwise: the clients' test rows are copied from the
+    converted test pool, the same bits as converting them)."""
     import torch
 
     train_x, train_y, source = pools.train_x, pools.train_y, pools.source
@@ -147,15 +148,16 @@ def federate_pools(
 
     train_order = np.concatenate(parts)
     test_order = np.concatenate(test_parts)
+    global_test_x = to_tensor(pools.test_x)
     return dict(
         train_x=to_tensor(train_x[train_order]),
         train_y=torch.from_numpy(train_y[train_order].astype(np.int64)),
         train_offsets=client_offsets([len(p) for p in parts]),
-        test_x=to_tensor(pools.test_x[test_order]),
+        test_x=None,  # the rows test_order of global_test_x, gathered if read (to_tensor's of them: the same bits)
         test_y=torch.from_numpy(pools.test_y[test_order].astype(np.int64)),
         test_offsets=client_offsets([len(p) for p in test_parts]),
         source=source,
-        global_test_x=to_tensor(pools.test_x),
+        global_test_x=global_test_x,
         global_test_y=torch.from_numpy(pools.test_y.astype(np.int64)),
         test_pool_rows=test_order,
     )

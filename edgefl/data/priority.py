@@ -252,6 +252,7 @@ class ImagePriorityData(IdxParams):
         )
         test_parts = client_test_sets(train_labels, parts, test_labels, test_sizes, test_rng, NUM_CLASSES)
         train_order, test_order = np.concatenate(parts), np.concatenate(test_parts)
+        global_test_x = images_to_tensor(test_images)
         return FederatedData(
             name="image_priority",
             num_classes=NUM_CLASSES,
@@ -259,14 +260,14 @@ class ImagePriorityData(IdxParams):
             train_x=images_to_tensor(train_images[train_order]),
             train_y=torch.from_numpy(train_labels[train_order].astype(np.int64)),
             train_offsets=client_offsets(sizes),
-            test_x=images_to_tensor(test_images[test_order]),
+            test_x=global_test_x.index_select(0, torch.from_numpy(test_order)),  # (pixel by pixel: the same bits)
             test_y=torch.from_numpy(test_labels[test_order].astype(np.int64)),
             test_offsets=client_offsets([len(p) for p in test_parts]),
             source=(
                 f"{source}; {n * shards} label-sorted shards of {sizes[0] // shards}, "
                 f"{shards} per client; priority clients {chosen.tolist()}"
             ),
-            global_test_x=images_to_tensor(test_images),
+            global_test_x=global_test_x,
             global_test_y=torch.from_numpy(test_labels.astype(np.int64)),
             client_roles=roles,
         )

@@ -278,9 +278,14 @@ def grid_keys(out: Path) -> list[str]:
 def extra_columns(rows_per_point) -> tuple[str, ...]:
     """The columns of the points' rows beyond METRIC_COLUMNS, in order of first appearance."""
     extra: dict[str, None] = {}
+    metric = frozenset(METRIC_COLUMNS)
+    keys = None
     for rows in rows_per_point:
         for row in rows:
-            extra.update((k, None) for k in row if k not in METRIC_COLUMNS and k not in extra)
+            if row.keys() == keys:
+                continue  # the keys of the row before (a point's rows, mostly): none new
+            keys = row.keys()
+            extra.update((k, None) for k in keys if k not in metric and k not in extra)
     return tuple(extra)
 
 
@@ -294,7 +299,8 @@ def results_lines(first: list, mode: str, rows: list[dict], metric_cols: list[st
     grid values and seed), each row's round and ``metric_cols``, ``mode``."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerows([_cell(v) for v in (*first, row["round"], *map(row.get, metric_cols), mode)] for row in rows)
+    head, tail = [_cell(v) for v in first], _cell(mode)  # (the same in every row)
+    writer.writerows([*head, _cell(row["round"]), *[_cell(v) for v in map(row.get, metric_cols)], tail] for row in rows)
     return buffer.getvalue()
 
 
