@@ -161,8 +161,8 @@ def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: b
             ok = False
             _log_cut(core, client, step, log, doing, "cut" if stop.cause == "deadline" else str(stop.cause))
             break
-    if states is not None:
-        states.pop(client, None)  # (its last step would stay alive, an FDMA upload's rate table with it: 10^4-10^6 devices)
+    if states is not None:  # (its last step would stay alive, an FDMA upload's rate table with it: 10^4-10^6 devices)
+        states.pop(client, None)
     completed[client] = ok
 
 
