@@ -208,7 +208,19 @@ class _Layout:
     uploads are (their index among the activities and, for a message, its fading gain's). The same for every pricer
     that plans the phase: a sweep re-prices one training's trace on each of its channel points (benchmarks [5])."""
 
-    __slots__ = ("clients", "chains", "activities", "kinds", "bits", "zeros", "spans", "compute", "down", "up")
+    __slots__ = (
+        "clients",
+        "chains",
+        "activities",
+        "kinds",
+        "bits",
+        "zeros",
+        "spans",
+        "compute",
+        "compute_keys",
+        "down",
+        "up",
+    )
 
     def __init__(self, phase: PhaseRecord, clients: list[int]):
         self.clients, self.chains = list(clients), phase.chains
@@ -234,6 +246,8 @@ class _Layout:
         self.activities, self.kinds = activities, kinds
         self.bits = [a.bits for a in activities]
         self.zeros = [0.0] * len(activities)
+        # each computation's (client, samples, work): what PhasePhysics._compute remembers its cycles and time by
+        self.compute_keys = [(c, activities[k].samples, activities[k].work) for c, k in self.compute]
 
 
 # id(phase) -> its layout, while the phase lives (a trace records what happened: its phases' chains do not change once
@@ -340,7 +354,7 @@ class PhasePhysics:
                 fading_power_gain(net.fading, self.rng, size=radio * attempts, rician_k=net.rician_k)
             ).reshape(radio, attempts)
         if compute:
-            self._plan_compute(compute)
+            self._plan_compute(compute, layout.compute_keys)
         if down:
             self._plan_downloads(down, gains)
         if up and (not fdma or self.band_share is not None):  # a band of its own (or its allocated share)
@@ -567,17 +581,14 @@ class PhasePhysics:
         """The rate (bit/s) of the ``link`` ("up" or "down"): NetworkParams.rate_bps."""
         return self.net.rate_bps(bandwidth_hz, snr, link)
 
-    def _plan_compute(self, compute: list) -> None:
-        """Cycles and time of compute steps at the CPU's frequency (a straggler's factor: the Stragglers component)."""
-        cache = self._compute_cache
+    def _plan_compute(self, compute: list, keys: list[tuple]) -> None:
+        """Cycles and time of compute steps at the CPU's frequency (a straggler's factor: the Stragglers component);
+        ``keys``: each one's (client, samples, work), as :meth:`_compute` remembers them."""
         try:  # (a run repeats the same computations: every one known after its first rounds, read in one pass)
-            for c, step in compute:
-                a = step.activity
-                step.cycles, step.duration_s = cache[c, a.samples, a.work]
-            return
+            known = list(map(self._compute_cache.__getitem__, keys))
         except KeyError:
-            pass
-        for (_, step), (cycles, seconds) in zip(compute, self._compute([(c, s.activity) for c, s in compute])):
+            known = self._compute([(c, s.activity) for c, s in compute])
+        for (_, step), (cycles, seconds) in zip(compute, known):
             step.cycles, step.duration_s = cycles, seconds
 
     def _compute(self, work: list[tuple[int, Activity]]) -> list[tuple[float, float]]:
