@@ -566,9 +566,10 @@ class SimPyPricer:
         last, clock = OwnClock(now), OwnClock(now)  # (two clocks for all the chains: the last one's and the next's)
         # each chain's rows in the log, for the event log's order (chain.in_end_order)
         spans: list[tuple[int, int]] | None = [] if self._events is not None else None
+        run = deque(maxlen=0).extend  # runs a chain to its end (one deque for them all)
         for c in clients:
             first = len(log)
-            deque(chain(self, c, plans[c], completed, log, c in skip, clock), maxlen=0)  # (run to its end)
+            run(chain(self, c, plans[c], completed, log, c in skip, clock))
             if spans is not None:
                 spans.append((first, len(log)))
             if clock.now > last.now:
