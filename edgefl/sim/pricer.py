@@ -566,7 +566,7 @@ class SimPyPricer:
         last, clock = OwnClock(now), OwnClock(now)  # (two clocks for all the chains: the last one's and the next's)
         # each chain's rows in the log, for the event log's order (chain.in_end_order)
         spans: list[tuple[int, int]] | None = [] if self._events is not None else None
-        run = deque(maxlen=0).extend  # runs a chain to its end (one deque for them all)
+        run = deque[None](maxlen=0).extend  # runs a chain to its end (one deque for them all)
         for c in clients:
             first = len(log)
             run(chain(self, c, plans[c], completed, log, c in skip, clock))
