@@ -62,12 +62,14 @@ def export_as_base(rev: str, folder: Path) -> None:
     archive = subprocess.run(["git", "archive", rev, *PACKAGES], cwd=ROOT, check=True, capture_output=True).stdout
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(folder, filter="data")
-    names = "|".join(PACKAGES)
+    names, others = "|".join(PACKAGES), "|".join(p for p in PACKAGES if p != "edgefl")
     for package in PACKAGES:
         (folder / package).rename(folder / f"{package}_base")
     for package in PACKAGES:
         for path in (folder / f"{package}_base").rglob("*.py"):
             text = re.sub(r"\bedgefl\.", "edgefl_base.", path.read_text())  # imports and registries' "edgefl.x:Y"
+            # (a bare "import energy" keeps its name: the module's code says energy.x; edgefl.x was renamed above)
+            text = re.sub(rf"^(\s*)import ({others})$", r"\1import \2_base as \2", text, flags=re.M)
             text = re.sub(rf"\b(from|import) ({names})\b(?!_base)", r"\1 \2_base", text)
             path.write_text(text)
 

@@ -228,3 +228,48 @@ def test_repricing_passes_each_phase_on_own_clocks_in_one_simpy_event():
     costs = reprice_rounds(trace, pricer)
     assert next(pricer.env._eid) == len(trace) == 4
     assert [c.end_s for c in costs] == [row["sim_time_s"] for row in result.metrics]
+
+
+def test_a_trace_repriced_on_many_points_prices_each_as_a_fresh_copy_would():
+    """A phase's layout (what its plan takes from the record alone: edgefl.sim.physics._Layout) is made once and read by
+    every pricer that plans the phase: the same round costs and ledgers, bit for bit, as pricing a fresh copy of the
+    trace on each point, also where a component changes the steps (stragglers) and for a phase planned for other
+    clients (the layout is made again)."""
+    import copy
+
+    s = scenario_from_dict(
+        {
+            "run": {"seed": 5, "rounds": 3},
+            "data": {"name": "synthetic", "num_clients": 8, "samples_per_client": 40},
+            "algorithm": {"name": "fedavg", "local_steps": 3, "clients_per_round": 5, "lr": 0.05},
+            "network": {"snr_db": 10.0, "bandwidth_mhz": 1.0},
+            "devices": {"cpu_ghz": 1.5, "idle_power_w": 0.05},
+        }
+    )
+    sim = Simulation(s, record_trace=True)
+    sim.run(progress=False)
+    trace, model = sim.engine.trace, sim.model
+
+    def priced(point: dict, phases) -> tuple:
+        t = s.model_copy(deep=True)
+        t.network = t.network.model_copy(update=point.get("network", {}))
+        t.devices = t.devices.model_copy(update=point.get("devices", {}))
+        flops = (model.train_flops_per_sample, model.eval_flops_per_sample)
+        pricer = SimPyPricer(network_params(t.network), build_population(t.network, t.devices, 8, *flops, 5), 5)
+        costs = [tuple(vars(c).items()) for c in reprice_rounds(phases, pricer)]
+        return costs, pricer.ledger.per_client().tobytes(), pricer.now
+
+    points = [
+        {"network": {"snr_db": 0.0}},
+        {"network": {"snr_db": 30.0, "bandwidth_mhz": 5.0}},
+        {"devices": {"slowdown": "exponential", "slowdown_mean": 0.5}},
+        {"network": {"bandwidth_mhz": 0.5}},
+    ]
+    assert [priced(p, trace) for p in points] == [priced(p, copy.deepcopy(trace)) for p in points]
+    phase = trace[0]
+    pricer = SimPyPricer(network_params(s.network), build_population(s.network, s.devices, 8, 1.0, 1.0, 5), 5)
+    every, some = sorted(phase.chains), sorted(phase.chains)[1:3]
+    for clients in (every, some, every):
+        plans = pricer.physics.plan(phase, clients)
+        assert list(plans) == clients
+        assert [[step.activity for step in plans[c]] for c in clients] == [phase.chains[c] for c in clients]

@@ -103,11 +103,17 @@ def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: b
     # is connected only where a promotion or a tail can follow from it, the wait before a step logged only where a
     # step can wait (an idle wait that is 0 s long logs nothing).
     plain_compute, upload, download, ask_radio = core.chain_paths
-    ok, states = True, core.chain_states
+    # What cutting the chain now would log (SimPyPricer.committed_energy_j, an interrupt): kept per step, except on
+    # an own clock, where nothing can cut or read the chain while it runs. The radio hears of a transfer where a
+    # tail can follow it or a wait before it can have passed (start_transfer logs the wait); else the client only
+    # starts working (no wait, no tail: what start_transfer and transfer_ended would do; benchmarks [5]).
+    ok, states = True, core.chain_states if clock is None else None
+    tell_radio = radio.has_tails or bool(before_step)
     for step in steps:
         kind, label = step.kind, step.activity.label
         doing = [WAIT, env.now]  # what the client is doing (waiting, promoting its radio, working) since when
-        states[client] = (step, doing)  # (what cutting the chain now would log: SimPyPricer.committed_energy_j)
+        if states is not None:
+            states[client] = (step, doing)
         try:
             for wait in before_step:
                 yield from wait(client, step)
@@ -134,13 +140,17 @@ def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: b
                 doing[:] = [WAIT, env.now]
             send = upload if kind == UPLOAD else download
             if send is None:
-                radio.start_transfer(log, client, doing, env.now)
+                if tell_radio:
+                    radio.start_transfer(log, client, doing, env.now)
+                else:
+                    doing[0] = WORK
                 yield env.timeout(step.duration_s)
                 lost = step.lost
             else:
                 lost = yield from send(client, step, log, doing)
             log.append(_message_row(client, step, doing[1], env.now, step.bits, "lost" if lost else "ok", tx_power_w))
-            radio.transfer_ended(client, label)
+            if tell_radio:
+                radio.transfer_ended(client, label)
             if lost:  # the chain ends here: what follows would be wasted (docs/model.md §6)
                 ok = False
                 break
@@ -151,7 +161,8 @@ def chain(core, client: int, steps: list[Step], completed: dict, log, skipped: b
             ok = False
             _log_cut(core, client, step, log, doing, "cut" if stop.cause == "deadline" else str(stop.cause))
             break
-    states.pop(client, None)  # (its last step would stay alive, an FDMA upload's rate table with it: 10^4-10^6 devices)
+    if states is not None:  # (its last step would stay alive, an FDMA upload's rate table with it: 10^4-10^6 devices)
+        states.pop(client, None)
     completed[client] = ok
 
 

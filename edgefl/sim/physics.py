@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import weakref
 from operator import attrgetter
 
 import numpy as np
@@ -207,6 +208,70 @@ def _with_list(rates: np.ndarray) -> tuple[np.ndarray, list | None]:
     return rates, (rates.tolist() if (rates > 0).all() else None)
 
 
+class _Layout:
+    """What planning a phase takes from its record alone, in the plan's order (the clients', then each one's chain):
+    every activity, its kind's code and bits, each client's span of them, and where the computations, downloads and
+    uploads are (their index among the activities and, for a message, its fading gain's). The same for every pricer
+    that plans the phase: a sweep re-prices one training's trace on each of its channel points (benchmarks [5])."""
+
+    __slots__ = (
+        "clients",
+        "chains",
+        "activities",
+        "kinds",
+        "bits",
+        "zeros",
+        "spans",
+        "compute",
+        "compute_keys",
+        "down",
+        "up",
+    )
+
+    def __init__(self, phase: PhaseRecord, clients: list[int]):
+        self.clients, self.chains = list(clients), phase.chains
+        activities: list[Activity] = []
+        kinds: list[int] = []
+        self.spans: list[tuple[int, int, int]] = []  # (client, first, end) of its activities
+        self.compute: list[tuple[int, int]] = []  # (client, index)
+        self.down: list[tuple[int, int, int]] = []  # (client, index, index of its fading gain)
+        self.up: list[tuple[int, int, int]] = []
+        radio = 0
+        for c in clients:
+            first = len(activities)
+            for a in phase.chains[c]:
+                kind = KIND_CODE[a.kind]
+                if kind == COMPUTE:
+                    self.compute.append((c, len(activities)))
+                else:
+                    (self.down if kind == DOWNLOAD else self.up).append((c, len(activities), radio))
+                    radio += 1
+                activities.append(a)
+                kinds.append(kind)
+            self.spans.append((c, first, len(activities)))
+        self.activities, self.kinds = activities, kinds
+        self.bits = [a.bits for a in activities]
+        self.zeros = [0.0] * len(activities)
+        # each computation's (client, samples, work): what PhasePhysics._compute remembers its cycles and time by
+        self.compute_keys = [(c, activities[k].samples, activities[k].work) for c, k in self.compute]
+
+
+# id(phase) -> its layout, while the phase lives (a trace records what happened: its phases' chains do not change once
+# priced; a layout is made again for other clients or another chains dict)
+_LAYOUTS: dict[int, _Layout] = {}
+
+
+def _layout(phase: PhaseRecord, clients: list[int]) -> _Layout:
+    """The phase's :class:`_Layout` for ``clients`` (made once per phase and kept while the phase lives)."""
+    key = id(phase)
+    layout = _LAYOUTS.get(key)
+    if layout is None or layout.chains is not phase.chains or layout.clients != clients:
+        if layout is None:
+            weakref.finalize(phase, _LAYOUTS.pop, key, None)
+        layout = _LAYOUTS[key] = _Layout(phase, clients)
+    return layout
+
+
 class PhasePhysics:
     """Resolves a phase's activities into :class:`Step` s for one network and population."""
 
@@ -279,22 +344,13 @@ class PhasePhysics:
         then one vectorised computation per kind."""
         net = self.net
         fdma = net.access == "fdma"
-        plans: dict[int, list[Step]] = {}
-        compute: list[tuple[int, Step]] = []
-        down: list[tuple[int, Step, int]] = []  # (client, step, index of its fading gain)
-        up: list[tuple[int, Step, int]] = []
-        radio = 0
-        for c in clients:
-            plans[c] = steps = []
-            for a in phase.chains[c]:
-                kind = KIND_CODE[a.kind]
-                step = Step(kind, a, 0.0, a.bits, 0.0)
-                steps.append(step)
-                if kind == COMPUTE:
-                    compute.append((c, step))
-                else:
-                    (down if kind == DOWNLOAD else up).append((c, step, radio))
-                    radio += 1
+        layout = _layout(phase, clients)
+        steps = list(map(Step, layout.kinds, layout.activities, layout.zeros, layout.bits, layout.zeros))
+        plans = {c: steps[first:end] for c, first, end in layout.spans}
+        compute = [(c, steps[k]) for c, k in layout.compute]
+        down = [(c, steps[k], gain) for c, k, gain in layout.down]  # (client, step, index of its fading gain)
+        up = [(c, steps[k], gain) for c, k, gain in layout.up]
+        radio = len(down) + len(up)
         # Fading gains drawn up front in a fixed order (client, activity, attempt): the draws do
         # not depend on simulated timing, so a trace re-priced on another channel sees the same
         # sequence of random numbers as a full co-simulation on that channel.
@@ -305,7 +361,7 @@ class PhasePhysics:
                 fading_power_gain(net.fading, self.rng, size=radio * attempts, rician_k=net.rician_k)
             ).reshape(radio, attempts)
         if compute:
-            self._plan_compute(compute)
+            self._plan_compute(compute, layout.compute_keys)
         if down:
             self._plan_downloads(down, gains)
         if up and (not fdma or self.band_share is not None):  # a band of its own (or its allocated share)
@@ -532,17 +588,14 @@ class PhasePhysics:
         """The rate (bit/s) of the ``link`` ("up" or "down"): NetworkParams.rate_bps."""
         return self.net.rate_bps(bandwidth_hz, snr, link)
 
-    def _plan_compute(self, compute: list) -> None:
-        """Cycles and time of compute steps at the CPU's frequency (a straggler's factor: the Stragglers component)."""
-        cache = self._compute_cache
+    def _plan_compute(self, compute: list, keys: list[tuple]) -> None:
+        """Cycles and time of compute steps at the CPU's frequency (a straggler's factor: the Stragglers component);
+        ``keys``: each one's (client, samples, work), as :meth:`_compute` remembers them."""
         try:  # (a run repeats the same computations: every one known after its first rounds, read in one pass)
-            for c, step in compute:
-                a = step.activity
-                step.cycles, step.duration_s = cache[c, a.samples, a.work]
-            return
+            known = list(map(self._compute_cache.__getitem__, keys))
         except KeyError:
-            pass
-        for (_, step), (cycles, seconds) in zip(compute, self._compute([(c, s.activity) for c, s in compute])):
+            known = self._compute([(c, s.activity) for c, s in compute])
+        for (_, step), (cycles, seconds) in zip(compute, known):
             step.cycles, step.duration_s = cycles, seconds
 
     def _compute(self, work: list[tuple[int, Activity]]) -> list[tuple[float, float]]:

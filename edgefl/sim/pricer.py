@@ -125,16 +125,20 @@ class SimPyPricer:
             self.uplink,
             *(default_components(network, population, seed) if components is None else components),
         ]:
-            self.add_component(component)
+            self._attach(component)
+        self._components_changed()  # (once for them all: a sweep builds a pricer per channel point, benchmarks [5])
 
     def add_component(self, component: Component) -> None:
         """Attach a component (edgefl.sim.component) after those there are; the core calls its hooks from
         now on. (Not part of a checkpoint: a resumed run is built with the components of its scenario.)"""
+        self._attach(component)
+        self._components_changed()
+
+    def _attach(self, component: Component) -> None:
         self.components.append(component)
         self.uplink.retimable |= component.changes_uplink_rate
         self.downlink.retimable |= component.changes_downlink_rate
         self._watch_cpu |= component.changes_cpu_rate
-        self._quiet = all(not c.acts_during_phases for c in self.components)  # (_on_own_clocks)
         for name in component.exposes:
             if name in self._exposed or name in CORE_VALUES:
                 keeper = self._exposed.get(name, self)
@@ -142,6 +146,10 @@ class SimPyPricer:
             self._exposed[name] = component
         self.columns.update(component.columns)
         component.attach(self)
+
+    def _components_changed(self) -> None:
+        """What the core reads of its components: their hooks, whether any acts during phases, the chains' paths."""
+        self._quiet = all(not c.acts_during_phases for c in self.components)  # (_on_own_clocks)
         self._hooks = {hook: overriding(self.components, hook) for hook in HOOKS}
         self._may_start, self._on_upload = self._hooks["chain_may_start"], self._hooks["upload_arrived"]
         self._on_compute_start, self._on_compute_end = self._hooks["compute_start"], self._hooks["compute_end"]
@@ -559,9 +567,10 @@ class SimPyPricer:
         last, clock = OwnClock(now), OwnClock(now)  # (two clocks for all the chains: the last one's and the next's)
         # each chain's rows in the log, for the event log's order (chain.in_end_order)
         spans: list[tuple[int, int]] | None = [] if self._events is not None else None
+        run = deque[None](maxlen=0).extend  # runs a chain to its end (one deque for them all)
         for c in clients:
             first = len(log)
-            deque(chain(self, c, plans[c], completed, log, c in skip, clock), maxlen=0)  # (run to its end)
+            run(chain(self, c, plans[c], completed, log, c in skip, clock))
             if spans is not None:
                 spans.append((first, len(log)))
             if clock.now > last.now:
