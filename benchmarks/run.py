@@ -521,7 +521,21 @@ def bench_async() -> None:
     interleaved, medians (docs/asynchronous.md: 4 ms per chain before issue 30)."""
     updates, repeats = SIZE["async_"]
     times: dict[str, list[float]] = {"ideal": [], "simpy": []}
+    # the CPU time of the local steps (Executor._train_batched, both engines' one path) in each run, with the
+    # calls and clients: the co-simulation trains every chain dispatched, also those cut before their upload
+    trained: dict[str, list[tuple[float, int, int]]] = {"ideal": [], "simpy": []}
     chains = 0
+    inner = Executor._train_batched
+    spent = [0.0, 0, 0]  # CPU s, calls, clients
+
+    def counted(self, op, start, *args, **kwargs):
+        c = time.process_time()
+        try:
+            return inner(self, op, start, *args, **kwargs)
+        finally:
+            spent[0] += time.process_time() - c
+            spent[1] += 1
+            spent[2] += len(start)
 
     def one(engine: str) -> float:
         nonlocal chains
@@ -538,21 +552,32 @@ def bench_async() -> None:
                 ],
             )
         )
+        spent[:] = [0.0, 0, 0]
         c = time.process_time()
         sim.run(progress=False)
         chains = int(sim.engine.selected_count.sum())  # one client per Dispatch: one chain each
+        trained[engine].append((spent[0], spent[1], spent[2]))
         return time.process_time() - c
 
-    one("ideal"), one("simpy")  # warm-up
-    for r in range(repeats):
-        for engine in ("ideal", "simpy") if r % 2 == 0 else ("simpy", "ideal"):
-            times[engine].append(one(engine))
+    Executor._train_batched = counted  # type: ignore[method-assign]
+    try:
+        one("ideal"), one("simpy")  # warm-up
+        for r in range(repeats):
+            for engine in ("ideal", "simpy") if r % 2 == 0 else ("simpy", "ideal"):
+                times[engine].append(one(engine))
+    finally:
+        Executor._train_batched = inner  # type: ignore[method-assign]
     ideal, cosim = float(np.median(times["ideal"])), float(np.median(times["simpy"]))
     per_chain = (cosim - ideal) / chains
+    # the same without the local steps' CPU in each run (medians of the differences, run by run)
+    without = {e: float(np.median([t - s[0] for t, s in zip(times[e], trained[e][1:])])) for e in times}
+    steps = {e: trained[e][-1] for e in trained}
     print(
         f"[8] async   FedAsync (C=10, {updates} updates, {chains} chains, eval at the end) on phones-in-a-cell: "
         f"ideal {ideal:.2f} s | SimPy co-simulation {cosim:.2f} s CPU | engine {per_chain * 1e3:.2f} ms per chain "
-        f"(target <= 1 ms) {mark(per_chain <= 1e-3)}   [medians of {repeats}, interleaved]",
+        f"(target <= 1 ms) {mark(per_chain <= 1e-3)}   [medians of {repeats}, interleaved] | of which local "
+        f"steps: ideal {steps['ideal'][2]} clients in {steps['ideal'][1]} calls, co-simulation {steps['simpy'][2]} in "
+        f"{steps['simpy'][1]}; without them {(without['simpy'] - without['ideal']) / chains * 1e3:.2f} ms per chain",
         flush=True,
     )
 
