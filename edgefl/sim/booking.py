@@ -83,18 +83,19 @@ def energies_j(
 ) -> np.ndarray:
     """Energy (J) of log rows given as arrays: charge code, and its amount (cycles for compute,
     seconds otherwise), at the rows' CPU frequencies and transmit powers; one vectorised call per code (a few
-    rows: one by one, :func:`_few_energies_j`)."""
-    if len(codes) <= FEW_ROWS:
+    rows: one by one, :func:`_few_energies_j`). ``amounts`` may be [points, rows] (edgefl.sim.points: the rows at
+    several channel points), the energy then too (elementwise: each point's row the numbers of its own)."""
+    if len(codes) <= FEW_ROWS and np.ndim(amounts) == 1:
         columns = (np.asarray(column).tolist() for column in (clients, codes, amounts, cpu_hz, tx_power_w))
         few = _few_energies_j(pop, *columns)
         if few is not None:
             return np.array(few, dtype=np.float64)
-    energy = np.zeros(len(codes))
+    energy = np.zeros(np.shape(amounts))
     present = np.bincount(codes, minlength=len(_CHARGES)) if len(codes) else ()
     for charge_code, charge in _CHARGES.items():
         if present[charge_code]:  # (only the codes the rows have: a call per booking, benchmarks [5])
             sel = np.flatnonzero(codes == charge_code)
-            energy[sel] = charge(_CHECKED, pop, clients[sel], amounts[sel], cpu_hz[sel], tx_power_w[sel])
+            energy[..., sel] = charge(_CHECKED, pop, clients[sel], amounts[..., sel], cpu_hz[sel], tx_power_w[sel])
     return energy
 
 

@@ -428,12 +428,7 @@ def reprice_rounds(trace: list[PhaseRecord], pricer: Pricer) -> list[RoundCost]:
     time and the ledger's cumulative energy by category after the round's last phase.
     Rounds without any phase are absent (their cost equals the previous round's). The pricer runs
     the same SimPy model as a co-simulation, only without training."""
-    if pricer.can_change_participation or any(phase.needed is not None for phase in trace):
-        raise ValueError(
-            "re-pricing is exact only where the network cannot change who takes part (no deadline, "
-            "packet errors, MCS outage, unavailable or failing devices, over-selection); co-simulate "
-            "instead"
-        )
+    check_exact(trace, pricer)
     ends: dict[int, float] = {}  # round -> the time it ended
     for k, phase in enumerate(trace):
         pricer.price_phase(phase)
@@ -451,6 +446,16 @@ def reprice_rounds(trace: list[PhaseRecord], pricer: Pricer) -> list[RoundCost]:
             by_category = pricer.ledger.by_category()
         costs.append(RoundCost(r, ends[r], by_category, committed_j))
     return costs
+
+
+def check_exact(trace: list[PhaseRecord], pricer: Pricer) -> None:
+    """A ValueError unless re-pricing ``trace`` with ``pricer`` is exact (:func:`reprice`)."""
+    if pricer.can_change_participation or any(phase.needed is not None for phase in trace):
+        raise ValueError(
+            "re-pricing is exact only where the network cannot change who takes part (no deadline, "
+            "packet errors, MCS outage, unavailable or failing devices, over-selection); co-simulate "
+            "instead"
+        )
 
 
 def _start_rows(start: torch.Tensor, clients: int) -> torch.Tensor:

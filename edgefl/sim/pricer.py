@@ -540,11 +540,11 @@ class SimPyPricer:
     def _wait_all(self, procs):
         yield self.env.all_of(procs)
 
-    def _planned(self, phase: PhaseRecord) -> tuple[list[int], dict, set[int]]:
-        """The phase's clients, their chains' steps (the physics' plan) and those that do nothing (the components'
-        phase_start hooks)."""
+    def _planned(self, phase: PhaseRecord, physics: PhasePhysics | None = None) -> tuple[list[int], dict, set[int]]:
+        """The phase's clients, their chains' steps (the plan of ``physics``, by default the pricer's) and those that
+        do nothing (the components' phase_start hooks)."""
         clients = sorted(phase.chains)
-        plans = self.physics.plan(phase, clients)
+        plans = (physics or self.physics).plan(phase, clients)
         skip: set[int] = set()
         for hook in self._hooks["phase_start"]:
             skip |= hook(phase, clients, plans)
