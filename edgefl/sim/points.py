@@ -37,7 +37,7 @@ def stackable(pricers: list[SimPyPricer]) -> bool:
     components, no deadline, every step inline), a dedicated band without fading or outage whose every rate (uplink
     and downlink) is > 0, broadcast downloads, no radio tail, fresh (nothing priced yet), and the same devices (every
     array but the links')."""
-    if len(pricers) < 2:
+    if len(pricers) < 2 or not all(isinstance(p, SimPyPricer) for p in pricers):
         return False
     lead = pricers[0]
     arrays = lead.pop.device_arrays()

@@ -31,6 +31,7 @@ from edgefl.runner import Simulation
 from edgefl.scenario import Scenario
 from edgefl.seed_axis import run_together, seeds_at_once
 from edgefl.sim.engine import RoundCost, reprice_rounds
+from edgefl.sim.points import reprice_points
 from edgefl.sweeps.jobs import check_options, run_jobs
 from edgefl.sweeps.plan import COSIMULATED, REPRICED, SweepError, SweepPlan, SweepPoint, seed_group
 from edgefl.sweeps.store import (
@@ -128,6 +129,21 @@ def price_point(point: SweepPoint, trace, model) -> list[RoundCost]:
     return reprice_rounds(trace, pricer)
 
 
+POINTS_TOGETHER = 64  # at most this many channel points of a training re-priced together (their pricers held at once)
+
+
+def price_points(points: list[SweepPoint], trace, model) -> list[list[RoundCost]]:
+    """:func:`price_point` of each of ``points`` (channel points of one training): the same numbers, their pricers
+    re-pricing the trace together where they differ only in their links' rates (edgefl.sim.points, benchmarks [5])."""
+    costs: list[list[RoundCost]] = []
+    for first in range(0, len(points), POINTS_TOGETHER):
+        pricers = [
+            pricer_of(p.scenario, model, record_events=False)[-1] for p in points[first : first + POINTS_TOGETHER]
+        ]
+        costs += reprice_points(trace, pricers)
+    return costs
+
+
 def run_task(task: Task) -> list[list[dict]]:
     """Compute a task's points: the metrics rows of each of ``task.points``, in order.
     Runs in a worker (process or Ray task) as well as in the main process (same numbers). A plug-in's
@@ -140,11 +156,12 @@ def run_task(task: Task) -> list[list[dict]]:
         scenarios = {p.training: trainer(p.scenario) for p in task.points}  # one training per seed
         sims = [Simulation(s, record_trace=True) for s in scenarios.values()]
         trained = dict(zip(scenarios, zip(sims, run_together(sims))))  # the seeds trained together
-        return [
-            repriced_rows(result.metrics, price_point(point, result.trace, sim.model))
-            for point in task.points
-            for sim, result in [trained[point.training]]
-        ]
+        rows: dict[int, list[dict]] = {}  # each point's, by its place in task.points
+        for training, (sim, result) in trained.items():
+            places = [k for k, point in enumerate(task.points) if point.training == training]
+            costs = price_points([task.points[k] for k in places], result.trace, sim.model)
+            rows.update((k, repriced_rows(result.metrics, point_costs)) for k, point_costs in zip(places, costs))
+        return [rows[k] for k in range(len(task.points))]
 
 
 def run_task_output(task: Task) -> list[PointOutput]:
