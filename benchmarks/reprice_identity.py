@@ -3,9 +3,10 @@
     python benchmarks/reprice_identity.py REV [--set KEY=VALUE ...]
 
 benchmarks/run.py [5]'s work: the 60-round trace of scenarios/energy-tau-sweep.toml (traced once with this
-checkout) re-priced on its 35 channel points by REV's SimPyPricer and by this checkout's (``reprice_rounds``, no
-event log, as a sweep re-prices); per point the round costs (end time, energy by category, committed energy), the
-ledger's bytes per client and category, and the clock are compared. ``--set`` overrides the scenario (e.g.
+checkout) re-priced on its 35 channel points by REV's SimPyPricer and by this checkout's (no event log, as a sweep
+re-prices: ``edgefl.sim.points.reprice_points`` where a revision has it, the points priced together, else
+``reprice_rounds`` point by point); per point the round costs (end time, energy by category, committed energy) and
+the ledger's bytes per client and category are compared. ``--set`` overrides the scenario (e.g.
 ``devices.slowdown=exponential devices.slowdown_mean=0.5``). Exit 1 if any point differs.
 
 ``--seeds N``: a 1-tau slice of the Figure-4 study instead: the seeds run.seed + 0 .. N-1 trained together on the ideal
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import pickle
 import sys
 import tempfile
@@ -39,18 +41,26 @@ def outcomes(modules, sets: list[str], model, trace, seed: int = 0) -> list[byte
     deployment, pricer_module, scenario_module, engine_module = modules
     s0 = scenario_module.load_scenario(engine_ab.SWEEP_SCENARIO, [f"data.dir={engine_ab.MNIST}", *sets])
     flops = (model.train_flops_per_sample, model.eval_flops_per_sample)
-    out = []
+    pricers = []
     for snr in s0.sweep.grid["network.snr_db"]:
         for bw in s0.sweep.grid["network.bandwidth_mhz"]:
             s = s0.model_copy(deep=True)
             s.network.snr_db, s.network.bandwidth_mhz = float(snr), float(bw)
             population = deployment.build_population(s.network, s.devices, s.data.num_clients, *flops, seed)
-            pricer = pricer_module.SimPyPricer(
-                deployment.network_params(s.network), population, seed, record_events=False
+            pricers.append(
+                pricer_module.SimPyPricer(deployment.network_params(s.network), population, seed, record_events=False)
             )
-            costs = [tuple(vars(cost).items()) for cost in engine_module.reprice_rounds(trace, pricer)]
-            out.append(pickle.dumps((costs, pricer.ledger.per_client().tobytes(), pricer.now)))
-    return out
+    # the points priced together where the revision can (edgefl.sim.points, as a sweep prices them), else one by one
+    points_module = importlib.util.find_spec(f"{engine_module.__package__}.points")
+    if points_module is not None:
+        priced = importlib.import_module(points_module.name).reprice_points(trace, pricers)
+    else:
+        priced = [engine_module.reprice_rounds(trace, pricer) for pricer in pricers]
+    # the costs and ledgers (a pricer's clock does not move where the points are priced together)
+    return [
+        pickle.dumps(([tuple(vars(cost).items()) for cost in costs], pricer.ledger.per_client().tobytes()))
+        for costs, pricer in zip(priced, pricers)
+    ]
 
 
 def traced_seeds(sets: list[str], seeds: int) -> list[tuple[int, object, list]]:
@@ -101,7 +111,7 @@ def main() -> None:
     points = len(got["edgefl"])
     print(
         f"re-pricing {args.rev} vs this checkout {' '.join(args.sets)}: {same} of {points} channel points "
-        f"identical (round costs, ledger bytes, clock); {len(runs)} seed(s); CPU time {args.rev} "
+        f"identical (round costs, ledger bytes); {len(runs)} seed(s); CPU time {args.rev} "
         f"{cpu['edgefl_base'] / points * 1e3:.2f} ms/point, this checkout {cpu['edgefl'] / points * 1e3:.2f} ms/point "
         f"({100 * (cpu['edgefl'] / cpu['edgefl_base'] - 1):+.1f} %, interleaved)"
     )

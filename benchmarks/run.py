@@ -20,8 +20,9 @@
    (data set included), per-round times, total, peak memory (max RSS). Targets at 10^6: <= 60 s, <= 8 GiB.
    --scale-base DIR: the second size also on an edgefl checkout from before (DIR), for the ratio.
 5. reprice: the 60-round DRDM trace of scenarios/energy-tau-sweep.toml re-priced on its 35
-   SNR x bandwidth points (the same SimPy model, no training), one core: channel points per
-   minute; the engine's SimPy events/s next to a bare SimPy timeout loop (the ceiling).
+   SNR x bandwidth points (the same SimPy model, no training), one core, as a sweep prices them (together along an
+   array axis: edgefl.sim.points; a --tree without it: point by point): channel points per minute; the engine's
+   SimPy events/s next to a bare SimPy timeout loop (the ceiling).
 8. async: an asynchronous server (FedAsync, concurrency 10, 600 server updates, evaluation only at the
    end) on scenarios/phones-in-a-cell.toml, SimPy co-simulation vs the ideal engine: the engine's cost per
    dispatched chain (CPU time of separate runs, interleaved; docs/asynchronous.md, "Engine overhead").
@@ -71,6 +72,11 @@ from edgefl.runner import Simulation  # noqa: E402
 from edgefl.scenario import load_scenario, scenario_from_dict  # noqa: E402
 from edgefl.sim import SimPyPricer, reprice_rounds  # noqa: E402
 from edgefl.sweeps.store import load_manifest  # noqa: E402
+
+try:  # the channel points of a trace priced together (a tree from before has no edgefl.sim.points)
+    from edgefl.sim.points import reprice_points  # noqa: E402
+except ImportError:
+    reprice_points = None
 
 MNIST_DIR = Path(
     os.environ.get("EDGEFL_MNIST_DIR", Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist")
@@ -487,10 +493,15 @@ def bench_reprice() -> None:
     for rep in range(repeats):
         t, c = time.perf_counter(), time.process_time()
         events = 0
-        for network, population in pricers:
-            pricer = SimPyPricer(network, population, scenario.run.seed, record_events=False)
-            reprice_rounds(trace, pricer)
-            events += next(pricer.env._eid)
+        priced = [
+            SimPyPricer(network, population, scenario.run.seed, record_events=False) for network, population in pricers
+        ]
+        if reprice_points is None:  # (a tree without edgefl.sim.points: point by point)
+            for pricer in priced:
+                reprice_rounds(trace, pricer)
+        else:
+            reprice_points(trace, priced)  # together where they can be, as a sweep prices a training's points
+        events += sum(next(pricer.env._eid) for pricer in priced)
         engine_times.append(time.perf_counter() - t)
         cpu_times.append(time.process_time() - c)
         engine_events.append(events)
