@@ -14,12 +14,13 @@ is :func:`edgefl.sim.engine.reprice_rounds`'s (tests/test_points.py). Elsewhere 
 from __future__ import annotations
 
 from collections import deque
+from operator import itemgetter
 
 import numpy as np
 
 from edgefl.sim.access import DedicatedUplink
 from edgefl.sim.activities import PhaseRecord
-from edgefl.sim.booking import energies_j
+from edgefl.sim.booking import LogRow, _column, energies_j
 from edgefl.sim.chain import OwnClocks, chain
 from edgefl.sim.components import Knobs, OverSelection
 from edgefl.sim.engine import RoundCost, check_exact, reprice_rounds
@@ -30,14 +31,18 @@ from edgefl.sim.radio import RadioStates
 # The components of a plain network's pricer (edgefl.sim.components.default_components with nothing to add): none
 # acts on a chain, and their phase_start, upload_arrived and round_end hooks change nothing in a re-pricing
 _PLAIN = [RadioStates, DedicatedUplink, OverSelection, Knobs]
+_AMOUNT = LogRow._fields.index("amount")
 
 
-def stackable(pricers: list[SimPyPricer]) -> bool:
-    """Whether the pricers can re-price a trace together: each on own clocks in every phase of a re-pricing (plain
+def stackable(pricers: list[SimPyPricer], trace: list[PhaseRecord]) -> bool:
+    """Whether the pricers can re-price ``trace`` together: each on own clocks in every phase of a re-pricing (plain
     components, no deadline, every step inline), a dedicated band without fading or outage whose every rate (uplink
     and downlink) is > 0, broadcast downloads, no radio tail, fresh (nothing priced yet), and the same devices (every
-    array but the links')."""
+    array but the links'); every message of the trace a finite number of bits >= 0 (so that every step's time is a
+    finite number of seconds >= 0, as SimPy's timeouts check it one by one: :class:`edgefl.sim.chain.OwnClocks`)."""
     if len(pricers) < 2 or not all(isinstance(p, SimPyPricer) for p in pricers):
+        return False
+    if not all(0 <= a.bits < np.inf for phase in trace for chain_ in phase.chains.values() for a in chain_):
         return False
     lead = pricers[0]
     arrays = lead.pop.device_arrays()
@@ -59,6 +64,8 @@ def stackable(pricers: list[SimPyPricer]) -> bool:
         if not plain or not p._on_own_clocks(PhaseRecord(round=0, phase=0)):
             return False
         if any(not np.array_equal(a, b) for a, b in zip(arrays.values(), p.pop.device_arrays().values())):
+            return False
+        if p._cpu_hz != lead._cpu_hz or p._tx_power_w != lead._tx_power_w:  # (the devices now: the knobs)
             return False
         for link, band_hz in (("up", net.bandwidth_hz), ("down", net.downlink_bandwidth_hz)):
             if p.physics._rates_without_fading(link, band_hz, band_hz)[1] is None:  # a rate 0: a message lost
@@ -93,7 +100,7 @@ def reprice_points(trace: list[PhaseRecord], pricers: list[SimPyPricer]) -> list
     """:func:`edgefl.sim.engine.reprice_rounds` of the trace with each pricer (fresh ones): the same numbers, priced
     together where :func:`stackable`, each point's rows booked into its pricer's ledger (the pricers' clocks do not
     move: read the returned costs)."""
-    if not stackable(pricers):
+    if not stackable(pricers, trace):
         return [reprice_rounds(trace, pricer) for pricer in pricers]
     check_exact(trace, pricers[0])
     lead, physics = pricers[0], PointsPhysics([p.physics for p in pricers])
@@ -117,18 +124,16 @@ def reprice_points(trace: list[PhaseRecord], pricers: list[SimPyPricer]) -> list
     if not log:
         return [reprice_rounds(trace, pricer) for pricer in pricers]
     # every row's energy at every point [points, rows], booked into each point's ledger, read at each round's end
-    client, _, _, _, _, _, code, amount, _, _, cpu_hz, tx_power_w = zip(*log)
-    points = len(pricers)
-    clients, codes = np.array(client, dtype=np.int64), np.array(code, dtype=np.int64)
+    points, clients, codes = len(pricers), _column(log, "client", np.int64), _column(log, "code", np.int64)
     # cycles for compute (the same at every point), seconds otherwise (an array [points])
-    amounts = np.array([a if type(a) is np.ndarray else [a] * points for a in amount], dtype=np.float64).T
+    amounts = [a if type(a) is np.ndarray else [a] * points for a in map(itemgetter(_AMOUNT), log)]
     energy = energies_j(
         lead.pop,
         clients,
         codes,
-        np.ascontiguousarray(amounts),
-        np.array(cpu_hz, dtype=np.float64),
-        np.array(tx_power_w, dtype=np.float64),
+        np.ascontiguousarray(np.array(amounts, dtype=np.float64).T),
+        _column(log, "cpu_hz", np.float64),
+        _column(log, "tx_power_w", np.float64),
     )
     spent_j, pending_j = lead._committed_beyond_ledger_j()  # (nothing runs on: no chain in flight, no radio tail)
     costs = []
