@@ -54,6 +54,9 @@ class OwnClocks(OwnClock):
 
     __slots__ = ()
 
+    def __init__(self, now) -> None:
+        super().__init__(now)
+
     def timeout(self, seconds) -> None:
         self.now = self.now + seconds  # (a new array: the chain keeps the one before as a step's start)
 

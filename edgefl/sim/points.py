@@ -34,7 +34,7 @@ _PLAIN = [RadioStates, DedicatedUplink, OverSelection, Knobs]
 _AMOUNT = LogRow._fields.index("amount")
 
 
-def stackable(pricers: list[SimPyPricer], trace: list[PhaseRecord]) -> bool:
+def stackable(pricers: list, trace: list[PhaseRecord]) -> bool:
     """Whether the pricers can re-price ``trace`` together: each on own clocks in every phase of a re-pricing (plain
     components, no deadline, every step inline), a dedicated band without fading or outage whose every rate (uplink
     and downlink) is > 0, broadcast downloads, no radio tail, fresh (nothing priced yet), and the same devices (every
@@ -96,7 +96,7 @@ class PointsPhysics(PhasePhysics):
         return self._rates_at_mean[key]
 
 
-def reprice_points(trace: list[PhaseRecord], pricers: list[SimPyPricer]) -> list[list[RoundCost]]:
+def reprice_points(trace: list[PhaseRecord], pricers: list) -> list[list[RoundCost]]:
     """:func:`edgefl.sim.engine.reprice_rounds` of the trace with each pricer (fresh ones): the same numbers, priced
     together where :func:`stackable`, each point's rows booked into its pricer's ledger (the pricers' clocks do not
     move: read the returned costs)."""
@@ -104,6 +104,7 @@ def reprice_points(trace: list[PhaseRecord], pricers: list[SimPyPricer]) -> list
         return [reprice_rounds(trace, pricer) for pricer in pricers]
     check_exact(trace, pricers[0])
     lead, physics = pricers[0], PointsPhysics([p.physics for p in pricers])
+    assert isinstance(lead, SimPyPricer)  # (stackable)
     now = np.array([float(p.now) for p in pricers])  # [points]: every point's clock
     log: list = []
     ends: list[tuple[int, np.ndarray]] = []  # (round, each point's clock at its end)
@@ -124,12 +125,12 @@ def reprice_points(trace: list[PhaseRecord], pricers: list[SimPyPricer]) -> list
     if not log:
         return [reprice_rounds(trace, pricer) for pricer in pricers]
     # every row's energy at every point [points, rows], booked into each point's ledger, read at each round's end
-    points, clients, codes = len(pricers), _column(log, "client", np.int64), _column(log, "code", np.int64)
+    points, client, codes = len(pricers), _column(log, "client", np.int64), _column(log, "code", np.int64)
     # cycles for compute (the same at every point), seconds otherwise (an array [points])
     amounts = [a if type(a) is np.ndarray else [a] * points for a in map(itemgetter(_AMOUNT), log)]
     energy = energies_j(
         lead.pop,
-        clients,
+        client,
         codes,
         np.ascontiguousarray(np.array(amounts, dtype=np.float64).T),
         _column(log, "cpu_hz", np.float64),
@@ -138,7 +139,7 @@ def reprice_points(trace: list[PhaseRecord], pricers: list[SimPyPricer]) -> list
     spent_j, pending_j = lead._committed_beyond_ledger_j()  # (nothing runs on: no chain in flight, no radio tail)
     costs = []
     for p, pricer in enumerate(pricers):
-        readings = pricer.ledger.add_rows(clients, codes, energy[p], read_after)
+        readings = pricer.ledger.add_rows(client, codes, energy[p], read_after)
         by_round = {r: (at, by_category) for (r, at), by_category in zip(ends, readings)}  # (a round's last end)
         point_costs = []
         for r in sorted(by_round):
