@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+import edgefl.sim.points as points_module
 from edgefl.deployment import build_population, network_params
 from edgefl.runner import Simulation
 from edgefl.scenario import scenario_from_dict
@@ -56,11 +57,13 @@ def outcome(costs, pricer) -> bytes:
     return pickle.dumps(([tuple(vars(c).items()) for c in costs], pricer.ledger.per_client().tobytes()))
 
 
-@pytest.mark.parametrize("budget", [False, True])
-def test_points_priced_together_equal_each_priced_alone(traced, budget):
+@pytest.mark.parametrize("budget, book_rows", [(False, 4096), (True, 4096), (True, 1)])
+def test_points_priced_together_equal_each_priced_alone(traced, budget, book_rows, monkeypatch):
     """Four channel points (SNR, uplink and downlink bands) priced together: every round's end time, energy by category
     and committed energy, and every ledger cell, the same bytes as each point re-priced alone; with a configured SNR
-    (every client's the same: chains that end together) and with a link budget (devices in a disk: each its rate)."""
+    (every client's the same: chains that end together) and with a link budget (devices in a disk: each its rate);
+    the rows booked once or at every round's end."""
+    monkeypatch.setattr(points_module, "BOOK_ROWS", book_rows)
     s, trace, flops = traced
     network = {"snr_db": None, "cell_radius_m": 800.0} if budget else {}
     together = pricers(s, flops, CHANNELS, network)

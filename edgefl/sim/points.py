@@ -32,6 +32,7 @@ from edgefl.sim.radio import RadioStates
 # acts on a chain, and their phase_start, upload_arrived and round_end hooks change nothing in a re-pricing
 _PLAIN = [RadioStates, DedicatedUplink, OverSelection, Knobs]
 _AMOUNT = LogRow._fields.index("amount")
+BOOK_ROWS = 4096  # rows (each with an array [points] or two) booked at a round's end once this many are logged
 
 
 def stackable(pricers: list, trace: list[PhaseRecord]) -> bool:
@@ -106,9 +107,10 @@ def reprice_points(trace: list[PhaseRecord], pricers: list) -> list[list[RoundCo
     lead, physics = pricers[0], PointsPhysics([p.physics for p in pricers])
     assert isinstance(lead, SimPyPricer)  # (stackable)
     now = np.array([float(p.now) for p in pricers])  # [points]: every point's clock
-    log: list = []
+    log: list = []  # the rows logged and not booked yet
     ends: list[tuple[int, np.ndarray]] = []  # (round, each point's clock at its end)
-    read_after: list[int] = []  # the rows logged by each round's end
+    readings: list[list[dict[str, float]]] = [[] for _ in pricers]  # each point's energy by category at those ends
+    read_after: list[int] = []  # the rows of ``log`` logged by each round's end not read yet
     run = deque[None](maxlen=0).extend  # runs a chain to its end
     completed: dict[int, bool] = {}
     for k, phase in enumerate(trace):
@@ -122,25 +124,14 @@ def reprice_points(trace: list[PhaseRecord], pricers: list) -> list[list[RoundCo
         if k + 1 == len(trace) or trace[k + 1].round != phase.round:  # the round's last phase
             ends.append((phase.round, now))
             read_after.append(len(log))
-    if not log:
-        return [reprice_rounds(trace, pricer) for pricer in pricers]
-    # every row's energy at every point [points, rows], booked into each point's ledger, read at each round's end
-    points, client, codes = len(pricers), _column(log, "client", np.int64), _column(log, "code", np.int64)
-    # cycles for compute (the same at every point), seconds otherwise (an array [points])
-    amounts = [a if type(a) is np.ndarray else [a] * points for a in map(itemgetter(_AMOUNT), log)]
-    energy = energies_j(
-        lead.pop,
-        client,
-        codes,
-        np.ascontiguousarray(np.array(amounts, dtype=np.float64).T),
-        _column(log, "cpu_hz", np.float64),
-        _column(log, "tx_power_w", np.float64),
-    )
+            if len(log) >= BOOK_ROWS or k + 1 == len(trace):  # (the rows of a few rounds held at once)
+                for point, read in zip(readings, _book(lead.pop, pricers, log, read_after)):
+                    point += read
+                log, read_after = [], []
     spent_j, pending_j = lead._committed_beyond_ledger_j()  # (nothing runs on: no chain in flight, no radio tail)
     costs = []
     for p, pricer in enumerate(pricers):
-        readings = pricer.ledger.add_rows(client, codes, energy[p], read_after)
-        by_round = {r: (at, by_category) for (r, at), by_category in zip(ends, readings)}  # (a round's last end)
+        by_round = {r: (at, by_category) for (r, at), by_category in zip(ends, readings[p])}  # (a round's last end)
         point_costs = []
         for r in sorted(by_round):
             at, by_category = by_round[r]
@@ -150,3 +141,23 @@ def reprice_points(trace: list[PhaseRecord], pricers: list) -> list[list[RoundCo
             point_costs.append(RoundCost(r, at[p], by_category, committed_j))
         costs.append(point_costs)
     return costs
+
+
+def _book(pop, pricers: list[SimPyPricer], log: list, read_after: list[int]) -> list[list[dict[str, float]]]:
+    """Book the rows of ``log`` logged at every point into each point's ledger, in log order (as its pricer books
+    them), each row's energy priced at every point at once [points, rows]; return each point's energy by category
+    read after ``read_after`` rows (ascending)."""
+    if not log:  # (chains that did nothing)
+        return [[pricer.ledger.by_category() for _ in read_after] for pricer in pricers]
+    points, client, codes = len(pricers), _column(log, "client", np.int64), _column(log, "code", np.int64)
+    # cycles for compute (the same at every point), seconds otherwise (an array [points])
+    amounts = [a if type(a) is np.ndarray else [a] * points for a in map(itemgetter(_AMOUNT), log)]
+    energy = energies_j(
+        pop,
+        client,
+        codes,
+        np.ascontiguousarray(np.array(amounts, dtype=np.float64).T),
+        _column(log, "cpu_hz", np.float64),
+        _column(log, "tx_power_w", np.float64),
+    )
+    return [pricer.ledger.add_rows(client, codes, energy[p], read_after) for p, pricer in enumerate(pricers)]
