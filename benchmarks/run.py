@@ -464,8 +464,9 @@ def bare_simpy_events_per_s(processes: int, timeouts: int) -> float:
 
 def bench_reprice() -> None:
     """Re-pricing the 60-round DRDM trace of scenarios/energy-tau-sweep.toml (tau = 10, seed 0) on
-    the study's SNR x bandwidth grid, one core: channel points per minute, of wall time and of CPU time (steadier
-    on a loaded machine); the SimPy events per point (a phase's chains run on their own clocks where nothing else
+    the study's SNR x bandwidth grid, one core, as a sweep prices a training's points (together along an array axis
+    where they can be, edgefl.sim.points: no SimPy event then): channel points per minute, of wall time and of CPU
+    time (steadier on a loaded machine); the SimPy events per point (a phase's chains run on their own clocks where nothing else
     can act on them: edgefl.sim.pricer, _on_own_clocks) and a bare SimPy timeout loop's rate, interleaved."""
     rounds, every, repeats = SIZE["reprice"]
     scenario = load_scenario(SWEEP_SCENARIO, [f"data.dir={MNIST_DIR}"] + ([f"run.rounds={rounds}"] if rounds else []))

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from edgefl.runner import Simulation  # noqa: E402
 from edgefl.sweeps.plan import TAU_KEY, plan_sweep  # noqa: E402
-from edgefl.sweeps.run import price_point, run_sweep  # noqa: E402
+from edgefl.sweeps.run import price_points, run_sweep  # noqa: E402
 
 
 def timed(fn):
@@ -69,7 +69,7 @@ def main() -> None:
     group = [p for p in plan.points if p.training == plan.points[0].training]
     sim = Simulation(plan.points[0].scenario, record_trace=True)
     trace = sim.run(progress=False).trace
-    t_reprice, _ = timed(lambda: [price_point(p, trace, sim.model) for p in group])
+    t_reprice, _ = timed(lambda: price_points(group, trace, sim.model))  # (as the sweep prices them: together)
 
     print(
         f"scenario            {args.scenario.relative_to(ROOT)} (rounds = {args.rounds}, "
@@ -90,7 +90,7 @@ def main() -> None:
         f"ratio grid / one    {t_grid / t_one:.2f}   (trainings: {plan.num_trainings}, grid points: {len(plan.points)})"
     )
     print(
-        f"re-pricing          {t_reprice / len(group) * 1e3:.1f} ms per channel point (SimPy pricer, "
+        f"re-pricing          {t_reprice / len(group) * 1e3:.1f} ms per channel point (the co-simulation's pricer, "
         f"{len(group)} channel points of one training)"
     )
     print(
