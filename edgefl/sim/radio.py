@@ -161,17 +161,14 @@ class RadioStates(Component):
             self._budgets_known = (stamp, budgets)
         return [budgets.get(c) for c in clients]
 
-    def _charge_tails(self, clients: list[int], until: float, drawn_together: bool = False) -> list[int]:
+    def _charge_tails(self, clients: list[int], until: float) -> list[int]:
         """Log the clients' tails from where each was last charged until ``until`` (each at most to
         :meth:`_tail_ends`), under the round and phase being priced (at a round's end: its last phase). Returns those
         that are over (their battery is empty). Charged together, as one after another would charge them: a
         battery's budget depends on its own device's rows only (each device has one tail), so every end is found
         first; and as each tail's budget, asked for, would have drawn the rows logged before it, those of all
         but the last tail asked for are drawn before that one's row is logged (one booking for them all instead of
-        one per tail: benchmarks [8]). ``drawn_together``: every row drawn once all are logged instead, where the
-        batteries hold nothing undrawn of the last tail's device (at a round's end, after :meth:`expire_tails` asked
-        them): its row and the others', of other devices, drawn at the same instant give the same levels as drawn
-        one after the other, in one booking and one draw instead of two (benchmarks [8])."""
+        one per tail: benchmarks [8])."""
         if not clients:
             return []
         self._changes += 1
@@ -183,7 +180,7 @@ class RadioStates(Component):
                     last_asked = k
         empty = []
         for k, (client, (end, battery_empty)) in enumerate(zip(clients, ends)):
-            if k == last_asked and k > 0 and not drawn_together:
+            if k == last_asked and k > 0:
                 self.budget_j([])  # the rows logged so far drawn, as its own ask would
             tail = self._tails[client]
             seconds = end - tail[1]
@@ -194,8 +191,6 @@ class RadioStates(Component):
             tail[1] = max(tail[1], end)
             if battery_empty:
                 empty.append(client)
-        if drawn_together and last_asked > 0:
-            self.budget_j([])  # (at the same instant as before the last row: that device's row drawn with the others)
         return empty
 
     def _end_tail(self, client: int, cut_at: float | None) -> None:
@@ -257,8 +252,8 @@ class RadioStates(Component):
         self._at = (round_, self._at[1] if self._at[0] == round_ else 0)
         if not self._tails:  # (none to charge)
             return
-        self.expire_tails()  # (asks the batteries where a tail draws power: everything logged before is drawn)
-        for client in self._charge_tails(list(self._tails), self.env.now, drawn_together=True):
+        self.expire_tails()
+        for client in self._charge_tails(list(self._tails), self.env.now):
             del self._tails[client]
 
     def run_end(self) -> None:
