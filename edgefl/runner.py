@@ -295,7 +295,9 @@ class Recorder:
         stop_at = self.run.stop_at
         self.stop_at = parse_target(stop_at) if stop_at else None
         self.targets = list(targets or [])
-        self._with_battery: list[int] | None = None  # (_battery_clients)
+        # the devices with a battery (battery.csv's clients, the same at every round), as an index and as a list
+        self._battery_index = np.flatnonzero(np.isfinite(self.population.battery_j))
+        self._battery_list: list[int] = self._battery_index.tolist()
 
     def row(self, r: int, record) -> dict:
         """metrics.csv's row of round ``r`` (0-based), which the engine ran (``record``): evaluated where the
@@ -419,10 +421,7 @@ class Recorder:
         return values
 
     def _battery_clients(self) -> list[int]:
-        """The devices with a battery (battery.csv's clients: the same at every round)."""
-        if self._with_battery is None:
-            self._with_battery = np.flatnonzero(np.isfinite(self.population.battery_j)).tolist()
-        return self._with_battery
+        return self._battery_list
 
     def _battery_rows(self, r: int, row: dict, battery: list[dict]) -> None:
         """battery.csv's rows after round ``r`` (0-based): every level now, and what was harvested so far, of the
@@ -434,10 +433,16 @@ class Recorder:
         classes, clients, n = self.population.device_class, self._battery_clients(), r + 1
         level_of, harvested_of = levels.tolist(), harvested.tolist()
         battery += [
-            {"round": n, "client": c, "device_class": classes[c], "level_j": level_of[c], "harvested_j": harvested_of[c]}
+            {
+                "round": n,
+                "client": c,
+                "device_class": classes[c],
+                "level_j": level_of[c],
+                "harvested_j": harvested_of[c],
+            }
             for c in clients
         ]
-        theirs = levels[clients]
+        theirs = levels[self._battery_index]
         row.update(battery_min_j=float(theirs.min()), battery_mean_j=float(theirs.mean()))
 
     def _energy_fields(self) -> dict:
