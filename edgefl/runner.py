@@ -443,7 +443,8 @@ class Recorder:
             for c in clients
         ]
         theirs = levels[self._battery_index]
-        row.update(battery_min_j=float(theirs.min()), battery_mean_j=float(theirs.mean()))
+        # (the mean as ndarray.mean computes it, its sum over the count, without its Python wrapper: every update)
+        row.update(battery_min_j=float(theirs.min()), battery_mean_j=float(theirs.sum() / len(theirs)))
 
     def _energy_fields(self) -> dict:
         """The energy so far, in total and by category (metrics.csv's energy columns)."""
