@@ -246,8 +246,9 @@ class SimPyPricer:
         _check_rate_factor("set_downlink_rate_factor", client, factor, self.downlink.retimable, "changes_downlink_rate")
         self.downlink.rate_changed(client, factor)
 
-    def log_row(self, at: tuple[int, int], row: LogRow) -> None:
-        """Log a row outside a chain (a radio tail): in the phase running, or under ``at`` (round, phase)."""
+    def log_row(self, at: tuple[int, int], row: tuple) -> None:
+        """Log a row outside a chain (a radio tail; :class:`LogRow`'s fields, a plain tuple or a LogRow): in the phase running,
+        or under ``at`` (round, phase)."""
         if self._phase_log is not None:
             self._phase_log.append(row)
         else:
