@@ -92,7 +92,7 @@ class SimPyPricer:
         self.physics = PhasePhysics(network, population, fading_rng, self.devices)
         self._ledger = EnergyLedger(population.num_clients)
         self._events: list[Event] | None = [] if record_events else None
-        self._unbooked: list[tuple[int, int, list[LogRow]]] = []  # phases simulated, energy not yet booked
+        self._unbooked: list[tuple[int, int, list]] = []  # phases simulated, energy not yet booked (LogRow rows)
         self._phases_unbooked = 0
         self._phase_log: list | None = None  # the log of the phase running
         self._running: dict = {}  # client -> its process, while its chain runs
