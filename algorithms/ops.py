@@ -54,7 +54,7 @@ def sgd_step(w, grad, carry, client, shared, k):
 
 def _as_clients(clients) -> np.ndarray:
     arr = np.asarray(clients, dtype=np.int64).reshape(-1)
-    if len(np.unique(arr)) != len(arr):
+    if len(arr) > 1 and len(np.unique(arr)) != len(arr):  # (one client has no duplicate: an asynchronous server's ops)
         raise ValueError(f"an operation's client set has duplicates: {arr.tolist()}")
     return arr
 

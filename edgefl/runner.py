@@ -295,6 +295,9 @@ class Recorder:
         stop_at = self.run.stop_at
         self.stop_at = parse_target(stop_at) if stop_at else None
         self.targets = list(targets or [])
+        # the devices with a battery (battery.csv's clients, the same at every round), as an index and as a list
+        self._battery_index = np.flatnonzero(np.isfinite(self.population.battery_j))
+        self._battery_list: list[int] = self._battery_index.tolist()
 
     def row(self, r: int, record) -> dict:
         """metrics.csv's row of round ``r`` (0-based), which the engine ran (``record``): evaluated where the
@@ -309,11 +312,11 @@ class Recorder:
         rows = done.rows
         where = self.pricer.positions_m()
         if where is not None:  # moving devices: where each was during the round (columns as lists: every round)
-            x, y = where[:, 0], where[:, 1]
-            done.positions.extend(
-                {"round": r + 1, "client": c, "x_m": xc, "y_m": yc, "distance_m": dc}
+            x, y, n = where[:, 0], where[:, 1], r + 1
+            done.positions += [
+                {"round": n, "client": c, "x_m": xc, "y_m": yc, "distance_m": dc}
                 for c, (xc, yc, dc) in enumerate(zip(x.tolist(), y.tolist(), np.hypot(x, y).tolist()))
-            )
+            ]
         self._battery_rows(r, row, done.battery)
         if row.get("acc_worst") is not None or row.get("loss") is not None:
             done.last_eval = row
@@ -418,7 +421,7 @@ class Recorder:
         return values
 
     def _battery_clients(self) -> list[int]:
-        return np.flatnonzero(np.isfinite(self.population.battery_j)).tolist()
+        return self._battery_list
 
     def _battery_rows(self, r: int, row: dict, battery: list[dict]) -> None:
         """battery.csv's rows after round ``r`` (0-based): every level now, and what was harvested so far, of the
@@ -427,19 +430,21 @@ class Recorder:
         if levels is None:
             return
         harvested = self.pricer.device_value("harvested_j")
-        classes, clients = self.population.device_class, self._battery_clients()
+        classes, clients, n = self.population.device_class, self._battery_clients(), r + 1
         level_of, harvested_of = levels.tolist(), harvested.tolist()
-        battery.extend(
+        battery += [
             {
-                "round": r + 1,
+                "round": n,
                 "client": c,
                 "device_class": classes[c],
                 "level_j": level_of[c],
                 "harvested_j": harvested_of[c],
             }
             for c in clients
-        )
-        row.update(battery_min_j=float(levels[clients].min()), battery_mean_j=float(levels[clients].mean()))
+        ]
+        theirs = levels[self._battery_index]
+        # (the mean as ndarray.mean computes it, its sum over the count, without its Python wrapper: every update)
+        row.update(battery_min_j=float(theirs.min()), battery_mean_j=float(theirs.sum() / len(theirs)))
 
     def _energy_fields(self) -> dict:
         """The energy so far, in total and by category (metrics.csv's energy columns)."""

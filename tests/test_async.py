@@ -384,3 +384,16 @@ def test_chains_dispatched_one_at_a_time_train_together_with_the_numbers_of_trai
             values = [[r[key] for r in result.metrics if r[key] is not None] for result in (deferred, at_once)]
             assert len(values[0]) == len(values[1]) > 0
             np.testing.assert_allclose(*values, rtol=0, atol=1e-6, err_msg=key)
+
+
+def test_an_operations_clients_are_checked_for_duplicates_also_for_one_client():
+    """A Dispatch's Train, Broadcast and Upload of one client skip np.unique (benchmarks [8]); duplicates still raise."""
+    from algorithms.ops import Broadcast, Upload
+
+    assert Broadcast(np.array([7]), 1.0).clients.tolist() == [7]
+    assert Upload(7, 1.0).clients.tolist() == [7]  # (a scalar: one client)
+    assert Broadcast([], 1.0).clients.tolist() == []
+    with pytest.raises(ValueError, match="duplicates: \\[3, 1, 3\\]"):
+        Broadcast(np.array([3, 1, 3]), 1.0)
+    with pytest.raises(ValueError, match="duplicates"):
+        Upload([2, 2], 1.0)

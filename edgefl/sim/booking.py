@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import accumulate
 from itertools import chain as chained
-from math import isfinite
+from math import inf
 from operator import itemgetter
 from types import SimpleNamespace
 from typing import NamedTuple
@@ -111,7 +111,7 @@ def _few_energies_j(
     out = []
     for c, code, amount, hz, tx_w in zip(clients, codes, amounts, cpu_hz, tx_power_w):
         amount, hz, tx_w = float(amount), float(hz), float(tx_w)
-        if not (isfinite(amount) and amount >= 0 and isfinite(hz) and hz >= 0 and isfinite(tx_w) and tx_w >= 0):
+        if not (0.0 <= amount < inf and 0.0 <= hz < inf and 0.0 <= tx_w < inf):  # (finite and >= 0; NaN fails)
             return None
         if code == CAT_COMPUTE and not hz > 0:
             return None

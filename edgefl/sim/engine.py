@@ -388,6 +388,8 @@ class Engine:
 
     @staticmethod
     def _per_client(bits, clients) -> np.ndarray:
+        if isinstance(bits, (int, float)):  # (one payload for all: without broadcast_to's cost, per Dispatch: [8])
+            return np.full(len(clients), bits, dtype=float)
         return np.broadcast_to(np.asarray(bits, dtype=float), (len(clients),))
 
     def _add(self, client, activity: Activity) -> None:

@@ -92,7 +92,7 @@ class SimPyPricer:
         self.physics = PhasePhysics(network, population, fading_rng, self.devices)
         self._ledger = EnergyLedger(population.num_clients)
         self._events: list[Event] | None = [] if record_events else None
-        self._unbooked: list[tuple[int, int, list[LogRow]]] = []  # phases simulated, energy not yet booked
+        self._unbooked: list[tuple[int, int, list]] = []  # phases simulated, energy not yet booked (LogRow rows)
         self._phases_unbooked = 0
         self._phase_log: list | None = None  # the log of the phase running
         self._running: dict = {}  # client -> its process, while its chain runs
@@ -246,8 +246,9 @@ class SimPyPricer:
         _check_rate_factor("set_downlink_rate_factor", client, factor, self.downlink.retimable, "changes_downlink_rate")
         self.downlink.rate_changed(client, factor)
 
-    def log_row(self, at: tuple[int, int], row: LogRow) -> None:
-        """Log a row outside a chain (a radio tail): in the phase running, or under ``at`` (round, phase)."""
+    def log_row(self, at: tuple[int, int], row: tuple) -> None:
+        """Log a row outside a chain (a radio tail; :class:`LogRow`'s fields, a plain tuple or a LogRow): in the phase running,
+        or under ``at`` (round, phase)."""
         if self._phase_log is not None:
             self._phase_log.append(row)
         else:
