@@ -20,7 +20,12 @@ def shannon_rate_bps(bandwidth_hz, snr_linear, efficiency=1.0, snr_gap_db=0.0):
     protocol overhead) and with an SNR gap Γ >= 1 (distance of a practical modulation
     and coding scheme from capacity). B [Hz], SNR linear. Gives 0 when B = 0.
     """
-    bandwidth_hz = require_nonnegative(bandwidth_hz, "bandwidth_hz")
+    if isinstance(bandwidth_hz, (int, float)):  # one band, checked as a number (an array's check costs ~2 us a call)
+        if not bandwidth_hz >= 0:  # (NaN fails too)
+            raise ValueError(f"bandwidth_hz must be >= 0 (and not NaN), got {float(bandwidth_hz)}")
+        bandwidth_hz = float(bandwidth_hz)
+    else:
+        bandwidth_hz = require_nonnegative(bandwidth_hz, "bandwidth_hz")
     snr_linear = require_nonnegative(snr_linear, "snr_linear")
     # (The engine calls this once or twice per phase on ~20 x 20 rates: each numpy call's fixed cost counts, so
     # a number is checked as a number, η = 1 and Γ = 1 multiply and divide by nothing, x * 1 and x / 1 being x.)
@@ -36,7 +41,7 @@ def shannon_rate_bps(bandwidth_hz, snr_linear, efficiency=1.0, snr_gap_db=0.0):
     else:
         ratio = snr_linear / np.asarray(db_to_linear(snr_gap_db))
     band = bandwidth_hz if isinstance(efficiency, (int, float)) and efficiency == 1 else efficiency * bandwidth_hz
-    if bandwidth_hz.all():
+    if (bandwidth_hz != 0) if isinstance(bandwidth_hz, float) else bandwidth_hz.all():
         return out(band * np.log2(1.0 + ratio))
     with np.errstate(invalid="ignore"):
         rate = band * np.log2(1.0 + ratio)

@@ -129,6 +129,31 @@ def test_vectorised_mean_snr_matches_the_scalar_link_formula(budget):
 
 
 @pytest.mark.parametrize("budget", [False, True])
+def test_shared_mean_snr_read_from_every_clients_table_is_the_clients_own(budget, monkeypatch):
+    """MeanSnr.shared of a small population reads the clients' rows from a table of every client at every share
+    (made once): bit for bit the table computed for those clients alone (a large population's path), and a moved
+    population's table is its own."""
+    from edgefl.sim import physics
+
+    _, population = world("fdma", budget=budget)
+    rng = np.random.default_rng(2)
+    kept = MeanSnr(population.uplink)
+    for sharers in (1, 3, N):
+        clients = rng.permutation(N)[: max(1, N // 2)]
+        for bandwidth in (1e6, 2.5e5):
+            shares, got = kept.shared(bandwidth, sharers, clients)
+            again = kept.shared(bandwidth, sharers, clients)[1]  # (read from the table made by the first ask)
+            monkeypatch.setattr(physics, "SHARED_TABLE_CELLS", 0)  # computed for the clients alone
+            want_shares, want = MeanSnr(population.uplink).shared(bandwidth, sharers, clients)
+            monkeypatch.undo()
+            np.testing.assert_array_equal(shares, want_shares)
+            np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(again, want)
+            assert got.shape == (len(clients), sharers)
+    assert kept._by_share  # (the small population's tables were kept)
+
+
+@pytest.mark.parametrize("budget", [False, True])
 def test_moved_mean_snr_is_the_mean_snr_of_the_moved_links(budget):
     """MeanSnr.moved (a moving population's mean SNRs from arrays) gives the arrays, and the SNRs, that MeanSnr
     gives reading every moved link (Link.moved) again: bit for bit, also when moved a second time."""

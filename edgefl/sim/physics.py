@@ -96,6 +96,7 @@ class MeanSnr:
     def __init__(self, links):
         self.links = links
         self._by_bandwidth: dict[float, np.ndarray] = {}
+        self._by_share: dict[tuple[float, int], np.ndarray] = {}  # (band, sharers) -> every client's shares (shared)
         configured = np.array([lk.mode == "snr" for lk in links], dtype=bool)
         self.scales_with_band = ~configured  # a link budget: noise N0·B, so the SNR falls as 1/B
         self._snr_idx = np.flatnonzero(configured)
@@ -115,7 +116,7 @@ class MeanSnr:
         the moved links' path losses and power, without building and reading every moved link (a moving population's
         links change at every server update: benchmarks [8])."""
         moved = copy.copy(self)
-        moved.links, moved._by_bandwidth = links, {}
+        moved.links, moved._by_bandwidth, moved._by_share = links, {}, {}
         idx, source = self._budget_idx, self._source
         sets = moved_fields(links.power_w(source["tx_power_w"]), links.path_loss_db[idx])
         moved._budget = {
@@ -155,7 +156,21 @@ class MeanSnr:
     def shared(self, bandwidth_hz: float, sharers: int, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The shares B/1 .. B/sharers [F] and the ``clients``' mean SNR at each [len(clients), F]: only the
         clients asked for (a table of every client at every share would be N x F, e.g. 8 GB for 10^6 devices and
-        1,000 sharers), each entry the same number as in a table of all clients."""
+        1,000 sharers), each entry the same number as in a table of all clients. Where that table is small (at most
+        SHARED_TABLE_CELLS entries), it is made once (per band and number of sharers) and the clients' rows read
+        from it: an FDMA phase's planning asked for it anew at every phase (benchmarks [3])."""
+        if len(self.links) * sharers > SHARED_TABLE_CELLS:
+            return self._shared(bandwidth_hz, sharers, clients)
+        key = (bandwidth_hz, sharers)
+        every = self._by_share.get(key)
+        if every is None:
+            if len(self._by_share) >= 64:  # (a few numbers of sharers in a run: bounded all the same)
+                self._by_share.clear()
+            every = self._by_share[key] = self._shared(bandwidth_hz, sharers, np.arange(len(self.links)))[1]
+        return _shares(bandwidth_hz, sharers), every[clients]
+
+    def _shared(self, bandwidth_hz: float, sharers: int, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`shared`, computed for ``clients``."""
         shares = _shares(bandwidth_hz, sharers)
         table = np.empty((len(clients), sharers))
         configured = ~self.scales_with_band[clients]
@@ -179,6 +194,9 @@ class MeanSnr:
     def instantaneous(self, bandwidth_hz: float, clients: np.ndarray, gains: np.ndarray) -> np.ndarray:
         """SNR with fading gains, as ``Link.snr_linear(B, gain)`` gives it."""
         return faded(self(float(bandwidth_hz))[clients], gains)
+
+
+SHARED_TABLE_CELLS = 1 << 16  # MeanSnr.shared: every client's mean SNR at every share kept up to this many entries
 
 
 @functools.lru_cache(maxsize=64)
@@ -459,9 +477,11 @@ class PhasePhysics:
                     rate[rows] = rate[rows].min(axis=0)
                     nominal[rows] = nominal[rows].min()
             fails = rate == 0
-            with np.errstate(divide="ignore"):
+            if not fails.any():  # (no rate is 0: no division by zero to silence; errstate costs a few us a phase)
                 per_attempt = bits[:, None] / rate
-            if fails.any():
+            else:
+                with np.errstate(divide="ignore"):
+                    per_attempt = bits[:, None] / rate
                 nominal = self.nominal_rate(band, mean, link) if nominal is None else nominal
                 per_attempt = np.where(fails, (bits / nominal)[:, None], per_attempt)
         if not fails.any():  # the usual case: every message gets through at its first attempt
