@@ -184,6 +184,20 @@ def test_shannon_1mhz_20db_is_6_658_mbps():
     assert shannon_rate_bps(1e6, 100.0) == pytest.approx(1e6 * math.log2(101.0))
 
 
+def test_shannon_band_as_a_number_is_checked_and_priced_as_an_array():
+    """One band given as a number (checked without arrays) gives the numbers and errors of the same band as an array."""
+    snr = np.array([[0.0, 1.0, 100.0, np.inf]])
+    for band in (0, 0.0, 1e6, 2.5e5, np.float64(1e6)):
+        got = shannon_rate_bps(band, snr)
+        want = shannon_rate_bps(np.array(band, dtype=np.float64), snr)
+        np.testing.assert_array_equal(got, want)
+        assert shannon_rate_bps(band, 100.0) == shannon_rate_bps(np.array(float(band)), 100.0)
+    assert shannon_rate_bps(0.0, np.inf) == 0.0  # a link budget over no band: nothing gets through
+    for bad in (-1.0, float("nan"), -1):
+        with pytest.raises(ValueError, match="bandwidth_hz must be >= 0"):
+            shannon_rate_bps(bad, 10.0)
+
+
 def test_shannon_efficiency_and_gap_by_hand():
     # efficiency scales the rate; the gap divides the SNR
     assert shannon_rate_bps(1e6, 100.0, efficiency=0.8) == pytest.approx(0.8e6 * math.log2(101.0))
