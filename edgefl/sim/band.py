@@ -41,7 +41,8 @@ class SharedBand:
         self.env = env
         self.coherence_s = math.inf if coherence_s is None else coherence_s  # None: one draw per message
         self.flows: list[Flow] = []  # the uploads in progress, in the order they started; their numbers in
-        self._columns = np.zeros((2, 8))  # the first len(flows) columns: bits left, block end (inf: one draw)
+        self._bits_buffer = np.zeros(8)  # the first len(flows) elements: bits left ...
+        self._end_buffer = np.zeros(8)  # ... their block ends (inf: one draw) ...
         self._slot_buffer = np.zeros(8, dtype=np.int64)  # ... and their columns of the rate table
         self._remaining, self._block_end, self._slots = self._views(0)
         self._rate = np.zeros(0)  # their rate now (bit/s), re-planned at every start, end or cut ...
@@ -59,16 +60,17 @@ class SharedBand:
         self._advance()
         n = len(self.flows)
         if n == len(self._slot_buffer):  # full: twice the capacity
-            self._columns = np.concatenate([self._columns, np.zeros((2, n))], axis=1)
+            self._bits_buffer = np.concatenate([self._bits_buffer, np.zeros(n)])
+            self._end_buffer = np.concatenate([self._end_buffer, np.zeros(n)])
             self._slot_buffer = np.concatenate([self._slot_buffer, np.zeros(n, dtype=np.int64)])
         flow = Flow(client, self.env.event(), block_rates, scale, self._take_slot())
         self._set_rates(flow, rates_bps)
         self.flows.append(flow)
-        self._columns[0, n] = float(bits)
+        self._bits_buffer[n] = float(bits)
         if block_rates is None:
-            self._columns[1, n] = math.inf
+            self._end_buffer[n] = math.inf
         else:
-            self._columns[1, n] = self.env.now + self.coherence_s
+            self._end_buffer[n] = self.env.now + self.coherence_s
             self._faded += 1
         self._slot_buffer[n] = flow.slot
         self._remaining, self._block_end, self._slots = self._views(n + 1)
@@ -94,7 +96,7 @@ class SharedBand:
 
     def _views(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Bits left, block ends and table columns of the first ``n`` flows (views of the buffers)."""
-        return self._columns[0, :n], self._columns[1, :n], self._slot_buffer[:n]
+        return self._bits_buffer[:n], self._end_buffer[:n], self._slot_buffer[:n]
 
     def _take_slot(self) -> int:
         if not self._free:  # twice the columns: each flow a column of its own
@@ -110,31 +112,35 @@ class SharedBand:
             longer = np.full((len(rates), self._table.shape[1]), np.nan)
             longer[: len(self._table)] = self._table
             self._table = longer
+        if flow.scale != 1.0:
+            rates = rates * flow.scale
+        if len(rates) == len(self._table):  # (the usual case: one assignment)
+            self._table[:, flow.slot] = rates
+            return
         column = self._table[:, flow.slot]
-        if len(rates) < len(column):
-            column[len(rates) :] = np.nan
-        column[: len(rates)] = rates * flow.scale if flow.scale != 1.0 else rates
+        column[len(rates) :] = np.nan
+        column[: len(rates)] = rates
 
     def _drop(self, gone: list[int]) -> None:
         """Forget the flows at the positions ``gone`` (ascending; their columns of the table are free again);
         the flows after them move up, in order."""
         n, slots = len(self.flows), self._slot_buffer
         # without block fading every block end is inf (and stays so): only the bits left move
-        moved = self._columns if self._faded else self._columns[0]
+        moved = (self._bits_buffer, self._end_buffer, slots) if self._faded else (self._bits_buffer, slots)
         for k in reversed(gone):
             if self.flows.pop(k).block_rates is not None:
                 self._faded -= 1
         if len(gone) == 1:  # the usual end: one flow (a few of m: no pass over all m in Python)
             k = gone[0]
             self._free.append(int(slots[k]))
-            moved[..., k : n - 1] = moved[..., k + 1 : n]
-            slots[k : n - 1] = slots[k + 1 : n]
+            for buffer in moved:
+                buffer[k : n - 1] = buffer[k + 1 : n]
         else:
             self._free.extend(slots[gone].tolist())
             keep = np.ones(n, dtype=bool)
             keep[gone] = False
-            moved[..., : n - len(gone)] = moved[..., :n][..., keep]
-            slots[: n - len(gone)] = slots[:n][keep]
+            for buffer in moved:
+                buffer[: n - len(gone)] = buffer[:n][keep]
         self._remaining, self._block_end, self._slots = self._views(n - len(gone))
 
     def _advance(self) -> None:
@@ -150,8 +156,14 @@ class SharedBand:
         # the flows' rates with n sharers: row n - 1 of the table at their columns (take: a third of fancy indexing's
         # cost, the same numbers)
         self._rate = rate = self._table[len(self.flows) - 1].take(self._slots)
-        t = np.maximum(self._remaining, 0.0)  # bits left below 0 (rounding) are none
         self._lowest = rate[rate.argmin()]  # (argmin: a fraction of min's cost; a NaN, never read, is picked)
+        if self._lowest > 0 and not self._faded:  # the usual case: the first end, each flow's bits left / its rate
+            t = self._remaining / rate
+            first = float(t[t.argmin()])
+            # (bits left below 0 by rounding are none: the same number as the first of max(bits left, 0) / rate)
+            self.env.timeout(first if first >= 0 else 0.0, self._version).callbacks.append(self._on_timer)
+            return
+        t = np.maximum(self._remaining, 0.0)  # bits left below 0 (rounding) are none
         if self._lowest > 0:
             t /= rate
         else:  # an outage block (rate 0) waits
