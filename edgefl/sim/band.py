@@ -41,13 +41,16 @@ class SharedBand:
         self.env = env
         self.coherence_s = math.inf if coherence_s is None else coherence_s  # None: one draw per message
         self.flows: list[Flow] = []  # the uploads in progress, in the order they started; their numbers in
-        self._bits_buffer = np.zeros(8)  # the first len(flows) elements: bits left ...
-        self._end_buffer = np.zeros(8)  # ... their block ends (inf: one draw) ...
-        self._slot_buffer = np.zeros(8, dtype=np.int64)  # ... and their columns of the rate table
-        self._remaining, self._block_end, self._slots = self._views(0)
+        # The flows' numbers, the first len(flows) elements of buffers whose other elements are padding that no
+        # operation can pick or change (bits left and block end inf, the rate table's column 0 of rates 1: never the
+        # first end, never finished, lowest rate > 0 and >= 1 exactly when the flows' are), so that each event reads
+        # and writes whole buffers, not slices of its own: bits left ...
+        self._remaining = np.full(8, math.inf)
+        self._block_end = np.full(8, math.inf)  # ... their block ends (inf: one draw) ...
+        self._slots = np.zeros(8, dtype=np.int64)  # ... and their columns of the rate table
         self._rate = np.zeros(0)  # their rate now (bit/s), re-planned at every start, end or cut ...
         self._lowest = 0.0  # ... and the lowest of them
-        self._table = np.zeros((0, 0))  # [n - 1, slot]: the rate of the flow in that slot with n sharers
+        self._table = np.zeros((0, 1))  # [n - 1, slot]: the rate of the flow in that slot with n sharers (slot 0: 1)
         self._free: list[int] = []  # columns of the table no flow holds
         self._faded = 0  # flows with block fading (none: no block ends to watch)
         self._last = env.now
@@ -59,21 +62,18 @@ class SharedBand:
         rates times this (a component changed the link's rate)."""
         self._advance()
         n = len(self.flows)
-        if n == len(self._slot_buffer):  # full: twice the capacity
-            self._bits_buffer = np.concatenate([self._bits_buffer, np.zeros(n)])
-            self._end_buffer = np.concatenate([self._end_buffer, np.zeros(n)])
-            self._slot_buffer = np.concatenate([self._slot_buffer, np.zeros(n, dtype=np.int64)])
+        if n == len(self._slots):  # full: twice the capacity (padded)
+            self._remaining = np.concatenate([self._remaining, np.full(n, math.inf)])
+            self._block_end = np.concatenate([self._block_end, np.full(n, math.inf)])
+            self._slots = np.concatenate([self._slots, np.zeros(n, dtype=np.int64)])
         flow = Flow(client, self.env.event(), block_rates, scale, self._take_slot())
         self._set_rates(flow, rates_bps)
         self.flows.append(flow)
-        self._bits_buffer[n] = float(bits)
-        if block_rates is None:
-            self._end_buffer[n] = math.inf
-        else:
-            self._end_buffer[n] = self.env.now + self.coherence_s
+        self._remaining[n] = float(bits)
+        if block_rates is not None:  # (else inf, as the padding)
+            self._block_end[n] = self.env.now + self.coherence_s
             self._faded += 1
-        self._slot_buffer[n] = flow.slot
-        self._remaining, self._block_end, self._slots = self._views(n + 1)
+        self._slots[n] = flow.slot
         self._reschedule()
         return flow
 
@@ -94,10 +94,6 @@ class SharedBand:
                 flow.scale = scale
             self._reschedule()
 
-    def _views(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Bits left, block ends and table columns of the first ``n`` flows (views of the buffers)."""
-        return self._bits_buffer[:n], self._end_buffer[:n], self._slot_buffer[:n]
-
     def _take_slot(self) -> int:
         if not self._free:  # twice the columns: each flow a column of its own
             held = self._table.shape[1]
@@ -111,6 +107,7 @@ class SharedBand:
         if len(rates) > len(self._table):  # a longer table: every column lengthened (NaN: never read)
             longer = np.full((len(rates), self._table.shape[1]), np.nan)
             longer[: len(self._table)] = self._table
+            longer[:, 0] = 1.0  # (the padding's column)
             self._table = longer
         if flow.scale != 1.0:
             rates = rates * flow.scale
@@ -123,25 +120,28 @@ class SharedBand:
 
     def _drop(self, gone: list[int]) -> None:
         """Forget the flows at the positions ``gone`` (ascending; their columns of the table are free again);
-        the flows after them move up, in order."""
-        n, slots = len(self.flows), self._slot_buffer
+        the flows after them move up, in order, and padding fills the places they leave."""
+        n, slots = len(self.flows), self._slots
         # without block fading every block end is inf (and stays so): only the bits left move
-        moved = (self._bits_buffer, self._end_buffer, slots) if self._faded else (self._bits_buffer, slots)
+        moved: list[tuple[np.ndarray, float]] = [(self._remaining, math.inf), (slots, 0)]
+        if self._faded:
+            moved.append((self._block_end, math.inf))
         for k in reversed(gone):
             if self.flows.pop(k).block_rates is not None:
                 self._faded -= 1
         if len(gone) == 1:  # the usual end: one flow (a few of m: no pass over all m in Python)
             k = gone[0]
             self._free.append(int(slots[k]))
-            for buffer in moved:
+            for buffer, padding in moved:
                 buffer[k : n - 1] = buffer[k + 1 : n]
+                buffer[n - 1] = padding
         else:
             self._free.extend(slots[gone].tolist())
             keep = np.ones(n, dtype=bool)
             keep[gone] = False
-            for buffer in moved:
+            for buffer, padding in moved:
                 buffer[: n - len(gone)] = buffer[:n][keep]
-        self._remaining, self._block_end, self._slots = self._views(n - len(gone))
+                buffer[n - len(gone) : n] = padding
 
     def _advance(self) -> None:
         elapsed = self.env.now - self._last
