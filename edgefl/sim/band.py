@@ -11,8 +11,8 @@ uploads started, so that a re-plan costs a few array operations whatever the num
 uploads of one phase: a Python loop over them at each of their 2,000 starts and ends was the
 co-simulation's largest cost); each element is computed by the same float64 operations as one at a
 time, so the times are the same numbers. Bits left and block ends live in buffers whose capacity
-doubles (an upload's start writes one column; an end shifts the columns after it), and each event
-makes as few numpy calls as it can: with ~20 uploads a call costs about a microsecond whatever its
+doubles (an upload's start writes one element; an end shifts the elements after it), padded beyond the
+uploads so that an event works on whole buffers, and each event makes as few numpy calls as it can: with ~20 uploads a call costs about a microsecond whatever its
 size, and these calls were about half of an FDMA + Rayleigh co-simulation's pricing (benchmarks [3]).
 """
 
