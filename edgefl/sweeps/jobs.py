@@ -37,6 +37,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 from tqdm import tqdm
 
+from edgefl.collector import freeze_at_exit
 from edgefl.results import atomic_write_text
 
 BACKENDS = ("local", "ray")
@@ -234,9 +235,16 @@ def _each_batch(fn: Callable, batch: dict) -> list:
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
+def start_worker(parent_pid: int) -> None:
+    """Pool-worker initializer: :func:`die_with_parent`, and a quick end once the pool is shut down
+    (edgefl.collector.freeze_at_exit: the parent waits for its workers to end before it goes on)."""
+    freeze_at_exit()
+    die_with_parent(parent_pid)
+
+
 def die_with_parent(parent_pid: int) -> None:
-    """Pool-worker initializer: the kernel kills this worker when the sweep's main process dies (even by
-    SIGKILL), so no worker is left computing for nobody (Linux prctl; elsewhere the pool's own shutdown)."""
+    """The kernel kills this worker when the sweep's main process dies (even by SIGKILL), so no worker is left
+    computing for nobody (Linux prctl; elsewhere the pool's own shutdown)."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -251,7 +259,7 @@ def _in_pool(fn, jobs, todo: list[int], workers: int, finished) -> None:
     with ProcessPoolExecutor(
         max_workers=min(workers, len(todo)),
         mp_context=get_context("spawn"),
-        initializer=die_with_parent,
+        initializer=start_worker,
         initargs=(os.getpid(),),
     ) as pool:
         pending = {pool.submit(fn, jobs[i]): i for i in todo}
