@@ -35,6 +35,7 @@ def cmd_sweep(args) -> int:
         force=args.force,
         progress=not args.quiet,
     )
+    _workers_done()
     shape = " x ".join(f"{len(v)} {k}" for k, v in plan.grid.items()) or "no grid"
     print(
         f"sweep: {summary.points} points ({shape}; {len(plan.seeds)} seed(s)): {summary.computed} computed now, "
@@ -51,7 +52,7 @@ def cmd_sweep(args) -> int:
 def _workers_started(args) -> Iterator[None]:
     """The pool's workers made ready (their modules imported) while this process plans the sweep
     (edgefl.sweeps.jobs.start_workers_early): in the `edgefl` command, with a local pool of 2 workers or more. A plan
-    refused (a scenario mistake) stops them at once."""
+    refused (a scenario mistake) stops them at once; :func:`_workers_done` once the sweep is."""
     if not (getattr(args, "own_process", False) and args.workers > 1 and getattr(args, "backend", "local") == "local"):
         yield
         return
@@ -61,8 +62,15 @@ def _workers_started(args) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        jobs.stop_workers_early()
+        jobs.stop_worker_server()
         raise
+
+
+def _workers_done() -> None:
+    """The sweep's pool is done: its fork server, if any, ended and waited for (edgefl.sweeps.jobs.stop_worker_server)."""
+    from edgefl.sweeps import jobs
+
+    jobs.stop_worker_server()
 
 
 def _kept_on_interrupt(out: Path) -> str:
@@ -112,6 +120,7 @@ def cmd_compare(args) -> int:
             written.append(figure)
 
     summary = run_sweep(plan, out, workers=args.workers, force=args.force, progress=not args.quiet, then=summarise)
+    _workers_done()
     print(reports[0], end="")
     for note in summary.notes:
         print(note)

@@ -286,9 +286,11 @@ def start_workers_early(preload: Sequence[str]) -> None:
     _WORKERS_FROM = context
 
 
-def stop_workers_early() -> None:
-    """Stop the fork server of :func:`start_workers_early` at once, still importing or not: the sweep was refused
-    (e.g. a scenario mistake), no worker will be forked. Best effort (multiprocessing keeps its pid privately)."""
+def stop_worker_server() -> None:
+    """End the fork server of :func:`start_workers_early`, still importing or not, and wait for it: the sweep was
+    refused (e.g. a scenario mistake: no worker will be forked), or its pool is done (its workers ended, reaped by
+    the server). Waited for here, the server's CPU time and its workers' count in this process's children's
+    (resource.getrusage, e.g. benchmarks/run.py [6]). Best effort: multiprocessing keeps the server's pid privately."""
     global _WORKERS_FROM
     if _WORKERS_FROM is None:
         return
