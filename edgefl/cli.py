@@ -24,7 +24,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from edgefl import __version__, logs  # noqa: E402
-from edgefl.collector import freeze_process  # noqa: E402
+from edgefl.collector import freeze_at_exit, freeze_process  # noqa: E402
 from edgefl.errors import UserError  # noqa: E402  (also known as edgefl.cli.UserError)
 from edgefl.figures import DEFAULT_FORMAT, add_format_argument  # noqa: E402
 
@@ -288,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None and gc.isenabled():  # the command: no collection until its modules are imported (settle_imports)
         _OWN_PROCESS = True
         gc.disable()
+        freeze_at_exit()  # and none as the process ends (edgefl.collector)
     try:
         return _main(argv)
     finally:
@@ -299,6 +300,7 @@ def _main(argv: list[str] | None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.own_process = argv is None  # the `edgefl` command, not main([...]) called from Python
     logs.configure(args.verbose, args.quiet)
     try:
         with faults_named():  # an exception raised in a plug-in's code: a PluginError naming it

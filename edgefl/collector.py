@@ -4,6 +4,7 @@ collected changes, never a result: nothing in edgefl depends on it."""
 
 from __future__ import annotations
 
+import atexit
 import gc
 import threading
 from collections.abc import Iterator
@@ -22,6 +23,17 @@ def freeze_process() -> None:
     with _LOCK:
         _PROCESS_FROZEN = True
         gc.freeze()
+
+
+def freeze_at_exit() -> None:
+    """When this process ends (atexit), keep every object out of the collections that Python's finalization runs:
+    each traverses every tracked object (torch's, the data's), about 0.4-1 s of a process that imported torch
+    (docs/performance.md, "Ending a process"), and what they would free, the system frees anyway when the process
+    ends. Objects are still freed by their reference counts as modules are torn down; only garbage in reference
+    cycles is left to the system (edgefl writes its files with ``with`` blocks, closed before). For processes of
+    their own: the `edgefl` command (edgefl.cli.main) and a sweep's pool workers (edgefl.sweeps.jobs), whose
+    parent waits for them to end before it writes results.csv."""
+    atexit.register(gc.freeze)
 
 
 @contextmanager

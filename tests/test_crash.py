@@ -248,3 +248,25 @@ def test_an_out_under_a_file_is_exit_2_naming_the_file(tmp_path, capsys):
     assert main(["run", str(QUICKSTART), "--out", str(out), "--no-plots", "--quiet", "--set", "run.rounds=1"]) == 2
     assert f"{tmp_path / 'notes'} is a file, not a folder" in capsys.readouterr().err
     assert (tmp_path / "notes").read_text() == "mine"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
+def test_a_refused_sweep_with_workers_leaves_no_process_behind(tmp_path):
+    # `edgefl sweep --workers 2` starts its workers' fork server before the plan (edgefl.sweeps.jobs.
+    # start_workers_early); a scenario mistake stops it at once (stop_worker_server), still importing torch or not
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[run]\nrounds = "x"\n')
+    tag = f"refused-{os.getpid()}"
+    with open(tmp_path / "err", "w") as err:  # (a file, not a pipe: run returns when the command ends, not its heirs)
+        done = subprocess.run(
+            [sys.executable, "-m", "edgefl", "sweep", str(scenario), "--workers", "2", "--out", str(tmp_path / "out")],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            cwd=ROOT,
+            env={**os.environ, "EDGEFL_TEST_TAG": tag},
+        )
+    assert done.returncode == 2 and "run.rounds" in (tmp_path / "err").read_text()
+    servers = [pid for pid in tagged_processes(tag) if b"forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert servers == []  # (at once: without the stop, the server imports on for a second or more; multiprocessing's
+    # resource tracker, a small process that ends with its parent, may still be ending)
+    assert not (tmp_path / "out").exists()

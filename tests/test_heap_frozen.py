@@ -69,3 +69,38 @@ def test_a_heap_frozen_by_the_process_stays_frozen(monkeypatch):
         assert gc.get_freeze_count() > frozen / 2  # not unfrozen (a frozen object freed by its count leaves it)
     finally:
         gc.unfreeze()
+
+
+# What a process of its own keeps frozen when it ends (edgefl.collector.freeze_at_exit): an atexit handler registered
+# before the freeze runs after it (LIFO) and sees the heap frozen, the objects made last included (LATE); without the
+# freeze it sees them unfrozen.
+SEES_FROZEN = (
+    "import atexit, gc, os, sys; atexit.register(lambda: print('frozen', gc.get_freeze_count() >= len(LATE))); "
+)
+LATE = "; LATE = [[] for _ in range(100_000)]"  # more objects than a process holds before it starts
+
+
+def _ends_frozen(code: str) -> str:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", SEES_FROZEN + code + LATE], capture_output=True, text=True, cwd=root)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()[-1]  # (the last line: after what the code printed)
+
+
+def test_a_process_that_asked_ends_with_its_heap_frozen():
+    assert _ends_frozen("gc.unfreeze()") == "frozen False"  # (the check can fail)
+    assert _ends_frozen("from edgefl.collector import freeze_at_exit; freeze_at_exit()") == "frozen True"
+
+
+def test_a_sweep_worker_ends_with_its_heap_frozen():
+    # the pool's initializer (edgefl.sweeps.jobs): its parent waits for it to end before writing results.csv
+    assert _ends_frozen("from edgefl.sweeps.jobs import start_worker; start_worker(os.getppid())") == "frozen True"
+
+
+def test_the_edgefl_command_ends_with_its_heap_frozen():
+    # what it made after its imports too (e.g. a sweep's torch, imported once the scenario is valid)
+    assert _ends_frozen("from edgefl.cli import main; sys.argv = ['edgefl', 'scenarios']; main()") == "frozen True"

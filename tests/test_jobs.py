@@ -102,3 +102,34 @@ def test_jobs_run_together_by_group_each_cached_under_its_own_key(tmp_path, caps
     assert again["job-3"]["call"] == again["job-8"]["call"] == ["job-3", "job-8"] and again["job-5"] == got["job-5"]
     parts = run_keyed(seeded_jobs, jobs, together=lambda job: 0, workers=2, progress=False)
     assert [parts[j["key"]]["call"] for j in jobs] == [["job-5", "job-3", "job-11"]] * 3 + [["job-0", "job-8"]] * 2
+
+
+WORKER_SCRIPT = """
+import os, sys
+from edgefl.sweeps import jobs
+
+def facts(job):
+    return "torch" in sys.modules, os.getpid()  # torch imported before the job came (this script imports none)
+
+if __name__ == "__main__":
+    if sys.argv[1] == "early":
+        jobs.start_workers_early(["edgefl.sweeps.run"])
+    done = jobs.run_jobs(facts, [0, 1], workers=2, progress=False)
+    print([imported for imported, _ in done], os.getpid() not in [pid for _, pid in done])
+"""
+
+
+@pytest.mark.parametrize("start, expected", [("early", "[True, True] True"), ("spawn", "[False, False] True")])
+def test_workers_started_early_have_the_jobs_modules_imported(tmp_path, start, expected):
+    # start_workers_early (the `edgefl sweep` command, during its plan): the workers come from a fork server that
+    # imported the jobs' modules (torch among them) once; without it, each worker is a fresh interpreter
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "workers.py"
+    script.write_text(WORKER_SCRIPT)
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(script), start], capture_output=True, text=True, cwd=root)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == expected  # (and the jobs ran in the workers, not in the script's process)

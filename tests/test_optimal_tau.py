@@ -124,6 +124,18 @@ def test_energy_to_target_is_the_cumulative_energy_at_the_rounds_to_target():
     assert channel.tau_star == 5
 
 
+def test_rows_in_any_order_give_the_same_outcomes():
+    # results.csv holds each run's rows in round order (read as they are); rows in another order are sorted first
+    reach = {(5, 0): 10, (5, 1): 12, (10, 0): 6, (10, 1): 7}
+    rows = synthetic_rows(reach, a=0.5, b_scale=1.0, num_rounds=20, snrs=[10], bandwidths=[1])
+    shuffled = [rows[i] for i in np.random.default_rng(0).permutation(len(rows))]
+    ordered, mixed = (optimal_tau(r, GRID, Target("acc_worst", 0.5), window=3) for r in (rows, shuffled))
+    assert sorted((s.tau, s.rounds_mean, s.energy_mean) for s in mixed.per_tau) == sorted(
+        (s.tau, s.rounds_mean, s.energy_mean) for s in ordered.per_tau
+    )
+    assert {s.tau: s.rounds_mean for s in ordered.per_tau} == {5: 11, 10: 6.5}
+
+
 def test_no_eligible_tau_is_reported_as_never_reached():
     rows = synthetic_rows({(5, 0): 99, (10, 0): 99}, 1.0, 1.0, 10, snrs=[0], bandwidths=[1])
     (channel,) = optimal_tau(rows, GRID, Target("acc_worst", 0.5)).per_channel

@@ -202,9 +202,12 @@ def seed_outcomes(
     outcomes = []
     for key, run in runs.items():
         channel, tau, seed = key[:-2], key[-2], key[-1]
-        run.sort(key=lambda r: r["round"])
-        reached = rounds_to_target([r["round"] for r in run], [r[target.metric] for r in run], target, window)
-        at = next((r for r in run if r["round"] == reached), None)
+        rounds = [r["round"] for r in run]
+        if rounds != sorted(rounds):  # (results.csv holds a run's rows in round order: sorted already)
+            run.sort(key=lambda r: r["round"])
+            rounds = [r["round"] for r in run]
+        reached = rounds_to_target(rounds, [r[target.metric] for r in run], target, window)
+        at = None if reached is None else run[rounds.index(reached)]
         outcomes.append(
             SeedOutcome(
                 channel,

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from edgefl.errors import UserError
@@ -19,7 +21,8 @@ def cmd_sweep(args) -> int:
     from edgefl.sweeps.plan import plan_sweep  # (here: optimal-tau and plot need none of planning's imports)
 
     out = args.out or Path("results") / f"{args.scenario.stem}-sweep"
-    plan = plan_sweep(args.scenario, args.overrides, args.grid, args.seeds)
+    with _workers_started(args):
+        plan = plan_sweep(args.scenario, args.overrides, args.grid, args.seeds)
     from edgefl.sweeps.run import run_sweep  # after the plan: a scenario mistake is told before torch loads
 
     args.on_interrupt = _kept_on_interrupt(out)
@@ -32,6 +35,7 @@ def cmd_sweep(args) -> int:
         force=args.force,
         progress=not args.quiet,
     )
+    _workers_done()
     shape = " x ".join(f"{len(v)} {k}" for k, v in plan.grid.items()) or "no grid"
     print(
         f"sweep: {summary.points} points ({shape}; {len(plan.seeds)} seed(s)): {summary.computed} computed now, "
@@ -42,6 +46,31 @@ def cmd_sweep(args) -> int:
         print(note)
     print(f"results in {summary.results}")
     return 0
+
+
+@contextmanager
+def _workers_started(args) -> Iterator[None]:
+    """The pool's workers made ready (their modules imported) while this process plans the sweep
+    (edgefl.sweeps.jobs.start_workers_early): in the `edgefl` command, with a local pool of 2 workers or more. A plan
+    refused (a scenario mistake) stops them at once; :func:`_workers_done` once the sweep is."""
+    if not (getattr(args, "own_process", False) and args.workers > 1 and getattr(args, "backend", "local") == "local"):
+        yield
+        return
+    from edgefl.sweeps import jobs
+
+    jobs.start_workers_early(["edgefl.sweeps.run"])
+    try:
+        yield
+    except BaseException:
+        jobs.stop_worker_server()
+        raise
+
+
+def _workers_done() -> None:
+    """The sweep's pool is done: its fork server, if any, ended and waited for (edgefl.sweeps.jobs.stop_worker_server)."""
+    from edgefl.sweeps import jobs
+
+    jobs.stop_worker_server()
 
 
 def _kept_on_interrupt(out: Path) -> str:
@@ -67,7 +96,8 @@ def cmd_compare(args) -> int:
     if not names:
         raise UserError("--algorithms: expected a comma-separated list, e.g. --algorithms fedavg,fedprox")
     target = parse_target(args.target) if args.target else None
-    plan = plan_sweep(args.scenario, args.overrides, [f"algorithm.name={','.join(names)}"], args.seeds)
+    with _workers_started(args):
+        plan = plan_sweep(args.scenario, args.overrides, [f"algorithm.name={','.join(names)}"], args.seeds)
     from edgefl.sweeps.run import run_sweep  # after the plan: a scenario mistake is told before torch loads
 
     settings = {name: comparison.own_settings(plan.base, name) for name in names}
@@ -90,6 +120,7 @@ def cmd_compare(args) -> int:
             written.append(figure)
 
     summary = run_sweep(plan, out, workers=args.workers, force=args.force, progress=not args.quiet, then=summarise)
+    _workers_done()
     print(reports[0], end="")
     for note in summary.notes:
         print(note)

@@ -37,6 +37,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 from tqdm import tqdm
 
+from edgefl.collector import freeze_at_exit
 from edgefl.results import atomic_write_text
 
 BACKENDS = ("local", "ray")
@@ -234,24 +235,84 @@ def _each_batch(fn: Callable, batch: dict) -> list:
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
+def start_worker(parent_pid: int) -> None:
+    """Pool-worker initializer: :func:`die_with_parent`, and a quick end once the pool is shut down
+    (edgefl.collector.freeze_at_exit: the parent waits for its workers to end before it goes on)."""
+    freeze_at_exit()
+    die_with_parent(parent_pid)
+
+
 def die_with_parent(parent_pid: int) -> None:
-    """Pool-worker initializer: the kernel kills this worker when the sweep's main process dies (even by
-    SIGKILL), so no worker is left computing for nobody (Linux prctl; elsewhere the pool's own shutdown)."""
+    """The kernel kills this worker when the sweep's main process dies (even by SIGKILL), so no worker is left
+    computing for nobody (Linux prctl; elsewhere the pool's own shutdown)."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         except (OSError, AttributeError):  # pragma: no cover - no prctl: the pool's own shutdown
             return
-    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+    if os.getppid() != parent_pid and not _alive(parent_pid):  # the parent died before prctl took effect
         os._exit(1)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - (a pid taken by another user's process since)
+        return False
+    return True
+
+
+_WORKERS_FROM: Any = None  # the pool's start method once start_workers_early has run: its fork server
+
+
+def start_workers_early(preload: Sequence[str]) -> None:
+    """Start the fork server that the pool's workers will be forked from, importing ``preload`` (the jobs' modules,
+    torch among them) now, beside this process's own work (a sweep's plan), once for all workers: they start with
+    their modules imported, where fresh interpreters ("spawn", the default) each import them after the plan (about
+    1.5 s each; the Figure-4 study's first jobs started about 2.5 s after its plan). The server imports the modules
+    but computes nothing (no thread pool of torch's to fork); it ends when this process does. For the `edgefl`
+    command (edgefl.sweeps.cli) with a local pool; where the system has no fork server, nothing changes."""
+    global _WORKERS_FROM
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():  # pragma: no cover - (Windows)
+        return
+    context = get_context("forkserver")
+    context.set_forkserver_preload(list(preload))
+    forkserver.ensure_running()  # (returns at once: the server imports on its own)
+    _WORKERS_FROM = context
+
+
+def stop_worker_server() -> None:
+    """End the fork server of :func:`start_workers_early`, still importing or not, and wait for it: the sweep was
+    refused (e.g. a scenario mistake: no worker will be forked), or its pool is done (its workers ended, reaped by
+    the server). Waited for here, the server's CPU time and its workers' count in this process's children's
+    (resource.getrusage, e.g. benchmarks/run.py [6]). Best effort: multiprocessing keeps the server's pid privately."""
+    global _WORKERS_FROM
+    if _WORKERS_FROM is None:
+        return
+    _WORKERS_FROM = None
+    from multiprocessing import forkserver
+
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if isinstance(pid, int) and pid > 0:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)  # (this process's child: gone when this returns)
+        except OSError:  # pragma: no cover - (gone already)
+            pass
+
+
 def _in_pool(fn, jobs, todo: list[int], workers: int, finished) -> None:
-    # spawn: fresh interpreters (no forked torch thread pools); each job sets its own threads.
+    # spawn: fresh interpreters (no forked torch thread pools), unless forked from a server that imported the
+    # modules and never computed (start_workers_early); each job sets its own threads.
     with ProcessPoolExecutor(
         max_workers=min(workers, len(todo)),
-        mp_context=get_context("spawn"),
-        initializer=die_with_parent,
+        mp_context=_WORKERS_FROM or get_context("spawn"),
+        initializer=start_worker,
         initargs=(os.getpid(),),
     ) as pool:
         pending = {pool.submit(fn, jobs[i]): i for i in todo}

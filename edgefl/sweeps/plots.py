@@ -309,22 +309,25 @@ def plot_accuracy_energy(
     """Metric versus cumulative energy (means over seeds), a line per τ (and per algorithm),
     one panel per channel point (default: costliest, median, cheapest)."""
     panel_keys = channel_panel_keys(grid_keys)
-    curves: dict[tuple, dict] = {}  # panel -> (algorithm, tau) -> round -> [(metric, energy)]
+    panel_of = [tuple(r[k] for k in panel_keys) for r in rows]
+    lines: dict[tuple, set] = {}  # panel -> its (algorithm, tau) with values of the metric
     transmit: dict[tuple, list] = {}
-    for r in rows:
-        panel = tuple(r[k] for k in panel_keys)
-        series = (r.get(ALGORITHM), r.get(TAU_KEY))
+    for r, panel in zip(rows, panel_of):
         if r.get(metric) is not None:
-            curves.setdefault(panel, {}).setdefault(series, {}).setdefault(r["round"], []).append(
-                (r[metric], energy_at(r))  # committed: what stopping there costs
-            )
+            lines.setdefault(panel, set()).add((r.get(ALGORITHM), r.get(TAU_KEY)))
         transmit.setdefault(panel, []).append((r["uplink_energy_j"] + r["downlink_energy_j"]) / r["round"])
     cost = {p: float(np.mean(v)) for p, v in transmit.items()}
-    picks, shown = (channels, "") if channels else _panels(list(curves), cost)
-    picks = [p for p in picks if p in curves]
+    picks, shown = (channels, "") if channels else _panels(list(lines), cost)
+    picks = [p for p in picks if p in lines]
+    curves: dict[tuple, dict] = {p: {} for p in picks}  # drawn panel -> (algorithm, tau) -> round -> [(metric, energy)]
+    for r, panel in zip(rows, panel_of):
+        if panel in curves and r.get(metric) is not None:
+            curves[panel].setdefault((r.get(ALGORITHM), r.get(TAU_KEY)), {}).setdefault(r["round"], []).append(
+                (r[metric], energy_at(r))  # committed: what stopping there costs
+            )
     fig, axes = _grid(max(1, len(picks)))
-    algorithms = sorted({s[0] for p in curves.values() for s in p if s[0] is not None})
-    taus = sorted({s[1] for p in curves.values() for s in p if s[1] is not None})
+    algorithms = sorted({s[0] for p in lines.values() for s in p if s[0] is not None})
+    taus = sorted({s[1] for p in lines.values() for s in p if s[1] is not None})
     cmap = plt.get_cmap("viridis")
     for ax, panel in zip(axes, picks):
         for (algorithm, tau), by_round in sorted(curves[panel].items(), key=lambda kv: _order(kv[0])):
