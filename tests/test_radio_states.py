@@ -272,7 +272,7 @@ def test_tails_charged_together_as_one_after_another(monkeypatch, server):
     monkeypatch.setattr(
         RadioStates,
         "_charge_tails",
-        lambda self, clients, until: [c for client in clients for c in batched(self, [client], until)],
+        lambda self, clients, until, ends=None: [c for client in clients for c in batched(self, [client], until)],
     )
     one_by_one = _low_battery_outputs(server)
     assert any(e[3] == "tail" for e in together[1])  # tails were charged ...
@@ -307,3 +307,32 @@ def test_tails_expired_again_at_the_same_stamp_skip_and_change_nothing(monkeypat
     full = _low_battery_outputs(server)
     assert any(e[3] == "tail" for e in skipping[1]) and min(row["level_j"] for row in skipping[2]) < 0.3
     assert skipping == full
+
+
+@pytest.mark.parametrize("server", ["fedavg", "fedasync"])
+def test_a_round_end_charges_its_tails_with_the_ends_expire_tails_found(monkeypatch, server):
+    """A round's end charges its tails until now with the ends expire_tails has just found for those owing a charge
+    (none ended by its battery, nothing logged or booked since), not another pass over every tail (benchmarks [8]);
+    with batteries that run low, every output equals finding the ends again."""
+    from edgefl.sim.radio import RadioStates
+
+    charge, reused = RadioStates._charge_tails, [0, 0]
+
+    def counted(self, clients, until, ends=None):
+        if ends is not None:
+            reused[0] += 1
+            assert ends == self._tail_ends(clients, until)  # (the same budgets: asking draws nothing more)
+        reused[1] += 1
+        return charge(self, clients, until, ends)
+
+    monkeypatch.setattr(RadioStates, "_charge_tails", counted)
+    reusing = _low_battery_outputs(server)
+    assert reused[0] > 0  # (it did reuse them)
+    expire = RadioStates.expire_tails
+    # every expire_tails forgets the ends it found: each round's end finds them again
+    monkeypatch.setattr(RadioStates, "expire_tails", lambda self: (expire(self), setattr(self, "_owing_ends", None)))
+    reused[:] = [0, 0]
+    again = _low_battery_outputs(server)
+    assert reused[0] == 0 < reused[1]
+    assert any(e[3] == "tail" for e in reusing[1]) and min(row["level_j"] for row in reusing[2]) < 0.3
+    assert reusing == again
