@@ -52,16 +52,21 @@ def snr_from_link(
     shadowing_db=0.0,
     n0_dbm_per_hz=N0_DBM_PER_HZ,
     interference_w_per_hz=0.0,
+    noise_w=None,
 ):
     """Mean received SNR (linear) from a link budget; with interference, the SINR.
 
     SNR = P_tx · 10^(-(PL + shadowing)/10) / (N0 · B · NF + I0 · B)
     P_tx [W], PL and shadowing [dB, positive = loss], B [Hz], I0 [W/Hz] the interference spread over the band
-    (0: none; channel/cells.py). Gives inf when B = 0.
+    (0: none; channel/cells.py). Gives inf when B = 0. ``noise_w``: N0 · B · NF as :func:`noise_power_w` gave it for
+    these B, NF and N0, if the caller kept it (it does not change when devices move: edgefl.sim.physics.MeanSnr
+    keeps it per bandwidth; benchmarks [8]); None: computed here.
     """
     tx_power_w = require_nonnegative(tx_power_w, "tx_power_w")
     gain = np.asarray(db_to_linear(-(np.asarray(path_loss_db, dtype=np.float64) + shadowing_db)))
-    noise = np.asarray(noise_power_w(bandwidth_hz, noise_figure_db, n0_dbm_per_hz))
+    if noise_w is None:
+        noise_w = noise_power_w(bandwidth_hz, noise_figure_db, n0_dbm_per_hz)
+    noise = np.asarray(noise_w)
     if np.any(np.asarray(interference_w_per_hz) != 0):  # (only then: a single cell's numbers stay as they were)
         noise = noise + np.asarray(interference_w_per_hz, dtype=np.float64) * np.asarray(bandwidth_hz)
     with np.errstate(divide="ignore", invalid="ignore"):

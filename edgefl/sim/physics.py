@@ -16,7 +16,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from channel import db_to_linear, fading_power_gain, snr_from_link
+from channel import db_to_linear, fading_power_gain, noise_power_w, snr_from_link
 from channel.link import moved_fields
 from edgefl.deployment import NetworkParams, Population
 from edgefl.errors import UserError
@@ -109,6 +109,9 @@ class MeanSnr:
         )
         self._budget = {name: fields[:, k].copy() for k, name in enumerate(_BUDGET_NAMES)}
         self._source = self._budget  # the budget fields of the links these were built from (before any move)
+        # the budget links' noise N0·B·NF per bandwidth (channel.link.noise_power_w): a move keeps their noise
+        # figures and N0 (moved_fields sets neither), so every moved copy shares it (benchmarks [8])
+        self._noise_by_bandwidth: dict[float, np.ndarray] = {}
 
     def moved(self, links: MovedLinks) -> "MeanSnr":
         """The MeanSnr of ``links``, the links this one was built from moved (edgefl.sim.mobility.MovedLinks): their
@@ -142,6 +145,11 @@ class MeanSnr:
         if len(self._snr_idx):  # a configured SNR does not depend on the bandwidth
             snr[self._snr_idx] = np.asarray(db_to_linear(self._snr_db)) * 1.0
         if len(self._budget_idx):
+            noise_w = self._noise_by_bandwidth.get(bandwidth_hz)
+            if noise_w is None:
+                noise_w = self._noise_by_bandwidth[bandwidth_hz] = np.asarray(
+                    noise_power_w(bandwidth_hz, b["noise_figure_db"], b["n0_dbm_per_hz"])
+                )
             snr[self._budget_idx] = snr_from_link(
                 b["tx_power_w"],
                 b["path_loss_db"],
@@ -150,6 +158,7 @@ class MeanSnr:
                 b["shadowing_db"],
                 b["n0_dbm_per_hz"],
                 b["interference_w_per_hz"],
+                noise_w,
             )
         return snr
 
