@@ -156,7 +156,8 @@ def test_shared_mean_snr_read_from_every_clients_table_is_the_clients_own(budget
 @pytest.mark.parametrize("budget", [False, True])
 def test_moved_mean_snr_is_the_mean_snr_of_the_moved_links(budget):
     """MeanSnr.moved (a moving population's mean SNRs from arrays) gives the arrays, and the SNRs, that MeanSnr
-    gives reading every moved link (Link.moved) again: bit for bit, also when moved a second time."""
+    gives reading every moved link (Link.moved) again: bit for bit, also when moved a second time, and with the
+    noise N0·B·NF the unmoved one kept (MeanSnr._noise_w, shared by its moved copies)."""
     from edgefl.sim.mobility import MovedLinks
 
     _, population = world("fdma", budget=budget)
@@ -168,13 +169,21 @@ def test_moved_mean_snr_is_the_mean_snr_of_the_moved_links(budget):
             for lk, loss in zip(links, loss_db.tolist())
         ]
         once = MovedLinks(links, first, power_w)
-        want, got = MeanSnr(moved), MeanSnr(links).moved(once).moved(MovedLinks(once, loss_db))
+        source = MeanSnr(links)
+        for bandwidth in (1e6, 2.5e5):  # (its noise kept before the moves)
+            source(bandwidth), source.shared(bandwidth, 3, np.arange(N))
+        want, got = MeanSnr(moved), source.moved(once).moved(MovedLinks(once, loss_db))
         assert list(got._budget) == list(want._budget)
         for name, column in want._budget.items():
             np.testing.assert_array_equal(got._budget[name], column)
         for bandwidth in (1e6, 2.5e5):
             np.testing.assert_array_equal(got(bandwidth), want(bandwidth))
             np.testing.assert_array_equal(got(bandwidth, interference=False), want(bandwidth, interference=False))
+            for sharers in (1, 3):
+                np.testing.assert_array_equal(
+                    got.shared(bandwidth, sharers, np.arange(N))[1], want.shared(bandwidth, sharers, np.arange(N))[1]
+                )
+        assert got._noise is source._noise and (len(source._noise) == 6) == budget  # (read, not made anew)
         if budget:  # (the path loss reaches the SNRs)
             assert not np.array_equal(got(1e6), MeanSnr(links)(1e6))
 

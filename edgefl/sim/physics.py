@@ -109,9 +109,9 @@ class MeanSnr:
         )
         self._budget = {name: fields[:, k].copy() for k, name in enumerate(_BUDGET_NAMES)}
         self._source = self._budget  # the budget fields of the links these were built from (before any move)
-        # the budget links' noise N0·B·NF per bandwidth (channel.link.noise_power_w): a move keeps their noise
+        # the budget links' noise N0·B·NF per bandwidth or (band, sharers) (_noise_w): a move keeps their noise
         # figures and N0 (moved_fields sets neither), so every moved copy shares it (benchmarks [8])
-        self._noise_by_bandwidth: dict[float, np.ndarray] = {}
+        self._noise: dict[float | tuple[float, int], np.ndarray] = {}
 
     def moved(self, links: MovedLinks) -> "MeanSnr":
         """The MeanSnr of ``links``, the links this one was built from moved (edgefl.sim.mobility.MovedLinks): their
@@ -145,11 +145,6 @@ class MeanSnr:
         if len(self._snr_idx):  # a configured SNR does not depend on the bandwidth
             snr[self._snr_idx] = np.asarray(db_to_linear(self._snr_db)) * 1.0
         if len(self._budget_idx):
-            noise_w = self._noise_by_bandwidth.get(bandwidth_hz)
-            if noise_w is None:
-                noise_w = self._noise_by_bandwidth[bandwidth_hz] = np.asarray(
-                    noise_power_w(bandwidth_hz, b["noise_figure_db"], b["n0_dbm_per_hz"])
-                )
             snr[self._budget_idx] = snr_from_link(
                 b["tx_power_w"],
                 b["path_loss_db"],
@@ -158,9 +153,27 @@ class MeanSnr:
                 b["shadowing_db"],
                 b["n0_dbm_per_hz"],
                 b["interference_w_per_hz"],
-                noise_w,
+                self._noise_w(bandwidth_hz),
             )
         return snr
+
+    def _noise_w(self, bandwidth_hz: float, sharers: int | None = None) -> np.ndarray:
+        """The budget links' noise N0·B·NF [W] (channel.link.noise_power_w) over ``bandwidth_hz`` [Nb], or with
+        ``sharers`` over each of its shares B/1 .. B/sharers [Nb, sharers] (:meth:`shared`): the same for the links
+        before and after any move, made once (the one-client plan after every move of a moving population:
+        benchmarks [8])."""
+        key = bandwidth_hz if sharers is None else (bandwidth_hz, sharers)
+        noise = self._noise.get(key)
+        if noise is None:
+            if len(self._noise) >= 64:  # (a few bands in a run: bounded all the same)
+                self._noise.clear()
+            nf, n0 = self._source["noise_figure_db"], self._source["n0_dbm_per_hz"]
+            if sharers is None:
+                noise = np.asarray(noise_power_w(bandwidth_hz, nf, n0))
+            else:
+                noise = np.asarray(noise_power_w(_shares(bandwidth_hz, sharers)[None, :], nf[:, None], n0[:, None]))
+            self._noise[key] = noise
+        return noise
 
     def shared(self, bandwidth_hz: float, sharers: int, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The shares B/1 .. B/sharers [F] and the ``clients``' mean SNR at each [len(clients), F]: only the
@@ -175,11 +188,14 @@ class MeanSnr:
         if every is None:
             if len(self._by_share) >= 64:  # (a few numbers of sharers in a run: bounded all the same)
                 self._by_share.clear()
-            every = self._by_share[key] = self._shared(bandwidth_hz, sharers, np.arange(len(self.links)))[1]
+            every = self._by_share[key] = self._shared(bandwidth_hz, sharers, np.arange(len(self.links)), True)[1]
         return _shares(bandwidth_hz, sharers), every[clients]
 
-    def _shared(self, bandwidth_hz: float, sharers: int, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`shared`, computed for ``clients``."""
+    def _shared(
+        self, bandwidth_hz: float, sharers: int, clients: np.ndarray, every: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`shared`, computed for ``clients`` (``every``: all of them, the budget links' noise kept:
+        :meth:`_noise_w`)."""
         shares = _shares(bandwidth_hz, sharers)
         table = np.empty((len(clients), sharers))
         configured = ~self.scales_with_band[clients]
@@ -197,6 +213,7 @@ class MeanSnr:
                 b["shadowing_db"],
                 b["n0_dbm_per_hz"],
                 b["interference_w_per_hz"],
+                self._noise_w(bandwidth_hz, sharers) if every else None,
             )
         return shares, table
 
