@@ -227,6 +227,8 @@ def _events(phases: list[tuple[int, int, list[LogRow]]], energy_j: list[float]):
     k = 0
     for r, p, rows in phases:
         n = len(rows)
+        if not n:  # (no columns to take apart)
+            continue
         c, kind, label, start, end, bits, code, _, cycles, status, hz, tx_w = zip(*rows)
         categories = map(CATEGORIES.__getitem__, code)
         columns = (repeat(r, n), repeat(p, n), c, kind, label, start, end, bits, cycles, energy_j[k : k + n])
