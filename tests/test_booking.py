@@ -8,6 +8,7 @@ import pytest
 
 from edgefl.deployment import build_population
 from edgefl.scenario import scenario_from_dict
+from edgefl.sim import booking
 from edgefl.sim.booking import CAT_COMPUTE, FEW_ROWS, LogRow, _few_energies_j, energies_j, rows_energies_j
 from energy import CATEGORIES, EnergyLedger
 
@@ -161,3 +162,35 @@ def test_a_few_rows_booked_in_floats_are_the_arrays_ledger_and_events(monkeypatc
     assert floats == arrays and floats_changes == arrays_changes == 200
     assert floats_events == arrays_events and len(floats_events) > 1000
     assert all(type(e.energy_j) is float for e in floats_events)
+
+
+def test_many_rows_that_pass_the_checks_are_priced_unchecked_to_the_same_bytes(monkeypatch):
+    """Rows whose columns pass the formulas' checks at once (booking._rows_pass_checks) are priced by the unchecked
+    formulas: the checked ones' bytes."""
+    pop, rng = _population(7), np.random.default_rng(5)
+    columns = _columns(_rows(rng, 400, 7))
+    assert booking._rows_pass_checks(columns[1], *columns[2:])
+    unchecked = energies_j(pop, *columns)
+    monkeypatch.setattr(booking, "_rows_pass_checks", lambda *_: False)
+    assert unchecked.tobytes() == energies_j(pop, *columns).tobytes()
+
+
+@pytest.mark.parametrize(
+    "bad, refused",
+    [((7, float("nan")), True), ((7, -1.0), True), ((10, 0.0), True), ((7, float("inf")), False), ((11, -0.1), False)],
+)
+def test_a_bad_row_among_many_goes_to_the_checked_formulas(bad, refused):
+    """Among more rows than the float path takes, a row the checks would refuse (or an infinite amount) sends the
+    booking to the checked formulas, which say what is wrong, or price it as before."""
+    pop, rng = _population(7), np.random.default_rng(6)
+    rows = _rows(rng, 40, 7)
+    row = [1, "compute", "train", 0.0, 1.0, 0.0, CAT_COMPUTE, 1e8, 0.0, "ok", 1e9, 0.2]
+    row[bad[0]] = bad[1]
+    rows[17] = tuple(row)
+    columns = _columns(rows)
+    assert not booking._rows_pass_checks(columns[1], *columns[2:])
+    if refused:
+        with pytest.raises(ValueError):
+            energies_j(pop, *columns)
+    else:
+        assert energies_j(pop, *columns)[17] > 0

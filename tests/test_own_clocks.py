@@ -89,3 +89,42 @@ def test_own_clocks_only_where_nothing_else_can_see_the_chains():
         assert not pricers(s, model, record_events=False)[0]._on_own_clocks(trace[0]), devices
     s = scenario_from_dict({**scenario().model_dump(mode="json"), "network": {"access": "fdma", "snr_db": 10.0}})
     assert not pricers(s, model, record_events=False)[0]._on_own_clocks(trace[0])
+
+
+@pytest.mark.parametrize("same_times", [True, False])
+def test_in_end_order_is_the_order_simpy_ends_the_steps(same_times):
+    """chain.in_end_order against SimPy itself: chains of timeouts started together (steps of 0 s and ties included),
+    their rows in the order the processes ended them; with every chain's steps ending at the same times (its path
+    without a sort) and without."""
+    import random
+
+    import simpy
+
+    from edgefl.sim.chain import in_end_order
+
+    rng = random.Random(7)
+    for _ in range(300):
+        chains, steps = rng.randint(1, 7), rng.randint(1, 5)
+        shared = [rng.choice([0.0, 0.1, 0.2, 0.3, 0.25]) for _ in range(steps)]
+        seconds = [shared if same_times else [rng.choice([0.0, 0.1, 0.2, 0.3, 0.25]) for _ in range(steps)]]
+        seconds *= chains if same_times else 1
+        seconds += [
+            [rng.choice([0.0, 0.1, 0.2, 0.3, 0.25]) for _ in range(steps)] for _ in range(chains - len(seconds))
+        ]
+        env, ended = simpy.Environment(), []
+
+        def chain(c, env=env, ended=ended, seconds=seconds):
+            for k, s in enumerate(seconds[c]):
+                yield env.timeout(s)
+                ended.append((c, k, env.now))
+
+        log, spans = [], []
+        for c in range(chains):
+            env.process(chain(c))
+            t, first = 0.0, len(log)
+            for k, s in enumerate(seconds[c]):
+                t += s
+                log.append((c, k, "", 0.0, t))
+            spans.append((first, len(log)))
+        env.run()
+        assert [(row[0], row[1], row[4]) for row in in_end_order(log, spans)] == ended
