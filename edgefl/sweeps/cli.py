@@ -10,6 +10,7 @@ from pathlib import Path
 from edgefl.errors import UserError
 from edgefl.results import atomic_write_csv, atomic_write_text, marker_kind, open_folder
 from edgefl.sweeps import compare as comparison
+from edgefl.sweeps import jobs
 from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
 from edgefl.sweeps.common import SweepError
 from edgefl.sweeps.folder import read_sweep
@@ -56,8 +57,6 @@ def _workers_started(args) -> Iterator[None]:
     if not (getattr(args, "own_process", False) and args.workers > 1 and getattr(args, "backend", "local") == "local"):
         yield
         return
-    from edgefl.sweeps import jobs
-
     jobs.start_workers_early(["edgefl.sweeps.run"])
     try:
         yield
@@ -68,8 +67,6 @@ def _workers_started(args) -> Iterator[None]:
 
 def _workers_done() -> None:
     """The sweep's pool is done: its fork server, if any, ended and waited for (edgefl.sweeps.jobs.stop_worker_server)."""
-    from edgefl.sweeps import jobs
-
     jobs.stop_worker_server()
 
 

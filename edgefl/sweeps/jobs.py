@@ -31,7 +31,7 @@ import os
 import signal
 import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from multiprocessing import get_context
+from multiprocessing import forkserver, get_all_start_methods, get_context
 from pathlib import Path
 from typing import Any, Callable, Hashable, Sequence
 
@@ -275,10 +275,7 @@ def start_workers_early(preload: Sequence[str]) -> None:
     but computes nothing (no thread pool of torch's to fork); it ends when this process does. For the `edgefl`
     command (edgefl.sweeps.cli) with a local pool; where the system has no fork server, nothing changes."""
     global _WORKERS_FROM
-    import multiprocessing
-    from multiprocessing import forkserver
-
-    if "forkserver" not in multiprocessing.get_all_start_methods():  # pragma: no cover - (Windows)
+    if "forkserver" not in get_all_start_methods():  # pragma: no cover - (Windows)
         return
     context = get_context("forkserver")
     context.set_forkserver_preload(list(preload))
@@ -295,8 +292,6 @@ def stop_worker_server() -> None:
     if _WORKERS_FROM is None:
         return
     _WORKERS_FROM = None
-    from multiprocessing import forkserver
-
     pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
     if isinstance(pid, int) and pid > 0:
         try:
