@@ -360,7 +360,7 @@ class Recorder:
         self.pricer.finish()
         rows[-1].update(self._energy_fields())
         if battery:
-            del battery[len(battery) - len(self._battery_clients()) :]
+            del battery[len(battery) - len(self._battery_list) :]
             self._battery_rows(rows[-1]["round"] - 1, rows[-1], battery)
 
     def result(
@@ -420,9 +420,6 @@ class Recorder:
             values.update(self.pricer.component_metrics())
         return values
 
-    def _battery_clients(self) -> list[int]:
-        return self._battery_list
-
     def _battery_rows(self, r: int, row: dict, battery: list[dict]) -> None:
         """battery.csv's rows after round ``r`` (0-based): every level now, and what was harvested so far, of the
         devices with a battery (none without batteries); the lowest and mean level in the metrics row."""
@@ -430,7 +427,7 @@ class Recorder:
         if levels is None:
             return
         harvested = self.pricer.device_value("harvested_j")
-        classes, clients, n = self.population.device_class, self._battery_clients(), r + 1
+        classes, clients, n = self.population.device_class, self._battery_list, r + 1
         level_of, harvested_of = levels.tolist(), harvested.tolist()
         battery += [
             {

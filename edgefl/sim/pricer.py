@@ -653,10 +653,9 @@ class SimPyPricer:
         return self._events
 
     def _book(self) -> None:
-        if not (self._unbooked or self._round_ends or self._live.rows):  # (nothing to book: most ledger reads)
-            self._phases_unbooked = 0
-            return
         self._phases_unbooked = 0
+        if not (self._unbooked or self._round_ends or self._live.rows):  # (nothing to book: most ledger reads)
+            return
         self._live.flush(self._unbooked)
         ends, self._round_ends = self._round_ends, []
         unbooked, self._unbooked = self._unbooked, []
