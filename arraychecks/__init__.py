@@ -20,8 +20,21 @@ def out(x):
 def require_nonnegative(x, name: str) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     if not (x >= 0).all():  # (NaN fails the comparison too; one ufunc: the engine calls this per booking)
-        raise ValueError(f"{name} must be >= 0 (and not NaN), got {x if x.ndim == 0 else x[~(x >= 0)][:3]}")
+        raise _negative(name, x if x.ndim == 0 else x[~(x >= 0)][:3])
     return x
+
+
+def require_nonnegative_float(x: float, name: str) -> float:
+    """:func:`require_nonnegative` of one Python number, as a float (no array: about 2 us less a call, where the
+    engine calls it per phase)."""
+    x = float(x)
+    if not x >= 0:  # (NaN fails the comparison too)
+        raise _negative(name, x)
+    return x
+
+
+def _negative(name: str, got) -> ValueError:
+    return ValueError(f"{name} must be >= 0 (and not NaN), got {got}")
 
 
 def require_positive(x, name: str) -> np.ndarray:

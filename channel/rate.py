@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from arraychecks import out, require_nonnegative
+from arraychecks import out, require_nonnegative, require_nonnegative_float
 
 from .mcs import CQI_EFFICIENCY, CQI_SNR_DB, RATE_MODES, mcs_spectral_efficiency
 from .units import db_to_linear
@@ -21,9 +21,7 @@ def shannon_rate_bps(bandwidth_hz, snr_linear, efficiency=1.0, snr_gap_db=0.0):
     and coding scheme from capacity). B [Hz], SNR linear. Gives 0 when B = 0.
     """
     if isinstance(bandwidth_hz, (int, float)):  # one band, checked as a number (an array's check costs ~2 us a call)
-        if not bandwidth_hz >= 0:  # (NaN fails too)
-            raise ValueError(f"bandwidth_hz must be >= 0 (and not NaN), got {float(bandwidth_hz)}")
-        bandwidth_hz = float(bandwidth_hz)
+        bandwidth_hz = require_nonnegative_float(bandwidth_hz, "bandwidth_hz")
     else:
         bandwidth_hz = require_nonnegative(bandwidth_hz, "bandwidth_hz")
     snr_linear = require_nonnegative(snr_linear, "snr_linear")
