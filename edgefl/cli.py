@@ -300,7 +300,6 @@ def _main(argv: list[str] | None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.own_process = argv is None  # the `edgefl` command, not main([...]) called from Python
     logs.configure(args.verbose, args.quiet)
     try:
         with faults_named():  # an exception raised in a plug-in's code: a PluginError naming it

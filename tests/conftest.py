@@ -170,3 +170,19 @@ def hooked_edgefl(
     hook = {"call": call, "name": name, "count": count, "when": when, "signal": signal, "target": target}
     environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {}), "EDGEFL_TEST_HOOK": json.dumps(hook)}
     return subprocess.Popen([sys.executable, "-c", HOOKED, *map(str, args)], env=environment, **popen)
+
+
+def live_children() -> set[int]:
+    """The pids of this process's live child processes (zombies are dead; Linux /proc): e.g. a sweep's fork server
+    (edgefl.sweeps.jobs.workers_started_early), started and ended by the process under test."""
+    me, found = os.getpid(), set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            state, parent = (proc / "stat").read_text().rsplit(") ", 1)[1].split()[:2]
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if int(parent) == me and state != "Z":
+            found.add(int(proc.name))
+    return found

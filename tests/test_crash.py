@@ -253,7 +253,7 @@ def test_an_out_under_a_file_is_exit_2_naming_the_file(tmp_path, capsys):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
 def test_a_refused_sweep_with_workers_leaves_no_process_behind(tmp_path):
     # `edgefl sweep --workers 2` starts its workers' fork server before the plan (edgefl.sweeps.jobs.
-    # start_workers_early); a scenario mistake stops it at once (stop_worker_server), still importing torch or not
+    # workers_started_early); a scenario mistake ends it at once, still importing torch or not
     scenario = tmp_path / "s.toml"
     scenario.write_text('[run]\nrounds = "x"\n')
     tag = f"refused-{os.getpid()}"

@@ -4,11 +4,17 @@ gives the same results as one worker, in job order; a cache is written atomicall
 from __future__ import annotations
 
 import json
+import sys
+from multiprocessing import resource_tracker
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from edgefl.sweeps import jobs
 from edgefl.sweeps.jobs import run_jobs, run_keyed
+
+from conftest import live_children
 
 
 def seeded_job(job: dict) -> dict:
@@ -112,24 +118,44 @@ def facts(job):
     return "torch" in sys.modules, os.getpid()  # torch imported before the job came (this script imports none)
 
 if __name__ == "__main__":
-    if sys.argv[1] == "early":
-        jobs.start_workers_early(["edgefl.sweeps.run"])
-    done = jobs.run_jobs(facts, [0, 1], workers=2, progress=False)
-    print([imported for imported, _ in done], os.getpid() not in [pid for _, pid in done])
+    for _ in range(2):  # (a second block starts a new server: the first one was ended and forgotten)
+        with jobs.workers_started_early(2 if sys.argv[1] == "early" else 1, "local", ["edgefl.sweeps.run"]):
+            done = jobs.run_jobs(facts, [0, 1], workers=2, progress=False)
+        print([imported for imported, _ in done], os.getpid() not in [pid for _, pid in done])
 """
 
 
-@pytest.mark.parametrize("start, expected", [("early", "[True, True] True"), ("spawn", "[False, False] True")])
+@pytest.mark.parametrize(
+    "start, expected", [("early", "[True, True] True\n" * 2), ("spawn", "[False, False] True\n" * 2)]
+)
 def test_workers_started_early_have_the_jobs_modules_imported(tmp_path, start, expected):
-    # start_workers_early (the `edgefl sweep` command, during its plan): the workers come from a fork server that
-    # imported the jobs' modules (torch among them) once; without it, each worker is a fresh interpreter
+    # workers_started_early (the sweep commands and edgefl.sweep(), during the plan): the workers come from a fork
+    # server that imported the jobs' modules (torch among them) once; without it (here: 1 worker asked for while the
+    # server starts), each worker is a fresh interpreter
     import subprocess
-    import sys
-    from pathlib import Path
 
     script = tmp_path / "workers.py"
     script.write_text(WORKER_SCRIPT)
     root = Path(__file__).resolve().parents[1]
     done = subprocess.run([sys.executable, str(script), start], capture_output=True, text=True, cwd=root)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == expected  # (and the jobs ran in the workers, not in the script's process)
+    assert done.stdout == expected  # (and the jobs ran in the workers, not in the script's process)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
+def test_the_fork_server_ends_with_its_block_however_the_block_ends():
+    # a refused plan, a failed or interrupted run: the server is ended at once (still importing torch here) and
+    # reaped, and the next block starts a new one
+    resource_tracker.ensure_running()  # (multiprocessing's own helper process, started once and kept: not counted)
+    before = live_children()
+    for _ in range(2):
+        with pytest.raises(KeyboardInterrupt):
+            with jobs.workers_started_early(2, "local", ["edgefl.sweeps.run"]):
+                servers = live_children() - before
+                assert len(servers) == 1
+                raise KeyboardInterrupt
+        assert live_children() == before
+        assert not any(Path(f"/proc/{pid}").exists() for pid in servers)  # (ended and reaped: not even a zombie)
+    for workers, backend in [(1, "local"), (2, "ray")]:  # no pool to fork workers for: no server
+        with jobs.workers_started_early(workers, backend, ["edgefl.sweeps.run"]):
+            assert live_children() == before

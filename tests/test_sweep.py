@@ -7,17 +7,24 @@ import csv
 import json
 import signal
 import subprocess
+import sys
+from multiprocessing import resource_tracker
+from pathlib import Path
 
 import pytest
 import torch
 
+import edgefl
 from edgefl.cli import main
+from edgefl.errors import WorkerDied
+from edgefl.plugins import PluginError
 from edgefl.results import METRIC_COLUMNS
 from edgefl.scenario import ScenarioError
+from edgefl.sweeps import run as sweep_run
 from edgefl.sweeps.plan import REPRICED, SweepError, parse_grid, plan_sweep
 from edgefl.sweeps.store import COMPUTED_LOG, MANIFEST
 
-from conftest import HANG_S, hooked_edgefl
+from conftest import HANG_S, hooked_edgefl, live_children
 
 torch.set_num_threads(1)
 
@@ -270,6 +277,43 @@ def test_a_sweeps_grid_can_grow_reusing_its_points_and_removing_stale_analyses(s
         "network.snr_db=0,10,20",
     )
     assert code == 0 and "0 computed now, 12 already done" in printed and "grew" not in printed
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
+@pytest.mark.parametrize(
+    "command, error, code",
+    [
+        ("sweep", KeyboardInterrupt(), 130),  # Ctrl-C
+        ("sweep", SweepError("a user mistake"), 2),
+        ("sweep", PluginError("a plug-in's fault"), 4),
+        ("compare", WorkerDied("a worker died"), 75),
+        ("compare", RuntimeError("a bug"), 70),
+    ],
+)
+def test_a_failed_run_with_workers_ends_their_fork_server(
+    scenario_file, tmp_path, monkeypatch, capsys, command, error, code
+):
+    # the server that imports the workers' modules while the sweep is planned (edgefl.sweeps.jobs.
+    # workers_started_early) is ended and reaped however the sweep ends, not left until this process ends
+    resource_tracker.ensure_running()  # (multiprocessing's own helper process, started once and kept: not counted)
+    before = live_children()
+    servers: list[set[int]] = []
+
+    def failing_run(*args, **kwargs):
+        servers.append(live_children() - before)
+        raise error
+
+    monkeypatch.setattr(sweep_run, "run_sweep", failing_run)
+    out = tmp_path / "out"
+    if command == "edgefl.sweep":
+        with pytest.raises(type(error)):
+            edgefl.sweep(scenario_file, {"network.snr_db": [0, 20]}, out=out, workers=2, progress=False)
+    else:
+        extra = ["--algorithms", "fedavg,fedprox"] if command == "compare" else ["--grid", "network.snr_db=0,20"]
+        assert run_cli(capsys, command, scenario_file, *extra, "--out", out, "--workers", 2, "--quiet")[0] == code
+    assert len(servers) == 1 and len(servers[0]) == 1  # the run came, with the server started
+    assert live_children() == before
+    assert not Path(f"/proc/{servers[0].pop()}").exists()  # (ended and reaped: not even a zombie)
 
 
 @pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)

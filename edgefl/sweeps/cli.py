@@ -3,27 +3,40 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import functools
 from pathlib import Path
+from typing import Any, Callable
 
 from edgefl.errors import UserError
 from edgefl.results import atomic_write_csv, atomic_write_text, marker_kind, open_folder
 from edgefl.sweeps import compare as comparison
 from edgefl.sweeps import jobs
 from edgefl.sweeps.analysis import format_report, optimal_tau, per_channel_rows, per_tau_rows, read_results
-from edgefl.sweeps.common import SweepError
+from edgefl.sweeps.common import SWEEP_WORKER_MODULES, SweepError
 from edgefl.sweeps.folder import read_sweep
 from edgefl.sweeps.store import POINTS_DIR, load_manifest
 from edgefl.target import DEFAULT_WINDOW, parse_target
 
 
+def _workers_started_early(command: Callable[[Any], int]) -> Callable[[Any], int]:
+    """``command(args)`` (a sweep's) with its pool's workers made ready while it plans, and their fork server ended
+    however the command ends (a refused plan, a failed or interrupted run): edgefl.sweeps.jobs.workers_started_early,
+    for a local pool of 2 workers or more."""
+
+    @functools.wraps(command)
+    def run(args) -> int:
+        with jobs.workers_started_early(args.workers, getattr(args, "backend", "local"), SWEEP_WORKER_MODULES):
+            return command(args)
+
+    return run
+
+
+@_workers_started_early
 def cmd_sweep(args) -> int:
     from edgefl.sweeps.plan import plan_sweep  # (here: optimal-tau and plot need none of planning's imports)
 
     out = args.out or Path("results") / f"{args.scenario.stem}-sweep"
-    with _workers_started(args):
-        plan = plan_sweep(args.scenario, args.overrides, args.grid, args.seeds)
+    plan = plan_sweep(args.scenario, args.overrides, args.grid, args.seeds)
     from edgefl.sweeps.run import run_sweep  # after the plan: a scenario mistake is told before torch loads
 
     args.on_interrupt = _kept_on_interrupt(out)
@@ -36,7 +49,6 @@ def cmd_sweep(args) -> int:
         force=args.force,
         progress=not args.quiet,
     )
-    _workers_done()
     shape = " x ".join(f"{len(v)} {k}" for k, v in plan.grid.items()) or "no grid"
     print(
         f"sweep: {summary.points} points ({shape}; {len(plan.seeds)} seed(s)): {summary.computed} computed now, "
@@ -47,27 +59,6 @@ def cmd_sweep(args) -> int:
         print(note)
     print(f"results in {summary.results}")
     return 0
-
-
-@contextmanager
-def _workers_started(args) -> Iterator[None]:
-    """The pool's workers made ready (their modules imported) while this process plans the sweep
-    (edgefl.sweeps.jobs.start_workers_early): in the `edgefl` command, with a local pool of 2 workers or more. A plan
-    refused (a scenario mistake) stops them at once; :func:`_workers_done` once the sweep is."""
-    if not (getattr(args, "own_process", False) and args.workers > 1 and getattr(args, "backend", "local") == "local"):
-        yield
-        return
-    jobs.start_workers_early(["edgefl.sweeps.run"])
-    try:
-        yield
-    except BaseException:
-        jobs.stop_worker_server()
-        raise
-
-
-def _workers_done() -> None:
-    """The sweep's pool is done: its fork server, if any, ended and waited for (edgefl.sweeps.jobs.stop_worker_server)."""
-    jobs.stop_worker_server()
 
 
 def _kept_on_interrupt(out: Path) -> str:
@@ -85,6 +76,7 @@ def _output_folder(out: Path, given: bool) -> Path:
     return out
 
 
+@_workers_started_early
 def cmd_compare(args) -> int:
     from edgefl.sweeps.plan import plan_sweep
 
@@ -93,8 +85,7 @@ def cmd_compare(args) -> int:
     if not names:
         raise UserError("--algorithms: expected a comma-separated list, e.g. --algorithms fedavg,fedprox")
     target = parse_target(args.target) if args.target else None
-    with _workers_started(args):
-        plan = plan_sweep(args.scenario, args.overrides, [f"algorithm.name={','.join(names)}"], args.seeds)
+    plan = plan_sweep(args.scenario, args.overrides, [f"algorithm.name={','.join(names)}"], args.seeds)
     from edgefl.sweeps.run import run_sweep  # after the plan: a scenario mistake is told before torch loads
 
     settings = {name: comparison.own_settings(plan.base, name) for name in names}
@@ -117,7 +108,6 @@ def cmd_compare(args) -> int:
             written.append(figure)
 
     summary = run_sweep(plan, out, workers=args.workers, force=args.force, progress=not args.quiet, then=summarise)
-    _workers_done()
     print(reports[0], end="")
     for note in summary.notes:
         print(note)

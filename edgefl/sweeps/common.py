@@ -9,6 +9,8 @@ from edgefl.errors import UserError
 FORMAT = 1  # of a point's id and of its file; a new format makes every point new
 REPRICED, COSIMULATED = "repriced", "cosimulated"
 TAU_KEY = "algorithm.local_steps"
+SWEEP_WORKER_MODULES = ("edgefl.sweeps.run",)  # what a sweep's workers import (its jobs' module, torch): their
+# fork server imports it while the sweep is planned (edgefl.sweeps.jobs.workers_started_early)
 
 
 class SweepError(UserError, ValueError):

@@ -9,8 +9,9 @@ whatever order they finish in.
 
 - ``backend = "local"``, ``workers = 1``: in this process, one job after the other.
 - ``backend = "local"``, ``workers > 1``: a pool of that many fresh interpreters (``spawn``: no
-  forked torch thread pools); a job that fails stops the run (the jobs not yet started are
-  cancelled).
+  forked torch thread pools), or, inside :func:`workers_started_early`, of processes forked from a
+  server that imported the jobs' modules and computed nothing; a job that fails stops the run (the
+  jobs not yet started are cancelled).
 - ``backend = "ray"``: one Ray task per job (``pip install 'edgefl[ray]'``). ``address``: a
   running cluster (``ray.init(address=...)``, e.g. ``"auto"`` or ``"ray://head:10001"``); without
   it, the Ray already initialised in this process, else a local one with ``workers`` CPUs. Results
@@ -31,9 +32,10 @@ import os
 import signal
 import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
 from multiprocessing import forkserver, get_all_start_methods, get_context
 from pathlib import Path
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Hashable, Iterator, Sequence
 
 from tqdm import tqdm
 
@@ -264,46 +266,61 @@ def _alive(pid: int) -> bool:
     return True
 
 
-_WORKERS_FROM: Any = None  # the pool's start method once start_workers_early has run: its fork server
+_WORKERS_FROM: Any = None  # the pool's start method inside workers_started_early: its fork server
 
 
-def start_workers_early(preload: Sequence[str]) -> None:
-    """Start the fork server that the pool's workers will be forked from, importing ``preload`` (the jobs' modules,
-    torch among them) now, beside this process's own work (a sweep's plan), once for all workers: they start with
-    their modules imported, where fresh interpreters ("spawn", the default) each import them after the plan (about
-    1.5 s each; the Figure-4 study's first jobs started about 2.5 s after its plan). The server imports the modules
-    but computes nothing (no thread pool of torch's to fork); it ends when this process does. For the `edgefl`
-    command (edgefl.sweeps.cli) with a local pool; where the system has no fork server, nothing changes."""
+@contextmanager
+def workers_started_early(workers: int, backend: str, preload: Sequence[str]) -> Iterator[None]:
+    """Within the ``with`` block, a local pool of 2 ``workers`` or more (:func:`run_jobs`) forks its workers from a
+    fork server started here, which imports ``preload`` (the jobs' modules, torch among them) beside this process's
+    own work in the block (a sweep's plan), once for all workers: they start with their modules imported, where
+    fresh interpreters ("spawn") each import them after the plan (about 1.5 s each; the Figure-4 study's first jobs
+    started about 2.5 s after its plan). The server imports but computes nothing, and is started by fork and exec:
+    no thread of this process (torch's, the caller's) is forked. However the block ends (a refused plan, a failed or
+    interrupted run), the server is ended, still importing or not, and waited for (its CPU time and its workers'
+    then count in this process's children's: resource.getrusage, benchmarks/run.py [6]); the next block starts a
+    new one. Where the system has no fork server, or this process already runs one of its own, the pool spawns
+    its workers as without the block. For the `edgefl` sweep commands (edgefl.sweeps.cli) and edgefl.sweep()."""
     global _WORKERS_FROM
-    if "forkserver" not in get_all_start_methods():  # pragma: no cover - (Windows)
+    server = getattr(forkserver, "_forkserver", None)
+    if (
+        workers < 2
+        or backend != "local"
+        or "forkserver" not in get_all_start_methods()
+        or getattr(server, "_forkserver_pid", 0) is not None  # (one of this process's own, or no such attribute)
+    ):
+        yield
         return
     context = get_context("forkserver")
+    kept = getattr(server, "_preload_modules", ["__main__"])  # (multiprocessing's default, given back after)
     context.set_forkserver_preload(list(preload))
-    forkserver.ensure_running()  # (returns at once: the server imports on its own)
-    _WORKERS_FROM = context
+    try:
+        forkserver.ensure_running()  # (returns at once: the server imports on its own)
+        _WORKERS_FROM = context
+        yield
+    finally:
+        _WORKERS_FROM = None
+        _end_server(server)
+        context.set_forkserver_preload(kept)
 
 
-def stop_worker_server() -> None:
-    """End the fork server of :func:`start_workers_early`, still importing or not, and wait for it: the sweep was
-    refused (e.g. a scenario mistake: no worker will be forked), or its pool is done (its workers ended, reaped by
-    the server). Waited for here, the server's CPU time and its workers' count in this process's children's
-    (resource.getrusage, e.g. benchmarks/run.py [6]). Best effort: multiprocessing keeps the server's pid privately."""
-    global _WORKERS_FROM
-    if _WORKERS_FROM is None:
+def _end_server(server: Any) -> None:
+    """End multiprocessing's fork server now and reap it. multiprocessing has no public way: its server ends when
+    this process does, and only once done importing; its pid and ForkServer._stop (close the server's pipe, reap
+    it, forget it so that ensure_running starts a new one) are private, hence looked up with care."""
+    pid, stop = getattr(server, "_forkserver_pid", None), getattr(server, "_stop", None)
+    if not isinstance(pid, int) or pid <= 0 or not callable(stop):  # pragma: no cover - (another Python)
         return
-    _WORKERS_FROM = None
-    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
-    if isinstance(pid, int) and pid > 0:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)  # (this process's child: gone when this returns)
-        except OSError:  # pragma: no cover - (gone already)
-            pass
+    try:
+        os.kill(pid, signal.SIGKILL)  # (still importing: it would import on before it read its closed pipe)
+        stop()
+    except OSError:  # pragma: no cover - (reaped by someone else)
+        pass
 
 
 def _in_pool(fn, jobs, todo: list[int], workers: int, finished) -> None:
     # spawn: fresh interpreters (no forked torch thread pools), unless forked from a server that imported the
-    # modules and never computed (start_workers_early); each job sets its own threads.
+    # modules and never computed (workers_started_early); each job sets its own threads.
     with ProcessPoolExecutor(
         max_workers=min(workers, len(todo)),
         mp_context=_WORKERS_FROM or get_context("spawn"),
