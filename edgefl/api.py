@@ -225,6 +225,8 @@ def sweep(
     has a folder (its points are saved as they finish, so an interrupted sweep resumes).
     ``backend="ray"`` runs the learning runs as Ray tasks (``address``: a cluster; docs/scale.md).
     With ``workers > 1`` the calling script needs ``if __name__ == "__main__":`` (docs/python-api.md)."""
+    from edgefl.sweeps.common import SWEEP_WORKER_MODULES
+    from edgefl.sweeps.jobs import workers_started_early
     from edgefl.sweeps.plan import plan_sweep
     from edgefl.sweeps.run import run_sweep
 
@@ -244,15 +246,16 @@ def sweep(
         _check_bool(progress, "progress", SweepError)
         path = Path(scenario)
         grids = [f"{key}={','.join(map(str, values))}" for key, values in (grid or {}).items()]
-        plan = plan_sweep(path, [format_override(k, v) for k, v in (overrides or {}).items()], grids, seeds)
-        summary = run_sweep(
-            plan,
-            Path(out) if out is not None else Path("results") / f"{path.stem}-sweep",
-            workers=workers,
-            backend=backend,
-            address=address,
-            progress=progress,
-        )
+        with workers_started_early(workers, backend, SWEEP_WORKER_MODULES):  # as `edgefl sweep --workers N`
+            plan = plan_sweep(path, [format_override(k, v) for k, v in (overrides or {}).items()], grids, seeds)
+            summary = run_sweep(
+                plan,
+                Path(out) if out is not None else Path("results") / f"{path.stem}-sweep",
+                workers=workers,
+                backend=backend,
+                address=address,
+                progress=progress,
+            )
         return pd.read_csv(summary.results)
 
 
@@ -330,7 +333,7 @@ def revalidated(scenario: Scenario) -> Scenario:
 
 def refuse_unguarded_main(workers: int) -> None:
     """Refuse ``edgefl.sweep(..., workers > 1)`` called by a script without ``if __name__ == "__main__":``.
-    Worker processes are fresh interpreters (multiprocessing "spawn") that import the main script again: an
+    Worker processes (forked from a fresh fork server, or spawned) import the main script again: an
     unguarded call would start the sweep again in every worker (which then found the folder locked and died).
     Checked in the script's process, from its source, before any worker starts; and, should a worker still
     import such a script, there too."""

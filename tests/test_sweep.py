@@ -288,6 +288,7 @@ def test_a_sweeps_grid_can_grow_reusing_its_points_and_removing_stale_analyses(s
         ("sweep", PluginError("a plug-in's fault"), 4),
         ("compare", WorkerDied("a worker died"), 75),
         ("compare", RuntimeError("a bug"), 70),
+        ("edgefl.sweep", SweepError("a user mistake"), None),  # the Python API
     ],
 )
 def test_a_failed_run_with_workers_ends_their_fork_server(
@@ -333,6 +334,10 @@ def test_process_pool_gives_the_same_results_as_serial(scenario_file, tmp_path, 
     code, _, err = run_cli(capsys, "sweep", scenario_file, "--out", tmp_path / "pool", "--workers", 2, *grid)
     assert code == 0, err
     assert (tmp_path / "serial" / "results.csv").read_bytes() == (tmp_path / "pool" / "results.csv").read_bytes()
+    # edgefl.sweep() from Python: its workers forked from the same fork server as the command's
+    values = {"algorithm.local_steps": [1, 2], "network.snr_db": [0, 20], "network.access": ["dedicated", "tdma"]}
+    edgefl.sweep(scenario_file, values, seeds=2, out=tmp_path / "api", workers=2, progress=False)
+    assert (tmp_path / "serial" / "results.csv").read_bytes() == (tmp_path / "api" / "results.csv").read_bytes()
 
 
 @pytest.mark.e2e  # several whole edgefl processes: CI's second stage (make test-e2e)
