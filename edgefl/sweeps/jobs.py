@@ -29,8 +29,10 @@ import ctypes
 import functools
 import json
 import os
+import select
 import signal
 import sys
+import threading
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from multiprocessing import forkserver, get_all_start_methods, get_context
@@ -245,15 +247,36 @@ def start_worker(parent_pid: int) -> None:
 
 
 def die_with_parent(parent_pid: int) -> None:
-    """The kernel kills this worker when the sweep's main process dies (even by SIGKILL), so no worker is left
-    computing for nobody (Linux prctl; elsewhere the pool's own shutdown)."""
+    """This worker ends when the sweep's main process does (even killed by SIGKILL), so no worker is left computing
+    for nobody: the kernel kills it when its parent dies (Linux prctl), and a worker whose parent is not the main
+    process watches the main process itself (:func:`_exit_with`): forked from a fork server
+    (:func:`workers_started_early`), which ends only once all its clients have, its workers among them."""
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         except (OSError, AttributeError):  # pragma: no cover - no prctl: the pool's own shutdown
             return
-    if os.getppid() != parent_pid and not _alive(parent_pid):  # the parent died before prctl took effect
+    if os.getppid() != parent_pid:  # (or the parent died before prctl took effect)
+        _exit_with(parent_pid)
+
+
+def _exit_with(pid: int) -> None:
+    """End this process (os._exit) once process ``pid`` has ended: now if it has, else from a thread that waits
+    on its pidfd (Linux 5.3; elsewhere only the check now)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
         os._exit(1)
+    except (AttributeError, OSError):  # pragma: no cover - (no pidfd here)
+        if not _alive(pid):
+            os._exit(1)
+        return
+    threading.Thread(target=_exit_once_readable, args=(pidfd,), name="edgefl-exit-with-parent", daemon=True).start()
+
+
+def _exit_once_readable(pidfd: int) -> None:
+    select.select([pidfd], [], [])  # (a pidfd turns readable when its process ends)
+    os._exit(1)
 
 
 def _alive(pid: int) -> bool:
@@ -307,7 +330,9 @@ def workers_started_early(workers: int, backend: str, preload: Sequence[str]) ->
 def _end_server(server: Any) -> None:
     """End multiprocessing's fork server now and reap it. multiprocessing has no public way: its server ends when
     this process does, and only once done importing; its pid and ForkServer._stop (close the server's pipe, reap
-    it, forget it so that ensure_running starts a new one) are private, hence looked up with care."""
+    it, forget it so that ensure_running starts a new one) are private, hence looked up with care. (A public way, a
+    spawned pool of our own started early with an importing initializer, imports torch once per worker, not once,
+    and has no public way to end a worker mid-import either: ProcessPoolExecutor.terminate_workers is Python 3.14's.)"""
     pid, stop = getattr(server, "_forkserver_pid", None), getattr(server, "_stop", None)
     if not isinstance(pid, int) or pid <= 0 or not callable(stop):  # pragma: no cover - (another Python)
         return
