@@ -23,7 +23,6 @@ import math
 import numpy as np
 import simpy
 
-
 # A flow is finished within this share of its rate of zero bits left; a 0-d array, not a Python float, as is
 # SharedBand._elapsed: numpy multiplies an array by a Python float in about twice the time it takes with an array, the
 # same products (two of the few numpy calls of each start and end, benchmarks [3]).
