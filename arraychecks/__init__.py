@@ -19,7 +19,9 @@ def out(x):
 
 def require_nonnegative(x, name: str) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
-    if not (x >= 0).all():  # (NaN fails the comparison too; one ufunc: the engine calls this per booking)
+    # (NaN fails the comparison too; count_nonzero, not all(): a fifth of its cost, where the engine calls this per
+    # phase and booking)
+    if np.count_nonzero(x >= 0) != x.size:
         raise _negative(name, x if x.ndim == 0 else x[~(x >= 0)][:3])
     return x
 

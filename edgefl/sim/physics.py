@@ -236,7 +236,7 @@ def _shares(bandwidth_hz: float, sharers: int) -> np.ndarray:
 
 def faded(mean: np.ndarray, gains: np.ndarray | float) -> np.ndarray:
     """``mean * gains``, with 0 where an infinite mean SNR (B = 0) meets a zero gain: no signal."""
-    if not np.isinf(mean).any():
+    if not np.count_nonzero(np.isinf(mean)):  # (count_nonzero: a fifth of any()'s cost, a Python wrapper)
         return mean * gains
     with np.errstate(invalid="ignore"):
         snr = mean * gains
@@ -503,14 +503,14 @@ class PhasePhysics:
                     rate[rows] = rate[rows].min(axis=0)
                     nominal[rows] = nominal[rows].min()
             fails = rate == 0
-            if not fails.any():  # (no rate is 0: no division by zero to silence; errstate costs a few us a phase)
+            if not np.count_nonzero(fails):  # (no rate is 0: no division by zero to silence; errstate costs ~us)
                 per_attempt = bits[:, None] / rate
             else:
                 with np.errstate(divide="ignore"):
                     per_attempt = bits[:, None] / rate
                 nominal = self.nominal_rate(band, mean, link) if nominal is None else nominal
                 per_attempt = np.where(fails, (bits / nominal)[:, None], per_attempt)
-        if not fails.any():  # the usual case: every message gets through at its first attempt
+        if not np.count_nonzero(fails):  # the usual case: every message gets through at its first attempt
             for (_, step, _), seconds in zip(messages, per_attempt[:, 0].tolist()):
                 step.duration_s = seconds
             return
@@ -588,7 +588,7 @@ class PhasePhysics:
                 rates = self._rate(shares[None, None, :], faded(mean[:, None, :], g[:, :, None]), "up")
             fails = rates == 0
             nominal = None  # needed only if an attempt fails
-        if not fails.any():  # the usual case: every upload gets through at its first attempt
+        if not np.count_nonzero(fails):  # the usual case: every upload gets through at its first attempt
             # each upload's row of one array (U lists of U floats were O(U^2) Python floats a phase: 1,000 uploads)
             for (_, step, _), table in zip(up, np.ascontiguousarray(rates[:, 0, :])):
                 step.rates_bps = table

@@ -539,7 +539,11 @@ class SimPyPricer:
                 env.run(until=everyone)
 
     def _wait_all(self, procs):
-        yield self.env.all_of(procs)
+        """Ends when every one of ``procs`` has ended: each waited for in turn (one that has ended already is passed
+        at once), not an AllOf condition, whose check per process and value over them all cost 3 % of an FDMA +
+        Rayleigh phase (benchmarks [3]); the same events, but for the condition's own."""
+        for proc in procs:
+            yield proc
 
     def _planned(self, phase: PhaseRecord, physics: PhasePhysics | None = None) -> tuple[list[int], dict, set[int]]:
         """The phase's clients, their chains' steps (the plan of ``physics``, by default the pricer's) and those that
