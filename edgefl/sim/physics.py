@@ -141,21 +141,28 @@ class MeanSnr:
         return cached
 
     def _snr(self, bandwidth_hz: float, b: dict[str, np.ndarray]) -> np.ndarray:
+        if not len(self._snr_idx):  # every link a budget: theirs are every client's, in order (a moving population's
+            return self._budget_snr(b, bandwidth_hz, self._noise_w(bandwidth_hz))  # links after each move, [8])
         snr = np.empty(len(self.links))
-        if len(self._snr_idx):  # a configured SNR does not depend on the bandwidth
-            snr[self._snr_idx] = np.asarray(db_to_linear(self._snr_db)) * 1.0
+        snr[self._snr_idx] = np.asarray(db_to_linear(self._snr_db)) * 1.0  # (it does not depend on the bandwidth)
         if len(self._budget_idx):
-            snr[self._budget_idx] = snr_from_link(
-                b["tx_power_w"],
-                b["path_loss_db"],
-                bandwidth_hz,
-                b["noise_figure_db"],
-                b["shadowing_db"],
-                b["n0_dbm_per_hz"],
-                b["interference_w_per_hz"],
-                self._noise_w(bandwidth_hz),
-            )
+            snr[self._budget_idx] = self._budget_snr(b, bandwidth_hz, self._noise_w(bandwidth_hz))
         return snr
+
+    @staticmethod
+    def _budget_snr(b: dict[str, np.ndarray], bandwidth_hz, noise_w: np.ndarray | None) -> np.ndarray:
+        """The budget links' mean SNR from their fields ``b`` (arrays that broadcast against ``bandwidth_hz``) over
+        ``bandwidth_hz`` (channel.link.snr_from_link); ``noise_w``: their noise over it, where kept (:meth:`_noise_w`)."""
+        return snr_from_link(
+            b["tx_power_w"],
+            b["path_loss_db"],
+            bandwidth_hz,
+            b["noise_figure_db"],
+            b["shadowing_db"],
+            b["n0_dbm_per_hz"],
+            b["interference_w_per_hz"],
+            noise_w,
+        )
 
     def _noise_w(self, bandwidth_hz: float, sharers: int | None = None) -> np.ndarray:
         """The budget links' noise N0·B·NF [W] (channel.link.noise_power_w) over ``bandwidth_hz`` [Nb], or with
@@ -197,6 +204,10 @@ class MeanSnr:
         """:meth:`shared`, computed for ``clients`` (``every``: all of them, the budget links' noise kept:
         :meth:`_noise_w`)."""
         shares = _shares(bandwidth_hz, sharers)
+        if every and not len(self._snr_idx):  # every link a budget: the table is theirs, rows in client order (the
+            # columns as they are, no look-up: a moving population's table is made anew after each move, [8])
+            b = {name: column[:, None] for name, column in self._budget.items()}
+            return shares, self._budget_snr(b, shares[None, :], self._noise_w(bandwidth_hz, sharers))
         table = np.empty((len(clients), sharers))
         configured = ~self.scales_with_band[clients]
         if configured.any():  # a configured SNR does not depend on the bandwidth
@@ -205,16 +216,8 @@ class MeanSnr:
         if not configured.all():  # every budget client at every share in one call
             rows = np.searchsorted(self._budget_idx, clients[~configured])
             b = {name: column[rows][:, None] for name, column in self._budget.items()}
-            table[~configured] = snr_from_link(
-                b["tx_power_w"],
-                b["path_loss_db"],
-                shares[None, :],
-                b["noise_figure_db"],
-                b["shadowing_db"],
-                b["n0_dbm_per_hz"],
-                b["interference_w_per_hz"],
-                self._noise_w(bandwidth_hz, sharers) if every else None,
-            )
+            noise_w = self._noise_w(bandwidth_hz, sharers) if every else None
+            table[~configured] = self._budget_snr(b, shares[None, :], noise_w)
         return shares, table
 
     def instantaneous(self, bandwidth_hz: float, clients: np.ndarray, gains: np.ndarray) -> np.ndarray:
