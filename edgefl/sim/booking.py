@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from itertools import accumulate, repeat
+from itertools import accumulate
 from itertools import chain as chained
 from math import inf
 from operator import itemgetter
@@ -101,6 +101,20 @@ def energies_j(
             sel = np.flatnonzero(codes == charge_code)
             energy[..., sel] = charge(formulas, pop, clients[sel], amounts[..., sel], cpu_hz[sel], tx_power_w[sel])
     return energy
+
+
+def listed_energies_j(
+    pop: Population, clients: list, codes: list, amounts: list, cpu_hz: list, tx_power_w: list
+) -> list[float]:
+    """:func:`energies_j` of rows given as lists (of ints and floats), as a list: a few rows priced from the lists as
+    they are (a chain's steps at its start, Batteries.chains_started: no array made for 3 rows, benchmarks [8]), else
+    with the arrays; the same numbers."""
+    if len(codes) <= FEW_ROWS:
+        few = _few_energies_j(pop, clients, codes, amounts, cpu_hz, tx_power_w)
+        if few is not None:
+            return few
+    arrays = (np.array(column, dtype=np.float64) for column in (amounts, cpu_hz, tx_power_w))
+    return energies_j(pop, np.array(clients, dtype=np.int64), np.array(codes, dtype=np.int64), *arrays).tolist()
 
 
 def _rows_pass_checks(codes: np.ndarray, amounts: np.ndarray, cpu_hz: np.ndarray, tx_power_w: np.ndarray) -> bool:
@@ -222,18 +236,17 @@ def _book_few(
 
 
 def _events(phases: list[tuple[int, int, list[LogRow]]], energy_j: list[float]):
-    """The events.csv rows of phases' log rows, each with its energy (J, in log order) and its category's name: made
-    column by column, each row by ``tuple.__new__`` (as ``Event._make``), no Python call per row."""
-    k = 0
+    """The events.csv rows of phases' log rows, each with its energy (J, in log order) and its category's name: each
+    row's fields unpacked and put in the event's order, the event made by ``tuple.__new__`` (as ``Event._make``). (Row
+    by row: a radio tail charged outside a phase is a phase entry of one row, ~30 at every server update's end, where
+    taking each entry apart into columns and back cost 5 times more: benchmarks [8].)"""
+    energies, categories = iter(energy_j), CATEGORIES
     for r, p, rows in phases:
-        n = len(rows)
-        if not n:  # (no columns to take apart)
-            continue
-        c, kind, label, start, end, bits, code, _, cycles, status, hz, tx_w = zip(*rows)
-        categories = map(CATEGORIES.__getitem__, code)
-        columns = (repeat(r, n), repeat(p, n), c, kind, label, start, end, bits, cycles, energy_j[k : k + n])
-        yield from map(_new_event, zip(*columns, categories, status, hz, tx_w))
-        k += n
+        for c, kind, label, start, end, bits, code, _, cycles, status, hz, tx_w in rows:
+            energy = next(energies)
+            yield _new_event(
+                (r, p, c, kind, label, start, end, bits, cycles, energy, categories[code], status, hz, tx_w)
+            )
 
 
 _new_event = partial(tuple.__new__, Event)  # an Event of the tuple of its fields
