@@ -9,7 +9,6 @@ sharers B/1 .. B/n, so the band never calls the physics while it runs), compute 
 
 from __future__ import annotations
 
-import copy
 import functools
 import weakref
 from operator import attrgetter
@@ -112,23 +111,40 @@ class MeanSnr:
         # the budget links' noise N0·B·NF per bandwidth or (band, sharers) (_noise_w): a move keeps their noise
         # figures and N0 (moved_fields sets neither), so every moved copy shares it (benchmarks [8])
         self._noise: dict[float | tuple[float, int], np.ndarray] = {}
+        self._filled_fields: dict[tuple[str, float], np.ndarray] = {}  # (:meth:`_filled`; shared as _noise is)
 
     def moved(self, links: MovedLinks) -> "MeanSnr":
         """The MeanSnr of ``links``, the links this one was built from moved (edgefl.sim.mobility.MovedLinks): their
         budget fields as arrays, with what a move sets (channel.link.moved_fields, the rule ``Link.moved`` follows) at
         the moved links' path losses and power, without building and reading every moved link (a moving population's
         links change at every server update: benchmarks [8])."""
-        moved = copy.copy(self)
+        moved = object.__new__(type(self))  # (copy.copy's shallow copy, without its reduce protocol: every move)
+        moved.__dict__.update(self.__dict__)
         moved.links, moved._by_bandwidth, moved._by_share = links, {}, {}
         idx, source = self._budget_idx, self._source
-        sets = moved_fields(links.power_w(source["tx_power_w"]), links.path_loss_db[idx])
+        # every link a budget: the moved path losses are theirs as they are (in client order), not a copy
+        loss_db = links.path_loss_db if not len(self._snr_idx) else links.path_loss_db[idx]
+        sets = moved_fields(links.power_w(source["tx_power_w"]), loss_db)
         moved._budget = {
-            name: (np.full(len(idx), float(sets[name])) if np.ndim(sets[name]) == 0 else sets[name])
+            name: (self._filled(name, sets[name]) if np.ndim(sets[name]) == 0 else sets[name])
             if name in sets
             else column
             for name, column in source.items()
         }
         return moved
+
+    def _filled(self, name: str, value) -> np.ndarray:
+        """A budget field that a move sets to one number for every link (no interference, the base station's power),
+        as an array [Nb] (read-only): the same array for every move to that number (a moving population moves at
+        every server update: benchmarks [8])."""
+        key = (name, float(value))
+        filled = self._filled_fields.get(key)
+        if filled is None:
+            if len(self._filled_fields) >= 64:  # (one or two numbers per field in a run: bounded all the same)
+                self._filled_fields.clear()
+            filled = self._filled_fields[key] = np.full(len(self._budget_idx), float(value))
+            filled.setflags(write=False)
+        return filled
 
     def __call__(self, bandwidth_hz: float, interference: bool = True) -> np.ndarray:
         """Every client's mean SNR over ``bandwidth_hz`` (cached); ``interference`` False: as if the links had
