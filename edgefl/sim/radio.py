@@ -188,20 +188,22 @@ class RadioStates(Component):
         self._changes += 1
         if ends is None:
             ends = self._tail_ends(clients, until)
-        last_asked = -1  # the position of the last tail whose battery is asked for
+        power_w, tails, log_row, at = self._tail_power_w, self._tails, self.core.log_row, self._at
+        last_asked = -1  # the position of the last tail whose battery is asked for (the first from the end)
         if self.budget_j is not None:
-            for k, client in enumerate(clients):
-                if self._tail_power_w[client] > 0:
+            for k in range(len(clients) - 1, -1, -1):
+                if power_w[clients[k]] > 0:
                     last_asked = k
+                    break
         empty = []
         for k, (client, (end, battery_empty)) in enumerate(zip(clients, ends)):
             if k == last_asked and k > 0 and not (asked_after and not battery_empty):
                 self.budget_j([])  # the rows logged so far drawn, as its own ask would
-            tail = self._tails[client]
+            tail = tails[client]
             seconds = end - tail[1]
-            if seconds > 0 and self._tail_power_w[client] > 0:
-                self.core.log_row(  # (LogRow's fields as a plain tuple, as the chains' hot rows: ~30 per update, [8])
-                    self._at, (client, "tail", tail[2], tail[1], end, 0.0, CAT_TAIL, seconds, 0.0, "ok", 0.0, 0.0)
+            if seconds > 0 and power_w[client] > 0:
+                log_row(  # (LogRow's fields as a plain tuple, as the chains' hot rows: ~30 per update, [8])
+                    at, (client, "tail", tail[2], tail[1], end, 0.0, CAT_TAIL, seconds, 0.0, "ok", 0.0, 0.0)
                 )
             tail[1] = max(tail[1], end)
             if battery_empty:
