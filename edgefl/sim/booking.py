@@ -136,18 +136,26 @@ def _few_energies_j(
     asynchronous run, a chain's steps: benchmarks [8]). The checks are the formulas': a row they would refuse (an
     amount not finite or < 0, a CPU frequency not > 0, a negative transmit power) returns None, to be priced with
     the arrays, which say why."""
+    return _few_priced_energies_j(pop, zip(clients, codes, amounts, cpu_hz, tx_power_w))
+
+
+def _few_priced_energies_j(pop: Population, priced) -> list[float] | None:
+    """:func:`_few_energies_j` of rows given as (client, code, amount, cpu_hz, tx_power_w) tuples (log rows' priced
+    fields: :data:`_PRICED`)."""
     out = []
-    for c, code, amount, hz, tx_w in zip(clients, codes, amounts, cpu_hz, tx_power_w):
+    charges, formulas = _CHARGES, _UNCHECKED
+    for c, code, amount, hz, tx_w in priced:
         amount, hz, tx_w = float(amount), float(hz), float(tx_w)
         if not (0.0 <= amount < inf and 0.0 <= hz < inf and 0.0 <= tx_w < inf):  # (finite and >= 0; NaN fails)
             return None
         if code == CAT_COMPUTE and not hz > 0:
             return None
-        out.append(float(_CHARGES[code](_UNCHECKED, pop, int(c), amount, hz, tx_w)))
+        out.append(float(charges[code](formulas, pop, int(c), amount, hz, tx_w)))
     return out
 
 
 _PRICED_FIELDS = tuple(LogRow._fields.index(f) for f in ("client", "code", "amount", "cpu_hz", "tx_power_w"))
+_PRICED = itemgetter(*_PRICED_FIELDS)  # a log row's priced fields, in _few_energies_j's order
 
 
 def rows_energies_j(pop: Population, rows: list) -> tuple[LogRow, np.ndarray]:
@@ -203,8 +211,10 @@ def book(
     ``phases`` (ascending) are charged when the ledger's energy by category is read (a round's end): returned in that
     order, as many readings, the same numbers, as booking the phases in parts with a reading after each."""
     log = list(chained.from_iterable(rows for _, _, rows in phases))
-    rows_before = list(accumulate((len(rows) for _, _, rows in phases), initial=0))
-    read_after_rows = [rows_before[k] for k in read_after]
+    read_after_rows = []
+    if len(read_after):
+        rows_before = list(accumulate((len(rows) for _, _, rows in phases), initial=0))
+        read_after_rows = [rows_before[k] for k in read_after]
     if 0 < len(log) <= BOOK_FEW_ROWS:
         totals = _book_few(pop, ledger, events, phases, log, read_after_rows)
         if totals is not None:
@@ -229,12 +239,12 @@ def _book_few(
     added to the ledger cell by cell (``EnergyLedger.add_cells``, read after ``read_after_rows`` rows), one event per
     row; the same numbers as the arrays'. None (nothing booked) for a row the formulas' checks would refuse: the
     arrays then say why."""
-    by_field = list(zip(*log))
-    few = _few_energies_j(pop, *(by_field[k] for k in _PRICED_FIELDS))
+    priced = list(map(_PRICED, log))  # (each row's priced fields: no transposing of every field)
+    few = _few_priced_energies_j(pop, priced)
     if few is None:
         return None
-    codes = by_field[_PRICED_FIELDS[1]]
-    totals = ledger.add_cells(list(zip(map(int, by_field[0]), map(int, codes), few)), read_after_rows)
+    cells = [(int(c), int(code), j) for (c, code, _, _, _), j in zip(priced, few)]
+    totals = ledger.add_cells(cells, read_after_rows)
     if events is not None:
         events.extend(_events(phases, few))
     return totals
