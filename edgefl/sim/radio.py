@@ -166,11 +166,7 @@ class RadioStates(Component):
         return [budgets.get(c) for c in clients]
 
     def _charge_tails(
-        self,
-        clients: list[int],
-        until: float,
-        ends: list[tuple[float, bool]] | None = None,
-        asked_after: bool = False,
+        self, clients: list[int], until: float, ends: list[tuple[float, bool]] | None = None
     ) -> list[int]:
         """Log the clients' tails from where each was last charged until ``until`` (each at most to
         :meth:`_tail_ends`), under the round and phase being priced (at a round's end: its last phase). Returns those
@@ -178,11 +174,7 @@ class RadioStates(Component):
         battery's budget depends on its own device's rows only (each device has one tail), so every end is found
         first; and as each tail's budget, asked for, would have drawn the rows logged before it, those of all
         but the last tail asked for are drawn before that one's row is logged (one booking for them all instead of
-        one per tail: benchmarks [8]). ``ends``: the tails' :meth:`_tail_ends` until ``until``, where known.
-        ``asked_after``: the batteries of the tails that go on are asked about again at this instant, nothing read
-        before (a round's end: :meth:`pending_j`); the rows are then all drawn there, as drawing them in two parts at
-        one instant draws the same joules from each device (its own rows, no harvest between), unless the last tail
-        asked for is over (it is not asked about again): one draw a server update fewer (benchmarks [8])."""
+        one per tail: benchmarks [8]). ``ends``: the tails' :meth:`_tail_ends` until ``until``, where known."""
         if not clients:
             return []
         self._changes += 1
@@ -197,7 +189,7 @@ class RadioStates(Component):
                     break
         empty = []
         for k, (client, (end, battery_empty)) in enumerate(zip(clients, ends)):
-            if k == last_asked and k > 0 and not (asked_after and not battery_empty):
+            if k == last_asked and k > 0:
                 self.budget_j([])  # the rows logged so far drawn, as its own ask would
             tail = tails[client]
             seconds = end - tail[1]
@@ -287,7 +279,7 @@ class RadioStates(Component):
             # per update of benchmarks [8]); a tail not owing was charged until now, and stays there
             owing_ends, not_owing = known[1], (now, False)
             ends = [owing_ends.get(c, not_owing) for c in clients]
-        for client in self._charge_tails(clients, now, ends, asked_after=True):  # (the core asks pending_j next)
+        for client in self._charge_tails(clients, now, ends):
             del self._tails[client]
 
     def run_end(self) -> None:
