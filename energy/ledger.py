@@ -108,9 +108,9 @@ class EnergyLedger:
             raise ValueError("clients, categories and joules must have the same length")
         self.add_cells(list(zip(clients.tolist(), categories.tolist(), joules.tolist())))
 
-    def add_cells(self, rows: list[tuple[int, int, float]], read_after=()) -> list[dict[str, float]]:
+    def add_cells(self, rows: list[tuple[int, int, float]]) -> None:
         """:meth:`add_rows` of a few rows given as (client, category index, J) of plain ints and floats, one cell after
-        another (a booking of a few log rows: benchmarks [8]); ``read_after`` as :meth:`add_rows`'s."""
+        another (a booking of a few log rows: benchmarks [8])."""
         n, cells = self.num_clients, self._j
         for client, category, j in rows:
             if type(client) is not int or not 0 <= client < n:
@@ -119,16 +119,9 @@ class EnergyLedger:
                 raise IndexError(f"category indices must be in [0, {len(CATEGORIES)})")
             if not (0 <= j < np.inf):
                 raise ValueError("joules must be finite and >= 0")
-        totals, start = [], 0
-        for end in read_after:  # (after every check: nothing half-added)
-            for client, category, j in rows[start:end]:
-                cells[client, category] += j
-            totals.append(self.by_category())
-            start = end
-        for client, category, j in rows[start:]:
+        for client, category, j in rows:  # (after every check: nothing half-added)
             cells[client, category] += j
         self.changes += 1
-        return totals
 
     def merge(self, other: "EnergyLedger") -> None:
         """Add another ledger (same number of clients) into this one."""

@@ -164,32 +164,6 @@ def test_a_few_rows_booked_in_floats_are_the_arrays_ledger_and_events(monkeypatc
     assert all(type(e.energy_j) is float for e in floats_events)
 
 
-def test_a_few_rows_read_at_round_ends_are_the_arrays_readings(monkeypatch):
-    """book() of a few rows with the ledger read after some of their phases (``read_after``: a round's end booked
-    together with the rows logged after it, at every server update of an asynchronous run) in floats: the arrays'
-    ledger bytes, events and readings."""
-    import edgefl.sim.booking as booking
-
-    pop, rng = _population(7), np.random.default_rng(8)
-    batches = []
-    for _ in range(200):
-        phases = [(r, p, _rows(rng, int(rng.integers(1, 8)), 7)) for r, p in ((0, 0), (1, 2), (1, 3))]
-        phases = phases[: int(rng.integers(1, 4))]
-        read_after = sorted(set(rng.integers(0, len(phases) + 1, size=int(rng.integers(1, 3))).tolist()))
-        batches.append((phases, read_after))
-    results = []
-    for few_rows in (booking.BOOK_FEW_ROWS, 0):  # (0: every booking through the arrays)
-        monkeypatch.setattr(booking, "BOOK_FEW_ROWS", few_rows)
-        ledger, events, readings = EnergyLedger(7), [], []
-        for phases, read_after in batches:
-            readings.append(booking.book(pop, ledger, events, phases, read_after))
-        results.append((ledger.per_client().tobytes(), events, readings))
-    (floats, floats_events, floats_readings), (arrays, arrays_events, arrays_readings) = results
-    assert floats == arrays and floats_events == arrays_events and len(floats_events) > 1000
-    assert floats_readings == arrays_readings and sum(map(len, floats_readings)) > 200
-    assert all(type(j) is float for reading in floats_readings for one in reading for j in one.values())
-
-
 def test_many_rows_that_pass_the_checks_are_priced_unchecked_to_the_same_bytes(monkeypatch):
     """Rows whose columns pass the formulas' checks at once (booking._rows_pass_checks) are priced by the unchecked
     formulas: the checked ones' bytes."""

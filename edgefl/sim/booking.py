@@ -211,16 +211,11 @@ def book(
     ``phases`` (ascending) are charged when the ledger's energy by category is read (a round's end): returned in that
     order, as many readings, the same numbers, as booking the phases in parts with a reading after each."""
     log = list(chained.from_iterable(rows for _, _, rows in phases))
-    read_after_rows = []
-    if len(read_after):
-        rows_before = list(accumulate((len(rows) for _, _, rows in phases), initial=0))
-        read_after_rows = [rows_before[k] for k in read_after]
-    if 0 < len(log) <= BOOK_FEW_ROWS:
-        totals = _book_few(pop, ledger, events, phases, log, read_after_rows)
-        if totals is not None:
-            return totals
+    if 0 < len(log) <= BOOK_FEW_ROWS and not len(read_after) and _book_few(pop, ledger, events, phases, log):
+        return []
     energy, client, code = _priced(pop, log)
-    totals = ledger.add_rows(client, code, energy, read_after_rows)
+    rows_before = list(accumulate((len(rows) for _, _, rows in phases), initial=0))
+    totals = ledger.add_rows(client, code, energy, [rows_before[k] for k in read_after])
     if events is not None:
         events.extend(_events(phases, energy.tolist()))
     return totals
@@ -232,22 +227,19 @@ def _book_few(
     events: list[Event] | None,
     phases: list[tuple[int, int, list[LogRow]]],
     log: list,
-    read_after_rows: list[int],
-) -> list[dict[str, float]] | None:
-    """:func:`book` of a few rows (a battery ask of an asynchronous run books 1-3, a server update's end its ~30 radio
-    tails and the round's reading: benchmarks [8]) as they are, in plain floats: priced by :func:`_few_energies_j`,
-    added to the ledger cell by cell (``EnergyLedger.add_cells``, read after ``read_after_rows`` rows), one event per
-    row; the same numbers as the arrays'. None (nothing booked) for a row the formulas' checks would refuse: the
-    arrays then say why."""
+) -> bool:
+    """:func:`book` of a few rows (a battery ask of an asynchronous run books 1-3: benchmarks [8]) as they are, in
+    plain floats: priced by :func:`_few_energies_j`, added to the ledger cell by cell (``EnergyLedger.add_cells``),
+    one event per row; the same numbers as the arrays'. False (nothing booked) for a row the formulas' checks would
+    refuse: the arrays then say why."""
     priced = list(map(_PRICED, log))  # (each row's priced fields: no transposing of every field)
     few = _few_priced_energies_j(pop, priced)
     if few is None:
-        return None
-    cells = [(int(c), int(code), j) for (c, code, _, _, _), j in zip(priced, few)]
-    totals = ledger.add_cells(cells, read_after_rows)
+        return False
+    ledger.add_cells([(int(c), int(code), j) for (c, code, _, _, _), j in zip(priced, few)])
     if events is not None:
         events.extend(_events(phases, few))
-    return totals
+    return True
 
 
 def _events(phases: list[tuple[int, int, list[LogRow]]], energy_j: list[float]):
