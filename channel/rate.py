@@ -75,7 +75,10 @@ def link_rate_bps(
         if max_spectral_efficiency is not None:
             r = np.minimum(r, np.asarray(bandwidth_hz, dtype=np.float64) * float(max_spectral_efficiency))
     elif rate == "mcs":
-        bandwidth_hz = require_nonnegative(bandwidth_hz, "bandwidth_hz")
+        if isinstance(bandwidth_hz, (int, float)):  # one band, checked as a number (as shannon_rate_bps's)
+            bandwidth_hz = require_nonnegative_float(bandwidth_hz, "bandwidth_hz")
+        else:
+            bandwidth_hz = require_nonnegative(bandwidth_hz, "bandwidth_hz")
         r = bandwidth_hz * np.asarray(mcs_spectral_efficiency(snr_linear, mcs_snr_db, mcs_efficiency))
     else:
         raise ValueError(f"unknown rate adaptation {rate!r}; expected one of {RATE_MODES}")

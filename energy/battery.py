@@ -17,7 +17,7 @@ import numpy as np
 
 
 class BatteryBank:
-    __slots__ = ("capacity_j", "reserve_j", "harvest_w", "level_j", "harvested_j", "unpaid_j", "_finite")
+    __slots__ = ("capacity_j", "reserve_j", "harvest_w", "level_j", "harvested_j", "unpaid_j", "_finite", "_rounding")
 
     def __init__(self, capacity_j, reserve_j=0.0, harvest_w=0.0):
         self.capacity_j = np.asarray(capacity_j, dtype=np.float64).copy()
@@ -31,6 +31,8 @@ class BatteryBank:
         # Every capacity finite (no mains power): every level stays finite, so the masks for inf levels are not needed
         # (the same numbers without them: an asynchronous run harvests and draws about 3 times per update, benchmarks [8])
         self._finite = bool(np.isfinite(self.capacity_j).all())
+        self._rounding = 1e-12 * np.minimum(self.capacity_j, 1e12)  # (:meth:`_rounding_j`: read at every phase's start)
+        self._rounding.setflags(write=False)
         self.level_j = self.capacity_j.copy()  # full at the start
         self.harvested_j = np.zeros(n)  # what harvesting added (after the cap), since the start
         self.unpaid_j = np.zeros(n)  # what was to be drawn from an empty battery (J): 0 where the ledger is paid
@@ -57,8 +59,8 @@ class BatteryBank:
             self.level_j = np.maximum(0.0, level)
 
     def _rounding_j(self) -> np.ndarray:
-        """What counts as rounding in a level: 1e-12 of the capacity (J)."""
-        return 1e-12 * np.minimum(self.capacity_j, 1e12)
+        """What counts as rounding in a level: 1e-12 of the capacity (J; made once, the capacities do not change)."""
+        return self._rounding
 
     def available(self) -> np.ndarray:
         """Which devices are above their reserve, by more than rounding (bool [N]); an empty battery is

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
-from itertools import accumulate, repeat
+from itertools import accumulate
 from itertools import chain as chained
 from math import inf
 from operator import itemgetter
@@ -103,6 +103,20 @@ def energies_j(
     return energy
 
 
+def listed_energies_j(
+    pop: Population, clients: list, codes: list, amounts: list, cpu_hz: list, tx_power_w: list
+) -> list[float]:
+    """:func:`energies_j` of rows given as lists (of ints and floats), as a list: a few rows priced from the lists as
+    they are (a chain's steps at its start, Batteries.chains_started: no array made for 3 rows, benchmarks [8]), else
+    with the arrays; the same numbers."""
+    if len(codes) <= FEW_ROWS:
+        few = _few_energies_j(pop, clients, codes, amounts, cpu_hz, tx_power_w)
+        if few is not None:
+            return few
+    arrays = (np.array(column, dtype=np.float64) for column in (amounts, cpu_hz, tx_power_w))
+    return energies_j(pop, np.array(clients, dtype=np.int64), np.array(codes, dtype=np.int64), *arrays).tolist()
+
+
 def _rows_pass_checks(codes: np.ndarray, amounts: np.ndarray, cpu_hz: np.ndarray, tx_power_w: np.ndarray) -> bool:
     """Whether the formulas' checks would pass every log row (the checks :func:`_few_energies_j` makes of each): its
     amount, CPU frequency and transmit power finite and >= 0, a compute row's frequency > 0. (The population's
@@ -122,18 +136,26 @@ def _few_energies_j(
     asynchronous run, a chain's steps: benchmarks [8]). The checks are the formulas': a row they would refuse (an
     amount not finite or < 0, a CPU frequency not > 0, a negative transmit power) returns None, to be priced with
     the arrays, which say why."""
+    return _few_priced_energies_j(pop, zip(clients, codes, amounts, cpu_hz, tx_power_w))
+
+
+def _few_priced_energies_j(pop: Population, priced) -> list[float] | None:
+    """:func:`_few_energies_j` of rows given as (client, code, amount, cpu_hz, tx_power_w) tuples (log rows' priced
+    fields: :data:`_PRICED`)."""
     out = []
-    for c, code, amount, hz, tx_w in zip(clients, codes, amounts, cpu_hz, tx_power_w):
+    charges, formulas = _CHARGES, _UNCHECKED
+    for c, code, amount, hz, tx_w in priced:
         amount, hz, tx_w = float(amount), float(hz), float(tx_w)
         if not (0.0 <= amount < inf and 0.0 <= hz < inf and 0.0 <= tx_w < inf):  # (finite and >= 0; NaN fails)
             return None
         if code == CAT_COMPUTE and not hz > 0:
             return None
-        out.append(float(_CHARGES[code](_UNCHECKED, pop, int(c), amount, hz, tx_w)))
+        out.append(float(charges[code](formulas, pop, int(c), amount, hz, tx_w)))
     return out
 
 
 _PRICED_FIELDS = tuple(LogRow._fields.index(f) for f in ("client", "code", "amount", "cpu_hz", "tx_power_w"))
+_PRICED = itemgetter(*_PRICED_FIELDS)  # a log row's priced fields, in _few_energies_j's order
 
 
 def rows_energies_j(pop: Population, rows: list) -> tuple[LogRow, np.ndarray]:
@@ -210,30 +232,28 @@ def _book_few(
     plain floats: priced by :func:`_few_energies_j`, added to the ledger cell by cell (``EnergyLedger.add_cells``),
     one event per row; the same numbers as the arrays'. False (nothing booked) for a row the formulas' checks would
     refuse: the arrays then say why."""
-    by_field = list(zip(*log))
-    few = _few_energies_j(pop, *(by_field[k] for k in _PRICED_FIELDS))
+    priced = list(map(_PRICED, log))  # (each row's priced fields: no transposing of every field)
+    few = _few_priced_energies_j(pop, priced)
     if few is None:
         return False
-    codes = by_field[_PRICED_FIELDS[1]]
-    ledger.add_cells(list(zip(map(int, by_field[0]), map(int, codes), few)))
+    ledger.add_cells([(int(c), int(code), j) for (c, code, _, _, _), j in zip(priced, few)])
     if events is not None:
         events.extend(_events(phases, few))
     return True
 
 
 def _events(phases: list[tuple[int, int, list[LogRow]]], energy_j: list[float]):
-    """The events.csv rows of phases' log rows, each with its energy (J, in log order) and its category's name: made
-    column by column, each row by ``tuple.__new__`` (as ``Event._make``), no Python call per row."""
-    k = 0
+    """The events.csv rows of phases' log rows, each with its energy (J, in log order) and its category's name: each
+    row's fields unpacked and put in the event's order, the event made by ``tuple.__new__`` (as ``Event._make``). (Row
+    by row: a radio tail charged outside a phase is a phase entry of one row, ~30 at every server update's end, where
+    taking each entry apart into columns and back cost 5 times more: benchmarks [8].)"""
+    energies, categories = iter(energy_j), CATEGORIES
     for r, p, rows in phases:
-        n = len(rows)
-        if not n:  # (no columns to take apart)
-            continue
-        c, kind, label, start, end, bits, code, _, cycles, status, hz, tx_w = zip(*rows)
-        categories = map(CATEGORIES.__getitem__, code)
-        columns = (repeat(r, n), repeat(p, n), c, kind, label, start, end, bits, cycles, energy_j[k : k + n])
-        yield from map(_new_event, zip(*columns, categories, status, hz, tx_w))
-        k += n
+        for c, kind, label, start, end, bits, code, _, cycles, status, hz, tx_w in rows:
+            energy = next(energies)
+            yield _new_event(
+                (r, p, c, kind, label, start, end, bits, cycles, energy, categories[code], status, hz, tx_w)
+            )
 
 
 _new_event = partial(tuple.__new__, Event)  # an Event of the tuple of its fields

@@ -10,7 +10,7 @@ import numpy as np
 from channel.cells import handover
 from edgefl.deployment import NetworkParams, Population
 from edgefl.sim.availability import Availability
-from edgefl.sim.booking import energies_j, rows_energies_j, step_codes
+from edgefl.sim.booking import listed_energies_j, rows_energies_j, step_codes
 from edgefl.sim.component import Component
 from edgefl.sim.mobility import RandomWaypoint
 from edgefl.sim.physics import COMPUTE
@@ -187,11 +187,10 @@ class Batteries(Component):
             owner += [c] * len(step_code)
             codes += step_code
             amounts += step_amount
-        owners, devices = np.array(owner), core.devices  # at the knobs now
-        amounts_array = np.array(amounts, dtype=np.float64)
-        joules = energies_j(
-            self.pop, owners, np.array(codes), amounts_array, devices.cpu_hz[owners], devices.tx_power_w[owners]
-        ).tolist()
+        cpu_hz, tx_power_w = core.devices.cpu_hz, core.devices.tx_power_w  # at the knobs now
+        joules = listed_energies_j(
+            self.pop, owner, codes, amounts, [cpu_hz[c] for c in owner], [tx_power_w[c] for c in owner]
+        )
         latency_s, proc_of, k = core.net.access_latency_s, dict(zip(clients, procs)), 0
         promotion_w = self.pop.promotion_power_w
         assert promotion_w is not None  # Population fills it in
@@ -271,10 +270,10 @@ class Mobility(Component):
         cell, devices = self.pop.cell, self.core.devices
         self.walk.advance(self.core.env.now)
         assert cell is not None
-        devices.uplink, devices.downlink = self.walk.links(
-            devices.uplink, devices.downlink, cell.path_loss_db, cell.bs_power_w
-        )
         devices.distance_m = self.walk.distance_m
+        devices.uplink, devices.downlink = self.walk.links(
+            devices.uplink, devices.downlink, cell.path_loss_db, cell.bs_power_w, devices.distance_m
+        )
         self.core.physics.links_moved()
 
     def round_start(self) -> None:

@@ -240,7 +240,7 @@ class Engine:
     def _dispatch(self, op: Dispatch) -> None:
         """Train the clients now (numerics do not depend on time) and start their chains: download,
         train, upload, as one phase of their own (logged under the round in progress as each ends)."""
-        busy = [int(c) for c in op.clients if int(c) in self.in_flight]
+        busy = [c for c in op.clients.tolist() if c in self.in_flight]
         if busy:
             raise PluginError(
                 f"{_named(self._algorithm)}: Dispatch of client {busy[0]}, whose dispatched chain is still running "
@@ -257,8 +257,11 @@ class Engine:
         self._charge_training(train, prepared.steps_done)
         for client, bits in zip(train.clients, self._upload_bits(Upload(train.clients, op.up_bits))):
             self._add(client, Activity("upload", "upload", bits=bits + self.header_bits))
-        starts = _start_rows(train.start, len(train.clients))
-        chains_of = [InFlight(op.version, starts[k]) for k in range(len(train.clients))]
+        # each chain's start [d]: the one start shared by the clients (as a row of it repeated: the same tensor), or
+        # its own row
+        n, start = len(train.clients), train.start
+        starts = [start] * n if start.dim() == 1 else [start[k] for k in range(n)]
+        chains_of = [InFlight(op.version, row) for row in starts]
         self.in_flight.update(zip(train.clients.tolist(), chains_of))
         self._untrained.append((train, prepared, chains_of))
         chains = self._phase

@@ -78,11 +78,18 @@ class RandomWaypoint:
             moving = arrived[left[arrived] > 0]
 
     def links(
-        self, uplink: Sequence[Link], downlink: Sequence[Link], path_loss_db, bs_tx_power_w: float
+        self,
+        uplink: Sequence[Link],
+        downlink: Sequence[Link],
+        path_loss_db,
+        bs_tx_power_w: float,
+        distance_m: np.ndarray | None = None,
     ) -> tuple[MovedLinks, MovedLinks]:
         """The links at the current positions: budget links get the path loss (``path_loss_db(distance_m)``,
-        the scenario's model) of the new distance (at least r_min); configured-SNR links do not depend on it."""
-        loss_db = np.asarray(path_loss_db(np.maximum(self.distance_m, self.r_min)), dtype=np.float64)
+        the scenario's model) of the new distance (at least r_min); configured-SNR links do not depend on it.
+        ``distance_m``: :attr:`distance_m` now, where the caller has it."""
+        distance_m = self.distance_m if distance_m is None else distance_m
+        loss_db = np.asarray(path_loss_db(np.maximum(distance_m, self.r_min)), dtype=np.float64)
         return MovedLinks(uplink, loss_db), MovedLinks(downlink, loss_db, bs_tx_power_w)
 
 

@@ -9,7 +9,6 @@ sharers B/1 .. B/n, so the band never calls the physics while it runs), compute 
 
 from __future__ import annotations
 
-import copy
 import functools
 import weakref
 from operator import attrgetter
@@ -112,23 +111,40 @@ class MeanSnr:
         # the budget links' noise N0·B·NF per bandwidth or (band, sharers) (_noise_w): a move keeps their noise
         # figures and N0 (moved_fields sets neither), so every moved copy shares it (benchmarks [8])
         self._noise: dict[float | tuple[float, int], np.ndarray] = {}
+        self._filled_fields: dict[tuple[str, float], np.ndarray] = {}  # (:meth:`_filled`; shared as _noise is)
 
     def moved(self, links: MovedLinks) -> "MeanSnr":
         """The MeanSnr of ``links``, the links this one was built from moved (edgefl.sim.mobility.MovedLinks): their
         budget fields as arrays, with what a move sets (channel.link.moved_fields, the rule ``Link.moved`` follows) at
         the moved links' path losses and power, without building and reading every moved link (a moving population's
         links change at every server update: benchmarks [8])."""
-        moved = copy.copy(self)
+        moved = object.__new__(type(self))  # (copy.copy's shallow copy, without its reduce protocol: every move)
+        moved.__dict__.update(self.__dict__)
         moved.links, moved._by_bandwidth, moved._by_share = links, {}, {}
         idx, source = self._budget_idx, self._source
-        sets = moved_fields(links.power_w(source["tx_power_w"]), links.path_loss_db[idx])
+        # every link a budget: the moved path losses are theirs as they are (in client order), not a copy
+        loss_db = links.path_loss_db if not len(self._snr_idx) else links.path_loss_db[idx]
+        sets = moved_fields(links.power_w(source["tx_power_w"]), loss_db)
         moved._budget = {
-            name: (np.full(len(idx), float(sets[name])) if np.ndim(sets[name]) == 0 else sets[name])
+            name: (self._filled(name, sets[name]) if np.ndim(sets[name]) == 0 else sets[name])
             if name in sets
             else column
             for name, column in source.items()
         }
         return moved
+
+    def _filled(self, name: str, value) -> np.ndarray:
+        """A budget field that a move sets to one number for every link (no interference, the base station's power),
+        as an array [Nb] (read-only): the same array for every move to that number (a moving population moves at
+        every server update: benchmarks [8])."""
+        key = (name, float(value))
+        filled = self._filled_fields.get(key)
+        if filled is None:
+            if len(self._filled_fields) >= 64:  # (one or two numbers per field in a run: bounded all the same)
+                self._filled_fields.clear()
+            filled = self._filled_fields[key] = np.full(len(self._budget_idx), float(value))
+            filled.setflags(write=False)
+        return filled
 
     def __call__(self, bandwidth_hz: float, interference: bool = True) -> np.ndarray:
         """Every client's mean SNR over ``bandwidth_hz`` (cached); ``interference`` False: as if the links had
@@ -141,21 +157,28 @@ class MeanSnr:
         return cached
 
     def _snr(self, bandwidth_hz: float, b: dict[str, np.ndarray]) -> np.ndarray:
+        if not len(self._snr_idx):  # every link a budget: theirs are every client's, in order (a moving population's
+            return self._budget_snr(b, bandwidth_hz, self._noise_w(bandwidth_hz))  # links after each move, [8])
         snr = np.empty(len(self.links))
-        if len(self._snr_idx):  # a configured SNR does not depend on the bandwidth
-            snr[self._snr_idx] = np.asarray(db_to_linear(self._snr_db)) * 1.0
+        snr[self._snr_idx] = np.asarray(db_to_linear(self._snr_db)) * 1.0  # (it does not depend on the bandwidth)
         if len(self._budget_idx):
-            snr[self._budget_idx] = snr_from_link(
-                b["tx_power_w"],
-                b["path_loss_db"],
-                bandwidth_hz,
-                b["noise_figure_db"],
-                b["shadowing_db"],
-                b["n0_dbm_per_hz"],
-                b["interference_w_per_hz"],
-                self._noise_w(bandwidth_hz),
-            )
+            snr[self._budget_idx] = self._budget_snr(b, bandwidth_hz, self._noise_w(bandwidth_hz))
         return snr
+
+    @staticmethod
+    def _budget_snr(b: dict[str, np.ndarray], bandwidth_hz, noise_w: np.ndarray | None) -> np.ndarray:
+        """The budget links' mean SNR from their fields ``b`` (arrays that broadcast against ``bandwidth_hz``) over
+        ``bandwidth_hz`` (channel.link.snr_from_link); ``noise_w``: their noise over it, where kept (:meth:`_noise_w`)."""
+        return snr_from_link(
+            b["tx_power_w"],
+            b["path_loss_db"],
+            bandwidth_hz,
+            b["noise_figure_db"],
+            b["shadowing_db"],
+            b["n0_dbm_per_hz"],
+            b["interference_w_per_hz"],
+            noise_w,
+        )
 
     def _noise_w(self, bandwidth_hz: float, sharers: int | None = None) -> np.ndarray:
         """The budget links' noise N0·B·NF [W] (channel.link.noise_power_w) over ``bandwidth_hz`` [Nb], or with
@@ -197,6 +220,10 @@ class MeanSnr:
         """:meth:`shared`, computed for ``clients`` (``every``: all of them, the budget links' noise kept:
         :meth:`_noise_w`)."""
         shares = _shares(bandwidth_hz, sharers)
+        if every and not len(self._snr_idx):  # every link a budget: the table is theirs, rows in client order (the
+            # columns as they are, no look-up: a moving population's table is made anew after each move, [8])
+            b = {name: column[:, None] for name, column in self._budget.items()}
+            return shares, self._budget_snr(b, shares[None, :], self._noise_w(bandwidth_hz, sharers))
         table = np.empty((len(clients), sharers))
         configured = ~self.scales_with_band[clients]
         if configured.any():  # a configured SNR does not depend on the bandwidth
@@ -205,16 +232,8 @@ class MeanSnr:
         if not configured.all():  # every budget client at every share in one call
             rows = np.searchsorted(self._budget_idx, clients[~configured])
             b = {name: column[rows][:, None] for name, column in self._budget.items()}
-            table[~configured] = snr_from_link(
-                b["tx_power_w"],
-                b["path_loss_db"],
-                shares[None, :],
-                b["noise_figure_db"],
-                b["shadowing_db"],
-                b["n0_dbm_per_hz"],
-                b["interference_w_per_hz"],
-                self._noise_w(bandwidth_hz, sharers) if every else None,
-            )
+            noise_w = self._noise_w(bandwidth_hz, sharers) if every else None
+            table[~configured] = self._budget_snr(b, shares[None, :], noise_w)
         return shares, table
 
     def instantaneous(self, bandwidth_hz: float, clients: np.ndarray, gains: np.ndarray) -> np.ndarray:

@@ -44,11 +44,11 @@ class RadioStates(Component):
         # stops when they are spent.
         self.budget_j = None
         self._changes = 0  # how many times a tail started, was charged or ended
-        # (now, _changes, core.logged()) after an expire_tails that ended no tail: another at that stamp ends none
+        # the stamp (:meth:`_stamp`) after an expire_tails that ended no tail: another at that stamp ends none
         self._expired_at: tuple | None = None
         # ((now, core.logged()), client -> J) of the last ask about tails' budgets (:meth:`_budgets`)
         self._budgets_known: tuple[tuple, dict[int, float]] | None = None
-        # ((now, _changes, core.logged()), client -> (end s, battery empty)) of the last expire_tails's tails owing a
+        # (the stamp, client -> (end s, battery empty)) of the last expire_tails's tails owing a
         # charge, found with none ended by their battery: a round's end charges every tail until the same instant
         # with these ends (:meth:`round_end`)
         self._owing_ends: tuple[tuple, dict[int, tuple[float, bool]]] | None = None
@@ -180,20 +180,22 @@ class RadioStates(Component):
         self._changes += 1
         if ends is None:
             ends = self._tail_ends(clients, until)
-        last_asked = -1  # the position of the last tail whose battery is asked for
+        power_w, tails, log_row, at = self._tail_power_w, self._tails, self.core.log_row, self._at
+        last_asked = -1  # the position of the last tail whose battery is asked for (the first from the end)
         if self.budget_j is not None:
-            for k, client in enumerate(clients):
-                if self._tail_power_w[client] > 0:
+            for k in range(len(clients) - 1, -1, -1):
+                if power_w[clients[k]] > 0:
                     last_asked = k
+                    break
         empty = []
         for k, (client, (end, battery_empty)) in enumerate(zip(clients, ends)):
             if k == last_asked and k > 0:
                 self.budget_j([])  # the rows logged so far drawn, as its own ask would
-            tail = self._tails[client]
+            tail = tails[client]
             seconds = end - tail[1]
-            if seconds > 0 and self._tail_power_w[client] > 0:
-                self.core.log_row(  # (LogRow's fields as a plain tuple, as the chains' hot rows: ~30 per update, [8])
-                    self._at, (client, "tail", tail[2], tail[1], end, 0.0, CAT_TAIL, seconds, 0.0, "ok", 0.0, 0.0)
+            if seconds > 0 and power_w[client] > 0:
+                log_row(  # (LogRow's fields as a plain tuple, as the chains' hot rows: ~30 per update, [8])
+                    at, (client, "tail", tail[2], tail[1], end, 0.0, CAT_TAIL, seconds, 0.0, "ok", 0.0, 0.0)
                 )
             tail[1] = max(tail[1], end)
             if battery_empty:
@@ -239,7 +241,7 @@ class RadioStates(Component):
         if not self._tails:  # (none to charge: at every phase's start, benchmarks [5])
             return
         now = self.env.now
-        if self._expired_at == (now, self._changes, self.core.logged()):
+        if self._expired_at == self._stamp():
             return
         changes, tail_s = self._changes, self._tail_s
         self._end_tails([c for c, tail in self._tails.items() if tail[0] + tail_s[c] <= now], None)
@@ -251,11 +253,16 @@ class RadioStates(Component):
             emptied = [c for c, (_, empty) in zip(owing, owing_ends) if empty]
             self._end_tails(emptied, now)
             if not emptied:
-                self._owing_ends = ((now, self._changes, self.core.logged()), dict(zip(owing, owing_ends)))
+                self._owing_ends = (self._stamp(), dict(zip(owing, owing_ends)))
             power_w = self._tail_power_w
             if not any(power_w[c] > 0 for c in owing) and any(power_w[c] > 0 for c in self._tails):
                 self.budget_j([])
-        self._expired_at = (now, changes, self.core.logged()) if self._changes == changes else None
+        self._expired_at = self._stamp() if self._changes == changes else None
+
+    def _stamp(self) -> tuple:
+        """(now, tails started, charged or ended, what the core logged and booked): while it holds, the tails, their
+        budgets and the clock are as they were (the key of the memos ``_expired_at`` and ``_owing_ends``)."""
+        return self.env.now, self._changes, self.core.logged()
 
     def round_end(self, round_: int) -> None:
         """The round ends (its metrics are read next): the tails still running are charged up to now, and go on
@@ -266,7 +273,7 @@ class RadioStates(Component):
         self.expire_tails()
         now, clients, ends = self.env.now, list(self._tails), None
         known = self._owing_ends
-        if known is not None and known[0] == (now, self._changes, self.core.logged()):
+        if known is not None and known[0] == self._stamp():
             # nothing started, charged, ended, logged or booked since expire_tails found the ends of the tails owing
             # a charge until now (with the same budgets): the same ends, without another pass over every tail (~31
             # per update of benchmarks [8]); a tail not owing was charged until now, and stays there
