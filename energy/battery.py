@@ -12,8 +12,19 @@ C_i − L_i + harvested_i = drawn_i holds exactly, and drawn_i = charged_i where
 from __future__ import annotations
 
 from contextlib import nullcontext
+from math import inf
 
 import numpy as np
+
+
+FEW_DRAWN = 8  # BatteryBank.draw: at most this many devices drawn one by one in floats (benchmarks [8]: 1-28 a draw)
+
+
+def _drawn(level, joules, maximum):
+    """``joules`` drawn from ``level`` (arrays with ``maximum`` = np.maximum, or one device's floats with ``max``): the
+    level after it (never below 0), what it lacked (unpaid), and the level before that floor (inf - finite: inf)."""
+    left = level - joules
+    return maximum(0.0, left), maximum(0.0, -left), left
 
 
 class BatteryBank:
@@ -49,14 +60,33 @@ class BatteryBank:
     def draw(self, joules) -> None:
         """Take ``joules`` [N] (>= 0) from the batteries; a level never goes below 0 (the rest: ``unpaid_j``)."""
         joules = np.asarray(joules, dtype=np.float64)
+        if self._finite and joules.shape == self.level_j.shape and self._draw_few(joules):
+            return
         if (joules < 0).any():  # (method calls: np.any/np.all cost more on 50 values)
             raise ValueError("joules must be >= 0")
         finite = self._finite and bool(np.isfinite(joules).all())
         with nullcontext() if finite else np.errstate(invalid="ignore"):  # inf - finite stays inf
-            level = self.level_j - joules
-            short = np.maximum(0.0, -level)
-            self.unpaid_j += short if finite else np.where(np.isfinite(level), short, 0.0)
-            self.level_j = np.maximum(0.0, level)
+            level, short, left = _drawn(self.level_j, joules, np.maximum)
+            self.unpaid_j += short if finite else np.where(np.isfinite(left), short, 0.0)
+            self.level_j = level
+
+    def _draw_few(self, joules: np.ndarray) -> bool:
+        """:meth:`draw` where only a few devices draw anything (an asynchronous server's chain or radio tail charged
+        now: benchmarks [8]), each one's level in plain floats, the same operations (:func:`_drawn`): a device that
+        draws 0 J keeps its level and owes nothing, as the arrays' ``level - 0`` leaves it. False (nothing drawn)
+        for more devices, or for joules not finite and >= 0 (the arrays then say why)."""
+        drawn = joules.nonzero()[0]
+        if len(drawn) > FEW_DRAWN:
+            return False
+        amounts = joules[drawn].tolist()
+        if not all(0.0 <= j < inf for j in amounts):  # (NaN fails too)
+            return False
+        level, unpaid = self.level_j.copy(), self.unpaid_j  # (a new array of levels, as the arrays' path makes)
+        for c, j in zip(drawn.tolist(), amounts):
+            level[c], short, _ = _drawn(float(level[c]), j, max)
+            unpaid[c] += short
+        self.level_j = level
+        return True
 
     def _rounding_j(self) -> np.ndarray:
         """What counts as rounding in a level: 1e-12 of the capacity (J; made once, the capacities do not change)."""

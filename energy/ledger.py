@@ -111,16 +111,17 @@ class EnergyLedger:
     def add_cells(self, rows: list[tuple[int, int, float]]) -> None:
         """:meth:`add_rows` of a few rows given as (client, category index, J) of plain ints and floats, one cell after
         another (a booking of a few log rows: benchmarks [8])."""
-        n, cells = self.num_clients, self._j
+        n, width = self.num_clients, len(CATEGORIES)
         for client, category, j in rows:
             if type(client) is not int or not 0 <= client < n:
                 raise IndexError(f"client ids must be integers in [0, {n})")
-            if type(category) is not int or not 0 <= category < len(CATEGORIES):
-                raise IndexError(f"category indices must be in [0, {len(CATEGORIES)})")
+            if type(category) is not int or not 0 <= category < width:
+                raise IndexError(f"category indices must be in [0, {width})")
             if not (0 <= j < np.inf):
                 raise ValueError("joules must be finite and >= 0")
+        cells = self._j.reshape(-1)  # (a view: a flat index costs 2/3 of a pair's, ~30 cells an update, benchmarks [8])
         for client, category, j in rows:  # (after every check: nothing half-added)
-            cells[client, category] += j
+            cells[client * width + category] += j
         self.changes += 1
 
     def merge(self, other: "EnergyLedger") -> None:
