@@ -16,7 +16,6 @@ from math import inf
 
 import numpy as np
 
-
 FEW_DRAWN = 8  # BatteryBank.draw: at most this many devices drawn one by one in floats (benchmarks [8]: 1-28 a draw)
 
 

@@ -314,3 +314,32 @@ def test_finite_batteries_harvest_and_draw_as_with_the_inf_masks():
     for name in ("level_j", "harvested_j", "unpaid_j"):
         assert getattr(finite, name).tobytes() == getattr(masked, name)[:3].tobytes()
     assert finite.unpaid_j.max() > 0 and finite.harvested_j.max() > 0  # (emptied and harvested back)
+
+
+def test_a_few_devices_drawn_in_floats_as_with_the_arrays(monkeypatch):
+    """A draw where only a few devices draw anything (1-3 of 50 at most draws of an asynchronous run) takes each one's
+    level in plain floats: the same bytes as the arrays' path (levels, unpaid, harvested), batteries emptied too; a
+    negative draw is still refused."""
+    import energy.battery as battery
+
+    rng = np.random.default_rng(11)
+    capacity = rng.uniform(5.0, 60.0, 50)
+    floats, arrays = BatteryBank(capacity, 1.0, 0.01), BatteryBank(capacity, 1.0, 0.01)
+    for _ in range(400):
+        joules = np.zeros(50)
+        drawn = rng.choice(50, size=int(rng.integers(1, battery.FEW_DRAWN + 1)), replace=False)
+        joules[drawn] = rng.exponential(2.0, size=len(drawn))
+        seconds = float(rng.exponential(5.0))
+        floats.harvest(seconds)
+        arrays.harvest(seconds)
+        floats.draw(joules)
+        with monkeypatch.context() as patched:
+            patched.setattr(battery, "FEW_DRAWN", -1)  # (every draw through the arrays)
+            arrays.draw(joules)
+    for name in ("level_j", "harvested_j", "unpaid_j"):
+        assert getattr(floats, name).tobytes() == getattr(arrays, name).tobytes()
+    assert floats.unpaid_j.max() > 0 and (floats.level_j == 0).any()  # (some emptied on the way)
+    joules = np.zeros(50)
+    joules[3] = -1.0
+    with pytest.raises(ValueError, match=">= 0"):
+        floats.draw(joules)

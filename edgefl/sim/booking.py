@@ -172,6 +172,17 @@ def rows_energies_j(pop: Population, rows: list) -> tuple[LogRow, np.ndarray]:
     return columns, energy
 
 
+def listed_rows_energies_j(pop: Population, rows: list) -> list[float]:
+    """Each log row's energy (J), :func:`rows_energies_j`'s numbers as a list: a few rows (the chains of an
+    asynchronous server that an update's end would cut, ~10 at each: benchmarks [8]) priced as they are, without
+    their columns or arrays."""
+    if len(rows) <= FEW_ROWS:
+        few = _few_priced_energies_j(pop, map(_PRICED, rows))
+        if few is not None:
+            return few
+    return _priced(pop, rows)[0].tolist()
+
+
 def _column(rows: list, field: str, dtype) -> np.ndarray:
     """One field of log rows as an array (read row by row: ``zip(*rows)`` makes an iterator per row, and a booking of
     16 phases' rows then set off the garbage collector a few times: 5 % of benchmarks [5])."""

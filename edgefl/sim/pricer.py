@@ -35,7 +35,7 @@ from edgefl.deployment import NetworkParams, Population
 from edgefl.plugins import core_fault, positive_finite, returned_fault, shown
 from edgefl.sim.access import RETIME, AirCompUplink, DedicatedUplink, make_uplink
 from edgefl.sim.activities import Event, PhaseRecord
-from edgefl.sim.booking import LiveLog, LogRow, book, rows_energies_j
+from edgefl.sim.booking import LiveLog, LogRow, book, listed_rows_energies_j
 from edgefl.sim.chain import OwnClock, chain, cut_rows, in_end_order, runs_inline
 from edgefl.sim.chain import paths as chain_paths
 from edgefl.sim.component import HOOKS, Component, overriding
@@ -440,9 +440,8 @@ class SimPyPricer:
                     cut.add(client)
         spent: dict[int, float] = {}
         if rows:
-            col, joules = rows_energies_j(self.pop, rows)
-            for client, j in zip(col.client, joules.tolist()):  # type: ignore[call-overload]  # (a column)
-                spent[client] = spent.get(client, 0.0) + j
+            for row, j in zip(rows, listed_rows_energies_j(self.pop, rows)):
+                spent[row[0]] = spent.get(row[0], 0.0) + j
         return sum(spent.values()), self.radio.pending_j(spent, cut)
 
     @journaled
