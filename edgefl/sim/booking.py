@@ -7,7 +7,6 @@ computed here once per phase, one numpy call per category, with the formulas of 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from itertools import accumulate
 from itertools import chain as chained
 from math import inf
@@ -258,16 +257,13 @@ def _events(phases: list[tuple[int, int, list[LogRow]]], energy_j: list[float]):
     row's fields unpacked and put in the event's order, the event made by ``tuple.__new__`` (as ``Event._make``). (Row
     by row: a radio tail charged outside a phase is a phase entry of one row, ~30 at every server update's end, where
     taking each entry apart into columns and back cost 5 times more: benchmarks [8].)"""
-    energies, categories = iter(energy_j), CATEGORIES
+    energies, categories, new, event = iter(energy_j), CATEGORIES, tuple.__new__, Event
     for r, p, rows in phases:
         for c, kind, label, start, end, bits, code, _, cycles, status, hz, tx_w in rows:
-            energy = next(energies)
-            yield _new_event(
-                (r, p, c, kind, label, start, end, bits, cycles, energy, categories[code], status, hz, tx_w)
+            energy = next(energies)  # (tuple.__new__ called as it is: half the cost of a partial of it, per event)
+            yield new(
+                event, (r, p, c, kind, label, start, end, bits, cycles, energy, categories[code], status, hz, tx_w)
             )
-
-
-_new_event = partial(tuple.__new__, Event)  # an Event of the tuple of its fields
 
 
 class LiveLog:
