@@ -148,7 +148,7 @@ class SharedBand:
             self._slow -= flow.slow
         if len(gone) == 1:  # the usual end: one flow (a few of m: no pass over all m in Python)
             k = gone[0]
-            self._free.append(int(slots[k]))
+            self._free.append(flow.slot)  # (its column: slots[k], without reading a numpy scalar)
             for buffer, _ in moved:  # (one copy: the element after the flows is padding, moved in at n - 1)
                 buffer[k:n] = buffer[k + 1 : n + 1]
         else:
