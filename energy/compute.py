@@ -53,5 +53,7 @@ def compute_energy_j(cycles, cpu_hz, kappa=DEFAULT_KAPPA, static_power_w=0.0):
 
 def compute_energy_unchecked_j(cycles, cpu_hz, kappa, static_power_w):
     """:func:`compute_energy_j`'s formula without its checks: arrays, or plain floats that the caller checked (a
-    booking of a few log rows, edgefl.sim.booking: the checks' array conversions cost more than the formula)."""
-    return kappa * cycles * cpu_hz**2 + static_power_w * cycles / cpu_hz
+    booking of a few log rows, edgefl.sim.booking: the checks' array conversions cost more than the formula). f² as
+    f · f: an array's ``**2`` is numpy's square, f · f, but a float's is C's pow(f, 2), which differs from it in the
+    last bit for about 1 frequency in 1,000, so that a row priced in floats would not be the arrays' number."""
+    return kappa * cycles * (cpu_hz * cpu_hz) + static_power_w * cycles / cpu_hz

@@ -108,21 +108,30 @@ class EnergyLedger:
             raise ValueError("clients, categories and joules must have the same length")
         self.add_cells(list(zip(clients.tolist(), categories.tolist(), joules.tolist())))
 
-    def add_cells(self, rows: list[tuple[int, int, float]]) -> None:
-        """:meth:`add_rows` of a few rows given as (client, category index, J) of plain ints and floats, one cell after
-        another (a booking of a few log rows: benchmarks [8])."""
-        n, width = self.num_clients, len(CATEGORIES)
+    def add_cells(self, rows: list[tuple[int, int, float]], read_after=()) -> list[dict[str, float]]:
+        """:meth:`add_rows` of rows given as (client, category index, J) of plain ints and floats, one cell after
+        another, in row order, as ``np.add.at`` adds them (a booking of a few log rows: benchmarks [8]; of a round's
+        rows: benchmarks [3]). ``read_after``: as :meth:`add_rows`'s."""
+        n, kinds, cells, inf = self.num_clients, len(CATEGORIES), self._j, np.inf
         for client, category, j in rows:
-            if type(client) is not int or not 0 <= client < n:
-                raise IndexError(f"client ids must be integers in [0, {n})")
-            if type(category) is not int or not 0 <= category < width:
-                raise IndexError(f"category indices must be in [0, {width})")
-            if not (0 <= j < np.inf):
+            if not (type(client) is int and 0 <= client < n and type(category) is int and 0 <= category < kinds):
+                raise IndexError(
+                    f"client ids must be integers in [0, {n})"
+                    if type(client) is not int or not 0 <= client < n
+                    else f"category indices must be in [0, {kinds})"
+                )
+            if not (0 <= j < inf):
                 raise ValueError("joules must be finite and >= 0")
-        cells = self._j.reshape(-1)  # (a view: a flat index costs 2/3 of a pair's, ~30 cells an update, benchmarks [8])
-        for client, category, j in rows:  # (after every check: nothing half-added)
-            cells[client * width + category] += j
+        totals, start = [], 0
+        for end in read_after:  # (after every check: nothing half-added)
+            for client, category, j in rows[start:end]:
+                cells[client, category] += j
+            totals.append(self.by_category())
+            start = end
+        for client, category, j in rows[start:] if start else rows:
+            cells[client, category] += j
         self.changes += 1
+        return totals
 
     def merge(self, other: "EnergyLedger") -> None:
         """Add another ledger (same number of clients) into this one."""

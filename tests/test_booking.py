@@ -194,3 +194,49 @@ def test_a_bad_row_among_many_goes_to_the_checked_formulas(bad, refused):
             energies_j(pop, *columns)
     else:
         assert energies_j(pop, *columns)[17] > 0
+
+
+def test_a_compute_row_priced_in_floats_is_the_arrays_number_at_every_frequency():
+    """f² is f · f in floats as in the arrays: a float's ``f**2`` (C's pow) differs from numpy's square in the last bit
+    for about 1 frequency in 1,000, and a compute row booked in floats then differed from the arrays' number."""
+    pop = _population(3)
+    frequencies = np.random.default_rng(7).uniform(1e8, 5e9, 4000).tolist()
+    assert any(hz**2 != hz * hz for hz in frequencies)  # (such frequencies are among them)
+    n = len(frequencies)
+    columns = np.ones(n, dtype=np.int64), np.full(n, CAT_COMPUTE), np.full(n, 3.7e8), np.array(frequencies)
+    arrays = energies_j(pop, *columns, np.zeros(n))
+    floats = [_few_energies_j(pop, [1], [CAT_COMPUTE], [3.7e8], [hz], [0.0]) for hz in frequencies]
+    assert np.array(floats).ravel().tobytes() == arrays.tobytes()
+
+
+@pytest.mark.parametrize("num_clients", [7, 2000])  # (2,000: more than 8 per row, the population's arrays read)
+def test_a_rounds_rows_booked_in_floats_are_the_arrays_ledger_readings_and_events(monkeypatch, num_clients):
+    """book() of up to BOOK_FLOAT_ROWS rows with round ends' readings (a synchronous round's ~120: benchmarks [3])
+    prices, adds and reads them in floats: the ledger's bytes, the readings and the events of the arrays' path."""
+    pop, rng = _population(num_clients), np.random.default_rng(8)
+    batches = []
+    for _ in range(40):
+        phases = [(r, p, _rows(rng, int(rng.integers(1, 41)), num_clients)) for r in range(2) for p in range(2)]
+        batches.append((phases, sorted({int(k) for k in rng.integers(0, len(phases) + 1, size=2)})))
+    counts = [sum(len(rows) for _, _, rows in phases) for phases, _ in batches]
+    assert max(counts) <= booking.BOOK_FLOAT_ROWS and sum(count > booking.BOOK_FEW_ROWS for count in counts) > 10
+    results = []
+    for float_rows in (booking.BOOK_FLOAT_ROWS, 0):  # (0: every booking through the arrays)
+        monkeypatch.setattr(booking, "BOOK_FLOAT_ROWS", float_rows)
+        monkeypatch.setattr(booking, "BOOK_FEW_ROWS", min(float_rows, booking.BOOK_FEW_ROWS))
+        ledger, events, readings = EnergyLedger(num_clients), [], []
+        for phases, read_after in batches:
+            readings.append(booking.book(pop, ledger, events, phases, read_after))
+        results.append((ledger.per_client().tobytes(), ledger.changes, readings, events))
+    assert results[0] == results[1] and results[0][1] == 40 and sum(map(len, results[0][2])) > 40
+    assert all(type(e.energy_j) is float for e in results[0][3])
+
+
+def test_a_bad_row_among_a_rounds_rows_is_refused_by_the_arrays_and_nothing_is_booked():
+    pop, rng = _population(7), np.random.default_rng(9)
+    rows = _rows(rng, 100, 7)
+    rows[60] = (1, "compute", "train", 0.0, 1.0, 0.0, CAT_COMPUTE, 1e8, 0.0, "ok", 0.0, 0.2)  # (a CPU at 0 Hz)
+    ledger, events = EnergyLedger(7), []
+    with pytest.raises(ValueError):
+        booking.book(pop, ledger, events, [(0, 0, rows)], [1])
+    assert ledger.total() == 0.0 and ledger.changes == 0 and not events

@@ -30,7 +30,7 @@ _FINISHED = np.array(1e-9)
 
 
 class Flow:
-    __slots__ = ("client", "done", "block_rates", "block", "scale", "slot")
+    __slots__ = ("client", "done", "block_rates", "block", "scale", "slot", "slow")
 
     def __init__(self, client: int, done: simpy.Event, block_rates, scale: float, slot: int):
         self.client = client
@@ -39,6 +39,7 @@ class Flow:
         self.block = 0
         self.scale = scale  # its rates are the planned rates x scale (a component changed the link's rate)
         self.slot = slot  # its column of SharedBand's rate table
+        self.slow = False  # whether a rate of its column may be below 1 bit/s (or NaN): SharedBand._slow
 
 
 class SharedBand:
@@ -54,7 +55,11 @@ class SharedBand:
         self._block_end = np.full(8, math.inf)  # ... their block ends (inf: one draw) ...
         self._slots = np.zeros(8, dtype=np.int64)  # ... and their columns of the rate table
         self._rate = np.zeros(0)  # their rate now (bit/s), re-planned at every start, end or cut ...
-        self._lowest = 0.0  # ... and the lowest of them
+        self._lowest = 0.0  # ... and the lowest of them, found where a flow is slow (else it is >= 1: not looked for)
+        # The flows whose rates may be below 1 bit/s (0 in an outage, NaN): none is the usual case, where every rate of
+        # every flow is >= 1, and so is the lowest rate now (the padding's rates are 1): the re-plan at each start and
+        # end then takes the first end at once, without finding the lowest rate (benchmarks [3])
+        self._slow = 0
         self._table = np.zeros((0, 1))  # [n - 1, slot]: the rate of the flow in that slot with n sharers (slot 0: 1)
         self._free: list[int] = []  # columns of the table no flow holds
         self._faded = 0  # flows with block fading (none: no block ends to watch)
@@ -98,6 +103,8 @@ class SharedBand:
             for flow in flows:
                 self._table[:, flow.slot] = self._table[:, flow.slot] * scale / flow.scale
                 flow.scale = scale
+                self._slow += not flow.slow  # (its column, scaled: taken as slow from now on)
+                flow.slow = True
             self._reschedule()
 
     def _take_slot(self) -> int:
@@ -117,6 +124,9 @@ class SharedBand:
             self._table = longer
         if flow.scale != 1.0:
             rates = rates * flow.scale
+        slow = not rates[rates.argmin()] >= 1.0  # (a NaN is picked, and is slow)
+        self._slow += slow - flow.slow
+        flow.slow = slow
         if len(rates) == len(self._table):  # (the usual case: one assignment)
             self._table[:, flow.slot] = rates
             return
@@ -133,11 +143,12 @@ class SharedBand:
         if self._faded:
             moved.append((self._block_end, math.inf))
         for k in reversed(gone):
-            if self.flows.pop(k).block_rates is not None:
-                self._faded -= 1
+            flow = self.flows.pop(k)
+            self._faded -= flow.block_rates is not None
+            self._slow -= flow.slow
         if len(gone) == 1:  # the usual end: one flow (a few of m: no pass over all m in Python)
             k = gone[0]
-            self._free.append(int(slots[k]))
+            self._free.append(flow.slot)  # (its column: slots[k], without reading a numpy scalar)
             for buffer, _ in moved:  # (one copy: the element after the flows is padding, moved in at n - 1)
                 buffer[k:n] = buffer[k + 1 : n + 1]
         else:
@@ -162,15 +173,18 @@ class SharedBand:
         # the flows' rates with n sharers: row n - 1 of the table at their columns (take: a third of fancy indexing's
         # cost, the same numbers)
         self._rate = rate = self._table[len(self.flows) - 1].take(self._slots)
-        self._lowest = rate[rate.argmin()]  # (argmin: a fraction of min's cost; a NaN, never read, is picked)
-        if self._lowest > 0 and not self._faded:  # the usual case: the first end, each flow's bits left / its rate
+        positive = not self._slow  # (every rate >= 1, the padding's 1 too: the lowest too, not looked for)
+        if not positive:
+            self._lowest = rate[rate.argmin()]  # (argmin: a fraction of min's cost; a NaN, never read, is picked)
+            positive = self._lowest > 0
+        if positive and not self._faded:  # the usual case: the first end, each flow's bits left / its rate
             t = self._remaining / rate
             first = float(t[t.argmin()])
             # (bits left below 0 by rounding are none: the same number as the first of max(bits left, 0) / rate)
             self.env.timeout(first if first >= 0 else 0.0, self._version).callbacks.append(self._on_timer)
             return
         t = np.maximum(self._remaining, 0.0)  # bits left below 0 (rounding) are none
-        if self._lowest > 0:
+        if positive:
             t /= rate
         else:  # an outage block (rate 0) waits
             t = np.divide(t, rate, out=np.full(len(rate), math.inf), where=rate > 0)
@@ -184,7 +198,7 @@ class SharedBand:
             return  # superseded by a later start, end or cancel
         self._advance()
         # Finished: within a relative rounding tolerance of zero bits left (max(1, rate) is the rate when none is below 1).
-        floor = self._rate if self._lowest >= 1.0 else np.maximum(1.0, self._rate)
+        floor = self._rate if not self._slow or self._lowest >= 1.0 else np.maximum(1.0, self._rate)
         finished = self._remaining <= _FINISHED * floor
         block_ended: list[int] = []
         if self._faded:

@@ -7,6 +7,7 @@ computed here once per phase, one numpy call per category, with the formulas of 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from itertools import accumulate
 from itertools import chain as chained
 from math import inf
@@ -71,6 +72,12 @@ FEW_ROWS = 16  # at most this many rows are priced one by one in floats (benchma
 # At most this many rows are booked one by one in floats (benchmarks [8]: 1-3 rows per battery ask, and ~30 radio
 # tails charged at every server update's end; about where the arrays' per-call cost equals the rows' Python)
 BOOK_FEW_ROWS = 48
+# At most this many rows are booked one by one in floats with their round ends' readings (:func:`_book_rows`): a
+# synchronous round's ~120 rows (20 clients, 2 phases: benchmarks [3]) cost ~105 us both ways warm, but the arrays' ~40
+# numpy calls cost ~4x that after the round's training has cooled the caches, the rows' Python ~2.5x (~440 against ~260
+# us); the arrays' cost grows ~0.4 us a row, the floats' ~0.8, so that bookings of 16 phases (re-pricing, benchmarks
+# [5]: ~1,000 rows) stay on the arrays.
+BOOK_FLOAT_ROWS = 160
 
 
 def energies_j(
@@ -223,6 +230,10 @@ def book(
     log = list(chained.from_iterable(rows for _, _, rows in phases))
     if 0 < len(log) <= BOOK_FEW_ROWS and not len(read_after) and _book_few(pop, ledger, events, phases, log):
         return []
+    if 0 < len(log) <= BOOK_FLOAT_ROWS:
+        totals = _book_rows(pop, ledger, events, phases, read_after, len(log))
+        if totals is not None:
+            return totals
     energy, client, code = _priced(pop, log)
     rows_before = list(accumulate((len(rows) for _, _, rows in phases), initial=0))
     totals = ledger.add_rows(client, code, energy, [rows_before[k] for k in read_after])
@@ -252,6 +263,53 @@ def _book_few(
     return True
 
 
+def _book_rows(
+    pop: Population,
+    ledger: EnergyLedger,
+    events: list[Event] | None,
+    phases: list[tuple[int, int, list[LogRow]]],
+    read_after: list[int] | tuple,
+    count: int,
+) -> list[dict[str, float]] | None:
+    """:func:`book` of up to BOOK_FLOAT_ROWS rows (``count``), round ends' readings included, row by row in plain
+    floats: each row priced as :func:`_few_priced_energies_j` prices it (a small population's values read from lists:
+    :class:`_Listed`) and its event made in the same pass, the cells added in log order (``EnergyLedger.add_cells``);
+    the same numbers as the arrays'. None (nothing booked) for a row the formulas' checks would refuse: the arrays
+    then say why."""
+    values = _Listed(pop) if pop.num_clients <= 8 * count else pop  # (lists of N values: for N up to 8 per row)
+    charges, formulas, categories = _CHARGES, _UNCHECKED, CATEGORIES
+    cells: list[tuple[int, int, float]] = []
+    made, rows_before = [], [0]
+    for r, p, rows in phases:
+        for c, kind, label, start, end, bits, code, amount, cycles, status, hz, tx_w in rows:
+            seconds, f, w = float(amount), float(hz), float(tx_w)  # (cycles for compute: _few_priced_energies_j)
+            if not (0.0 <= seconds < inf and 0.0 <= f < inf and 0.0 <= w < inf) or code == CAT_COMPUTE and not f > 0:
+                return None
+            j = float(charges[code](formulas, values, c, seconds, f, w))
+            cells.append((int(c), code, j))
+            made.append(
+                _new_event((r, p, c, kind, label, start, end, bits, cycles, j, categories[code], status, hz, tx_w))
+            )
+        rows_before.append(len(cells))
+    totals = ledger.add_cells(cells, [rows_before[k] for k in read_after])
+    if events is not None:
+        events.extend(made)
+    return totals
+
+
+class _Listed:
+    """A population's per-device values as Python lists, each made when first read (a booking in floats reads a few of
+    them per row: a list's element is a float, an array's a numpy scalar, whose arithmetic costs several times more)."""
+
+    def __init__(self, pop: Population):
+        self._pop = pop
+
+    def __getattr__(self, name: str) -> list:
+        values = getattr(self._pop, name).tolist()
+        setattr(self, name, values)
+        return values
+
+
 def _events(phases: list[tuple[int, int, list[LogRow]]], energy_j: list[float]):
     """The events.csv rows of phases' log rows, each with its energy (J, in log order) and its category's name: each
     row's fields unpacked and put in the event's order, the event made by ``tuple.__new__`` (as ``Event._make``). (Row
@@ -264,6 +322,9 @@ def _events(phases: list[tuple[int, int, list[LogRow]]], energy_j: list[float]):
             yield new(
                 event, (r, p, c, kind, label, start, end, bits, cycles, energy, categories[code], status, hz, tx_w)
             )
+
+
+_new_event = partial(tuple.__new__, Event)  # an Event of the tuple of its fields
 
 
 class LiveLog:

@@ -263,8 +263,14 @@ def faded(mean: np.ndarray, gains: np.ndarray | float) -> np.ndarray:
 
 
 def _gains_of(gains: np.ndarray | None, rows: list[int], attempts: int) -> np.ndarray:
-    """The fading gains [len(rows), attempts] of a phase's transmissions ``rows``; None: no fading, every gain 1."""
-    return np.ones((len(rows), attempts)) if gains is None else gains[rows]
+    """The fading gains [len(rows), attempts] of a phase's transmissions ``rows``; None: no fading, every gain 1. Rows
+    evenly spaced (each client's download and upload: every other row) are a slice of the gains, not a copy (a list as
+    an index costs ~10 us a call: benchmarks [3]); the same numbers (nobody writes them)."""
+    if gains is None:
+        return np.ones((len(rows), attempts))
+    if len(rows) > 1 and (step := rows[1] - rows[0]) > 0 and rows == list(range(rows[0], rows[-1] + 1, step)):
+        return gains[rows[0] : rows[-1] + 1 : step]
+    return gains[rows]
 
 
 def _with_list(rates: np.ndarray) -> tuple[np.ndarray, list | None]:
@@ -503,6 +509,7 @@ class PhasePhysics:
         if fixed_rate:
             nominal = self.nominal_rate(band, mean, link)
             fails = mean[:, None] * g < db_to_linear(net.outage_snr_db)
+            failing = np.count_nonzero(fails)
             per_attempt = np.broadcast_to((bits / nominal)[:, None], g.shape)
         elif net.block_fading:
             airtime = self._block_fading_airtime(bits, mean, band, g[:, 0], link)
@@ -522,14 +529,15 @@ class PhasePhysics:
                     rate[rows] = rate[rows].min(axis=0)
                     nominal[rows] = nominal[rows].min()
             fails = rate == 0
-            if not np.count_nonzero(fails):  # (no rate is 0: no division by zero to silence; errstate costs ~us)
+            failing = np.count_nonzero(fails)  # (once: read again below)
+            if not failing:  # (no rate is 0: no division by zero to silence; errstate costs ~us)
                 per_attempt = bits[:, None] / rate
             else:
                 with np.errstate(divide="ignore"):
                     per_attempt = bits[:, None] / rate
                 nominal = self.nominal_rate(band, mean, link) if nominal is None else nominal
                 per_attempt = np.where(fails, (bits / nominal)[:, None], per_attempt)
-        if not np.count_nonzero(fails):  # the usual case: every message gets through at its first attempt
+        if not failing:  # the usual case: every message gets through at its first attempt
             for (_, step, _), seconds in zip(messages, per_attempt[:, 0].tolist()):
                 step.duration_s = seconds
             return
