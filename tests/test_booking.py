@@ -141,7 +141,7 @@ def test_a_single_row_given_as_scalars_is_added_as_before():
 
 
 def test_a_few_rows_booked_in_floats_are_the_arrays_ledger_and_events(monkeypatch):
-    """book() of up to BOOK_FEW_ROWS rows (a battery ask's 1-3, an update's ~30 radio tails) prices and adds them in
+    """book() of a few rows without readings (a battery ask's 1-3, an update's ~30 radio tails) prices and adds them in
     floats: the ledger's bytes and the events of booking the same batches through the arrays."""
     import edgefl.sim.booking as booking
 
@@ -150,10 +150,10 @@ def test_a_few_rows_booked_in_floats_are_the_arrays_ledger_and_events(monkeypatc
         [(r, p, _rows(rng, int(rng.integers(1, 12)), 7)) for r, p in ((0, 0), (1, 2))][: int(rng.integers(1, 3))]
         for _ in range(200)
     ]
-    assert max(sum(len(rows) for _, _, rows in phases) for phases in batches) <= booking.BOOK_FEW_ROWS
+    assert max(sum(len(rows) for _, _, rows in phases) for phases in batches) <= booking.BOOK_FLOAT_ROWS
     results = []
-    for few_rows in (booking.BOOK_FEW_ROWS, 0):  # (0: every booking through the arrays)
-        monkeypatch.setattr(booking, "BOOK_FEW_ROWS", few_rows)
+    for float_rows in (booking.BOOK_FLOAT_ROWS, 0):  # (0: every booking through the arrays)
+        monkeypatch.setattr(booking, "BOOK_FLOAT_ROWS", float_rows)
         ledger, events = EnergyLedger(7), []
         for phases in batches:
             booking.book(pop, ledger, events, phases)
@@ -219,11 +219,10 @@ def test_a_rounds_rows_booked_in_floats_are_the_arrays_ledger_readings_and_event
         phases = [(r, p, _rows(rng, int(rng.integers(1, 41)), num_clients)) for r in range(2) for p in range(2)]
         batches.append((phases, sorted({int(k) for k in rng.integers(0, len(phases) + 1, size=2)})))
     counts = [sum(len(rows) for _, _, rows in phases) for phases, _ in batches]
-    assert max(counts) <= booking.BOOK_FLOAT_ROWS and sum(count > booking.BOOK_FEW_ROWS for count in counts) > 10
+    assert max(counts) <= booking.BOOK_FLOAT_ROWS and sum(count > 100 for count in counts) > 5
     results = []
     for float_rows in (booking.BOOK_FLOAT_ROWS, 0):  # (0: every booking through the arrays)
         monkeypatch.setattr(booking, "BOOK_FLOAT_ROWS", float_rows)
-        monkeypatch.setattr(booking, "BOOK_FEW_ROWS", min(float_rows, booking.BOOK_FEW_ROWS))
         ledger, events, readings = EnergyLedger(num_clients), [], []
         for phases, read_after in batches:
             readings.append(booking.book(pop, ledger, events, phases, read_after))

@@ -69,12 +69,10 @@ _CHECKED, _UNCHECKED = (
     for suffix in ("", "_unchecked")
 )
 FEW_ROWS = 16  # at most this many rows are priced one by one in floats (benchmarks [8]: 1-3 rows per battery ask)
-# At most this many rows are booked one by one in floats (benchmarks [8]: 1-3 rows per battery ask, and ~30 radio
-# tails charged at every server update's end; about where the arrays' per-call cost equals the rows' Python)
-BOOK_FEW_ROWS = 48
-# At most this many rows are booked one by one in floats with their round ends' readings (:func:`_book_rows`): a
-# synchronous round's ~120 rows (20 clients, 2 phases: benchmarks [3]) cost ~105 us both ways warm, but the arrays' ~40
-# numpy calls cost ~4x that after the round's training has cooled the caches, the rows' Python ~2.5x (~440 against ~260
+# At most this many rows are booked one by one in floats, with their round ends' readings (:func:`_book_rows`): an
+# asynchronous server's battery asks (1-3 rows) and update ends (~30 radio tails: benchmarks [8]); a synchronous
+# round's ~120 rows (20 clients, 2 phases: benchmarks [3]) cost ~105 us both ways warm, but the arrays' ~40 numpy
+# calls cost ~4x that after the round's training has cooled the caches, the rows' Python ~2.5x (~440 against ~260
 # us); the arrays' cost grows ~0.4 us a row, the floats' ~0.8, so that bookings of 16 phases (re-pricing, benchmarks
 # [5]: ~1,000 rows) stay on the arrays.
 BOOK_FLOAT_ROWS = 160
@@ -228,8 +226,6 @@ def book(
     ``phases`` (ascending) are charged when the ledger's energy by category is read (a round's end): returned in that
     order, as many readings, the same numbers, as booking the phases in parts with a reading after each."""
     log = list(chained.from_iterable(rows for _, _, rows in phases))
-    if 0 < len(log) <= BOOK_FEW_ROWS and not len(read_after) and _book_few(pop, ledger, events, phases, log):
-        return []
     if 0 < len(log) <= BOOK_FLOAT_ROWS:
         totals = _book_rows(pop, ledger, events, phases, read_after, len(log))
         if totals is not None:
@@ -240,27 +236,6 @@ def book(
     if events is not None:
         events.extend(_events(phases, energy.tolist()))
     return totals
-
-
-def _book_few(
-    pop: Population,
-    ledger: EnergyLedger,
-    events: list[Event] | None,
-    phases: list[tuple[int, int, list[LogRow]]],
-    log: list,
-) -> bool:
-    """:func:`book` of a few rows (a battery ask of an asynchronous run books 1-3: benchmarks [8]) as they are, in
-    plain floats: priced by :func:`_few_energies_j`, added to the ledger cell by cell (``EnergyLedger.add_cells``),
-    one event per row; the same numbers as the arrays'. False (nothing booked) for a row the formulas' checks would
-    refuse: the arrays then say why."""
-    priced = list(map(_PRICED, log))  # (each row's priced fields: no transposing of every field)
-    few = _few_priced_energies_j(pop, priced)
-    if few is None:
-        return False
-    ledger.add_cells([(int(c), int(code), j) for (c, code, _, _, _), j in zip(priced, few)])
-    if events is not None:
-        events.extend(_events(phases, few))
-    return True
 
 
 def _book_rows(
