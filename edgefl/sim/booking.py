@@ -7,7 +7,6 @@ computed here once per phase, one numpy call per category, with the formulas of 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from itertools import accumulate
 from itertools import chain as chained
 from math import inf
@@ -252,7 +251,7 @@ def _book_rows(
     the same numbers as the arrays'. None (nothing booked) for a row the formulas' checks would refuse: the arrays
     then say why."""
     values = _Listed(pop) if pop.num_clients <= 8 * count else pop  # (lists of N values: for N up to 8 per row)
-    charges, formulas, categories = _CHARGES, _UNCHECKED, CATEGORIES
+    charges, formulas, categories, new, event = _CHARGES, _UNCHECKED, CATEGORIES, tuple.__new__, Event
     cells: list[tuple[int, int, float]] = []
     made, rows_before = [], [0]
     for r, p, rows in phases:
@@ -262,8 +261,8 @@ def _book_rows(
                 return None
             j = float(charges[code](formulas, values, c, seconds, f, w))
             cells.append((int(c), code, j))
-            made.append(
-                _new_event((r, p, c, kind, label, start, end, bits, cycles, j, categories[code], status, hz, tx_w))
+            made.append(  # (an Event made as _events makes it)
+                new(event, (r, p, c, kind, label, start, end, bits, cycles, j, categories[code], status, hz, tx_w))
             )
         rows_before.append(len(cells))
     totals = ledger.add_cells(cells, [rows_before[k] for k in read_after])
@@ -297,9 +296,6 @@ def _events(phases: list[tuple[int, int, list[LogRow]]], energy_j: list[float]):
             yield new(
                 event, (r, p, c, kind, label, start, end, bits, cycles, energy, categories[code], status, hz, tx_w)
             )
-
-
-_new_event = partial(tuple.__new__, Event)  # an Event of the tuple of its fields
 
 
 class LiveLog:

@@ -137,14 +137,9 @@ class MeanSnr:
         """A budget field that a move sets to one number for every link (no interference, the base station's power),
         as an array [Nb] (read-only): the same array for every move to that number (a moving population moves at
         every server update: benchmarks [8])."""
-        key = (name, float(value))
-        filled = self._filled_fields.get(key)
-        if filled is None:
-            if len(self._filled_fields) >= 64:  # (one or two numbers per field in a run: bounded all the same)
-                self._filled_fields.clear()
-            filled = self._filled_fields[key] = np.full(len(self._budget_idx), float(value))
-            filled.setflags(write=False)
-        return filled
+        return _kept(
+            self._filled_fields, (name, float(value)), lambda: _read_only(np.full(len(self._budget_idx), float(value)))
+        )
 
     def __call__(self, bandwidth_hz: float, interference: bool = True) -> np.ndarray:
         """Every client's mean SNR over ``bandwidth_hz`` (cached); ``interference`` False: as if the links had
@@ -186,17 +181,13 @@ class MeanSnr:
         before and after any move, made once (the one-client plan after every move of a moving population:
         benchmarks [8])."""
         key = bandwidth_hz if sharers is None else (bandwidth_hz, sharers)
-        noise = self._noise.get(key)
-        if noise is None:
-            if len(self._noise) >= 64:  # (a few bands in a run: bounded all the same)
-                self._noise.clear()
-            nf, n0 = self._source["noise_figure_db"], self._source["n0_dbm_per_hz"]
-            if sharers is None:
-                noise = np.asarray(noise_power_w(bandwidth_hz, nf, n0))
-            else:
-                noise = np.asarray(noise_power_w(_shares(bandwidth_hz, sharers)[None, :], nf[:, None], n0[:, None]))
-            self._noise[key] = noise
-        return noise
+        return _kept(self._noise, key, lambda: self._made_noise_w(bandwidth_hz, sharers))
+
+    def _made_noise_w(self, bandwidth_hz: float, sharers: int | None) -> np.ndarray:
+        nf, n0 = self._source["noise_figure_db"], self._source["n0_dbm_per_hz"]
+        if sharers is None:
+            return np.asarray(noise_power_w(bandwidth_hz, nf, n0))
+        return np.asarray(noise_power_w(_shares(bandwidth_hz, sharers)[None, :], nf[:, None], n0[:, None]))
 
     def shared(self, bandwidth_hz: float, sharers: int, clients: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The shares B/1 .. B/sharers [F] and the ``clients``' mean SNR at each [len(clients), F]: only the
@@ -206,12 +197,11 @@ class MeanSnr:
         from it: an FDMA phase's planning asked for it anew at every phase (benchmarks [3])."""
         if len(self.links) * sharers > SHARED_TABLE_CELLS:
             return self._shared(bandwidth_hz, sharers, clients)
-        key = (bandwidth_hz, sharers)
-        every = self._by_share.get(key)
-        if every is None:
-            if len(self._by_share) >= 64:  # (a few numbers of sharers in a run: bounded all the same)
-                self._by_share.clear()
-            every = self._by_share[key] = self._shared(bandwidth_hz, sharers, np.arange(len(self.links)), True)[1]
+        every = _kept(
+            self._by_share,
+            (bandwidth_hz, sharers),
+            lambda: self._shared(bandwidth_hz, sharers, np.arange(len(self.links)), True)[1],
+        )
         return _shares(bandwidth_hz, sharers), every[clients]
 
     def _shared(
@@ -242,6 +232,24 @@ class MeanSnr:
 
 
 SHARED_TABLE_CELLS = 1 << 16  # MeanSnr.shared: every client's mean SNR at every share kept up to this many entries
+MEMO_ENTRIES = (
+    64  # MeanSnr's memos (by band, sharers, a moved field's number): a run asks for a few; bounded all the same
+)
+
+
+def _kept(memo: dict, key, make):
+    """``memo[key]``, made by ``make()`` where missing (the memo cleared first when it holds MEMO_ENTRIES)."""
+    value = memo.get(key)
+    if value is None:
+        if len(memo) >= MEMO_ENTRIES:
+            memo.clear()
+        value = memo[key] = make()
+    return value
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
 
 
 @functools.lru_cache(maxsize=64)
