@@ -69,8 +69,8 @@ class RunResult:
     events: list
     summary: dict
     trace: list = field(default_factory=list)
-    battery: list[dict] = field(default_factory=list)  # battery.csv rows (BATTERY_COLUMNS)
-    positions: list[dict] = field(default_factory=list)  # positions.csv rows (moving devices): round, client, x, y
+    battery: Sequence[dict] = field(default_factory=list)  # battery.csv rows (BATTERY_COLUMNS; made when asked)
+    positions: Sequence[dict] = field(default_factory=list)  # positions.csv rows (moving devices): round, client, x, y
     chain_ends: list | None = None  # an asynchronous server's chains as they ended (Engine.chain_ends); None: sync
     event_columns: list[str] = field(default_factory=list)  # the events.csv columns the algorithm adds ...
     event_values: Callable[[Any], tuple] | None = None  # ... and their values for one activity (Algorithm)
@@ -81,8 +81,8 @@ class RunRecord:
     """What a run has produced so far (saved in a checkpoint): its rows, and where it stands."""
 
     rows: list[dict] = field(default_factory=list)  # metrics.csv
-    battery: list[dict] = field(default_factory=list)  # battery.csv
-    positions: list[dict] = field(default_factory=list)  # positions.csv
+    battery: RoundRows = field(default_factory=lambda: RoundRows(BATTERY_COLUMNS))  # battery.csv
+    positions: RoundRows = field(default_factory=lambda: RoundRows(POSITION_COLUMNS))  # positions.csv
     last_eval: dict | None = None  # the last row with an evaluation
     rounds_done: int = 0
     wall_s: float = 0.0  # wall-clock time of the rounds run before the last checkpoint
@@ -90,7 +90,17 @@ class RunRecord:
     executor_chunk: int | None = None  # clients vmap trains at once, as the free memory allowed (kept on resume)
 
 
-class ClientRows(Sequence):
+class RowsWhenAsked(Sequence):
+    """Rows (dicts) of an output file, made when asked from the columns a run keeps: equal to any sequence of the
+    same rows (a list of dicts included)."""
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Sequence) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]  # (equal to a list: as unhashable as one)
+
+
+class ClientRows(RowsWhenAsked):
     """clients.csv's rows as a sequence of dicts, one per client, made when asked from columns of all clients
     (arrays [N]): 10^6 devices hold a few arrays, not 10^6 dicts. Each column: (name, values or None, the Python
     type of its cells: int, float, or None to take them as they are); a None column is None in every row."""
@@ -115,11 +125,57 @@ class ClientRows(Sequence):
     def __iter__(self):
         return (self[i] for i in range(self._n))
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Sequence) and len(other) == self._n and all(a == b for a, b in zip(self, other))
-
     def __repr__(self) -> str:
         return f"ClientRows({self._n} clients)"
+
+
+class RoundRows(RowsWhenAsked):
+    """battery.csv's or positions.csv's rows as a sequence of dicts (keys: ``columns``, round, client, then the values'),
+    made when asked from what each round added (:meth:`add`): its number, its devices and their values as lists. A round
+    of an asynchronous server is one server update: the 50 dicts a table would make per update cost ~20 us, 4 % of the
+    engine's time per chain (benchmarks [8]); the files are written from the lists (:meth:`table`)."""
+
+    def __init__(self, columns: Sequence[str]):
+        self.columns = tuple(columns)
+        self._rounds: list[tuple] = []  # per round added: (number, clients, *values), lists aligned with clients
+        self._n = 0
+
+    def add(self, round_: int, clients: list[int], *values: list) -> None:
+        """Round ``round_``'s rows: one per client, with its value in each of ``values`` (the columns after client)."""
+        self._rounds.append((round_, clients, *values))
+        self._n += len(clients)
+
+    def drop_last_round(self) -> None:
+        """Remove the rows the last :meth:`add` added."""
+        self._n -= len(self._rounds.pop()[1])
+
+    def table(self):
+        """The rows as lists of their values in ``columns``' order (the file's lines), in order."""
+        for round_, clients, *values in self._rounds:
+            for row in zip(clients, *values):
+                yield [round_, *row]
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._n))]
+        if not -self._n <= i < self._n:
+            raise IndexError(f"row {i} of {self._n}")
+        i = i % self._n
+        for round_, clients, *values in self._rounds:
+            if i < len(clients):
+                return dict(zip(self.columns, (round_, clients[i], *(column[i] for column in values))))
+            i -= len(clients)
+        raise AssertionError("unreachable: the rounds hold _n rows")
+
+    def __iter__(self):
+        columns = self.columns
+        return (dict(zip(columns, row)) for row in self.table())
+
+    def __repr__(self) -> str:
+        return f"RoundRows({self._n} rows of {len(self._rounds)} rounds)"
 
 
 class RoundState(NamedTuple):
@@ -295,9 +351,12 @@ class Recorder:
         stop_at = self.run.stop_at
         self.stop_at = parse_target(stop_at) if stop_at else None
         self.targets = list(targets or [])
-        # the devices with a battery (battery.csv's clients, the same at every round), as an index and as a list
+        # the devices with a battery (battery.csv's clients, the same at every round), as an index and as a list, and
+        # their classes; every device (positions.csv's clients)
         self._battery_index = np.flatnonzero(np.isfinite(self.population.battery_j))
         self._battery_list: list[int] = self._battery_index.tolist()
+        self._battery_classes = [self.population.device_class[c] for c in self._battery_list]
+        self._every_client = list(range(self.population.num_clients))
 
     def row(self, r: int, record) -> dict:
         """metrics.csv's row of round ``r`` (0-based), which the engine ran (``record``): evaluated where the
@@ -311,12 +370,9 @@ class Recorder:
         done = self.record
         rows = done.rows
         where = self.pricer.positions_m()
-        if where is not None:  # moving devices: where each was during the round (columns as lists: every round)
-            x, y, n = where[:, 0], where[:, 1], r + 1
-            done.positions += [
-                {"round": n, "client": c, "x_m": xc, "y_m": yc, "distance_m": dc}
-                for c, (xc, yc, dc) in enumerate(zip(x.tolist(), y.tolist(), np.hypot(x, y).tolist()))
-            ]
+        if where is not None:  # moving devices: where each was during the round
+            x, y = where[:, 0], where[:, 1]
+            done.positions.add(r + 1, self._every_client, x.tolist(), y.tolist(), np.hypot(x, y).tolist())
         self._battery_rows(r, row, done.battery)
         if row.get("acc_worst") is not None or row.get("loss") is not None:
             done.last_eval = row
@@ -360,7 +416,7 @@ class Recorder:
         self.pricer.finish()
         rows[-1].update(self._energy_fields())
         if battery:
-            del battery[len(battery) - len(self._battery_list) :]
+            battery.drop_last_round()
             self._battery_rows(rows[-1]["round"] - 1, rows[-1], battery)
 
     def result(
@@ -420,26 +476,16 @@ class Recorder:
             values.update(self.pricer.component_metrics())
         return values
 
-    def _battery_rows(self, r: int, row: dict, battery: list[dict]) -> None:
+    def _battery_rows(self, r: int, row: dict, battery: RoundRows) -> None:
         """battery.csv's rows after round ``r`` (0-based): every level now, and what was harvested so far, of the
         devices with a battery (none without batteries); the lowest and mean level in the metrics row."""
         levels = self.pricer.battery_levels()
         if levels is None:
             return
         harvested = self.pricer.device_value("harvested_j")
-        classes, clients, n = self.population.device_class, self._battery_list, r + 1
-        level_of, harvested_of = levels.tolist(), harvested.tolist()
-        battery += [
-            {
-                "round": n,
-                "client": c,
-                "device_class": classes[c],
-                "level_j": level_of[c],
-                "harvested_j": harvested_of[c],
-            }
-            for c in clients
-        ]
-        theirs = levels[self._battery_index]
+        index = self._battery_index
+        theirs = levels[index]
+        battery.add(r + 1, self._battery_list, self._battery_classes, theirs.tolist(), harvested[index].tolist())
         # (the mean as ndarray.mean computes it, its sum over the count, without its Python wrapper: every update)
         row.update(battery_min_j=float(theirs.min()), battery_mean_j=float(theirs.sum() / len(theirs)))
 
@@ -671,6 +717,14 @@ def _checked_event_values(values: Callable[[Any], tuple], n: int) -> Callable[[A
     return checked
 
 
+def _table(rows: Sequence[dict], columns: Sequence[str]):
+    """A file's rows as lists of their values in ``columns``' order: a run's :class:`RoundRows` as kept, other rows
+    (dicts) read by column."""
+    if isinstance(rows, RoundRows) and rows.columns == tuple(columns):
+        return rows.table()
+    return ([row[c] for c in columns] for row in rows)
+
+
 def write_results(
     result: RunResult, out_dir: Path, plots: bool = True, force: bool = False, plot_format: str = "png"
 ) -> Path:
@@ -685,18 +739,12 @@ def write_results(
         event_columns, event_rows = event_table(result)
         write_csv(tmp / "events.csv", event_columns, event_rows)
         write_json(tmp / "summary.json", result.summary)
-        if result.positions:
-            write_csv(
-                tmp / "positions.csv",
-                list(POSITION_COLUMNS),
-                ([row[c] for c in POSITION_COLUMNS] for row in result.positions),
-            )
-        if result.battery:
-            write_csv(
-                tmp / "battery.csv",
-                list(BATTERY_COLUMNS),
-                ([row[c] for c in BATTERY_COLUMNS] for row in result.battery),
-            )
+        for name, columns, rows in (
+            ("positions.csv", POSITION_COLUMNS, result.positions),
+            ("battery.csv", BATTERY_COLUMNS, result.battery),
+        ):
+            if rows:
+                write_csv(tmp / name, list(columns), _table(rows, columns))
         with open(tmp / "scenario.toml", "wb") as handle:  # paths relative to out_dir, where it will be
             tomli_w.dump(resolved_dict(result.scenario, out_dir), handle)
         if plots:
