@@ -142,7 +142,7 @@ def _few_energies_j(
     return _few_priced_energies_j(pop, zip(clients, codes, amounts, cpu_hz, tx_power_w))
 
 
-def _few_priced_energies_j(pop: Population, priced) -> list[float] | None:
+def _few_priced_energies_j(pop: Population | PopulationLists, priced) -> list[float] | None:
     """:func:`_few_energies_j` of rows given as (client, code, amount, cpu_hz, tx_power_w) tuples (log rows' priced
     fields: :data:`_PRICED`)."""
     out = []
@@ -175,12 +175,12 @@ def rows_energies_j(pop: Population, rows: list) -> tuple[LogRow, np.ndarray]:
     return columns, energy
 
 
-def listed_rows_energies_j(pop: Population, rows: list) -> list[float]:
+def listed_rows_energies_j(pop: Population, rows: list, lists: PopulationLists | None = None) -> list[float]:
     """Each log row's energy (J), :func:`rows_energies_j`'s numbers as a list: a few rows (the chains of an
     asynchronous server that an update's end would cut, ~10 at each: benchmarks [8]) priced as they are, without
-    their columns or arrays."""
+    their columns or arrays (``pop``'s values read from ``lists`` where given: floats, not numpy scalars)."""
     if len(rows) <= FEW_ROWS:
-        few = _few_priced_energies_j(pop, map(_PRICED, rows))
+        few = _few_priced_energies_j(pop if lists is None else lists, map(_PRICED, rows))
         if few is not None:
             return few
     return _priced(pop, rows)[0].tolist()
@@ -219,16 +219,19 @@ def book(
     events: list[Event] | None,
     phases: list[tuple[int, int, list[LogRow]]],
     read_after: list[int] | tuple = (),
+    lists: PopulationLists | None = None,
 ) -> list[dict[str, float]]:
     """Charge phases' :class:`LogRow` s, given as (round, phase, rows) in the order simulated, to
     ``ledger`` (repeated cells accumulate in log order) and append them to ``events``. ``read_after``: how many of
     ``phases`` (ascending) are charged when the ledger's energy by category is read (a round's end): returned in that
-    order, as many readings, the same numbers, as booking the phases in parts with a reading after each."""
-    log = list(chained.from_iterable(rows for _, _, rows in phases))
-    if 0 < len(log) <= BOOK_FLOAT_ROWS:
-        totals = _book_rows(pop, ledger, events, phases, read_after, len(log))
+    order, as many readings, the same numbers, as booking the phases in parts with a reading after each. ``lists``:
+    ``pop``'s values as lists, where the caller keeps them from one booking to the next (made here otherwise)."""
+    count = sum(len(rows) for _, _, rows in phases)
+    if 0 < count <= BOOK_FLOAT_ROWS:
+        totals = _book_rows(pop, ledger, events, phases, read_after, count, lists)
         if totals is not None:
             return totals
+    log = list(chained.from_iterable(rows for _, _, rows in phases))
     energy, client, code = _priced(pop, log)
     rows_before = list(accumulate((len(rows) for _, _, rows in phases), initial=0))
     totals = ledger.add_rows(client, code, energy, [rows_before[k] for k in read_after])
@@ -244,13 +247,16 @@ def _book_rows(
     phases: list[tuple[int, int, list[LogRow]]],
     read_after: list[int] | tuple,
     count: int,
+    lists: PopulationLists | None = None,
 ) -> list[dict[str, float]] | None:
     """:func:`book` of up to BOOK_FLOAT_ROWS rows (``count``), round ends' readings included, row by row in plain
     floats: each row priced as :func:`_few_priced_energies_j` prices it (a small population's values read from lists:
-    :class:`_Listed`) and its event made in the same pass, the cells added in log order (``EnergyLedger.add_cells``);
-    the same numbers as the arrays'. None (nothing booked) for a row the formulas' checks would refuse: the arrays
-    then say why."""
-    values = _Listed(pop) if pop.num_clients <= 8 * count else pop  # (lists of N values: for N up to 8 per row)
+    :class:`PopulationLists`, ``lists`` where given) and its event made in the same pass, the cells added in log order
+    (``EnergyLedger.add_cells``); the same numbers as the arrays'. None (nothing booked) for a row the formulas' checks
+    would refuse: the arrays then say why."""
+    values: Population | PopulationLists = pop
+    if pop.num_clients <= 8 * count:  # (lists of N values: for N up to 8 per row)
+        values = PopulationLists(pop) if lists is None else lists
     charges, formulas, categories, new, event = _CHARGES, _UNCHECKED, CATEGORIES, tuple.__new__, Event
     cells: list[tuple[int, int, float]] = []
     made, rows_before = [], [0]
@@ -271,9 +277,11 @@ def _book_rows(
     return totals
 
 
-class _Listed:
+class PopulationLists:
     """A population's per-device values as Python lists, each made when first read (a booking in floats reads a few of
-    them per row: a list's element is a float, an array's a numpy scalar, whose arithmetic costs several times more)."""
+    them per row: a list's element is a float, an array's a numpy scalar, whose arithmetic costs several times more).
+    A pricer keeps one for its bookings (the population never changes): ~3 per server update of benchmarks [8], each
+    of which made its lists again."""
 
     def __init__(self, pop: Population):
         self._pop = pop

@@ -35,7 +35,7 @@ from edgefl.deployment import NetworkParams, Population
 from edgefl.plugins import core_fault, positive_finite, returned_fault, shown
 from edgefl.sim.access import RETIME, AirCompUplink, DedicatedUplink, make_uplink
 from edgefl.sim.activities import Event, PhaseRecord
-from edgefl.sim.booking import LiveLog, LogRow, book, listed_rows_energies_j
+from edgefl.sim.booking import LiveLog, LogRow, PopulationLists, book, listed_rows_energies_j
 from edgefl.sim.chain import OwnClock, chain, cut_rows, in_end_order, runs_inline
 from edgefl.sim.chain import paths as chain_paths
 from edgefl.sim.component import HOOKS, Component, overriding
@@ -91,6 +91,9 @@ class SimPyPricer:
         fading_rng = np.random.default_rng(np.random.SeedSequence([seed, 0xFAD1]))
         self.physics = PhasePhysics(network, population, fading_rng, self.devices)
         self._ledger = EnergyLedger(population.num_clients)
+        self._lists = PopulationLists(
+            population
+        )  # its values as lists, for every booking in floats (edgefl.sim.booking)
         self._events: list[Event] | None = [] if record_events else None
         self._unbooked: list[tuple[int, int, list]] = []  # phases simulated, energy not yet booked (LogRow rows)
         self._phases_unbooked = 0
@@ -246,13 +249,16 @@ class SimPyPricer:
         _check_rate_factor("set_downlink_rate_factor", client, factor, self.downlink.retimable, "changes_downlink_rate")
         self.downlink.rate_changed(client, factor)
 
-    def log_row(self, at: tuple[int, int], row: tuple) -> None:
-        """Log a row outside a chain (a radio tail; :class:`LogRow`'s fields, a plain tuple or a LogRow): in the phase running,
-        or under ``at`` (round, phase)."""
+    def log_rows(self, at: tuple[int, int], rows: list) -> None:
+        """Log rows outside a chain (radio tails; :class:`LogRow`'s fields, plain tuples or LogRows), in order: in the
+        phase running, or under ``at`` (round, phase), as one entry (a round's end logs ~30 tails: benchmarks [8]).
+        The caller hands the list over (it keeps no reference to it)."""
+        if not rows:
+            return
         if self._phase_log is not None:
-            self._phase_log.append(row)
+            self._phase_log.extend(rows)
         else:
-            self._unbooked.append((*at, [row]))
+            self._unbooked.append((*at, rows))
 
     def current_log(self) -> list:
         """The rows logged in the phase running, not booked yet (empty between phases)."""
@@ -440,7 +446,7 @@ class SimPyPricer:
                     cut.add(client)
         spent: dict[int, float] = {}
         if rows:
-            for row, j in zip(rows, listed_rows_energies_j(self.pop, rows)):
+            for row, j in zip(rows, listed_rows_energies_j(self.pop, rows, self._lists)):
                 spent[row[0]] = spent.get(row[0], 0.0) + j
         return sum(spent.values()), self.radio.pending_j(spent, cut)
 
@@ -662,7 +668,8 @@ class SimPyPricer:
         self._live.flush(self._unbooked)
         ends, self._round_ends = self._round_ends, []
         unbooked, self._unbooked = self._unbooked, []
-        totals = book(self.pop, self._ledger, self._events, unbooked, [at for at, _ in ends]) if unbooked else []
+        read_after = [at for at, _ in ends]
+        totals = book(self.pop, self._ledger, self._events, unbooked, read_after, self._lists) if unbooked else []
         if ends:  # (the ledger's energy by category at each of those rounds' ends)
             for (_, entry), by_category in zip(ends, totals or [self._ledger.by_category()] * len(ends)):
                 entry[0] = by_category

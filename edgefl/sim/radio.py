@@ -15,6 +15,7 @@ running at a round's end, counted in the energy the run has committed (:meth:`Ra
 from __future__ import annotations
 
 from itertools import repeat
+from math import inf
 
 import numpy as np
 
@@ -33,10 +34,15 @@ class RadioStates(Component):
         self._tail_s, self._tail_power_w = population.tail_s.tolist(), population.tail_power_w.tolist()
         self.has_tails = any(t > 0 for t in self._tail_s)  # whether any device's radio has a tail after a transfer
         self._idle_power_w = population.idle_power_w.tolist()
+        # whether every device's tail draws power (then every tail's battery is asked about, no list of those that do)
+        self._all_tails_draw = all(w > 0 for w in self._tail_power_w)
         # Every device's radio tail still running: client -> [start s, charged until s, label of the message it
         # follows]; charged when it ends (the next transfer starts, it runs out, run_end()) and up to the end of
         # every round (round_end).
         self._tails: dict[int, list] = {}
+        # the earliest time a running tail's timer can run out (s; a bound: a tail ended since may have set it): before
+        # it, expire_tails finds none run out without a pass over the tails (:meth:`_timers_run_out`)
+        self._first_timer_end_s = inf
         self._released: set[int] = set()  # devices unreachable (offline) since their last transfer: no tail
         self._at = (0, 0)  # the round and phase being priced (or the last priced): where tails are logged
         # The joules the devices' batteries still have for a tail (a list of clients -> a list of J, asking brings
@@ -98,6 +104,7 @@ class RadioStates(Component):
             now = self.env.now
             self._tails[client] = [now, now, label]
             self._changes += 1
+            self._first_timer_end_s = min(self._first_timer_end_s, now + self._tail_s[client])
 
     def release(self, client: int) -> None:
         """The device becomes unreachable now (offline): it releases its connection, so its tail ends now (charged
@@ -147,7 +154,10 @@ class RadioStates(Component):
         tail drawing no power). Asking brings the batteries to now (what was charged so far is drawn); none is
         asked for when no client needs it, as one tail after another would ask."""
         power_w = self._tail_power_w
-        asked = [] if self.budget_j is None else [c for c in clients if power_w[c] > 0]
+        if self.budget_j is None:
+            asked = []
+        else:
+            asked = clients if self._all_tails_draw else [c for c in clients if power_w[c] > 0]
         if not asked:
             return [None] * len(clients)
         # Asked again with nothing logged or booked since, at the same time: the batteries would draw nothing, so the
@@ -180,26 +190,27 @@ class RadioStates(Component):
         self._changes += 1
         if ends is None:
             ends = self._tail_ends(clients, until)
-        power_w, tails, log_row, at = self._tail_power_w, self._tails, self.core.log_row, self._at
+        power_w, tails, log_rows, at = self._tail_power_w, self._tails, self.core.log_rows, self._at
         last_asked = -1  # the position of the last tail whose battery is asked for (the first from the end)
         if self.budget_j is not None:
             for k in range(len(clients) - 1, -1, -1):
                 if power_w[clients[k]] > 0:
                     last_asked = k
                     break
-        empty = []
+        empty, rows = [], []
         for k, (client, (end, battery_empty)) in enumerate(zip(clients, ends)):
             if k == last_asked and k > 0:
-                self.budget_j([])  # the rows logged so far drawn, as its own ask would
+                log_rows(at, rows)  # the rows so far logged (handed over) and drawn, as its own ask would
+                rows = []
+                self.budget_j([])
             tail = tails[client]
             seconds = end - tail[1]
-            if seconds > 0 and power_w[client] > 0:
-                log_row(  # (LogRow's fields as a plain tuple, as the chains' hot rows: ~30 per update, [8])
-                    at, (client, "tail", tail[2], tail[1], end, 0.0, CAT_TAIL, seconds, 0.0, "ok", 0.0, 0.0)
-                )
+            if seconds > 0 and power_w[client] > 0:  # (LogRow's fields as a plain tuple, as the chains' hot rows)
+                rows.append((client, "tail", tail[2], tail[1], end, 0.0, CAT_TAIL, seconds, 0.0, "ok", 0.0, 0.0))
             tail[1] = max(tail[1], end)
             if battery_empty:
                 empty.append(client)
+        log_rows(at, rows)  # (one entry for the rows of all, or of all after the last asked: ~30 per update, [8])
         return empty
 
     def _end_tail(self, client: int, cut_at: float | None) -> None:
@@ -208,7 +219,7 @@ class RadioStates(Component):
 
     def _end_tails(self, clients: list[int], cut_at: float | None) -> None:
         """The clients' tails end (:meth:`_end_tail`), charged together (:meth:`_charge_tails`)."""
-        self._charge_tails(clients, float("inf") if cut_at is None else cut_at)
+        self._charge_tails(clients, inf if cut_at is None else cut_at)
         for client in clients:
             del self._tails[client]
 
@@ -217,17 +228,17 @@ class RadioStates(Component):
         where it was charged to its end (:meth:`_tail_ends`), and a tail from now for each client in ``cut_now``
         (a transfer that would be cut now); ``spent_j``: joules clients would spend now, before their tails, that
         their batteries have not paid yet. What the run has committed beyond its ledger (docs/model.md §8)."""
-        spent_j, now = spent_j or {}, self.env.now
-        tails = list(self._tails.items())
-        tails += [(c, [now, now, ""]) for c in sorted(cut_now or ()) if self._tail_s[c] > 0 and c not in self._released]
+        now = self.env.now
+        clients, tails = list(self._tails), list(self._tails.values())
+        for c in sorted(cut_now or ()):
+            if self._tail_s[c] > 0 and c not in self._released:
+                clients.append(c)
+                tails.append([now, now, ""])
         if not tails:
             return 0.0
-        clients = [client for client, _ in tails]
-        spent = [spent_j.get(client, 0.0) for client in clients]
+        spent = None if not spent_j else [spent_j.get(client, 0.0) for client in clients]
         total, power_w = 0.0, self._tail_power_w
-        for (client, tail), (end, _) in zip(
-            tails, self._tail_ends(clients, float("inf"), [t for _, t in tails], spent)
-        ):
+        for client, tail, (end, _) in zip(clients, tails, self._tail_ends(clients, inf, tails, spent)):
             if end > tail[1]:  # (seconds > 0 and a power >= 0, as the population checked it: the formula alone)
                 total += tail_energy_unchecked_j(float(end - tail[1]), power_w[client])  # (summed in tail order)
         return total
@@ -243,8 +254,9 @@ class RadioStates(Component):
         now = self.env.now
         if self._expired_at == self._stamp():
             return
-        changes, tail_s = self._changes, self._tail_s
-        self._end_tails([c for c, tail in self._tails.items() if tail[0] + tail_s[c] <= now], None)
+        changes = self._changes
+        if self._first_timer_end_s <= now:
+            self._end_tails(self._timers_run_out(now), None)
         if self.budget_j is not None:  # and every tail its battery could not pay until now
             # (a tail charged up to now has nothing more to pay now: only the others are asked about, and the
             # batteries drawn as asking about every tail would draw them)
@@ -258,6 +270,19 @@ class RadioStates(Component):
             if not any(power_w[c] > 0 for c in owing) and any(power_w[c] > 0 for c in self._tails):
                 self.budget_j([])
         self._expired_at = self._stamp() if self._changes == changes else None
+
+    def _timers_run_out(self, now: float) -> list[int]:
+        """The clients whose tail's timer has run out by ``now`` (tail_s after it began); the earliest time one of the
+        others can run out is then found again (``_first_timer_end_s``)."""
+        tail_s, run_out, first = self._tail_s, [], inf
+        for client, tail in self._tails.items():
+            end = tail[0] + tail_s[client]
+            if end <= now:
+                run_out.append(client)
+            elif end < first:
+                first = end
+        self._first_timer_end_s = first
+        return run_out
 
     def _stamp(self) -> tuple:
         """(now, tails started, charged or ended, what the core logged and booked): while it holds, the tails, their
