@@ -197,7 +197,8 @@ class RadioStates(Component):
                 if power_w[clients[k]] > 0:
                     last_asked = k
                     break
-        empty, rows = [], []
+        empty: list[int] = []
+        rows: list[tuple] = []
         for k, (client, (end, battery_empty)) in enumerate(zip(clients, ends)):
             if k == last_asked and k > 0:
                 log_rows(at, rows)  # the rows so far logged (handed over) and drawn, as its own ask would
