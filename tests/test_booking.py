@@ -239,3 +239,22 @@ def test_a_bad_row_among_a_rounds_rows_is_refused_by_the_arrays_and_nothing_is_b
     with pytest.raises(ValueError):
         booking.book(pop, ledger, events, [(0, 0, rows)], [1])
     assert ledger.total() == 0.0 and ledger.changes == 0 and not events
+
+
+def test_bookings_with_the_population_lists_kept_are_the_arrays_ledger_and_events(monkeypatch):
+    """A pricer keeps its population's lists (booking.PopulationLists) for every booking in floats, and prices cut
+    rows from them (listed_rows_energies_j): the ledger's bytes, the events and the energies of the arrays."""
+    pop, rng = _population(7), np.random.default_rng(7)
+    lists = booking.PopulationLists(pop)
+    batches = [[(1, 0, _rows(rng, int(rng.integers(1, 12)), 7))] for _ in range(100)]
+    results = []
+    for float_rows, kept in ((booking.BOOK_FLOAT_ROWS, lists), (0, None)):  # (0: every booking through the arrays)
+        monkeypatch.setattr(booking, "BOOK_FLOAT_ROWS", float_rows)
+        ledger, events = EnergyLedger(7), []
+        for phases in batches:
+            booking.book(pop, ledger, events, phases, (), kept)
+        results.append((ledger.per_client().tobytes(), events))
+    assert results[0] == results[1] and len(results[0][1]) > 300
+    assert "tail_power_w" in vars(lists)  # (its lists were read)
+    rows = batches[0][0][2]
+    assert booking.listed_rows_energies_j(pop, rows, lists) == rows_energies_j(pop, rows)[1].tolist()

@@ -235,8 +235,9 @@ def test_without_a_tail_every_message_pays_its_promotion_at_the_idle_power_by_de
     assert not [e for e in p.events if e.kind == "tail"]
 
 
-def _low_battery_outputs(server: str) -> tuple:
-    """metrics, events and battery rows of the quickstart with short radio tails and batteries that run low."""
+def _low_battery_outputs(server: str, battery_j: float = 0.5, tail_s: float = 0.3) -> tuple:
+    """metrics, events and battery rows of the quickstart with short radio tails and batteries that run low (with
+    ``battery_j`` 0.5 J, ``tail_s`` 0.3 s; with larger batteries and shorter tails, tails run out on their timers)."""
     from pathlib import Path
 
     from edgefl.scenario import load_scenario
@@ -246,9 +247,9 @@ def _low_battery_outputs(server: str) -> tuple:
         "data.num_clients=12",
         "algorithm.clients_per_round=6",
         f"algorithm.name={server}",
-        "devices.tail_s=0.3",
+        f"devices.tail_s={tail_s}",
         "devices.tail_power_w=1.0",
-        "devices.battery_j=0.5",
+        f"devices.battery_j={battery_j}",
         "devices.battery_reserve_j=0.01",
         "devices.harvest_w=0.01",
         "network.access_latency_s=0.01",
@@ -336,3 +337,91 @@ def test_a_round_end_charges_its_tails_with_the_ends_expire_tails_found(monkeypa
     assert reused[0] == 0 < reused[1]
     assert any(e[3] == "tail" for e in reusing[1]) and min(row["level_j"] for row in reusing[2]) < 0.3
     assert reusing == again
+
+
+@pytest.mark.parametrize("server", ["fedavg", "fedasync"])
+@pytest.mark.parametrize("battery_j, tail_s", [(0.5, 0.3), (3.0, 0.01)])
+def test_timers_run_out_looked_for_only_once_the_first_can_have(monkeypatch, server, battery_j, tail_s):
+    """expire_tails passes over the tails for run-out timers only once the earliest of them can have run out
+    (``_first_timer_end_s``, benchmarks [8]); with batteries that run low, or last so that tails run out on their
+    timers, every output equals a pass at every call."""
+    from edgefl.sim.radio import RadioStates
+
+    run_out, passes, found = RadioStates._timers_run_out, [0], [0]
+
+    def counted(self, now):
+        passes[0] += 1
+        ended = run_out(self, now)
+        found[0] += len(ended)
+        return ended
+
+    monkeypatch.setattr(RadioStates, "_timers_run_out", counted)
+    bounded = _low_battery_outputs(server, battery_j, tail_s)
+    bounded_passes = passes[0]
+    expire = RadioStates.expire_tails
+
+    def every_time(self):
+        self._first_timer_end_s = -float("inf")  # (a pass at every call)
+        expire(self)
+
+    monkeypatch.setattr(RadioStates, "expire_tails", every_time)
+    bounded_found, passes[0], found[0] = found[0], 0, 0
+    always = _low_battery_outputs(server, battery_j, tail_s)
+    assert bounded_passes <= passes[0] and bounded_found == found[0]  # (the same tails found run out)
+    assert any(e[3] == "tail" for e in bounded[1])
+    if battery_j > 1:  # (tails found run out on their timers ...)
+        assert found[0] > 0
+    else:  # (... or batteries that ran low, and tails that none of the passes skipped would have found)
+        assert min(row["level_j"] for row in bounded[2]) < 0.3 and bounded_passes < passes[0]
+    assert bounded == always
+
+
+@pytest.mark.parametrize("server", ["fedavg", "fedasync"])
+def test_tails_logged_as_one_entry_as_one_row_after_another(monkeypatch, server):
+    """A round's end logs its radio tails' rows as one entry of the log (SimPyPricer.log_rows, benchmarks [8]); with
+    batteries that run low, every output equals logging each row as its own entry."""
+    from edgefl.sim.pricer import SimPyPricer
+
+    log_rows, entries = SimPyPricer.log_rows, []
+
+    def counted(self, at, rows):
+        entries.append(len(rows))
+        log_rows(self, at, rows)
+
+    monkeypatch.setattr(SimPyPricer, "log_rows", counted)
+    together = _low_battery_outputs(server)
+    assert max(entries) > 1  # (several rows in one entry)
+    monkeypatch.setattr(SimPyPricer, "log_rows", lambda self, at, rows: [log_rows(self, at, [row]) for row in rows])
+    one_by_one = _low_battery_outputs(server)
+    assert any(e[3] == "tail" for e in together[1]) and min(row["level_j"] for row in together[2]) < 0.3
+    assert together == one_by_one
+
+
+@pytest.mark.parametrize("server", ["fedavg", "fedasync"])
+def test_a_round_end_skips_the_expire_that_would_change_nothing(monkeypatch, server):
+    """A round's end that leaves every tail charged until now, with nothing logged since the batteries were last asked,
+    marks the stamp as expired (the batteries read after every server update skip that call, benchmarks [8]): there,
+    expire_tails in full ends no tail, logs and draws nothing; and every output equals never skipping it."""
+    from edgefl.sim.radio import RadioStates
+
+    round_end, marked = RadioStates.round_end, [0]
+
+    def checked(self, round_):
+        round_end(self, round_)
+        if self._tails and self._expired_at == self._stamp():
+            marked[0] += 1
+            batteries = next(c for c in self.core.components if hasattr(c, "bank"))
+            before = (dict(self._tails), self.core.logged(), batteries.bank.level_j.tobytes(), batteries._drawn_at)
+            self._expired_at = None
+            self.expire_tails()  # (in full)
+            after = (dict(self._tails), self.core.logged(), batteries.bank.level_j.tobytes(), batteries._drawn_at)
+            assert after == before
+
+    monkeypatch.setattr(RadioStates, "round_end", checked)
+    marking = _low_battery_outputs(server, 3.0, 0.01)
+    assert marked[0] > 0
+    monkeypatch.setattr(
+        RadioStates, "round_end", lambda self, r: (round_end(self, r), setattr(self, "_expired_at", None))
+    )
+    never = _low_battery_outputs(server, 3.0, 0.01)
+    assert any(e[3] == "tail" for e in marking[1]) and marking == never
