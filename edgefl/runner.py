@@ -94,6 +94,23 @@ class RowsWhenAsked(Sequence):
     """Rows (dicts) of an output file, made when asked from the columns a run keeps: equal to any sequence of the
     same rows (a list of dicts included)."""
 
+    _n: int  # how many rows
+    _noun = "row"  # what a row is (an index out of range names it)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._n))]
+        if not -self._n <= i < self._n:
+            raise IndexError(f"{self._noun} {i} of {self._n}")
+        return self._row(i % self._n)
+
+    def _row(self, i: int) -> dict:
+        """Row ``i`` (0 <= i < len), made now."""
+        raise NotImplementedError
+
     def __eq__(self, other) -> bool:
         return isinstance(other, Sequence) and len(other) == len(self) and all(a == b for a, b in zip(self, other))
 
@@ -105,18 +122,12 @@ class ClientRows(RowsWhenAsked):
     (arrays [N]): 10^6 devices hold a few arrays, not 10^6 dicts. Each column: (name, values or None, the Python
     type of its cells: int, float, or None to take them as they are); a None column is None in every row."""
 
+    _noun = "client"
+
     def __init__(self, n: int, columns: list[tuple[str, object, type | None]]):
         self._n, self._columns = n, columns
 
-    def __len__(self) -> int:
-        return self._n
-
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(self._n))]
-        if not -self._n <= i < self._n:
-            raise IndexError(f"client {i} of {self._n}")
-        i = i % self._n
+    def _row(self, i: int) -> dict:
         return {
             name: None if values is None else values[i] if kind is None else kind(values[i])  # type: ignore[index]
             for name, values, kind in self._columns
@@ -155,15 +166,7 @@ class RoundRows(RowsWhenAsked):
             for row in zip(clients, *values):
                 yield [round_, *row]
 
-    def __len__(self) -> int:
-        return self._n
-
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(self._n))]
-        if not -self._n <= i < self._n:
-            raise IndexError(f"row {i} of {self._n}")
-        i = i % self._n
+    def _row(self, i: int) -> dict:
         for round_, clients, *values in self._rounds:
             if i < len(clients):
                 return dict(zip(self.columns, (round_, clients[i], *(column[i] for column in values))))
