@@ -486,11 +486,11 @@ class Recorder:
         if levels is None:
             return
         harvested = self.pricer.device_value("harvested_j")
-        index = self._battery_index
-        theirs = levels[index]
-        battery.add(r + 1, self._battery_list, self._battery_classes, theirs.tolist(), harvested[index].tolist())
+        if len(self._battery_list) < len(levels):  # (some devices without a battery: theirs only)
+            levels, harvested = levels[self._battery_index], harvested[self._battery_index]
+        battery.add(r + 1, self._battery_list, self._battery_classes, levels.tolist(), harvested.tolist())
         # (the mean as ndarray.mean computes it, its sum over the count, without its Python wrapper: every update)
-        row.update(battery_min_j=float(theirs.min()), battery_mean_j=float(theirs.sum() / len(theirs)))
+        row.update(battery_min_j=float(levels.min()), battery_mean_j=float(levels.sum() / len(levels)))
 
     def _energy_fields(self) -> dict:
         """The energy so far, in total and by category (metrics.csv's energy columns)."""

@@ -54,10 +54,10 @@ class RadioStates(Component):
         self._expired_at: tuple | None = None
         # ((now, core.logged()), client -> J) of the last ask about tails' budgets (:meth:`_budgets`)
         self._budgets_known: tuple[tuple, dict[int, float]] | None = None
-        # (the stamp, client -> (end s, battery empty)) of the last expire_tails's tails owing a
+        # (the stamp, the clients, their (end s, battery empty)) of the last expire_tails's tails owing a
         # charge, found with none ended by their battery: a round's end charges every tail until the same instant
         # with these ends (:meth:`round_end`)
-        self._owing_ends: tuple[tuple, dict[int, tuple[float, bool]]] | None = None
+        self._owing_ends: tuple[tuple, list[int], list[tuple[float, bool]]] | None = None
         # (now, core.logged()) after the radio last asked the batteries (:meth:`_ask`): while it holds, asking them
         # again would draw nothing (:meth:`round_end`)
         self._asked_at: tuple | None = None
@@ -276,7 +276,7 @@ class RadioStates(Component):
             emptied = [c for c, (_, empty) in zip(owing, owing_ends) if empty]
             self._end_tails(emptied, now)
             if not emptied:
-                self._owing_ends = (self._stamp(), dict(zip(owing, owing_ends)))
+                self._owing_ends = (self._stamp(), owing, owing_ends)
             power_w = self._tail_power_w
             if not any(power_w[c] > 0 for c in owing) and any(power_w[c] > 0 for c in self._tails):
                 self._ask([])
@@ -313,8 +313,12 @@ class RadioStates(Component):
             # nothing started, charged, ended, logged or booked since expire_tails found the ends of the tails owing
             # a charge until now (with the same budgets): the same ends, without another pass over every tail (~31
             # per update of benchmarks [8]); a tail not owing was charged until now, and stays there
-            owing_ends, not_owing = known[1], (now, False)
-            ends = [owing_ends.get(c, not_owing) for c in clients]
+            _, owing, owing_ends = known
+            if owing == clients:  # (every tail owed a charge: at a round's end, since the last one's)
+                ends = owing_ends
+            else:
+                by_client, not_owing = dict(zip(owing, owing_ends)), (now, False)
+                ends = [by_client.get(c, not_owing) for c in clients]
         for client in self._charge_tails(clients, now, ends):
             del self._tails[client]
         # Every tail left is charged until now and its timer runs on (expire_tails has just ended those run out): an
@@ -324,7 +328,7 @@ class RadioStates(Component):
         stamp = self._stamp()
         if self._tails and (self.budget_j is None or self._asked_at == (now, stamp[2])):
             if self.budget_j is not None:
-                self._owing_ends = (stamp, {})
+                self._owing_ends = (stamp, [], [])
             self._expired_at = stamp
 
     def run_end(self) -> None:
