@@ -52,8 +52,8 @@ class RadioStates(Component):
         self._changes = 0  # how many times a tail started, was charged or ended
         # the stamp (:meth:`_stamp`) after an expire_tails that ended no tail: another at that stamp ends none
         self._expired_at: tuple | None = None
-        # ((now, core.logged()), client -> J) of the last ask about tails' budgets (:meth:`_budgets`)
-        self._budgets_known: tuple[tuple, dict[int, float]] | None = None
+        # ((now, core.logged()), the clients, their J) of the last ask about tails' budgets (:meth:`_budgets`)
+        self._budgets_known: tuple[tuple, list[int], list] | None = None
         # (the stamp, the clients, their (end s, battery empty)) of the last expire_tails's tails owing a
         # charge, found with none ended by their battery: a round's end charges every tail until the same instant
         # with these ends (:meth:`round_end`)
@@ -167,18 +167,23 @@ class RadioStates(Component):
         # same joules (the round's end asks about its tails twice, benchmarks [8]).
         known = self._budgets_known
         if known is not None and known[0] == (self.env.now, self.core.logged()):
-            budgets = known[1]
-            if all(c in budgets for c in asked):
-                return [budgets.get(c) for c in clients]
-        budgets = dict(zip(asked, self._ask(asked)))
+            _, known_clients, known_budgets = known
+            if asked is clients and known_clients == clients:  # (the same tails asked about: the same list)
+                return known_budgets
+            by_client = dict(zip(known_clients, known_budgets))
+            if all(c in by_client for c in asked):
+                return [by_client.get(c) for c in clients]
+        budgets = self._ask(asked)
         stamp = (self.env.now, self.core.logged())
-        if known is not None and known[0] == stamp:
-            known[1].update(budgets)
+        if known is not None and known[0] == stamp:  # (what was known at this stamp, and these)
+            by_client = dict(zip(known[1], known[2]))
+            by_client.update(zip(asked, budgets))
+            self._budgets_known = (stamp, list(by_client), list(by_client.values()))
         else:
-            self._budgets_known = (stamp, budgets)
-        return [budgets.get(c) for c in clients]
+            self._budgets_known = (stamp, asked, budgets)
+        return budgets if asked is clients else [dict(zip(asked, budgets)).get(c) for c in clients]
 
-    def _ask(self, clients: list[int]) -> list[float]:
+    def _ask(self, clients: list[int]) -> list:
         """The joules the clients' batteries have left for a tail (``budget_j``: asking brings them to now, also for no
         client); when it was asked is kept (``_asked_at``)."""
         budgets = self.budget_j(clients)
