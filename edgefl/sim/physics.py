@@ -120,7 +120,7 @@ class MeanSnr:
         links change at every server update: benchmarks [8])."""
         moved = object.__new__(type(self))  # (copy.copy's shallow copy, without its reduce protocol: every move)
         moved.__dict__.update(self.__dict__)
-        moved.links, moved._by_bandwidth, moved._by_share = links, {}, {}
+        moved.links, moved._by_bandwidth, moved._by_share, moved._moved = links, {}, {}, True
         idx, source = self._budget_idx, self._source
         # every link a budget: the moved path losses are theirs as they are (in client order), not a copy
         loss_db = links.path_loss_db if not len(self._snr_idx) else links.path_loss_db[idx]
@@ -140,6 +140,24 @@ class MeanSnr:
         return _kept(
             self._filled_fields, (name, float(value)), lambda: _read_only(np.full(len(self._budget_idx), float(value)))
         )
+
+    _moved = False  # made by :meth:`moved` (anew at every move of a moving population): see :meth:`_few`
+
+    def _few(self, clients: np.ndarray) -> bool:
+        """Whether to compute the ``clients``' mean SNRs alone (:meth:`of`, :meth:`shared`) rather than every client's:
+        on moved links, every one a budget (a client's row among them is its own), when few clients are asked. A moving
+        population's mean SNRs are made anew at every server update of an asynchronous run, which plans one client
+        (benchmarks [8]: every client's, 50 clients at 10 shares, was a fifth of a plan); an unmoved population's are
+        made once and kept. The same numbers either way: each entry comes from its own fields alone."""
+        return self._moved and not len(self._snr_idx) and FEW_ROWS * len(clients) <= len(self.links)
+
+    def of(self, bandwidth_hz: float, clients: np.ndarray) -> np.ndarray:
+        """The ``clients``' mean SNR over ``bandwidth_hz``: ``self(bandwidth_hz)[clients]``, computed for those
+        clients alone where few are asked of moved links (:meth:`_few`)."""
+        if bandwidth_hz not in self._by_bandwidth and self._few(clients):
+            b = {name: column[clients] for name, column in self._budget.items()}
+            return self._budget_snr(b, bandwidth_hz, self._noise_w(bandwidth_hz)[clients])
+        return self(bandwidth_hz)[clients]
 
     def __call__(self, bandwidth_hz: float, interference: bool = True) -> np.ndarray:
         """Every client's mean SNR over ``bandwidth_hz`` (cached); ``interference`` False: as if the links had
@@ -197,6 +215,10 @@ class MeanSnr:
         from it: an FDMA phase's planning asked for it anew at every phase (benchmarks [3])."""
         if len(self.links) * sharers > SHARED_TABLE_CELLS:
             return self._shared(bandwidth_hz, sharers, clients)
+        if (bandwidth_hz, sharers) not in self._by_share and self._few(clients):  # (the clients' rows alone)
+            b = {name: column[clients][:, None] for name, column in self._budget.items()}
+            noise_w = self._noise_w(bandwidth_hz, sharers)[clients]
+            return _shares(bandwidth_hz, sharers), self._budget_snr(b, _shares(bandwidth_hz, sharers)[None, :], noise_w)
         every = _kept(
             self._by_share,
             (bandwidth_hz, sharers),
@@ -232,6 +254,7 @@ class MeanSnr:
 
 
 SHARED_TABLE_CELLS = 1 << 16  # MeanSnr.shared: every client's mean SNR at every share kept up to this many entries
+FEW_ROWS = 4  # MeanSnr._few: moved links' SNRs computed for the clients asked alone when at most 1 / FEW_ROWS of them
 MEMO_ENTRIES = (
     64  # MeanSnr's memos (by band, sharers, a moved field's number): a run asks for a few; bounded all the same
 )
@@ -504,7 +527,7 @@ class PhasePhysics:
         bits = np.array([step.bits for _, step, _ in messages], dtype=np.float64)
         g = _gains_of(gains, [k for _, _, k in messages], 1 + net.max_retransmissions)  # [M, attempts]
         attempts = g.shape[1]
-        mean = (self.mean_up_snr if link == "up" else self.mean_down_snr)(snr_bandwidth_hz)[clients]
+        mean = (self.mean_up_snr if link == "up" else self.mean_down_snr).of(snr_bandwidth_hz, clients)
         band: float | np.ndarray = bandwidth_hz  # Hz: one number, or one per message [M]
         attempt_band: float | np.ndarray = bandwidth_hz  # Hz: against [M, attempts]
         if share is not None:
