@@ -295,10 +295,12 @@ def faded(mean: np.ndarray, gains: np.ndarray | float) -> np.ndarray:
 
 def _gains_of(gains: np.ndarray | None, rows: list[int], attempts: int) -> np.ndarray:
     """The fading gains [len(rows), attempts] of a phase's transmissions ``rows``; None: no fading, every gain 1. Rows
-    evenly spaced (each client's download and upload: every other row) are a slice of the gains, not a copy (a list as
-    an index costs ~10 us a call: benchmarks [3]); the same numbers (nobody writes them)."""
+    evenly spaced (each client's download and upload: every other row), or one row, are a slice of the gains, not a copy
+    (a list as an index costs ~10 us a call: benchmarks [3]); the same numbers (nobody writes them)."""
     if gains is None:
         return np.ones((len(rows), attempts))
+    if len(rows) == 1:  # (a dispatched chain's one message of a kind: benchmarks [8])
+        return gains[rows[0] : rows[0] + 1]
     if len(rows) > 1 and (step := rows[1] - rows[0]) > 0 and rows == list(range(rows[0], rows[-1] + 1, step)):
         return gains[rows[0] : rows[-1] + 1 : step]
     return gains[rows]
