@@ -15,8 +15,9 @@ from operator import attrgetter
 
 import numpy as np
 
-from channel import db_to_linear, fading_power_gain, noise_power_w, snr_from_link
-from channel.link import moved_fields
+from arraychecks import require_nonnegative_float
+from channel import db_to_linear, fading_power_gain, noise_power_w
+from channel.link import moved_fields, snr_of_checked_power
 from edgefl.deployment import NetworkParams, Population
 from edgefl.errors import UserError
 from edgefl.sim.activities import Activity, PhaseRecord
@@ -125,21 +126,18 @@ class MeanSnr:
         # every link a budget: the moved path losses are theirs as they are (in client order), not a copy
         loss_db = links.path_loss_db if not len(self._snr_idx) else links.path_loss_db[idx]
         sets = moved_fields(links.power_w(source["tx_power_w"]), loss_db)
-        moved._budget = {
-            name: (self._filled(name, sets[name]) if np.ndim(sets[name]) == 0 else sets[name])
-            if name in sets
-            else column
-            for name, column in source.items()
-        }
+        # (the source's fields, with those a move sets: in the source's order; one number for every link as an array)
+        moved._budget = {**source}
+        for name, value in sets.items():
+            moved._budget[name] = self._filled(name, value) if np.ndim(value) == 0 else value
         return moved
 
     def _filled(self, name: str, value) -> np.ndarray:
         """A budget field that a move sets to one number for every link (no interference, the base station's power),
         as an array [Nb] (read-only): the same array for every move to that number (a moving population moves at
         every server update: benchmarks [8])."""
-        return _kept(
-            self._filled_fields, (name, float(value)), lambda: _read_only(np.full(len(self._budget_idx), float(value)))
-        )
+        value = require_nonnegative_float(value, name) if name == "tx_power_w" else float(value)  # (see _budget_snr)
+        return _kept(self._filled_fields, (name, value), lambda: _read_only(np.full(len(self._budget_idx), value)))
 
     _moved = False  # made by :meth:`moved` (anew at every move of a moving population): see :meth:`_few`
 
@@ -155,8 +153,9 @@ class MeanSnr:
         """The ``clients``' mean SNR over ``bandwidth_hz``: ``self(bandwidth_hz)[clients]``, computed for those
         clients alone where few are asked of moved links (:meth:`_few`)."""
         if bandwidth_hz not in self._by_bandwidth and self._few(clients):
-            b = {name: column[clients] for name, column in self._budget.items()}
-            return self._budget_snr(b, bandwidth_hz, self._noise_w(bandwidth_hz)[clients])
+            rows = _rows(clients)
+            b = {name: column[rows] for name, column in self._budget.items()}
+            return self._budget_snr(b, bandwidth_hz, self._noise_w(bandwidth_hz)[rows])
         return self(bandwidth_hz)[clients]
 
     def __call__(self, bandwidth_hz: float, interference: bool = True) -> np.ndarray:
@@ -181,8 +180,9 @@ class MeanSnr:
     @staticmethod
     def _budget_snr(b: dict[str, np.ndarray], bandwidth_hz, noise_w: np.ndarray | None) -> np.ndarray:
         """The budget links' mean SNR from their fields ``b`` (arrays that broadcast against ``bandwidth_hz``) over
-        ``bandwidth_hz`` (channel.link.snr_from_link); ``noise_w``: their noise over it, where kept (:meth:`_noise_w`)."""
-        return snr_from_link(
+        ``bandwidth_hz`` (channel.link.snr_from_link); ``noise_w``: their noise over it, where kept (:meth:`_noise_w`).
+        Their transmit powers were checked (>= 0): the links' when built (channel.Link), a move's by :meth:`_filled`."""
+        return snr_of_checked_power(
             b["tx_power_w"],
             b["path_loss_db"],
             bandwidth_hz,
@@ -216,8 +216,9 @@ class MeanSnr:
         if len(self.links) * sharers > SHARED_TABLE_CELLS:
             return self._shared(bandwidth_hz, sharers, clients)
         if (bandwidth_hz, sharers) not in self._by_share and self._few(clients):  # (the clients' rows alone)
-            b = {name: column[clients][:, None] for name, column in self._budget.items()}
-            noise_w = self._noise_w(bandwidth_hz, sharers)[clients]
+            rows = _rows(clients)
+            b = {name: column[rows, None] for name, column in self._budget.items()}
+            noise_w = self._noise_w(bandwidth_hz, sharers)[rows]
             return _shares(bandwidth_hz, sharers), self._budget_snr(b, _shares(bandwidth_hz, sharers)[None, :], noise_w)
         every = _kept(
             self._by_share,
@@ -258,6 +259,15 @@ FEW_ROWS = 4  # MeanSnr._few: moved links' SNRs computed for the clients asked a
 MEMO_ENTRIES = (
     64  # MeanSnr's memos (by band, sharers, a moved field's number): a run asks for a few; bounded all the same
 )
+
+
+def _rows(clients: np.ndarray) -> np.ndarray | slice:
+    """``clients`` as an index of arrays in client order: one client as a slice (a view, the same numbers: indexing
+    with an array costs ~1 us, 7 of them in each mean SNR of a dispatched chain's plan, benchmarks [8])."""
+    if len(clients) == 1:
+        client = int(clients[0])
+        return slice(client, client + 1)
+    return clients
 
 
 def _kept(memo: dict, key, make):
