@@ -188,6 +188,35 @@ def test_moved_mean_snr_is_the_mean_snr_of_the_moved_links(budget):
             assert not np.array_equal(got(1e6), MeanSnr(links)(1e6))
 
 
+def test_moved_mean_snr_of_a_few_clients_is_their_rows_of_every_clients():
+    """A moved population's mean SNRs asked for a few clients (MeanSnr.of, MeanSnr.shared: a dispatched chain's plan)
+    are computed for them alone, bit for bit their rows of every client's (one client's row read as a slice), and
+    kept nowhere (the next move makes them anew); asked for many, every client's are made and kept."""
+    from edgefl.sim.mobility import MovedLinks
+
+    _, population = world("fdma", budget=True)
+    rng = np.random.default_rng(3)
+    for links, power_w in ((population.uplink, None), (population.downlink, 20.0)):
+        source = MeanSnr(links)
+        moved_links = MovedLinks(links, rng.uniform(80.0, 130.0, size=N), power_w)
+        every = MeanSnr(moved_links)  # (not moved: every client's, the general path)
+        for clients in (np.array([N - 1]), np.array([0]), np.array([7, 2])):
+            moved = source.moved(moved_links)
+            for bandwidth in (1e6, 2.5e5):
+                got = moved.of(bandwidth, clients)
+                assert got.shape == (len(clients),)
+                np.testing.assert_array_equal(got, every(bandwidth)[clients])
+                for sharers in (1, 4):
+                    shares, table = moved.shared(bandwidth, sharers, clients)
+                    want_shares, want = every.shared(bandwidth, sharers, np.arange(N))
+                    np.testing.assert_array_equal(shares, want_shares)
+                    np.testing.assert_array_equal(table, want[clients])
+            assert not moved._by_bandwidth and not moved._by_share  # (computed for the clients alone)
+        many = source.moved(moved_links)
+        np.testing.assert_array_equal(many.of(1e6, np.arange(N)[::2]), every(1e6)[::2])
+        assert many._by_bandwidth  # (every client's, kept)
+
+
 @pytest.mark.parametrize("access", ["dedicated", "fdma", "tdma"])
 def test_activities_ending_exactly_at_the_deadline(access):
     """Ties with the deadline: a computation ending exactly at the deadline completes (its timeout
