@@ -284,3 +284,44 @@ def test_fdma_two_equal_uploads_share_the_band_and_finish_together():
     )
     rate_half_band = 0.5e6 * math.log2(1 + 10.0)  # 10 dB over B/2
     assert pricer.now == pytest.approx(bits / rate_half_band, rel=1e-12)
+
+
+def test_fdma_uploads_whose_first_attempt_gets_through_carry_their_rate_table_alone():
+    """FDMA planning with retransmissions: an upload whose first attempt gets through on any share is sent once, so
+    it carries the first attempt's rates alone (no per-attempt lists), also where a later attempt, never sent, would
+    be in outage; the others carry every attempt's rates and failures."""
+    from edgefl.sim.physics import PhasePhysics, faded
+
+    s = scenario_from_dict(
+        {
+            "data": {"num_clients": N},
+            "network": {
+                "bandwidth_mhz": 1.0,
+                "access": "fdma",
+                "fading": "rayleigh",
+                "rate": "mcs",
+                "snr_db": 2.0,
+                "max_retransmissions": 3,
+            },
+            "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 2e4},
+        }
+    )
+    network, population = network_params(s.network), build_population(s.network, s.devices, N, 1e5, 3e4, seed=0)
+    uploaders = [3, 7]  # (two sharers: a phase whose first attempts all get through is common)
+    chains = {c: [Activity("upload", "upload", bits=1e4)] for c in uploaders}
+    seen = set()
+    for seed in range(60):
+        physics = PhasePhysics(network, population, np.random.default_rng(seed))
+        gains = np.random.default_rng(seed).exponential(1.0, size=(2, 1 + network.max_retransmissions))  # (as plan)
+        shares, mean = physics.mean_up_snr.shared(network.bandwidth_hz, 2, np.array(uploaders))
+        rates = physics._rate(shares[None, None, :], faded(mean[:, None, :], gains[:, :, None]), "up")
+        fails = rates == 0  # [upload, attempt, sharers]
+        plans = physics.plan(PhaseRecord(0, 0, chains), uploaders)
+        first_ok = not fails[:, 0].any()
+        sent = rates if first_ok else np.where(fails, physics.nominal_rate(shares[None, :], mean, "up")[:, None], rates)
+        for k, c in enumerate(uploaders):
+            (step,) = plans[c]
+            np.testing.assert_array_equal(step.rates_bps, sent[k, 0])  # (a failed attempt: at the mean SNR's rates)
+            assert (step.fdma_attempts is None) == first_ok
+        seen.add((first_ok, bool(fails.any())))
+    assert (True, True) in seen and (False, True) in seen  # (both paths, a later attempt failing on the first)

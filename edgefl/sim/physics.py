@@ -126,10 +126,11 @@ class MeanSnr:
         # every link a budget: the moved path losses are theirs as they are (in client order), not a copy
         loss_db = links.path_loss_db if not len(self._snr_idx) else links.path_loss_db[idx]
         sets = moved_fields(links.power_w(source["tx_power_w"]), loss_db)
-        # (the source's fields, with those a move sets: in the source's order; one number for every link as an array)
+        # (the source's fields, with those a move sets: in the source's order; one number for every link as an array;
+        # an array's ndim read, not np.ndim's, which takes microseconds on a Python float)
         moved._budget = {**source}
         for name, value in sets.items():
-            moved._budget[name] = self._filled(name, value) if np.ndim(value) == 0 else value
+            moved._budget[name] = value if isinstance(value, np.ndarray) and value.ndim else self._filled(name, value)
         return moved
 
     def _filled(self, name: str, value) -> np.ndarray:
