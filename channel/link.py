@@ -53,6 +53,7 @@ def snr_from_link(
     n0_dbm_per_hz=N0_DBM_PER_HZ,
     interference_w_per_hz=0.0,
     noise_w=None,
+    power_checked=False,
 ):
     """Mean received SNR (linear) from a link budget; with interference, the SINR.
 
@@ -60,33 +61,13 @@ def snr_from_link(
     P_tx [W], PL and shadowing [dB, positive = loss], B [Hz], I0 [W/Hz] the interference spread over the band
     (0: none; channel/cells.py). Gives inf when B = 0. ``noise_w``: N0 · B · NF as :func:`noise_power_w` gave it for
     these B, NF and N0, if the caller kept it (it does not change when devices move: edgefl.sim.physics.MeanSnr
-    keeps it per bandwidth; benchmarks [8]); None: computed here.
+    keeps it per bandwidth; benchmarks [8]); None: computed here. ``power_checked``: the caller has checked
+    ``tx_power_w`` (>= 0, not NaN: links' powers, checked when built, Link), so it is not checked again
+    (edgefl.sim.physics.MeanSnr at every move of a moving population, where the check was a tenth of a dispatched
+    chain's mean SNR, benchmarks [8]).
     """
-    return snr_of_checked_power(
-        require_nonnegative(tx_power_w, "tx_power_w"),
-        path_loss_db,
-        bandwidth_hz,
-        noise_figure_db,
-        shadowing_db,
-        n0_dbm_per_hz,
-        interference_w_per_hz,
-        noise_w,
-    )
-
-
-def snr_of_checked_power(
-    tx_power_w,
-    path_loss_db,
-    bandwidth_hz,
-    noise_figure_db=0.0,
-    shadowing_db=0.0,
-    n0_dbm_per_hz=N0_DBM_PER_HZ,
-    interference_w_per_hz=0.0,
-    noise_w=None,
-):
-    """:func:`snr_from_link` (the formula's one place) of a transmit power the caller has checked (an array or float
-    >= 0, not NaN: links' powers, checked when built, Link): edgefl.sim.physics.MeanSnr at every move of a moving
-    population, where the check was a tenth of a dispatched chain's mean SNR (benchmarks [8])."""
+    if not power_checked:
+        tx_power_w = require_nonnegative(tx_power_w, "tx_power_w")
     gain = np.asarray(db_to_linear(-(np.asarray(path_loss_db, dtype=np.float64) + shadowing_db)))
     if noise_w is None:
         noise_w = noise_power_w(bandwidth_hz, noise_figure_db, n0_dbm_per_hz)

@@ -17,7 +17,7 @@ import numpy as np
 
 from arraychecks import require_nonnegative_float
 from channel import db_to_linear, fading_power_gain, noise_power_w
-from channel.link import moved_fields, snr_of_checked_power
+from channel.link import moved_fields, snr_from_link
 from edgefl.deployment import NetworkParams, Population
 from edgefl.errors import UserError
 from edgefl.sim.activities import Activity, PhaseRecord
@@ -183,7 +183,7 @@ class MeanSnr:
         """The budget links' mean SNR from their fields ``b`` (arrays that broadcast against ``bandwidth_hz``) over
         ``bandwidth_hz`` (channel.link.snr_from_link); ``noise_w``: their noise over it, where kept (:meth:`_noise_w`).
         Their transmit powers were checked (>= 0): the links' when built (channel.Link), a move's by :meth:`_filled`."""
-        return snr_of_checked_power(
+        return snr_from_link(
             b["tx_power_w"],
             b["path_loss_db"],
             bandwidth_hz,
@@ -192,6 +192,7 @@ class MeanSnr:
             b["n0_dbm_per_hz"],
             b["interference_w_per_hz"],
             noise_w,
+            power_checked=True,
         )
 
     def _noise_w(self, bandwidth_hz: float, sharers: int | None = None) -> np.ndarray:

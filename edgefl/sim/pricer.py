@@ -26,6 +26,7 @@ themselves only wait on timeouts and shared resources.
 from __future__ import annotations
 
 from collections import deque
+from functools import partial
 
 import numpy as np
 import simpy
@@ -294,7 +295,7 @@ class SimPyPricer:
 
         def set_timeouts(_) -> None:
             for proc in procs:
-                env.timeout(delay_s).callbacks.append(lambda _, proc=proc: proc.is_alive and proc.interrupt(cause))
+                env.timeout(delay_s).callbacks.append(partial(_interrupt_if_alive, proc, cause))
 
         start = env.event()
         start.callbacks.append(set_timeouts)
@@ -683,6 +684,12 @@ class SimPyPricer:
         if ends:  # (the ledger's energy by category at each of those rounds' ends)
             for (_, entry), by_category in zip(ends, totals or [self._ledger.by_category()] * len(ends)):
                 entry[0] = by_category
+
+
+def _interrupt_if_alive(proc, cause: str, _timer) -> None:
+    """A timer's callback (SimPyPricer._cut_after): interrupt ``proc`` with ``cause`` if it still runs."""
+    if proc.is_alive:
+        proc.interrupt(cause)
 
 
 CORE_VALUES = ("cpu_hz", "tx_power_w")  # the per-device values the core itself keeps (device_value)
