@@ -41,6 +41,6 @@ def _negative(name: str, got) -> ValueError:
 
 def require_positive(x, name: str) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
-    if not (x > 0).all():  # (NaN fails the comparison too)
+    if np.count_nonzero(x > 0) != x.size:  # (NaN fails the comparison too; count_nonzero: as require_nonnegative)
         raise ValueError(f"{name} must be > 0, got {x if x.ndim == 0 else x[~(x > 0)][:3]}")
     return x

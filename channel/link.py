@@ -53,6 +53,7 @@ def snr_from_link(
     n0_dbm_per_hz=N0_DBM_PER_HZ,
     interference_w_per_hz=0.0,
     noise_w=None,
+    power_checked=False,
 ):
     """Mean received SNR (linear) from a link budget; with interference, the SINR.
 
@@ -60,15 +61,19 @@ def snr_from_link(
     P_tx [W], PL and shadowing [dB, positive = loss], B [Hz], I0 [W/Hz] the interference spread over the band
     (0: none; channel/cells.py). Gives inf when B = 0. ``noise_w``: N0 · B · NF as :func:`noise_power_w` gave it for
     these B, NF and N0, if the caller kept it (it does not change when devices move: edgefl.sim.physics.MeanSnr
-    keeps it per bandwidth; benchmarks [8]); None: computed here.
+    keeps it per bandwidth; benchmarks [8]); None: computed here. ``power_checked``: the caller has checked
+    ``tx_power_w`` (>= 0, not NaN: links' powers, checked when built, Link), so it is not checked again
+    (edgefl.sim.physics.MeanSnr at every move of a moving population, where the check was a tenth of a dispatched
+    chain's mean SNR, benchmarks [8]).
     """
-    tx_power_w = require_nonnegative(tx_power_w, "tx_power_w")
+    if not power_checked:
+        tx_power_w = require_nonnegative(tx_power_w, "tx_power_w")
     gain = np.asarray(db_to_linear(-(np.asarray(path_loss_db, dtype=np.float64) + shadowing_db)))
     if noise_w is None:
         noise_w = noise_power_w(bandwidth_hz, noise_figure_db, n0_dbm_per_hz)
     noise = np.asarray(noise_w)
-    # (only then: a single cell's numbers stay as they were; the method, not np.any's wrapper: 2 us of each plan, [8])
-    if (np.asarray(interference_w_per_hz) != 0).any():
+    # (only then: a single cell's numbers stay as they were; count_nonzero, one call (NaN counts): 2 us of each plan, [8])
+    if np.count_nonzero(interference_w_per_hz):
         noise = noise + np.asarray(interference_w_per_hz, dtype=np.float64) * np.asarray(bandwidth_hz)
     with np.errstate(divide="ignore", invalid="ignore"):
         snr = tx_power_w * gain / noise

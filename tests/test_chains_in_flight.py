@@ -61,3 +61,22 @@ def test_each_chain_is_cut_its_deadline_after_it_starts():
     pricer.end_round(0)
     statuses = {(e.client, e.kind): e.status for e in pricer.events if e.kind in ("compute", "upload")}
     assert statuses == {(0, "compute"): "ok", (0, "upload"): "ok", (1, "compute"): "ok", (1, "upload"): "cut"}
+
+
+def test_a_step_ending_exactly_at_its_chains_deadline_completes():
+    """A chain's deadline is set after the chains started with it have scheduled their first steps (as a process per
+    deadline set it): a computation ending exactly at the deadline completes, and the upload after it is cut at once;
+    two chains started together end in client order."""
+    pricer = make_pricer(num_clients=2, cpu_ghz=1.0, deadline_s=1.0)
+    pricer.start_chains(train_and_upload({0: 1000, 1: 1000}))  # 1e9 cycles at 1 GHz: 1 s, the deadline
+    assert pricer.next_arrival() == (0, False)
+    assert pricer.next_arrival() == (1, False)
+    assert pricer.now == 1.0
+    pricer.end_round(0)
+    rows = [(e.client, e.kind, e.status, e.end_s) for e in pricer.events if e.kind in ("compute", "upload")]
+    assert rows == [
+        (0, "compute", "ok", 1.0),
+        (1, "compute", "ok", 1.0),
+        (0, "upload", "cut", 1.0),
+        (1, "upload", "cut", 1.0),
+    ]

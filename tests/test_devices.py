@@ -290,6 +290,32 @@ def test_random_waypoint_keeps_devices_in_the_cell_and_moves_at_their_speed():
     assert np.mean(step) > 5.0  # mostly walking straight (turns shorten the displacement)
 
 
+def test_random_waypoint_steps_without_an_arrival_are_the_general_steps():
+    """A walk in which nobody reaches a waypoint (most server updates of an asynchronous run) moves each device as
+    the general step does (the share walked of the way to go, 1 on arrival), bit for bit, and draws nothing."""
+    from edgefl.sim.mobility import RandomWaypoint
+
+    rng = np.random.default_rng(4)
+    speed = np.where(rng.random(40) < 0.2, 0.0, rng.uniform(0.5, 2.0, size=40))  # (some standing still)
+    walk = RandomWaypoint(np.sqrt(rng.uniform(35.0**2, 500.0**2, size=40)), speed, 35.0, 500.0, rng)
+    now, arrivals = 0.0, 0
+    for dt in rng.uniform(0.0, 0.05, size=300):
+        position, waypoint, state = walk.position_m.copy(), walk.waypoint_m.copy(), walk.rng.bit_generator.state
+        left = speed * max(0.0, (now + dt) - walk.time_s)  # (the metres each walks, as advance takes them)
+        to_go = waypoint - position
+        gap = np.hypot(to_go[:, 0], to_go[:, 1])
+        arrive = gap <= left
+        step = np.where(arrive, 1.0, left / np.where(gap > 0, gap, 1.0))
+        now += dt
+        walk.advance(now)
+        if arrive[left > 0].any():
+            arrivals += 1
+            continue
+        np.testing.assert_array_equal(walk.position_m, position + step[:, None] * to_go)
+        assert walk.rng.bit_generator.state == state and np.array_equal(walk.waypoint_m, waypoint)
+    assert arrivals < 30  # (mostly steps without an arrival)
+
+
 def test_moved_links_are_the_links_moved_one_after_another_built_when_read():
     from channel import Link
     from edgefl.sim.mobility import MovedLinks

@@ -188,6 +188,35 @@ def test_moved_mean_snr_is_the_mean_snr_of_the_moved_links(budget):
             assert not np.array_equal(got(1e6), MeanSnr(links)(1e6))
 
 
+def test_moved_mean_snr_of_a_few_clients_is_their_rows_of_every_clients():
+    """A moved population's mean SNRs asked for a few clients (MeanSnr.of, MeanSnr.shared: a dispatched chain's plan)
+    are computed for them alone, bit for bit their rows of every client's (one client's row read as a slice), and
+    kept nowhere (the next move makes them anew); asked for many, every client's are made and kept."""
+    from edgefl.sim.mobility import MovedLinks
+
+    _, population = world("fdma", budget=True)
+    rng = np.random.default_rng(3)
+    for links, power_w in ((population.uplink, None), (population.downlink, 20.0)):
+        source = MeanSnr(links)
+        moved_links = MovedLinks(links, rng.uniform(80.0, 130.0, size=N), power_w)
+        every = MeanSnr(moved_links)  # (not moved: every client's, the general path)
+        for clients in (np.array([N - 1]), np.array([0]), np.array([7, 2])):
+            moved = source.moved(moved_links)
+            for bandwidth in (1e6, 2.5e5):
+                got = moved.of(bandwidth, clients)
+                assert got.shape == (len(clients),)
+                np.testing.assert_array_equal(got, every(bandwidth)[clients])
+                for sharers in (1, 4):
+                    shares, table = moved.shared(bandwidth, sharers, clients)
+                    want_shares, want = every.shared(bandwidth, sharers, np.arange(N))
+                    np.testing.assert_array_equal(shares, want_shares)
+                    np.testing.assert_array_equal(table, want[clients])
+            assert not moved._by_bandwidth and not moved._by_share  # (computed for the clients alone)
+        many = source.moved(moved_links)
+        np.testing.assert_array_equal(many.of(1e6, np.arange(N)[::2]), every(1e6)[::2])
+        assert many._by_bandwidth  # (every client's, kept)
+
+
 @pytest.mark.parametrize("access", ["dedicated", "fdma", "tdma"])
 def test_activities_ending_exactly_at_the_deadline(access):
     """Ties with the deadline: a computation ending exactly at the deadline completes (its timeout
@@ -255,3 +284,44 @@ def test_fdma_two_equal_uploads_share_the_band_and_finish_together():
     )
     rate_half_band = 0.5e6 * math.log2(1 + 10.0)  # 10 dB over B/2
     assert pricer.now == pytest.approx(bits / rate_half_band, rel=1e-12)
+
+
+def test_fdma_uploads_whose_first_attempt_gets_through_carry_their_rate_table_alone():
+    """FDMA planning with retransmissions: an upload whose first attempt gets through on any share is sent once, so
+    it carries the first attempt's rates alone (no per-attempt lists), also where a later attempt, never sent, would
+    be in outage; the others carry every attempt's rates and failures."""
+    from edgefl.sim.physics import PhasePhysics, faded
+
+    s = scenario_from_dict(
+        {
+            "data": {"num_clients": N},
+            "network": {
+                "bandwidth_mhz": 1.0,
+                "access": "fdma",
+                "fading": "rayleigh",
+                "rate": "mcs",
+                "snr_db": 2.0,
+                "max_retransmissions": 3,
+            },
+            "devices": {"cpu_ghz": 1.0, "cycles_per_sample": 2e4},
+        }
+    )
+    network, population = network_params(s.network), build_population(s.network, s.devices, N, 1e5, 3e4, seed=0)
+    uploaders = [3, 7]  # (two sharers: a phase whose first attempts all get through is common)
+    chains = {c: [Activity("upload", "upload", bits=1e4)] for c in uploaders}
+    seen = set()
+    for seed in range(60):
+        physics = PhasePhysics(network, population, np.random.default_rng(seed))
+        gains = np.random.default_rng(seed).exponential(1.0, size=(2, 1 + network.max_retransmissions))  # (as plan)
+        shares, mean = physics.mean_up_snr.shared(network.bandwidth_hz, 2, np.array(uploaders))
+        rates = physics._rate(shares[None, None, :], faded(mean[:, None, :], gains[:, :, None]), "up")
+        fails = rates == 0  # [upload, attempt, sharers]
+        plans = physics.plan(PhaseRecord(0, 0, chains), uploaders)
+        first_ok = not fails[:, 0].any()
+        sent = rates if first_ok else np.where(fails, physics.nominal_rate(shares[None, :], mean, "up")[:, None], rates)
+        for k, c in enumerate(uploaders):
+            (step,) = plans[c]
+            np.testing.assert_array_equal(step.rates_bps, sent[k, 0])  # (a failed attempt: at the mean SNR's rates)
+            assert (step.fdma_attempts is None) == first_ok
+        seen.add((first_ok, bool(fails.any())))
+    assert (True, True) in seen and (False, True) in seen  # (both paths, a later attempt failing on the first)

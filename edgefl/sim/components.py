@@ -39,8 +39,11 @@ class Stragglers(Component):
         if compute:
             factor, cpu_hz = self._factors_in(phase.round), self.core.devices.cpu_hz
             for c, step in compute:
-                step.duration_s *= factor[c]
-                step.cycles_per_s = cpu_hz[c] / factor[c]
+                # Python floats, not numpy scalars (the same products): a step's time reaches the SimPy clock, and a
+                # numpy scalar there makes every later sum of simulated time one (benchmarks [8])
+                stretch = float(factor[c])
+                step.duration_s *= stretch
+                step.cycles_per_s = float(cpu_hz[c]) / stretch
         return set()
 
     def _factors_in(self, round_: int) -> np.ndarray:

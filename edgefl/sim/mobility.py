@@ -68,12 +68,13 @@ class RandomWaypoint:
             gap = np.hypot(to_go[:, 0], to_go[:, 1])
             left_m = left[at]
             arrive = gap <= left_m
-            step = np.where(arrive, 1.0, left_m / np.where(gap > 0, gap, 1.0))
+            if not np.count_nonzero(arrive):  # nobody reaches a waypoint (most updates of an asynchronous run, [8]):
+                self.position_m[at] += (left_m / gap)[:, None] * to_go  # every gap > left_m > 0, the step below
+                break  # (drawing no waypoint draws nothing)
+            step = np.where(arrive, 1.0, left_m / np.where(gap > 0, gap, 1.0))  # the share of the way to go walked
             self.position_m[at] += step[:, None] * to_go
             left[at] = np.where(arrive, left_m - gap, 0.0)
             arrived = moving[arrive]
-            if not len(arrived):  # (drawing no waypoint draws nothing: most updates of an asynchronous run, [8])
-                break
             self.waypoint_m[arrived] = self._draw(self.rng, len(arrived))
             moving = arrived[left[arrived] > 0]
 

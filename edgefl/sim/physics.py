@@ -15,8 +15,9 @@ from operator import attrgetter
 
 import numpy as np
 
-from channel import db_to_linear, fading_power_gain, noise_power_w, snr_from_link
-from channel.link import moved_fields
+from arraychecks import require_nonnegative_float
+from channel import db_to_linear, fading_power_gain, noise_power_w
+from channel.link import moved_fields, snr_from_link
 from edgefl.deployment import NetworkParams, Population
 from edgefl.errors import UserError
 from edgefl.sim.activities import Activity, PhaseRecord
@@ -120,26 +121,43 @@ class MeanSnr:
         links change at every server update: benchmarks [8])."""
         moved = object.__new__(type(self))  # (copy.copy's shallow copy, without its reduce protocol: every move)
         moved.__dict__.update(self.__dict__)
-        moved.links, moved._by_bandwidth, moved._by_share = links, {}, {}
+        moved.links, moved._by_bandwidth, moved._by_share, moved._moved = links, {}, {}, True
         idx, source = self._budget_idx, self._source
         # every link a budget: the moved path losses are theirs as they are (in client order), not a copy
         loss_db = links.path_loss_db if not len(self._snr_idx) else links.path_loss_db[idx]
         sets = moved_fields(links.power_w(source["tx_power_w"]), loss_db)
-        moved._budget = {
-            name: (self._filled(name, sets[name]) if np.ndim(sets[name]) == 0 else sets[name])
-            if name in sets
-            else column
-            for name, column in source.items()
-        }
+        # (the source's fields, with those a move sets: in the source's order; one number for every link as an array;
+        # an array's ndim read, not np.ndim's, which takes microseconds on a Python float)
+        moved._budget = {**source}
+        for name, value in sets.items():
+            moved._budget[name] = value if isinstance(value, np.ndarray) and value.ndim else self._filled(name, value)
         return moved
 
     def _filled(self, name: str, value) -> np.ndarray:
         """A budget field that a move sets to one number for every link (no interference, the base station's power),
         as an array [Nb] (read-only): the same array for every move to that number (a moving population moves at
         every server update: benchmarks [8])."""
-        return _kept(
-            self._filled_fields, (name, float(value)), lambda: _read_only(np.full(len(self._budget_idx), float(value)))
-        )
+        value = require_nonnegative_float(value, name) if name == "tx_power_w" else float(value)  # (see _budget_snr)
+        return _kept(self._filled_fields, (name, value), lambda: _read_only(np.full(len(self._budget_idx), value)))
+
+    _moved = False  # made by :meth:`moved` (anew at every move of a moving population): see :meth:`_few`
+
+    def _few(self, clients: np.ndarray) -> bool:
+        """Whether to compute the ``clients``' mean SNRs alone (:meth:`of`, :meth:`shared`) rather than every client's:
+        on moved links, every one a budget (a client's row among them is its own), when few clients are asked. A moving
+        population's mean SNRs are made anew at every server update of an asynchronous run, which plans one client
+        (benchmarks [8]: every client's, 50 clients at 10 shares, was a fifth of a plan); an unmoved population's are
+        made once and kept. The same numbers either way: each entry comes from its own fields alone."""
+        return self._moved and not len(self._snr_idx) and FEW_ROWS * len(clients) <= len(self.links)
+
+    def of(self, bandwidth_hz: float, clients: np.ndarray) -> np.ndarray:
+        """The ``clients``' mean SNR over ``bandwidth_hz``: ``self(bandwidth_hz)[clients]``, computed for those
+        clients alone where few are asked of moved links (:meth:`_few`)."""
+        if bandwidth_hz not in self._by_bandwidth and self._few(clients):
+            rows = _rows(clients)
+            b = {name: column[rows] for name, column in self._budget.items()}
+            return self._budget_snr(b, bandwidth_hz, self._noise_w(bandwidth_hz)[rows])
+        return self(bandwidth_hz)[clients]
 
     def __call__(self, bandwidth_hz: float, interference: bool = True) -> np.ndarray:
         """Every client's mean SNR over ``bandwidth_hz`` (cached); ``interference`` False: as if the links had
@@ -163,7 +181,8 @@ class MeanSnr:
     @staticmethod
     def _budget_snr(b: dict[str, np.ndarray], bandwidth_hz, noise_w: np.ndarray | None) -> np.ndarray:
         """The budget links' mean SNR from their fields ``b`` (arrays that broadcast against ``bandwidth_hz``) over
-        ``bandwidth_hz`` (channel.link.snr_from_link); ``noise_w``: their noise over it, where kept (:meth:`_noise_w`)."""
+        ``bandwidth_hz`` (channel.link.snr_from_link); ``noise_w``: their noise over it, where kept (:meth:`_noise_w`).
+        Their transmit powers were checked (>= 0): the links' when built (channel.Link), a move's by :meth:`_filled`."""
         return snr_from_link(
             b["tx_power_w"],
             b["path_loss_db"],
@@ -173,6 +192,7 @@ class MeanSnr:
             b["n0_dbm_per_hz"],
             b["interference_w_per_hz"],
             noise_w,
+            power_checked=True,
         )
 
     def _noise_w(self, bandwidth_hz: float, sharers: int | None = None) -> np.ndarray:
@@ -197,6 +217,11 @@ class MeanSnr:
         from it: an FDMA phase's planning asked for it anew at every phase (benchmarks [3])."""
         if len(self.links) * sharers > SHARED_TABLE_CELLS:
             return self._shared(bandwidth_hz, sharers, clients)
+        if (bandwidth_hz, sharers) not in self._by_share and self._few(clients):  # (the clients' rows alone)
+            rows = _rows(clients)
+            b = {name: column[rows, None] for name, column in self._budget.items()}
+            noise_w = self._noise_w(bandwidth_hz, sharers)[rows]
+            return _shares(bandwidth_hz, sharers), self._budget_snr(b, _shares(bandwidth_hz, sharers)[None, :], noise_w)
         every = _kept(
             self._by_share,
             (bandwidth_hz, sharers),
@@ -232,9 +257,19 @@ class MeanSnr:
 
 
 SHARED_TABLE_CELLS = 1 << 16  # MeanSnr.shared: every client's mean SNR at every share kept up to this many entries
+FEW_ROWS = 4  # MeanSnr._few: moved links' SNRs computed for the clients asked alone when at most 1 / FEW_ROWS of them
 MEMO_ENTRIES = (
     64  # MeanSnr's memos (by band, sharers, a moved field's number): a run asks for a few; bounded all the same
 )
+
+
+def _rows(clients: np.ndarray) -> np.ndarray | slice:
+    """``clients`` as an index of arrays in client order: one client as a slice (a view, the same numbers: indexing
+    with an array costs ~1 us, 7 of them in each mean SNR of a dispatched chain's plan, benchmarks [8])."""
+    if len(clients) == 1:
+        client = int(clients[0])
+        return slice(client, client + 1)
+    return clients
 
 
 def _kept(memo: dict, key, make):
@@ -272,10 +307,12 @@ def faded(mean: np.ndarray, gains: np.ndarray | float) -> np.ndarray:
 
 def _gains_of(gains: np.ndarray | None, rows: list[int], attempts: int) -> np.ndarray:
     """The fading gains [len(rows), attempts] of a phase's transmissions ``rows``; None: no fading, every gain 1. Rows
-    evenly spaced (each client's download and upload: every other row) are a slice of the gains, not a copy (a list as
-    an index costs ~10 us a call: benchmarks [3]); the same numbers (nobody writes them)."""
+    evenly spaced (each client's download and upload: every other row), or one row, are a slice of the gains, not a copy
+    (a list as an index costs ~10 us a call: benchmarks [3]); the same numbers (nobody writes them)."""
     if gains is None:
         return np.ones((len(rows), attempts))
+    if len(rows) == 1:  # (a dispatched chain's one message of a kind: benchmarks [8])
+        return gains[rows[0] : rows[0] + 1]
     if len(rows) > 1 and (step := rows[1] - rows[0]) > 0 and rows == list(range(rows[0], rows[-1] + 1, step)):
         return gains[rows[0] : rows[-1] + 1 : step]
     return gains[rows]
@@ -504,7 +541,7 @@ class PhasePhysics:
         bits = np.array([step.bits for _, step, _ in messages], dtype=np.float64)
         g = _gains_of(gains, [k for _, _, k in messages], 1 + net.max_retransmissions)  # [M, attempts]
         attempts = g.shape[1]
-        mean = (self.mean_up_snr if link == "up" else self.mean_down_snr)(snr_bandwidth_hz)[clients]
+        mean = (self.mean_up_snr if link == "up" else self.mean_down_snr).of(snr_bandwidth_hz, clients)
         band: float | np.ndarray = bandwidth_hz  # Hz: one number, or one per message [M]
         attempt_band: float | np.ndarray = bandwidth_hz  # Hz: against [M, attempts]
         if share is not None:
@@ -623,7 +660,10 @@ class PhasePhysics:
                 rates = self._rate(shares[None, None, :], faded(mean[:, None, :], g[:, :, None]), "up")
             fails = rates == 0
             nominal = None  # needed only if an attempt fails
-        if not np.count_nonzero(fails):  # the usual case: every upload gets through at its first attempt
+        # The usual case: every upload gets through at its first attempt, on whatever share it holds (the attempts after
+        # it are never sent: whether they would fail does not matter; a dispatched chain's upload has 3 of them, where
+        # one in 7 would fail, benchmarks [8]).
+        if not np.count_nonzero(fails[:, 0]):
             # each upload's row of one array (U lists of U floats were O(U^2) Python floats a phase: 1,000 uploads)
             for (_, step, _), table in zip(up, np.ascontiguousarray(rates[:, 0, :])):
                 step.rates_bps = table
