@@ -343,3 +343,18 @@ def test_a_few_devices_drawn_in_floats_as_with_the_arrays(monkeypatch):
     joules[3] = -1.0
     with pytest.raises(ValueError, match=">= 0"):
         floats.draw(joules)
+
+
+def test_ledger_add_cells_equals_the_arrays_add_at_byte_for_byte():
+    """add_cells (a booking's rows in plain floats, each cell read as a float and written back) leaves the same cells
+    and readings, bit for bit, as add_rows's arrays (np.add.at): repeated cells accumulate in row order."""
+    rng = np.random.default_rng(5)
+    n = 300
+    clients = rng.integers(0, 4, n).tolist()  # (few clients and categories: many repeated cells)
+    codes = rng.integers(0, 3, n).tolist()
+    joules = (rng.random(n) * 10.0 ** rng.integers(-9, 4, n)).tolist()
+    by_cells, by_arrays = EnergyLedger(4), EnergyLedger(4)
+    by_cells.add_cells([(0, 0, 0.1)]), by_arrays.add_rows([0], [0], [0.1])
+    read = by_cells.add_cells(list(zip(clients, codes, joules)), [7, 100, 100, 250])
+    assert read == by_arrays.add_rows(clients, codes, joules, [7, 100, 100, 250])
+    assert by_cells.per_client().tobytes() == by_arrays.per_client().tobytes()

@@ -317,18 +317,21 @@ def test_a_round_end_charges_its_tails_with_the_ends_expire_tails_found(monkeypa
     with batteries that run low, every output equals finding the ends again."""
     from edgefl.sim.radio import RadioStates
 
-    charge, reused = RadioStates._charge_tails, [0, 0]
+    charge, reused, owing = RadioStates._charge_tails, [0, 0], {"all": 0, "first ones": 0, "others": 0}
 
     def counted(self, clients, until, ends=None):
         if ends is not None:
             reused[0] += 1
             assert ends == self._tail_ends(clients, until)  # (the same budgets: asking draws nothing more)
+            known = self._owing_ends[1]
+            owing["all" if known == clients else "first ones" if known == clients[: len(known)] else "others"] += 1
         reused[1] += 1
         return charge(self, clients, until, ends)
 
     monkeypatch.setattr(RadioStates, "_charge_tails", counted)
     reusing = _low_battery_outputs(server)
     assert reused[0] > 0  # (it did reuse them)
+    assert owing["first ones"] > 0  # (those owing a charge were the first ones: the tails after them began now)
     expire = RadioStates.expire_tails
     # every expire_tails forgets the ends it found: each round's end finds them again
     monkeypatch.setattr(RadioStates, "expire_tails", lambda self: (expire(self), setattr(self, "_owing_ends", None)))

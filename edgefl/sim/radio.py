@@ -321,6 +321,8 @@ class RadioStates(Component):
             _, owing, owing_ends = known
             if owing == clients:  # (every tail owed a charge: at a round's end, since the last one's)
                 ends = owing_ends
+            elif owing == clients[: len(owing)]:  # (and those after them did not: the tail the update's upload began)
+                ends = owing_ends + [(now, False)] * (len(clients) - len(owing))
             else:
                 by_client, not_owing = dict(zip(owing, owing_ends)), (now, False)
                 ends = [by_client.get(c, not_owing) for c in clients]
