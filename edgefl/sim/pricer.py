@@ -93,9 +93,8 @@ class SimPyPricer:
         fading_rng = np.random.default_rng(np.random.SeedSequence([seed, 0xFAD1]))
         self.physics = PhasePhysics(network, population, fading_rng, self.devices)
         self._ledger = EnergyLedger(population.num_clients)
-        self._lists = PopulationLists(
-            population
-        )  # its values as lists, for every booking in floats (edgefl.sim.booking)
+        # the population's values as lists, for every booking in floats (edgefl.sim.booking)
+        self._lists = PopulationLists(population)
         self._events: list[Event] | None = [] if record_events else None
         self._unbooked: list[tuple[int, int, list]] = []  # phases simulated, energy not yet booked (LogRow rows)
         self._phases_unbooked = 0
