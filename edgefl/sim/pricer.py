@@ -284,18 +284,13 @@ class SimPyPricer:
 
     def interrupt_after(self, proc, delay_s: float, cause: str) -> None:
         """Stop a chain's process ``delay_s`` from now if it still runs then."""
-        self.env.process(self._interrupt_at(proc, delay_s, cause))
-
-    def _interrupt_at(self, proc, delay_s: float, cause: str):
-        yield self.env.timeout(delay_s)
-        if proc.is_alive:
-            proc.interrupt(cause)
+        self._cut_after([proc], delay_s, cause)
 
     def _cut_after(self, procs: list, delay_s: float, cause: str) -> None:
-        """:meth:`interrupt_after` for each of ``procs`` (chains just started, in order), without a process each: one
-        urgent event, scheduled now as their processes' starts would be, sets a timeout per chain when it is processed
-        (where those processes would have set theirs: the same order of events), whose callback interrupts the chain
-        if it still runs (benchmarks [8]: 3 of a dispatched chain's 11 SimPy events were its deadline's process)."""
+        """:meth:`interrupt_after` for each of ``procs``, in order, without a process each: one urgent event, scheduled
+        now as a process's start would be, sets a timeout per chain when it is processed (where such a process would
+        have set its own: the same order of events), whose callback interrupts the chain if it still runs (benchmarks
+        [8]: 3 of a dispatched chain's 11 SimPy events were its deadline's process)."""
         env = self.env
 
         def set_timeouts(_) -> None:
