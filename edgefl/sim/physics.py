@@ -258,9 +258,8 @@ class MeanSnr:
 
 SHARED_TABLE_CELLS = 1 << 16  # MeanSnr.shared: every client's mean SNR at every share kept up to this many entries
 FEW_ROWS = 4  # MeanSnr._few: moved links' SNRs computed for the clients asked alone when at most 1 / FEW_ROWS of them
-MEMO_ENTRIES = (
-    64  # MeanSnr's memos (by band, sharers, a moved field's number): a run asks for a few; bounded all the same
-)
+# MeanSnr's memos (by band, sharers, a moved field's number) hold at most this many entries: a run asks for a few
+MEMO_ENTRIES = 64
 
 
 def _rows(clients: np.ndarray) -> np.ndarray | slice:
