@@ -36,8 +36,18 @@ def run_script(*args: str, timeout: float = HANG_S) -> str:
 @needs_mnist
 def test_run_smoke_runs_every_benchmark():
     out = run_script("benchmarks/run.py", "--smoke")
-    for tag in ("[1] linear", "[2] cnn", "[3] engine", "[4] scale", "[5] reprice", "[6] fig4", "[7] quick"):
+    for tag in (
+        "[1] linear",
+        "[2] cnn",
+        "[3] engine",
+        "[4] scale",
+        "[5] reprice",
+        "[8] async",
+        "[6] fig4",
+        "[7] quick",
+    ):
         assert tag in out, f"{tag} missing from:\n{out}"
+    assert "| paired (each repeat's co-simulation minus its ideal run): median" in out  # [8]'s second estimate
     assert out.count("[3] engine") == 3 and "done in" in out
 
 
