@@ -281,27 +281,38 @@ def test_tails_charged_together_as_one_after_another(monkeypatch, server):
     assert together == one_by_one
 
 
+def _state(radio) -> tuple:
+    """What an expire_tails could change: the tails (copied), what the core logged and booked, the batteries."""
+    batteries = next(c for c in radio.core.components if hasattr(c, "bank"))
+    tails = {c: list(tail) for c, tail in radio._tails.items()}
+    return tails, radio.core.logged(), batteries.bank.level_j.tobytes(), batteries._drawn_at
+
+
 @pytest.mark.parametrize("server", ["fedavg", "fedasync"])
-def test_tails_expired_again_at_the_same_stamp_skip_and_change_nothing(monkeypatch, server):
-    """expire_tails called again at the same time with nothing started, charged, logged or booked since a call that
-    ended no tail returns at once (benchmarks [8]); with batteries that run low, every output equals running every
-    call in full."""
+def test_tails_expired_again_when_settled_skip_and_change_nothing(monkeypatch, server):
+    """expire_tails called with the tails settled and nothing changed since (no tail started, charged or ended, nothing
+    logged or booked, the same clock) returns at once (benchmarks [8]): there, a call in full ends no tail, logs and
+    draws nothing; and with batteries that run low, every output equals running every call in full."""
     from edgefl.sim.radio import RadioStates
 
     expire, calls = RadioStates.expire_tails, {"all": 0, "skipped": 0}
 
-    def counted(self):
-        before = self._expired_at == (self.env.now, self._changes, self.core.logged())
+    def checked(self):
         calls["all"] += 1
-        calls["skipped"] += before
+        if self._tails and self._settled_at == self._now_key():
+            calls["skipped"] += 1
+            before = _state(self)
+            self._settled_at = None
+            expire(self)  # (in full)
+            assert _state(self) == before and self._settled_at == self._now_key()
         expire(self)
 
-    monkeypatch.setattr(RadioStates, "expire_tails", counted)
+    monkeypatch.setattr(RadioStates, "expire_tails", checked)
     skipping = _low_battery_outputs(server)
     assert calls["skipped"] > calls["all"] / 4  # (it did skip)
 
     def in_full(self):
-        self._expired_at = None
+        self._settled_at = None
         expire(self)
 
     monkeypatch.setattr(RadioStates, "expire_tails", in_full)
@@ -311,72 +322,56 @@ def test_tails_expired_again_at_the_same_stamp_skip_and_change_nothing(monkeypat
 
 
 @pytest.mark.parametrize("server", ["fedavg", "fedasync"])
-def test_a_round_end_charges_its_tails_with_the_ends_expire_tails_found(monkeypatch, server):
-    """A round's end charges its tails until now with the ends expire_tails has just found for those owing a charge
-    (none ended by its battery, nothing logged or booked since), not another pass over every tail (benchmarks [8]);
-    with batteries that run low, every output equals finding the ends again."""
+def test_a_round_end_charges_settled_tails_until_now_without_finding_their_ends(monkeypatch, server):
+    """A round's end with the tails settled (expire_tails has just found none run out or unpaid, nothing changed
+    since) charges each until now, the ends :meth:`_tail_ends` would find, without another pass over every tail
+    (benchmarks [8]); with batteries that run low, every output equals finding the ends again."""
     from edgefl.sim.radio import RadioStates
 
-    charge, reused, owing = RadioStates._charge_tails, [0, 0], {"all": 0, "first ones": 0, "others": 0}
+    charge, reused = RadioStates._charge_tails, [0, 0]
 
     def counted(self, clients, until, ends=None):
         if ends is not None:
             reused[0] += 1
             assert ends == self._tail_ends(clients, until)  # (the same budgets: asking draws nothing more)
-            known = self._owing_ends[1]
-            owing["all" if known == clients else "first ones" if known == clients[: len(known)] else "others"] += 1
         reused[1] += 1
         return charge(self, clients, until, ends)
 
     monkeypatch.setattr(RadioStates, "_charge_tails", counted)
     reusing = _low_battery_outputs(server)
     assert reused[0] > 0  # (it did reuse them)
-    assert owing["first ones"] > 0  # (those owing a charge were the first ones: the tails after them began now)
-    expire = RadioStates.expire_tails
-    # every expire_tails forgets the ends it found: each round's end finds them again
-    monkeypatch.setattr(RadioStates, "expire_tails", lambda self: (expire(self), setattr(self, "_owing_ends", None)))
-    reused[:] = [0, 0]
+    # every charge finds the ends again
+    monkeypatch.setattr(
+        RadioStates, "_charge_tails", lambda self, clients, until, ends=None: charge(self, clients, until)
+    )
     again = _low_battery_outputs(server)
-    assert reused[0] == 0 < reused[1]
     assert any(e[3] == "tail" for e in reusing[1]) and min(row["level_j"] for row in reusing[2]) < 0.3
     assert reusing == again
 
 
 @pytest.mark.parametrize("server", ["fedavg", "fedasync"])
 @pytest.mark.parametrize("battery_j, tail_s", [(0.5, 0.3), (3.0, 0.01)])
-def test_timers_run_out_looked_for_only_once_the_first_can_have(monkeypatch, server, battery_j, tail_s):
-    """expire_tails passes over the tails for run-out timers only once the earliest of them can have run out
-    (``_first_timer_end_s``, benchmarks [8]); with batteries that run low, or last so that tails run out on their
-    timers, every output equals a pass at every call."""
+def test_expire_tails_ends_every_tail_whose_timer_ran_out(monkeypatch, server, battery_j, tail_s):
+    """After every expire_tails no tail whose timer has run out (tail_s after it began) is left running, and a tail
+    ended by its timer is charged until its timer's end: with batteries that run low, or last so that tails run out
+    on their timers (as a round's end and the batteries' reads rely on)."""
     from edgefl.sim.radio import RadioStates
 
-    run_out, passes, found = RadioStates._timers_run_out, [0], [0]
+    expire, ended = RadioStates.expire_tails, [0]
 
-    def counted(self, now):
-        passes[0] += 1
-        ended = run_out(self, now)
-        found[0] += len(ended)
-        return ended
-
-    monkeypatch.setattr(RadioStates, "_timers_run_out", counted)
-    bounded = _low_battery_outputs(server, battery_j, tail_s)
-    bounded_passes = passes[0]
-    expire = RadioStates.expire_tails
-
-    def every_time(self):
-        self._first_timer_end_s = -float("inf")  # (a pass at every call)
+    def checked(self):
+        now, tails = self.env.now, {c: tail[0] + self._tail_s[c] for c, tail in self._tails.items()}
         expire(self)
+        assert all(tail[0] + self._tail_s[c] > now for c, tail in self._tails.items())
+        ended[0] += sum(1 for c, end in tails.items() if end <= now and c not in self._tails)
 
-    monkeypatch.setattr(RadioStates, "expire_tails", every_time)
-    bounded_found, passes[0], found[0] = found[0], 0, 0
-    always = _low_battery_outputs(server, battery_j, tail_s)
-    assert bounded_passes <= passes[0] and bounded_found == found[0]  # (the same tails found run out)
-    assert any(e[3] == "tail" for e in bounded[1])
+    monkeypatch.setattr(RadioStates, "expire_tails", checked)
+    metrics, events, battery = _low_battery_outputs(server, battery_j, tail_s)
+    assert any(e[3] == "tail" for e in events)
     if battery_j > 1:  # (tails found run out on their timers ...)
-        assert found[0] > 0
-    else:  # (... or batteries that ran low, and tails that none of the passes skipped would have found)
-        assert min(row["level_j"] for row in bounded[2]) < 0.3 and bounded_passes < passes[0]
-    assert bounded == always
+        assert ended[0] > 0
+    else:  # (... or batteries that ran low)
+        assert min(row["level_j"] for row in battery) < 0.3
 
 
 @pytest.mark.parametrize("server", ["fedavg", "fedasync"])
@@ -403,7 +398,7 @@ def test_tails_logged_as_one_entry_as_one_row_after_another(monkeypatch, server)
 @pytest.mark.parametrize("server", ["fedavg", "fedasync"])
 def test_a_round_end_skips_the_expire_that_would_change_nothing(monkeypatch, server):
     """A round's end that leaves every tail charged until now, with nothing logged since the batteries were last asked,
-    marks the stamp as expired (the batteries read after every server update skip that call, benchmarks [8]): there,
+    marks the tails settled (the batteries read after every server update skip that call, benchmarks [8]): there,
     expire_tails in full ends no tail, logs and draws nothing; and every output equals never skipping it."""
     from edgefl.sim.radio import RadioStates
 
@@ -411,20 +406,18 @@ def test_a_round_end_skips_the_expire_that_would_change_nothing(monkeypatch, ser
 
     def checked(self, round_):
         round_end(self, round_)
-        if self._tails and self._expired_at == self._stamp():
+        if self._tails and self._settled_at == self._now_key():
             marked[0] += 1
-            batteries = next(c for c in self.core.components if hasattr(c, "bank"))
-            before = (dict(self._tails), self.core.logged(), batteries.bank.level_j.tobytes(), batteries._drawn_at)
-            self._expired_at = None
+            before = _state(self)
+            self._settled_at = None
             self.expire_tails()  # (in full)
-            after = (dict(self._tails), self.core.logged(), batteries.bank.level_j.tobytes(), batteries._drawn_at)
-            assert after == before
+            assert _state(self) == before
 
     monkeypatch.setattr(RadioStates, "round_end", checked)
     marking = _low_battery_outputs(server, 3.0, 0.01)
     assert marked[0] > 0
     monkeypatch.setattr(
-        RadioStates, "round_end", lambda self, r: (round_end(self, r), setattr(self, "_expired_at", None))
+        RadioStates, "round_end", lambda self, r: (round_end(self, r), setattr(self, "_settled_at", None))
     )
     never = _low_battery_outputs(server, 3.0, 0.01)
     assert any(e[3] == "tail" for e in marking[1]) and marking == never

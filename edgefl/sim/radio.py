@@ -10,6 +10,13 @@ it is followed by none. A device with a battery stops its tail when the battery 
 The one place a tail's energy is computed: :meth:`RadioStates._tail_ends` says until when a tail runs (its
 timer, the next transfer, the battery), booked as ``tail`` rows (edgefl.sim.booking) and, for the tails still
 running at a round's end, counted in the energy the run has committed (:meth:`RadioStates.pending_j`).
+
+One memo spares the radio work it would redo (benchmarks [8]): the tails are marked settled (``_settled_at``) when
+a pass finds every tail's timer running past now and its battery paying it until now, with the batteries asked then
+(or none drawing). The mark holds until something changes: the clock moves, a row is logged or booked
+(``core.logged()``, both in :meth:`RadioStates._now_key`), or a tail starts, is charged or ends (which clears it).
+While it holds, expire_tails has nothing to do, a round's end charges every tail until now without finding its end
+again, and asking the batteries again would draw nothing (they draw only when the clock or the ledger moves).
 """
 
 from __future__ import annotations
@@ -40,26 +47,16 @@ class RadioStates(Component):
         # follows]; charged when it ends (the next transfer starts, it runs out, run_end()) and up to the end of
         # every round (round_end).
         self._tails: dict[int, list] = {}
-        # the earliest time a running tail's timer can run out (s; a bound: a tail ended since may have set it): before
-        # it, expire_tails finds none run out without a pass over the tails (:meth:`_timers_run_out`)
-        self._first_timer_end_s = inf
         self._released: set[int] = set()  # devices unreachable (offline) since their last transfer: no tail
         self._at = (0, 0)  # the round and phase being priced (or the last priced): where tails are logged
         # The joules the devices' batteries still have for a tail (a list of clients -> a list of J, asking brings
         # the batteries to now, also for no client; None: no batteries): the Batteries component sets it; a tail
         # stops when they are spent.
         self.budget_j = None
-        self._changes = 0  # how many times a tail started, was charged or ended
-        # the stamp (:meth:`_stamp`) after an expire_tails that ended no tail: another at that stamp ends none
-        self._expired_at: tuple | None = None
-        # ((now, core.logged()), the clients, their J) of the last ask about tails' budgets (:meth:`_budgets`)
-        self._budgets_known: tuple[tuple, list[int], list] | None = None
-        # (the stamp, the clients, their (end s, battery empty)) of the last expire_tails's tails owing a
-        # charge, found with none ended by their battery: a round's end charges every tail until the same instant
-        # with these ends (:meth:`round_end`)
-        self._owing_ends: tuple[tuple, list[int], list[tuple[float, bool]]] | None = None
-        # (now, core.logged()) after the radio last asked the batteries (:meth:`_ask`): while it holds, asking them
-        # again would draw nothing (:meth:`round_end`)
+        # the key (:meth:`_now_key`) at which the tails were marked settled (module docstring); None: not settled
+        self._settled_at: tuple | None = None
+        # the key at which the radio last asked the batteries (:meth:`_ask`): while it holds, asking them again would
+        # draw nothing, so a round's end can mark the tails settled (:meth:`round_end`)
         self._asked_at: tuple | None = None
 
     def attach(self, core) -> None:
@@ -106,8 +103,7 @@ class RadioStates(Component):
         if self._tail_s[client] > 0 and client not in self._released:
             now = self.env.now
             self._tails[client] = [now, now, label]
-            self._changes += 1
-            self._first_timer_end_s = min(self._first_timer_end_s, now + self._tail_s[client])
+            self._settled_at = None
 
     def release(self, client: int) -> None:
         """The device becomes unreachable now (offline): it releases its connection, so its tail ends now (charged
@@ -163,31 +159,14 @@ class RadioStates(Component):
             asked = clients if self._all_tails_draw else [c for c in clients if power_w[c] > 0]
         if not asked:
             return [None] * len(clients)
-        # Asked again with nothing logged or booked since, at the same time: the batteries would draw nothing, so the
-        # same joules (the round's end asks about its tails twice, benchmarks [8]).
-        known = self._budgets_known
-        if known is not None and known[0] == (self.env.now, self.core.logged()):
-            _, known_clients, known_budgets = known
-            if asked is clients and known_clients == clients:  # (the same tails asked about: the same list)
-                return known_budgets
-            by_client = dict(zip(known_clients, known_budgets))
-            if all(c in by_client for c in asked):
-                return [by_client.get(c) for c in clients]
         budgets = self._ask(asked)
-        stamp = (self.env.now, self.core.logged())
-        if known is not None and known[0] == stamp:  # (what was known at this stamp, and these)
-            by_client = dict(zip(known[1], known[2]))
-            by_client.update(zip(asked, budgets))
-            self._budgets_known = (stamp, list(by_client), list(by_client.values()))
-        else:
-            self._budgets_known = (stamp, asked, budgets)
         return budgets if asked is clients else [dict(zip(asked, budgets)).get(c) for c in clients]
 
     def _ask(self, clients: list[int]) -> list:
         """The joules the clients' batteries have left for a tail (``budget_j``: asking brings them to now, also for no
         client); when it was asked is kept (``_asked_at``)."""
         budgets = self.budget_j(clients)
-        self._asked_at = (self.env.now, self.core.logged())
+        self._asked_at = self._now_key()
         return budgets
 
     def _charge_tails(
@@ -202,7 +181,7 @@ class RadioStates(Component):
         one per tail: benchmarks [8]). ``ends``: the tails' :meth:`_tail_ends` until ``until``, where known."""
         if not clients:
             return []
-        self._changes += 1
+        self._settled_at = None
         if ends is None:
             ends = self._tail_ends(clients, until)
         power_w, tails, log_rows, at = self._tail_power_w, self._tails, self.core.log_rows, self._at
@@ -260,50 +239,31 @@ class RadioStates(Component):
         return total
 
     def expire_tails(self) -> None:
-        """Charge in full every tail that has run out by now (called at the start of every phase and wherever
-        batteries are read: journaled calls only, so a replayed pricer books the same rows in the same order).
-        Called again at the same time with no tail started, charged or ended and nothing logged or booked since a
-        call that ended none, it ends none (the same tails, budgets and clock; the batteries were drawn then, so
-        asking them again would draw nothing): it returns at once (3 of its 5 calls per update, benchmarks [8])."""
-        if not self._tails:  # (none to charge: at every phase's start, benchmarks [5])
+        """Charge in full every tail that has run out by now, or that its battery cannot pay until now (called at the
+        start of every phase and wherever batteries are read: journaled calls only, so a replayed pricer books the
+        same rows in the same order). With no such tail, the tails are settled (``_settled_at``): another call with
+        nothing changed since returns at once (3 of its 5 calls per update, benchmarks [8])."""
+        if not self._tails or self._settled_at == self._now_key():  # (none to charge: every phase's start, [5])
             return
-        now = self.env.now
-        if self._expired_at == self._stamp():
-            return
-        changes = self._changes
-        if self._first_timer_end_s <= now:
-            self._end_tails(self._timers_run_out(now), None)
+        now, tail_s = self.env.now, self._tail_s
+        self._end_tails([c for c, tail in self._tails.items() if tail[0] + tail_s[c] <= now], None)  # (timer run out)
         if self.budget_j is not None:  # and every tail its battery could not pay until now
             # (a tail charged up to now has nothing more to pay now: only the others are asked about, and the
             # batteries drawn as asking about every tail would draw them)
             owing = [c for c, tail in self._tails.items() if tail[1] < now]
-            owing_ends = self._tail_ends(owing, now)
-            emptied = [c for c, (_, empty) in zip(owing, owing_ends) if empty]
-            self._end_tails(emptied, now)
-            if not emptied:
-                self._owing_ends = (self._stamp(), owing, owing_ends)
+            emptied = [c for c, (_, empty) in zip(owing, self._tail_ends(owing, now)) if empty]
+            if emptied:
+                self._end_tails(emptied, now)
+                return
             power_w = self._tail_power_w
             if not any(power_w[c] > 0 for c in owing) and any(power_w[c] > 0 for c in self._tails):
                 self._ask([])
-        self._expired_at = self._stamp() if self._changes == changes else None
+        self._settled_at = self._now_key()
 
-    def _timers_run_out(self, now: float) -> list[int]:
-        """The clients whose tail's timer has run out by ``now`` (tail_s after it began); the earliest time one of the
-        others can run out is then found again (``_first_timer_end_s``)."""
-        tail_s, run_out, first = self._tail_s, [], inf
-        for client, tail in self._tails.items():
-            end = tail[0] + tail_s[client]
-            if end <= now:
-                run_out.append(client)
-            elif end < first:
-                first = end
-        self._first_timer_end_s = first
-        return run_out
-
-    def _stamp(self) -> tuple:
-        """(now, tails started, charged or ended, what the core logged and booked): while it holds, the tails, their
-        budgets and the clock are as they were (the key of the memos ``_expired_at`` and ``_owing_ends``)."""
-        return self.env.now, self._changes, self.core.logged()
+    def _now_key(self) -> tuple:
+        """(now, what the core logged and booked): the key of the settled mark and of the last ask to the batteries; the
+        same key, nothing logged, booked or drawn since (module docstring)."""
+        return self.env.now, self.core.logged()
 
     def round_end(self, round_: int) -> None:
         """The round ends (its metrics are read next): the tails still running are charged up to now, and go on
@@ -312,31 +272,16 @@ class RadioStates(Component):
         if not self._tails:  # (none to charge)
             return
         self.expire_tails()
-        now, clients, ends = self.env.now, list(self._tails), None
-        known = self._owing_ends
-        if known is not None and known[0] == self._stamp():
-            # nothing started, charged, ended, logged or booked since expire_tails found the ends of the tails owing
-            # a charge until now (with the same budgets): the same ends, without another pass over every tail (~31
-            # per update of benchmarks [8]); a tail not owing was charged until now, and stays there
-            _, owing, owing_ends = known
-            if owing == clients:  # (every tail owed a charge: at a round's end, since the last one's)
-                ends = owing_ends
-            elif owing == clients[: len(owing)]:  # (and those after them did not: the tail the update's upload began)
-                ends = owing_ends + [(now, False)] * (len(clients) - len(owing))
-            else:
-                by_client, not_owing = dict(zip(owing, owing_ends)), (now, False)
-                ends = [by_client.get(c, not_owing) for c in clients]
+        now, clients = self.env.now, list(self._tails)
+        # settled: each tail ends now, (now, False) as _tail_ends finds, without a pass over the ~31 tails and an ask
+        ends = [(now, False)] * len(clients) if self._settled_at == self._now_key() else None
         for client in self._charge_tails(clients, now, ends):
             del self._tails[client]
-        # Every tail left is charged until now and its timer runs on (expire_tails has just ended those run out): an
-        # expire_tails at this stamp would end none, and ask the batteries again, which draws nothing where nothing
-        # was logged or booked since the radio last asked them now. It then does what that call would do and skips
-        # it (the batteries read after every server update of benchmarks [8], which made that call in full).
-        stamp = self._stamp()
-        if self._tails and (self.budget_j is None or self._asked_at == (now, stamp[2])):
-            if self.budget_j is not None:
-                self._owing_ends = (stamp, [], [])
-            self._expired_at = stamp
+        # Every tail left is charged until now and its timer runs on: settled, where asking the batteries now would
+        # draw nothing (asked at this key, or none); the batteries read after every update of [8] then skip a pass
+        key = self._now_key()
+        if self._tails and (self.budget_j is None or self._asked_at == key):
+            self._settled_at = key
 
     def run_end(self) -> None:
         """The run ends: every radio tail still running is charged in full (it runs out after the last
