@@ -33,7 +33,8 @@
    torch._dynamo is imported on the way.
 
 Timings: warm-up runs, then the candidates interleaved (A B A B ...) so that load from other
-processes hits both alike; medians. The machine's load is printed with the results.
+processes hits both alike; medians. The machine's load is printed with the results, and its speed (``host speed``:
+a bare SimPy loop and a small torch product, which the timings scale with; machines here differed up to 2.8x).
 OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE`` unless set otherwise): on a machine
 whose cores other processes also use, spinning threads make every parallel op wait for a
 descheduled peer, which slows a loop of many small ops (the per-client loop) by up to 10x and
@@ -106,6 +107,29 @@ def load_average() -> str:
         return ", ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
         return "n/a"
+
+
+def host_speed() -> str:
+    """How fast this machine runs what the benchmarks are made of, measured now (medians of 5): Python (a bare SimPy
+    timeout loop's events/s) and one small torch op (a minibatch's product in the MNIST linear model, [32, 784] x
+    [784, 10], one thread). Timings taken on different machines compare only beside these (2026-11-28: one machine
+    ran the loop at 1,040k events/s, another at 360k, and the same code's [8] and Figure-4 accordingly)."""
+    events = float(np.median([bare_simpy_events_per_s(20, 3 * 60) for _ in range(5)]))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        x, w = torch.randn(32, 784), torch.randn(784, 10)
+        for _ in range(100):
+            x @ w
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            for _ in range(200):
+                x @ w
+            times.append((time.perf_counter() - t) / 200)
+    finally:
+        torch.set_num_threads(threads)
+    return f"bare SimPy timeout loop {events / 1e3:.0f}k events/s, torch [32,784]x[784,10] product {np.median(times) * 1e6:.1f} µs"
 
 
 def mark(ok: bool) -> str:
@@ -572,12 +596,14 @@ def bench_async() -> None:
         trained[engine].append((spent[0], spent[1], spent[2]))
         return time.process_time() - c
 
+    bare_rates = []  # the machine's Python speed during the runs (a bare SimPy loop's events/s, after each repeat)
     Executor._train_batched = counted  # type: ignore[method-assign]
     try:
         one("ideal"), one("simpy")  # warm-up
         for r in range(repeats):
             for engine in ("ideal", "simpy") if r % 2 == 0 else ("simpy", "ideal"):
                 times[engine].append(one(engine))
+            bare_rates.append(bare_simpy_events_per_s(20, 3 * 60))
     finally:
         Executor._train_batched = inner  # type: ignore[method-assign]
     ideal, cosim = float(np.median(times["ideal"])), float(np.median(times["simpy"]))
@@ -589,6 +615,9 @@ def bench_async() -> None:
     # median of these differences: the machine's drift between repeats cancels (the line's figure above is the
     # difference of the two medians, as measured since issue 30 was filed; both estimate the same cost).
     paired_ms = [(s - i) / chains * 1e3 for s, i in zip(times["simpy"], times["ideal"])]
+    # The engine cost is Python's CPU time: on a machine (or at a moment) whose Python runs slower, it is longer. In
+    # the time of a bare SimPy loop's events it reads alike on machines whose speeds differ 2x (docs/performance.md).
+    bare = float(np.median(bare_rates))
     print(
         f"[8] async   FedAsync (C=10, {updates} updates, {chains} chains, eval at the end) on phones-in-a-cell: "
         f"ideal {ideal:.2f} s | SimPy co-simulation {cosim:.2f} s CPU | engine {per_chain * 1e3:.2f} ms per chain "
@@ -596,7 +625,9 @@ def bench_async() -> None:
         f"steps: ideal {steps['ideal'][2]} clients in {steps['ideal'][1]} calls, co-simulation {steps['simpy'][2]} in "
         f"{steps['simpy'][1]}; without them {(without['simpy'] - without['ideal']) / chains * 1e3:.2f} ms per chain "
         f"| paired (each repeat's co-simulation minus its ideal run): median {float(np.median(paired_ms)):.2f} ms "
-        f"per chain, repeats {' / '.join(f'{d:.2f}' for d in paired_ms)}",
+        f"per chain, repeats {' / '.join(f'{d:.2f}' for d in paired_ms)} | machine: bare SimPy timeout loop "
+        f"{bare / 1e3:.0f}k events/s between the repeats, so the engine's cost per chain = "
+        f"{per_chain * bare:,.0f} of its events",
         flush=True,
     )
 
@@ -908,6 +939,7 @@ def main() -> None:
         + (f", code of {TREE}" if TREE != ROOT else ""),
         flush=True,
     )
+    print(f"host speed: {host_speed()}", flush=True)
     if mode == "smoke":
         print(
             "smoke mode: tiny sizes, to check that every benchmark runs; the numbers and OK/MISS measure nothing",

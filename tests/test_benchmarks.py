@@ -48,6 +48,8 @@ def test_run_smoke_runs_every_benchmark():
     ):
         assert tag in out, f"{tag} missing from:\n{out}"
     assert "| paired (each repeat's co-simulation minus its ideal run): median" in out  # [8]'s second estimate
+    # the machine's speed, which the timings scale with: in the header, and [8]'s cost in a bare SimPy loop's events
+    assert "host speed: bare SimPy timeout loop " in out and " of its events" in out
     assert out.count("[3] engine") == 3 and "done in" in out
 
 
