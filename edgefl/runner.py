@@ -133,9 +133,6 @@ class ClientRows(RowsWhenAsked):
             for name, values, kind in self._columns
         }
 
-    def __iter__(self):
-        return (self[i] for i in range(self._n))
-
     def __repr__(self) -> str:
         return f"ClientRows({self._n} clients)"
 
