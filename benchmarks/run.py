@@ -114,7 +114,7 @@ def host_speed() -> str:
     timeout loop's events/s) and one small torch op (a minibatch's product in the MNIST linear model, [32, 784] x
     [784, 10], one thread). Timings taken on different machines compare only beside these (2026-11-28: one machine
     ran the loop at 1,040k events/s, another at 360k, and the same code's [8] and Figure-4 accordingly)."""
-    events = float(np.median([bare_simpy_events_per_s(20, 3 * 60) for _ in range(5)]))
+    events = float(np.median([bare_simpy_events_per_s() for _ in range(5)]))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -471,8 +471,9 @@ def bench_engine() -> None:
 SWEEP_SCENARIO = ROOT / "scenarios" / "energy-tau-sweep.toml"
 
 
-def bare_simpy_events_per_s(processes: int, timeouts: int) -> float:
-    """The ceiling: SimPy alone, ``processes`` processes each waiting on ``timeouts`` timeouts."""
+def bare_simpy_events_per_s(processes: int = 20, timeouts: int = 3 * 60) -> float:
+    """The ceiling: SimPy alone, ``processes`` processes each waiting on ``timeouts`` timeouts. (The machine's Python
+    speed as [5], [8] and the header's ``host speed`` read it: one loop, so that their readings compare.)"""
     env = simpy.Environment()
 
     def chain(k):
@@ -531,7 +532,7 @@ def bench_reprice() -> None:
         engine_times.append(time.perf_counter() - t)
         cpu_times.append(time.process_time() - c)
         engine_events.append(events)
-        bare_rates.append(bare_simpy_events_per_s(20, 3 * 60))
+        bare_rates.append(bare_simpy_events_per_s())
     best = int(np.argmin(engine_times))
     per_point, cpu_per_point = engine_times[best] / len(pricers), min(cpu_times) / len(pricers)
     points_per_min = 60.0 / per_point
@@ -603,7 +604,7 @@ def bench_async() -> None:
         for r in range(repeats):
             for engine in ("ideal", "simpy") if r % 2 == 0 else ("simpy", "ideal"):
                 times[engine].append(one(engine))
-            bare_rates.append(bare_simpy_events_per_s(20, 3 * 60))
+            bare_rates.append(bare_simpy_events_per_s())
     finally:
         Executor._train_batched = inner  # type: ignore[method-assign]
     ideal, cosim = float(np.median(times["ideal"])), float(np.median(times["simpy"]))
