@@ -187,10 +187,12 @@ SIZES = {
 SIZE = SIZES["full"]
 
 
-def drdm_scenario(model: str = "linear", engine: str = "ideal", rounds: int = 1, lr: float = 0.1, **network):
+def drdm_scenario(
+    model: str = "linear", engine: str = "ideal", rounds: int = 1, lr: float = 0.1, seed: int = 0, **network
+):
     return scenario_from_dict(
         {
-            "run": {"seed": 0, "rounds": rounds, "engine": engine, "eval_every": 1},
+            "run": {"seed": seed, "rounds": rounds, "engine": engine, "eval_every": 1},
             "data": {"name": "mnist", "dir": str(MNIST_DIR), "num_clients": 30},
             "model": {"name": model},
             # sampling = uniform: exactly m = 20 distinct clients train (with replacement: ~14)
@@ -315,12 +317,47 @@ def bench_linear() -> None:
     candidates["generic vmap"] = vmapped
     t = interleaved(candidates, repeats=SIZE["linear"], warmup=min(3, SIZE["linear"]))
     ratio = t["lean loop"] / t["batched"]
+    stacked = stacked_in_blocks(seeds=5, repeats=max(1, SIZE["linear"] // 4))
     print(
         f"[1] linear  DRDM round (C={len(op.clients)}, tau={op.steps}, B=32, MNIST 784->10): "
         f"batched {t['batched'] * 1e3:.2f} ms | lean loop {t['lean loop'] * 1e3:.2f} ms | "
         f"{ratio:.1f}x (target >= 6x) {mark(ratio >= 6)}   "
-        f"[generic vmap path {t['generic vmap'] * 1e3:.2f} ms; max|dw| batched vs loop {diff:.1e}]",
+        f"[generic vmap path {t['generic vmap'] * 1e3:.2f} ms; max|dw| batched vs loop {diff:.1e}] | {stacked}",
         flush=True,
+    )
+
+
+def stacked_in_blocks(seeds: int, repeats: int) -> str:
+    """[1]'s seed group: the DRDM round's Train ops of ``seeds`` runs stacked (edgefl.seed_axis.train_together, as a
+    sweep trains a seed group), in the linear path's cache blocks (edgefl.executor.BLOCK_BYTES) against all clients
+    at once; the same bits, checked."""
+    import edgefl.executor as executor_module
+    from edgefl.seed_axis import train_together
+
+    jobs = []
+    for seed in range(seeds):
+        sim = Simulation(drdm_scenario("linear", seed=seed))
+        jobs.append((sim.executor, sim.executor.prepare(captured_train_op(sim))))
+    blocks = executor_module.BLOCK_BYTES
+    results = {}
+
+    def trained(block_bytes: int, name: str):
+        def train():
+            executor_module.BLOCK_BYTES = block_bytes
+            try:
+                results[name] = train_together(jobs)[0]
+            finally:
+                executor_module.BLOCK_BYTES = blocks
+
+        return train
+
+    t = interleaved({"blocks": trained(blocks, "blocks"), "all": trained(1 << 62, "all")}, repeats, warmup=1)
+    same = all(torch.equal(a.params, b.params) for a, b in zip(results["blocks"], results["all"]))
+    clients = sum(len(p.op.clients) for _, p in jobs)
+    per_block = jobs[0][0].clients_per_block(clients, 32)
+    return (
+        f"{seeds} runs stacked (C={clients}): blocks of {per_block} {t['blocks'] * 1e3:.1f} ms, all at once "
+        f"{t['all'] * 1e3:.1f} ms, {t['all'] / t['blocks']:.2f}x ({'the same bits' if same else 'BITS DIFFER'})"
     )
 
 

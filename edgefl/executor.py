@@ -70,6 +70,10 @@ def one_thread():
                 torch.set_num_threads(threads)
 
 
+# The minibatch inputs of the clients the linear path trains together on a CPU, in bytes (LinearGrad.clients_per_block)
+BLOCK_BYTES = 2 << 20
+
+
 class LinearGrad:
     """Loss and gradient of flatten -> Linear(D, K) models for C clients at once, in closed form.
 
@@ -129,6 +133,13 @@ class LinearGrad:
             parts = [torch.addmm(bias, weight, x[lo : lo + size].t()) for lo in range(0, max(n, 1), size)]
         out = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
         return out.view(S, self.K, n)
+
+    def clients_per_block(self, batch_size: int, inputs: torch.Tensor) -> int:
+        """How many clients a CPU trains together (edgefl.executor.Executor._train_batched): as many as have their
+        minibatches ([B, D] of ``inputs``' dtype) in BLOCK_BYTES, about 20 of MNIST's at B = 32 (2 MiB).
+        Measured on one core, 30 local steps of 100 clients (five runs' data): about 12 ms a step for all 100 at
+        once, 6-7 ms for blocks of 10 to 25, 10 ms for blocks of 50 (docs/performance.md)."""
+        return max(1, BLOCK_BYTES // (batch_size * self.D * inputs.element_size()))
 
     def loss_grad(self, w, x, y, need_grad: bool = True):
         """(loss [C], grad [C, d] or None) of the mean minibatch loss of each client."""
@@ -540,9 +551,10 @@ class Executor:
         local = np.floor(u * self._sizes[clients][:, None, None]).astype(np.int64)
         return torch.from_numpy(self._offsets[clients][:, None, None] + local)
 
-    def _gather(self, rows: torch.Tensor, out: tuple[torch.Tensor, torch.Tensor] | None = None):
+    def _gather(self, rows: torch.Tensor, out: tuple[torch.Tensor, torch.Tensor] | None = None, first: int = 0):
         """Inputs and labels of the rows [C, B] (batched-path layout); ``out``: the (inputs, labels) buffers to
-        write them into (:meth:`_batch_buffers`), else new ones."""
+        write them into (:meth:`_batch_buffers`), else new ones. (``first``: where the rows' clients stand in a
+        training, for a gather over several runs' data, edgefl.seed_axis; one data set here.)"""
         flat = rows.reshape(-1).to(self.device)
         if out is None:
             x, y = self._x.index_select(0, flat), self._y.index_select(0, flat)
@@ -619,31 +631,62 @@ class Executor:
         if name == "threads":
             workers = 1 if self.device.type != "cpu" else min(torch.get_num_threads(), len(op.clients))
             return self._train_loop(op, start, idx, mask, workers=workers)
-        if name == "linear":
-            return self._train_batched(op, start, idx, mask)
-        chunk = self.clients_at_once()
-        if len(op.clients) <= chunk:
-            return self._train_batched(op, start, idx, mask)
-        parts = [
-            self._train_batched(_clients_of(op, part), start[part], idx[part], None if mask is None else mask[part])
-            for part in (slice(lo, lo + chunk) for lo in range(0, len(op.clients), chunk))
-        ]
-        params = torch.cat([p[0] for p in parts])
-        carry = {k: torch.cat([p[1][k] for p in parts]) for k in op.carry}
-        snapshot = torch.cat([p[2] for p in parts]) if op.record_at is not None else None
-        return params, carry, snapshot
+        return self._train_batched(op, start, idx, mask)
+
+    def clients_per_block(self, clients: int, batch_size: int) -> int:
+        """How many of a batched training's ``clients`` train together (:meth:`_train_batched`) at minibatches of
+        ``batch_size``: the linear path's cache block on a CPU (:meth:`LinearGrad.clients_per_block`), all of them
+        on another device; vmap's, as many as the memory holds (:meth:`clients_at_once`)."""
+        if self.linear is None:
+            return min(clients, self.clients_at_once())
+        if self.device.type != "cpu":
+            return clients
+        return min(clients, self.linear.clients_per_block(batch_size, self._x))
 
     def _train_batched(self, op: Train, start, idx, mask, gather=None, record_at=None, per_row=frozenset()):
-        """Every client's ``op.steps`` steps at once. ``gather(rows [C, B], out)``: their minibatches (default: this
-        executor's data), written into ``out`` when not None; ``record_at``: the step after which each client's row
-        is kept ([C] ints, 0 for none; default ``op.record_at`` for all); ``per_row``: the keys of ``op.shared``
-        given per client ([C, ...] rows). The last two are for clients of several runs trained at once
-        (edgefl.seed_axis).
-
-        The linear path writes each step's minibatch and gradient into buffers of the training, reused step after
-        step (the gradient's only while the step function keeps no view of it): the same arithmetic without a new
-        allocation of a few MB per step, whose pages the allocator may hand back to the system and fault in again."""
+        """Every client's ``op.steps`` steps, a block of clients at a time (:meth:`clients_per_block`): a block computes
+        each client's rows from its own alone, as all at once would (the same bits: tests/test_executor.py,
+        tests/test_seed_axis.py, benchmarks/run.py [1]). ``gather(rows [n, B], out,
+        first)``: the minibatches of the op's clients first .. first + n - 1 (default: this executor's data),
+        written into ``out`` when not None; ``record_at``: the step after which each client's row is kept ([C]
+        ints, 0 for none; default ``op.record_at`` for all); ``per_row``: the keys of ``op.shared`` given per client
+        ([C, ...] rows). The last two are for clients of several runs trained at once (edgefl.seed_axis)."""
         gather = self._gather if gather is None else gather
+        clients = len(op.clients)
+        block = self.clients_per_block(clients, idx.shape[2])
+        if clients <= block:
+            return self._train_block(op, start, idx, mask, gather, 0, record_at, per_row)
+        parts = []
+        for part in (slice(lo, min(clients, lo + block)) for lo in range(0, clients, block)):
+            shared = {name: v[part] if name in per_row else v for name, v in op.shared.items()}
+            parts.append(
+                self._train_block(
+                    replace(_clients_of(op, part), shared=shared),
+                    start[part],
+                    idx[part],
+                    None if mask is None else mask[part],
+                    gather,
+                    part.start,
+                    None if record_at is None else record_at[part],
+                    per_row,
+                )
+            )
+        params = torch.cat([p[0] for p in parts])
+        carry = {k: torch.cat([p[1][k] for p in parts]) for k in op.carry}
+        snapshot = None  # (a block that keeps no row has none: its rows are never read, as a kept-nothing row)
+        if any(p[2] is not None for p in parts):
+            snapshot = torch.cat([torch.empty_like(p[0]) if p[2] is None else p[2] for p in parts])
+        return params, carry, snapshot
+
+    def _train_block(self, op: Train, start, idx, mask, gather, first: int, record_at, per_row):
+        """A block of clients' ``op.steps`` steps at once (:meth:`_train_batched`: ``first``, the position of the
+        block's first client among the training's, for ``gather``).
+
+        The linear path writes each step's minibatch and gradient into buffers of the block, reused step after
+        step (the gradient's only while the step function keeps no view of it): the same arithmetic without a new
+        allocation per step, whose pages the allocator may hand back to the system and fault in again. A block's
+        minibatches, parameters and data stay in the cache from one step to the next; all 100 clients of five
+        Figure-4 runs at once do not (docs/performance.md, "a block of clients at a time")."""
         w = start.clone()
         carry = {k: v.clone() for k, v in op.carry.items()}
         client_args = dict(op.client_args)
@@ -659,7 +702,7 @@ class Executor:
         snapshot = None
         for k in range(op.steps):
             if active is None or active[k]:
-                x, y = gather(rows_by_step[k], batch)
+                x, y = gather(rows_by_step[k], batch, first)
                 if self.linear is not None:
                     g = self.linear.grad(w, x, y, out=g_buffer)
                     written = None

@@ -437,18 +437,23 @@ def _same_scalars(a: PreparedTrain, b: PreparedTrain) -> bool:
 
 
 def _stacked_gather(executors: list[Executor], spans: list[slice], lead: Executor) -> Callable:
-    """The minibatches of stacked clients ([sum C_s, B] rows, each run's rows into its own data), gathered into one
-    buffer per step, ``out`` when given (the ops of one executor: its own gather, one index_select)."""
+    """The minibatches of stacked clients (``rows`` [n, B] of the clients first .. first + n - 1 of the [sum C_s]
+    stacked, each run's rows into its own data), gathered into one buffer, ``out`` when given (the ops of one
+    executor: its own gather, one index_select)."""
     if all(executor is lead for executor in executors):
         return lead._gather
 
-    def gather(rows: torch.Tensor, out: tuple[torch.Tensor, torch.Tensor] | None = None):
+    def gather(rows: torch.Tensor, out: tuple[torch.Tensor, torch.Tensor] | None = None, first: int = 0):
         x, y = lead._batch_buffers(rows.shape) if out is None else out
+        last = first + rows.shape[0]
         for executor, span in zip(executors, spans):
-            part = rows[span].reshape(-1).to(executor.device)
+            lo, hi = max(span.start, first) - first, min(span.stop, last) - first  # the run's rows among them
+            if lo >= hi:
+                continue
+            part = rows[lo:hi].reshape(-1).to(executor.device)
             n = part.shape[0]
-            torch.index_select(executor._x, 0, part, out=x[span].view(n, *lead._x.shape[1:]))
-            torch.index_select(executor._y, 0, part, out=y[span].view(n))
+            torch.index_select(executor._x, 0, part, out=x[lo:hi].view(n, *lead._x.shape[1:]))
+            torch.index_select(executor._y, 0, part, out=y[lo:hi].view(n))
         return x, y
 
     return gather

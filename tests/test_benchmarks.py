@@ -51,6 +51,7 @@ def test_run_smoke_runs_every_benchmark():
     # the machine's speed, which the timings scale with: in the header, and [8]'s cost in a bare SimPy loop's events
     assert "host speed: bare SimPy timeout loop " in out and " of its events" in out
     assert out.count("[3] engine") == 3 and "done in" in out
+    assert "5 runs stacked (C=" in out and "(the same bits)" in out  # [1]'s seed group in cache blocks
 
 
 def test_plots_smoke_runs():

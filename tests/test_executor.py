@@ -115,6 +115,35 @@ def test_train_paths_agree_with_mask_and_snapshot(tabular, model_name):
     assert (fresh.strategy or fresh.structural_guess()) == expected  # mlp: vmap unless measured slower
 
 
+@pytest.mark.parametrize("model_name", ["linear", "regression"])
+def test_a_linear_training_in_blocks_gives_each_client_the_bits_of_all_at_once(tabular, model_name, monkeypatch):
+    """The linear path trains a CPU's clients a block at a time (Executor._train_batched, for the cache): blocks of
+    2 of 7 clients give every client's parameters, snapshot and carry the same bits as all 7 at once, with a step
+    mask that leaves a step to some blocks only."""
+    import edgefl.executor as executor_module
+
+    data = tabular
+    if model_name == "regression":
+        from dataclasses import replace
+
+        data = replace(tabular, train_y=tabular.train_y.float(), test_y=tabular.test_y.float())
+    model = build_model(model_name, data.input_shape, data.num_classes, 0)
+    clients = np.array([0, 1, 2, 3, 5, 6, 7])
+    mask = torch.rand(7, 5, generator=torch.Generator().manual_seed(3)) > 0.4
+    mask[:, 1] = False  # a step nobody takes
+    mask[:4, 3] = False  # a step the first two blocks skip
+    lr = 0.002 if model_name == "regression" else 0.1
+    results = {}
+    for block in (2, 7):
+        ex = Executor(model, data, 5, 3, "batched")
+        monkeypatch.setattr(executor_module, "BLOCK_BYTES", block * 5 * ex.linear.D * 4)  # batch 5, float32 inputs
+        assert ex.strategy == "linear" and ex.clients_per_block(7, 5) == block
+        r = ex.train(train_op(model, clients, 5, lr=lr, record_at=3, step_mask=mask))
+        results[block] = (r.params, r.snapshot, r.carry["n"], r.carry["m"])
+    for blocked, whole in zip(results[2], results[7]):
+        assert torch.equal(blocked, whole)
+
+
 @pytest.mark.parametrize("step", [norm_step, shape_step, inplace_step, sgd_step])
 def test_steps_that_are_not_elementwise_are_mapped(tabular, step):
     model = build_model("linear", tabular.input_shape, tabular.num_classes, 0)

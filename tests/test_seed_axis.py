@@ -215,9 +215,15 @@ MNIST = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "mnist"
 
 
 @pytest.mark.skipif(not MNIST.is_dir(), reason="the MNIST test split is not in ../shared/datasets/mnist")
-def test_the_figure_4_trainings_are_byte_identical_together():
+@pytest.mark.parametrize("block", [None, 7])
+def test_the_figure_4_trainings_are_byte_identical_together(block, monkeypatch):
     """The Figure-4 study's shapes (MNIST, 784 inputs, batch 32, 20 clients a round, DRDM): each seed's numbers
-    together are its solo run's, bit for bit."""
+    together are its solo run's, bit for bit; also where the stacked clients train in blocks of 7 (the linear
+    path's cache blocks, Executor._train_batched), which cut across the runs' clients."""
+    if block is not None:
+        import edgefl.executor as executor_module
+
+        monkeypatch.setattr(executor_module, "BLOCK_BYTES", block * 32 * 784 * 4)
     grid = ["network.snr_db=10", "network.bandwidth_mhz=1", "algorithm.local_steps=5"]
     plan = plan_sweep(FIGURE_4, ["run.rounds=3"], grid, seeds=3)
     solo, together, batch = solo_and_together([sweep_run.trainer(p.scenario) for p in plan.points])
