@@ -692,7 +692,7 @@ class Executor:
         client_args = dict(op.client_args)
         shared = dict(op.shared)
         trained = self.model.trained if self.model.buffers else None
-        # One index_select per step for all clients (gathering all steps' minibatches ahead
+        # One index_select per step for all the block's clients (gathering all steps' minibatches ahead
         # measured slower: the step's inputs are then no longer in cache when used).
         rows_by_step = idx.transpose(0, 1).contiguous()  # [steps, C, B]
         active = None if mask is None else mask.any(dim=0).tolist()
