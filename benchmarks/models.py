@@ -175,8 +175,10 @@ def peak_child(name: str, clients: int, strategy: str, warm: bool = False) -> No
     before = vm("VmRSS")
     ex.train(op)
     peak = vm("VmHWM") - before
-    at_once = {"vmap": clients, "threads": torch.get_num_threads(), "loop": 1}.get(ex.strategy)
-    at_once = ex.clients_per_block(clients, batch) if at_once is None else at_once  # linear: its cache blocks
+    if ex.strategy in ("vmap", "linear"):  # the batched paths train a block of clients at a time
+        at_once = ex.clients_per_block(clients, batch)
+    else:
+        at_once = torch.get_num_threads() if ex.strategy == "threads" else 1
     estimate = training_bytes(ex.strategy, clients, at_once, model.dim, per_sample, fixed, batch, inputs)
     print(json.dumps({"workload": name, "strategy": ex.strategy, "clients": clients, "at_once": at_once, "warm": warm,
                       "peak_bytes": peak, "estimate_bytes": estimate, "ratio": estimate / peak}))  # fmt: skip

@@ -658,10 +658,9 @@ class Executor:
             return self._train_block(op, start, idx, mask, gather, 0, record_at, per_row)
         parts = []
         for part in (slice(lo, min(clients, lo + block)) for lo in range(0, clients, block)):
-            shared = {name: v[part] if name in per_row else v for name, v in op.shared.items()}
             parts.append(
                 self._train_block(
-                    replace(_clients_of(op, part), shared=shared),
+                    _clients_of(op, part, per_row),
                     start[part],
                     idx[part],
                     None if mask is None else mask[part],
@@ -870,11 +869,12 @@ def _moved(op: Train, device: torch.device) -> Train:
     )
 
 
-def _clients_of(op: Train, part: slice) -> Train:
-    """``op`` for the clients ``part`` of its clients."""
+def _clients_of(op: Train, part: slice, per_row: frozenset = frozenset()) -> Train:
+    """``op`` for the clients ``part`` of its clients (``per_row``: the keys of ``op.shared`` given per client)."""
     return replace(
         op,
         clients=op.clients[part],
         carry={k: v[part] for k, v in op.carry.items()},
         client_args={k: v[part] for k, v in op.client_args.items()},
+        shared={k: v[part] if k in per_row else v for k, v in op.shared.items()},
     )
