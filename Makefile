@@ -29,9 +29,10 @@ test: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/python -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n auto --maxprocesses $(TEST_WORKERS) --dist loadfile)
 
-# CI's second stage: the cases of several whole edgefl processes each (kill -9 at every step of a writer and the
-# reruns, Ctrl-C, sweep workers, a folder locked across processes; marker e2e in pyproject.toml), left out of
-# `make test` to keep it under 5 minutes on 2 cores. .ci/run runs both.
+# CI's second stage: the cases of whole processes (kill -9 at every step of a writer and the reruns, Ctrl-C, sweep
+# workers, a folder locked across processes, the notebooks' kernels, the benchmark scripts' smoke runs, a local Ray
+# cluster; marker e2e in pyproject.toml), left out of `make test` to keep it under 5 minutes on 2 cores. .ci/run
+# runs both.
 test-e2e: $(STAMP)
 	$(BIN)/python -m pytest -m e2e $(if $(filter 0,$(TEST_WORKERS)),,-n auto --maxprocesses $(TEST_WORKERS) --dist load)
 

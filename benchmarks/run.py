@@ -671,10 +671,11 @@ def bench_async() -> None:
 
 
 # -- 6. the Figure-4 study end to end ---------------------------------------------------
-def bench_figure4(seeds: int, workers: int, smoke: bool = False) -> None:
+def bench_figure4(seeds: int, workers: int, smoke: bool = False, overrides: tuple[str, ...] = ()) -> None:
     """``edgefl sweep`` of scenarios/energy-tau-sweep.toml with ``seeds`` seeds, then
     ``edgefl optimal-tau`` and ``edgefl plot``, each timed as a whole process (the code of ``--tree`` where given:
-    ``python -m edgefl.cli`` run in it). ``smoke``: 2 rounds on 2 SNR x 1 bandwidth x 2 tau."""
+    ``python -m edgefl.cli`` run in it). ``smoke``: 2 rounds on 2 SNR x 1 bandwidth x 2 tau. ``overrides``: the
+    sweep's further ``--set`` keys (e.g. run.device=cuda)."""
     import tempfile
 
     cli = [sys.executable, "-m", "edgefl.cli"]
@@ -708,6 +709,7 @@ def bench_figure4(seeds: int, workers: int, smoke: bool = False) -> None:
                 "--quiet",
                 "--set",
                 f"data.dir={MNIST_DIR}",
+                *(arg for key in overrides for arg in ("--set", key)),
                 *tiny,
             ],
             "optimal-tau": [*cli, "optimal-tau", str(out), "--target", "acc_worst=0.70"],
@@ -721,7 +723,9 @@ def bench_figure4(seeds: int, workers: int, smoke: bool = False) -> None:
         points = len(load_manifest(out)["points"])
     total = sum(times.values())
     print(
-        f"[6] fig4    Figure-4 study, energy-tau-sweep.toml x {seeds} seeds ({points} points, {workers} workers), "
+        f"[6] fig4    Figure-4 study, energy-tau-sweep.toml x {seeds} seeds ({points} points, {workers} workers"
+        + "".join(f", {key}" for key in overrides)
+        + "), "
         f"end to end: {total:.0f} s = {total / 60:.1f} min (target < 1 min) {mark(total < 60)} "
         f"[sweep {times['sweep']:.0f} s, optimal-tau {times['optimal-tau']:.1f} s, plot {times['plot']:.1f} s; "
         f"CPU time (the sweep's with its workers') {cpu['sweep']:.0f} s, {cpu['optimal-tau']:.1f} s, {cpu['plot']:.1f} s]",
@@ -948,6 +952,13 @@ def main() -> None:
     parser.add_argument("--fig4-seeds", type=int, default=10, help="seeds of the Figure-4 study (default 10)")
     parser.add_argument("--workers", type=int, default=2, help="sweep workers of the Figure-4 study (default 2)")
     parser.add_argument(
+        "--fig4-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a further scenario key for the Figure-4 study's sweep, e.g. run.device=cuda (repeatable)",
+    )
+    parser.add_argument(
         "--scale-sizes", default=None, help="the scale benchmark's devices N, comma-separated (default by mode)"
     )
     parser.add_argument(
@@ -1000,7 +1011,10 @@ def main() -> None:
         bench_reprice()
     if "fig4" in wanted:
         bench_figure4(
-            1 if mode == "smoke" else args.fig4_seeds, 1 if mode == "smoke" else args.workers, smoke=mode == "smoke"
+            1 if mode == "smoke" else args.fig4_seeds,
+            1 if mode == "smoke" else args.workers,
+            smoke=mode == "smoke",
+            overrides=tuple(args.fig4_set),
         )
     if "quickstart" in wanted:
         bench_quickstart()

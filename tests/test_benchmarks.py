@@ -22,6 +22,11 @@ needs_mnist = pytest.mark.skipif(
 )
 
 
+# Each case runs a benchmark script as a whole process (about 65 s of CPU together on 2 cores): CI's second stage,
+# `make test-e2e` (pyproject.toml's marker e2e)
+pytestmark = pytest.mark.e2e
+
+
 def run_script(*args: str, timeout: float = HANG_S) -> str:
     env = {
         **os.environ,

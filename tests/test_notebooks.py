@@ -48,6 +48,7 @@ def test_notebook_is_stored_stripped(path):
             assert cell.execution_count is None, f"cell {i} has an execution count"
 
 
+@pytest.mark.e2e  # a kernel, a whole process, per notebook (about 40 s of CPU for the three): `make test-e2e`
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # inherited by the kernel

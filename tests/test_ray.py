@@ -17,6 +17,9 @@ from edgefl.sweeps.store import COMPUTED_LOG, POINTS_DIR
 SCENARIO = SWEEP_SCENARIO.format(rounds=3)
 # 2 SNR x 2 τ x 2 seeds: the SNR points are re-priced from 4 shared trainings
 GRID = ["--grid", "network.snr_db=0,20", "--grid", "algorithm.local_steps=1,3", "--seeds", "2"]
+# A local Ray cluster is whole processes (its head, raylet and workers: about 25 s of CPU for the module on 2 cores):
+# CI's second stage, `make test-e2e` (pyproject.toml's marker e2e)
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
