@@ -73,7 +73,7 @@ def test_the_channels_last_step_gives_the_default_layouts_numbers_up_to_rounding
     """On a fixed input: for 3 in 40 random inputs (seeds 29, 33, 35 of 0-39, on an AVX2 CPU) two values of one window of
     the second max-pool lie within rounding of each other, the layouts pick different ones (one index), and some 5,700
     gradient entries then differ by up to 3e-4. Drawn from the global generator, the input depended on the tests run
-    before it in the same process (a failure under xdist at stop 46)."""
+    before it in the same process (a failure under xdist on 2026-11-28)."""
     model = build_model("cifar_cnn", (3, 32, 32), 10, seed=0)
     x = torch.randn(8, 3, 32, 32, generator=torch.Generator().manual_seed(0))
     w, y = model.init_params(), torch.arange(8) % 10
