@@ -30,6 +30,7 @@ within a client's training set, a fresh batch per step.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -308,17 +309,12 @@ class _ElementwiseOnly(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-# func -> "elementwise" (:func:`_allowed`), "in place" (:func:`_in_place`) or None: decided once per function, as a
-# step's operations pass through :class:`_ElementwiseOnly` (a DRDM step's eight: about 30 of its 150 µs of checks)
-_KINDS: dict = {}
-
-
+@functools.cache
 def _kind_of(func) -> str | None:
-    kind = _KINDS.get(func, False)
-    if kind is False:
-        kind = "elementwise" if _allowed(func) else "in place" if _in_place(func) else None
-        _KINDS[func] = kind
-    return kind
+    """The kind of a torch function: "elementwise" (:func:`_allowed`), "in place" (:func:`_in_place`) or None, decided
+    once per function as a step's operations pass through :class:`_ElementwiseOnly` (a DRDM step's eight: about 30 of
+    its 150 µs of checks)."""
+    return "elementwise" if _allowed(func) else "in place" if _in_place(func) else None
 
 
 def _code_of(fn):
