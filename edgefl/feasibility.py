@@ -598,18 +598,14 @@ def _check_markov_wait(parts: RunParts, keys: Keys) -> None:
     (simulated time passes, every availability change an event) for about 1 / (the rate at which the count of
     online devices goes from m - 1 to m), more than MAX_ROUND_S: error. The count is Binomial(N, p), p = on / (on +
     off) (independent devices in their stationary state); it goes up from m - 1 when one of the N - m + 1 offline
-    devices comes online (rate 1 / mean_off_s each)."""
+    devices comes online (rate 1 / mean_off_s each): :func:`markov_wait_s`."""
     pop = parts.population
     if pop.availability != "markov":
         return
-    from scipy.stats import binom  # here: scipy loads only for the runs it concerns
-
     n, m = pop.num_clients, parts.algorithm.clients_per_round
     on, off = pop.mean_on_s, pop.mean_off_s
     p = on / (on + off)
-    below = float(binom.cdf(m - 1, n, p))  # the share of the time with fewer than m online
-    rate = float(binom.pmf(m - 1, n, p)) * (n - m + 1) / off  # up-crossings to m online, per s
-    wait_s = below / rate if rate > 0 else math.inf
+    wait_s = markov_wait_s(n, m, on, off)
     if wait_s <= MAX_ROUND_S:
         return
     raise UserError(
@@ -620,6 +616,24 @@ def _check_markov_wait(parts: RunParts, keys: Keys) -> None:
         f"them. Expected m well below the devices online on average: lower algorithm.clients_per_round (to "
         f"{max(1, math.floor(n * p))} or less), or raise devices.mean_on_s or data.num_clients"
     )
+
+
+def markov_wait_s(n: int, m: int, mean_on_s: float, mean_off_s: float) -> float:
+    """The mean wait (s) between the moments m of n devices are online at once, each on and off for exponential
+    periods of means ``mean_on_s`` and ``mean_off_s``: P(X < m) / (P(X = m - 1) (n - m + 1) / mean_off_s) for X ~
+    Binomial(n, p), p = on / (on + off) (the share of the time below m over the rate of up-crossings to m). The ratio
+    P(X < m) / P(X = m - 1) is the sum over k < m of P(X = k) / P(X = m - 1), each term the one before times
+    P(X = k - 1) / P(X = k) = k (1 - p) / ((n - k + 1) p): no binomial coefficient and no special function (scipy.stats
+    took a second to import), nor an underflow where both probabilities are below the smallest float; inf where the
+    sum overflows (a wait that long is an error anyway)."""
+    if m > n:
+        return math.inf  # (never m online)
+    p = mean_on_s / (mean_on_s + mean_off_s)
+    k = np.arange(m - 1, 0, -1, dtype=np.float64)  # m - 1, ..., 1
+    with np.errstate(over="ignore", invalid="ignore"):
+        terms = np.cumprod(k * (1.0 - p) / ((n - k + 1.0) * p))
+        ratio = 1.0 + float(terms.sum())
+    return ratio * mean_off_s / (n - m + 1)
 
 
 # -- cells ---------------------------------------------------------------------------------------

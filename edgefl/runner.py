@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,16 +147,19 @@ class RoundRows(RowsWhenAsked):
     def __init__(self, columns: Sequence[str]):
         self.columns = tuple(columns)
         self._rounds: list[tuple] = []  # per round added: (number, clients, *values), lists aligned with clients
+        self._ends: list[int] = []  # the rows up to and with each round added (where row i is found: bisect)
         self._n = 0
 
     def add(self, round_: int, clients: list[int], *values: list) -> None:
         """Round ``round_``'s rows: one per client, with its value in each of ``values`` (the columns after client)."""
         self._rounds.append((round_, clients, *values))
         self._n += len(clients)
+        self._ends.append(self._n)
 
     def drop_last_round(self) -> None:
         """Remove the rows the last :meth:`add` added."""
         self._n -= len(self._rounds.pop()[1])
+        self._ends.pop()
 
     def table(self):
         """The rows as lists of their values in ``columns``' order (the file's lines), in order."""
@@ -164,11 +168,10 @@ class RoundRows(RowsWhenAsked):
                 yield [round_, *row]
 
     def _row(self, i: int) -> dict:
-        for round_, clients, *values in self._rounds:
-            if i < len(clients):
-                return dict(zip(self.columns, (round_, clients[i], *(column[i] for column in values))))
-            i -= len(clients)
-        raise AssertionError("unreachable: the rounds hold _n rows")
+        k = bisect_right(self._ends, i)  # the round holding row i (rounds that added no row end where the last did)
+        round_, clients, *values = self._rounds[k]
+        j = i - (self._ends[k - 1] if k else 0)
+        return dict(zip(self.columns, (round_, clients[j], *(column[j] for column in values))))
 
     def __iter__(self):
         columns = self.columns

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import tomllib
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 from edgefl.cli import main
 from edgefl.errors import UserError
-from edgefl.feasibility import MAX_ROUND_J, MAX_ROUND_S, Keys, check_feasible
+from edgefl.feasibility import MAX_ROUND_J, MAX_ROUND_S, Keys, check_feasible, markov_wait_s
 from edgefl.models import build_model
 from edgefl.parts import parts_of
 from edgefl.scenario import load_scenario
@@ -322,6 +323,32 @@ def test_the_check_is_a_lower_bound_alone_on_the_band():
     """An FDMA band shared by m uploaders is slower than the nominal round: the nominal upload is the whole band's."""
     check_feasible(*parts(QUICKSTART, {"network.access": "fdma", "network.fading": "none"}))
     assert MAX_ROUND_S == 1e7 and MAX_ROUND_J == 1e9
+
+
+def test_many_devices_mostly_online_are_not_refused_for_markov_availability():
+    """1,000 phones online two thirds of the time, m = 10: P(X = 9) (about 1e-463) is below the smallest float. The
+    check once computed it with scipy.stats (0 there), read the wait as infinite and refused the run ("every inf s";
+    lower m "to 666 or less"). The ratio of the two probabilities is computed without either (markov_wait_s)."""
+    check_feasible(*parts(PHONES, {"data.num_clients": 1000}))
+    assert markov_wait_s(1000, 10, 30.0, 15.0) < 1.0
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 50, 1000, 10**5])
+@pytest.mark.parametrize("on, off", [(30.0, 15.0), (1.0, 1000.0), (1000.0, 1.0), (5.0, 50.0)])
+def test_the_markov_wait_is_the_binomials(n, on, off):
+    """markov_wait_s = P(X < m) / (P(X = m - 1) (n - m + 1) / off), X ~ Binomial(n, on / (on + off)), as scipy.stats
+    computes it wherever both probabilities are floats (relative 1e-9); above MAX_ROUND_S on both sides otherwise."""
+    from scipy.stats import binom
+
+    p = on / (on + off)
+    for m in sorted({1, min(2, n), max(1, n // 10), max(1, n // 2), n}):
+        below, at = float(binom.cdf(m - 1, n, p)), float(binom.pmf(m - 1, n, p))
+        wait_s = markov_wait_s(n, m, on, off)
+        if below > 0 and at > 0:
+            assert wait_s == pytest.approx(below / (at * (n - m + 1) / off), rel=1e-9), (n, m)
+        elif below > 0:  # (the probability of m - 1 below the smallest float while the share of time below m is not)
+            assert wait_s > MAX_ROUND_S, (n, m)
+    assert markov_wait_s(n, n + 1, on, off) == math.inf  # never n + 1 of n
 
 
 def test_the_ideal_engine_is_not_priced():

@@ -51,6 +51,20 @@ def test_rows_equal_the_dicts_in_order_by_index_and_slice():
     assert rows != dicts[:-1] and rows != [*dicts[:-1], {**dicts[-1], "level_j": -1.0}]
 
 
+def test_every_row_by_index_with_rounds_that_added_none():
+    """Row i is found among the rounds by their row counts (a bisection), rounds of no device included."""
+    rounds = _rounds(3)
+    rounds.insert(2, (99, [], [], [], []))
+    rounds.insert(0, (98, [], [], [], []))
+    rounds.append((97, [], [], [], []))
+    rows, dicts = _kept(rounds), _as_dicts(rounds)
+    assert [rows[i] for i in range(len(dicts))] == dicts
+    assert [rows[i] for i in range(-1, -len(dicts) - 1, -1)] == dicts[::-1]
+    rows.drop_last_round()
+    rows.drop_last_round()
+    assert [rows[i] for i in range(len(rows))] == _as_dicts(rounds[:-2])
+
+
 def test_dropping_the_last_round_and_adding_it_again():
     rounds = _rounds(1)
     rows = _kept(rounds)
