@@ -13,6 +13,7 @@ from channel import (
     db_to_linear,
     dbm_to_w,
     draw_shadowing_db,
+    fading_gain_exceeded,
     fading_power_gain,
     fdma_bandwidth_hz,
     is_outage,
@@ -288,6 +289,18 @@ def test_rician_matches_noncentral_chi2():
     k = 3.0
     g = fading_power_gain("rician", rng, size=20_000, rician_k=k)
     assert stats.kstest(2 * (k + 1) * g, stats.ncx2(df=2, nc=2 * k).cdf).pvalue > 0.01
+
+
+@pytest.mark.parametrize("k", [0.0, 0.1, 1.0, 10.0, 1000.0])
+def test_the_gain_one_draw_exceeds_is_the_noncentral_chi2_quantile(k):
+    """fading_gain_exceeded (the feasibility check's best link): scipy.stats' ncx2.isf within 1e-6 relative down to
+    a probability of 1e-9 (it computes it with scipy.special, a lighter import), -ln p at K = 0; and about that share
+    of draws exceed it."""
+    for p in (1e-9, 1e-6, 1e-3, 0.1, 0.5):
+        expected = -math.log(p) if k == 0 else stats.ncx2.isf(p, 2, 2 * k) / (2 * (k + 1))
+        assert fading_gain_exceeded("rician", p, k) == pytest.approx(expected, rel=1e-6)
+    draws = fading_power_gain("rician", np.random.default_rng(8), size=200_000, rician_k=k)
+    assert np.mean(draws > fading_gain_exceeded("rician", 0.01, k)) == pytest.approx(0.01, abs=0.0015)
 
 
 def test_rician_large_k_concentrates_near_one():
