@@ -51,8 +51,9 @@ from plugin_registry import kind_of
 # 2: the scenario's values nested, as model_dump gives them; 3: a header line before the pickle; 4: the format on
 # a line of its own after the header, read before any of the pickle (a checkpoint of another format is refused as
 # one written by another version of edgefl, not as a file that is no checkpoint); algorithms report typed columns;
-# 5: battery.csv's and positions.csv's rows kept as each round's columns (edgefl.runner.RoundRows)
-FORMAT = 5
+# 5: battery.csv's and positions.csv's rows kept as each round's columns (edgefl.runner.RoundRows); 6: RoundRows keeps
+# its rounds' row counts (a format-5 record has none: refused as another version's, not failing after the resume)
+FORMAT = 6
 # The Simulation's attributes rebuilt from the scenario (referred to by name), and those saved.
 REBUILT = ("scenario", "data", "model", "network", "population", "pricer", "executor")
 SAVED = ("algorithm", "context", "engine", "controller", "record")
