@@ -88,27 +88,49 @@ def _scored(model, out: torch.Tensor, y: torch.Tensor, accuracy: bool):
 
 @torch.no_grad()
 def per_sample(
-    model, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, out: torch.Tensor | None = None, accuracy: bool = True
+    model,
+    w: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    logits: "tuple[torch.Tensor, torch.Tensor | None] | None" = None,
+    accuracy: bool = True,
 ):
-    """(losses [n], correct [n] or None for regression or without ``accuracy``) in float64. ``out``: the model's
-    outputs on ``x`` where computed already; a linear model's are computed in one call (:func:`linear_outputs`),
-    other models' in chunks to bound memory."""
-    if out is None:
-        linear = LinearGrad.of(model)
-        if linear is not None:
-            out = linear_outputs(model, linear, w, x)
-    if out is not None:
-        loss, correct = _scored(model, out, y, accuracy)
-    else:
-        parts = [
-            _scored(model, model.forward(w, x[lo : lo + CHUNK]), y[lo : lo + CHUNK], accuracy)
-            for lo in range(0, len(x), CHUNK)
-        ]
-        if not parts:
-            return torch.zeros(0, dtype=torch.float64), None
-        loss = torch.cat([p[0] for p in parts])
-        correct = None if parts[0][1] is None else torch.cat([p[1] for p in parts])
-    return loss.to(torch.float64), None if correct is None else correct.to(torch.float64)
+    """(losses [n], correct [n] or None for regression or without ``accuracy``) in float64, scored CHUNK rows at a
+    time (:func:`_scored_in_chunks`). ``logits``: a linear model's transposed logits on ``x`` where computed already,
+    (z [K, U], which of its U columns each row of ``x`` is, or None: the first n in order; :data:`Outputs`); a linear
+    model's are otherwise computed in one call (:func:`_transposed_logits`), other models' outputs a chunk at a
+    time."""
+    linear = LinearGrad.of(model)
+    if logits is None and linear is not None:
+        logits = (_transposed_logits(model, linear, w, x), None)
+    if logits is not None:
+        z, columns = logits
+        return _scored_in_chunks(
+            model,
+            lambda lo, hi: outputs_of(model, z[:, lo:hi]) if columns is None else outputs_of(model, z, columns[lo:hi]),
+            y,
+            accuracy,
+        )
+    if len(x) == 0:
+        return torch.zeros(0, dtype=torch.float64), None
+    return _scored_in_chunks(model, lambda lo, hi: model.forward(w, x[lo:hi]), y, accuracy)
+
+
+def _scored_in_chunks(model, outputs: Callable[[int, int], torch.Tensor], y: torch.Tensor, accuracy: bool):
+    """(losses [n], correct [n] or None) in float64 of the rows of labels ``y`` [n], whose outputs ``outputs(lo, hi)``
+    gives for rows lo .. hi - 1, CHUNK rows at a time: an evaluation's temporaries (the [n, K] outputs and
+    cross_entropy's log-probabilities) are a chunk's, not the data's (10^6 devices' 18 million training rows: 0.7 GB
+    each, benchmarks [4]); a row's numbers do not depend on the rows scored with it (tests/test_models.py)."""
+    n = len(y)
+    loss = torch.empty(n, dtype=torch.float64)
+    correct = torch.empty(n, dtype=torch.float64) if accuracy and model.loss_name != "mse" else None
+    for lo in range(0, n, CHUNK):
+        hi = min(n, lo + CHUNK)
+        part_loss, part_correct = _scored(model, outputs(lo, hi), y[lo:hi], accuracy)
+        loss[lo:hi] = part_loss
+        if correct is not None:
+            correct[lo:hi] = part_correct
+    return loss, correct
 
 
 def _owner(offsets: np.ndarray) -> torch.Tensor:
@@ -269,15 +291,15 @@ def evaluate_global(model, data, w: torch.Tensor, outputs: Outputs | None = None
     return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in result.items()}
 
 
-def test_per_sample(model, data, w: torch.Tensor, out: torch.Tensor | None = None):
-    """:func:`per_sample` of the clients' test rows (``out``: the model's outputs on the test inputs of
-    :func:`evaluation_inputs`, where computed already). Where they are drawn from a smaller held-out pool, the
+def test_per_sample(model, data, w: torch.Tensor, logits: "tuple[torch.Tensor, torch.Tensor | None] | None" = None):
+    """:func:`per_sample` of the clients' test rows (``logits``: a linear model's transposed logits on the test inputs
+    of :func:`evaluation_inputs`, where computed already, as :func:`per_sample` reads them). Where they are drawn from a smaller held-out pool, the
     model runs once per pool image and each row takes its image's values: the same numbers, bit for bit (a row's
     output and loss do not depend on the other rows evaluated with it; tests/test_models.py), for a fraction of
     the work."""
     if not _pooled(data):
-        return per_sample(model, w, data.test_x, data.test_y, out)
-    loss, correct = per_sample(model, w, data.global_test_x, data.global_test_y, out)
+        return per_sample(model, w, data.test_x, data.test_y, logits)
+    loss, correct = per_sample(model, w, data.global_test_x, data.global_test_y, logits)
     index = torch.from_numpy(data.test_pool_rows)
     return loss[index], None if correct is None else correct[index]
 
@@ -289,9 +311,9 @@ def _evaluate_global(model, data, w: torch.Tensor, outputs: Outputs | None = Non
         test_loss, test_correct, train_loss, owner = _column_scores(model, linear, data, w, outputs)
     else:
         given = outputs(w) if outputs is not None else None
-        test_out, train_out = (outputs_of(model, given[0], c) for c in given[1]) if given is not None else (None, None)
-        test_loss, test_correct = test_per_sample(model, data, w, test_out)
-        train_loss, _ = per_sample(model, w, data.train_x, data.train_y, train_out, accuracy=False)
+        test_logits, train_logits = ((given[0], c) for c in given[1]) if given is not None else (None, None)
+        test_loss, test_correct = test_per_sample(model, data, w, test_logits)
+        train_loss, _ = per_sample(model, w, data.train_x, data.train_y, train_logits, accuracy=False)
     result = {
         "client_test_loss": _per_client_mean(test_loss, data.test_offsets, owner),
         "loss": float(train_loss.mean()),
