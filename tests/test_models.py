@@ -297,3 +297,53 @@ def test_the_evaluation_runs_a_linear_model_in_the_transposed_form(name, classes
     monkeypatch.undo()
     mlp = build_model("mlp", (1, 28, 28), 10, seed=0, hidden=16)
     assert torch.equal(metrics.forward(mlp, mlp.init_params(), x), mlp.forward(mlp.init_params(), x))
+
+
+@pytest.mark.parametrize("name, classes", [("linear", 10), ("regression", 1), ("mlp", 10)])
+def test_rows_scored_a_chunk_at_a_time_are_scored_as_all_at_once(name, classes, monkeypatch):
+    """edgefl.metrics.per_sample scores CHUNK rows at a time (the [n, K] outputs and cross_entropy's temporaries of 10^6
+    devices' 18 million rows would be 0.7 GB each): the same bits as one chunk of all, with given transposed logits
+    and their columns too, uneven last chunk included."""
+    from edgefl import metrics
+
+    g = torch.Generator().manual_seed(3)
+    shape = (1, 28, 28) if name == "mlp" else (20,)
+    model = build_model(name, shape, classes, seed=0, hidden=16)
+    w = model.init_params() + 0.05 * torch.randn(model.dim, generator=g)
+    x = torch.rand(1000, *shape, generator=g)
+    y = torch.randn(1000, generator=g) if classes == 1 else torch.randint(0, classes, (1000,), generator=g)
+    whole = metrics.per_sample(model, w, x, y)
+    monkeypatch.setattr(metrics, "CHUNK", 77)
+    chunked = metrics.per_sample(model, w, x, y)
+    assert torch.equal(chunked[0], whole[0]) and chunked[0].dtype == torch.float64
+    assert (chunked[1] is None) == (whole[1] is None) == (classes == 1)
+    assert chunked[1] is None or torch.equal(chunked[1], whole[1])
+    linear = metrics.LinearGrad.of(model)
+    if linear is not None:  # transposed logits given, with the columns of the rows among more inputs
+        columns = torch.randperm(1300, generator=g)[:1000]
+        inputs = torch.empty(1300, *shape)
+        inputs[columns] = x
+        z = metrics._transposed_logits(model, linear, w, inputs)
+        given = metrics.per_sample(model, w, x, y, (z, columns))
+        assert torch.allclose(given[0], whole[0], rtol=0, atol=1e-6)  # (another product's chunks: rounding)
+        monkeypatch.setattr(metrics, "CHUNK", 1 << 20)
+        assert all(
+            torch.equal(a, b) for a, b in zip(given, metrics.per_sample(model, w, x, y, (z, columns))) if a is not None
+        )
+
+
+@pytest.mark.parametrize("n", [0, 1, 11, 12, 1023, 1025, 1537, 5000])
+def test_the_transposed_logits_are_those_of_their_chunks_concatenated(n):
+    """LinearGrad.logits writes each chunk's product in place: the bits of the chunks computed apart and then
+    concatenated (as before), for several models stacked."""
+    from edgefl.executor import LinearGrad, one_thread
+
+    g = torch.Generator().manual_seed(4)
+    linear = LinearGrad(10, 784, "cross_entropy")
+    w = torch.randn(3, linear.dim, generator=g) * 0.05
+    x = torch.rand(n, 784, generator=g)
+    weight, bias = w[:, : 10 * 784].reshape(30, 784), w[:, 10 * 784 :].reshape(30, 1)
+    size = max(1, -(-n // max(1, round(n / 1024))))
+    with one_thread():
+        parts = [torch.addmm(bias, weight, x[lo : lo + size].t()) for lo in range(0, max(n, 1), size)]
+    assert torch.equal(linear.logits(w, x), torch.cat(parts, dim=1).view(3, 10, n))
