@@ -474,8 +474,14 @@ def run_together(simulations: Sequence, run: Callable[[Any], Any] = quietly) -> 
     batch = SeedBatch([sim.engine.executor for sim in sims])
     results: list = [None] * len(sims)
     errors: list[BaseException | None] = [None] * len(sims)
+    threads_each = torch.get_num_threads()
 
     def go(lane: int) -> None:
+        # torch's thread count is the caller's (run.threads) in this thread too: set_num_threads holds for the thread
+        # that calls it (OpenMP's count is per thread), and a new thread's products otherwise ran on every core (half
+        # the Figure-4 study in one process on 2 cores: 68-78 s of CPU, 59-66 s so; the bits the same either way;
+        # docs/performance.md, "Issue 30, twelfth pass")
+        torch.set_num_threads(threads_each)
         try:
             results[lane] = run(sims[lane])
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
