@@ -293,10 +293,10 @@ def evaluate_global(model, data, w: torch.Tensor, outputs: Outputs | None = None
 
 def test_per_sample(model, data, w: torch.Tensor, logits: "tuple[torch.Tensor, torch.Tensor | None] | None" = None):
     """:func:`per_sample` of the clients' test rows (``logits``: a linear model's transposed logits on the test inputs
-    of :func:`evaluation_inputs`, where computed already, as :func:`per_sample` reads them). Where they are drawn from a smaller held-out pool, the
-    model runs once per pool image and each row takes its image's values: the same numbers, bit for bit (a row's
-    output and loss do not depend on the other rows evaluated with it; tests/test_models.py), for a fraction of
-    the work."""
+    of :func:`evaluation_inputs`, where computed already, as :func:`per_sample` reads them). Where they are drawn from
+    a smaller held-out pool, the model runs once per pool image and each row takes its image's values: the same
+    numbers, bit for bit (a row's output and loss do not depend on the other rows evaluated with it;
+    tests/test_models.py), for a fraction of the work."""
     if not _pooled(data):
         return per_sample(model, w, data.test_x, data.test_y, logits)
     loss, correct = per_sample(model, w, data.global_test_x, data.global_test_y, logits)
