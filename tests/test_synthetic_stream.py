@@ -12,6 +12,7 @@ change a bit either."""
 from __future__ import annotations
 
 import hashlib
+import time
 
 import numpy as np
 import pytest
@@ -61,7 +62,7 @@ def digest(data) -> str:
 @pytest.fixture(params=["default", "tiny-chunks", "replayed"])
 def chunking(request, monkeypatch):
     if request.param != "default":
-        monkeypatch.setattr(synthetic, "CHUNK_VALUES", 2000)  # 2 clients' laws a chunk, 33 samples a group
+        monkeypatch.setattr(synthetic, "CHUNK_VALUES", 2000)  # 2 clients' laws a chunk: 16 groups of samples
         monkeypatch.setattr(synthetic, "BLOCK_VALUES", 5000)  # laws kept in blocks of 3 chunks
         monkeypatch.setattr(synthetic, "KEEP_LAWS_BYTES", 0)  # laws kept only as many as the samples will take
     if request.param == "replayed":  # no law kept: every chunk's drawn twice
@@ -83,3 +84,32 @@ def test_synthetic_client_list_equals_the_code_before(chunking):
         h.update(x.tobytes())
         h.update(y.tobytes())
     assert h.hexdigest()[:16] == ALPHA_BETA_25
+
+
+def test_the_noise_drawn_ahead_never_overwrites_the_group_the_caller_holds(monkeypatch):
+    """A thread draws the next group's noise while the caller copies a group out: never into the buffer it holds, so
+    a slow caller still reads the code before's numbers."""
+    monkeypatch.setattr(synthetic, "CHUNK_VALUES", 2000)  # 2 clients' laws a chunk: 16 groups of samples
+    _, chunks = synthetic.synthetic_samples(25, 1.0, 1.0, np.random.default_rng(3))
+    h, groups = hashlib.sha256(), 0
+    for n, x, y in chunks:
+        time.sleep(0.002)  # the drawer has long finished the next group
+        for xc, yc in zip(np.split(x.astype(np.float32), np.cumsum(n)[:-1]), np.split(y, np.cumsum(n)[:-1])):
+            h.update(xc.tobytes())
+            h.update(yc.tobytes())
+        groups += 1
+    assert groups >= 10 and h.hexdigest()[:16] == ALPHA_BETA_25
+
+
+def test_a_slow_first_touch_is_waited_for(monkeypatch):
+    """The laws' pass draws into memory that a thread maps ahead by writing zeros: a draw must wait for its own
+    memory's, or those zeros would land on drawn values (here the touch is slowed down to make that certain)."""
+    touch = synthetic._first_touch
+
+    def slow_touch(memory):
+        time.sleep(0.005)
+        touch(memory)
+
+    monkeypatch.setattr(synthetic, "_first_touch", slow_touch)
+    name, clients, seed, keys, expected = CASES["fixed"]  # 3,000 clients' laws, all kept: 4 draws, each touched first
+    assert digest(build_federated_data(name, clients, seed=seed, **keys)) == expected

@@ -22,6 +22,7 @@ class mixes itself.
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterator, Literal, Optional
 
@@ -47,6 +48,7 @@ CHUNK_VALUES = 1 << 20
 # BLOCK_VALUES or more.
 KEEP_LAWS_BYTES = 1 << 26
 BLOCK_VALUES = 1 << 23
+PAGE_BYTES = 4096  # at most a page (4 KiB on x86-64, 4 or 16 KiB on arm64): one value written a page maps them all
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,12 @@ def synthetic_sample_counts(num_clients: int, rng: np.random.Generator, max_samp
     return counts
 
 
+def _first_touch(memory: np.ndarray | None) -> None:
+    """Writes one value a page of ``memory`` (1-D; None: nothing), so that the kernel maps its pages now."""
+    if memory is not None:
+        memory[:: PAGE_BYTES // memory.itemsize] = 0
+
+
 class SyntheticLaws:
     """Every device's law (v_k, W_k, b_k), drawn from ``rng`` as the rule says (u and B for all devices, all v_k,
     then W_k, b_k device after device: v_k = B_k + 1.0 · z, W_k and b_k = u_k + 1.0 · z, the numbers
@@ -148,14 +156,26 @@ class SyntheticLaws:
         self._mean_buffer = np.empty(rows * dim)
         self._law_buffer = np.empty(rows * (row - dim))
         self._replay = np.random.Generator(type(rng.bit_generator)())
-        self._means = [
-            self._draw(rng, (hi - lo, dim), store[j][0] if j < kept else self._mean_buffer, j < kept)
+        # every v_k, then every (W_k, b_k): (shape, into, keep) in the stream's order
+        draws = [
+            ((hi - lo, dim), store[j][0] if j < kept else self._mean_buffer, j < kept)
             for j, (lo, hi) in enumerate(self.bounds)
         ]
-        self._laws = [
-            self._draw(rng, (hi - lo, row - dim), store[j][1] if j < kept else self._law_buffer, j < kept)
+        draws += [
+            ((hi - lo, row - dim), store[j][1] if j < kept else self._law_buffer, j < kept)
             for j, (lo, hi) in enumerate(self.bounds)
         ]
+        # A thread maps the next kept draw's memory (its first touch: about 2 s of this pass's 12 s at 10^6 devices)
+        # while this one draws into memory mapped before; each draw waits until its own memory is mapped.
+        drawn = []
+        with ThreadPoolExecutor(1, thread_name_prefix="edgefl-synthetic-touch") as toucher:
+            mapped = toucher.submit(_first_touch, draws[0][1] if draws[0][2] else None)
+            for i, (shape, into, keep) in enumerate(draws):
+                mapped.result()
+                following = draws[i + 1] if i + 1 < len(draws) else None
+                mapped = toucher.submit(_first_touch, following[1] if following and following[2] else None)
+                drawn.append(self._draw(rng, shape, into, keep))
+        self._means, self._laws = drawn[: len(self.bounds)], drawn[len(self.bounds) :]
 
     @staticmethod
     def _draw(rng: np.random.Generator, shape: tuple[int, int], into: np.ndarray, keep: bool):
@@ -248,21 +268,48 @@ def synthetic_samples(
     return counts, _sample_chunks(counts, laws, rng)
 
 
-def _sample_chunks(counts: np.ndarray, laws: SyntheticLaws, rng: np.random.Generator):
-    """The samples of :func:`synthetic_samples`, drawn group of clients after group (about CHUNK_VALUES noise values
-    a group, one client at least) into one buffer: the same draws in the same order as client after client."""
-    dim = laws.dim
-    noise = np.empty(max(CHUNK_VALUES, int(counts.max()) * dim))
-    for j, (lo, hi) in enumerate(laws.bounds):
-        means, weights, bias = laws.chunk(j, reuse=True)
+def _sample_groups(counts: np.ndarray, bounds: list[tuple[int, int]], rows: int) -> list[tuple[int, int, int, int]]:
+    """The groups of clients whose samples' noise is drawn in one call: (law chunk j, its clients a..b, the group's
+    samples), as many clients of one chunk as ``rows`` samples hold (one client at least)."""
+    groups = []
+    for j, (lo, hi) in enumerate(bounds):
         n = counts[lo:hi]
         ends = np.cumsum(n)
         a = 0
-        while a < hi - lo:  # clients a..b of the chunk: as many as the buffer holds
+        while a < hi - lo:
             start = ends[a] - n[a]
-            b = max(a + 1, int(np.searchsorted(ends, start + len(noise) // dim, side="right")))
-            rows = int(ends[b - 1] - start)
-            x = rng.standard_normal(out=noise[: rows * dim].reshape(rows, dim))
+            b = max(a + 1, int(np.searchsorted(ends, start + rows, side="right")))
+            groups.append((j, a, b, int(ends[b - 1] - start)))
+            a = b
+    return groups
+
+
+def _sample_chunks(counts: np.ndarray, laws: SyntheticLaws, rng: np.random.Generator):
+    """The samples of :func:`synthetic_samples`, drawn group of clients after group (about CHUNK_VALUES noise values
+    a group, one client at least): the same draws in the same order as client after client. A thread draws the next
+    group's noise (numpy draws without the GIL) while this one computes a group's inputs and labels and the caller
+    copies them out, into two buffers used in turn: the draws, a stream that one thread must take in order, are
+    most of the build's time, and the rest now runs beside them."""
+    dim = laws.dim
+    values = max(CHUNK_VALUES, int(counts.max()) * dim)
+    groups = _sample_groups(counts, laws.bounds, values // dim)
+    buffers = (np.empty(values), np.empty(values))
+
+    def noise(i: int) -> np.ndarray:  # group i's standard normals, into buffer i % 2
+        rows = groups[i][3]
+        return rng.standard_normal(out=buffers[i % 2][: rows * dim].reshape(rows, dim))
+
+    with ThreadPoolExecutor(1, thread_name_prefix="edgefl-synthetic-noise") as drawer:
+        ahead = drawer.submit(noise, 0)
+        for i, (j, a, b, rows) in enumerate(groups):
+            x = ahead.result()
+            if i + 1 < len(groups):  # into the other buffer, the one the caller has copied out
+                ahead = drawer.submit(noise, i + 1)
+            if a == 0:
+                means, weights, bias = laws.chunk(j, reuse=True)
+                n = counts[laws.bounds[j][0] : laws.bounds[j][1]]
+                ends = np.cumsum(n)
+            start = ends[a] - n[a]
             if n[a] == n[b - 1] and (n[a:b] == n[a]).all():  # the same n for all: one stacked product
                 x = law_inputs(x.reshape(b - a, int(n[a]), dim), laws.variances, means[a:b, None, :])
                 y = law_labels(x, weights[a:b], bias[a:b]).reshape(-1)
@@ -272,7 +319,6 @@ def _sample_chunks(counts: np.ndarray, laws: SyntheticLaws, rng: np.random.Gener
                 for k, (first, last) in enumerate(zip(ends[a:b] - n[a:b] - start, ends[a:b] - start)):
                     y[first:last] = law_labels(x[None, first:last], weights[a + k : a + k + 1], bias[a + k : a + k + 1])
             yield n[a:b], x.reshape(rows, dim), y
-            a = b
 
 
 def synthetic_alpha_beta(
@@ -331,12 +377,12 @@ class SyntheticKeys(DataParams):
         """What generating the data holds at once besides its result, gone once it is built (edgefl.memory): the
         laws kept from their first draw beyond the samples' size (they are kept up to the larger of that and
         KEEP_LAWS_BYTES, and let go as the samples fill the result), a chunk's laws drawn again (float64), and the
-        buffer of a group's samples (float64, with as much again for the means repeated per sample or the split's
-        copies)."""
+        two buffers of a group's samples (one drawn while the other is used; float64, with as much again for the means
+        repeated per sample or the split's copies)."""
         dim, classes = self.synthetic_dim, self.synthetic_classes
         laws = self.num_clients * (dim * classes + dim + classes) * 8
         samples = self.estimated_samples() * (dim * 4 + 8)
-        buffers = CHUNK_VALUES * 8 + max(CHUNK_VALUES, (self.samples_per_client or 1000) * dim) * 8 * 2
+        buffers = CHUNK_VALUES * 8 + max(CHUNK_VALUES, (self.samples_per_client or 1000) * dim) * 8 * 3
         return max(0.0, min(laws, KEEP_LAWS_BYTES) - samples) + buffers
 
     def estimated_samples(self) -> float:
