@@ -76,6 +76,7 @@ from channel import (
 from edgefl.errors import UserError
 from edgefl.logs import get_logger
 from edgefl.sim import SimPyPricer
+from edgefl.sim.availability import online_share
 from edgefl.sim.backhaul import Backhaul, backhaul_round_s
 from energy import (
     compute_energy_j,
@@ -604,7 +605,7 @@ def _check_markov_wait(parts: RunParts, keys: Keys) -> None:
         return
     n, m = pop.num_clients, parts.algorithm.clients_per_round
     on, off = pop.mean_on_s, pop.mean_off_s
-    p = on / (on + off)
+    p = online_share(on, off)
     wait_s = markov_wait_s(n, m, on, off)
     if wait_s <= MAX_ROUND_S:
         return
@@ -628,7 +629,7 @@ def markov_wait_s(n: int, m: int, mean_on_s: float, mean_off_s: float) -> float:
     sum overflows (a wait that long is an error anyway)."""
     if m > n:
         return math.inf  # (never m online)
-    p = mean_on_s / (mean_on_s + mean_off_s)
+    p = online_share(mean_on_s, mean_off_s)
     k = np.arange(m - 1, 0, -1, dtype=np.float64)  # m - 1, ..., 1
     with np.errstate(over="ignore", invalid="ignore"):
         terms = np.cumprod(k * (1.0 - p) / ((n - k + 1.0) * p))

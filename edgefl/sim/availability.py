@@ -20,6 +20,11 @@ import numpy as np
 import simpy
 
 
+def online_share(mean_on_s: float, mean_off_s: float) -> float:
+    """The stationary probability that a Markov on/off device is online, on / (on + off) (periods in s)."""
+    return mean_on_s / (mean_on_s + mean_off_s)
+
+
 class Availability:
     def __init__(
         self,
@@ -38,7 +43,7 @@ class Availability:
         self.on_offline = on_offline
         self._changed = env.event()
         if mode == "markov":
-            self.online = rng.random(num_clients) < mean_on_s / (mean_on_s + mean_off_s)
+            self.online = rng.random(num_clients) < online_share(mean_on_s, mean_off_s)
             for c in range(num_clients):
                 env.process(self._markov(c, rng, mean_on_s, mean_off_s))
         elif mode == "trace":
