@@ -550,3 +550,21 @@ def test_build_errors(tmp_path):
     with pytest.raises(DataError, match="gets no training data"):
         build_federated_data("mnist", 40, seed=0, dir=tmp_path)
     assert issubclass(DataError, ValueError)
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 22])
+def test_class_histograms_count_each_clients_own_labels(monkeypatch, chunk):
+    """One bincount over (client, class) pairs, a few clients at a time, counts what a bincount per client counts,
+    clients without samples included (``chunk``: samples a bincount takes)."""
+    import edgefl.data.federated as federated
+
+    monkeypatch.setattr(federated, "HISTOGRAM_SAMPLES", chunk)
+    rng = np.random.default_rng(0)
+    for clients, classes in [(1, 2), (9, 3), (400, 10), (50, 62)]:
+        sizes = rng.integers(0, 40, clients)
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        labels = rng.integers(0, classes, offsets[-1])
+        expected = [np.bincount(labels[a:b], minlength=classes) for a, b in zip(offsets[:-1], offsets[1:])]
+        assert np.array_equal(federated._histograms(labels, offsets, classes), np.array(expected))
+    with pytest.raises(ValueError, match="expected 0 to 2"):
+        federated._histograms(np.array([0, 3]), np.array([0, 2]), 3)

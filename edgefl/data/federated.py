@@ -206,10 +206,27 @@ def _min_median_max(values: np.ndarray) -> dict:
     return {"min": float(np.min(values)), "median": float(np.median(values)), "max": float(np.max(values))}
 
 
+HISTOGRAM_SAMPLES = 1 << 22  # samples counted by one bincount of :func:`_histograms` (its index: 32 MiB of int64)
+
+
 def _histograms(labels: np.ndarray, offsets: np.ndarray, num_classes: int) -> np.ndarray:
-    return np.stack(
-        [np.bincount(labels[offsets[i] : offsets[i + 1]], minlength=num_classes) for i in range(len(offsets) - 1)]
-    ).astype(np.int64)
+    """Each client's samples per class (client i: labels[offsets[i]:offsets[i + 1]], classes 0..num_classes - 1):
+    [N, num_classes] int64, by one bincount of client x classes + class over clients holding about HISTOGRAM_SAMPLES
+    samples at a time (not one call per client: 10^6 clients' took 3 s)."""
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n = len(offsets) - 1
+    if len(labels) and (labels.min() < 0 or labels.max() >= num_classes):
+        raise ValueError(f"labels from {labels.min()} to {labels.max()}: expected 0 to {num_classes - 1}")
+    hist = np.empty((n, num_classes), dtype=np.int64)
+    lo = 0
+    while lo < n:
+        hi = max(lo + 1, int(np.searchsorted(offsets, offsets[lo] + HISTOGRAM_SAMPLES, side="right")) - 1)
+        hi = min(hi, n)
+        owner = np.repeat(np.arange(hi - lo, dtype=np.int64) * num_classes, np.diff(offsets[lo : hi + 1]))
+        owner += labels[offsets[lo] : offsets[hi]]
+        hist[lo:hi] = np.bincount(owner, minlength=(hi - lo) * num_classes).reshape(hi - lo, num_classes)
+        lo = hi
+    return hist
 
 
 def client_offsets(sizes: list[int] | np.ndarray) -> np.ndarray:
