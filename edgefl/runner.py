@@ -95,18 +95,18 @@ class RowsWhenAsked(Sequence):
     """Rows (dicts) of an output file, made when asked from the columns a run keeps: equal to any sequence of the
     same rows (a list of dicts included)."""
 
-    _n: int  # how many rows
     _noun = "row"  # what a row is (an index out of range names it)
 
     def __len__(self) -> int:
-        return self._n
+        raise NotImplementedError
 
     def __getitem__(self, i):  # type: ignore[override]
+        n = len(self)
         if isinstance(i, slice):
-            return [self[k] for k in range(*i.indices(self._n))]
-        if not -self._n <= i < self._n:
-            raise IndexError(f"{self._noun} {i} of {self._n}")
-        return self._row(i % self._n)
+            return [self[k] for k in range(*i.indices(n))]
+        if not -n <= i < n:
+            raise IndexError(f"{self._noun} {i} of {n}")
+        return self._row(i % n)
 
     def _row(self, i: int) -> dict:
         """Row ``i`` (0 <= i < len), made now."""
@@ -128,6 +128,9 @@ class ClientRows(RowsWhenAsked):
     def __init__(self, n: int, columns: list[tuple[str, object, type | None]]):
         self._n, self._columns = n, columns
 
+    def __len__(self) -> int:
+        return self._n
+
     def _row(self, i: int) -> dict:
         return {
             name: None if values is None else values[i] if kind is None else kind(values[i])  # type: ignore[index]
@@ -148,18 +151,19 @@ class RoundRows(RowsWhenAsked):
         self.columns = tuple(columns)
         self._rounds: list[tuple] = []  # per round added: (number, clients, *values), lists aligned with clients
         self._ends: list[int] = []  # the rows up to and with each round added (where row i is found: bisect)
-        self._n = 0
 
     def add(self, round_: int, clients: list[int], *values: list) -> None:
         """Round ``round_``'s rows: one per client, with its value in each of ``values`` (the columns after client)."""
         self._rounds.append((round_, clients, *values))
-        self._n += len(clients)
-        self._ends.append(self._n)
+        self._ends.append(len(self) + len(clients))
 
     def drop_last_round(self) -> None:
         """Remove the rows the last :meth:`add` added."""
-        self._n -= len(self._rounds.pop()[1])
+        self._rounds.pop()
         self._ends.pop()
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
 
     def table(self):
         """The rows as lists of their values in ``columns``' order (the file's lines), in order."""
@@ -178,7 +182,7 @@ class RoundRows(RowsWhenAsked):
         return (dict(zip(columns, row)) for row in self.table())
 
     def __repr__(self) -> str:
-        return f"RoundRows({self._n} rows of {len(self._rounds)} rounds)"
+        return f"RoundRows({len(self)} rows of {len(self._rounds)} rounds)"
 
 
 class RoundState(NamedTuple):
