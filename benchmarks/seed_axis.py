@@ -31,15 +31,16 @@ def trainings(seeds: int, rounds: int, tau: int, scenario: Path, overrides: Sequ
     return [trainer(p.scenario) for p in plan.points]
 
 
-def largest_difference(solo, together) -> float:
-    """The largest |difference| of any numeric metric of any round between each seed's two runs (0.0: identical)."""
-    worst = 0.0
+def largest_difference(solo, together) -> tuple[float, str]:
+    """The largest |difference| of any numeric metric of any round between each seed's two runs (0.0: identical),
+    and that metric's name with its round."""
+    worst, where = 0.0, ""
     for a, b in zip(solo, together):
         for row_a, row_b in zip(a.metrics, b.metrics, strict=True):
             for key, value in row_a.items():
-                if isinstance(value, float) and isinstance(row_b[key], float):
-                    worst = max(worst, abs(value - row_b[key]))
-    return worst
+                if isinstance(value, float) and isinstance(row_b[key], float) and abs(value - row_b[key]) > worst:
+                    worst, where = abs(value - row_b[key]), f"{key}, round {row_a.get('round')}"
+    return worst, where
 
 
 def timed(fn):
@@ -76,7 +77,7 @@ def main(argv=None) -> None:
         print(
             f"  repeat {repeat + 1}: one after the other {solo_cpu:.1f} s CPU ({solo_wall:.1f} s wall); together "
             f"{cpu:.1f} s CPU ({wall:.1f} s wall); CPU ratio {solo_cpu / cpu:.2f}; metrics identical: {identical}"
-            + ("" if identical else f" (largest |difference| {largest_difference(solo, together):.1e})")
+            + ("" if identical else " (largest |difference| {:.1e}: {})".format(*largest_difference(solo, together)))
         )
     print(f"CPU ratio one-after-the-other / together: {min(ratios):.2f} to {max(ratios):.2f}")
 

@@ -12,7 +12,9 @@ the same images (:class:`SharedInputs`: MNIST-10k's seeds each cut the same 10,0
 the models are stacked into one product with those images, held once (edgefl.executor.LinearGrad.logits), and each
 run gathers its own rows of it and computes its metrics in its own thread (edgefl.metrics, ``outputs``). That
 product runs on one thread whatever torch's thread count, alone or stacked: there stacking leaves every run's
-bits as they are alone.
+bits as they are alone, on the CPUs where the product's kernels round a model's rows and an input's column the same
+whichever others share the call. Not every CPU's do (an Intel Xeon's MKL did not), so a seed group first checks it
+on its own shapes (:meth:`SharedInputs.keeps_solo_bits`); where it fails, each run evaluates alone.
 Everything else (the algorithm's server side, the engine) runs in the run's own thread on its own objects. So the
 engine core is untouched: the seed axis is a hook on the executor. The stacking itself
 (:func:`train_together`) also serves one run: the engine trains an asynchronous server's chains, dispatched one at a
@@ -25,7 +27,9 @@ tests/test_seed_axis.py checks each run's outputs against its solo run's: identi
 trainings and evaluations (MNIST, 784 inputs, batch 32) and a vmapped MLP; within 1e-6 (a few 1e-8
 seen) where stacking moves a run's rows onto another kernel path of the CPU's small matrix products (60 inputs,
 batch 8, 5 clients a run). Which runs share a call is fixed by the sweep (edgefl.sweeps.run.make_tasks), not by the
-machine.
+machine. On an Intel Xeon with AVX-512 (torch 2.11, 2026-11-28) the trainings' ``bmm`` gave the same bits stacked and
+alone, but the evaluation's stacked product did not (the Figure-4 losses up to 8.6e-8 apart), hence the evaluation's
+check below.
 
 Cost (benchmarks/seed_axis.py, 10 seeds, CPU time): small models, where a step's call overhead is most of it, take
 1.5-1.8x less CPU together; the Figure-4 trainings' local steps, mostly the bmm's arithmetic, take the same CPU
@@ -244,8 +248,9 @@ class SharedInputs:
 
     @classmethod
     def of(cls, executors: Sequence[Executor]) -> "SharedInputs | None":
-        """The runs' shared inputs where their models are linear (the same LinearGrad shape, on the CPU) and their
-        inputs overlap enough (SHARED_SHARE, SHARED_MIN_ROWS), else None. Rows are matched by their bytes: a key of
+        """The runs' shared inputs where their models are linear (the same LinearGrad shape, on the CPU), their
+        inputs overlap enough (SHARED_SHARE, SHARED_MIN_ROWS) and this machine's products keep each run's solo bits
+        (:meth:`keeps_solo_bits`), else None. Rows are matched by their bytes: a key of
         each row groups them, and each row is then compared bit for bit with the row it was matched to (MNIST-10k,
         5 seeds: about 0.1 s CPU, once per seed group)."""
         linears = [LinearGrad.of(executor.model) for executor in executors]
@@ -281,7 +286,25 @@ class SharedInputs:
             if not _same_rows(x, torch.from_numpy(where[lo:hi][other]), part, rows):
                 return None  # distinct rows with equal keys (never seen): each run then evaluates alone
         columns = [torch.from_numpy(where[lo:hi]) for lo, hi in zip(starts[:-1], starts[1:])]
-        return cls(first, x, list(zip(columns[::2], columns[1::2])))
+        shared = cls(first, x, list(zip(columns[::2], columns[1::2])))
+        return shared if shared.keeps_solo_bits(parts) else None  # (else each run evaluates alone)
+
+    def keeps_solo_bits(self, parts: Sequence[torch.Tensor]) -> bool:
+        """Whether each run's columns of the stacked product are, on this machine, the bits of its solo evaluation
+        (LinearGrad.logits of its model alone on its own inputs ``parts``: test, training of each run), probed once
+        with random models of the runs' shape (the rounding follows the products' shapes and the CPU's kernels, not
+        the values). True on the machines the suite runs on here (torch 2.13's MKL; AMD EPYC, AVX2); false on an Intel
+        Xeon with AVX-512 and torch 2.11 (stacked and solo logits up to 2.6e-6 apart: docs/performance.md).
+        Costs one stacked and one solo evaluation per run, once per seed group."""
+        generator = torch.Generator().manual_seed(0x5EED)
+        models = 0.05 * torch.randn(len(self.columns), self.linear.dim, generator=generator)
+        stacked = self.linear.logits(models, self.x)
+        for lane, columns in enumerate(self.columns):
+            for own, at in zip(parts[2 * lane : 2 * lane + 2], columns):
+                alone = self.linear.logits(models[lane : lane + 1], own)[0]
+                if not torch.equal(stacked[lane].index_select(1, at), alone):
+                    return False
+        return True
 
 
 def _row_keys(x: torch.Tensor) -> np.ndarray:
