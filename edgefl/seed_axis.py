@@ -210,8 +210,12 @@ class SeedBatch:
         inputs = self.inputs
         assert inputs is not None
         lanes = sorted(models)
+        stack = torch.stack([models[lane] for lane in lanes])
+        if len(lanes) < len(self.executors):  # (runs that ended: zeros in their place, so that every call has the
+            # shape SharedInputs.keeps_solo_bits checked; with fewer models the kernels might round otherwise)
+            stack = torch.cat([stack, stack.new_zeros(len(self.executors) - len(lanes), stack.shape[1])])
         try:
-            logits = inputs.linear.logits(torch.stack([models[lane] for lane in lanes]), inputs.x)
+            logits = inputs.linear.logits(stack, inputs.x)
         except Exception as exc:  # noqa: BLE001 - raised in each lane's thread
             self._results.update(dict.fromkeys(lanes, exc))
             return

@@ -394,6 +394,30 @@ def test_a_machine_whose_stacked_product_rounds_otherwise_evaluates_each_run_alo
         assert all(outputs is None and _same_metrics(m, one) for (outputs, m), one in zip(lane, alone))
 
 
+def test_an_evaluation_of_fewer_runs_than_the_group_has_the_checked_shape(monkeypatch):
+    """Runs of a group that ended leave fewer models to evaluate together: the call still stacks as many models as
+    the group has (the shape the check probed), so a CPU whose product rounds otherwise for other shapes (here: one
+    ulp added to any call of another count) still gives each run its solo bits."""
+    from edgefl import metrics
+    from edgefl.executor import LinearGrad
+
+    product = LinearGrad.logits
+
+    def rounding_otherwise_but_for_three(self, w, x, columns=1024):
+        out = product(self, w, x, columns)
+        return torch.nextafter(out, torch.full_like(out, math.inf)) if w.shape[0] not in (1, 3) else out
+
+    runs, models = _runs_reading_one_pool(3)
+    solo = [[metrics._evaluate_global(net, data, w) for w in ws] for (net, data, _), ws in zip(runs, models)]
+    monkeypatch.setattr(LinearGrad, "logits", rounding_otherwise_but_for_three)
+    batch = SeedBatch([executor for _, _, executor in runs])
+    assert batch.inputs is not None
+    got = _evaluated_in_lanes(batch, runs, [models[0], models[1], []])  # (the third run has ended)
+    assert batch.stacked_evaluations == 2 * 2
+    for lane, alone in zip(got[:2], solo[:2]):
+        assert all(_same_metrics(m, one) for (_, m), one in zip(lane, alone))
+
+
 def test_runs_reading_the_same_images_are_evaluated_together_bit_for_bit():
     """Runs whose evaluations read the same images, each cut its own way (MNIST-10k's seeds): their linear models
     are evaluated in one call on the images held once (where this machine's product keeps each run's bits: above),
