@@ -301,7 +301,10 @@ class Simulation:
     # -- divergence ---------------------------------------------------------------------
     def _divergence(self, r: int, row: dict) -> str | None:
         """Why round ``r`` diverged (a non-finite model or loss), or None."""
-        model_finite = bool(torch.isfinite(self.algorithm.model).all())
+        model = self.algorithm.model
+        # a finite sum has finite terms (a NaN or an inf term makes it NaN or inf); a sum that overflows is checked
+        # term by term (7,850 floats: 5 µs against 30 µs for isfinite().all() at every server update, benchmarks [8])
+        model_finite = math.isfinite(model.sum().item()) or bool(torch.isfinite(model).all())
         loss = row.get("loss")
         if model_finite and (loss is None or math.isfinite(loss)):
             return None

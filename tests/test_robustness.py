@@ -257,6 +257,29 @@ def test_keys_that_document_inf_still_take_it():
         )
 
 
+@pytest.mark.parametrize(
+    "values, diverged",
+    [
+        ([1.0, -2.0, 3.0], False),
+        ([3e38, 3e38, -1.0], False),  # finite terms whose float32 sum overflows: still finite
+        ([1.0, math.nan, 3.0], True),
+        ([1.0, math.inf, -math.inf], True),  # (a sum of NaN)
+        ([-math.inf, 0.0, 0.0], True),
+    ],
+)
+def test_divergence_is_a_non_finite_model_value_and_nothing_else(values, diverged):
+    from types import SimpleNamespace
+
+    from edgefl.runner import Simulation
+
+    sim = SimpleNamespace(
+        algorithm=SimpleNamespace(model=torch.tensor(values, dtype=torch.float32)), _divergence_hint=lambda: "a hint"
+    )
+    why = Simulation._divergence(sim, 4, {"loss": 0.5})
+    assert (why is not None) == diverged
+    assert why is None or why.startswith("diverged in round 5: the global model is no longer finite")
+
+
 def test_divergence_stops_the_run_with_exit_3_and_finite_outputs(tmp_path, capsys):
     out = tmp_path / "out"
     code = main(
