@@ -371,21 +371,28 @@ def test_runs_are_evaluated_together_exactly_where_this_machine_keeps_each_runs_
     assert (batch.inputs is not None) == _stacking_keeps_solo_bits(runs, models)
 
 
-def test_a_machine_whose_stacked_product_rounds_otherwise_evaluates_each_run_alone(monkeypatch):
-    """Where the stacked product's bits differ from a model's alone (here: one ulp added to every stacked call),
-    the seed group evaluates each run alone, and every run's metrics are its solo evaluation's."""
-    from edgefl import metrics
+def _round_otherwise(monkeypatch, counts) -> None:
+    """Make the evaluation's product round otherwise (one ulp up) for a call of ``counts(models stacked)`` models, as
+    another CPU's kernels might."""
     from edgefl.executor import LinearGrad
 
     product = LinearGrad.logits
 
     def rounding_otherwise(self, w, x, columns=1024):
         out = product(self, w, x, columns)
-        return torch.nextafter(out, torch.full_like(out, math.inf)) if w.shape[0] > 1 else out
+        return torch.nextafter(out, torch.full_like(out, math.inf)) if counts(w.shape[0]) else out
+
+    monkeypatch.setattr(LinearGrad, "logits", rounding_otherwise)
+
+
+def test_a_machine_whose_stacked_product_rounds_otherwise_evaluates_each_run_alone(monkeypatch):
+    """Where the stacked product's bits differ from a model's alone (here: one ulp added to every stacked call),
+    the seed group evaluates each run alone, and every run's metrics are its solo evaluation's."""
+    from edgefl import metrics
 
     runs, models = _runs_reading_one_pool()
     solo = [[metrics._evaluate_global(net, data, w) for w in ws] for (net, data, _), ws in zip(runs, models)]
-    monkeypatch.setattr(LinearGrad, "logits", rounding_otherwise)
+    _round_otherwise(monkeypatch, lambda count: count > 1)
     batch = SeedBatch([executor for _, _, executor in runs])
     assert batch.inputs is None
     got = _evaluated_in_lanes(batch, runs, models)
@@ -399,17 +406,10 @@ def test_an_evaluation_of_fewer_runs_than_the_group_has_the_checked_shape(monkey
     the group has (the shape the check probed), so a CPU whose product rounds otherwise for other shapes (here: one
     ulp added to any call of another count) still gives each run its solo bits."""
     from edgefl import metrics
-    from edgefl.executor import LinearGrad
-
-    product = LinearGrad.logits
-
-    def rounding_otherwise_but_for_three(self, w, x, columns=1024):
-        out = product(self, w, x, columns)
-        return torch.nextafter(out, torch.full_like(out, math.inf)) if w.shape[0] not in (1, 3) else out
 
     runs, models = _runs_reading_one_pool(3)
     solo = [[metrics._evaluate_global(net, data, w) for w in ws] for (net, data, _), ws in zip(runs, models)]
-    monkeypatch.setattr(LinearGrad, "logits", rounding_otherwise_but_for_three)
+    _round_otherwise(monkeypatch, lambda count: count not in (1, 3))
     batch = SeedBatch([executor for _, _, executor in runs])
     assert batch.inputs is not None
     got = _evaluated_in_lanes(batch, runs, [models[0], models[1], []])  # (the third run has ended)

@@ -167,13 +167,13 @@ class SyntheticLaws:
         ]
         # A thread maps the next kept draw's memory (its first touch: about 2 s of this pass's 12 s at 10^6 devices)
         # while this one draws into memory mapped before; each draw waits until its own memory is mapped.
+        kept_memory = [into if keep else None for _, into, keep in draws] + [None]  # (None: a buffer, mapped already)
         drawn = []
         with ThreadPoolExecutor(1, thread_name_prefix="edgefl-synthetic-touch") as toucher:
-            mapped = toucher.submit(_first_touch, draws[0][1] if draws[0][2] else None)
+            mapped = toucher.submit(_first_touch, kept_memory[0])
             for i, (shape, into, keep) in enumerate(draws):
                 mapped.result()
-                following = draws[i + 1] if i + 1 < len(draws) else None
-                mapped = toucher.submit(_first_touch, following[1] if following and following[2] else None)
+                mapped = toucher.submit(_first_touch, kept_memory[i + 1])
                 drawn.append(self._draw(rng, shape, into, keep))
         self._means, self._laws = drawn[: len(self.bounds)], drawn[len(self.bounds) :]
 
